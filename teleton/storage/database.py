@@ -1,0 +1,246 @@
+"""The one SQLite database, behind an async API that never runs SQL on the event-loop thread.
+
+One writer thread owns the only write connection, so writes are serialised without lock contention;
+a small pool of reader threads each hold their own connection and read concurrently under WAL.
+Callers pass plain functions of a connection (``await db.read(fn)``, ``await db.write(fn)``), which keeps
+the SQL in sync functions that are easy to test and lets a write run several statements in one
+transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import structlog
+
+from teleton.storage import schema
+from teleton.storage.sqlite_driver import Connection, Driver, has_fts5, load_sqlite_vec, pick_driver
+
+log = structlog.get_logger(__name__)
+T = TypeVar("T")
+
+BUSY_TIMEOUT_MS = 5000
+
+
+def connect(path: Path | str, driver: Driver, *, vectors: bool = True, readonly: bool = False) -> Connection:
+    """Open a tuned connection (WAL, foreign keys, busy timeout), with sqlite-vec when asked and possible."""
+    conn = driver.module.connect(str(path), isolation_level=None, check_same_thread=False)
+    conn.row_factory = driver.module.Row
+    conn.execute(f"pragma busy_timeout = {BUSY_TIMEOUT_MS}")
+    conn.execute("pragma foreign_keys = on")
+    if not readonly:
+        conn.execute("pragma journal_mode = wal")
+        conn.execute("pragma synchronous = normal")
+    else:
+        conn.execute("pragma query_only = 1")
+    if vectors:
+        load_sqlite_vec(conn)
+    return conn
+
+
+@dataclass
+class StoreInfo:
+    path: Path
+    driver: str
+    sqlite_version: str
+    fts5: bool
+    vec_version: str | None
+    schema_from: int
+    schema_to: int
+    vectors_reset: bool = False
+
+    @property
+    def vectors(self) -> bool:
+        return self.vec_version is not None
+
+
+@dataclass
+class Database:
+    """Open with ``await Database.open(path)``; close with ``await db.close()``."""
+
+    path: Path
+    info: StoreInfo
+    _driver: Driver
+    _writer: ThreadPoolExecutor
+    _readers: ThreadPoolExecutor
+    _write_conn: Connection
+    _local: threading.local = field(default_factory=threading.local)
+    _reader_conns: list[Connection] = field(default_factory=list)
+    _closed: bool = False
+
+    @property
+    def vectors(self) -> bool:
+        return self.info.vectors
+
+    @classmethod
+    async def open(
+        cls,
+        path: Path | str,
+        *,
+        embedding: tuple[str, int] | None = None,
+        vectors: bool = True,
+        readers: int = 3,
+    ) -> Database:
+        """Open (creating and migrating) the database.
+
+        ``embedding`` is (model name, dimension) of the configured embedding model; with it and a loadable
+        sqlite-vec the vector tables exist. Without sqlite-vec the store opens keyword-only and says so once.
+        """
+        path = Path(path).expanduser()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        driver = pick_driver()
+        writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="teleton-db-writer")
+        loop = asyncio.get_running_loop()
+
+        def _open() -> tuple[Connection, StoreInfo]:
+            new_file = not path.exists()
+            conn = connect(path, driver, vectors=vectors)
+            if new_file:
+                path.chmod(0o600)
+            start, end = schema.migrate(conn)
+            vec_version = None
+            if vectors and embedding is not None:
+                vec_version = _vec_version(conn)
+            reset = False
+            if vec_version is not None and embedding is not None:
+                reset = schema.ensure_vector_tables(conn, embedding[0], embedding[1])
+            info = StoreInfo(
+                path=path,
+                driver=driver.name,
+                sqlite_version=driver.sqlite_version,
+                fts5=has_fts5(conn),
+                vec_version=vec_version,
+                schema_from=start,
+                schema_to=end,
+                vectors_reset=reset,
+            )
+            return conn, info
+
+        try:
+            conn, info = await loop.run_in_executor(writer, _open)
+        except BaseException:
+            writer.shutdown(wait=False)
+            raise
+        if embedding is not None and vectors and not info.vectors:
+            log.warning(
+                "vectors_unavailable",
+                reason="sqlite-vec could not be loaded",
+                effect="search runs keyword-only",
+            )
+        if info.schema_from != info.schema_to:
+            log.info("schema_migrated", from_version=info.schema_from, to_version=info.schema_to)
+        if info.vectors_reset:
+            log.warning("embedding_model_changed", effect="vector index dropped; rows will be re-embedded")
+        db = cls(
+            path=path,
+            info=info,
+            _driver=driver,
+            _writer=writer,
+            _readers=ThreadPoolExecutor(max_workers=readers, thread_name_prefix="teleton-db-reader"),
+            _write_conn=conn,
+        )
+        return db
+
+    def _reader(self) -> Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = connect(self.path, self._driver, vectors=self.info.vectors, readonly=True)
+            self._local.conn = conn
+            self._reader_conns.append(conn)
+        return conn
+
+    async def read(self, fn: Callable[[Connection], T]) -> T:
+        """Run ``fn(conn)`` on a reader thread with a read-only connection."""
+        self._check_open()
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._readers, lambda: fn(self._reader()))
+
+    async def write(self, fn: Callable[[Connection], T]) -> T:
+        """Run ``fn(conn)`` on the writer thread inside one transaction (rolled back if it raises)."""
+        self._check_open()
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._writer, self._transaction, fn)
+
+    def _transaction(self, fn: Callable[[Connection], T]) -> T:
+        conn = self._write_conn
+        conn.execute("begin immediate")
+        try:
+            result = fn(conn)
+        except BaseException:
+            conn.execute("rollback")
+            raise
+        conn.execute("commit")
+        return result
+
+    async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Run one write statement; return lastrowid (inserts) or rowcount."""
+
+        def _run(conn: Connection) -> int:
+            cur = conn.execute(sql, params)
+            return int(cur.lastrowid or 0) if sql.lstrip().lower().startswith("insert") else int(cur.rowcount)
+
+        return await self.write(_run)
+
+    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        return await self.read(lambda conn: conn.execute(sql, params).fetchall())
+
+    async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        return await self.read(lambda conn: conn.execute(sql, params).fetchone())
+
+    async def checkpoint(self) -> None:
+        await asyncio.get_running_loop().run_in_executor(
+            self._writer, lambda: self._write_conn.execute("pragma wal_checkpoint(truncate)")
+        )
+
+    async def backup(self, target: Path | str) -> None:
+        """An online-consistent copy through SQLite's backup API (safe while the daemon writes)."""
+        target = Path(target).expanduser()
+
+        def _backup() -> None:
+            dest = self._driver.module.connect(str(target))
+            try:
+                self._write_conn.backup(dest)
+            finally:
+                dest.close()
+            target.chmod(0o600)
+
+        await asyncio.get_running_loop().run_in_executor(self._writer, _backup)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        loop = asyncio.get_running_loop()
+
+        def _close_readers() -> None:
+            self._readers.shutdown(wait=True)
+            for conn in self._reader_conns:
+                conn.close()
+
+        await asyncio.to_thread(_close_readers)
+
+        def _close_writer() -> None:
+            try:
+                self._write_conn.execute("pragma wal_checkpoint(truncate)")
+            finally:
+                self._write_conn.close()
+
+        await loop.run_in_executor(self._writer, _close_writer)
+        self._writer.shutdown(wait=True)
+        self._closed = True
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("database is closed")
+
+
+def _vec_version(conn: Connection) -> str | None:
+    try:
+        return str(conn.execute("select vec_version()").fetchone()[0])
+    except Exception:
+        return None

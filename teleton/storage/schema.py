@@ -1,0 +1,352 @@
+"""The database schema and its forward-only migrations.
+
+Each migration is a function that takes a connection inside a transaction. ``meta.schema_version``
+records the last one applied; opening a database applies the missing ones in order, so a database made by
+any earlier release is upgraded at start. Vector tables are not part of the migrations: their dimension
+depends on the configured embedding model (see ``vector_tables``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+
+from teleton.storage.sqlite_driver import Connection
+
+FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
+
+_V1 = f"""
+create table if not exists meta (
+    key   text primary key,
+    value text not null
+);
+
+create table if not exists knowledge (
+    id         integer primary key,
+    source     text not null check (source in ('memory', 'session', 'learned')),
+    path       text not null default '',
+    heading    text not null default '',
+    text       text not null,
+    hash       text not null,
+    start_line integer not null default 0,
+    embedded   integer not null default 0,
+    created_at real not null,
+    updated_at real not null
+);
+create index if not exists knowledge_path on knowledge(path);
+create index if not exists knowledge_hash on knowledge(hash);
+create virtual table if not exists knowledge_fts using fts5(
+    heading, text, content='knowledge', content_rowid='id', tokenize='{FTS_TOKENIZER}'
+);
+create trigger if not exists knowledge_ai after insert on knowledge begin
+    insert into knowledge_fts(rowid, heading, text) values (new.id, new.heading, new.text);
+end;
+create trigger if not exists knowledge_ad after delete on knowledge begin
+    insert into knowledge_fts(knowledge_fts, rowid, heading, text)
+        values ('delete', old.id, old.heading, old.text);
+end;
+create trigger if not exists knowledge_au after update of heading, text on knowledge begin
+    insert into knowledge_fts(knowledge_fts, rowid, heading, text)
+        values ('delete', old.id, old.heading, old.text);
+    insert into knowledge_fts(rowid, heading, text) values (new.id, new.heading, new.text);
+end;
+
+create table if not exists sessions (
+    id                text primary key,
+    chat_id           integer not null,
+    active            integer not null default 1,
+    messages_json     text not null default '[]',
+    summary           text not null default '',
+    input_tokens      integer not null default 0,
+    output_tokens     integer not null default 0,
+    cache_read_tokens integer not null default 0,
+    last_input_tokens integer not null default 0,
+    created_at        real not null,
+    updated_at        real not null,
+    ended_at          real,
+    end_reason        text
+);
+create index if not exists sessions_chat on sessions(chat_id, active);
+
+create table if not exists tg_chats (
+    id           integer primary key,
+    type         text not null check (type in ('dm', 'group', 'channel')),
+    title        text not null default '',
+    username     text,
+    member_count integer,
+    updated_at   real not null
+);
+
+create table if not exists tg_users (
+    id         integer primary key,
+    first_name text not null default '',
+    last_name  text not null default '',
+    username   text,
+    phone      text,
+    is_bot     integer not null default 0,
+    updated_at real not null
+);
+create index if not exists tg_users_username on tg_users(username);
+
+create table if not exists tg_messages (
+    id          integer primary key,
+    chat_id     integer not null,
+    message_id  integer not null,
+    sender_id   integer,
+    sender_name text not null default '',
+    date        real not null,
+    text        text not null default '',
+    is_outgoing integer not null default 0,
+    media_kind  text,
+    reply_to_id integer,
+    fwd_from    text,
+    is_service  integer not null default 0,
+    edited      integer not null default 0,
+    edit_date   real,
+    deleted     integer not null default 0,
+    embedded    integer not null default 0,
+    agent_state text,
+    unique (chat_id, message_id)
+);
+create index if not exists tg_messages_chat_date on tg_messages(chat_id, date);
+create index if not exists tg_messages_unembedded on tg_messages(embedded) where embedded = 0;
+create virtual table if not exists tg_messages_fts using fts5(
+    sender_name, text, content='tg_messages', content_rowid='id', tokenize='{FTS_TOKENIZER}'
+);
+create trigger if not exists tg_messages_ai after insert on tg_messages begin
+    insert into tg_messages_fts(rowid, sender_name, text) values (new.id, new.sender_name, new.text);
+end;
+create trigger if not exists tg_messages_ad after delete on tg_messages begin
+    insert into tg_messages_fts(tg_messages_fts, rowid, sender_name, text)
+        values ('delete', old.id, old.sender_name, old.text);
+end;
+create trigger if not exists tg_messages_au after update of sender_name, text on tg_messages begin
+    insert into tg_messages_fts(tg_messages_fts, rowid, sender_name, text)
+        values ('delete', old.id, old.sender_name, old.text);
+    insert into tg_messages_fts(rowid, sender_name, text) values (new.id, new.sender_name, new.text);
+end;
+
+create table if not exists embedding_cache (
+    model       text not null,
+    hash        text not null,
+    dims        integer not null,
+    embedding   blob not null,
+    created_at  real not null,
+    last_access real not null,
+    primary key (model, hash)
+) without rowid;
+create index if not exists embedding_cache_lru on embedding_cache(last_access);
+
+create table if not exists exec_audit (
+    id          integer primary key,
+    tool        text not null,
+    command     text not null,
+    exit_code   integer,
+    stdout      text not null default '',
+    stderr      text not null default '',
+    duration_ms integer not null,
+    chat_id     integer,
+    created_at  real not null
+);
+
+create table if not exists tool_index (
+    id          integer primary key,
+    name        text not null unique,
+    description text not null,
+    search_text text not null,
+    hash        text not null,
+    embedded    integer not null default 0,
+    updated_at  real not null
+);
+create virtual table if not exists tool_index_fts using fts5(
+    name, search_text, content='tool_index', content_rowid='id', tokenize='{FTS_TOKENIZER}'
+);
+create trigger if not exists tool_index_ai after insert on tool_index begin
+    insert into tool_index_fts(rowid, name, search_text) values (new.id, new.name, new.search_text);
+end;
+create trigger if not exists tool_index_ad after delete on tool_index begin
+    insert into tool_index_fts(tool_index_fts, rowid, name, search_text)
+        values ('delete', old.id, old.name, old.search_text);
+end;
+create trigger if not exists tool_index_au after update of name, search_text on tool_index begin
+    insert into tool_index_fts(tool_index_fts, rowid, name, search_text)
+        values ('delete', old.id, old.name, old.search_text);
+    insert into tool_index_fts(rowid, name, search_text) values (new.id, new.name, new.search_text);
+end;
+
+create table if not exists tool_config (
+    name       text primary key,
+    enabled    integer,
+    scope      text check (scope in ('always', 'dm-only', 'group-only', 'admin-only')),
+    updated_at real not null
+);
+
+create table if not exists tasks (
+    id          integer primary key,
+    chat_id     integer,
+    description text not null,
+    kind        text not null check (kind in ('agent', 'tool')),
+    payload     text not null default '{{}}',
+    run_at      real,
+    repeat      text,
+    status      text not null default 'pending'
+                check (status in ('pending', 'running', 'done', 'failed', 'blocked', 'cancelled')),
+    result      text,
+    attempts    integer not null default 0,
+    created_at  real not null,
+    updated_at  real not null,
+    last_run_at real
+);
+create index if not exists tasks_due on tasks(status, run_at);
+
+create table if not exists task_dependencies (
+    task_id    integer not null references tasks(id) on delete cascade,
+    depends_on integer not null references tasks(id) on delete cascade,
+    primary key (task_id, depends_on)
+);
+
+create table if not exists facts (
+    id           integer primary key,
+    category     text not null default 'general',
+    key          text,
+    value        text not null,
+    scope        text not null,
+    source       text not null default 'agent',
+    importance   real not null default 0.5,
+    access_count integer not null default 0,
+    last_access  real,
+    hash         text not null,
+    embedded     integer not null default 0,
+    created_at   real not null,
+    updated_at   real not null
+);
+create index if not exists facts_scope_category on facts(scope, category);
+create unique index if not exists facts_scope_key on facts(scope, category, key) where key is not null;
+create unique index if not exists facts_scope_hash on facts(scope, hash);
+create virtual table if not exists facts_fts using fts5(
+    category, key, value, content='facts', content_rowid='id', tokenize='{FTS_TOKENIZER}'
+);
+create trigger if not exists facts_ai after insert on facts begin
+    insert into facts_fts(rowid, category, key, value) values (new.id, new.category, new.key, new.value);
+end;
+create trigger if not exists facts_ad after delete on facts begin
+    insert into facts_fts(facts_fts, rowid, category, key, value)
+        values ('delete', old.id, old.category, old.key, old.value);
+end;
+create trigger if not exists facts_au after update of category, key, value on facts begin
+    insert into facts_fts(facts_fts, rowid, category, key, value)
+        values ('delete', old.id, old.category, old.key, old.value);
+    insert into facts_fts(rowid, category, key, value) values (new.id, new.category, new.key, new.value);
+end;
+"""
+
+
+def run_script(conn: Connection, script: str) -> None:
+    """Run a multi-statement script inside the caller's transaction (``executescript`` would commit)."""
+    pending = ""
+    for line in script.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            conn.execute(pending)
+            pending = ""
+    if pending.strip():
+        raise ValueError(f"incomplete SQL statement: {pending.strip()[:80]}")
+
+
+def _v1(conn: Connection) -> None:
+    run_script(conn, _V1)
+
+
+Migration = Callable[[Connection], None]
+
+# Index i holds the step from version i to version i + 1. Append only; never edit a released step.
+MIGRATIONS: list[Migration] = [_v1]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def current_version(conn: Connection) -> int:
+    exists = conn.execute("select 1 from sqlite_master where type='table' and name='meta'").fetchone()
+    if not exists:
+        return 0
+    row = conn.execute("select value from meta where key='schema_version'").fetchone()
+    return int(row[0]) if row else 0
+
+
+def migrate(conn: Connection, migrations: list[Migration] | None = None) -> tuple[int, int]:
+    """Apply missing migrations, each in its own transaction. Return (from_version, to_version)."""
+    steps = MIGRATIONS if migrations is None else migrations
+    start = current_version(conn)
+    if start > len(steps):
+        raise RuntimeError(
+            f"database schema version {start} is newer than this Teleton supports ({len(steps)}); "
+            "upgrade Teleton or restore a backup"
+        )
+    for version in range(start, len(steps)):
+        conn.execute("begin immediate")
+        try:
+            steps[version](conn)
+            conn.execute(
+                "insert into meta(key, value) values ('schema_version', ?) "
+                "on conflict(key) do update set value = excluded.value",
+                (str(version + 1),),
+            )
+            conn.execute("commit")
+        except BaseException:
+            conn.execute("rollback")
+            raise
+    return start, len(steps)
+
+
+# Vector tables: one per searchable record kind. The partition key keeps scope filters inside the KNN
+# query (DESIGN §5), so a group's search never competes with other chats for the top-k slots.
+VECTOR_TABLES: dict[str, str] = {
+    "knowledge_vec": "id integer primary key, source text partition key, embedding float[{dims}]",
+    "tg_messages_vec": "id integer primary key, chat_id integer partition key, embedding float[{dims}]",
+    "tool_index_vec": "id integer primary key, embedding float[{dims}]",
+    "facts_vec": "id integer primary key, scope text partition key, embedding float[{dims}]",
+}
+# The table whose rows each vector table indexes; their `embedded` flags are reset on a re-embed.
+VECTOR_SOURCES = {
+    "knowledge_vec": "knowledge",
+    "tg_messages_vec": "tg_messages",
+    "tool_index_vec": "tool_index",
+    "facts_vec": "facts",
+}
+
+
+def get_meta(conn: Connection, key: str) -> str | None:
+    row = conn.execute("select value from meta where key = ?", (key,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def set_meta(conn: Connection, key: str, value: str) -> None:
+    conn.execute(
+        "insert into meta(key, value) values (?, ?) on conflict(key) do update set value = excluded.value",
+        (key, value),
+    )
+
+
+def ensure_vector_tables(conn: Connection, model: str, dims: int) -> bool:
+    """Create the vec0 tables for ``model``; return True when an existing index was dropped.
+
+    Vectors of two models never share a table: when the model or dimension differs from what the index
+    was built with, every vector table is dropped and recreated empty and each row is marked for
+    re-embedding, which the embedding workers then pick up.
+    """
+    stored = get_meta(conn, "embedding_model"), get_meta(conn, "embedding_dims")
+    wanted = model, str(dims)
+    reset = stored != (None, None) and stored != wanted
+    conn.execute("begin immediate")
+    try:
+        for table, columns in VECTOR_TABLES.items():
+            if reset:
+                conn.execute(f"drop table if exists {table}")
+                conn.execute(f"update {VECTOR_SOURCES[table]} set embedded = 0")
+            conn.execute(f"create virtual table if not exists {table} using vec0({columns.format(dims=dims)})")
+        set_meta(conn, "embedding_model", model)
+        set_meta(conn, "embedding_dims", str(dims))
+        conn.execute("commit")
+    except BaseException:
+        conn.execute("rollback")
+        raise
+    return reset
