@@ -1,0 +1,1 @@
+"""The boundary between the agent and a chat network: incoming events in, actions out."""

@@ -1,0 +1,108 @@
+"""What the agent sees of a chat network and what it may ask of it.
+
+The Telethon implementation lives in ``teleton.telegram``; ``teleton chat`` uses a terminal one. The agent,
+the tools and the tests talk only to this contract, so none of them import Telethon.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Protocol
+
+ChatType = Literal["dm", "group", "channel"]
+
+
+@dataclass(frozen=True)
+class ChatInfo:
+    id: int
+    type: ChatType
+    title: str = ""
+    username: str | None = None
+    member_count: int | None = None
+
+
+@dataclass(frozen=True)
+class UserInfo:
+    id: int
+    first_name: str = ""
+    last_name: str = ""
+    username: str | None = None
+    phone: str | None = None
+    is_bot: bool = False
+
+    @property
+    def display_name(self) -> str:
+        name = f"{self.first_name} {self.last_name}".strip()
+        return name or (f"@{self.username}" if self.username else str(self.id))
+
+
+@dataclass(frozen=True)
+class IncomingMessage:
+    """A message the agent may act on, already archived when it reaches the agent."""
+
+    chat: ChatInfo
+    sender: UserInfo | None
+    message_id: int
+    text: str
+    date: float
+    is_outgoing: bool = False
+    reply_to_id: int | None = None
+    reply_to_us: bool = False
+    mentions_us: bool = False
+    media_kind: str | None = None
+    # Group messages that arrived since the agent last spoke there and did not trigger a reply.
+    earlier_context: Sequence[IncomingMessage] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class SentMessage:
+    chat_id: int
+    message_id: int
+    text: str
+
+
+IncomingHandler = Callable[[IncomingMessage], Awaitable[None]]
+
+
+class Gateway(Protocol):
+    """Actions the agent and its tools may take. Every method raises ``GatewayError`` on failure."""
+
+    me: UserInfo | None
+
+    async def send_message(self, chat_id: int, text: str, *, reply_to: int | None = None) -> SentMessage: ...
+
+    async def edit_message(self, chat_id: int, message_id: int, text: str) -> None: ...
+
+    async def delete_messages(self, chat_id: int, message_ids: Sequence[int]) -> None: ...
+
+    async def forward_message(self, from_chat_id: int, message_id: int, to_chat_id: int) -> SentMessage: ...
+
+    async def pin_message(self, chat_id: int, message_id: int, *, unpin: bool = False) -> None: ...
+
+    async def react(self, chat_id: int, message_id: int, emoji: str) -> None: ...
+
+    async def send_poll(self, chat_id: int, question: str, options: Sequence[str]) -> SentMessage: ...
+
+    async def send_file(self, chat_id: int, path: Path, *, caption: str = "") -> SentMessage: ...
+
+    async def download_media(self, chat_id: int, message_id: int, dest_dir: Path, max_bytes: int) -> Path: ...
+
+    async def get_chat(self, chat_id: int) -> ChatInfo: ...
+
+    async def get_user(self, user: int | str) -> UserInfo: ...
+
+    async def list_dialogs(self, limit: int = 50) -> list[ChatInfo]: ...
+
+    async def get_participants(self, chat_id: int, limit: int = 200) -> list[UserInfo]: ...
+
+    async def kick(self, chat_id: int, user_id: int) -> None: ...
+
+    async def ban(self, chat_id: int, user_id: int, *, unban: bool = False) -> None: ...
+
+    async def typing(self, chat_id: int) -> None: ...
+
+
+class GatewayError(Exception):
+    """An action failed in a way the agent should be told about (not a crash)."""
