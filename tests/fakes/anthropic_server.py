@@ -1,0 +1,256 @@
+"""A scripted Anthropic Messages API on 127.0.0.1, for driving the real ``anthropic`` SDK in tests.
+
+The server speaks the wire format of ``POST /v1/messages`` (``content`` blocks of ``text`` and
+``tool_use``, ``stop_reason``, ``usage`` with cache figures), can answer errors with ``retry-after``,
+and can stall. Every request body is kept in ``server.requests`` so a test can assert on exactly what the
+model was sent.
+
+Replies come from a queue (``server.queue(...)``) and, when it is empty, from ``server.responder`` (a
+function of the request body), so a test can script a fixed exchange or a small "model" that reacts to
+what it was sent.
+
+Prompt caching is emulated: a request whose prefix (tools + system blocks up to the last
+``cache_control``) was seen before reports it as ``cache_read_input_tokens``, as the real API does.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+Body = dict[str, Any]
+
+
+@dataclass
+class Reply:
+    """One scripted HTTP answer."""
+
+    status: int = 200
+    body: Body | None = None  # for 200: a partial Message (content, stop_reason, usage); else an error body
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0  # seconds to stall before answering
+
+
+def text(content: str, *, delay: float = 0.0, usage: dict[str, int] | None = None) -> Reply:
+    return Reply(body={"content": [{"type": "text", "text": content}], "stop_reason": "end_turn",
+                       "usage": usage}, delay=delay)
+
+
+def tool_use(*calls: tuple[str, dict[str, Any]], say: str | None = None, delay: float = 0.0) -> Reply:
+    """A response asking for one or more tool calls (parallel tool use when more than one)."""
+    blocks: list[Body] = [{"type": "text", "text": say}] if say else []
+    for name, tool_input in calls:
+        blocks.append({"type": "tool_use", "id": _tool_id(), "name": name, "input": tool_input})
+    return Reply(body={"content": blocks, "stop_reason": "tool_use"}, delay=delay)
+
+
+def error(status: int, kind: str = "", message: str = "", *, retry_after: float | None = None) -> Reply:
+    kind = kind or {429: "rate_limit_error", 529: "overloaded_error", 500: "api_error"}.get(
+        status, "invalid_request_error")
+    headers = {} if retry_after is None else {"retry-after": str(retry_after)}
+    return Reply(status=status, body={"type": "error", "error": {"type": kind, "message": message or kind}},
+                 headers=headers)
+
+
+def overloaded(retry_after: float | None = None) -> Reply:
+    return error(529, "overloaded_error", "Overloaded", retry_after=retry_after)
+
+
+def prompt_too_long(tokens: int = 210_000) -> Reply:
+    return error(400, "invalid_request_error", f"prompt is too long: {tokens} tokens > 200000 maximum")
+
+
+_ids = itertools.count(1)
+
+
+def _tool_id() -> str:
+    return f"toolu_{next(_ids):08d}"
+
+
+def body_text(body: Body) -> str:
+    """All the text a request carries (system, messages, tool results), for containment assertions."""
+    return json.dumps(body, ensure_ascii=False)
+
+
+def last_user_text(body: Body) -> str:
+    """The text of the last user message (string content or text blocks)."""
+    for message in reversed(body.get("messages", [])):
+        if message["role"] != "user":
+            continue
+        content = message["content"]
+        if isinstance(content, str):
+            return content
+        return "\n".join(b.get("text", "") for b in content if b.get("type") == "text")
+    return ""
+
+
+def tool_results(body: Body) -> list[Body]:
+    """tool_result blocks of the last user message (what the model gets back after a tool_use)."""
+    messages = body.get("messages", [])
+    if not messages or messages[-1]["role"] != "user" or isinstance(messages[-1]["content"], str):
+        return []
+    return [b for b in messages[-1]["content"] if b.get("type") == "tool_result"]
+
+
+def result_text(block: Body) -> str:
+    content = block.get("content", "")
+    if isinstance(content, str):
+        return content
+    return "\n".join(b.get("text", "") for b in content if b.get("type") == "text")
+
+
+class FakeAnthropic:
+    """The server. Use as a context manager or call ``start()`` / ``stop()``."""
+
+    def __init__(self) -> None:
+        self.requests: list[Body] = []
+        self.responder: Callable[[Body], Reply] = lambda body: text("ok")
+        self._queue: collections.deque[Reply] = collections.deque()
+        self._lock = threading.Lock()
+        self._cache: set[str] = set()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- script ---------------------------------------------------------------------------------------
+    def queue(self, *replies: Reply | Iterable[Reply]) -> None:
+        with self._lock:
+            for reply in replies:
+                if isinstance(reply, Reply):
+                    self._queue.append(reply)
+                else:
+                    self._queue.extend(reply)
+
+    @property
+    def pending(self) -> int:
+        return len(self._queue)
+
+    def bodies_since(self, start: int) -> list[Body]:
+        return self.requests[start:]
+
+    @property
+    def base_url(self) -> str:
+        assert self._server is not None
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+    def start(self) -> FakeAnthropic:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:  # keep test output clean
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                raw = self.rfile.read(length)
+                if self.path.split("?")[0] != "/v1/messages":
+                    self._send(404, {"type": "error", "error": {"type": "not_found_error", "message": "no"}})
+                    return
+                body = json.loads(raw)
+                reply = fake._next(body)
+                if reply.delay:
+                    time.sleep(reply.delay)
+                if reply.status == 200:
+                    self._send(200, fake._message(body, reply), reply.headers)
+                else:
+                    self._send(reply.status, reply.body or {}, reply.headers)
+
+            def _send(self, status: int, payload: Body, headers: dict[str, str] | None = None) -> None:
+                data = json.dumps(payload).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(data)))
+                    self.send_header("request-id", f"req_{next(_ids)}")
+                    for key, value in (headers or {}).items():
+                        self.send_header(key, value)
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (timeout or a cancelled turn)
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
+                                        name="fake-anthropic", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> FakeAnthropic:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- internals ------------------------------------------------------------------------------------
+    def _next(self, body: Body) -> Reply:
+        with self._lock:
+            self.requests.append(body)
+            if self._queue:
+                return self._queue.popleft()
+        return self.responder(body)
+
+    def _message(self, body: Body, reply: Reply) -> Body:
+        partial = dict(reply.body or {})
+        usage = partial.pop("usage", None) or self._usage(body, partial)
+        return {
+            "id": f"msg_{next(_ids):08d}",
+            "type": "message",
+            "role": "assistant",
+            "model": body.get("model", "claude-test"),
+            "content": partial.get("content", []),
+            "stop_reason": partial.get("stop_reason", "end_turn"),
+            "stop_sequence": None,
+            "usage": usage,
+        }
+
+    def _usage(self, body: Body, reply: Body) -> dict[str, int]:
+        """Token figures from the body size (about 4 characters a token), with prompt caching emulated."""
+        total = max(1, len(json.dumps(body)) // 4)
+        prefix = _cached_prefix(body)
+        cache_read = cache_write = 0
+        if prefix is not None:
+            size = max(1, len(prefix) // 4)
+            with self._lock:
+                if prefix in self._cache:
+                    cache_read = size
+                else:
+                    self._cache.add(prefix)
+                    cache_write = size
+        output = max(1, len(json.dumps(reply.get("content", []))) // 4)
+        return {
+            "input_tokens": max(1, total - cache_read - cache_write),
+            "output_tokens": output,
+            "cache_read_input_tokens": cache_read,
+            "cache_creation_input_tokens": cache_write,
+        }
+
+
+def _cached_prefix(body: Body) -> str | None:
+    """The part of a request up to its last cache breakpoint among tools and system blocks."""
+    tools = body.get("tools") or []
+    system = body.get("system") or []
+    if isinstance(system, str):
+        system = []
+    marked = [i for i, block in enumerate(system) if block.get("cache_control")]
+    if marked:
+        return json.dumps([tools, system[: marked[-1] + 1]], sort_keys=True)
+    if any(tool.get("cache_control") for tool in tools):
+        return json.dumps([tools], sort_keys=True)
+    return None

@@ -1,0 +1,98 @@
+"""The LLM client against the scripted Messages API: usage, retries, overflow, timeouts."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from teleton.llm import ContextOverflowError, LLMClient, LLMError, LLMSettings
+from tests.fakes.anthropic_server import FakeAnthropic, error, overloaded, prompt_too_long, text
+
+SYSTEM = [{"type": "text", "text": "You are Teleton.", "cache_control": {"type": "ephemeral"}}]
+HELLO = [{"role": "user", "content": "hello"}]
+
+
+async def test_answer_and_usage_figures(llm: LLMClient, fake_api: FakeAnthropic) -> None:
+    fake_api.queue(text("hi there", usage={"input_tokens": 120, "output_tokens": 7,
+                                            "cache_read_input_tokens": 900}))
+    response = await llm.create(system=SYSTEM, messages=HELLO)
+    assert response.text == "hi there"
+    assert (response.usage.input_tokens, response.usage.output_tokens) == (120, 7)
+    assert response.usage.cache_read_tokens == 900
+    assert response.usage.prompt_tokens == 1020
+    body = fake_api.requests[-1]
+    assert body["model"] == "claude-test" and body["max_tokens"] == 512
+    assert body["system"][0]["cache_control"] == {"type": "ephemeral"}
+
+
+async def test_cached_prefix_is_read_on_second_request(llm: LLMClient, fake_api: FakeAnthropic) -> None:
+    first = await llm.create(system=SYSTEM, messages=HELLO)
+    second = await llm.create(system=SYSTEM, messages=HELLO)
+    assert first.usage.cache_read_tokens == 0 and first.usage.cache_write_tokens > 0
+    assert second.usage.cache_read_tokens > 0
+
+
+async def test_a_529_storm_ends_in_an_answer(llm: LLMClient, fake_api: FakeAnthropic) -> None:
+    fake_api.queue(overloaded(), overloaded(), error(429, retry_after=0.01), error(500), overloaded(),
+                   text("made it"))
+    started = time.monotonic()
+    response = await llm.create(system=SYSTEM, messages=HELLO)
+    assert response.text == "made it"
+    assert len(fake_api.requests) == 6
+    assert llm.retries == 5
+    assert time.monotonic() - started < 3
+
+
+async def test_retry_after_is_honoured(llm: LLMClient, fake_api: FakeAnthropic) -> None:
+    fake_api.queue(overloaded(retry_after=0.3), text("ok"))
+    started = time.monotonic()
+    await llm.create(system=SYSTEM, messages=HELLO)
+    assert time.monotonic() - started >= 0.3
+
+
+async def test_retry_after_is_capped(fake_api: FakeAnthropic) -> None:
+    settings = LLMSettings(model="m", retry_base_delay_s=0.01, retry_max_delay_s=0.05, request_timeout_s=5)
+    client = LLMClient(settings, api_key="test", base_url=fake_api.base_url)
+    fake_api.queue(error(429, retry_after=3600), text("ok"))
+    started = time.monotonic()
+    assert (await client.create(system="s", messages=HELLO)).text == "ok"
+    assert time.monotonic() - started < 1
+    await client.close()
+
+
+async def test_gives_up_after_max_retries(fake_api: FakeAnthropic) -> None:
+    settings = LLMSettings(model="m", max_retries=2, retry_base_delay_s=0.01, request_timeout_s=5)
+    client = LLMClient(settings, api_key="test", base_url=fake_api.base_url)
+    fake_api.queue(overloaded(), overloaded(), overloaded(), text("too late"))
+    with pytest.raises(LLMError, match="unavailable after 3 attempts"):
+        await client.create(system="s", messages=HELLO)
+    assert len(fake_api.requests) == 3
+    await client.close()
+
+
+async def test_slow_response_times_out_then_retries(fake_api: FakeAnthropic) -> None:
+    settings = LLMSettings(model="m", max_retries=2, retry_base_delay_s=0.01, request_timeout_s=0.3)
+    client = LLMClient(settings, api_key="test", base_url=fake_api.base_url)
+    fake_api.queue(text("slow", delay=1.0), text("fast"))
+    assert (await client.create(system="s", messages=HELLO)).text == "fast"
+    await client.close()
+
+
+async def test_prompt_too_long_is_a_context_overflow(llm: LLMClient, fake_api: FakeAnthropic) -> None:
+    fake_api.queue(prompt_too_long())
+    with pytest.raises(ContextOverflowError):
+        await llm.create(system=SYSTEM, messages=HELLO)
+    assert len(fake_api.requests) == 1  # not retried: retrying the same prompt cannot help
+
+
+async def test_other_bad_requests_are_not_retried(llm: LLMClient, fake_api: FakeAnthropic) -> None:
+    fake_api.queue(error(400, "invalid_request_error", "messages: roles must alternate"))
+    with pytest.raises(LLMError, match="roles must alternate"):
+        await llm.create(system=SYSTEM, messages=HELLO)
+
+
+async def test_utility_model_completion(llm: LLMClient, fake_api: FakeAnthropic) -> None:
+    fake_api.queue(text("a summary"))
+    assert await llm.complete("summarise this") == "a summary"
+    assert fake_api.requests[-1]["model"] == "claude-test-small"
