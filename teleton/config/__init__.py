@@ -1,0 +1,23 @@
+"""Configuration: the schema with every default, and the loader that validates it."""
+
+from teleton.config.loader import (
+    ConfigError,
+    default_config_path,
+    load_config,
+    require_llm,
+    require_telegram,
+    write_config,
+    write_private_file,
+)
+from teleton.config.schema import Config
+
+__all__ = [
+    "Config",
+    "ConfigError",
+    "default_config_path",
+    "load_config",
+    "require_llm",
+    "require_telegram",
+    "write_config",
+    "write_private_file",
+]

@@ -92,13 +92,13 @@ class Database:
         ``embedding`` is (model name, dimension) of the configured embedding model; with it and a loadable
         sqlite-vec the vector tables exist. Without sqlite-vec the store opens keyword-only and says so once.
         """
-        path = Path(path).expanduser()
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path = Path(path)
         driver = pick_driver()
         writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="teleton-db-writer")
         loop = asyncio.get_running_loop()
 
         def _open() -> tuple[Connection, StoreInfo]:
+            path.parent.mkdir(parents=True, exist_ok=True)
             new_file = not path.exists()
             conn = connect(path, driver, vectors=vectors)
             if new_file:
@@ -200,15 +200,15 @@ class Database:
 
     async def backup(self, target: Path | str) -> None:
         """An online-consistent copy through SQLite's backup API (safe while the daemon writes)."""
-        target = Path(target).expanduser()
 
         def _backup() -> None:
-            dest = self._driver.module.connect(str(target))
+            dest_path = Path(target).expanduser()
+            dest = self._driver.module.connect(str(dest_path))
             try:
                 self._write_conn.backup(dest)
             finally:
                 dest.close()
-            target.chmod(0o600)
+            dest_path.chmod(0o600)
 
         await asyncio.get_running_loop().run_in_executor(self._writer, _backup)
 

@@ -1,0 +1,27 @@
+"""What every CLI command shares: the chosen config path, loaded on demand."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import typer
+
+from teleton.config import Config, load_config
+
+
+@dataclass
+class CliState:
+    config_path: Path | None = None
+
+
+def state(ctx: typer.Context) -> CliState:
+    root = ctx.find_root()
+    if not isinstance(root.obj, CliState):
+        root.obj = CliState()
+    return root.obj
+
+
+def cli_config(ctx: typer.Context) -> Config:
+    """Load the config the user pointed at with -c (or the default); errors become exit code 2 in main."""
+    return load_config(state(ctx).config_path)

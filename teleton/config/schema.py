@@ -1,0 +1,149 @@
+"""Every setting Teleton reads, with its default. ``config.example.yaml`` documents the same keys; a test
+keeps the two in step. DESIGN §12's numbers live here and are read where they are used."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Policy = Literal["open", "allowlist", "admin-only", "disabled"]
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class AgentConfig(Section):
+    api_key: str | None = Field(default=None, repr=False)
+    base_url: str | None = None
+    model: str = "claude-sonnet-4-5"
+    utility_model: str = "claude-haiku-4-5"
+    max_tokens: int = Field(default=4096, ge=1)
+    temperature: float = Field(default=0.7, ge=0.0, le=1.0)
+    max_iterations: int = Field(default=10, ge=1)
+    tool_timeout_s: float = Field(default=90.0, gt=0)
+    tool_output_cap: int = Field(default=50_000, ge=1000)
+    context_window: int = Field(default=200_000, ge=1000)
+    request_timeout_s: float = Field(default=120.0, gt=0)
+    max_retries: int = Field(default=6, ge=0)
+    retry_max_delay_s: float = Field(default=60.0, gt=0)
+
+
+class TelegramConfig(Section):
+    mode: Literal["user", "bot"] = "user"
+    api_id: int | None = None
+    api_hash: str | None = Field(default=None, repr=False)
+    phone: str | None = Field(default=None, repr=False)
+    bot_token: str | None = Field(default=None, repr=False)
+    session_path: Path | None = None
+    owner_id: int | None = None
+    admin_ids: list[int] = Field(default_factory=list)
+    dm_policy: Policy = "allowlist"
+    group_policy: Policy = "allowlist"
+    allow_from: list[int | str] = Field(default_factory=list)
+    group_allow_from: list[int] = Field(default_factory=list)
+    require_mention: bool = True
+    rate_limit_per_chat: int = Field(default=20, ge=1)
+    rate_limit_global: int = Field(default=60, ge=1)
+    debounce_ms: int = Field(default=1500, ge=0)
+    debounce_max_factor: int = Field(default=3, ge=1)
+    debounce_max_messages: int = Field(default=20, ge=1)
+    flood_wait_max_s: int = Field(default=600, ge=0)
+    reconnect_max_delay_s: int = Field(default=300, ge=1)
+    typing_indicator: bool = True
+
+
+class EmbeddingConfig(Section):
+    provider: Literal["local", "anthropic", "none"] = "local"
+    model: str | None = None
+    model_path: Path | None = None
+    voyage_api_key: str | None = Field(default=None, repr=False)
+    voyage_model: str = "voyage-3.5-lite"
+    batch_size: int = Field(default=64, ge=1)
+    cache_ttl_days: int = Field(default=60, ge=1)
+    cache_max_entries: int = Field(default=50_000, ge=100)
+
+
+class StorageConfig(Section):
+    data_dir: Path = Path("~/.teleton")
+    database: Path | None = None
+    workspace: Path | None = None
+    history_limit: int = Field(default=100, ge=1)
+
+
+class MemoryConfig(Section):
+    chunk_target: int = Field(default=500, ge=50)
+    chunk_max: int = Field(default=1000, ge=100)
+    vector_candidates: int = Field(default=30, ge=1)
+    result_limit: int = Field(default=10, ge=1)
+    min_score: float = Field(default=0.15, ge=0.0, le=1.0)
+    vector_weight: float = Field(default=0.5, ge=0.0, le=1.0)
+    keyword_weight: float = Field(default=0.5, ge=0.0, le=1.0)
+    context_recent: int = Field(default=10, ge=0)
+    context_knowledge: int = Field(default=5, ge=0)
+    context_feed: int = Field(default=5, ge=0)
+    masking_keep: int = Field(default=10, ge=0)
+    soft_threshold: float = Field(default=0.5, gt=0.0, lt=1.0)
+    hard_threshold: float = Field(default=0.75, gt=0.0, le=1.0)
+    hard_max_messages: int = Field(default=200, ge=10)
+    keep_last: int = Field(default=20, ge=1)
+    daily_log_lines: int = Field(default=100, ge=0)
+    session_reset_hour: int | None = Field(default=4, ge=0, le=23)
+    session_idle_minutes: int | None = Field(default=720, ge=1)
+    salience_threshold: float = Field(default=0.85, ge=0.0, le=1.0)
+    recency_half_life_days: float = Field(default=30.0, gt=0)
+    distill: bool = True
+    consolidation_interval_hours: float = Field(default=6.0, gt=0)
+    watch_debounce_ms: int = Field(default=500, ge=0)
+
+
+class ToolRagConfig(Section):
+    enabled: bool = True
+    top_k: int = Field(default=25, ge=1)
+    vector_weight: float = Field(default=0.6, ge=0.0, le=1.0)
+    keyword_weight: float = Field(default=0.4, ge=0.0, le=1.0)
+    always_include: list[str] = Field(default_factory=lambda: ["send_message", "reply", "memory_search"])
+
+
+class ExecConfig(Section):
+    enabled: bool = False
+    timeout_s: float = Field(default=60.0, gt=0)
+    output_cap: int = Field(default=20_000, ge=100)
+
+
+class WebFetchConfig(Section):
+    enabled: bool = True
+    timeout_s: float = Field(default=20.0, gt=0)
+    max_bytes: int = Field(default=2_000_000, ge=1000)
+
+
+class CapabilitiesConfig(Section):
+    exec: ExecConfig = Field(default_factory=ExecConfig)
+    web_fetch: WebFetchConfig = Field(default_factory=WebFetchConfig)
+
+
+class HeartbeatConfig(Section):
+    enabled: bool = False
+    interval_minutes: int = Field(default=30, ge=1)
+
+
+class LoggingConfig(Section):
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    format: Literal["auto", "console", "json"] = "auto"
+    file: Path | None = None
+
+
+class Config(Section):
+    agent: AgentConfig = Field(default_factory=AgentConfig)
+    telegram: TelegramConfig = Field(default_factory=TelegramConfig)
+    embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
+    storage: StorageConfig = Field(default_factory=StorageConfig)
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    tool_rag: ToolRagConfig = Field(default_factory=ToolRagConfig)
+    capabilities: CapabilitiesConfig = Field(default_factory=CapabilitiesConfig)
+    heartbeat: HeartbeatConfig = Field(default_factory=HeartbeatConfig)
+    logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    # Where this config was read from (not a setting).
+    source: Path | None = Field(default=None, exclude=True)

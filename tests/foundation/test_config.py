@@ -1,0 +1,149 @@
+"""Config loading: every mistake is one line naming the key, and secrets can come from the environment."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from teleton.config import Config, ConfigError, load_config, require_llm, require_telegram, write_config
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("telegram:\n  dm_polcy: open\n", "telegram.dm_polcy: unknown key (did you mean 'dm_policy'?)"),
+        ("memroy:\n  min_score: 0.2\n", "memroy: unknown key (did you mean 'memory'?)"),
+        ("agent:\n  max_tokens: lots\n", "agent.max_tokens: expected an integer, got 'lots'"),
+        ("telegram:\n  require_mention: maybe\n", "telegram.require_mention: expected true or false"),
+        ("telegram:\n  dm_policy: sometimes\n", "telegram.dm_policy: must be one of 'open', 'allowlist'"),
+        ("agent:\n  model: a: b\n", "config.yaml line 2, column 11: invalid YAML: mapping values"),
+        ("- just\n- a list\n", "the top level must be a mapping"),
+    ],
+)
+def test_config_errors_name_the_key(tmp_path: Path, isolated_home: Path, text: str, message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(_write(tmp_path, text))
+    assert message in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_missing_required_value_names_key(isolated_home: Path) -> None:
+    config = load_config()
+    with pytest.raises(ConfigError, match=r"^telegram\.api_id: required value is missing"):
+        require_telegram(config)
+    config.telegram.mode = "bot"
+    with pytest.raises(ConfigError, match=r"^telegram\.bot_token: required"):
+        require_telegram(config)
+    with pytest.raises(ConfigError, match=r"^agent\.api_key: required"):
+        require_llm(config)
+
+
+def test_explicit_missing_file_is_an_error(tmp_path: Path, isolated_home: Path) -> None:
+    with pytest.raises(ConfigError, match="config file not found"):
+        load_config(tmp_path / "nope.yaml")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("telegram:\n  dm_polcy: open\n", "config error: config.yaml: telegram.dm_polcy: unknown key"),
+        ("agent:\n  temperature: hot\n", "config error: config.yaml: agent.temperature: expected a number"),
+        ("agent: [\n", "invalid YAML"),
+    ],
+)
+def test_cli_reports_config_error_with_exit_code_2(
+    tmp_path: Path, isolated_home: Path, text: str, message: str
+) -> None:
+    path = _write(tmp_path, text)
+    proc = subprocess.run(
+        [sys.executable, "-m", "teleton.cli.main", "-c", str(path), "init"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_environment_supplies_secrets_and_overrides(isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-from-env")
+    monkeypatch.setenv("TELETON_TELEGRAM__API_ID", "12345")
+    monkeypatch.setenv("TELETON_TELEGRAM__ADMIN_IDS", "[1, 2]")
+    monkeypatch.setenv("TELETON_MEMORY__MIN_SCORE", "0.3")
+    config = load_config()
+    assert config.agent.api_key == "sk-ant-from-env"
+    assert config.telegram.api_id == 12345
+    assert config.telegram.admin_ids == [1, 2]
+    assert config.memory.min_score == 0.3
+    # The key never shows up in the config's repr (and so never in a log line that prints it).
+    assert "sk-ant-from-env" not in repr(config)
+
+
+def test_env_override_with_bad_value_names_the_key(isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TELETON_TELEGRAM__RATE_LIMIT_GLOBAL", "many")
+    with pytest.raises(ConfigError, match=r"telegram\.rate_limit_global: expected an integer"):
+        load_config()
+
+
+def test_paths_default_under_data_dir(tmp_path: Path, isolated_home: Path) -> None:
+    config = load_config(_write(tmp_path, f"storage:\n  data_dir: {tmp_path / 'state'}\n"))
+    assert config.storage.database == tmp_path / "state" / "teleton.db"
+    assert config.storage.workspace == tmp_path / "state" / "workspace"
+    assert config.telegram.session_path == tmp_path / "state" / "telegram.session"
+
+
+def test_example_config_documents_every_key_with_its_default() -> None:
+    raw = yaml.safe_load((REPO / "config.example.yaml").read_text())
+    assert Config.model_validate(raw).model_dump() == Config().model_dump()
+
+    def keys(model: type, prefix: str = "") -> set[str]:
+        out = set()
+        for name, field in model.model_fields.items():
+            if name == "source":
+                continue
+            annotation = field.annotation
+            if isinstance(annotation, type) and hasattr(annotation, "model_fields"):
+                out |= keys(annotation, f"{prefix}{name}.")
+            else:
+                out.add(prefix + name)
+        return out
+
+    def present(node: dict, prefix: str = "") -> set[str]:
+        out = set()
+        for name, value in node.items():
+            if isinstance(value, dict):
+                out |= present(value, f"{prefix}{name}.")
+            else:
+                out.add(prefix + name)
+        return out
+
+    assert present(raw) == keys(Config)
+    # Every key line carries a one-line comment.
+    for line in (REPO / "config.example.yaml").read_text().splitlines():
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#") and not stripped.endswith(":"):
+            assert " # " in line, f"undocumented key line: {line!r}"
+
+
+def test_write_config_is_private_and_loads_back(tmp_path: Path, isolated_home: Path) -> None:
+    path = tmp_path / "cfg" / "config.yaml"
+    write_config(path, {"telegram": {"mode": "bot", "bot_token": "123456:abc"}})
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert load_config(path).telegram.bot_token == "123456:abc"
+    with pytest.raises(ConfigError, match=r"telegram\.mod: unknown key"):
+        write_config(path, {"telegram": {"mod": "bot"}})
+    assert load_config(path).telegram.mode == "bot"  # the bad write changed nothing
