@@ -1,0 +1,135 @@
+"""Context compaction as pure functions: when to compact, where to cut, what the summariser reads.
+
+The runtime does the I/O (write-then-compact: facts first, then the summary to the daily log and the
+knowledge base); this module decides. The cut keeps at least the last ``keep_last`` messages and moves
+earlier until the kept part starts with a user's own message, so a tool_use is never separated from its
+tool_result and the kept history is a valid Messages API conversation on its own.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+Message = dict[str, Any]
+
+CHARS_PER_TOKEN = 3.5  # estimate used only until the API has reported real usage
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    context_window: int = 200_000
+    soft: float = 0.5
+    hard: float = 0.75
+    max_messages: int = 200
+    keep_last: int = 20
+
+
+def needs_hard(message_count: int, prompt_tokens: int, t: Thresholds) -> bool:
+    return message_count >= t.max_messages or prompt_tokens >= t.hard * t.context_window
+
+
+def needs_soft(prompt_tokens: int, t: Thresholds) -> bool:
+    return prompt_tokens >= t.soft * t.context_window
+
+
+def estimate_tokens(payload: Any) -> int:
+    text = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False)
+    return int(len(text) / CHARS_PER_TOKEN)
+
+
+def is_user_turn(message: Message) -> bool:
+    """A message the user wrote (not a tool_result carrier): a safe first message of a history."""
+    if message["role"] != "user":
+        return False
+    content = message["content"]
+    return isinstance(content, str) or not any(b.get("type") == "tool_result" for b in content)
+
+
+def cut_index(messages: Sequence[Message], keep_last: int) -> int:
+    """Index where the kept tail starts; 0 means nothing can be dropped."""
+    if len(messages) <= keep_last:
+        return 0
+    start = len(messages) - keep_last
+    for i in range(start, 0, -1):  # keep more rather than split a tool exchange
+        if is_user_turn(messages[i]):
+            return i
+    for i in range(start + 1, len(messages)):  # one long tool chain: keep fewer, still well-formed
+        if is_user_turn(messages[i]):
+            return i
+    return 0
+
+
+def split(messages: Sequence[Message], keep_last: int) -> tuple[list[Message], list[Message]]:
+    cut = cut_index(messages, keep_last)
+    return list(messages[:cut]), list(messages[cut:])
+
+
+def message_text(message: Message, per_block: int = 300) -> str:
+    """What the summariser reads of one message: text and tool calls, tool output left out."""
+    content = message["content"]
+    if isinstance(content, str):
+        return content[:per_block]
+    parts = []
+    for block in content:
+        kind = block.get("type")
+        if kind == "text":
+            parts.append(block["text"][:per_block])
+        elif kind == "tool_use":
+            parts.append(f"[called {block['name']}]")
+    return " ".join(p for p in parts if p)
+
+
+def transcript(messages: Sequence[Message], per_message: int = 300, max_chars: int = 60_000) -> str:
+    lines = []
+    for message in messages:
+        text = message_text(message, per_message).replace("\n", " ").strip()
+        if text:
+            lines.append(f"{message['role'].capitalize()}: {text}")
+    joined = "\n".join(lines)
+    return joined[-max_chars:]  # the most recent part matters most if it must be cut
+
+
+def summary_prompt(old: Sequence[Message], previous_summary: str = "") -> str:
+    earlier = f"Summary of what came before:\n{previous_summary}\n\n" if previous_summary else ""
+    return (
+        f"{earlier}Summarise this conversation for your own future reference in under 200 words: who said "
+        "what that matters, decisions, open tasks, preferences and facts learned. Plain text.\n\n"
+        f"{transcript(old)}"
+    )
+
+
+def facts_prompt(old: Sequence[Message]) -> str:
+    return (
+        "Extract the durable facts from this conversation (preferences, names, dates, decisions, "
+        "commitments) that should be remembered after it is discarded. Answer with a JSON array only, each "
+        'item {"category": str, "key": str, "value": str, "importance": 0..1}; [] if none.\n\n'
+        f"{transcript(old)}"
+    )
+
+
+def parse_facts(text: str) -> list[dict[str, Any]]:
+    """The JSON array of facts in a model answer; malformed items are skipped, never raised."""
+    match = re.search(r"\[.*\]", text, re.DOTALL)
+    if not match:
+        return []
+    try:
+        items = json.loads(match.group(0))
+    except json.JSONDecodeError:
+        return []
+    facts = []
+    for item in items if isinstance(items, list) else []:
+        if isinstance(item, dict) and isinstance(item.get("value"), str) and item["value"].strip():
+            facts.append(item)
+    return facts
+
+
+def truncation_summary(old: Sequence[Message], max_lines: int = 20) -> str:
+    """The fallback when the model cannot summarise: the user's own words of the dropped part, cut short."""
+    said = [message_text(m, 200).replace("\n", " ") for m in old if is_user_turn(m)]
+    said = [s for s in said if s.strip()][-max_lines:]
+    head = f"[{len(old)} earlier messages were dropped without a summary (model unavailable).]"
+    return "\n".join([head, *(f"- User: {s}" for s in said)])

@@ -1,0 +1,82 @@
+"""Daily logs: ``memory/YYYY-MM-DD.md``, one file a day of exchanges, summaries and flushes.
+
+Exchange lines follow seed 003: ``[HH:MM] User: … | Assistant: …`` with the user cut to 200 characters, the
+assistant to 300 and newlines flattened, so a day reads as one line per exchange and the DM system prompt
+can take the last 100 lines. File I/O runs in a thread; a lock keeps concurrent chats from interleaving
+half-written lines.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from datetime import date, datetime, timedelta
+from pathlib import Path
+
+USER_CAP = 200
+ASSISTANT_CAP = 300
+
+
+def flatten(text: str, cap: int) -> str:
+    return " ".join(text.split())[:cap]
+
+
+def exchange_line(user: str, assistant: str, when: datetime) -> str:
+    return (
+        f"[{when:%H:%M}] User: {flatten(user, USER_CAP)} | Assistant: {flatten(assistant, ASSISTANT_CAP)}"
+    )
+
+
+def section(title: str, body: str, when: datetime) -> str:
+    return f"\n## [{when:%H:%M}] {title}\n{body.strip()}\n"
+
+
+class DailyLogs:
+    def __init__(self, directory: Path) -> None:
+        self.directory = Path(directory)
+        self._lock = asyncio.Lock()
+
+    def path_for(self, day: date) -> Path:
+        return self.directory / f"{day:%Y-%m-%d}.md"
+
+    async def append_exchange(self, user: str, assistant: str, when: datetime | None = None) -> None:
+        when = when or datetime.now().astimezone()
+        await self._append(when.date(), exchange_line(user, assistant, when) + "\n")
+
+    async def append_section(self, title: str, body: str, when: datetime | None = None) -> None:
+        """A multi-line entry: a session summary, a compaction flush, a note the agent wrote."""
+        when = when or datetime.now().astimezone()
+        await self._append(when.date(), section(title, body, when))
+
+    async def tail(self, day: date, lines: int = 100) -> str:
+        path = self.path_for(day)
+
+        def _read() -> str:
+            if not path.exists():
+                return ""
+            with path.open(encoding="utf-8", errors="replace") as f:
+                return "".join(deque(f, maxlen=lines)).strip()
+
+        return await asyncio.to_thread(_read) if lines > 0 else ""
+
+    async def recent(self, lines: int = 100, today: date | None = None) -> list[tuple[date, str]]:
+        """Yesterday's and today's logs (the last ``lines`` lines of each), those that have content."""
+        today = today or datetime.now().astimezone().date()
+        days = [today - timedelta(days=1), today]
+        out = []
+        for day in days:
+            text = await self.tail(day, lines)
+            if text:
+                out.append((day, text))
+        return out
+
+    async def _append(self, day: date, text: str) -> None:
+        path = self.path_for(day)
+
+        def _write() -> None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("a", encoding="utf-8") as f:
+                f.write(text)
+
+        async with self._lock:
+            await asyncio.to_thread(_write)
