@@ -75,6 +75,48 @@ def doctor(ctx: typer.Context) -> None:
         raise typer.Exit(1)
 
 
+@app.command()
+def status(ctx: typer.Context) -> None:
+    """Is the daemon running? Uptime, queue depth, archive size and the last error (works from any shell)."""
+    from teleton.daemon.status_file import describe, read_status
+
+    config = cli_config(ctx)
+    running, text = describe(read_status(config.storage.data_dir / "status.json"))
+    console.print(text, highlight=False)
+    if not running:
+        raise typer.Exit(1)
+
+
+@app.command()
+def backup(
+    ctx: typer.Context,
+    target: Annotated[Path, typer.Argument(help="Where to write the copy of the database.")],
+) -> None:
+    """Copy the database consistently while the daemon keeps running (SQLite backup API)."""
+    import asyncio
+
+    from teleton.storage import Database
+
+    config = cli_config(ctx)
+    assert config.storage.database is not None
+    if not config.storage.database.exists():
+        console.print(f"no database at {config.storage.database}")
+        raise typer.Exit(1)
+    if target.exists():
+        console.print(f"{target} exists; choose a new file name")
+        raise typer.Exit(1)
+
+    async def _copy() -> None:
+        db = await Database.open(config.storage.database)
+        try:
+            await db.backup(target)
+        finally:
+            await db.close()
+
+    asyncio.run(_copy())
+    console.print(f"backup written: {target}")
+
+
 def run() -> None:
     """Console-script entry point: config problems are one line on stderr and exit code 2."""
     try:

@@ -1,0 +1,1 @@
+"""The long-running process: wiring, systemd integration, status, signals."""

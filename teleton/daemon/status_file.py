@@ -1,0 +1,90 @@
+"""What `teleton status` reads from another shell: a small JSON file the daemon rewrites every few seconds.
+
+A file (rather than a socket) keeps working when the daemon is wedged or gone: the reader compares the pid
+and the file's age, and can still show the last error the daemon recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+STALE_AFTER_S = 30.0
+
+
+@dataclass
+class DaemonStatus:
+    pid: int
+    started_at: float
+    updated_at: float = field(default_factory=time.time)
+    state: str = "starting"
+    queue_depth: int = 0
+    archived_messages: int = 0
+    turns: int = 0
+    last_error: str | None = None
+    last_error_at: float | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+def write_status(path: Path, status: DaemonStatus) -> None:
+    status.updated_at = time.time()
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(asdict(status)), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def read_status(path: Path) -> DaemonStatus | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return DaemonStatus(**data)
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def describe(status: DaemonStatus | None, now: float | None = None) -> tuple[bool, str]:
+    """(running, one-paragraph description) for the CLI."""
+    now = time.time() if now is None else now
+    if status is None:
+        return False, "not running (no status file: the daemon has not been started here)"
+    if not pid_alive(status.pid):
+        text = f"not running (last pid {status.pid}, last seen {_ago(now - status.updated_at)} ago)"
+    elif now - status.updated_at > STALE_AFTER_S:
+        text = f"unresponsive: pid {status.pid} alive but no status update for {_ago(now - status.updated_at)}"
+    else:
+        text = (
+            f"running (pid {status.pid}, {status.state}), up {_ago(now - status.started_at)}; "
+            f"queue depth {status.queue_depth}; archive {status.archived_messages} messages; "
+            f"turns {status.turns}"
+        )
+    if status.last_error:
+        text += f"\nlast error ({_ago(now - (status.last_error_at or now))} ago): {status.last_error}"
+    running = pid_alive(status.pid) and now - status.updated_at <= STALE_AFTER_S
+    return running, text
+
+
+def _ago(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d {hours}h"
+    if hours:
+        return f"{hours}h {minutes}m"
+    if minutes:
+        return f"{minutes}m {secs}s"
+    return f"{secs}s"

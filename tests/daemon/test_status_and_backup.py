@@ -1,0 +1,117 @@
+"""`teleton status` from another shell, the single-instance lock, and `teleton backup`."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from teleton.daemon.instance_lock import AlreadyRunning, InstanceLock
+from teleton.daemon.status_file import DaemonStatus, describe, read_status, write_status
+from teleton.storage import Database
+
+
+def _cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TELETON_", "ANTHROPIC_"))}
+    env.update(HOME=str(home), COLUMNS="200")
+    return subprocess.run(
+        [sys.executable, "-m", "teleton.cli.main", *args], capture_output=True, text=True, env=env, timeout=60
+    )
+
+
+def test_status_reports_running_daemon_and_last_error(isolated_home: Path) -> None:
+    data_dir = isolated_home / ".teleton"
+    data_dir.mkdir()
+    status = DaemonStatus(pid=os.getpid(), started_at=time.time() - 3725, state="running", queue_depth=3)
+    status.archived_messages = 1234
+    status.last_error, status.last_error_at = "FloodWait 30s on send_message", time.time() - 60
+    write_status(data_dir / "status.json", status)
+    proc = _cli(isolated_home, "status")
+    assert proc.returncode == 0
+    assert "running (pid" in proc.stdout
+    assert "up 1h 2m" in proc.stdout
+    assert "queue depth 3" in proc.stdout and "1234 messages" in proc.stdout
+    assert "FloodWait 30s on send_message" in proc.stdout
+
+
+def test_status_when_not_running(isolated_home: Path) -> None:
+    proc = _cli(isolated_home, "status")
+    assert proc.returncode == 1
+    assert "not running" in proc.stdout
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    running, text = describe(DaemonStatus(pid=dead.pid, started_at=0, updated_at=time.time()))
+    assert not running and f"last pid {dead.pid}" in text
+
+
+def test_status_detects_a_wedged_daemon(tmp_path: Path) -> None:
+    path = tmp_path / "status.json"
+    write_status(path, DaemonStatus(pid=os.getpid(), started_at=time.time()))
+    status = read_status(path)
+    assert status is not None
+    running, text = describe(status, now=status.updated_at + 120)
+    assert not running and "unresponsive" in text
+    path.write_text("{not json")
+    assert read_status(path) is None
+
+
+def test_second_instance_is_refused(tmp_path: Path) -> None:
+    first = InstanceLock(tmp_path / "teleton.lock")
+    first.acquire()
+    code = (
+        "import sys; from pathlib import Path; from teleton.daemon.instance_lock import InstanceLock, AlreadyRunning\n"
+        f"try: InstanceLock(Path({str(tmp_path / 'teleton.lock')!r})).acquire()\n"
+        "except AlreadyRunning as e: print(e); sys.exit(3)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 3 and "another Teleton is running" in proc.stdout
+    first.release()
+    second = InstanceLock(tmp_path / "teleton.lock")
+    second.acquire()  # free again after release
+    with pytest.raises(AlreadyRunning):
+        InstanceLock(tmp_path / "teleton.lock").acquire()
+    second.release()
+
+
+def test_backup_while_writing(isolated_home: Path) -> None:
+    db_path = isolated_home / ".teleton" / "teleton.db"
+
+    async def fill_and_backup() -> int:
+        db = await Database.open(db_path)
+
+        def insert(conn, start: int) -> None:
+            for i in range(start, start + 500):
+                conn.execute("insert into tg_messages(chat_id, message_id, date, text) values (1, ?, 0, 'msg')", (i,))
+
+        writes = [asyncio.create_task(db.write(lambda c, s=s: insert(c, s))) for s in range(0, 5000, 500)]
+        await asyncio.sleep(0)
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "teleton.cli.main", "backup", str(isolated_home / "copy.db"),
+            env={**os.environ, "HOME": str(isolated_home)},
+            stdout=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        await asyncio.gather(*writes)
+        assert await proc.wait() == 0
+        await db.close()
+        return 5000
+
+    asyncio.run(fill_and_backup())
+    copy = isolated_home / "copy.db"
+    assert copy.stat().st_mode & 0o777 == 0o600
+
+    async def check() -> tuple[str, int]:
+        db = await Database.open(copy)
+        ok = (await db.fetchone("pragma integrity_check"))[0]
+        count = (await db.fetchone("select count(*) from tg_messages"))[0]
+        await db.close()
+        return ok, count
+
+    ok, count = asyncio.run(check())
+    assert ok == "ok"
+    assert count % 500 == 0  # a consistent snapshot: whole transactions only
+    assert _cli(isolated_home, "backup", str(copy)).returncode == 1  # never overwrites
