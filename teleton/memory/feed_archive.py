@@ -1,0 +1,254 @@
+"""The Telegram feed archive: chats, users and messages as plain records, written with plain SQL.
+
+Nothing here knows Telethon; ``teleton.telegram`` turns TL objects into these records. Every write is
+idempotent on its natural key ((chat_id, message_id) for messages, id for chats and users), so a replayed
+update or a restart that sees the same message again never duplicates a row. Deletions only mark rows;
+edits keep the latest text and set the edited flag. The functions take a connection inside the caller's
+transaction, so the write-behind batcher can apply many of them in one commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from teleton.storage.sqlite_driver import Connection
+
+# agent_state values: NULL = archived, not yet seen by the policy gate. Anything else = already decided,
+# so a replay of the same update is not handed to the agent a second time.
+STATE_HISTORY = "history"  # imported by backfill or catch-up; never answered
+
+
+@dataclass(frozen=True)
+class ChatRecord:
+    id: int
+    type: str  # 'dm' | 'group' | 'channel'
+    title: str = ""
+    username: str | None = None
+    member_count: int | None = None
+
+
+@dataclass(frozen=True)
+class UserRecord:
+    id: int
+    first_name: str = ""
+    last_name: str = ""
+    username: str | None = None
+    phone: str | None = None
+    is_bot: bool = False
+    # A "min" user (Telegram's partial view) lacks username/phone; it must not erase what we know.
+    partial: bool = False
+
+
+@dataclass(frozen=True)
+class MessageRecord:
+    chat_id: int
+    message_id: int
+    date: float
+    text: str = ""
+    sender_id: int | None = None
+    sender_name: str = ""
+    is_outgoing: bool = False
+    media_kind: str | None = None
+    reply_to_id: int | None = None
+    fwd_from: str | None = None
+    is_service: bool = False
+    edit_date: float | None = None
+
+
+@dataclass(frozen=True)
+class ArchiveResult:
+    """What the archive knew about a message after writing it."""
+
+    row_id: int
+    new: bool
+    agent_state: str | None
+
+
+def upsert_chat(conn: Connection, chat: ChatRecord, now: float) -> None:
+    conn.execute(
+        "insert into tg_chats(id, type, title, username, member_count, updated_at) values (?,?,?,?,?,?) "
+        "on conflict(id) do update set type = excluded.type, "
+        "title = case when excluded.title != '' then excluded.title else tg_chats.title end, "
+        "username = coalesce(excluded.username, tg_chats.username), "
+        "member_count = coalesce(excluded.member_count, tg_chats.member_count), "
+        "updated_at = excluded.updated_at",
+        (chat.id, chat.type, chat.title, chat.username, chat.member_count, now),
+    )
+
+
+def upsert_user(conn: Connection, user: UserRecord, now: float) -> None:
+    if user.partial:
+        conn.execute(
+            "insert into tg_users(id, first_name, last_name, username, phone, is_bot, updated_at) "
+            "values (?,?,?,?,NULL,?,?) on conflict(id) do update set "
+            "first_name = case when excluded.first_name != '' then excluded.first_name "
+            "else tg_users.first_name end, "
+            "username = coalesce(tg_users.username, excluded.username), updated_at = excluded.updated_at",
+            (user.id, user.first_name, user.last_name, user.username, int(user.is_bot), now),
+        )
+        return
+    # A full user object is authoritative: a phone that is no longer visible is dropped, not kept.
+    conn.execute(
+        "insert into tg_users(id, first_name, last_name, username, phone, is_bot, updated_at) "
+        "values (?,?,?,?,?,?,?) on conflict(id) do update set first_name = excluded.first_name, "
+        "last_name = excluded.last_name, username = excluded.username, phone = excluded.phone, "
+        "is_bot = excluded.is_bot, updated_at = excluded.updated_at",
+        (user.id, user.first_name, user.last_name, user.username, user.phone, int(user.is_bot), now),
+    )
+
+
+def insert_message(conn: Connection, msg: MessageRecord, *, agent_state: str | None = None) -> ArchiveResult:
+    """Archive a message once. A second sighting (replay, catch-up, backfill) changes nothing."""
+    cur = conn.execute(
+        "insert into tg_messages(chat_id, message_id, sender_id, sender_name, date, text, is_outgoing, "
+        "media_kind, reply_to_id, fwd_from, is_service, edited, edit_date, agent_state) "
+        "values (?,?,?,?,?,?,?,?,?,?,?,?,?,?) on conflict(chat_id, message_id) do nothing",
+        (
+            msg.chat_id,
+            msg.message_id,
+            msg.sender_id,
+            msg.sender_name,
+            msg.date,
+            msg.text,
+            int(msg.is_outgoing),
+            msg.media_kind,
+            msg.reply_to_id,
+            msg.fwd_from,
+            int(msg.is_service),
+            int(msg.edit_date is not None),
+            msg.edit_date,
+            agent_state,
+        ),
+    )
+    if cur.rowcount:
+        return ArchiveResult(row_id=int(cur.lastrowid), new=True, agent_state=agent_state)
+    row = conn.execute(
+        "select id, agent_state from tg_messages where chat_id = ? and message_id = ?",
+        (msg.chat_id, msg.message_id),
+    ).fetchone()
+    return ArchiveResult(row_id=int(row[0]), new=False, agent_state=row[1])
+
+
+def apply_edit(conn: Connection, msg: MessageRecord) -> ArchiveResult:
+    """Keep the latest text of an edited message; archive it whole if we never saw the original."""
+    edit_date = msg.edit_date if msg.edit_date is not None else msg.date
+    row = conn.execute(
+        "select id, text, agent_state, edit_date from tg_messages where chat_id = ? and message_id = ?",
+        (msg.chat_id, msg.message_id),
+    ).fetchone()
+    if row is None:
+        return insert_message(conn, _with_edit(msg, edit_date), agent_state=STATE_HISTORY)
+    row_id, old_text, state, old_edit = int(row[0]), row[1], row[2], row[3]
+    if old_edit is not None and old_edit > edit_date:
+        return ArchiveResult(row_id=row_id, new=False, agent_state=state)  # a stale edit arrived late
+    changed = old_text != msg.text
+    conn.execute(
+        "update tg_messages set text = ?, media_kind = coalesce(?, media_kind), edited = 1, edit_date = ?, "
+        "embedded = case when ? then 0 else embedded end where id = ?",
+        (msg.text, msg.media_kind, edit_date, int(changed), row_id),
+    )
+    if changed:
+        _drop_vector(conn, row_id)
+    return ArchiveResult(row_id=row_id, new=False, agent_state=state)
+
+
+def mark_deleted(conn: Connection, chat_id: int | None, message_ids: Sequence[int]) -> int:
+    """Mark messages deleted (kept for the record). ``chat_id`` None: a DM or basic group deletion.
+
+    Telegram sends those without a chat: their ids are unique per account across all non-channel chats,
+    so they match rows whose chat id is not a channel's (marked channel ids are below -10**12).
+    """
+    ids = list(message_ids)
+    total = 0
+    for start in range(0, len(ids), 500):
+        part = ids[start : start + 500]
+        marks = ",".join("?" * len(part))
+        if chat_id is None:
+            sql = f"update tg_messages set deleted = 1 where chat_id > ? and message_id in ({marks})"
+            params: list[Any] = [-(10**12), *part]
+        else:
+            sql = f"update tg_messages set deleted = 1 where chat_id = ? and message_id in ({marks})"
+            params = [chat_id, *part]
+        total += int(conn.execute(sql, params).rowcount)
+    return total
+
+
+def set_agent_state(conn: Connection, chat_id: int, message_ids: Sequence[int], state: str) -> None:
+    conn.executemany(
+        "update tg_messages set agent_state = ? where chat_id = ? and message_id = ?",
+        [(state, chat_id, mid) for mid in message_ids],
+    )
+
+
+def set_chat_title(conn: Connection, chat_id: int, title: str, now: float) -> None:
+    conn.execute("update tg_chats set title = ?, updated_at = ? where id = ?", (title, now, chat_id))
+
+
+def adjust_member_count(conn: Connection, chat_id: int, delta: int, now: float) -> None:
+    conn.execute(
+        "update tg_chats set member_count = max(0, member_count + ?), updated_at = ? "
+        "where id = ? and member_count is not null",
+        (delta, now, chat_id),
+    )
+
+
+def is_our_message(conn: Connection, chat_id: int, message_id: int) -> bool:
+    row = conn.execute(
+        "select is_outgoing from tg_messages where chat_id = ? and message_id = ?", (chat_id, message_id)
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def last_message_id(conn: Connection, chat_id: int) -> int | None:
+    row = conn.execute("select max(message_id) from tg_messages where chat_id = ?", (chat_id,)).fetchone()
+    return None if row is None or row[0] is None else int(row[0])
+
+
+@dataclass(frozen=True)
+class FeedStats:
+    messages: int
+    chats: int
+    users: int
+    edited: int
+    deleted: int
+    embedded: int
+    per_chat: list[tuple[int, str, int]]  # (chat id, title, messages), busiest first
+
+
+def stats(conn: Connection, top: int = 10) -> FeedStats:
+    m = conn.execute(
+        "select count(*), coalesce(sum(edited),0), coalesce(sum(deleted),0), coalesce(sum(embedded),0) "
+        "from tg_messages"
+    ).fetchone()
+    chats = conn.execute("select count(*) from tg_chats").fetchone()[0]
+    users = conn.execute("select count(*) from tg_users").fetchone()[0]
+    rows = conn.execute(
+        "select m.chat_id, coalesce(c.title, ''), count(*) as n from tg_messages m "
+        "left join tg_chats c on c.id = m.chat_id group by m.chat_id order by n desc limit ?",
+        (top,),
+    ).fetchall()
+    return FeedStats(
+        messages=int(m[0]),
+        chats=int(chats),
+        users=int(users),
+        edited=int(m[1]),
+        deleted=int(m[2]),
+        embedded=int(m[3]),
+        per_chat=[(int(r[0]), str(r[1]), int(r[2])) for r in rows],
+    )
+
+
+def _with_edit(msg: MessageRecord, edit_date: float) -> MessageRecord:
+    return replace(msg, edit_date=edit_date)
+
+
+def _drop_vector(conn: Connection, row_id: int) -> None:
+    # The old text's vector would otherwise answer searches for words the message no longer says.
+    exists = conn.execute("select 1 from sqlite_master where name = 'tg_messages_vec'").fetchone()
+    if exists:
+        try:
+            conn.execute("delete from tg_messages_vec where id = ?", (row_id,))
+        except Exception:  # sqlite-vec not loaded on this connection: the worker re-embeds anyway
+            pass

@@ -1,0 +1,266 @@
+"""Telethon TL objects → archive records and gateway messages. No I/O: everything comes from the objects.
+
+Chat ids are Telethon's "marked" ids (users positive, basic groups negative, channels and supergroups
+-100…), the same numbers ``telethon.utils.get_peer_id`` gives, so one integer names a chat everywhere.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from telethon import helpers, utils
+from telethon.tl import types
+
+from teleton.gateway.contract import ChatInfo, ChatType, IncomingMessage, UserInfo
+from teleton.memory.feed_archive import ChatRecord, MessageRecord, UserRecord
+
+
+def peer_id(peer: Any) -> int:
+    return int(utils.get_peer_id(peer))
+
+
+def chat_type(peer: Any, entity: Any = None, message: Any = None) -> ChatType:
+    if isinstance(peer, types.PeerUser):
+        return "dm"
+    if isinstance(peer, types.PeerChat):
+        return "group"
+    if isinstance(entity, types.Channel):
+        return "group" if entity.megagroup or entity.gigagroup else "channel"
+    if isinstance(entity, types.ChannelForbidden):
+        return "group" if entity.megagroup else "channel"
+    # Without the entity, a broadcast post is marked as such on the message itself.
+    return "channel" if getattr(message, "post", False) else "group"
+
+
+def user_record(user: types.User) -> UserRecord:
+    return UserRecord(
+        id=int(user.id),
+        first_name=user.first_name or "",
+        last_name=user.last_name or "",
+        username=_username(user),
+        phone=user.phone or None,  # Telegram sends it only when the account lets us see it
+        is_bot=bool(user.bot),
+        partial=bool(user.min),
+    )
+
+
+def user_info(user: UserRecord) -> UserInfo:
+    return UserInfo(
+        id=user.id,
+        first_name=user.first_name,
+        last_name=user.last_name,
+        username=user.username,
+        phone=user.phone,
+        is_bot=user.is_bot,
+    )
+
+
+def chat_record(chat_id: int, kind: ChatType, entity: Any) -> ChatRecord:
+    if isinstance(entity, types.User):
+        title = " ".join(p for p in (entity.first_name, entity.last_name) if p) or (entity.username or "")
+        return ChatRecord(id=chat_id, type=kind, title=title, username=_username(entity))
+    if isinstance(entity, (types.Chat, types.ChatForbidden)):
+        return ChatRecord(
+            id=chat_id, type=kind, title=entity.title or "",
+            member_count=getattr(entity, "participants_count", None),
+        )
+    if isinstance(entity, (types.Channel, types.ChannelForbidden)):
+        return ChatRecord(
+            id=chat_id,
+            type=kind,
+            title=entity.title or "",
+            username=_username(entity),
+            member_count=getattr(entity, "participants_count", None),
+        )
+    return ChatRecord(id=chat_id, type=kind)
+
+
+def chat_info(chat: ChatRecord) -> ChatInfo:
+    return ChatInfo(
+        id=chat.id, type=chat.type,  # type: ignore[arg-type]
+        title=chat.title, username=chat.username, member_count=chat.member_count,
+    )
+
+
+def sender_of(message: Any, chat_id: int, me_id: int | None) -> int | None:
+    if message.from_id is not None:
+        return peer_id(message.from_id)
+    if isinstance(message.peer_id, types.PeerUser):
+        return me_id if message.out else int(message.peer_id.user_id)
+    if getattr(message, "post", False) or isinstance(message.peer_id, types.PeerChannel):
+        return chat_id  # a channel post, or an anonymous admin: the chat itself speaks
+    return None
+
+
+def display_name(entity: Any) -> str:
+    if isinstance(entity, types.User):
+        name = " ".join(p for p in (entity.first_name, entity.last_name) if p)
+        return name or (f"@{entity.username}" if entity.username else str(entity.id))
+    title = getattr(entity, "title", None)
+    return str(title) if title else ""
+
+
+def media_kind(message: Any) -> str | None:
+    media = getattr(message, "media", None)
+    if media is None or isinstance(media, types.MessageMediaEmpty):
+        return None
+    if isinstance(media, types.MessageMediaPhoto):
+        return "photo"
+    if isinstance(media, types.MessageMediaDocument):
+        return _document_kind(media.document)
+    simple = {
+        types.MessageMediaGeo: "location",
+        types.MessageMediaGeoLive: "live_location",
+        types.MessageMediaVenue: "venue",
+        types.MessageMediaContact: "contact",
+        types.MessageMediaPoll: "poll",
+        types.MessageMediaDice: "dice",
+        types.MessageMediaGame: "game",
+        types.MessageMediaInvoice: "invoice",
+        types.MessageMediaWebPage: "webpage",
+        types.MessageMediaStory: "story",
+        types.MessageMediaGiveaway: "giveaway",
+    }
+    return simple.get(type(media), "other")
+
+
+def _document_kind(document: Any) -> str:
+    attrs = getattr(document, "attributes", None) or []
+    for attr in attrs:
+        if isinstance(attr, types.DocumentAttributeSticker):
+            return "sticker"
+        if isinstance(attr, types.DocumentAttributeAnimated):
+            return "gif"
+    for attr in attrs:
+        if isinstance(attr, types.DocumentAttributeVideo):
+            return "video_note" if attr.round_message else "video"
+        if isinstance(attr, types.DocumentAttributeAudio):
+            return "voice" if attr.voice else "audio"
+    return "document"
+
+
+def forward_origin(message: Any) -> str | None:
+    fwd = getattr(message, "fwd_from", None)
+    if fwd is None:
+        return None
+    if fwd.from_name:
+        return str(fwd.from_name)
+    if fwd.from_id is not None:
+        return str(peer_id(fwd.from_id))
+    return "hidden"
+
+
+def reply_to_id(message: Any) -> int | None:
+    reply = getattr(message, "reply_to", None)
+    if isinstance(reply, types.MessageReplyHeader):
+        return reply.reply_to_msg_id
+    return None
+
+
+def message_record(
+    message: Any, chat_id: int, sender_id: int | None, sender_name: str, *, text: str | None = None
+) -> MessageRecord:
+    is_service = isinstance(message, types.MessageService)
+    edit_date = getattr(message, "edit_date", None)
+    return MessageRecord(
+        chat_id=chat_id,
+        message_id=int(message.id),
+        date=_ts(message.date),
+        text=text if text is not None else (getattr(message, "message", None) or ""),
+        sender_id=sender_id,
+        sender_name=sender_name,
+        is_outgoing=bool(message.out),
+        media_kind=None if is_service else media_kind(message),
+        reply_to_id=reply_to_id(message),
+        fwd_from=None if is_service else forward_origin(message),
+        is_service=is_service,
+        edit_date=_ts(edit_date) if edit_date else None,
+    )
+
+
+def mentions_us(message: Any, me_id: int | None, me_username: str | None) -> bool:
+    """True when the message names us: a mention entity of our account, or our @username in the text."""
+    text = getattr(message, "message", None) or ""
+    username = (me_username or "").lower()
+    for ent in getattr(message, "entities", None) or []:
+        if isinstance(ent, (types.MessageEntityMentionName, types.InputMessageEntityMentionName)):
+            target = ent.user_id if isinstance(ent.user_id, int) else getattr(ent.user_id, "user_id", None)
+            if me_id is not None and target == me_id:
+                return True
+        elif isinstance(ent, (types.MessageEntityMention, types.MessageEntityBotCommand)) and username:
+            # Entity offsets count UTF-16 units: slice the surrogate-expanded text.
+            span = helpers.del_surrogate(helpers.add_surrogate(text)[ent.offset : ent.offset + ent.length])
+            if span.lower().endswith("@" + username):
+                return True
+    return bool(username) and _names_username(text, username)
+
+
+def _names_username(text: str, username: str) -> bool:
+    if "@" not in text:
+        return False
+    pattern = rf"(?<![\w@])@{re.escape(username)}(?![\w])|/\w+@{re.escape(username)}(?![\w])"
+    return re.search(pattern, text, flags=re.IGNORECASE) is not None
+
+
+def service_text(action: Any, actor: str, names: dict[int, str]) -> tuple[str, str | None, int]:
+    """Describe a service message; also return (new title or None, member count change)."""
+
+    def who(ids: list[int]) -> str:
+        return ", ".join(names.get(int(i), str(i)) for i in ids)
+
+    if isinstance(action, (types.MessageActionChatEditTitle,)):
+        return f"{actor} changed the title to “{action.title}”", action.title, 0
+    if isinstance(action, types.MessageActionChatCreate):
+        return f"{actor} created the group “{action.title}”", action.title, 0
+    if isinstance(action, types.MessageActionChannelCreate):
+        return f"{actor} created the channel “{action.title}”", action.title, 0
+    if isinstance(action, types.MessageActionChatAddUser):
+        added = [int(u) for u in action.users]
+        if len(added) == 1 and names.get(added[0]) == actor:
+            return f"{actor} joined", None, 1
+        return f"{actor} added {who(added)}", None, len(added)
+    if isinstance(action, (types.MessageActionChatJoinedByLink, types.MessageActionChatJoinedByRequest)):
+        return f"{actor} joined via invite link", None, 1
+    if isinstance(action, types.MessageActionChatDeleteUser):
+        gone = names.get(int(action.user_id), str(action.user_id))
+        return (f"{actor} left" if gone == actor else f"{actor} removed {gone}"), None, -1
+    if isinstance(action, types.MessageActionPinMessage):
+        return f"{actor} pinned a message", None, 0
+    if isinstance(action, types.MessageActionChatEditPhoto):
+        return f"{actor} changed the chat photo", None, 0
+    if isinstance(action, (types.MessageActionChatMigrateTo, types.MessageActionChannelMigrateFrom)):
+        return f"{actor} upgraded the group to a supergroup", None, 0
+    label = re.sub(r"(?<!^)(?=[A-Z])", " ", type(action).__name__.removeprefix("MessageAction")).lower()
+    return f"{actor}: {label}".strip(), None, 0
+
+
+def _username(entity: Any) -> str | None:
+    name = getattr(entity, "username", None)
+    if name:
+        return str(name)
+    for extra in getattr(entity, "usernames", None) or []:
+        if getattr(extra, "active", False):
+            return str(extra.username)
+    return None
+
+
+def _ts(value: Any) -> float:
+    return float(value.timestamp()) if value is not None else 0.0
+
+
+def incoming(
+    chat: ChatRecord, sender: UserInfo | None, record: MessageRecord, *, mentions: bool, reply_to_us: bool
+) -> IncomingMessage:
+    return IncomingMessage(
+        chat=chat_info(chat),
+        sender=sender,
+        message_id=record.message_id,
+        text=record.text,
+        date=record.date,
+        is_outgoing=record.is_outgoing,
+        reply_to_id=record.reply_to_id,
+        reply_to_us=reply_to_us,
+        mentions_us=mentions,
+        media_kind=record.media_kind,
+    )

@@ -1,0 +1,170 @@
+"""From an archived message to an agent turn: policy gate, rate limits, per-chat lanes, group debounce.
+
+Each chat has its own lane (a queue and one worker task): turns in a chat run one at a time and in order,
+chats run in parallel. In groups, a burst of addressed messages is collected for ``debounce`` (reset by
+each new message, capped at ``max_factor`` times the window or ``max_messages`` messages) and handed over
+as one turn. Group messages that did not trigger a reply wait in a per-chat buffer and ride along as
+``earlier_context`` the next time the agent is addressed there. Nothing here knows Telethon.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
+
+import structlog
+
+from teleton.gateway.contract import IncomingHandler, IncomingMessage
+from teleton.telegram.policy import Decision, PolicyConfig, decide
+from teleton.telegram.ratelimit import RateLimiter
+
+log = structlog.get_logger(__name__)
+
+LANE_IDLE_S = 60.0  # a lane's worker exits after this long without messages
+TYPING_EVERY_S = 4.5  # Telegram shows "typing…" for about 5 s per action
+CONTEXT_CAP = 50  # unanswered group messages kept per chat
+
+
+@dataclass(frozen=True)
+class DebounceConfig:
+    window_s: float = 1.5
+    max_factor: int = 3
+    max_messages: int = 20
+
+
+@dataclass
+class _Lane:
+    queue: asyncio.Queue[IncomingMessage] = field(default_factory=asyncio.Queue)
+    task: asyncio.Task[None] | None = None
+    busy: bool = False
+
+
+@dataclass
+class Dispatcher:
+    handler: IncomingHandler
+    policy: PolicyConfig
+    limiter: RateLimiter
+    debounce: DebounceConfig = field(default_factory=DebounceConfig)
+    me_id: Callable[[], int | None] = lambda: None
+    typing: Callable[[int], Awaitable[None]] | None = None
+    context_cap: int = CONTEXT_CAP
+    _lanes: dict[int, _Lane] = field(default_factory=dict)
+    _context: dict[int, deque[IncomingMessage]] = field(default_factory=dict)
+    _closing: bool = False
+    turns: int = 0
+    failures: int = 0
+
+    def offer(self, msg: IncomingMessage) -> Decision:
+        """Gate one archived message; queue it for the agent or keep it as context. Never blocks."""
+        decision = decide(msg, self.policy, self.me_id())
+        if decision.accept and not self.policy.is_admin(msg.sender.id if msg.sender else None):
+            # Admins are never rate-limited: the owner must always be able to reach (and stop) the agent.
+            limited = self.limiter.allow(msg.chat.id)
+            if limited:
+                decision = Decision(False, limited, keep_as_context=msg.chat.type == "group")
+        if self._closing:
+            decision = Decision(False, "shutting down")
+        if decision.accept:
+            self._lane(msg.chat.id).queue.put_nowait(msg)
+        elif decision.keep_as_context:
+            self._context.setdefault(msg.chat.id, deque(maxlen=self.context_cap)).append(msg)
+        log.debug("gate", chat_id=msg.chat.id, message_id=msg.message_id, accept=decision.accept,
+                  reason=decision.reason)
+        return decision
+
+    def pending_context(self, chat_id: int) -> list[IncomingMessage]:
+        return list(self._context.get(chat_id, ()))
+
+    def busy(self) -> bool:
+        return any(
+            lane.task is not None and not lane.task.done() and (lane.busy or not lane.queue.empty())
+            for lane in self._lanes.values()
+        )
+
+    async def idle(self) -> None:
+        """Wait until every queued turn has finished (tests, shutdown)."""
+        while self.busy():  # noqa: ASYNC110 - lanes come and go; polling is simpler than an event per lane
+            await asyncio.sleep(0.01)
+
+    async def close(self, grace_s: float = 5.0) -> None:
+        """Stop taking turns; let running ones finish within ``grace_s``, then cancel the rest."""
+        self._closing = True
+        tasks = [lane.task for lane in self._lanes.values() if lane.task is not None]
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.idle(), grace_s)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._lanes.clear()
+
+    def _lane(self, chat_id: int) -> _Lane:
+        lane = self._lanes.get(chat_id)
+        if lane is None:
+            lane = self._lanes[chat_id] = _Lane()
+        if lane.task is None or lane.task.done():
+            lane.task = asyncio.get_running_loop().create_task(self._work(chat_id, lane), name=f"lane-{chat_id}")
+        return lane
+
+    async def _work(self, chat_id: int, lane: _Lane) -> None:
+        while True:
+            try:
+                first = await asyncio.wait_for(lane.queue.get(), LANE_IDLE_S)
+            except TimeoutError:
+                if lane.queue.empty():
+                    self._lanes.pop(chat_id, None)
+                    return
+                continue
+            lane.busy = True
+            try:
+                batch = [first]
+                if first.chat.type == "group" and self.debounce.window_s > 0:
+                    await self._collect(lane, batch)
+                await self._turn(chat_id, batch)
+            finally:
+                lane.busy = False
+
+    async def _collect(self, lane: _Lane, batch: list[IncomingMessage]) -> None:
+        loop = asyncio.get_running_loop()
+        cap = loop.time() + self.debounce.window_s * self.debounce.max_factor
+        while len(batch) < self.debounce.max_messages:
+            wait = min(self.debounce.window_s, cap - loop.time())
+            if wait <= 0:
+                return
+            try:
+                batch.append(await asyncio.wait_for(lane.queue.get(), wait))
+            except TimeoutError:
+                return
+
+    async def _turn(self, chat_id: int, batch: list[IncomingMessage]) -> None:
+        context = list(self._context.pop(chat_id, ())) + batch[:-1]
+        context.sort(key=lambda m: (m.date, m.message_id))
+        msg = replace(batch[-1], earlier_context=tuple(context))
+        typing = asyncio.get_running_loop().create_task(self._keep_typing(chat_id)) if self.typing else None
+        try:
+            await self.handler(msg)
+            self.turns += 1
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # One failed turn must not stop the chat's lane, let alone the daemon.
+            self.failures += 1
+            log.exception("agent_turn_failed", chat_id=chat_id, message_id=msg.message_id)
+        finally:
+            if typing is not None:
+                typing.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await typing
+
+    async def _keep_typing(self, chat_id: int) -> None:
+        assert self.typing is not None
+        while True:
+            try:
+                await self.typing(chat_id)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a missing typing indicator is cosmetic
+                log.debug("typing_failed", chat_id=chat_id, error=str(exc))
+            await asyncio.sleep(TYPING_EVERY_S)

@@ -1,0 +1,106 @@
+"""Telethon event handlers: each turns one update into records and hands them to the feed pipeline.
+
+Thin on purpose: the TL details are in ``convert``, the rules in ``pipeline``/``dispatch``/``policy``.
+Only cached entities are used (those the update carried); a handler never makes a network request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+from telethon import TelegramClient, events
+from telethon.tl import types
+
+from teleton.gateway.contract import UserInfo
+from teleton.memory.feed_archive import ChatRecord, UserRecord
+from teleton.telegram import convert
+from teleton.telegram.pipeline import FeedPipeline
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass
+class FeedHandlers:
+    pipeline: FeedPipeline
+    me: Callable[[], UserInfo | None]
+    # Input peers seen in updates, so replies can be sent without asking Telegram to resolve the chat.
+    peers: dict[int, Any] = field(default_factory=dict)
+
+    def install(self, client: TelegramClient) -> None:
+        client.add_event_handler(self.on_new_message, events.NewMessage())
+        client.add_event_handler(self.on_edit, events.MessageEdited())
+        client.add_event_handler(self.on_delete, events.MessageDeleted())
+        client.add_event_handler(
+            self.on_service, events.Raw(types=[types.UpdateNewMessage, types.UpdateNewChannelMessage])
+        )
+
+    async def on_new_message(self, event: events.NewMessage.Event) -> None:
+        msg = event.message
+        chat, users, sender, record = self._records(msg)
+        me = self.me()
+        me_id, me_username = (me.id, me.username) if me else (None, None)
+        replying = record.reply_to_id is not None
+        # Telegram's own `mentioned` flag is set for a mention of us and for a reply to our message.
+        flagged = bool(getattr(msg, "mentioned", False))
+        incoming = convert.incoming(
+            chat,
+            sender,
+            record,
+            mentions=convert.mentions_us(msg, me_id, me_username) or (flagged and not replying),
+            reply_to_us=flagged and replying,
+        )
+        await self.pipeline.message(record, chat=chat, users=users, incoming=incoming)
+
+    async def on_edit(self, event: events.MessageEdited.Event) -> None:
+        chat, users, _sender, record = self._records(event.message)
+        await self.pipeline.edit(record, chat=chat, users=users)
+
+    async def on_delete(self, event: events.MessageDeleted.Event) -> None:
+        await self.pipeline.delete(event.chat_id, list(event.deleted_ids or []))
+
+    async def on_service(self, update: Any) -> None:
+        msg = update.message
+        if not isinstance(msg, types.MessageService):
+            return
+        entities: dict[int, Any] = getattr(update, "_entities", None) or {}
+        chat_id = convert.peer_id(msg.peer_id)
+        entity = entities.get(chat_id)
+        chat = convert.chat_record(chat_id, convert.chat_type(msg.peer_id, entity, msg), entity)
+        me = self.me()
+        sender_id = convert.sender_of(msg, chat_id, me.id if me else None)
+        names = {pid: convert.display_name(e) for pid, e in entities.items()}
+        actor = names.get(sender_id, str(sender_id)) if sender_id is not None else "someone"
+        text, title, delta = convert.service_text(msg.action, actor, names)
+        record = convert.message_record(msg, chat_id, sender_id, actor, text=text)
+        users = [convert.user_record(e) for e in entities.values() if isinstance(e, types.User)]
+        await self.pipeline.service(record, chat=chat, users=users, new_title=title, member_delta=delta)
+
+    def _records(self, msg: Any) -> tuple[ChatRecord, list[UserRecord], UserInfo | None, Any]:
+        chat_id = int(msg.chat_id)
+        entity = msg.chat  # cached from the update's entities; None when it did not carry the chat
+        kind = convert.chat_type(msg.peer_id, entity, msg)
+        chat = convert.chat_record(chat_id, kind, entity)
+        if msg.input_chat is not None:
+            self.peers[chat_id] = msg.input_chat
+        me = self.me()
+        sender_id = convert.sender_of(msg, chat_id, me.id if me else None)
+        sender_entity = msg.sender
+        users: list[UserRecord] = []
+        sender: UserInfo | None = None
+        if isinstance(sender_entity, types.User):
+            user = convert.user_record(sender_entity)
+            users.append(user)
+            sender = convert.user_info(user)
+        elif sender_entity is not None:
+            sender = UserInfo(id=int(sender_id or chat_id), first_name=convert.display_name(sender_entity))
+        elif sender_id is not None:
+            sender = me if (me is not None and sender_id == me.id) else UserInfo(id=sender_id)
+        if isinstance(entity, types.User) and entity is not sender_entity:
+            users.append(convert.user_record(entity))
+        name = convert.display_name(sender_entity) if sender_entity is not None else (
+            sender.display_name if sender else ""
+        )
+        return chat, users, sender, convert.message_record(msg, chat_id, sender_id, name)

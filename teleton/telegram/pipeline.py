@@ -1,0 +1,153 @@
+"""The receive path after conversion: archive first, then (for new messages only) the dispatcher.
+
+``FeedPipeline.message`` returns only after the message is committed, and a message is offered to the
+agent only the first time the archive sees it: the insert is the deduplication, so a replayed update, a
+catch-up after a restart, or our own sent message echoing back are archived once and answered at most once.
+No Telethon here; the Telethon handlers build the records and call in.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+import structlog
+
+from teleton.gateway.contract import IncomingMessage
+from teleton.memory import feed_archive as fa
+from teleton.storage import Database
+from teleton.storage.sqlite_driver import Connection
+from teleton.telegram.archiver import ArchiveBatcher
+from teleton.telegram.dispatch import Dispatcher
+
+log = structlog.get_logger(__name__)
+
+STATE_SEEN = "seen"  # archived live and offered to the gate
+STALE_AFTER_S = 3600.0  # older messages surfacing in a catch-up are archived, not answered
+_OURS_PER_CHAT = 200
+_ENTITY_CACHE = 50_000
+
+
+@dataclass
+class FeedPipeline:
+    db: Database
+    batcher: ArchiveBatcher
+    dispatcher: Dispatcher | None = None
+    stale_after_s: float = STALE_AFTER_S
+    clock: Callable[[], float] = time.time
+    _written: OrderedDict[tuple[str, int], object] = field(default_factory=OrderedDict)
+    _ours: dict[int, deque[int]] = field(default_factory=dict)
+    archived: int = 0
+    duplicates: int = 0
+
+    async def message(
+        self,
+        record: fa.MessageRecord,
+        *,
+        chat: fa.ChatRecord | None = None,
+        users: Sequence[fa.UserRecord] = (),
+        incoming: IncomingMessage | None = None,
+    ) -> fa.ArchiveResult:
+        """Archive one message; then offer it to the agent if it is new, live and from someone else."""
+        meta = self._unwritten(chat, users)
+        offer = incoming is not None and not record.is_outgoing and self.dispatcher is not None
+        state = STATE_SEEN if offer else fa.STATE_HISTORY
+
+        def op(conn: Connection) -> fa.ArchiveResult:
+            _write_meta(conn, meta)
+            return fa.insert_message(conn, record, agent_state=state)
+
+        result = await self.batcher.run(op)
+        self._remember(meta)
+        if record.is_outgoing:
+            self._note_ours(record.chat_id, record.message_id)
+        if not result.new:
+            self.duplicates += 1
+            return result
+        self.archived += 1
+        if offer and incoming is not None and self.dispatcher is not None:
+            if self.clock() - record.date > self.stale_after_s:
+                return result
+            if incoming.reply_to_id is not None and not incoming.reply_to_us:
+                if await self.is_ours(record.chat_id, incoming.reply_to_id):
+                    incoming = replace(incoming, reply_to_us=True)
+            self.dispatcher.offer(incoming)
+        return result
+
+    async def edit(
+        self, record: fa.MessageRecord, *, chat: fa.ChatRecord | None = None, users: Sequence[fa.UserRecord] = ()
+    ) -> fa.ArchiveResult:
+        meta = self._unwritten(chat, users)
+
+        def op(conn: Connection) -> fa.ArchiveResult:
+            _write_meta(conn, meta)
+            return fa.apply_edit(conn, record)
+
+        result = await self.batcher.run(op)
+        self._remember(meta)
+        return result
+
+    async def delete(self, chat_id: int | None, message_ids: Sequence[int]) -> int:
+        return await self.batcher.run(lambda conn: fa.mark_deleted(conn, chat_id, message_ids))
+
+    async def service(
+        self,
+        record: fa.MessageRecord,
+        *,
+        chat: fa.ChatRecord | None = None,
+        users: Sequence[fa.UserRecord] = (),
+        new_title: str | None = None,
+        member_delta: int = 0,
+    ) -> fa.ArchiveResult:
+        """A chat action (title change, join, leave…): archived as a service message, metadata updated."""
+        meta = self._unwritten(chat, users)
+        now = time.time()
+
+        def op(conn: Connection) -> fa.ArchiveResult:
+            _write_meta(conn, meta)
+            result = fa.insert_message(conn, record, agent_state=fa.STATE_HISTORY)
+            if result.new and new_title:
+                fa.set_chat_title(conn, record.chat_id, new_title, now)
+            if result.new and member_delta:
+                fa.adjust_member_count(conn, record.chat_id, member_delta, now)
+            return result
+
+        result = await self.batcher.run(op)
+        if new_title:
+            self._written.pop(("chat", record.chat_id), None)
+        return result
+
+    async def is_ours(self, chat_id: int, message_id: int) -> bool:
+        if message_id in self._ours.get(chat_id, ()):
+            return True
+        return await self.db.read(lambda conn: fa.is_our_message(conn, chat_id, message_id))
+
+    def _note_ours(self, chat_id: int, message_id: int) -> None:
+        self._ours.setdefault(chat_id, deque(maxlen=_OURS_PER_CHAT)).append(message_id)
+
+    def _unwritten(self, chat: fa.ChatRecord | None, users: Sequence[fa.UserRecord]) -> list[object]:
+        # Chat and user rows change rarely; writing them with every message would double the write load.
+        meta: list[object] = []
+        if chat is not None and self._written.get(("chat", chat.id)) != chat:
+            meta.append(chat)
+        meta.extend(u for u in users if self._written.get(("user", u.id)) != u)
+        return meta
+
+    def _remember(self, meta: list[object]) -> None:
+        for item in meta:
+            kind = "chat" if isinstance(item, fa.ChatRecord) else "user"
+            self._written[(kind, item.id)] = item  # type: ignore[attr-defined]
+            self._written.move_to_end((kind, item.id))  # type: ignore[attr-defined]
+        while len(self._written) > _ENTITY_CACHE:
+            self._written.popitem(last=False)
+
+
+def _write_meta(conn: Connection, meta: list[object]) -> None:
+    now = time.time()
+    for item in meta:
+        if isinstance(item, fa.ChatRecord):
+            fa.upsert_chat(conn, item, now)
+        elif isinstance(item, fa.UserRecord):
+            fa.upsert_user(conn, item, now)

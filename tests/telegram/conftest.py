@@ -1,0 +1,214 @@
+"""Real Telethon, no network: a TelegramClient whose only override is ``_call``.
+
+Updates are real TL objects handed to the client's own dispatcher (``client._dispatch_update``), so the
+handlers run exactly as they do live. Outgoing requests are recorded and answered with real TL results.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from telethon import TelegramClient, functions, utils
+from telethon.sessions import MemorySession
+from telethon.tl import types
+
+from teleton.gateway.contract import IncomingMessage
+from teleton.storage import Database
+from teleton.telegram.dispatch import DebounceConfig
+from teleton.telegram.gateway import GatewaySettings, TelegramGateway
+from teleton.telegram.policy import PolicyConfig
+
+ME = types.User(id=1000, is_self=True, first_name="Tele", last_name="Ton", username="teleton_bot", access_hash=11)
+ALICE = types.User(id=2001, first_name="Alice", username="alice", access_hash=21, phone="15550001")
+BOB = types.User(id=2002, first_name="Bob", username="bobby", access_hash=22)
+OTHER_BOT = types.User(id=2003, first_name="Helper", username="helper_bot", bot=True, access_hash=23)
+ADMIN = types.User(id=2004, first_name="Ada", username="ada", access_hash=24)
+GROUP = types.Chat(id=500, title="Book club", photo=types.ChatPhotoEmpty(), participants_count=5, date=None,
+                   version=1)
+SUPERGROUP = types.Channel(id=700, title="Big group", photo=types.ChatPhotoEmpty(), date=None,
+                           megagroup=True, access_hash=77)
+CHANNEL = types.Channel(id=800, title="News", photo=types.ChatPhotoEmpty(), date=None, broadcast=True,
+                        access_hash=88)
+
+
+class RecordingClient(TelegramClient):
+    """A real, unconnected client: every request Telethon would send is recorded and answered here."""
+
+    def __init__(self) -> None:
+        super().__init__(MemorySession(), api_id=1, api_hash="0" * 32)
+        self.requests: list[Any] = []
+        self.failures: list[BaseException] = []  # raised, in order, by the next requests
+        self.fail_when: Callable[[Any], BaseException | None] | None = None
+        self._ids = itertools.count(10_000)
+
+    async def _call(self, sender: Any, request: Any, ordered: bool = False, flood_sleep_threshold: Any = None) -> Any:
+        self.requests.append(request)
+        if self.fail_when is not None:
+            error = self.fail_when(request)
+            if error is not None:
+                raise error
+        if self.failures:
+            raise self.failures.pop(0)
+        return self.answer(request)
+
+    def answer(self, request: Any) -> Any:
+        if isinstance(request, functions.messages.SendMessageRequest):
+            return types.UpdateShortSentMessage(
+                out=True, id=next(self._ids), pts=1, pts_count=1, date=datetime.now(UTC),
+                entities=request.entities,
+            )
+        if isinstance(request, functions.users.GetUsersRequest):
+            return [ME]
+        if isinstance(request, (functions.messages.SetTypingRequest,)):
+            return True
+        raise AssertionError(f"unexpected request in test: {type(request).__name__}")
+
+    def sent(self) -> list[Any]:
+        return [r for r in self.requests if isinstance(r, functions.messages.SendMessageRequest)]
+
+
+_msg_ids = itertools.count(1)
+
+
+def next_id() -> int:
+    return next(_msg_ids)
+
+
+def peer_of(chat: Any) -> Any:
+    if isinstance(chat, types.User):
+        return types.PeerUser(chat.id)
+    if isinstance(chat, types.Chat):
+        return types.PeerChat(chat.id)
+    return types.PeerChannel(chat.id)
+
+
+def new_message(
+    chat: Any,
+    sender: Any | None,
+    text: str,
+    *,
+    msg_id: int | None = None,
+    out: bool = False,
+    entities: list[Any] | None = None,
+    reply_to: int | None = None,
+    mentioned: bool = False,
+    media: Any = None,
+    fwd_from: Any = None,
+    post: bool = False,
+    extra: tuple[Any, ...] = (),
+) -> types.UpdateNewMessage | types.UpdateNewChannelMessage:
+    """An update carrying one message, with the entities Telegram would attach."""
+    msg = types.Message(
+        id=msg_id if msg_id is not None else next_id(),
+        peer_id=peer_of(chat),
+        date=datetime.now(UTC),
+        message=text,
+        out=out,
+        mentioned=mentioned,
+        post=post,
+        from_id=types.PeerUser(sender.id) if sender is not None else None,
+        entities=entities,
+        reply_to=types.MessageReplyHeader(reply_to_msg_id=reply_to) if reply_to else None,
+        media=media,
+        fwd_from=fwd_from,
+    )
+    cls = types.UpdateNewChannelMessage if isinstance(chat, types.Channel) else types.UpdateNewMessage
+    update = cls(message=msg, pts=1, pts_count=1)
+    return attach(update, chat, sender, *extra)
+
+
+def attach(update: Any, *entities: Any) -> Any:
+    update._entities = {utils.get_peer_id(e): e for e in entities if e is not None}
+    return update
+
+
+@dataclass
+class Agent:
+    """The agent side of the contract: records each message it is handed, with what the archive held then."""
+
+    db: Database
+    seen: list[IncomingMessage] = field(default_factory=list)
+    archived_first: list[bool] = field(default_factory=list)
+    delay: float = 0.0
+
+    async def __call__(self, msg: IncomingMessage) -> None:
+        row = await self.db.fetchone(
+            "select 1 from tg_messages where chat_id = ? and message_id = ?", (msg.chat.id, msg.message_id)
+        )
+        self.archived_first.append(row is not None)
+        self.seen.append(msg)
+        if self.delay:
+            await asyncio.sleep(self.delay)
+
+
+@pytest.fixture
+async def db(tmp_path: Path):
+    database = await Database.open(tmp_path / "teleton.db")
+    yield database
+    await database.close()
+
+
+def make_settings(**policy: Any) -> GatewaySettings:
+    defaults: dict[str, Any] = dict(
+        dm_policy="open", group_policy="open", admin_ids=[ADMIN.id], require_mention=True
+    )
+    defaults.update(policy)
+    limits = {k: defaults.pop(k) for k in ("rate_limit_per_chat", "rate_limit_global") if k in defaults}
+    return GatewaySettings(
+        policy=PolicyConfig.build(**defaults),
+        debounce=DebounceConfig(window_s=0.05, max_factor=3, max_messages=20),
+        flood_wait_max_s=5,
+        typing_indicator=False,
+        **limits,
+    )
+
+
+@dataclass
+class Harness:
+    client: RecordingClient
+    gateway: TelegramGateway
+    agent: Agent
+    db: Database
+
+    async def dispatch(self, *updates: Any) -> None:
+        for update in updates:
+            await self.client._dispatch_update(update)
+
+    async def settle(self) -> None:
+        await self.gateway.batcher.drain()
+        assert self.gateway.dispatcher is not None
+        await self.gateway.dispatcher.idle()
+
+    async def rows(self, chat_id: int | None = None) -> list[Any]:
+        if chat_id is None:
+            return await self.db.fetchall("select * from tg_messages order by id")
+        return await self.db.fetchall("select * from tg_messages where chat_id = ? order by id", (chat_id,))
+
+
+async def make_harness(db: Database, **policy: Any) -> Harness:
+    client = RecordingClient()
+    gateway = TelegramGateway(client, db, make_settings(**policy))
+    gateway.set_me(ME)
+    agent = Agent(db)
+    gateway.on_message(agent)
+    gateway.install()
+    # What Telegram would have told us about these peers before (the entity cache of a live session).
+    client.session.process_entities(
+        types.contacts.ResolvedPeer(peer=types.PeerUser(ALICE.id), chats=[GROUP, SUPERGROUP, CHANNEL],
+                                    users=[ME, ALICE, BOB, OTHER_BOT, ADMIN])
+    )
+    return Harness(client, gateway, agent, db)
+
+
+@pytest.fixture
+async def harness(db: Database):
+    h = await make_harness(db)
+    yield h
+    await h.gateway.stop(grace_s=1)
