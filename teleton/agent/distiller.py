@@ -1,0 +1,237 @@
+"""The distiller: after a turn, the utility model picks out durable facts and they are saved (seed 004).
+
+Runs in the background (never delays a reply) and one commit at a time per chat, so two turns of a chat
+cannot race to save the same fact twice. The model answers through a tool with a JSON schema: each fact is
+validated on its own, and a malformed one is dropped and counted, never half-saved.
+
+Scope rules are enforced here, not trusted to the model: ``user`` (the owner's private facts) only from the
+owner's DMs — anywhere else a "user" fact is stored in the chat's own scope; ``chat`` is always this chat.
+A message carrying ``#nomem`` (or ``#nomemory``) is never distilled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonschema
+import structlog
+
+from teleton.gateway.contract import ChatInfo
+from teleton.llm.client import LLMClient, LLMError
+from teleton.memory.fact_merge import NEAR_DUPLICATE, save_merging
+from teleton.memory.facts import GLOBAL_SCOPE, USER_SCOPE, Fact, FactStore, chat_scope
+from teleton.memory.learnings import Learnings
+
+log = structlog.get_logger(__name__)
+
+OFF_SWITCH = re.compile(r"#nomem(ory)?\b", re.IGNORECASE)
+QUALITY_WARNING_STREAK = 3
+
+FACT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "content": {"type": "string", "minLength": 3, "maxLength": 500},
+        "category": {"type": "string", "minLength": 1, "maxLength": 40},
+        "key": {"type": ["string", "null"], "maxLength": 80},
+        "scope": {"enum": ["user", "chat", "global"]},
+        "importance": {"type": "number", "minimum": 0, "maximum": 1},
+        "correction": {"type": "boolean"},
+    },
+    "required": ["content", "category", "scope", "importance"],
+}
+TOOL = {
+    "name": "record_facts",
+    "description": "Record the durable facts worth remembering from this exchange (may be an empty list).",
+    "input_schema": {
+        "type": "object",
+        "properties": {"facts": {"type": "array", "items": FACT_SCHEMA}},
+        "required": ["facts"],
+    },
+}
+SYSTEM = """You maintain the long-term memory of a Telegram assistant. From the exchange below, extract facts
+worth remembering in later conversations: names, relationships, preferences, plans with dates, decisions,
+standing instructions. Skip small talk, anything only true for this moment, and what the assistant said
+about itself. Each fact is one self-contained sentence naming who it is about.
+- category: one lowercase word or two (person, preference, pet, plan, work, health, place, ...).
+- key: a short stable identifier when the fact is an attribute that may change later (e.g. "cat_name"),
+  otherwise null.
+- scope: "user" for facts about the person you serve in private, "chat" for facts about this chat and its
+  members, "global" for general knowledge useful anywhere.
+- importance: 0..1; 0.9+ only for what must never be forgotten (allergies, hard deadlines, explicit
+  "remember this").
+- correction: true when the user corrects something the assistant got wrong or believed.
+Call record_facts exactly once; an empty list is a fine answer."""
+
+
+@dataclass(frozen=True)
+class Exchange:
+    chat: ChatInfo
+    user_name: str
+    user_text: str
+    assistant_text: str
+    is_owner_dm: bool
+
+
+@dataclass
+class DistillStats:
+    saved: Counter[str] = field(default_factory=Counter)  # per scope kind: user / chat / global
+    updated: Counter[str] = field(default_factory=Counter)
+    duplicates: int = 0
+    dropped: int = 0  # malformed facts (or a malformed response)
+    corrections: int = 0
+    skipped: str | None = None  # why nothing was asked of the model
+
+
+def resolve_scope(requested: str, chat: ChatInfo, is_owner_dm: bool) -> str:
+    """Where a fact the model labelled ``requested`` may be stored. Pure: the privacy rule in one place."""
+    if requested == "user" and is_owner_dm:
+        return USER_SCOPE
+    if requested == "global":
+        return GLOBAL_SCOPE
+    return chat_scope(chat.id)
+
+
+def _scope_kind(scope: str) -> str:
+    return "chat" if scope.startswith("chat:") else scope
+
+
+class Distiller:
+    def __init__(
+        self,
+        llm: LLMClient,
+        facts: FactStore,
+        learnings: Learnings | None = None,
+        *,
+        enabled: bool = True,
+        near_duplicate: float = NEAR_DUPLICATE,
+    ) -> None:
+        self.llm = llm
+        self.facts = facts
+        self.learnings = learnings
+        self.enabled = enabled
+        self.near_duplicate = near_duplicate
+        self._locks: dict[int, asyncio.Lock] = {}
+        self._tasks: set[asyncio.Task[DistillStats]] = set()
+        self._malformed_streak = 0
+        self.totals = DistillStats()
+
+    def schedule(self, exchange: Exchange) -> asyncio.Task[DistillStats] | None:
+        """Distil in the background; returns the task (tests and shutdown may await it)."""
+        if not self.should_distill(exchange):
+            return None
+        task = asyncio.get_running_loop().create_task(self._serialised(exchange), name=f"distill-{exchange.chat.id}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def drain(self) -> None:
+        if self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    def should_distill(self, exchange: Exchange) -> bool:
+        return self.enabled and not OFF_SWITCH.search(exchange.user_text) and bool(exchange.user_text.strip())
+
+    async def _serialised(self, exchange: Exchange) -> DistillStats:
+        lock = self._locks.setdefault(exchange.chat.id, asyncio.Lock())
+        async with lock:
+            try:
+                return await self.distill(exchange)
+            except Exception as exc:  # a background job must never take the daemon down
+                log.warning("memory.commit_failed", chat_id=exchange.chat.id, error=str(exc))
+                return DistillStats(skipped=f"error: {exc}")
+
+    async def distill(self, exchange: Exchange) -> DistillStats:
+        stats = DistillStats()
+        if not self.should_distill(exchange):
+            stats.skipped = "off"
+            return stats
+        try:
+            response = await self.llm.create(
+                system=SYSTEM,
+                messages=[{"role": "user", "content": _render(exchange)}],
+                tools=[TOOL],
+                tool_choice={"type": "tool", "name": TOOL["name"]},
+                model=self.llm.settings.utility_model,
+                max_tokens=1024,
+                temperature=0.0,
+            )
+        except LLMError as exc:
+            stats.skipped = f"model unavailable: {exc}"
+            log.warning("memory.commit_skipped", chat_id=exchange.chat.id, reason=stats.skipped)
+            return stats
+        items = _facts_of(response.tool_uses)
+        if items is None:
+            stats.dropped += 1
+            items = []
+        for item in items:
+            await self._commit_one(item, exchange, stats)
+        self._account(exchange, stats)
+        return stats
+
+    async def _commit_one(self, item: Any, exchange: Exchange, stats: DistillStats) -> None:
+        try:
+            jsonschema.validate(item, FACT_SCHEMA)
+        except jsonschema.ValidationError:
+            stats.dropped += 1
+            return
+        scope = resolve_scope(item["scope"], exchange.chat, exchange.is_owner_dm)
+        fact = Fact(
+            value=" ".join(item["content"].split()),
+            category=item["category"].strip().lower(),
+            key=(item.get("key") or None),
+            scope=scope,
+            source="distiller",
+            importance=float(item["importance"]),
+        )
+        outcome = await save_merging(self.facts, fact, self.near_duplicate)
+        kind = _scope_kind(scope)
+        if outcome.action == "inserted":
+            stats.saved[kind] += 1
+        elif outcome.action == "updated":
+            stats.updated[kind] += 1
+        else:
+            stats.duplicates += 1
+        if item.get("correction") and self.learnings is not None and exchange.is_owner_dm:
+            if await self.learnings.record_correction(fact.value):
+                stats.corrections += 1
+
+    def _account(self, exchange: Exchange, stats: DistillStats) -> None:
+        self.totals.saved.update(stats.saved)
+        self.totals.updated.update(stats.updated)
+        self.totals.duplicates += stats.duplicates
+        self.totals.dropped += stats.dropped
+        self.totals.corrections += stats.corrections
+        log.info(
+            "memory.commit",
+            chat_id=exchange.chat.id,
+            saved=dict(stats.saved),
+            updated=dict(stats.updated),
+            duplicates=stats.duplicates,
+            dropped=stats.dropped,
+            corrections=stats.corrections,
+        )
+        self._malformed_streak = self._malformed_streak + 1 if stats.dropped else 0
+        if self._malformed_streak >= QUALITY_WARNING_STREAK:
+            log.warning("memory.quality_warning", malformed_reject_streak=self._malformed_streak)
+
+
+def _facts_of(tool_uses: list[dict[str, Any]]) -> list[Any] | None:
+    for block in tool_uses:
+        if block.get("name") == TOOL["name"]:
+            facts = (block.get("input") or {}).get("facts")
+            return facts if isinstance(facts, list) else None
+    return None
+
+
+def _render(exchange: Exchange) -> str:
+    where = "a private chat with the owner" if exchange.is_owner_dm else f"the {exchange.chat.type} chat"
+    title = f" '{exchange.chat.title}'" if exchange.chat.title else ""
+    return (
+        f"Exchange in {where}{title}:\n\n"
+        f"{exchange.user_name}: {exchange.user_text}\n\n"
+        f"Assistant: {exchange.assistant_text}"
+    )
