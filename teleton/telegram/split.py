@@ -34,6 +34,8 @@ def plan_reply(markdown: str, *, limit: int = TELEGRAM_LIMIT, max_parts: int = M
     source = markdown[:budget]
     text, spans = to_telegram(source)
     parts = split_text(text, spans, limit=limit)
+    if not parts and source.strip():  # markup with no words in it ("# ", "**"): send it literally
+        parts = split_text(source, (), limit=limit)
     omitted = len(markdown) - len(source)
     if len(parts) > max_parts or omitted:
         kept = parts[: max_parts - 1]

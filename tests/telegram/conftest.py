@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from telethon import TelegramClient, functions, utils
+from telethon import TelegramClient, errors, functions, utils
 from telethon.sessions import MemorySession
 from telethon.tl import types
 
@@ -68,6 +68,8 @@ class RecordingClient(TelegramClient):
             return [ME]
         if isinstance(request, (functions.messages.SetTypingRequest,)):
             return True
+        if isinstance(request, functions.channels.GetChannelsRequest):
+            raise errors.ChannelInvalidError(request=request)  # what Telegram says for a chat we cannot see
         raise AssertionError(f"unexpected request in test: {type(request).__name__}")
 
     def sent(self) -> list[Any]:
