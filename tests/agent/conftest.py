@@ -1,12 +1,38 @@
+"""Fixtures for the agent suite: a real SQLite store, the real SDK against the scripted Messages API, the
+real runtime, and the terminal implementation of the Gateway contract (its console captured)."""
+
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+import io
+import itertools
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
+from rich.console import Console
 
+from teleton.agent.runtime import Agent, AgentDeps, AgentSettings
+from teleton.gateway.contract import ChatInfo, IncomingMessage, UserInfo
+from teleton.gateway.terminal import TerminalGateway
+from teleton.llm import LLMClient, LLMSettings
+from teleton.memory import feed_archive as fa
+from teleton.memory.facts import FactStore
 from teleton.storage import Database
-from tests.fakes.anthropic_server import FakeAnthropic
+from teleton.tools.memory_tools import memory_tools
+from teleton.tools.registry import ToolRegistry
+from tests.fakes.anthropic_server import Body, FakeAnthropic, Reply, text
+
+OWNER = UserInfo(id=4242, first_name="Olga", username="olga")
+ALICE = UserInfo(id=5151, first_name="Alice", username="alice")
+MALLORY = UserInfo(id=6666, first_name="Mallory", username="mallory")
+OWNER_DM = ChatInfo(id=OWNER.id, type="dm")
+GROUP = ChatInfo(id=-100777, type="group", title="Book club", member_count=5)
+OTHER_GROUP = ChatInfo(id=-100888, type="group", title="Chess")
+MAIN_MODEL = "claude-test"
+UTILITY_MODEL = "claude-test-small"
 
 
 @pytest.fixture
@@ -21,3 +47,92 @@ async def db(tmp_path: Path) -> AsyncIterator[Database]:
     database = await Database.open(tmp_path / "teleton.db")
     yield database
     await database.close()
+
+
+def default_utility(body: Body) -> Reply:
+    """The utility model: fact extraction answers [], summaries summarise the user lines it was given."""
+    prompt = body["messages"][-1]["content"]
+    if "Extract the durable facts" in prompt:
+        return text("[]")
+    said = [line[6:] for line in prompt.splitlines() if line.startswith("User: ")]
+    return text("Summary: the user talked about " + "; ".join(said)[:400])
+
+
+@dataclass
+class Harness:
+    tmp_path: Path
+    db: Database
+    fake: FakeAnthropic
+    agent: Agent
+    gateway: TerminalGateway
+    llm: LLMClient
+    console_out: io.StringIO
+    main: Callable[[Body], Reply] = field(default=lambda body: text("ok"))
+    utility: Callable[[Body], Reply] = field(default=default_utility)
+    _ids: Any = field(default_factory=lambda: itertools.count(500_000))
+
+    @property
+    def workspace(self) -> Path:
+        return self.tmp_path / "workspace"
+
+    def respond(self, body: Body) -> Reply:
+        return (self.utility if body["model"] == UTILITY_MODEL else self.main)(body)
+
+    def message(self, chat: ChatInfo, sender: UserInfo, text_: str, **extra: Any) -> IncomingMessage:
+        return IncomingMessage(chat=chat, sender=sender, message_id=next(self._ids), text=text_, date=time.time(),
+                               **extra)
+
+    async def archive(self, msg: IncomingMessage) -> None:
+        """What the Telegram layer does before the agent sees a message."""
+        record = fa.MessageRecord(chat_id=msg.chat.id, message_id=msg.message_id, date=msg.date, text=msg.text,
+                                  sender_id=msg.sender.id if msg.sender else None,
+                                  sender_name=msg.sender.display_name if msg.sender else "")
+        chat = fa.ChatRecord(id=msg.chat.id, type=msg.chat.type, title=msg.chat.title)
+
+        def _write(conn: Any) -> None:
+            fa.upsert_chat(conn, chat, time.time())
+            fa.insert_message(conn, record)
+
+        await self.db.write(_write)
+
+    async def send(self, chat: ChatInfo, sender: UserInfo, text_: str, **extra: Any) -> str | None:
+        msg = self.message(chat, sender, text_, **extra)
+        await self.archive(msg)
+        return await self.agent.handle(msg)
+
+    async def dm(self, text_: str, sender: UserInfo = OWNER) -> str | None:
+        return await self.send(ChatInfo(id=sender.id, type="dm"), sender, text_)
+
+    async def group(self, text_: str, sender: UserInfo = ALICE, chat: ChatInfo = GROUP) -> str | None:
+        return await self.send(chat, sender, text_, mentions_us=True)
+
+    def main_requests(self, start: int = 0) -> list[Body]:
+        return [b for b in self.fake.requests[start:] if b["model"] == MAIN_MODEL]
+
+
+def llm_settings() -> LLMSettings:
+    return LLMSettings(model=MAIN_MODEL, utility_model=UTILITY_MODEL, max_tokens=1024, request_timeout_s=10,
+                       max_retries=5, retry_base_delay_s=0.002, retry_max_delay_s=0.05)
+
+
+async def build_harness(tmp_path: Path, db: Database, fake: FakeAnthropic,
+                        settings: AgentSettings | None = None) -> Harness:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir(exist_ok=True)
+    llm = LLMClient(llm_settings(), api_key="test", base_url=fake.base_url)
+    out = io.StringIO()
+    gateway = TerminalGateway(Console(file=out, width=100), db=db)
+    deps = AgentDeps(db=db, llm=llm, gateway=gateway, registry=ToolRegistry(memory_tools()), workspace=workspace,
+                     facts=FactStore(db), owner=OWNER)
+    settings = settings or AgentSettings(owner_id=OWNER.id, session_reset_hour=None, session_idle_minutes=None)
+    harness = Harness(tmp_path=tmp_path, db=db, fake=fake, agent=Agent(deps, settings), gateway=gateway, llm=llm,
+                      console_out=out)
+    fake.responder = harness.respond
+    return harness
+
+
+@pytest.fixture
+async def harness(tmp_path: Path, db: Database, fake_api: FakeAnthropic) -> AsyncIterator[Harness]:
+    h = await build_harness(tmp_path, db, fake_api)
+    yield h
+    await h.llm.close()

@@ -51,6 +51,18 @@ def tool_use(*calls: tuple[str, dict[str, Any]], say: str | None = None, delay: 
     return Reply(body={"content": blocks, "stop_reason": "tool_use"}, delay=delay)
 
 
+def sequence(*replies: Reply, then: Callable[[Body], Reply] | None = None) -> Callable[[Body], Reply]:
+    """A responder answering ``replies`` in order, then ``then`` (default: "ok")."""
+    pending = collections.deque(replies)
+
+    def respond(body: Body) -> Reply:
+        if pending:
+            return pending.popleft()
+        return then(body) if then else text("ok")
+
+    return respond
+
+
 def error(status: int, kind: str = "", message: str = "", *, retry_after: float | None = None) -> Reply:
     kind = kind or {429: "rate_limit_error", 529: "overloaded_error", 500: "api_error"}.get(
         status, "invalid_request_error")
@@ -146,6 +158,7 @@ class FakeAnthropic:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body are separate writes: avoid 40 ms ACK stalls
 
             def log_message(self, *args: Any) -> None:  # keep test output clean
                 pass

@@ -1,0 +1,138 @@
+"""Slash commands (DESIGN §11, seed 003): answered by the runtime itself, no model call.
+
+``/stop`` is special: it must reach a chat while its turn is running, so the runtime handles it before the
+per-chat lock (see ``Agent.wants_immediate``). Admin commands refuse everyone else.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from teleton.gateway.contract import IncomingMessage
+
+if TYPE_CHECKING:
+    from teleton.agent.runtime import Agent, Turn
+
+_COMMAND = re.compile(r"^/([a-zA-Z_]+)(?:@\w+)?(?:\s+(.*))?$", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    args: str
+
+
+def parse_command(text: str) -> Command | None:
+    """'/compact 10' -> Command('compact', '10'); '/status@teleton_bot' works in groups too."""
+    match = _COMMAND.match(text.strip())
+    if not match:
+        return None
+    return Command(match.group(1).lower(), (match.group(2) or "").strip())
+
+
+class PolicyControl(Protocol):
+    """What ``/policy`` talks to; the Telegram layer's policy gate implements it."""
+
+    def describe(self) -> str: ...
+
+    def set_policy(self, kind: str, value: str) -> str: ...
+
+
+Handler = Callable[["Agent", "Turn", str], Awaitable[str]]
+
+
+@dataclass(frozen=True)
+class CommandSpec:
+    name: str
+    usage: str
+    help: str
+    handler: Handler
+    admin: bool = False
+    needs_lock: bool = False  # touches the session, so it waits for a running turn of the chat
+
+
+async def cmd_new(agent: Agent, turn: Turn, args: str) -> str:
+    summary = await agent.end_session(turn, "new")
+    return "Started a new conversation." + (" The last one is summarised in memory." if summary else "")
+
+
+async def cmd_compact(agent: Agent, turn: Turn, args: str) -> str:
+    keep = agent.settings.thresholds.keep_last
+    if args:
+        if not args.isdigit() or int(args) < 1:
+            return "Usage: /compact [N] — N is how many recent messages to keep (a positive number)."
+        keep = int(args)
+    outcome = await agent.compact(turn, keep)
+    if outcome is None or outcome.dropped == 0:
+        return "Nothing to compact."
+    how = " (model unavailable: truncated)" if outcome.fell_back else ""
+    return f"Compacted{how}: {outcome.dropped} messages summarised, {len(outcome.session.messages)} kept."
+
+
+async def cmd_status(agent: Agent, turn: Turn, args: str) -> str:
+    return await agent.status_text(turn)
+
+
+async def cmd_stop(agent: Agent, turn: Turn, args: str) -> str:
+    stopped = agent.stop(turn.msg.chat.id)
+    return "Stopped." if stopped else "Nothing is running."
+
+
+async def cmd_help(agent: Agent, turn: Turn, args: str) -> str:
+    lines = ["Commands:"]
+    for spec in COMMANDS.values():
+        if spec.admin and not turn.is_admin:
+            continue
+        lines.append(f"{spec.usage} — {spec.help}" + (" (admin)" if spec.admin else ""))
+    return "\n".join(lines)
+
+
+async def cmd_pause(agent: Agent, turn: Turn, args: str) -> str:
+    agent.paused = True
+    return "Paused: I will not answer anyone but admins' commands until /resume."
+
+
+async def cmd_resume(agent: Agent, turn: Turn, args: str) -> str:
+    agent.paused = False
+    return "Resumed."
+
+
+async def cmd_policy(agent: Agent, turn: Turn, args: str) -> str:
+    control = agent.deps.policy
+    if control is None:
+        return "Policies are not adjustable here (no Telegram policy gate in this process)."
+    parts = args.split()
+    if not parts:
+        return control.describe()
+    if len(parts) != 2 or parts[0] not in ("dm", "group"):
+        return "Usage: /policy [dm|group open|allowlist|admin-only|disabled]"
+    return control.set_policy(parts[0], parts[1])
+
+
+COMMANDS: dict[str, CommandSpec] = {
+    spec.name: spec
+    for spec in (
+        CommandSpec("new", "/new", "start a fresh conversation (the old one is summarised first)", cmd_new,
+                    needs_lock=True),
+        CommandSpec("compact", "/compact [N]", "summarise the conversation, keeping the last N messages",
+                    cmd_compact, needs_lock=True),
+        CommandSpec("status", "/status", "session size, tokens, cache hits, memory, model", cmd_status),
+        CommandSpec("stop", "/stop", "stop the running answer (queued messages still run)", cmd_stop),
+        CommandSpec("help", "/help", "this list", cmd_help),
+        CommandSpec("pause", "/pause", "stop answering until /resume", cmd_pause, admin=True),
+        CommandSpec("resume", "/resume", "answer again", cmd_resume, admin=True),
+        CommandSpec("policy", "/policy [dm|group VALUE]", "show or change who may talk to me", cmd_policy,
+                    admin=True),
+    )
+}
+
+
+def command_of(msg: IncomingMessage) -> tuple[CommandSpec, str] | None:
+    """The known command this message is, with its arguments; unknown '/x' is left to the model."""
+    parsed = parse_command(msg.text)
+    if parsed is None or parsed.name not in COMMANDS:
+        return None
+    return COMMANDS[parsed.name], parsed.args

@@ -1,0 +1,157 @@
+"""Write-then-compact (seed 002, DESIGN §6-7): nothing leaves the context window unsaved.
+
+Before old messages are discarded: (1) the utility model extracts durable facts and they are saved in the
+chat's fact scope; (2) it summarises the old part; (3) the summary goes to the daily log and to the knowledge
+base (``source=session``); (4) the session ends and a new one (new ID) starts from the summary and the kept
+tail. When the model is unavailable, a truncation summary (the user's own words, cut short) stands in, so
+compaction never fails because the model did.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from teleton.agent.sessions import Session, SessionStore
+from teleton.llm.client import LLMClient, LLMError
+from teleton.memory import compaction
+from teleton.memory.daily_logs import DailyLogs
+from teleton.memory.facts import Fact, FactStore
+from teleton.storage.database import Database
+from teleton.tools.registry import Access
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class CompactionOutcome:
+    session: Session  # the session to continue with (new after a compaction)
+    summary: str
+    dropped: int
+    facts_saved: int
+    fell_back: bool  # True when the summary is a truncation (model unavailable)
+
+
+class Compactor:
+    def __init__(
+        self,
+        db: Database,
+        llm: LLMClient,
+        sessions: SessionStore,
+        daily_logs: DailyLogs,
+        facts: FactStore | None,
+        *,
+        knowledge: Any = None,
+    ) -> None:
+        self.db = db
+        self.llm = llm
+        self.sessions = sessions
+        self.daily_logs = daily_logs
+        self.facts = facts
+        self.knowledge = knowledge
+
+    async def compact(self, session: Session, access: Access, keep_last: int,
+                      reason: str = "compacted") -> CompactionOutcome:
+        """Summarise all but the last ``keep_last`` messages into a new session."""
+        old, kept = compaction.split(session.messages, keep_last)
+        if not old:
+            return CompactionOutcome(session, session.summary, 0, 0, False)
+        saved, summary, fell_back = await self._preserve(session, old, access, f"Session compacted ({reason})")
+        await self.sessions.end(session, reason, summary)
+        new = await self.sessions.create(
+            session.chat_id, summary=summary, messages=kept,
+            last_input_tokens=compaction.estimate_tokens([summary, kept]))
+        log.info("session_compacted", chat_id=session.chat_id, dropped=len(old), kept=len(kept),
+                 old_session=session.id, new_session=new.id, fallback=fell_back, facts=saved)
+        return CompactionOutcome(new, summary, len(old), saved, fell_back)
+
+    async def close(self, session: Session, access: Access, reason: str) -> str:
+        """End a session for good (/new, daily reset, idle expiry), saving what it held first."""
+        summary = ""
+        if any(compaction.is_user_turn(m) for m in session.messages):
+            _, summary, _ = await self._preserve(session, session.messages, access, f"Session ended ({reason})")
+        await self.sessions.end(session, reason, summary)
+        log.info("session_ended", chat_id=session.chat_id, session=session.id, reason=reason)
+        return summary
+
+    async def flush(self, session: Session, access: Access) -> int:
+        """The soft-threshold memory flush: save facts of the session so far, note it in the daily log."""
+        saved, lines = await self._extract_facts(session.messages, access)
+        body = "\n".join(f"- {line}" for line in lines) or "(no new facts)"
+        await self._log_section("Memory flush", body)
+        return saved
+
+    async def _preserve(self, session: Session, old: list[dict[str, Any]], access: Access,
+                        title: str) -> tuple[int, str, bool]:
+        saved, _ = await self._extract_facts(old, access)  # write first ...
+        try:
+            summary = await self.llm.complete(compaction.summary_prompt(old, session.summary), max_tokens=600)
+            fell_back = not summary.strip()
+        except LLMError as exc:
+            log.warning("summary_failed", error=str(exc))
+            summary, fell_back = "", True
+        if fell_back:
+            summary = compaction.truncation_summary(old)
+        await self._log_section(title, summary)  # ... then compact
+        await self._to_knowledge(session, summary)
+        return saved, summary, fell_back
+
+    async def _extract_facts(self, messages: list[dict[str, Any]], access: Access) -> tuple[int, list[str]]:
+        if self.facts is None:
+            return 0, []
+        try:
+            answer = await self.llm.complete(compaction.facts_prompt(messages), max_tokens=800)
+        except LLMError as exc:
+            log.warning("fact_extraction_failed", error=str(exc))
+            return 0, []
+        saved, lines = 0, []
+        for item in compaction.parse_facts(answer):
+            fact = Fact(
+                value=item["value"].strip(),
+                category=str(item.get("category") or "general")[:64],
+                key=str(item["key"])[:64] if item.get("key") else None,
+                scope=access.save_scope,
+                source="compaction",
+                importance=_clamp(item.get("importance", 0.5)),
+            )
+            outcome = await self.facts.save(fact)
+            if outcome.action != "duplicate":
+                saved += 1
+                lines.append(f"[{fact.category}] {fact.value}")
+        return saved, lines
+
+    async def _log_section(self, title: str, body: str) -> None:
+        try:
+            await self.daily_logs.append_section(title, body)
+        except OSError as exc:  # a full disk must not stop the conversation
+            log.warning("daily_log_write_failed", error=repr(exc))
+
+    async def _to_knowledge(self, session: Session, summary: str) -> None:
+        path = f"sessions/{session.chat_id}/{session.id}"
+        try:
+            if self.knowledge is not None and hasattr(self.knowledge, "add_entry"):
+                await self.knowledge.add_entry(summary, source="session", path=path)
+            else:
+                await self._insert_knowledge(summary, path)
+        except Exception as exc:
+            log.warning("knowledge_write_failed", error=repr(exc))
+
+    async def _insert_knowledge(self, text: str, path: str) -> None:
+        # Without a KnowledgeIndex (tests, `teleton chat` without embeddings) the row is still keyword
+        # searchable through the FTS trigger; embedded = 0 lets an embedding worker pick it up later.
+        now = time.time()
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        await self.db.execute(
+            "insert into knowledge(source, path, heading, text, hash, created_at, updated_at) "
+            "values ('session', ?, 'Session summary', ?, ?, ?, ?)", (path, text, digest, now, now))
+
+
+def _clamp(value: Any) -> float:
+    try:
+        return min(1.0, max(0.0, float(value)))
+    except (TypeError, ValueError):
+        return 0.5

@@ -1,0 +1,146 @@
+"""Per-message RAG context (DESIGN §1, seed 000 "Context Building"), privacy-gated.
+
+Four steps: the 10 most recent messages of this chat, knowledge top 5, feed top 5, deduplicated; then two
+labelled blocks, ``[Relevant knowledge from memory]`` and ``[Relevant messages from Telegram feed]``. The feed
+is searched in every chat only when ``Access`` allows (a DM from the owner or an admin); a group searches
+itself. The query is embedded once and the vector is handed on (tool RAG reuses it). Trivial messages
+("ok", "thanks") skip retrieval: searching for "ok" only adds noise and latency.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from teleton.gateway.contract import IncomingMessage
+from teleton.memory.hybrid_search import FEED, KNOWLEDGE, SearchHit, SearchParams, hybrid_search
+from teleton.storage.database import Database
+from teleton.storage.sqlite_driver import Connection
+from teleton.tools.registry import Access
+
+KNOWLEDGE_HEADER = "[Relevant knowledge from memory]"
+FEED_HEADER = "[Relevant messages from Telegram feed]"
+LINE_CAP = 500  # one feed line; a pasted 10 kB message must not fill the context
+
+_TRIVIAL = {
+    "ok", "okay", "k", "kk", "thanks", "thank you", "thx", "ty", "yes", "no", "yep", "yeah", "nope", "sure",
+    "cool", "nice", "great", "lol", "haha", "hi", "hello", "hey", "bye", "good night", "gn", "np",
+    "got it", "alright", "fine", "perfect", "thanks!", "ok thanks", "ok, thanks", "great, thanks",
+}
+
+
+def is_trivial(text: str) -> bool:
+    """Whether a message is small talk that retrieval cannot help with."""
+    norm = re.sub(r"[\s!.,?…]+", " ", text.lower()).strip()
+    if not re.search(r"\w", norm):
+        return True  # only emoji or punctuation
+    return norm in _TRIVIAL or len(norm) <= 2
+
+
+@dataclass(frozen=True)
+class FeedLine:
+    chat_id: int
+    message_id: int
+    date: float
+    sender: str
+    text: str
+
+    def render(self, with_chat: bool) -> str:
+        when = datetime.fromtimestamp(self.date).astimezone()
+        where = f"chat {self.chat_id}, " if with_chat else ""
+        return f"[{where}{when:%Y-%m-%d %H:%M}] {self.sender}: {' '.join(self.text.split())[:LINE_CAP]}"
+
+
+@dataclass
+class RagContext:
+    recent: list[FeedLine] = field(default_factory=list)
+    knowledge: list[SearchHit] = field(default_factory=list)
+    feed: list[FeedLine] = field(default_factory=list)
+    query_vector: np.ndarray | None = None
+    skipped: bool = False  # retrieval skipped (trivial message)
+
+    def render(self, chat_id: int) -> str:
+        parts = []
+        if self.knowledge:
+            lines = [f"- ({h.meta.get('path') or h.meta.get('source')}) {h.text.strip()}" for h in self.knowledge]
+            parts.append(KNOWLEDGE_HEADER + "\n" + "\n".join(lines))
+        feed = self.recent + self.feed
+        if feed:
+            lines = [line.render(with_chat=line.chat_id != chat_id) for line in feed]
+            parts.append(FEED_HEADER + "\n" + "\n".join(lines))
+        return "\n\n".join(parts)
+
+
+@dataclass(frozen=True)
+class ContextSettings:
+    recent: int = 10
+    knowledge: int = 5
+    feed: int = 5
+    params: SearchParams = field(default_factory=SearchParams)
+
+
+class ContextBuilder:
+    def __init__(self, db: Database, embedder: Any = None, settings: ContextSettings = ContextSettings()) -> None:
+        self.db = db
+        self.embedder = embedder
+        self.settings = settings
+
+    async def build(self, msg: IncomingMessage, access: Access) -> RagContext:
+        skip = is_trivial(msg.text)
+        vector = None if skip else await self._embed(msg.text)
+        s = self.settings
+
+        def _gather(conn: Connection) -> RagContext:
+            rag = RagContext(query_vector=vector, skipped=skip)
+            rag.recent = recent_messages(conn, msg.chat.id, s.recent, exclude=msg.message_id)
+            if skip:
+                return rag
+            if access.knowledge and s.knowledge:
+                params = SearchParams(**{**s.params.__dict__, "limit": s.knowledge})
+                rag.knowledge = hybrid_search(conn, KNOWLEDGE, msg.text, vector, params=params)
+            if s.feed:
+                params = SearchParams(**{**s.params.__dict__, "limit": s.feed + s.recent + 1})
+                scope = None if access.feed_chats is None else list(access.feed_chats)
+                hits = hybrid_search(conn, FEED, msg.text, vector, params=params, scope=scope)
+                seen = {(line.chat_id, line.message_id) for line in rag.recent}
+                seen.add((msg.chat.id, msg.message_id))
+                for hit in hits:
+                    line = _feed_line(hit.meta, hit.text)
+                    if (line.chat_id, line.message_id) in seen or not line.text.strip():
+                        continue
+                    if not access.may_read_chat(line.chat_id):  # belt and braces: scope is also in the SQL
+                        continue
+                    seen.add((line.chat_id, line.message_id))
+                    rag.feed.append(line)
+                    if len(rag.feed) >= s.feed:
+                        break
+            return rag
+
+        return await self.db.read(_gather)
+
+    async def _embed(self, text: str) -> np.ndarray | None:
+        if self.embedder is None or not self.db.vectors:
+            return None
+        return (await self.embedder.embed([text]))[0]
+
+
+def recent_messages(conn: Connection, chat_id: int, limit: int, exclude: int | None = None) -> list[FeedLine]:
+    """The last ``limit`` messages of one chat, oldest first."""
+    if limit <= 0:
+        return []
+    rows = conn.execute(
+        "select chat_id, message_id, date, sender_id, sender_name, is_outgoing, text from tg_messages "
+        "where chat_id = ? and deleted = 0 and message_id != ? and text != '' "
+        "order by date desc, message_id desc limit ?",
+        (chat_id, -1 if exclude is None else exclude, limit),
+    ).fetchall()
+    return [_feed_line(row, row["text"]) for row in reversed(rows)]
+
+
+def _feed_line(meta: Any, text: str) -> FeedLine:
+    sender = "you" if meta["is_outgoing"] else (meta["sender_name"] or str(meta["sender_id"] or "someone"))
+    return FeedLine(int(meta["chat_id"]), int(meta["message_id"]), float(meta["date"]), sender, text)

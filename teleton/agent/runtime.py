@@ -1,0 +1,465 @@
+"""The agent runtime: one turn as an explicit, ordered pipeline of small async stages.
+
+    handle(msg)
+      commands        slash commands answer directly (``/stop`` even while a turn runs)
+      session         the chat's session; daily reset / idle expiry end it with a summary first
+      compaction      hard threshold -> write-then-compact; soft threshold -> memory flush
+      context         privacy-gated RAG blocks + the system prompt
+      answer          the tool loop (overflow -> compact and one retry)
+      reply           the final text goes to the chat unless a send tool already spoke
+      persist         observation masking, session saved, daily-log line
+
+The read path (context) runs before the write path (persist), so the model sees memory as it was before
+this exchange. Turns of one chat run one at a time; different chats run in parallel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from teleton.agent import privacy
+from teleton.agent.commands import CommandSpec, PolicyControl, command_of
+from teleton.agent.compactor import CompactionOutcome, Compactor
+from teleton.agent.context import ContextBuilder, ContextSettings, RagContext
+from teleton.agent.prompt import PromptBuilder, PromptInputs
+from teleton.agent.sessions import Session, SessionStore, expiry_reason
+from teleton.gateway.contract import ChatInfo, Gateway, IncomingMessage, UserInfo
+from teleton.llm.client import ContextOverflowError, LLMClient, LLMError, Message
+from teleton.llm.tool_loop import LoopLimits, LoopResult, ToolCall, ToolResult, run_tool_loop
+from teleton.memory.compaction import Thresholds, needs_hard, needs_soft
+from teleton.memory.daily_logs import DailyLogs
+from teleton.memory.facts import FactStore
+from teleton.memory.observation_masking import mask_observations
+from teleton.storage.database import Database
+from teleton.tools.registry import Access, ToolContext, ToolDeps, ToolRegistry
+
+log = structlog.get_logger(__name__)
+
+# Tools that speak in the chat themselves; when the model used one, its final text is not sent again.
+SEND_TOOLS = frozenset({"send_message", "reply", "telegram_send_message", "telegram_reply"})
+TELEGRAM_LIMIT = 4000  # Telegram's cap is 4096 characters; leave room for entities
+UNAVAILABLE = "Sorry — I can't reach my language model right now. Please try again in a moment."
+FLUSH_NOTE = (
+    "## Memory flush\nThis conversation has filled half of your context window and will be compacted "
+    "soon. Before answering, save anything worth keeping with memory_save (facts) or memory_write (notes)."
+)
+
+# (query, query vector, chat, is_admin) -> names of the tools to offer, or None for all allowed ones.
+ToolSelector = Callable[[str, Any, ChatInfo, bool], Awaitable[Sequence[str] | None]]
+
+
+@dataclass(frozen=True)
+class AgentSettings:
+    limits: LoopLimits = field(default_factory=LoopLimits)
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    context: ContextSettings = field(default_factory=ContextSettings)
+    masking_keep: int = 10
+    daily_log_lines: int = 100
+    salience_threshold: float = 0.85
+    session_reset_hour: int | None = 4
+    session_idle_minutes: int | None = 720
+    owner_id: int | None = None
+    admin_ids: frozenset[int] = frozenset()
+    send_tools: frozenset[str] = SEND_TOOLS
+
+    @classmethod
+    def from_config(cls, config: Any) -> AgentSettings:
+        """From a ``teleton.config.schema.Config``."""
+        a, m, t = config.agent, config.memory, config.telegram
+        return cls(
+            limits=LoopLimits(a.max_iterations, a.tool_timeout_s, a.tool_output_cap),
+            thresholds=Thresholds(a.context_window, m.soft_threshold, m.hard_threshold, m.hard_max_messages,
+                                  m.keep_last),
+            context=ContextSettings(m.context_recent, m.context_knowledge, m.context_feed),
+            masking_keep=m.masking_keep,
+            daily_log_lines=m.daily_log_lines,
+            salience_threshold=m.salience_threshold,
+            session_reset_hour=m.session_reset_hour,
+            session_idle_minutes=m.session_idle_minutes,
+            owner_id=t.owner_id,
+            admin_ids=frozenset(t.admin_ids),
+        )
+
+
+@dataclass
+class AgentDeps:
+    """What the daemon (or ``teleton chat``) injects."""
+
+    db: Database
+    llm: LLMClient
+    gateway: Gateway
+    registry: ToolRegistry
+    workspace: Path
+    facts: FactStore | None = None
+    daily_logs: DailyLogs | None = None
+    embedder: Any = None  # EmbeddingProvider or None (keyword-only)
+    knowledge: Any = None  # KnowledgeIndex or None
+    policy: PolicyControl | None = None
+    tool_selector: ToolSelector | None = None
+    owner: UserInfo | None = None
+
+
+@dataclass
+class Turn:
+    """Everything one turn builds up as it passes the stages."""
+
+    msg: IncomingMessage
+    is_admin: bool
+    access: Access
+    started: float = field(default_factory=time.monotonic)
+    session: Session | None = None
+    flush_note: str = ""
+    rag: RagContext | None = None
+    system: list[dict[str, Any]] = field(default_factory=list)
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    stored_user: Message | None = None  # the user message as kept in the session (no RAG blocks)
+    sent_user: Message | None = None  # the same with this turn's RAG blocks, as sent to the model
+    result: LoopResult | None = None
+    reply: str = ""
+    failed: bool = False
+
+
+class Agent:
+    def __init__(self, deps: AgentDeps, settings: AgentSettings = AgentSettings()) -> None:
+        self.deps = deps
+        self.settings = settings
+        self.daily_logs = deps.daily_logs or DailyLogs(Path(deps.workspace) / "memory")
+        self.sessions = SessionStore(deps.db)
+        self.context = ContextBuilder(deps.db, deps.embedder, settings.context)
+        self.prompt = PromptBuilder(
+            deps.workspace, self.daily_logs, deps.facts, owner=deps.owner, me=deps.gateway.me,
+            daily_log_lines=settings.daily_log_lines, salience_threshold=settings.salience_threshold)
+        self.compactor = Compactor(deps.db, deps.llm, self.sessions, self.daily_logs, deps.facts,
+                                   knowledge=deps.knowledge)
+        self.tool_deps = ToolDeps(db=deps.db, workspace=Path(deps.workspace), gateway=deps.gateway,
+                                  facts=deps.facts, daily_logs=self.daily_logs, knowledge=deps.knowledge,
+                                  embedder=deps.embedder)
+        self.paused = False
+        self._locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self._running: dict[int, asyncio.Task[str | None]] = {}
+        self._flushed: set[str] = set()  # sessions already told to flush (once per session)
+        self.turns = 0
+
+    # -- entry points ---------------------------------------------------------------------------------
+    def is_admin(self, user: UserInfo | None) -> bool:
+        if user is None:
+            return False
+        return user.id == self.settings.owner_id or user.id in self.settings.admin_ids
+
+    def wants_immediate(self, msg: IncomingMessage) -> bool:
+        """True for messages a per-chat queue must deliver at once, not behind the running turn (/stop)."""
+        found = command_of(msg)
+        return found is not None and found[0].name == "stop"
+
+    async def handle(self, msg: IncomingMessage) -> str | None:
+        """Handle one accepted message; returns the text sent in reply (None when nothing was sent)."""
+        turn = Turn(msg=msg, is_admin=self.is_admin(msg.sender),
+                    access=privacy.access_for(msg.chat, is_admin=self.is_admin(msg.sender)))
+        found = command_of(msg)
+        if found is not None:
+            return await self._run_command(turn, *found)
+        if self.paused and not turn.is_admin:
+            log.info("paused_ignored", chat_id=msg.chat.id)
+            return None
+        chat_id = msg.chat.id
+        async with self._locks[chat_id]:
+            task = asyncio.create_task(self._pipeline(turn), name=f"turn-{chat_id}-{msg.message_id}")
+            self._running[chat_id] = task
+            try:
+                return await task
+            except asyncio.CancelledError:
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise  # we are being cancelled (shutdown), not /stop
+                log.info("turn_stopped", chat_id=chat_id)
+                return None
+            finally:
+                self._running.pop(chat_id, None)
+
+    def stop(self, chat_id: int) -> bool:
+        """Cancel the running turn of a chat (/stop). Messages queued behind it still run."""
+        task = self._running.get(chat_id)
+        if task is None or task.done():
+            return False
+        task.cancel()
+        return True
+
+    async def shutdown(self, grace_s: float = 5.0) -> None:
+        """Let running turns finish for ``grace_s``, then cancel them (SIGTERM)."""
+        tasks = [t for t in self._running.values() if not t.done()]
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=grace_s)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    # -- the pipeline ---------------------------------------------------------------------------------
+    async def _pipeline(self, turn: Turn) -> str | None:
+        try:
+            await self._stage_session(turn)
+            await self._stage_compaction(turn)
+            await self._stage_context(turn)
+            await self._stage_answer(turn)
+            await self._stage_reply(turn)
+            await self._stage_persist(turn)
+        except asyncio.CancelledError:
+            await asyncio.shield(self._persist_stopped(turn))
+            raise
+        self.turns += 1
+        log.info("turn_done", chat_id=turn.msg.chat.id, ms=round((time.monotonic() - turn.started) * 1000),
+                 iterations=turn.result.iterations if turn.result else 0, failed=turn.failed)
+        return turn.reply or None
+
+    async def _stage_session(self, turn: Turn) -> None:
+        chat_id = turn.msg.chat.id
+        session = await self.sessions.active(chat_id)
+        if session is not None:
+            reason = expiry_reason(session, time.time(), reset_hour=self.settings.session_reset_hour,
+                                   idle_minutes=self.settings.session_idle_minutes)
+            if reason:
+                await self.compactor.close(session, turn.access, reason)
+                session = None
+        turn.session = session or await self.sessions.create(chat_id)
+
+    async def _stage_compaction(self, turn: Turn) -> None:
+        session = _required(turn.session)
+        t = self.settings.thresholds
+        if needs_hard(len(session.messages), session.last_input_tokens, t):
+            outcome = await self.compactor.compact(session, turn.access, t.keep_last)
+            turn.session = outcome.session
+        elif needs_soft(session.last_input_tokens, t) and session.id not in self._flushed:
+            self._flushed.add(session.id)
+            await self.compactor.flush(session, turn.access)
+            turn.flush_note = FLUSH_NOTE
+
+    async def _stage_context(self, turn: Turn) -> None:
+        msg = turn.msg
+        turn.rag = await self.context.build(msg, turn.access)
+        await self._build_system(turn)
+        text = user_text(msg)
+        turn.stored_user = {"role": "user", "content": text}
+        rag_text = turn.rag.render(msg.chat.id)
+        turn.sent_user = turn.stored_user if not rag_text else {
+            "role": "user", "content": [{"type": "text", "text": rag_text}, {"type": "text", "text": text}]}
+        names = None
+        if self.deps.tool_selector is not None:
+            names = await self.deps.tool_selector(msg.text, turn.rag.query_vector, msg.chat, turn.is_admin)
+        turn.tools = self.deps.registry.schemas(msg.chat, turn.is_admin, names)
+
+    async def _build_system(self, turn: Turn) -> None:
+        turn.system = await self.prompt.build(PromptInputs(
+            chat=turn.msg.chat, sender=turn.msg.sender, access=turn.access,
+            summary=_required(turn.session).summary, flush_note=turn.flush_note))
+
+    async def _stage_answer(self, turn: Turn) -> None:
+        ctx = ToolContext(chat=turn.msg.chat, sender=turn.msg.sender, is_admin=turn.is_admin,
+                          access=turn.access, deps=self.tool_deps, message_id=turn.msg.message_id)
+
+        async def execute(call: ToolCall) -> ToolResult:
+            return await self.deps.registry.execute(call, ctx)
+
+        keep = self.settings.masking_keep
+        for attempt in range(2):
+            session = _required(turn.session)
+            try:
+                turn.result = await run_tool_loop(
+                    self.deps.llm, system=turn.system, messages=[*session.messages, _required(turn.sent_user)],
+                    tools=turn.tools, execute=execute, limits=self.settings.limits,
+                    prepare=lambda messages: mask_observations(messages, keep))
+                return
+            except ContextOverflowError:
+                if attempt:
+                    log.error("context_overflow_after_compaction", chat_id=turn.msg.chat.id)
+                    break
+                log.warning("context_overflow", chat_id=turn.msg.chat.id, messages=len(session.messages))
+                outcome = await self.compactor.compact(session, turn.access,
+                                                       max(1, self.settings.thresholds.keep_last // 2))
+                turn.session = outcome.session
+                await self._build_system(turn)  # the summary changed
+            except LLMError as exc:
+                log.error("llm_failed", chat_id=turn.msg.chat.id, error=str(exc))
+                break
+        turn.failed = True
+        turn.reply = UNAVAILABLE
+
+    async def _stage_reply(self, turn: Turn) -> None:
+        result = turn.result
+        if result is not None:
+            if any(result.called(name) for name in self.settings.send_tools):
+                turn.reply = ""  # the model already spoke through a tool
+                return
+            turn.reply = result.text
+        if turn.reply:
+            await self._send(turn.msg, turn.reply)
+
+    async def _stage_persist(self, turn: Turn) -> None:
+        session = _required(turn.session)
+        if turn.result is None:
+            return  # the model never answered: keep the session as it was; the feed still has the message
+        session.messages = mask_observations(
+            [*session.messages, _required(turn.stored_user), *turn.result.new_messages],
+            self.settings.masking_keep)
+        session.account(turn.result.usage, turn.result.last_usage)
+        await self.sessions.save(session)
+        await self._log_exchange(turn)
+
+    async def _persist_stopped(self, turn: Turn) -> None:
+        # /stop: keep the user's message and a marker, so the history stays well-formed and honest.
+        session = turn.session
+        if session is None or turn.stored_user is None:
+            return
+        session.messages = [*session.messages, turn.stored_user,
+                            {"role": "assistant", "content": "(stopped by the user before answering)"}]
+        try:
+            await self.sessions.save(session)
+        except Exception as exc:
+            log.warning("stopped_turn_not_saved", error=repr(exc))
+
+    async def _log_exchange(self, turn: Turn) -> None:
+        msg = turn.msg
+        said = msg.text
+        if msg.chat.type != "dm":
+            said = f"({msg.chat.title or msg.chat.id}) {_sender_label(msg.sender)}: {said}"
+        answer = turn.reply or (turn.result.text if turn.result else "") or "(answered with tools)"
+        try:
+            await self.daily_logs.append_exchange(said, answer)
+        except Exception as exc:  # seed 003: persistence is fail-safe, never blocks a reply
+            log.warning("daily_log_write_failed", error=repr(exc))
+
+    async def _send(self, msg: IncomingMessage, text: str) -> None:
+        reply_to = msg.message_id if msg.chat.type != "dm" else None
+        for i, chunk in enumerate(split_message(text)):
+            try:
+                await self.deps.gateway.send_message(msg.chat.id, chunk, reply_to=reply_to if i == 0 else None)
+            except Exception as exc:
+                log.error("send_failed", chat_id=msg.chat.id, error=repr(exc))
+                return
+
+    # -- commands -------------------------------------------------------------------------------------
+    async def _run_command(self, turn: Turn, spec: CommandSpec, args: str) -> str | None:
+        if spec.admin and not turn.is_admin:
+            text = f"/{spec.name} is for admins only."
+        elif spec.needs_lock:
+            async with self._locks[turn.msg.chat.id]:
+                text = await spec.handler(self, turn, args)
+        else:
+            text = await spec.handler(self, turn, args)
+        await self._send(turn.msg, text)
+        return text
+
+    async def end_session(self, turn: Turn, reason: str) -> str:
+        session = await self.sessions.active(turn.msg.chat.id)
+        if session is None:
+            return ""
+        self._flushed.discard(session.id)
+        return await self.compactor.close(session, turn.access, reason)
+
+    async def compact(self, turn: Turn, keep: int) -> CompactionOutcome | None:
+        session = await self.sessions.active(turn.msg.chat.id)
+        if session is None:
+            return None
+        return await self.compactor.compact(session, turn.access, keep, reason="manual")
+
+    async def status_text(self, turn: Turn) -> str:
+        chat = turn.msg.chat
+        session = await self.sessions.active(chat.id)
+        totals = await self.sessions.totals(chat.id)
+        window = self.settings.thresholds.context_window
+        lines = []
+        if session is None:
+            lines.append("Session: none yet (the next message starts one)")
+        else:
+            age = _ago(time.time() - session.created_at)
+            lines.append(f"Session: {len(session.messages)} messages, started {age} ago (id {session.id[:8]})")
+            fill = session.last_input_tokens
+            lines.append(f"Context: ~{fill:,} of {window:,} tokens ({100 * fill / window:.0f}%)")
+            prompt = session.input_tokens + session.cache_read_tokens
+            ratio = 100 * session.cache_read_tokens / prompt if prompt else 0.0
+            lines.append(f"Tokens this session: {session.input_tokens:,} in, {session.output_tokens:,} out; "
+                         f"cache reads {session.cache_read_tokens:,} ({ratio:.0f}% of input)")
+        lines.append(f"This chat, all sessions: {totals['sessions']} sessions, "
+                     f"{totals['input_tokens']:,} in / {totals['output_tokens']:,} out, "
+                     f"cache reads {totals['cache_read_tokens']:,}")
+        lines.append("Memory: " + await self._memory_stats(turn.access))
+        llm = self.deps.llm.settings
+        lines.append(f"Model: {llm.model} (utility {llm.utility_model}); retries since start: "
+                     f"{self.deps.llm.retries}" + ("; PAUSED" if self.paused else ""))
+        return "\n".join(lines)
+
+    async def _memory_stats(self, access: Access) -> str:
+        parts = []
+        if self.deps.facts is not None:
+            parts.append(f"{await self.deps.facts.count(access.fact_scopes):,} facts")
+        db = self.deps.db
+        if access.knowledge:
+            row = await db.fetchone("select count(*) from knowledge")
+            parts.append(f"{int(row[0]):,} knowledge chunks")
+        if access.feed_chats is None:
+            row = await db.fetchone("select count(*) from tg_messages where deleted = 0")
+        else:
+            row = await db.fetchone(
+                "select count(*) from tg_messages where deleted = 0 and chat_id in (select value from json_each(?))",
+                (f"[{','.join(str(c) for c in access.feed_chats)}]",))
+        parts.append(f"{int(row[0]):,} archived messages")
+        return ", ".join(parts)
+
+
+def user_text(msg: IncomingMessage) -> str:
+    """The user's message as the model reads it: sender-labelled in groups, with unanswered context."""
+    body = msg.text.strip() or (f"[{msg.media_kind}]" if msg.media_kind else "")
+    if msg.media_kind and msg.text.strip():
+        body += f"\n[attached: {msg.media_kind}]"
+    if msg.chat.type == "dm" and not msg.earlier_context:
+        return body
+    lines = []
+    if msg.earlier_context:
+        lines.append("[Earlier messages in this chat, not addressed to you]")
+        lines += [f"{_sender_label(m.sender)}: {m.text.strip()}" for m in msg.earlier_context if m.text.strip()]
+        lines.append("[Message to you]")
+    lines.append(body if msg.chat.type == "dm" else f"{_sender_label(msg.sender)}: {body}")
+    return "\n".join(lines)
+
+
+def split_message(text: str, limit: int = TELEGRAM_LIMIT) -> list[str]:
+    """Split at paragraph or line breaks so a long answer arrives as several readable messages."""
+    chunks: list[str] = []
+    rest = text.strip()
+    while len(rest) > limit:
+        cut = rest.rfind("\n\n", 0, limit)
+        if cut < limit // 2:
+            cut = rest.rfind("\n", 0, limit)
+        if cut < limit // 2:
+            cut = limit
+        chunks.append(rest[:cut].rstrip())
+        rest = rest[cut:].lstrip()
+    if rest:
+        chunks.append(rest)
+    return chunks
+
+
+def _sender_label(user: UserInfo | None) -> str:
+    if user is None:
+        return "someone"
+    return user.display_name + (f" (@{user.username})" if user.username else "")
+
+
+def _ago(seconds: float) -> str:
+    if seconds < 90:
+        return f"{int(seconds)}s"
+    if seconds < 5400:
+        return f"{int(seconds // 60)}m"
+    return f"{seconds / 3600:.1f}h"
+
+
+def _required(value: Any) -> Any:
+    if value is None:
+        raise RuntimeError("pipeline stage ran out of order")
+    return value

@@ -1,0 +1,116 @@
+"""Sessions: one active conversation per chat, in the ``sessions`` table.
+
+A session holds the messages in Messages API format, the summary it started from (after a compaction or
+carried from the session before), and the token figures the API reported. Ending a session keeps the row
+(``active = 0``, ``end_reason``, its summary), so history is never deleted, only retired.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from teleton.llm.client import Message, Usage
+from teleton.storage.database import Database
+from teleton.storage.sqlite_driver import Connection
+
+
+@dataclass
+class Session:
+    id: str
+    chat_id: int
+    messages: list[Message] = field(default_factory=list)
+    summary: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    last_input_tokens: int = 0  # how full the window was at the last request (prompt + answer)
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+    def account(self, total: Usage, last: Usage) -> None:
+        self.input_tokens += total.input_tokens + total.cache_write_tokens
+        self.output_tokens += total.output_tokens
+        self.cache_read_tokens += total.cache_read_tokens
+        self.last_input_tokens = last.prompt_tokens + last.output_tokens
+
+
+def _row_to_session(row: Any) -> Session:
+    return Session(
+        id=row["id"], chat_id=int(row["chat_id"]), messages=json.loads(row["messages_json"]),
+        summary=row["summary"], input_tokens=int(row["input_tokens"]), output_tokens=int(row["output_tokens"]),
+        cache_read_tokens=int(row["cache_read_tokens"]), last_input_tokens=int(row["last_input_tokens"]),
+        created_at=float(row["created_at"]), updated_at=float(row["updated_at"]),
+    )
+
+
+class SessionStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def active(self, chat_id: int) -> Session | None:
+        row = await self.db.fetchone(
+            "select * from sessions where chat_id = ? and active = 1 order by updated_at desc limit 1", (chat_id,))
+        return None if row is None else _row_to_session(row)
+
+    async def create(self, chat_id: int, *, summary: str = "", messages: list[Message] | None = None,
+                     last_input_tokens: int = 0) -> Session:
+        now = time.time()
+        session = Session(id=uuid.uuid4().hex, chat_id=chat_id, messages=list(messages or []), summary=summary,
+                          last_input_tokens=last_input_tokens, created_at=now, updated_at=now)
+
+        def _create(conn: Connection) -> None:
+            # One active session per chat: a crash between end and create must not leave two.
+            conn.execute("update sessions set active = 0, ended_at = ?, end_reason = coalesce(end_reason, "
+                         "'superseded') where chat_id = ? and active = 1", (now, chat_id))
+            conn.execute(
+                "insert into sessions(id, chat_id, active, messages_json, summary, last_input_tokens, "
+                "created_at, updated_at) values (?,?,1,?,?,?,?,?)",
+                (session.id, chat_id, json.dumps(session.messages, ensure_ascii=False), summary,
+                 last_input_tokens, now, now))
+
+        await self.db.write(_create)
+        return session
+
+    async def save(self, session: Session) -> None:
+        session.updated_at = time.time()
+        await self.db.execute(
+            "update sessions set messages_json = ?, summary = ?, input_tokens = ?, output_tokens = ?, "
+            "cache_read_tokens = ?, last_input_tokens = ?, updated_at = ? where id = ?",
+            (json.dumps(session.messages, ensure_ascii=False), session.summary, session.input_tokens,
+             session.output_tokens, session.cache_read_tokens, session.last_input_tokens, session.updated_at,
+             session.id))
+
+    async def end(self, session: Session, reason: str, summary: str | None = None) -> None:
+        await self.db.execute(
+            "update sessions set active = 0, ended_at = ?, end_reason = ?, summary = ? where id = ?",
+            (time.time(), reason, session.summary if summary is None else summary, session.id))
+
+    async def totals(self, chat_id: int | None = None) -> dict[str, int]:
+        where, args = ("where chat_id = ?", (chat_id,)) if chat_id is not None else ("", ())
+        row = await self.db.fetchone(
+            "select count(*), coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0), "
+            f"coalesce(sum(cache_read_tokens), 0) from sessions {where}", args)
+        return {"sessions": int(row[0]), "input_tokens": int(row[1]), "output_tokens": int(row[2]),
+                "cache_read_tokens": int(row[3])}
+
+
+def expiry_reason(session: Session, now: float, *, reset_hour: int | None,
+                  idle_minutes: int | None) -> str | None:
+    """Why a session should end before this turn ('idle' / 'daily-reset'), or None. Pure."""
+    if not session.messages:
+        return None
+    if idle_minutes is not None and now - session.updated_at > idle_minutes * 60:
+        return "idle"
+    if reset_hour is not None:
+        current = datetime.fromtimestamp(now).astimezone()
+        boundary = current.replace(hour=reset_hour, minute=0, second=0, microsecond=0)
+        if boundary > current:
+            boundary -= timedelta(days=1)
+        if session.updated_at < boundary.timestamp():
+            return "daily-reset"
+    return None

@@ -1,0 +1,132 @@
+"""The Gateway contract in a terminal, for ``teleton chat``: the agent talks to you as if in a DM.
+
+Messages the agent sends are rendered with rich (Markdown) and archived like Telegram messages, so the
+agent's feed, recent-messages context and memory work exactly as they do on Telegram. Actions that need
+Telegram (polls, moderation, downloads) fail with a clear ``GatewayError`` the model is told about.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+from rich.markdown import Markdown
+from rich.panel import Panel
+
+from teleton.gateway.contract import ChatInfo, GatewayError, IncomingMessage, SentMessage, UserInfo
+from teleton.memory import feed_archive as fa
+from teleton.storage.database import Database
+
+TERMINAL_CHAT_ID = 1  # not a real Telegram chat, so terminal messages never collide with archived ones
+AGENT = UserInfo(id=0, first_name="Teleton", username=None)
+
+
+class TerminalGateway:
+    def __init__(
+        self,
+        console: Console | None = None,
+        *,
+        db: Database | None = None,
+        user: UserInfo | None = None,
+        chat_id: int = TERMINAL_CHAT_ID,
+        me: UserInfo = AGENT,
+    ) -> None:
+        self.console = console or Console()
+        self.db = db
+        self.me: UserInfo | None = me
+        self.user = user or UserInfo(id=chat_id, first_name="You")
+        self.chat = ChatInfo(id=chat_id, type="dm", title="terminal")
+        self.sent: list[SentMessage] = []
+        self._ids = itertools.count(1)
+
+    async def start(self) -> None:
+        """Continue message ids after what a previous terminal session archived."""
+        if self.db is None:
+            return
+        last = await self.db.read(lambda conn: fa.last_message_id(conn, self.chat.id))
+        self._ids = itertools.count((last or 0) + 1)
+
+    async def incoming(self, text: str) -> IncomingMessage:
+        """Archive a line the user typed and return it as the agent receives it."""
+        msg = IncomingMessage(chat=self.chat, sender=self.user, message_id=next(self._ids), text=text,
+                              date=time.time())
+        await self._archive(self.chat.id, msg.message_id, text, sender=self.user, outgoing=False)
+        return msg
+
+    async def send_message(self, chat_id: int, text: str, *, reply_to: int | None = None) -> SentMessage:
+        sent = SentMessage(chat_id=chat_id, message_id=next(self._ids), text=text)
+        await self._archive(chat_id, sent.message_id, text, sender=self.me, outgoing=True)
+        self.sent.append(sent)
+        title = "Teleton" if chat_id == self.chat.id else f"Teleton → chat {chat_id}"
+        self.console.print(Panel(Markdown(text), title=title, title_align="left", border_style="cyan"))
+        return sent
+
+    async def edit_message(self, chat_id: int, message_id: int, text: str) -> None:
+        self.console.print(Panel(Markdown(text), title=f"(edited #{message_id})", border_style="cyan"))
+
+    async def delete_messages(self, chat_id: int, message_ids: Sequence[int]) -> None:
+        self.console.print(f"[dim](deleted {', '.join(map(str, message_ids))})[/dim]")
+
+    async def forward_message(self, from_chat_id: int, message_id: int, to_chat_id: int) -> SentMessage:
+        raise GatewayError("forwarding needs Telegram; not available in the terminal")
+
+    async def pin_message(self, chat_id: int, message_id: int, *, unpin: bool = False) -> None:
+        self.console.print(f"[dim]({'unpinned' if unpin else 'pinned'} #{message_id})[/dim]")
+
+    async def react(self, chat_id: int, message_id: int, emoji: str) -> None:
+        self.console.print(f"[dim](reacted {emoji} to #{message_id})[/dim]")
+
+    async def send_poll(self, chat_id: int, question: str, options: Sequence[str]) -> SentMessage:
+        text = question + "\n" + "\n".join(f"- {o}" for o in options)
+        return await self.send_message(chat_id, text)
+
+    async def send_file(self, chat_id: int, path: Path, *, caption: str = "") -> SentMessage:
+        return await self.send_message(chat_id, f"[file: {path}] {caption}".strip())
+
+    async def download_media(self, chat_id: int, message_id: int, dest_dir: Path, max_bytes: int) -> Path:
+        raise GatewayError("there is no media in a terminal chat")
+
+    async def get_chat(self, chat_id: int) -> ChatInfo:
+        if chat_id == self.chat.id:
+            return self.chat
+        raise GatewayError(f"chat {chat_id} is not reachable from the terminal")
+
+    async def get_user(self, user: int | str) -> UserInfo:
+        if user in (self.user.id, self.user.username):
+            return self.user
+        raise GatewayError(f"user {user} is not reachable from the terminal")
+
+    async def list_dialogs(self, limit: int = 50) -> list[ChatInfo]:
+        return [self.chat]
+
+    async def get_participants(self, chat_id: int, limit: int = 200) -> list[UserInfo]:
+        return [self.user] + ([self.me] if self.me else [])
+
+    async def kick(self, chat_id: int, user_id: int) -> None:
+        raise GatewayError("moderation needs Telegram; not available in the terminal")
+
+    async def ban(self, chat_id: int, user_id: int, *, unban: bool = False) -> None:
+        raise GatewayError("moderation needs Telegram; not available in the terminal")
+
+    async def typing(self, chat_id: int) -> None:
+        pass  # the chat command shows its own spinner
+
+    async def _archive(self, chat_id: int, message_id: int, text: str, *, sender: UserInfo | None,
+                       outgoing: bool) -> None:
+        if self.db is None:
+            return
+        record = fa.MessageRecord(chat_id=chat_id, message_id=message_id, date=time.time(), text=text,
+                                  sender_id=sender.id if sender else None,
+                                  sender_name=sender.display_name if sender else "", is_outgoing=outgoing)
+        now = time.time()
+        chat = fa.ChatRecord(id=self.chat.id, type="dm", title=self.chat.title)
+
+        def _write(conn: object) -> None:
+            if chat_id == chat.id:
+                fa.upsert_chat(conn, chat, now)
+            fa.insert_message(conn, record, agent_state="terminal")
+
+        await self.db.write(_write)

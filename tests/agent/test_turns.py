@@ -1,0 +1,217 @@
+"""End-to-end turns through the runtime and the gateway, the model played by the scripted API."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from datetime import datetime
+
+from teleton.agent.context import FEED_HEADER, KNOWLEDGE_HEADER
+from teleton.llm.tool_loop import ToolResult
+from teleton.tools.registry import Tool, ToolContext
+from tests.agent.conftest import ALICE, GROUP, OWNER, OWNER_DM, Harness
+from tests.fakes.anthropic_server import (
+    Body,
+    Reply,
+    body_text,
+    last_user_text,
+    overloaded,
+    prompt_too_long,
+    result_text,
+    sequence,
+    text,
+    tool_results,
+    tool_use,
+)
+
+
+async def add_knowledge(h: Harness, chunk: str, path: str = "MEMORY.md") -> None:
+    now = time.time()
+    await h.db.execute(
+        "insert into knowledge(source, path, heading, text, hash, created_at, updated_at) "
+        "values ('memory', ?, '', ?, ?, ?, ?)", (path, chunk, str(hash(chunk)), now, now))
+
+
+def today_log(h: Harness) -> str:
+    path = h.workspace / "memory" / f"{datetime.now().astimezone():%Y-%m-%d}.md"
+    return path.read_text() if path.exists() else ""
+
+
+async def test_dm_question_answered_from_a_knowledge_chunk(harness: Harness) -> None:
+    h = harness
+    await add_knowledge(h, "The wifi password at the lake cabin is pinecone42.")
+    await add_knowledge(h, "Olga's dentist appointment is on the 3rd.", path="memory/health.md")
+
+    def model(body: Body) -> Reply:
+        user = last_user_text(body)
+        if KNOWLEDGE_HEADER in user and "pinecone42" in user:
+            return text("The cabin wifi password is pinecone42.")
+        return text("I don't know.")
+
+    h.main = model
+    reply = await h.dm("What's the wifi password at the lake cabin?")
+    assert reply == "The cabin wifi password is pinecone42."
+    assert h.gateway.sent[-1].text == reply and h.gateway.sent[-1].chat_id == OWNER_DM.id
+    assert "pinecone42" in h.console_out.getvalue()
+    sent_user = h.fake.requests[-1]["messages"][-1]["content"]
+    assert sent_user[0]["text"].startswith(KNOWLEDGE_HEADER) and "dentist" not in sent_user[0]["text"]
+    # The exchange is in today's log, and the session stores the message without the RAG block.
+    assert "User: What's the wifi password at the lake cabin? | Assistant: The cabin wifi password" in today_log(h)
+    session = await h.agent.sessions.active(OWNER_DM.id)
+    assert session.messages[0] == {"role": "user", "content": "What's the wifi password at the lake cabin?"}
+
+
+async def test_system_prompt_layout_and_cache_hits(harness: Harness) -> None:
+    h = harness
+    (h.workspace / "SOUL.md").write_text("You are Teleton, dry and kind.")
+    (h.workspace / "MEMORY.md").write_text("Olga prefers short answers.")
+    await h.dm("hello there, how are you doing today?")
+    await h.dm("tell me something about rivers please")
+    first, second = h.main_requests()
+    system = second["system"]
+    assert system[0]["text"].startswith("# SOUL.md\nYou are Teleton") and system[0]["cache_control"]
+    assert "Olga prefers short answers." in system[1]["text"] and system[1]["cache_control"]
+    assert "cache_control" not in system[-1] and "## Now" in system[-1]["text"]
+    assert "User: hello there" in system[-1]["text"]  # today's log, in the uncached block
+    assert first["system"][:2] == system[:2]  # the cached prefix is byte-identical across turns
+    status = await h.dm("/status")
+    session = await h.agent.sessions.active(OWNER_DM.id)
+    assert session.cache_read_tokens > 0
+    assert f"cache reads {session.cache_read_tokens:,}" in status
+    assert "Model: claude-test" in status and "messages" in status
+
+
+async def test_trivial_messages_skip_retrieval(harness: Harness) -> None:
+    h = harness
+    await add_knowledge(h, "ok ok ok thanks thanks")
+    await h.dm("thanks!")
+    sent = h.fake.requests[-1]["messages"][-1]["content"]
+    assert KNOWLEDGE_HEADER not in json.dumps(sent)
+
+
+async def test_feed_block_has_recent_messages_of_this_chat(harness: Harness) -> None:
+    h = harness
+    for i in range(12):
+        msg = h.message(GROUP, ALICE, f"group chatter number {i} about mushrooms")
+        await h.archive(msg)
+    await h.group("what were we saying about mushrooms?")
+    user = last_user_text(h.fake.requests[-1])
+    feed = user.split(FEED_HEADER)[1]
+    assert "number 11" in feed and "number 2 " in feed and "number 1 " not in feed.split("number 2 ")[0]
+    assert feed.count("chatter") == 10  # recent 10; search hits already shown are not repeated
+
+
+async def test_a_529_storm_ends_in_a_reply(harness: Harness) -> None:
+    h = harness
+    h.fake.queue(overloaded(), overloaded(0.01), overloaded(), overloaded(), text("Here I am."))
+    started = time.monotonic()
+    assert await h.dm("are you there? please answer") == "Here I am."
+    assert time.monotonic() - started < 5
+    assert h.llm.retries == 4
+
+
+async def test_model_down_gets_an_apology_and_the_session_stays_clean(harness: Harness) -> None:
+    h = harness
+    h.fake.queue(*[overloaded() for _ in range(6)])
+    reply = await h.dm("are you there? please answer")
+    assert reply is not None and "can't reach" in reply
+    session = await h.agent.sessions.active(OWNER_DM.id)
+    assert session.messages == []
+
+
+async def test_context_overflow_compacts_and_retries_once(harness: Harness) -> None:
+    h = harness
+    for i in range(15):
+        await h.dm(f"message number {i} about the garden")
+    before = await h.agent.sessions.active(OWNER_DM.id)
+    h.main = sequence(prompt_too_long(), text("Fits now."))
+    assert await h.dm("and the roses?") == "Fits now."
+    after = await h.agent.sessions.active(OWNER_DM.id)
+    assert after.id != before.id and after.summary.startswith("Summary:")
+    assert len(after.messages) < len(before.messages)
+
+
+async def test_text_answer_is_not_repeated_after_a_send_tool(harness: Harness) -> None:
+    h = harness
+
+    async def send_message(args: dict, ctx: ToolContext) -> ToolResult:
+        sent = await ctx.deps.gateway.send_message(ctx.chat.id, args["text"])
+        return ToolResult(f"sent #{sent.message_id}")
+
+    h.agent.deps.registry.register(Tool("send_message", "send a message", {
+        "type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}, send_message))
+    h.fake.queue(tool_use(("send_message", {"text": "first"}), ("send_message", {"text": "second"})),
+                 text("I sent two messages."))
+    assert await h.dm("send me two messages please") is None
+    assert [m.text for m in h.gateway.sent] == ["first", "second"]
+
+
+async def test_tool_errors_reach_the_model(harness: Harness) -> None:
+    h = harness
+    h.fake.queue(tool_use(("memory_recall", {"query": 5})), text("fixed"))
+    await h.dm("recall something please")
+    (result,) = tool_results(h.fake.requests[-1])
+    assert result["is_error"] and "Invalid input for memory_recall" in result_text(result)
+
+
+async def test_daily_log_failure_never_blocks_a_reply(harness: Harness) -> None:
+    h = harness
+    (h.workspace / "memory").write_text("not a directory")  # every daily-log write now fails
+    assert await h.dm("hello, can you hear me?") == "ok"
+    assert h.gateway.sent[-1].text == "ok"
+
+
+async def test_stop_cancels_the_running_turn_and_queued_messages_wait(harness: Harness) -> None:
+    h = harness
+    h.fake.queue(text("too slow", delay=3.0), text("second answer"))
+    first = asyncio.create_task(h.dm("write me a long essay on whales"))
+    for _ in range(500):  # until the slow request is in flight
+        if h.fake.requests:
+            break
+        await asyncio.sleep(0.01)
+    second = asyncio.create_task(h.dm("and a haiku after that"))
+    await asyncio.sleep(0.05)
+    assert not second.done()  # queued behind the running turn
+    started = time.monotonic()
+    assert await h.dm("/stop") == "Stopped."
+    assert await first is None
+    assert time.monotonic() - started < 1
+    assert await second == "second answer"
+    assert "too slow" not in [m.text for m in h.gateway.sent]
+    session = await h.agent.sessions.active(OWNER_DM.id)
+    roles = [m["role"] for m in session.messages]
+    assert roles == ["user", "assistant", "user", "assistant"]
+    assert "stopped" in session.messages[1]["content"]
+    assert await h.dm("/stop") == "Nothing is running."
+
+
+async def test_commands(harness: Harness) -> None:
+    h = harness
+    assert "/compact [N]" in await h.dm("/help")
+    assert "/pause" not in await h.dm("/help", sender=ALICE)
+    assert await h.dm("/pause", sender=ALICE) == "/pause is for admins only."
+    assert (await h.dm("/pause")).startswith("Paused")
+    assert await h.dm("hello? anyone home?", sender=ALICE) is None
+    assert await h.dm("/resume") == "Resumed."
+    assert await h.dm("hello? anyone home?", sender=ALICE) == "ok"
+    assert "not adjustable" in await h.dm("/policy")
+    for i in range(6):
+        await h.dm(f"note number {i} for the record")
+    assert (await h.dm("/compact 4")).startswith("Compacted: 8 messages summarised, 4 kept")
+    assert (await h.dm("/compact x")).startswith("Usage: /compact [N]")
+    assert "ended" not in (await h.dm("/new"))
+    assert await h.agent.sessions.active(OWNER.id) is None
+
+
+async def test_unknown_slash_text_goes_to_the_model(harness: Harness) -> None:
+    assert await harness.dm("/shrug what do you think") == "ok"
+
+
+async def test_group_replies_quote_the_message_and_log_with_the_group(harness: Harness) -> None:
+    h = harness
+    await h.group("hey bot, what's up?")
+    assert h.gateway.sent[-1].chat_id == GROUP.id
+    assert "(Book club) Alice (@alice): hey bot" in today_log(h)
+    assert "Alice (@alice): hey bot, what's up?" in last_user_text(h.fake.requests[-1])
+    assert "Book club" in body_text(h.fake.requests[-1]["system"])
