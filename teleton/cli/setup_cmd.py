@@ -1,0 +1,261 @@
+"""`teleton setup`: write the config, create the workspace, log in to Telegram.
+
+Interactive by default (questionary prompts, each validated as it is typed). ``--non-interactive`` takes
+everything from flags for scripted installs; a user account then needs the login code too, which a script
+cannot know in advance, so the first run sends the code and prints the exact command to finish with.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+import yaml
+from rich.console import Console
+
+from teleton.config import ConfigError, default_config_path, load_config, write_config
+from teleton.telegram.login import LoginError, LoginPrompts
+
+console = Console(soft_wrap=True)
+
+POLICIES = ["open", "allowlist", "admin-only", "disabled"]
+_BOT_TOKEN = re.compile(r"^\d{5,}:[A-Za-z0-9_-]{30,}$")
+_API_HASH = re.compile(r"^[0-9a-fA-F]{32}$")
+_PHONE = re.compile(r"^\+?[0-9 ()-]{7,20}$")
+
+
+@dataclass
+class SetupAnswers:
+    mode: str = "user"
+    api_id: int | None = None
+    api_hash: str | None = None
+    phone: str | None = None
+    bot_token: str | None = None
+    owner_id: int | None = None
+    dm_policy: str = "allowlist"
+    group_policy: str = "allowlist"
+    api_key: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def validate(a: SetupAnswers) -> list[str]:
+    """Every problem with the answers, each in words a person can act on."""
+    problems = []
+    if a.mode not in ("user", "bot"):
+        problems.append("--mode must be 'user' or 'bot'")
+    if a.api_id is None or a.api_id <= 0:
+        problems.append("--api-id is required: the number from https://my.telegram.org/apps")
+    if not a.api_hash or not _API_HASH.match(a.api_hash):
+        problems.append("--api-hash must be the 32-character hex string from https://my.telegram.org/apps")
+    if a.mode == "user" and (not a.phone or not _PHONE.match(a.phone)):
+        problems.append("--phone is required in user mode, international format (+15551234567)")
+    if a.mode == "bot" and (not a.bot_token or not _BOT_TOKEN.match(a.bot_token)):
+        problems.append("--bot-token must look like 123456:ABC-DEF… (from @BotFather)")
+    for name, value in (("dm-policy", a.dm_policy), ("group-policy", a.group_policy)):
+        if value not in POLICIES:
+            problems.append(f"--{name} must be one of {', '.join(POLICIES)}")
+    return problems
+
+
+def config_data(existing: dict[str, Any], a: SetupAnswers) -> dict[str, Any]:
+    """The config to write: the existing file with the answered keys replaced."""
+    data = {k: dict(v) if isinstance(v, dict) else v for k, v in existing.items()}
+    tg = data.setdefault("telegram", {})
+    tg.update({"mode": a.mode, "api_id": a.api_id, "api_hash": a.api_hash, "dm_policy": a.dm_policy,
+               "group_policy": a.group_policy})
+    if a.mode == "user":
+        tg["phone"] = a.phone
+    else:
+        tg["bot_token"] = a.bot_token
+    if a.owner_id is not None:
+        tg["owner_id"] = a.owner_id
+    if a.api_key:
+        data.setdefault("agent", {})["api_key"] = a.api_key
+    return data
+
+
+def ask(existing_tg: dict[str, Any]) -> SetupAnswers:
+    """The interactive questions (questionary)."""
+    import questionary
+
+    def need(answer: Any) -> Any:
+        if answer is None:  # Ctrl-C in a prompt
+            raise typer.Exit(130)
+        return answer
+
+    a = SetupAnswers()
+    a.mode = need(questionary.select(
+        "Run Teleton as", choices=[
+            questionary.Choice("a Telegram user account (userbot, needs a phone)", "user"),
+            questionary.Choice("a bot (token from @BotFather)", "bot"),
+        ], default=existing_tg.get("mode", "user")).ask())
+    console.print("api_id and api_hash come from https://my.telegram.org/apps (both modes need them).")
+    a.api_id = int(need(questionary.text(
+        "api_id", default=str(existing_tg.get("api_id") or ""),
+        validate=lambda v: v.strip().isdigit() or "a number").ask()))
+    a.api_hash = need(questionary.password(
+        "api_hash", validate=lambda v: bool(_API_HASH.match(v.strip())) or "32 hex characters").ask()).strip()
+    if a.mode == "user":
+        a.phone = need(questionary.text(
+            "Phone number of the account (+15551234567)", default=existing_tg.get("phone") or "",
+            validate=lambda v: bool(_PHONE.match(v.strip())) or "international format, e.g. +15551234567").ask()
+        ).strip()
+    else:
+        a.bot_token = need(questionary.password(
+            "Bot token", validate=lambda v: bool(_BOT_TOKEN.match(v.strip())) or "123456:ABC… from @BotFather"
+        ).ask()).strip()
+    owner = need(questionary.text(
+        "Your own Telegram user id (the owner; empty to skip)", default=str(existing_tg.get("owner_id") or ""),
+        validate=lambda v: v.strip() == "" or v.strip().isdigit() or "a number").ask()).strip()
+    a.owner_id = int(owner) if owner else None
+    a.dm_policy = need(questionary.select("Who may talk to it in DMs (dm_policy)", choices=POLICIES,
+                                          default=existing_tg.get("dm_policy", "allowlist")).ask())
+    a.group_policy = need(questionary.select("Where may it answer in groups (group_policy)", choices=POLICIES,
+                                             default=existing_tg.get("group_policy", "allowlist")).ask())
+    if not os.environ.get("ANTHROPIC_API_KEY"):
+        a.api_key = (questionary.password("Anthropic API key (empty to set ANTHROPIC_API_KEY later)").ask()
+                     or "").strip() or None
+    return a
+
+
+def interactive_prompts() -> LoginPrompts:
+    import questionary
+
+    return LoginPrompts(
+        code=lambda: questionary.text("Login code", validate=lambda v: bool(v.strip()) or "the code").ask() or "",
+        password=lambda: questionary.password("2FA password").ask() or "",
+        notice=lambda m: console.print(f"[cyan]{m}[/]"),
+    )
+
+
+@dataclass
+class ScriptedLogin:
+    """--non-interactive: the code and password come from flags; a missing code ends the first run."""
+
+    code_value: str | None
+    password_value: str | None
+    _used: bool = False
+
+    def prompts(self) -> LoginPrompts:
+        return LoginPrompts(code=self._code, password=self._password, notice=lambda m: console.print(m))
+
+    def _code(self) -> str:
+        if self._used:  # a wrong code is not retried in a script
+            raise LoginError("the login code was not accepted; run setup again without --code for a new one")
+        if not self.code_value:
+            raise _CodeNeeded()
+        self._used = True
+        return self.code_value
+
+    def _password(self) -> str:
+        if not self.password_value:
+            raise LoginError("this account has a 2FA password: pass --password (or TELETON_2FA_PASSWORD)")
+        value, self.password_value = self.password_value, None
+        return value
+
+
+class _CodeNeeded(Exception):
+    pass
+
+
+async def log_in(config: Any, prompts: LoginPrompts, *, phone_code_hash: str | None = None,
+                 client: Any = None) -> tuple[Any, str | None]:
+    """Connect and log in; return (our User, the phone code hash if a code was sent and is still needed)."""
+    from teleton.telegram.gateway import make_client, secure_session, session_file
+    from teleton.telegram.login import login_bot, login_user
+
+    tg = config.telegram
+    client = client or make_client(tg)
+    try:
+        try:
+            await client.connect()
+        except OSError as exc:
+            raise LoginError(f"cannot reach Telegram: {exc}") from exc
+        if tg.mode == "bot":
+            return await login_bot(client, tg.bot_token), None
+        try:
+            return await login_user(client, tg.phone, prompts, phone_code_hash=phone_code_hash), None
+        except _CodeNeeded:
+            hashes = dict(client._phone_code_hash)  # Telethon keeps the hash of the code it just requested
+            return None, next(iter(hashes.values()), None)
+    finally:
+        await client.disconnect()
+        if tg.session_path is not None:
+            secure_session(session_file(tg.session_path))
+
+
+def setup(
+    ctx: typer.Context,
+    non_interactive: Annotated[bool, typer.Option("--non-interactive", help="Take every answer from flags.")] = False,
+    mode: Annotated[str, typer.Option(help="user (a Telegram account) or bot.")] = "user",
+    api_id: Annotated[int | None, typer.Option(help="api_id from my.telegram.org.")] = None,
+    api_hash: Annotated[str | None, typer.Option(help="api_hash from my.telegram.org.")] = None,
+    phone: Annotated[str | None, typer.Option(help="The account's phone number (user mode).")] = None,
+    bot_token: Annotated[str | None, typer.Option(help="Bot token from @BotFather (bot mode).")] = None,
+    owner_id: Annotated[int | None, typer.Option(help="Your Telegram user id (gets admin rights).")] = None,
+    dm_policy: Annotated[str, typer.Option(help="open | allowlist | admin-only | disabled")] = "allowlist",
+    group_policy: Annotated[str, typer.Option(help="open | allowlist | admin-only | disabled")] = "allowlist",
+    code: Annotated[str | None, typer.Option(help="Login code (non-interactive, second run).")] = None,
+    phone_code_hash: Annotated[str | None, typer.Option(help="Printed by the first non-interactive run.")] = None,
+    password: Annotated[str | None, typer.Option(envvar="TELETON_2FA_PASSWORD", help="2FA password.")] = None,
+    skip_login: Annotated[bool, typer.Option("--skip-login", help="Write config and workspace only.")] = False,
+) -> None:
+    """Write the config (mode 0600), create the workspace and log in to Telegram."""
+    from teleton.cli.context import state
+    from teleton.workspace.template import create_workspace
+
+    path = (state(ctx).config_path or default_config_path()).expanduser()
+    existing = _read_existing(path)
+    if non_interactive:
+        answers = SetupAnswers(mode=mode, api_id=api_id, api_hash=api_hash, phone=phone, bot_token=bot_token,
+                               owner_id=owner_id, dm_policy=dm_policy, group_policy=group_policy)
+    else:
+        answers = ask(existing.get("telegram") or {})
+    problems = validate(answers)
+    if problems:
+        for problem in problems:
+            console.print(f"[red]error:[/] {problem}")
+        raise typer.Exit(2)
+    try:
+        write_config(path, config_data(existing, answers))
+        config = load_config(path)
+    except ConfigError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2) from None
+    console.print(f"[green]config written[/] {path} (mode 0600)")
+    assert config.storage.workspace is not None
+    created = create_workspace(config.storage.workspace)
+    console.print(f"[green]workspace[/] {config.storage.workspace} ({len(created.created)} files created)")
+    if skip_login:
+        return
+    scripted = ScriptedLogin(code, password) if non_interactive else None
+    prompts = scripted.prompts() if scripted else interactive_prompts()
+    try:
+        me, pending_hash = asyncio.run(log_in(config, prompts, phone_code_hash=phone_code_hash))
+    except LoginError as exc:
+        console.print(f"[red]login failed:[/] {exc}")
+        raise typer.Exit(1) from None
+    if me is None:
+        console.print(
+            "A login code was sent to the account's Telegram app. Finish with:\n"
+            f"  teleton setup --non-interactive [same flags] --code CODE --phone-code-hash {pending_hash}"
+        )
+        raise typer.Exit(3)
+    name = " ".join(p for p in (me.first_name, me.last_name) if p) or me.username or me.id
+    console.print(f"[green]logged in[/] as {name} (id {me.id}); session stored with mode 0600")
+
+
+def _read_existing(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        return {}
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        console.print(f"[red]error:[/] {path} is not valid YAML ({exc}); fix or move it first")
+        raise typer.Exit(2) from None
+    return data if isinstance(data, dict) else {}
