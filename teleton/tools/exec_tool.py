@@ -1,0 +1,191 @@
+"""exec: run a shell command in the workspace (capabilities.exec; off by default, admin-only when on).
+
+The command runs in its own session (``start_new_session=True``), so it and everything it spawns form one
+process group; on timeout the whole group is killed (SIGTERM, then SIGKILL after a short grace), not just
+the shell, so a ``sleep 60 &`` left behind cannot outlive the call. Output is read as it comes and capped
+(the rest is drained and dropped, so a chatty command cannot block on a full pipe). Every run, whatever
+its outcome, is written to ``exec_audit``: tool, command, exit code, capped stdout/stderr, duration, chat.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from teleton.llm.tool_loop import ToolResult
+from teleton.tools.registry import Tool, ToolContext
+
+log = structlog.get_logger(__name__)
+
+KILL_GRACE_S = 1.0
+AUDIT_CAP = 10_000  # characters of each stream kept in the audit row
+
+
+@dataclass(frozen=True)
+class ExecSettings:
+    timeout_s: float = 60.0
+    output_cap: int = 20_000
+    shell: str = "/bin/sh"
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> ExecSettings:
+        """From ``config.capabilities.exec``."""
+        return cls(timeout_s=cfg.timeout_s, output_cap=cfg.output_cap)
+
+
+@dataclass(frozen=True)
+class ExecOutcome:
+    command: str
+    exit_code: int | None  # None when killed on timeout
+    stdout: str
+    stderr: str
+    duration_ms: int
+    timed_out: bool
+    pid: int
+
+
+async def _read_capped(stream: asyncio.StreamReader, cap: int) -> tuple[bytes, bool]:
+    kept = bytearray()
+    dropped = False
+    while chunk := await stream.read(65536):
+        room = cap - len(kept)
+        if room > 0:
+            kept += chunk[:room]
+        dropped = dropped or len(chunk) > room
+    return bytes(kept), dropped
+
+
+def _kill_group(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+async def run_command(
+    command: str,
+    cwd: Path,
+    settings: ExecSettings,
+    on_start: Callable[[int], None] | None = None,
+) -> ExecOutcome:
+    """Run ``command`` under ``settings``' timeout and output cap; never raises for the command's failure."""
+    started = time.monotonic()
+    proc = await asyncio.create_subprocess_exec(
+        settings.shell, "-c", command,
+        cwd=str(cwd),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,  # its own process group: the unit we kill on timeout
+    )
+    if on_start:
+        on_start(proc.pid)
+    assert proc.stdout is not None and proc.stderr is not None
+    readers = asyncio.gather(_read_capped(proc.stdout, settings.output_cap),
+                             _read_capped(proc.stderr, settings.output_cap))
+    timed_out = False
+    try:
+        await asyncio.wait_for(proc.wait(), timeout=settings.timeout_s)
+    except TimeoutError:
+        timed_out = True
+        await _terminate(proc)
+    except asyncio.CancelledError:
+        await _terminate(proc)
+        raise
+    finally:
+        # Children of a finished shell may still hold the pipes; the group goes with the shell.
+        _kill_group(proc.pid, signal.SIGKILL)
+    try:
+        (out, out_cut), (err, err_cut) = await asyncio.wait_for(readers, timeout=KILL_GRACE_S * 2)
+    except TimeoutError:  # something escaped the group (setsid) and holds a pipe: give up on the rest
+        readers.cancel()
+        (out, out_cut), (err, err_cut) = (b"", True), (b"", True)
+    duration_ms = int((time.monotonic() - started) * 1000)
+    return ExecOutcome(
+        command=command,
+        exit_code=None if timed_out else proc.returncode,
+        stdout=_text(out, out_cut),
+        stderr=_text(err, err_cut),
+        duration_ms=duration_ms,
+        timed_out=timed_out,
+        pid=proc.pid,
+    )
+
+
+async def _terminate(proc: asyncio.subprocess.Process) -> None:
+    _kill_group(proc.pid, signal.SIGTERM)
+    try:
+        await asyncio.wait_for(proc.wait(), timeout=KILL_GRACE_S)
+    except TimeoutError:
+        pass
+    _kill_group(proc.pid, signal.SIGKILL)
+    await proc.wait()
+
+
+def _text(data: bytes, cut: bool) -> str:
+    text = data.decode("utf-8", errors="replace")
+    return text + "\n[output truncated]" if cut else text
+
+
+async def audit(db: Any, tool: str, outcome: ExecOutcome, chat_id: int | None) -> None:
+    await db.execute(
+        "insert into exec_audit(tool, command, exit_code, stdout, stderr, duration_ms, chat_id, created_at) "
+        "values (?, ?, ?, ?, ?, ?, ?, ?)",
+        (tool, outcome.command, outcome.exit_code, outcome.stdout[:AUDIT_CAP], outcome.stderr[:AUDIT_CAP],
+         outcome.duration_ms, chat_id, time.time()),
+    )
+
+
+def format_outcome(outcome: ExecOutcome, settings: ExecSettings) -> ToolResult:
+    if outcome.timed_out:
+        status = f"killed after {settings.timeout_s:g} s timeout"
+    else:
+        status = f"exit code {outcome.exit_code}"
+    parts = [f"[{status}, {outcome.duration_ms} ms]"]
+    if outcome.stdout:
+        parts.append(f"stdout:\n{outcome.stdout}")
+    if outcome.stderr:
+        parts.append(f"stderr:\n{outcome.stderr}")
+    return ToolResult("\n".join(parts), is_error=outcome.timed_out or outcome.exit_code != 0)
+
+
+def exec_tools(settings: ExecSettings = ExecSettings()) -> list[Tool]:
+    """The exec tool. Register it only when ``capabilities.exec.enabled`` is true."""
+
+    async def exec_command(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        if not ctx.is_admin:  # the scope says so too; a widened override must not open a shell to anyone
+            return ToolResult.error("Only an admin may run commands.")
+        workspace = ctx.deps.workspace
+        await asyncio.to_thread(workspace.mkdir, parents=True, exist_ok=True)
+        outcome = await run_command(args["command"], workspace, settings)
+        log.info("exec", command=args["command"][:200], exit_code=outcome.exit_code,
+                 timed_out=outcome.timed_out, duration_ms=outcome.duration_ms, chat_id=ctx.chat.id)
+        await audit(ctx.deps.db, "exec", outcome, ctx.chat.id)
+        return format_outcome(outcome, settings)
+
+    return [
+        Tool(
+            name="exec",
+            description=(
+                "Run a shell command on the server in the workspace directory (scripts, git, ls, python, "
+                "curl, system status). Returns exit code, stdout and stderr."
+            ),
+            input_schema={
+                "type": "object",
+                "properties": {"command": {"type": "string", "minLength": 1, "maxLength": 10_000,
+                                           "description": "the shell command line"}},
+                "required": ["command"],
+                "additionalProperties": False,
+            },
+            handler=exec_command,
+            scope="admin-only",
+            category="system",
+        )
+    ]

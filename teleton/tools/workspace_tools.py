@@ -1,0 +1,299 @@
+"""Workspace file tools: list, read, write, delete, rename — confined to the workspace.
+
+| tool | scope | why |
+|---|---|---|
+| workspace_list, workspace_read | dm-only | the workspace is the owner's notebook; groups do not browse it |
+| workspace_write, workspace_delete, workspace_rename | admin-only | changing files is the owner's call |
+
+Scopes are the first gate. The second is in every handler: private files (MEMORY.md, USER.md, STRATEGY.md,
+memory/*) are refused unless the chat's ``Access`` allows memory files, so an admin in a group, or a scope
+widened by an admin override, still cannot pull them into a group. SOUL.md, STRATEGY.md and SECURITY.md
+are read-only. All file I/O runs in a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from teleton.llm.tool_loop import ToolResult
+from teleton.tools.registry import Tool, ToolContext
+from teleton.tools.workspace_paths import (
+    PathRefused,
+    WorkspacePath,
+    check_readable,
+    check_writable,
+    may_see,
+    resolve,
+)
+
+READ_CAP = 60_000  # characters returned by one read; the model pages with offset
+WRITE_CAP = 1_000_000  # characters accepted by one write
+LIST_CAP = 300  # entries shown by one listing
+
+
+@dataclass(frozen=True)
+class Limits:
+    read_cap: int = READ_CAP
+    write_cap: int = WRITE_CAP
+    list_cap: int = LIST_CAP
+
+
+async def _resolve(ctx: ToolContext, given: str) -> WorkspacePath:
+    # realpath touches the disk (symlinks); keep it off the event loop like the rest of the file I/O
+    return await asyncio.to_thread(resolve, ctx.deps.workspace, given)
+
+
+def _refusal(exc: PathRefused) -> ToolResult:
+    return ToolResult.error(str(exc))
+
+
+async def workspace_list(args: dict[str, Any], ctx: ToolContext, limits: Limits) -> str | ToolResult:
+    try:
+        target = await _resolve(ctx, args.get("path", "."))
+        check_readable(target, ctx.access)
+    except PathRefused as exc:
+        return _refusal(exc)
+    def _list() -> list[str] | None:
+        root = Path(os.path.realpath(ctx.deps.workspace))
+        if not target.real.is_dir():
+            return None
+        lines = []
+        for entry in sorted(target.real.iterdir(), key=lambda p: p.name):
+            try:
+                child = resolve(root, (target.rel / entry.name).as_posix())
+            except PathRefused:
+                continue  # a symlink out of the workspace is not shown
+            if not may_see(child, ctx.access):
+                continue
+            if entry.is_dir():
+                lines.append(f"{child.name}/")
+            else:
+                lines.append(f"{child.name}  ({entry.stat().st_size} bytes)")
+        return lines
+
+    lines = await asyncio.to_thread(_list)
+    if lines is None:
+        return ToolResult.error(f"{target.name} is not a directory")
+    if not lines:
+        return f"{target.name}/ is empty"
+    shown = lines[: limits.list_cap]
+    more = f"\n… and {len(lines) - len(shown)} more" if len(lines) > len(shown) else ""
+    return "\n".join(shown) + more
+
+
+async def workspace_read(args: dict[str, Any], ctx: ToolContext, limits: Limits) -> str | ToolResult:
+    try:
+        target = await _resolve(ctx, args["path"])
+        check_readable(target, ctx.access)
+    except PathRefused as exc:
+        return _refusal(exc)
+    offset = int(args.get("offset", 0))
+
+    def _read() -> str | None:
+        if not target.real.is_file():
+            return None
+        with target.real.open("r", encoding="utf-8", errors="replace") as fh:
+            text = fh.read(offset + limits.read_cap + 1)
+        return text[offset:]
+
+    text = await asyncio.to_thread(_read)
+    if text is None:
+        return ToolResult.error(f"{target.name} is not a file")
+    if len(text) > limits.read_cap:
+        end = offset + limits.read_cap
+        return text[: limits.read_cap] + f"\n[truncated: read again with offset={end} for more]"
+    return text or f"({target.name} is empty)"
+
+
+async def workspace_write(args: dict[str, Any], ctx: ToolContext, limits: Limits) -> str | ToolResult:
+    content: str = args["content"]
+    if len(content) > limits.write_cap:
+        return ToolResult.error(f"content is {len(content)} characters; the limit is {limits.write_cap}")
+    try:
+        target = await _resolve(ctx, args["path"])
+        check_writable(target, ctx.access)
+    except PathRefused as exc:
+        return _refusal(exc)
+    append = bool(args.get("append", False))
+
+    def _write() -> str | None:
+        if target.real.is_dir():
+            return f"{target.name} is a directory"
+        target.real.parent.mkdir(parents=True, exist_ok=True)
+        with target.real.open("a" if append else "w", encoding="utf-8") as fh:
+            fh.write(content)
+        return None
+
+    problem = await asyncio.to_thread(_write)
+    if problem:
+        return ToolResult.error(problem)
+    await _reindex_if_memory(target.rel.parts, ctx)
+    return f"{'Appended' if append else 'Wrote'} {len(content)} characters to {target.name}."
+
+
+async def workspace_delete(args: dict[str, Any], ctx: ToolContext, limits: Limits) -> str | ToolResult:
+    try:
+        target = await _resolve(ctx, args["path"])
+        check_writable(target, ctx.access)
+    except PathRefused as exc:
+        return _refusal(exc)
+
+    def _delete() -> str | None:
+        if target.real.is_dir():
+            if any(target.real.iterdir()) and not args.get("recursive"):
+                return f"{target.name} is a non-empty directory; pass recursive=true to delete it"
+            shutil.rmtree(target.real)
+            return None
+        if not target.real.exists():
+            return f"{target.name} does not exist"
+        target.real.unlink()
+        return None
+
+    problem = await asyncio.to_thread(_delete)
+    if problem:
+        return ToolResult.error(problem)
+    await _reindex_if_memory(target.rel.parts, ctx)
+    return f"Deleted {target.name}."
+
+
+async def workspace_rename(args: dict[str, Any], ctx: ToolContext, limits: Limits) -> str | ToolResult:
+    try:
+        source = await _resolve(ctx, args["path"])
+        dest = await _resolve(ctx, args["new_path"])
+        check_writable(source, ctx.access)
+        check_writable(dest, ctx.access)
+    except PathRefused as exc:
+        return _refusal(exc)
+
+    def _rename() -> str | None:
+        if not source.real.exists():
+            return f"{source.name} does not exist"
+        if dest.real.exists():
+            return f"{dest.name} already exists; delete it first or pick another name"
+        dest.real.parent.mkdir(parents=True, exist_ok=True)
+        source.real.rename(dest.real)
+        return None
+
+    problem = await asyncio.to_thread(_rename)
+    if problem:
+        return ToolResult.error(problem)
+    await _reindex_if_memory(source.rel.parts + dest.rel.parts, ctx)
+    return f"Renamed {source.name} to {dest.name}."
+
+
+async def _reindex_if_memory(parts: tuple[str, ...], ctx: ToolContext) -> None:
+    # DESIGN §4: a write through a tool is searchable at once; the knowledge index follows MEMORY.md, memory/.
+    index = ctx.deps.knowledge
+    if index is None or not hasattr(index, "reindex") or not ({"MEMORY.md", "memory"} & set(parts)):
+        return
+    try:
+        await index.reindex()
+    except Exception:  # the file is written; the watcher catches up
+        return
+
+
+def _path_prop(what: str) -> dict[str, Any]:
+    return {"type": "string", "minLength": 1, "maxLength": 1024, "description": what}
+
+
+def workspace_tools(limits: Limits = Limits()) -> list[Tool]:
+    def bind(fn: Any) -> Any:
+        async def handler(args: dict[str, Any], ctx: ToolContext) -> str | ToolResult:
+            return await fn(args, ctx, limits)
+
+        return handler
+
+    return [
+        Tool(
+            name="workspace_list",
+            description=(
+                "List the files and folders in your workspace directory (your notes, documents, downloads). "
+                "Shows names and sizes; give a folder path to look inside it."
+            ),
+            input_schema={
+                "type": "object",
+                "properties": {"path": {"type": "string", "maxLength": 1024,
+                                        "description": "folder relative to the workspace (default: root)"}},
+                "additionalProperties": False,
+            },
+            handler=bind(workspace_list),
+            scope="dm-only",
+            category="workspace",
+        ),
+        Tool(
+            name="workspace_read",
+            description=(
+                "Read a text file from your workspace: notes, documents, saved files, downloaded text. "
+                "Open and show the contents of a file by its path."
+            ),
+            input_schema={
+                "type": "object",
+                "properties": {
+                    "path": _path_prop("file path relative to the workspace, e.g. notes/todo.md"),
+                    "offset": {"type": "integer", "minimum": 0, "description": "character offset to start at"},
+                },
+                "required": ["path"],
+                "additionalProperties": False,
+            },
+            handler=bind(workspace_read),
+            scope="dm-only",
+            category="workspace",
+        ),
+        Tool(
+            name="workspace_write",
+            description=(
+                "Create or overwrite a file in your workspace, or append to it: write notes, drafts, lists, "
+                "documents to disk. Folders are created as needed."
+            ),
+            input_schema={
+                "type": "object",
+                "properties": {
+                    "path": _path_prop("file path relative to the workspace"),
+                    "content": {"type": "string", "description": "the text to write"},
+                    "append": {"type": "boolean", "description": "append instead of overwriting"},
+                },
+                "required": ["path", "content"],
+                "additionalProperties": False,
+            },
+            handler=bind(workspace_write),
+            scope="admin-only",
+            category="workspace",
+        ),
+        Tool(
+            name="workspace_delete",
+            description="Delete a file (or a folder, with recursive=true) from your workspace. Remove files.",
+            input_schema={
+                "type": "object",
+                "properties": {
+                    "path": _path_prop("file or folder relative to the workspace"),
+                    "recursive": {"type": "boolean"},
+                },
+                "required": ["path"],
+                "additionalProperties": False,
+            },
+            handler=bind(workspace_delete),
+            scope="admin-only",
+            category="workspace",
+        ),
+        Tool(
+            name="workspace_rename",
+            description="Rename or move a file or folder inside your workspace.",
+            input_schema={
+                "type": "object",
+                "properties": {
+                    "path": _path_prop("current path relative to the workspace"),
+                    "new_path": _path_prop("new path relative to the workspace"),
+                },
+                "required": ["path", "new_path"],
+                "additionalProperties": False,
+            },
+            handler=bind(workspace_rename),
+            scope="admin-only",
+            category="workspace",
+        ),
+    ]

@@ -1,0 +1,100 @@
+"""Fixtures of the tool tests: a workspace, tool contexts as the agent builds them, and a real Telethon gateway
+whose client records the TL requests instead of sending them (TESTING.md)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from telethon import TelegramClient, functions, types
+from telethon.sessions import MemorySession
+
+from teleton.agent.privacy import access_for
+from teleton.gateway.contract import ChatInfo, UserInfo
+from teleton.llm.tool_loop import ToolCall, ToolResult
+from teleton.storage import Database
+from teleton.tools.registry import ToolContext, ToolDeps, ToolRegistry
+from teleton.workspace.template import create_workspace
+
+OWNER = UserInfo(id=1000, first_name="Owner")
+STRANGER = UserInfo(id=2000, first_name="Stranger")
+DM = ChatInfo(id=1000, type="dm", title="Owner")
+GROUP = ChatInfo(id=-777, type="group", title="Hikers")
+OTHER_GROUP = ChatInfo(id=-888, type="group", title="Other")
+BOB = types.User(id=42, access_hash=4242, first_name="Bob", username="bob")
+
+
+def make_ctx(deps: ToolDeps, chat: ChatInfo, *, admin: bool, message_id: int | None = 10) -> ToolContext:
+    return ToolContext(
+        chat=chat,
+        sender=OWNER if admin else STRANGER,
+        is_admin=admin,
+        access=access_for(chat, is_admin=admin),
+        deps=deps,
+        message_id=message_id,
+    )
+
+
+async def call(registry: ToolRegistry, ctx: ToolContext, name: str, **args: Any) -> ToolResult:
+    """Through the registry's one door, as the tool loop does."""
+    return await registry.execute(ToolCall(id="t1", name=name, input=args), ctx)
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "workspace"
+    create_workspace(ws)
+    return ws
+
+
+@pytest.fixture
+def deps(db: Database, workspace: Path) -> ToolDeps:
+    return ToolDeps(db=db, workspace=workspace)
+
+
+class RecordingClient(TelegramClient):
+    """A real, unconnected TelegramClient: Telethon builds every request; ``_call`` records it and answers."""
+
+    def __init__(self) -> None:
+        super().__init__(MemorySession(), 1, "0" * 32)
+        self.requests: list[Any] = []
+        self.next_id = 500
+
+    async def _call(self, sender: Any, request: Any, ordered: bool = False, flood_sleep_threshold: Any = None) -> Any:
+        self.requests.append(request)
+        now = dt.datetime.now(dt.UTC)
+        if isinstance(request, functions.messages.SendMessageRequest):
+            self.next_id += 1
+            return types.UpdateShortSentMessage(id=self.next_id, pts=1, pts_count=1, date=now)
+        if isinstance(request, functions.users.GetUsersRequest):
+            return [BOB]
+        return types.Updates(updates=[], users=[], chats=[], date=now, seq=0)
+
+    def sent(self, kind: type) -> list[Any]:
+        return [r for r in self.requests if isinstance(r, kind)]
+
+
+@pytest.fixture
+async def telegram(db: Database) -> AsyncIterator[tuple[Any, RecordingClient]]:
+    """(TelegramGateway, its recording client) with Bob and the two groups in the entity cache."""
+    from teleton.telegram.gateway import TelegramGateway
+
+    client = RecordingClient()
+    groups = [
+        types.Chat(id=-chat.id, title=chat.title, photo=types.ChatPhotoEmpty(), participants_count=3,
+                   date=dt.datetime.now(), version=1)
+        for chat in (GROUP, OTHER_GROUP)
+    ]
+    owner = types.User(id=OWNER.id, access_hash=1, first_name="Owner")
+    client.session.process_entities(
+        types.contacts.ResolvedPeer(peer=types.PeerUser(BOB.id), chats=groups, users=[BOB, owner])
+    )
+    gateway = TelegramGateway(client, db)
+    me = types.User(id=1, access_hash=1, first_name="Teleton")
+    me.is_self = True
+    gateway.set_me(me)
+    yield gateway, client
+    await gateway.batcher.close()

@@ -1,0 +1,92 @@
+"""exec: off by default, admin-only, timeout kills the whole process group, every run audited."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+from teleton.config.schema import Config
+from teleton.storage import Database
+from teleton.tools.exec_tool import ExecSettings, exec_tools, run_command
+from teleton.tools.registry import ToolDeps, ToolRegistry
+from teleton.tools.suite import build_registry
+from tests.tools.conftest import DM, GROUP, call, make_ctx
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes whose process group is ``pgid``, from /proc."""
+    alive = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        state, group = fields[0], int(fields[2])
+        if group == pgid and state != "Z":
+            alive.append(int(entry))
+    return alive
+
+
+def test_exec_is_not_registered_unless_enabled() -> None:
+    config = Config()
+    assert "exec" not in build_registry(config).names
+    config.capabilities.exec.enabled = True
+    registry = build_registry(config)
+    assert registry.scope_of("exec") == "admin-only"
+
+
+async def test_timeout_kills_children_and_is_audited(db: Database, workspace: Path) -> None:
+    registry = ToolRegistry(exec_tools(ExecSettings(timeout_s=1.0)))
+    deps = ToolDeps(db=db, workspace=workspace)
+    ctx = make_ctx(deps, DM, admin=True)
+    result = await call(registry, ctx, "exec", command="sh -c 'sleep 60 & sleep 60'")
+    assert result.is_error and "timeout" in result.content
+    row = await db.fetchone("select tool, command, exit_code, duration_ms, chat_id from exec_audit")
+    assert row["tool"] == "exec" and row["command"] == "sh -c 'sleep 60 & sleep 60'"
+    assert row["exit_code"] is None and 900 <= row["duration_ms"] < 10_000 and row["chat_id"] == DM.id
+
+
+async def test_timeout_leaves_no_process_of_the_group(workspace: Path) -> None:
+    pids: list[int] = []
+    running = asyncio.create_task(
+        run_command("sh -c 'sleep 60 & sleep 60'", workspace, ExecSettings(timeout_s=1.0), on_start=pids.append)
+    )
+    for _ in range(50):  # wait until the shell and both sleeps exist
+        await asyncio.sleep(0.02)
+        if pids and len(group_members(pids[0])) >= 3:
+            break
+    assert len(group_members(pids[0])) >= 3, "the shells and both sleeps should be running"
+    outcome = await running
+    assert outcome.timed_out and outcome.exit_code is None
+    assert group_members(pids[0]) == []
+
+
+async def test_output_cap_exit_code_and_cwd(db: Database, workspace: Path) -> None:
+    registry = ToolRegistry(exec_tools(ExecSettings(timeout_s=5, output_cap=100)))
+    ctx = make_ctx(ToolDeps(db=db, workspace=workspace), DM, admin=True)
+    result = await call(registry, ctx, "exec", command="pwd; head -c 100000 /dev/zero | tr '\\0' x; exit 3")
+    assert result.is_error and "exit code 3" in result.content
+    assert os.path.realpath(workspace) in result.content  # noqa: ASYNC240 and "[output truncated]" in result.content
+    assert len(result.content) < 400
+    ok = await call(registry, ctx, "exec", command="echo hello >&2")
+    assert not ok.is_error and "stderr:\nhello" in ok.content
+    rows = await db.fetchall("select exit_code, stderr from exec_audit order by id")
+    assert [r["exit_code"] for r in rows] == [3, 0] and rows[1]["stderr"] == "hello\n"
+
+
+async def test_exec_is_admin_only_even_when_called_by_name(db: Database, workspace: Path) -> None:
+    registry = ToolRegistry(exec_tools())
+    deps = ToolDeps(db=db, workspace=workspace)
+    for ctx in (make_ctx(deps, DM, admin=False), make_ctx(deps, GROUP, admin=False)):
+        assert "exec" not in [t.name for t in registry.available(ctx.chat, ctx.is_admin)]
+        result = await call(registry, ctx, "exec", command="touch pwned")
+        assert result.is_error
+    registry.set_override("exec", scope="always")  # a careless override still does not open a shell
+    result = await call(registry, make_ctx(deps, GROUP, admin=False), "exec", command="touch pwned")
+    assert result.is_error and "admin" in result.content
+    assert not (workspace / "pwned").exists()
+    assert (await db.fetchone("select count(*) from exec_audit"))[0] == 0  # refused calls never ran

@@ -1,0 +1,133 @@
+"""Workspace tools: confinement (traversal, absolute paths, symlinks out), read-only and private files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from teleton.tools.registry import ToolDeps, ToolRegistry
+from teleton.tools.workspace_paths import PathRefused, resolve
+from teleton.tools.workspace_tools import Limits, workspace_tools
+from tests.tools.conftest import DM, GROUP, call, make_ctx
+
+
+@pytest.fixture
+def registry() -> ToolRegistry:
+    return ToolRegistry(workspace_tools(Limits(read_cap=50, write_cap=1000)))
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["../outside.txt", "notes/../../outside.txt", "/etc/passwd", "~/x", "..", "a/./../../b", "..\\win.txt"],
+)
+async def test_traversal_and_absolute_paths_are_refused(registry, deps: ToolDeps, path: str) -> None:
+    ctx = make_ctx(deps, DM, admin=True)
+    for name, args in [("workspace_read", {"path": path}), ("workspace_write", {"path": path, "content": "x"}),
+                       ("workspace_delete", {"path": path}), ("workspace_list", {"path": path})]:
+        result = await call(registry, ctx, name, **args)
+        assert result.is_error, (name, path, result)
+    assert not (deps.workspace.parent / "outside.txt").exists()
+
+
+async def test_symlink_out_of_the_workspace_is_refused(registry, deps: ToolDeps, tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("top secret")
+    (deps.workspace / "link.txt").symlink_to(secret)
+    (deps.workspace / "linkdir").symlink_to(tmp_path, target_is_directory=True)
+    ctx = make_ctx(deps, DM, admin=True)
+    for args in [{"path": "link.txt"}, {"path": "linkdir/secret.txt"}]:
+        result = await call(registry, ctx, "workspace_read", **args)
+        assert result.is_error and "outside" in result.content
+    result = await call(registry, ctx, "workspace_write", path="linkdir/new.txt", content="x")
+    assert result.is_error
+    assert not (tmp_path / "new.txt").exists()
+    listing = await call(registry, ctx, "workspace_list")
+    assert "link.txt" not in listing.content and "linkdir" not in listing.content
+
+
+def test_resolve_keeps_inner_symlinks_and_normalises(workspace: Path) -> None:
+    (workspace / "notes").mkdir()
+    (workspace / "notes" / "a.md").write_text("a")
+    (workspace / "alias.md").symlink_to(workspace / "notes" / "a.md")
+    assert resolve(workspace, "alias.md").name == "notes/a.md"
+    assert resolve(workspace, "./notes//a.md").name == "notes/a.md"
+    with pytest.raises(PathRefused):
+        resolve(workspace, "notes/\x00")
+
+
+async def test_write_read_list_rename_delete_roundtrip(registry, deps: ToolDeps) -> None:
+    ctx = make_ctx(deps, DM, admin=True)
+    assert not (await call(registry, ctx, "workspace_write", path="notes/todo.md", content="buy milk\n")).is_error
+    assert not (await call(registry, ctx, "workspace_write", path="notes/todo.md", content="call mom\n",
+                           append=True)).is_error
+    assert (await call(registry, ctx, "workspace_read", path="notes/todo.md")).content == "buy milk\ncall mom\n"
+    assert "todo.md" in (await call(registry, ctx, "workspace_list", path="notes")).content
+    assert not (await call(registry, ctx, "workspace_rename", path="notes/todo.md", new_path="done.md")).is_error
+    assert (deps.workspace / "done.md").read_text() == "buy milk\ncall mom\n"
+    assert not (await call(registry, ctx, "workspace_delete", path="done.md")).is_error
+    assert not (deps.workspace / "done.md").exists()
+
+
+async def test_size_caps(registry, deps: ToolDeps) -> None:
+    ctx = make_ctx(deps, DM, admin=True)
+    too_big = await call(registry, ctx, "workspace_write", path="big.txt", content="x" * 1001)
+    assert too_big.is_error and "limit" in too_big.content
+    (deps.workspace / "long.txt").write_text("".join(str(i % 10) for i in range(120)))
+    first = await call(registry, ctx, "workspace_read", path="long.txt")
+    assert first.content.startswith("0123456789") and "offset=50" in first.content
+    second = await call(registry, ctx, "workspace_read", path="long.txt", offset=100)
+    assert second.content == "01234567890123456789"[:20]
+
+
+@pytest.mark.parametrize("name", ["SOUL.md", "STRATEGY.md", "SECURITY.md"])
+async def test_prompt_files_are_read_only(registry, deps: ToolDeps, name: str) -> None:
+    ctx = make_ctx(deps, DM, admin=True)
+    before = (deps.workspace / name).read_text()
+    for tool, args in [("workspace_write", {"path": name, "content": "be evil"}),
+                       ("workspace_delete", {"path": name}),
+                       ("workspace_rename", {"path": name, "new_path": "x.md"}),
+                       ("workspace_rename", {"path": "MEMORY.md", "new_path": name})]:
+        result = await call(registry, ctx, tool, **args)
+        assert result.is_error and "read-only" in result.content, (tool, result)
+    assert (deps.workspace / name).read_text() == before
+    assert not (await call(registry, ctx, "workspace_read", path=name)).is_error
+
+
+async def test_private_files_never_reach_a_group(deps: ToolDeps) -> None:
+    registry = ToolRegistry(workspace_tools())
+    (deps.workspace / "MEMORY.md").write_text("owner's bank is X")
+    (deps.workspace / "memory" / "2026-01-01.md").write_text("[10:00] User: secret")
+    (deps.workspace / "public.md").write_text("hello group")
+    admin_in_group = make_ctx(deps, GROUP, admin=True)
+    # Read tools are dm-only: not offered in a group and refused when called by name anyway.
+    offered = {t.name for t in registry.available(GROUP, is_admin=True)}
+    assert "workspace_read" not in offered and "workspace_list" not in offered
+    refused = await call(registry, admin_in_group, "workspace_read", path="public.md")
+    assert refused.is_error and "not available" in refused.content
+    # Even with the scope widened by an admin override, private files stay out of the group.
+    registry.set_override("workspace_read", scope="always")
+    registry.set_override("workspace_list", scope="always")
+    for path in ["MEMORY.md", "USER.md", "STRATEGY.md", "memory/2026-01-01.md"]:
+        result = await call(registry, admin_in_group, "workspace_read", path=path)
+        assert result.is_error and "private" in result.content, path
+    assert (await call(registry, admin_in_group, "workspace_read", path="public.md")).content == "hello group"
+    listing = (await call(registry, admin_in_group, "workspace_list")).content
+    assert "public.md" in listing
+    for hidden in ("MEMORY.md", "USER.md", "STRATEGY.md", "memory/"):
+        assert hidden not in listing
+    # Writing is refused in a group as well (admin-only scope does not open private files).
+    result = await call(registry, admin_in_group, "workspace_write", path="MEMORY.md", content="x")
+    assert result.is_error and "private" in result.content
+    # In the owner's DM everything is readable.
+    dm = make_ctx(deps, DM, admin=True)
+    assert (await call(registry, dm, "workspace_read", path="MEMORY.md")).content == "owner's bank is X"
+
+
+async def test_write_tools_are_admin_only(deps: ToolDeps) -> None:
+    registry = ToolRegistry(workspace_tools())
+    stranger_dm = make_ctx(deps, DM, admin=False)
+    assert "workspace_write" not in {t.name for t in registry.available(DM, is_admin=False)}
+    result = await call(registry, stranger_dm, "workspace_write", path="x.md", content="x")
+    assert result.is_error
+    assert not (deps.workspace / "x.md").exists()
