@@ -10,7 +10,7 @@ itself. The query is embedded once and the vector is handed on (tool RAG reuses 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -100,27 +100,37 @@ class ContextBuilder:
             if skip:
                 return rag
             if access.knowledge and s.knowledge:
-                params = SearchParams(**{**s.params.__dict__, "limit": s.knowledge})
+                params = replace(s.params, limit=s.knowledge)
                 rag.knowledge = hybrid_search(conn, KNOWLEDGE, msg.text, vector, params=params)
             if s.feed:
-                params = SearchParams(**{**s.params.__dict__, "limit": s.feed + s.recent + 1})
-                scope = None if access.feed_chats is None else list(access.feed_chats)
-                hits = hybrid_search(conn, FEED, msg.text, vector, params=params, scope=scope)
-                seen = {(line.chat_id, line.message_id) for line in rag.recent}
-                seen.add((msg.chat.id, msg.message_id))
-                for hit in hits:
-                    line = _feed_line(hit.meta, hit.text)
-                    if (line.chat_id, line.message_id) in seen or not line.text.strip():
-                        continue
-                    if not access.may_read_chat(line.chat_id):  # belt and braces: scope is also in the SQL
-                        continue
-                    seen.add((line.chat_id, line.message_id))
-                    rag.feed.append(line)
-                    if len(rag.feed) >= s.feed:
-                        break
+                rag.feed = self._feed_hits(conn, msg, vector, access, rag.recent)
             return rag
 
         return await self.db.read(_gather)
+
+    def _feed_hits(self, conn: Connection, msg: IncomingMessage, vector: np.ndarray | None, access: Access,
+                   recent: list[FeedLine]) -> list[FeedLine]:
+        """Feed top N, without the message being answered and without lines already shown as recent.
+
+        The message being answered is archived before the agent sees it and matches itself best; left in,
+        it would set the scale of the normalised scores and push real hits under the minimum. So the search
+        runs without a minimum, those rows are dropped, and the minimum is applied relative to the best
+        remaining hit.
+        """
+        s = self.settings
+        params = replace(s.params, limit=s.feed + s.recent + 1, min_score=0.0)
+        scope = None if access.feed_chats is None else list(access.feed_chats)
+        hits = hybrid_search(conn, FEED, msg.text, vector, params=params, scope=scope)
+        seen = {(line.chat_id, line.message_id) for line in recent}
+        seen.add((msg.chat.id, msg.message_id))
+        kept = [h for h in hits if (int(h.meta["chat_id"]), int(h.meta["message_id"])) not in seen
+                and access.may_read_chat(int(h.meta["chat_id"]))  # belt and braces: scope is also in the SQL
+                and h.text.strip()]
+        if not kept:
+            return []
+        best = max(h.score for h in kept)
+        kept = [h for h in kept if best > 0 and h.score / best >= s.params.min_score]
+        return [_feed_line(h.meta, h.text) for h in kept[: s.feed]]
 
     async def _embed(self, text: str) -> np.ndarray | None:
         if self.embedder is None or not self.db.vectors:

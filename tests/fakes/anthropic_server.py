@@ -103,6 +103,19 @@ def last_user_text(body: Body) -> str:
     return ""
 
 
+def user_said(body: Body) -> str:
+    """The last text block of the last user message: what the user typed, without context blocks before it."""
+    for message in reversed(body.get("messages", [])):
+        if message["role"] != "user":
+            continue
+        content = message["content"]
+        if isinstance(content, str):
+            return content
+        texts = [b.get("text", "") for b in content if b.get("type") == "text"]
+        return texts[-1] if texts else ""
+    return ""
+
+
 def tool_results(body: Body) -> list[Body]:
     """tool_result blocks of the last user message (what the model gets back after a tool_use)."""
     messages = body.get("messages", [])
