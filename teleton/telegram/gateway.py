@@ -128,6 +128,7 @@ class TelegramGateway:
         self._installed = False
         self._stop = asyncio.Event()
         self._runner: asyncio.Task[None] | None = None
+        self._catchup: asyncio.Task[int] | None = None
         self._sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
         # Telethon would otherwise sleep through FloodWaits silently and without a bound.
         client.flood_sleep_threshold = 0
@@ -205,8 +206,22 @@ class TelegramGateway:
         if not isinstance(me, types.User):
             raise GatewayError("could not read our own Telegram account")
         self.set_me(me)
-        with contextlib.suppress(Exception):  # catch-up is best effort; the update loop retries gaps
+        with contextlib.suppress(Exception):  # Telethon's own catch-up: missed updates via getDifference
             await self.client.catch_up()
+        if self._catchup is None or self._catchup.done():
+            self._catchup = asyncio.get_running_loop().create_task(self.catch_up_archive(), name="catch-up")
+
+    async def catch_up_archive(self) -> int:
+        """Fill archive gaps left by downtime (best effort: a failure is logged, never raised)."""
+        from teleton.telegram.history import catch_up_archive
+
+        try:
+            return await catch_up_archive(
+                self.client, self.db, self.handlers, flood_wait_max_s=self.settings.flood_wait_max_s
+            )
+        except Exception as exc:
+            log.warning("catch_up_failed", error=str(exc))
+            return 0
 
     async def _disconnected(self) -> None:
         await self.client.disconnected
@@ -214,6 +229,8 @@ class TelegramGateway:
     async def stop(self, grace_s: float = 5.0) -> None:
         """Finish or cancel running turns, commit what was received, disconnect."""
         self._stop.set()
+        if self._catchup is not None:
+            self._catchup.cancel()
         if self.dispatcher is not None:
             await self.dispatcher.close(grace_s)
         await self.batcher.close()

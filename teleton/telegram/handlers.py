@@ -38,7 +38,13 @@ class FeedHandlers:
         )
 
     async def on_new_message(self, event: events.NewMessage.Event) -> None:
-        msg = event.message
+        await self.ingest(event.message)
+
+    async def ingest(self, msg: Any) -> None:
+        """Archive one message (live, or fetched by catch-up) and offer it to the agent if it is new."""
+        if isinstance(msg, types.MessageService):
+            await self.ingest_service(msg, _entities_of(msg))
+            return
         chat, users, sender, record = self._records(msg)
         me = self.me()
         me_id, me_username = (me.id, me.username) if me else (None, None)
@@ -63,9 +69,10 @@ class FeedHandlers:
 
     async def on_service(self, update: Any) -> None:
         msg = update.message
-        if not isinstance(msg, types.MessageService):
-            return
-        entities: dict[int, Any] = getattr(update, "_entities", None) or {}
+        if isinstance(msg, types.MessageService):
+            await self.ingest_service(msg, getattr(update, "_entities", None) or {})
+
+    async def ingest_service(self, msg: types.MessageService, entities: dict[int, Any]) -> None:
         chat_id = convert.peer_id(msg.peer_id)
         entity = entities.get(chat_id)
         chat = convert.chat_record(chat_id, convert.chat_type(msg.peer_id, entity, msg), entity)
@@ -104,3 +111,12 @@ class FeedHandlers:
             sender.display_name if sender else ""
         )
         return chat, users, sender, convert.message_record(msg, chat_id, sender_id, name)
+
+
+def _entities_of(msg: Any) -> dict[int, Any]:
+    """The entities a custom Message fetched by history carries (sender and chat), keyed by marked id."""
+    found: dict[int, Any] = {}
+    for entity in (getattr(msg, "_sender", None), getattr(msg, "_chat", None)):
+        if entity is not None:
+            found[convert.peer_id(entity)] = entity
+    return found
