@@ -96,8 +96,8 @@ async def test_feed_block_has_recent_messages_of_this_chat(harness: Harness) -> 
         msg = h.message(GROUP, ALICE, f"group chatter number {i} about mushrooms")
         await h.archive(msg)
     await h.group("what were we saying about mushrooms?")
-    user = last_user_text(h.fake.requests[-1])
-    feed = user.split(FEED_HEADER)[1]
+    context_block = h.fake.requests[-1]["messages"][-1]["content"][0]["text"]
+    feed = context_block.split(FEED_HEADER)[1]
     recent, found = feed.split("number 11 about mushrooms")
     assert all(f"number {i} " in recent for i in range(2, 11)) and "number 1 " not in recent
     # Older matches come from the search, once each: the recent ones are not repeated.
