@@ -1,0 +1,173 @@
+"""`teleton feed …`: import a chat's history, search the archive, show what it holds."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+from datetime import datetime
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from teleton.cli.context import cli_config
+from teleton.storage import Database
+
+app = typer.Typer(help="The Telegram feed archive.", no_args_is_help=True)
+console = Console(soft_wrap=True)
+
+
+@app.command("backfill")
+def backfill_cmd(
+    ctx: typer.Context,
+    chat: Annotated[str, typer.Argument(help="Chat id, @username or t.me link.")],
+    limit: Annotated[int | None, typer.Option("--limit", "-n", min=1, help="At most this many messages.")] = None,
+) -> None:
+    """Import a chat's history into the archive (newest first; archived messages are kept, never answered)."""
+    config = cli_config(ctx)
+    tg = config.telegram
+    from teleton.telegram.gateway import session_file
+
+    session = session_file(tg.session_path) if tg.session_path else None
+    if session is None or not session.exists() or tg.api_id is None or not tg.api_hash:
+        console.print("[red]error:[/] not logged in to Telegram yet: run `teleton setup` first")
+        raise typer.Exit(1)
+    try:
+        result = asyncio.run(_backfill(config, chat, limit))
+    except Exception as exc:  # GatewayError, LoginError, network: one line, not a traceback
+        console.print(f"[red]backfill failed:[/] {exc}")
+        raise typer.Exit(1) from None
+    console.print(
+        f"[green]done[/] {result.title or result.chat_id}: {result.fetched} messages fetched, {result.new} new "
+        f"(chat id {result.chat_id})"
+    )
+
+
+async def _backfill(config: Any, chat: str, limit: int | None) -> Any:
+    from telethon import TelegramClient
+    from telethon.sessions import SQLiteSession, StringSession
+
+    from teleton.telegram.gateway import session_file
+    from teleton.telegram.history import backfill
+
+    tg = config.telegram
+    # A copy of the login in memory: the daemon may be using the session file right now.
+    disk = SQLiteSession(str(session_file(tg.session_path)))
+    try:
+        copy = StringSession.save(disk)  # type: ignore[arg-type]
+    finally:
+        disk.close()
+    client = TelegramClient(StringSession(copy), int(tg.api_id), str(tg.api_hash), flood_sleep_threshold=0)
+    db = await Database.open(config.storage.database)
+    try:
+        await client.connect()
+        if not await client.is_user_authorized():
+            raise RuntimeError("the Telegram session is not logged in: run `teleton setup`")
+        with Progress(
+            SpinnerColumn(), TextColumn("[bold]backfill[/] {task.description}"), BarColumn(),
+            MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=False,
+        ) as progress:
+            task = progress.add_task(str(chat), total=limit)
+            return await backfill(
+                client, db, chat, limit=limit, flood_wait_max_s=tg.flood_wait_max_s,
+                progress=lambda n: progress.advance(task, n),
+            )
+    finally:
+        await client.disconnect()
+        await db.close()
+
+
+@app.command("search")
+def search_cmd(
+    ctx: typer.Context,
+    query: Annotated[str, typer.Argument(help="Words to look for (any text is fine).")],
+    chat: Annotated[int | None, typer.Option("--chat", help="Only this chat id.")] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, max=100)] = 10,
+) -> None:
+    """Search the archive (hybrid keyword + vector when embeddings are on)."""
+    try:
+        feed_search = importlib.import_module("teleton.memory.feed_search")
+    except ImportError:
+        console.print("[red]error:[/] feed search is not available in this build (teleton.memory.feed_search)")
+        raise typer.Exit(1) from None
+    config = cli_config(ctx)
+    hits = asyncio.run(_search(config, feed_search, query, chat, limit))
+    if not hits:
+        console.print("no matches")
+        raise typer.Exit(0)
+    table = Table("score", "when", "chat", "from", "text", show_lines=False)
+    for hit in hits:
+        table.add_row(*_hit_row(hit))
+    console.print(table)
+
+
+async def _search(config: Any, feed_search: Any, query: str, chat: int | None, limit: int) -> list[Any]:
+    db = await Database.open(config.storage.database)
+    provider = None
+    try:
+        provider = _provider(config)
+        result = feed_search.search_feed(db, query, chat_id=chat, limit=limit, provider=provider)
+        return list(await result) if asyncio.iscoroutine(result) else list(result)
+    finally:
+        await db.close()
+
+
+def _provider(config: Any) -> Any:
+    """The configured embedding provider, or None (keyword-only) when it cannot be built here."""
+    if config.embedding.provider == "none":
+        return None
+    try:
+        from teleton.memory.embeddings import create_provider  # type: ignore[attr-defined]
+
+        return create_provider(config.embedding)
+    except Exception as exc:
+        console.print(f"[yellow]embeddings unavailable ({exc}); keyword search only[/]")
+        return None
+
+
+def _hit_row(hit: Any) -> tuple[str, str, str, str, str]:
+    def get(name: str, default: Any = "") -> Any:
+        if isinstance(hit, dict):
+            return hit.get(name, default)
+        value = getattr(hit, name, None)
+        if value is None and hasattr(hit, "row"):
+            value = (hit.row or {}).get(name)
+        return default if value is None else value
+
+    date = get("date", None)
+    when = datetime.fromtimestamp(float(date)).strftime("%Y-%m-%d %H:%M") if date else ""
+    text = str(get("text")).replace("\n", " ")
+    return f"{float(get('score', 0.0)):.2f}", when, str(get("chat_id")), str(get("sender_name")), text[:120]
+
+
+@app.command("stats")
+def stats_cmd(ctx: typer.Context) -> None:
+    """How much the archive holds: messages, chats, users, edits, deletions, embeddings, busiest chats."""
+    from teleton.memory.feed_archive import stats
+
+    config = cli_config(ctx)
+    assert config.storage.database is not None
+    if not config.storage.database.exists():
+        console.print(f"no archive yet at {config.storage.database}")
+        raise typer.Exit(0)
+
+    async def _stats() -> Any:
+        db = await Database.open(config.storage.database)
+        try:
+            return await db.read(stats)
+        finally:
+            await db.close()
+
+    s = asyncio.run(_stats())
+    pct = f"{100 * s.embedded / s.messages:.0f}%" if s.messages else "-"
+    console.print(
+        f"messages {s.messages:,}  chats {s.chats:,}  users {s.users:,}  edited {s.edited:,}  "
+        f"deleted {s.deleted:,}  embedded {s.embedded:,} ({pct})"
+    )
+    if s.per_chat:
+        table = Table("chat id", "title", "messages")
+        for chat_id, title, count in s.per_chat:
+            table.add_row(str(chat_id), title, f"{count:,}")
+        console.print(table)

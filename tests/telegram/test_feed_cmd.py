@@ -1,0 +1,49 @@
+"""`teleton feed stats|backfill` as a user runs them."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import yaml
+from typer.testing import CliRunner
+
+from teleton.cli.feed_cmd import app
+from teleton.storage import Database
+from tests.telegram.conftest import ALICE, GROUP, make_harness, new_message
+
+
+def _config(tmp_path: Path) -> Path:
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump({"storage": {"data_dir": str(tmp_path / "data")},
+                                    "telegram": {"api_id": 1, "api_hash": "0" * 32}}))
+    return path
+
+
+async def test_feed_stats_counts_what_was_archived(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.setenv("TELETON_CONFIG", str(_config(tmp_path)))
+    db = await Database.open(tmp_path / "data" / "teleton.db")
+    h = await make_harness(db)
+    await h.dispatch(new_message(ALICE, ALICE, "one"), new_message(GROUP, ALICE, "two", extra=(GROUP,)),
+                     new_message(GROUP, ALICE, "three", extra=(GROUP,)))
+    await h.gateway.stop(grace_s=1)
+    await db.close()
+
+    result = await asyncio.to_thread(CliRunner().invoke, app, ["stats"])  # the CLI runs its own loop
+    assert result.exit_code == 0, result.output
+    assert "messages 3" in result.output and "chats 2" in result.output and "users 1" in result.output
+    assert "Book club" in result.output
+
+
+def test_feed_stats_without_an_archive(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.setenv("TELETON_CONFIG", str(_config(tmp_path)))
+    result = CliRunner().invoke(app, ["stats"])
+    assert result.exit_code == 0 and "no archive yet" in result.output
+
+
+def test_backfill_before_login_says_what_to_do(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.setenv("TELETON_CONFIG", str(_config(tmp_path)))
+    result = CliRunner().invoke(app, ["backfill", "@somechat", "--limit", "10"])
+    assert result.exit_code == 1
+    assert "teleton setup" in result.output
