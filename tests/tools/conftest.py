@@ -22,9 +22,16 @@ from teleton.workspace.template import create_workspace
 OWNER = UserInfo(id=1000, first_name="Owner")
 STRANGER = UserInfo(id=2000, first_name="Stranger")
 DM = ChatInfo(id=1000, type="dm", title="Owner")
-GROUP = ChatInfo(id=-777, type="group", title="Hikers")
+GROUP = ChatInfo(id=-1001234567890, type="group", title="Hikers")  # a supergroup
 OTHER_GROUP = ChatInfo(id=-888, type="group", title="Other")
 BOB = types.User(id=42, access_hash=4242, first_name="Bob", username="bob")
+BOB_DM = ChatInfo(id=42, type="dm", title="Bob")
+
+
+SUPERGROUP = types.Channel(id=1234567890, title=GROUP.title, photo=types.ChatPhotoEmpty(), date=dt.datetime.now(),
+                           access_hash=777, megagroup=True)
+BASIC_GROUP = types.Chat(id=888, title=OTHER_GROUP.title, photo=types.ChatPhotoEmpty(), participants_count=3,
+                         date=dt.datetime.now(), version=1)
 
 
 def make_ctx(deps: ToolDeps, chat: ChatInfo, *, admin: bool, message_id: int | None = 10) -> ToolContext:
@@ -62,8 +69,26 @@ class RecordingClient(TelegramClient):
         super().__init__(MemorySession(), 1, "0" * 32)
         self.requests: list[Any] = []
         self.next_id = 500
+        self.answers: dict[type, Any] = {}  # request type -> fn(request) -> TL result, for one test
+
+    def _new_message(self, request: Any, now: dt.datetime) -> Any:
+        """What Telegram answers to a send: the new message and the random_id it was sent with."""
+        random_ids = request.random_id if isinstance(request.random_id, list) else [request.random_id]
+        updates: list[Any] = []
+        target = getattr(request, "peer", None) or request.to_peer
+        in_group = isinstance(target, types.InputPeerChannel)
+        peer = types.PeerChannel(SUPERGROUP.id) if in_group else types.PeerUser(BOB.id)
+        for random_id in random_ids:
+            self.next_id += 1
+            updates.append(types.UpdateMessageID(id=self.next_id, random_id=random_id))
+            message = types.Message(id=self.next_id, peer_id=peer, date=now, message="", out=True)
+            updates.append(types.UpdateNewChannelMessage(message, pts=1, pts_count=1)
+                           if isinstance(peer, types.PeerChannel) else types.UpdateNewMessage(message, 1, 1))
+        return types.Updates(updates=updates, users=[BOB], chats=[SUPERGROUP], date=now, seq=0)
 
     async def _call(self, sender: Any, request: Any, ordered: bool = False, flood_sleep_threshold: Any = None) -> Any:
+        if isinstance(request, list):  # Telethon sends chunked requests as one list
+            return [await self._call(sender, r, ordered, flood_sleep_threshold) for r in request]
         self.requests.append(request)
         now = dt.datetime.now(dt.UTC)
         if isinstance(request, functions.messages.SendMessageRequest):
@@ -71,6 +96,16 @@ class RecordingClient(TelegramClient):
             return types.UpdateShortSentMessage(id=self.next_id, pts=1, pts_count=1, date=now)
         if isinstance(request, functions.users.GetUsersRequest):
             return [BOB]
+        if isinstance(request, functions.messages.SendMediaRequest | functions.messages.ForwardMessagesRequest):
+            return self._new_message(request, now)
+        if isinstance(request, functions.upload.SaveFilePartRequest):
+            return True
+        if isinstance(request, functions.channels.GetChannelsRequest):
+            return types.messages.Chats(chats=[SUPERGROUP])
+        if isinstance(request, functions.contacts.ResolveUsernameRequest):
+            return types.contacts.ResolvedPeer(peer=types.PeerUser(BOB.id), chats=[], users=[BOB])
+        if self.answers.get(type(request)) is not None:
+            return self.answers[type(request)](request)
         return types.Updates(updates=[], users=[], chats=[], date=now, seq=0)
 
     def sent(self, kind: type) -> list[Any]:
@@ -83,11 +118,7 @@ async def telegram(db: Database) -> AsyncIterator[tuple[Any, RecordingClient]]:
     from teleton.telegram.gateway import TelegramGateway
 
     client = RecordingClient()
-    groups = [
-        types.Chat(id=-chat.id, title=chat.title, photo=types.ChatPhotoEmpty(), participants_count=3,
-                   date=dt.datetime.now(), version=1)
-        for chat in (GROUP, OTHER_GROUP)
-    ]
+    groups = [SUPERGROUP, BASIC_GROUP]
     owner = types.User(id=OWNER.id, access_hash=1, first_name="Owner")
     client.session.process_entities(
         types.contacts.ResolvedPeer(peer=types.PeerUser(BOB.id), chats=groups, users=[BOB, owner])

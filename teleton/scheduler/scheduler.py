@@ -1,0 +1,242 @@
+"""The scheduler: runs due tasks and internal periodic jobs inside the daemon's event loop.
+
+Tasks (``tasks`` table, see ``task_store``) are of two kinds:
+- ``agent``: an agent turn in a chat, through the injected ``run_agent_turn(chat_id, text)``;
+- ``tool``: one tool call through the registry's own door (``ToolRegistry.execute``), so scope and input
+  checks apply at run time too, with a context from the injected ``context_for(chat_id, is_admin)``.
+State lives in the database, so a restart loses nothing: tasks left running are re-queued, and a task that
+fell due while the daemon was down is simply due at start and runs once (a repeating task runs once for all
+the occurrences it missed, then resumes its rhythm from now).
+
+Periodic jobs (``add_periodic``) are for the daemon itself — consolidation, heartbeat. Each job runs in its
+own loop: the next run starts ``interval_s`` after the previous one ENDS, and ``run_now`` skips a job that
+is already running, so the same job never runs twice at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+from croniter import croniter
+
+from teleton.llm.tool_loop import ToolCall, ToolResult
+from teleton.scheduler import task_store
+from teleton.scheduler.task_store import TaskRecord, TaskStore
+
+log = structlog.get_logger(__name__)
+
+RunAgentTurn = Callable[[int, str], Awaitable[Any]]
+ContextFor = Callable[[int, bool], Awaitable[Any]]  # (chat_id, is_admin) -> ToolContext
+PeriodicJob = Callable[[], Awaitable[Any]]
+
+
+def next_cron(expression: str, after: float) -> float:
+    """The first time strictly after ``after`` (epoch seconds, local time zone) that ``expression`` names."""
+    from datetime import datetime
+
+    base = datetime.fromtimestamp(after).astimezone()
+    return float(croniter(expression, base).get_next(float))
+
+
+@dataclass
+class _Periodic:
+    name: str
+    interval_s: float
+    fn: PeriodicJob
+    run_at_start: bool
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    loop_task: asyncio.Task[None] | None = None
+    runs: int = 0
+    last_error: str | None = None
+
+
+@dataclass(frozen=True)
+class SchedulerSettings:
+    max_sleep_s: float = 30.0  # look at the table at least this often (clock jumps, missed wakes)
+    task_timeout_s: float = 600.0
+    batch: int = 20
+
+
+class Scheduler:
+    def __init__(
+        self,
+        db: Any,
+        *,
+        run_agent_turn: RunAgentTurn | None = None,
+        registry: Any = None,  # teleton.tools.registry.ToolRegistry, for tool tasks
+        context_for: ContextFor | None = None,
+        settings: SchedulerSettings = SchedulerSettings(),
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = TaskStore(db)
+        self.db = db
+        self.run_agent_turn = run_agent_turn
+        self.registry = registry
+        self.context_for = context_for
+        self.settings = settings
+        self.clock = clock
+        self._wake = asyncio.Event()
+        self._running: dict[int, asyncio.Task[None]] = {}
+        self._periodic: dict[str, _Periodic] = {}
+        self._loop_task: asyncio.Task[None] | None = None
+        self._stopping = False
+
+    # -- periodic jobs -------------------------------------------------------------------------------
+    def add_periodic(self, name: str, interval_s: float, coro_fn: PeriodicJob, *, run_at_start: bool = False) -> None:
+        """Run ``coro_fn()`` every ``interval_s`` seconds (measured from the end of the previous run)."""
+        if name in self._periodic:
+            raise ValueError(f"periodic job {name!r} added twice")
+        if interval_s <= 0:
+            raise ValueError("interval_s must be positive")
+        job = _Periodic(name, interval_s, coro_fn, run_at_start)
+        self._periodic[name] = job
+        if self._loop_task is not None:  # already started: start this job's loop too
+            job.loop_task = asyncio.get_running_loop().create_task(self._periodic_loop(job), name=f"job-{name}")
+
+    async def run_now(self, name: str) -> bool:
+        """Run a periodic job at once; False (and nothing done) if it is running already."""
+        job = self._periodic[name]
+        if job.lock.locked():
+            return False
+        await self._run_job(job)
+        return True
+
+    def job_runs(self, name: str) -> int:
+        return self._periodic[name].runs
+
+    async def _run_job(self, job: _Periodic) -> None:
+        async with job.lock:
+            try:
+                await job.fn()
+                job.last_error = None
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a failing job logs and tries again next interval
+                job.last_error = repr(exc)
+                log.warning("periodic_job_failed", job=job.name, error=repr(exc))
+            finally:
+                job.runs += 1
+
+    async def _periodic_loop(self, job: _Periodic) -> None:
+        if not job.run_at_start:
+            await asyncio.sleep(job.interval_s)
+        while True:
+            if not job.lock.locked():
+                await self._run_job(job)
+            await asyncio.sleep(job.interval_s)
+
+    # -- life cycle ----------------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Re-queue tasks a crash left running, then run the task loop and every periodic job."""
+        requeued = await self.db.write(lambda c: task_store.recover_interrupted(c, self.clock()))
+        if requeued:
+            log.warning("tasks_requeued", ids=requeued)
+        loop = asyncio.get_running_loop()
+        self._loop_task = loop.create_task(self._task_loop(), name="scheduler")
+        for job in self._periodic.values():
+            job.loop_task = loop.create_task(self._periodic_loop(job), name=f"job-{job.name}")
+
+    def wake(self) -> None:
+        """Look at the table now (a task was added, cancelled or finished)."""
+        self._wake.set()
+
+    async def stop(self, grace_s: float = 5.0) -> None:
+        """Stop taking work; give running tasks ``grace_s`` to finish, then cancel them (they re-run at start)."""
+        self._stopping = True
+        loops = [t for t in [self._loop_task, *(j.loop_task for j in self._periodic.values())] if t]
+        for task in loops:
+            task.cancel()
+        running = list(self._running.values())
+        if running:
+            _, pending = await asyncio.wait(running, timeout=grace_s)
+            for task in pending:
+                task.cancel()
+        for task in [*loops, *running]:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    # -- tasks ---------------------------------------------------------------------------------------
+    async def _task_loop(self) -> None:
+        while not self._stopping:
+            try:
+                await self.run_due()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a database hiccup must not end scheduling
+                log.error("scheduler_pass_failed", error=repr(exc))
+            await self._sleep_until_next()
+
+    async def _sleep_until_next(self) -> None:
+        nxt = await self.db.read(task_store.next_run_at)
+        delay = self.settings.max_sleep_s
+        if nxt is not None:
+            delay = max(0.0, min(nxt - self.clock(), delay))
+        self._wake.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), timeout=max(delay, 0.05))
+
+    async def run_due(self) -> list[int]:
+        """One pass: block tasks whose dependency ended badly, start every due task. Returns started ids."""
+        now = self.clock()
+        await self.db.write(lambda c: task_store.block_stuck(c, now))
+        due = await self.db.read(lambda c: task_store.due_tasks(c, now, self.settings.batch))
+        started = []
+        for task in due:
+            if task.id in self._running:
+                continue
+            claimed = await self.db.write(lambda c, i=task.id: task_store.claim(c, i, self.clock()))
+            if not claimed:
+                continue
+            runner = asyncio.get_running_loop().create_task(self._run_task(task), name=f"task-{task.id}")
+            self._running[task.id] = runner
+            runner.add_done_callback(lambda _t, i=task.id: self._running.pop(i, None))
+            started.append(task.id)
+        return started
+
+    async def wait_idle(self) -> None:
+        """Wait until no task is running (tests, shutdown)."""
+        while self._running:
+            await asyncio.gather(*self._running.values(), return_exceptions=True)
+
+    def cancel_running(self, task_id: int) -> None:
+        runner = self._running.get(task_id)
+        if runner is not None:
+            runner.cancel()
+
+    async def _run_task(self, task: TaskRecord) -> None:
+        ok, text = False, ""
+        try:
+            ok, text = await asyncio.wait_for(self._execute(task), timeout=self.settings.task_timeout_s)
+        except TimeoutError:
+            text = f"timed out after {self.settings.task_timeout_s:g} s"
+        except asyncio.CancelledError:
+            if self._stopping:  # shutdown: leave it 'running'; it is re-queued at the next start
+                raise
+            text = "cancelled while running"
+        except Exception as exc:
+            text = f"{type(exc).__name__}: {exc}"
+        next_run = next_cron(task.repeat, self.clock()) if task.repeat else None
+        now = self.clock()
+        await self.db.write(lambda c: task_store.finish(c, task.id, ok, text, now, next_run))
+        log.info("task_ran", task=task.id, kind=task.kind, ok=ok, repeat=bool(task.repeat))
+        self.wake()  # dependants may be due now
+
+    async def _execute(self, task: TaskRecord) -> tuple[bool, str]:
+        if task.kind == "agent":
+            if self.run_agent_turn is None or task.chat_id is None:
+                return False, "no agent to run this task"
+            answer = await self.run_agent_turn(task.chat_id, str(task.payload.get("prompt") or task.description))
+            return True, str(answer or "done")
+        if self.registry is None or self.context_for is None or task.chat_id is None:
+            return False, "tool tasks are not available"
+        ctx = await self.context_for(task.chat_id, bool(task.payload.get("admin", False)))
+        tool_input = dict(task.payload.get("input") or {})
+        call = ToolCall(id=f"task-{task.id}", name=str(task.payload.get("tool")), input=tool_input)
+        outcome: ToolResult = await self.registry.execute(call, ctx)
+        return not outcome.is_error, outcome.content

@@ -1,0 +1,240 @@
+"""Tasks in SQLite: the ``tasks`` and ``task_dependencies`` tables, as plain functions of a connection.
+
+States: pending -> running -> done | failed (| pending again for a repeating task); pending -> cancelled;
+pending -> blocked when a dependency failed, was cancelled or was itself blocked. Blocking spreads down the
+whole dependency chain in the same transaction that records the failure, with the reason in ``result``, so
+``list_tasks`` shows at once why C will never run when A failed.
+
+A task with dependencies runs once its ``run_at`` has come AND every dependency is done. Repeating tasks
+cannot be depended on (they are never "done"), which also keeps the graph acyclic: dependencies must exist
+before the task that names them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from teleton.storage.sqlite_driver import Connection
+
+FINAL = ("done", "failed", "blocked", "cancelled")
+BLOCKING = ("failed", "blocked", "cancelled")
+RESULT_CAP = 4000
+
+
+class TaskError(ValueError):
+    """A request about tasks that cannot be honoured; the message says why."""
+
+
+@dataclass(frozen=True)
+class NewTask:
+    description: str
+    kind: str  # 'agent' | 'tool'
+    payload: dict[str, Any]
+    run_at: float
+    chat_id: int | None = None
+    repeat: str | None = None  # a cron expression
+    depends_on: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    id: int
+    chat_id: int | None
+    description: str
+    kind: str
+    payload: dict[str, Any]
+    run_at: float | None
+    repeat: str | None
+    status: str
+    result: str | None
+    attempts: int
+    created_at: float
+    updated_at: float
+    last_run_at: float | None
+    depends_on: tuple[int, ...] = field(default=())
+
+
+_COLUMNS = ("id, chat_id, description, kind, payload, run_at, repeat, status, result, attempts, created_at, "
+            "updated_at, last_run_at")
+
+
+def _record(conn: Connection, row: Any) -> TaskRecord:
+    deps = tuple(int(r[0]) for r in conn.execute(
+        "select depends_on from task_dependencies where task_id = ? order by depends_on", (row[0],)))
+    return TaskRecord(
+        id=int(row[0]), chat_id=row[1], description=row[2], kind=row[3], payload=json.loads(row[4] or "{}"),
+        run_at=row[5], repeat=row[6], status=row[7], result=row[8], attempts=int(row[9]), created_at=row[10],
+        updated_at=row[11], last_run_at=row[12], depends_on=deps,
+    )
+
+
+def get_task(conn: Connection, task_id: int) -> TaskRecord | None:
+    row = conn.execute(f"select {_COLUMNS} from tasks where id = ?", (task_id,)).fetchone()
+    return None if row is None else _record(conn, row)
+
+
+def insert_task(conn: Connection, task: NewTask, now: float | None = None) -> TaskRecord:
+    now = time.time() if now is None else now
+    deps = list(dict.fromkeys(task.depends_on))
+    if deps and task.repeat:
+        raise TaskError("a repeating task cannot wait for other tasks")
+    blocked_by: list[str] = []
+    for dep_id in deps:
+        dep = get_task(conn, dep_id)
+        if dep is None:
+            raise TaskError(f"task #{dep_id} does not exist")
+        if dep.repeat:
+            raise TaskError(f"task #{dep_id} repeats and is never done; it cannot be waited for")
+        if dep.status in BLOCKING:
+            blocked_by.append(f"dependency #{dep_id} {dep.status}")
+    status = "blocked" if blocked_by else "pending"
+    cur = conn.execute(
+        "insert into tasks(chat_id, description, kind, payload, run_at, repeat, status, result, created_at, "
+        "updated_at) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (task.chat_id, task.description, task.kind, json.dumps(task.payload), task.run_at, task.repeat, status,
+         "; ".join(blocked_by) or None, now, now),
+    )
+    task_id = int(cur.lastrowid)
+    for dep_id in deps:
+        conn.execute("insert into task_dependencies(task_id, depends_on) values (?, ?)", (task_id, dep_id))
+    record = get_task(conn, task_id)
+    assert record is not None
+    return record
+
+
+def due_tasks(conn: Connection, now: float, limit: int = 20) -> list[TaskRecord]:
+    """Pending tasks whose time has come and whose dependencies are all done, oldest first."""
+    rows = conn.execute(
+        f"select {_COLUMNS} from tasks t where t.status = 'pending' and coalesce(t.run_at, 0) <= ? "
+        "and not exists (select 1 from task_dependencies d join tasks p on p.id = d.depends_on "
+        "                where d.task_id = t.id and p.status != 'done') "
+        "order by coalesce(t.run_at, 0), t.id limit ?",
+        (now, limit),
+    ).fetchall()
+    return [_record(conn, row) for row in rows]
+
+
+def next_run_at(conn: Connection) -> float | None:
+    """The earliest run_at of a pending task (dependencies aside): when the scheduler should look again."""
+    row = conn.execute("select min(coalesce(run_at, 0)) from tasks where status = 'pending'").fetchone()
+    return None if row is None or row[0] is None else float(row[0])
+
+
+def claim(conn: Connection, task_id: int, now: float) -> bool:
+    """pending -> running; False when someone else (a cancel) changed it first."""
+    cur = conn.execute(
+        "update tasks set status = 'running', attempts = attempts + 1, last_run_at = ?, updated_at = ? "
+        "where id = ? and status = 'pending'",
+        (now, now, task_id),
+    )
+    return cur.rowcount == 1
+
+
+def finish(conn: Connection, task_id: int, ok: bool, result: str, now: float,
+           next_run: float | None = None) -> None:
+    """Record a run. A repeating task goes back to pending at ``next_run`` whatever the outcome."""
+    result = result[:RESULT_CAP]
+    if next_run is not None:
+        status = "pending"
+        text = result if ok else f"last run failed: {result}"
+        conn.execute("update tasks set status = ?, result = ?, run_at = ?, updated_at = ? where id = ? "
+                     "and status = 'running'", (status, text, next_run, now, task_id))
+        return
+    status = "done" if ok else "failed"
+    conn.execute("update tasks set status = ?, result = ?, updated_at = ? where id = ? and status = 'running'",
+                 (status, result, now, task_id))
+    if not ok:
+        block_dependants(conn, task_id, now)
+
+
+def block_dependants(conn: Connection, task_id: int, now: float) -> list[int]:
+    """Mark every pending task that (transitively) waits for ``task_id`` as blocked, each with its reason."""
+    blocked: list[int] = []
+    frontier = [task_id]
+    while frontier:
+        parent = frontier.pop()
+        status = conn.execute("select status from tasks where id = ?", (parent,)).fetchone()
+        reason = f"dependency #{parent} {status[0] if status else 'missing'}"
+        rows = conn.execute(
+            "select t.id from task_dependencies d join tasks t on t.id = d.task_id "
+            "where d.depends_on = ? and t.status = 'pending'", (parent,)).fetchall()
+        for (child,) in rows:
+            conn.execute("update tasks set status = 'blocked', result = ?, updated_at = ? where id = ?",
+                         (reason, now, child))
+            blocked.append(int(child))
+            frontier.append(int(child))
+    return blocked
+
+
+def block_stuck(conn: Connection, now: float) -> list[int]:
+    """Block pending tasks whose dependency already ended badly (e.g. failed before a restart)."""
+    rows = conn.execute(
+        "select distinct p.id from tasks p join task_dependencies d on d.depends_on = p.id "
+        "join tasks t on t.id = d.task_id where t.status = 'pending' and p.status in ('failed','blocked','cancelled')"
+    ).fetchall()
+    blocked: list[int] = []
+    for (parent,) in rows:
+        blocked += block_dependants(conn, int(parent), now)
+    return blocked
+
+
+def cancel(conn: Connection, task_id: int, now: float) -> TaskRecord:
+    task = get_task(conn, task_id)
+    if task is None:
+        raise TaskError(f"task #{task_id} does not exist")
+    if task.status in FINAL:
+        raise TaskError(f"task #{task_id} is already {task.status}")
+    conn.execute("update tasks set status = 'cancelled', result = 'cancelled', updated_at = ? where id = ?",
+                 (now, task_id))
+    block_dependants(conn, task_id, now)
+    record = get_task(conn, task_id)
+    assert record is not None
+    return record
+
+
+def recover_interrupted(conn: Connection, now: float) -> list[int]:
+    """Tasks left 'running' by a crash or kill run again at start (at least once beats never)."""
+    ids = [int(r[0]) for r in conn.execute("select id from tasks where status = 'running'")]
+    for task_id in ids:
+        conn.execute("update tasks set status = 'pending', result = 'interrupted by a restart; will run again', "
+                     "updated_at = ? where id = ?", (now, task_id))
+    return ids
+
+
+def list_tasks(conn: Connection, chat_ids: Sequence[int] | None = None, *, include_finished: bool = True,
+               limit: int = 50) -> list[TaskRecord]:
+    sql = f"select {_COLUMNS} from tasks where 1 "
+    args: list[Any] = []
+    if chat_ids is not None:
+        sql += "and chat_id in (select value from json_each(?)) "
+        args.append(json.dumps(list(chat_ids)))
+    if not include_finished:
+        sql += "and status not in ('done', 'cancelled') "
+    sql += "order by id desc limit ?"
+    args.append(limit)
+    return [_record(conn, row) for row in reversed(conn.execute(sql, args).fetchall())]
+
+
+class TaskStore:
+    """The async face of this module over a ``Database``."""
+
+    def __init__(self, db: Any) -> None:
+        self.db = db
+
+    async def add(self, task: NewTask) -> TaskRecord:
+        return await self.db.write(lambda c: insert_task(c, task))
+
+    async def get(self, task_id: int) -> TaskRecord | None:
+        return await self.db.read(lambda c: get_task(c, task_id))
+
+    async def list(self, chat_ids: Sequence[int] | None = None, *, include_finished: bool = True,
+                   limit: int = 50) -> list[TaskRecord]:
+        return await self.db.read(lambda c: list_tasks(c, chat_ids, include_finished=include_finished,
+                                                       limit=limit))
+
+    async def cancel(self, task_id: int) -> TaskRecord:
+        return await self.db.write(lambda c: cancel(c, task_id, time.time()))

@@ -1,0 +1,203 @@
+"""Task tools: schedule_task, list_tasks, cancel_task — thin wrappers over ``teleton.scheduler``.
+
+A task belongs to the chat it was scheduled from and runs there: a reminder is an agent turn with the given
+prompt; a tool task is one registry call, checked at scheduling time AND again at run time with the
+scheduler's permissions of the person who scheduled it (an admin flag stored with the task). A chat sees
+and cancels only its own tasks; an admin in a DM may list or cancel any.
+
+The scheduler is found in ``deps.extras['scheduler']`` (the daemon puts it there); without one, tasks are
+still stored and run at the next start of a scheduler.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timedelta
+from typing import Any
+
+from croniter import croniter
+
+from teleton.llm.tool_loop import ToolResult
+from teleton.scheduler.scheduler import next_cron
+from teleton.scheduler.task_store import NewTask, TaskError, TaskRecord, TaskStore
+from teleton.tools.registry import Tool, ToolContext, validation_error
+
+SCHEDULER_KEY = "scheduler"
+
+
+def _scheduler(ctx: ToolContext) -> Any:
+    return ctx.deps.extras.get(SCHEDULER_KEY)
+
+
+def _store(ctx: ToolContext) -> TaskStore:
+    scheduler = _scheduler(ctx)
+    return scheduler.store if scheduler is not None else TaskStore(ctx.deps.db)
+
+
+def parse_when(args: dict[str, Any], now: float) -> tuple[float, str | None]:
+    """(first run time, cron expression or None) from exactly one of at / delay_minutes / cron, or now."""
+    given = [k for k in ("at", "delay_minutes", "cron") if args.get(k) is not None]
+    if len(given) > 1:
+        raise TaskError(f"give only one of at, delay_minutes, cron (got {', '.join(given)})")
+    if "at" in given:
+        try:
+            when = datetime.fromisoformat(str(args["at"]).replace("Z", "+00:00"))
+        except ValueError as exc:
+            raise TaskError("at must be an ISO date-time like 2026-05-01T09:00 (local time) or with an offset") from exc
+        if when.tzinfo is None:
+            when = when.astimezone()  # a time without offset is the owner's local time
+        return when.timestamp(), None
+    if "delay_minutes" in given:
+        return (datetime.fromtimestamp(now) + timedelta(minutes=float(args["delay_minutes"]))).timestamp(), None
+    if "cron" in given:
+        expression = str(args["cron"]).strip()
+        if not croniter.is_valid(expression):
+            raise TaskError(f"not a valid cron expression: {expression!r} (5 fields: min hour day month weekday)")
+        return next_cron(expression, now), expression
+    return now, None
+
+
+def _visible_chats(ctx: ToolContext, everything: bool) -> list[int] | None:
+    if everything and ctx.is_admin and ctx.chat.type == "dm":
+        return None
+    return [ctx.chat.id]
+
+
+def describe(task: TaskRecord) -> str:
+    when = datetime.fromtimestamp(task.run_at).astimezone().strftime("%Y-%m-%d %H:%M") if task.run_at else "-"
+    parts = [f"#{task.id} [{task.status}] {task.description}"]
+    if task.status == "pending":
+        parts.append(f"next: {when}")
+    if task.repeat:
+        parts.append(f"repeats: {task.repeat}")
+    if task.depends_on:
+        parts.append("after: " + ", ".join(f"#{d}" for d in task.depends_on))
+    if task.kind == "tool":
+        parts.append(f"tool: {task.payload.get('tool')}")
+    if task.result:
+        parts.append(f"result: {task.result[:300]}")
+    return " | ".join(parts)
+
+
+async def schedule_task(args: dict[str, Any], ctx: ToolContext) -> str | ToolResult:
+    store = _store(ctx)
+    try:
+        run_at, repeat = parse_when(args, time.time())
+        deps = tuple(int(d) for d in args.get("depends_on") or ())
+        for dep_id in deps:
+            dep = await store.get(dep_id)
+            if dep is None or (dep.chat_id != ctx.chat.id and not ctx.is_admin):
+                raise TaskError(f"task #{dep_id} does not exist in this chat")
+        kind, payload = _action(args, ctx)
+        task = await store.add(NewTask(
+            description=args["description"], kind=kind, payload=payload, run_at=run_at,
+            chat_id=ctx.chat.id, repeat=repeat, depends_on=deps,
+        ))
+    except TaskError as exc:
+        return ToolResult.error(str(exc))
+    scheduler = _scheduler(ctx)
+    if scheduler is not None:
+        scheduler.wake()
+    return "Scheduled: " + describe(task)
+
+
+def _action(args: dict[str, Any], ctx: ToolContext) -> tuple[str, dict[str, Any]]:
+    tool_name = args.get("tool")
+    if not tool_name:
+        return "agent", {"prompt": args.get("prompt") or args["description"]}
+    scheduler = _scheduler(ctx)
+    registry = getattr(scheduler, "registry", None)
+    if registry is None:
+        raise TaskError("tool tasks need the scheduler; schedule a prompt instead")
+    tool = registry.get(tool_name)
+    if tool is None or not registry.allowed(tool_name, ctx.chat, ctx.is_admin):
+        raise TaskError(f"tool {tool_name!r} is not available in this chat")
+    tool_input = args.get("tool_input") or {}
+    problem = validation_error(tool.input_schema, tool_input)
+    if problem:
+        raise TaskError(f"invalid tool_input for {tool_name}: {problem}")
+    return "tool", {"tool": tool_name, "input": tool_input, "admin": ctx.is_admin}
+
+
+async def list_tasks(args: dict[str, Any], ctx: ToolContext) -> str:
+    tasks = await _store(ctx).list(_visible_chats(ctx, bool(args.get("all_chats"))),
+                                   include_finished=bool(args.get("include_finished", True)))
+    return "\n".join(describe(t) for t in tasks) if tasks else "No tasks."
+
+
+async def cancel_task(args: dict[str, Any], ctx: ToolContext) -> str | ToolResult:
+    store = _store(ctx)
+    task_id = int(args["task_id"])
+    task = await store.get(task_id)
+    visible = _visible_chats(ctx, True)
+    if task is None or (visible is not None and task.chat_id not in visible):
+        return ToolResult.error(f"task #{task_id} does not exist in this chat")
+    try:
+        cancelled = await store.cancel(task_id)
+    except TaskError as exc:
+        return ToolResult.error(str(exc))
+    scheduler = _scheduler(ctx)
+    if scheduler is not None:
+        scheduler.cancel_running(task_id)
+        scheduler.wake()
+    return "Cancelled: " + describe(cancelled)
+
+
+def task_tools() -> list[Tool]:
+    return [
+        Tool(
+            name="schedule_task",
+            description=(
+                "Schedule a reminder or a task for later: at a date and time, after a delay (in N minutes, "
+                "tomorrow), or repeating on a cron schedule (every day at 9, every Monday). When it is due you "
+                "get the prompt as a new message in this chat and act on it. Can wait for other tasks "
+                "(depends_on) or call one tool."
+            ),
+            input_schema={
+                "type": "object",
+                "properties": {
+                    "description": {"type": "string", "minLength": 1, "maxLength": 500,
+                                    "description": "short human-readable description of the task"},
+                    "prompt": {"type": "string", "maxLength": 4000,
+                               "description": "what to tell yourself when it is due (default: description)"},
+                    "at": {"type": "string", "description": "ISO date-time, e.g. 2026-05-01T09:00 (local)"},
+                    "delay_minutes": {"type": "number", "minimum": 0, "maximum": 525600},
+                    "cron": {"type": "string", "description": "repeat: 5-field cron, e.g. '0 9 * * 1-5'"},
+                    "depends_on": {"type": "array", "items": {"type": "integer"}, "maxItems": 20,
+                                   "description": "task ids that must be done first"},
+                    "tool": {"type": "string", "description": "run this tool instead of a prompt"},
+                    "tool_input": {"type": "object"},
+                },
+                "required": ["description"],
+                "additionalProperties": False,
+            },
+            handler=schedule_task,
+            category="tasks",
+        ),
+        Tool(
+            name="list_tasks",
+            description="List scheduled tasks and reminders with their status (pending, done, failed, blocked).",
+            input_schema={
+                "type": "object",
+                "properties": {
+                    "include_finished": {"type": "boolean"},
+                    "all_chats": {"type": "boolean", "description": "admin in a private chat: every chat"},
+                },
+                "additionalProperties": False,
+            },
+            handler=list_tasks,
+            category="tasks",
+        ),
+        Tool(
+            name="cancel_task",
+            description="Cancel a scheduled task or reminder by its id; tasks waiting for it become blocked.",
+            input_schema={
+                "type": "object",
+                "properties": {"task_id": {"type": "integer"}},
+                "required": ["task_id"],
+                "additionalProperties": False,
+            },
+            handler=cancel_task,
+            category="tasks",
+        ),
+    ]

@@ -1,0 +1,225 @@
+"""Telegram tools through the real Telethon gateway: each action becomes the TL request Telegram expects,
+and the privacy and moderation rules hold whichever way the model calls."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from telethon import functions, types
+
+from teleton.memory.feed_archive import MessageRecord, insert_message
+from teleton.storage import Database
+from teleton.tools.registry import ToolDeps, ToolRegistry
+from teleton.tools.telegram_tools import TelegramToolSettings, telegram_tools
+from tests.tools.conftest import BOB, BOB_DM, DM, GROUP, OTHER_GROUP, call, make_ctx
+
+
+@pytest.fixture
+def registry() -> ToolRegistry:
+    return ToolRegistry(telegram_tools(TelegramToolSettings(download_max_bytes=1000)))
+
+
+@pytest.fixture
+def tg_deps(deps: ToolDeps, telegram: Any) -> ToolDeps:
+    deps.gateway = telegram[0]
+    return deps
+
+
+@pytest.fixture
+def client(telegram: Any) -> Any:
+    return telegram[1]
+
+
+async def test_send_and_reply_build_real_requests(registry, tg_deps, client) -> None:
+    ctx = make_ctx(tg_deps, BOB_DM, admin=True, message_id=77)
+    result = await call(registry, ctx, "send_message", text="Hello **Bob**")
+    assert not result.is_error, result
+    sent = client.sent(functions.messages.SendMessageRequest)[-1]
+    assert sent.message == "Hello Bob" and isinstance(sent.peer, types.InputPeerUser) and sent.peer.user_id == 42
+    assert [type(e) for e in sent.entities] == [types.MessageEntityBold]
+    result = await call(registry, ctx, "reply", text="yes")
+    assert not result.is_error
+    assert client.sent(functions.messages.SendMessageRequest)[-1].reply_to.reply_to_msg_id == 77
+
+
+async def test_sending_elsewhere_needs_an_admin(registry, tg_deps, client) -> None:
+    stranger = make_ctx(tg_deps, GROUP, admin=False)
+    result = await call(registry, stranger, "send_message", text="spam", chat_id=BOB.id)
+    assert result.is_error and "admin" in result.content
+    assert not client.requests
+    owner = make_ctx(tg_deps, DM, admin=True)
+    assert not (await call(registry, owner, "send_message", text="hi", chat_id=BOB.id)).is_error
+
+
+async def test_edit_pin_unpin_react(registry, tg_deps, client) -> None:
+    ctx = make_ctx(tg_deps, GROUP, admin=False, message_id=5)
+    assert not (await call(registry, ctx, "edit_message", message_id=3, text="fixed")).is_error
+    edit = client.sent(functions.messages.EditMessageRequest)[-1]
+    assert edit.id == 3 and edit.message == "fixed"
+    assert not (await call(registry, ctx, "pin_message")).is_error
+    assert not (await call(registry, ctx, "pin_message", message_id=9, unpin=True)).is_error
+    pins = client.sent(functions.messages.UpdatePinnedMessageRequest)
+    assert [(p.id, bool(p.unpin)) for p in pins] == [(5, False), (9, True)]
+    assert not (await call(registry, ctx, "react", emoji="🔥")).is_error
+    reaction = client.sent(functions.messages.SendReactionRequest)[-1]
+    assert reaction.msg_id == 5 and reaction.reaction[0].emoticon == "🔥"
+
+
+# The gateway (teleton/telegram/gateway.py, not ours) builds types.Poll without the `hash` field Telethon 1.45
+# requires; reported. The test stays so the fix is noticed.
+@pytest.mark.xfail(raises=TypeError, reason="TelegramGateway.send_poll: types.Poll() misses 'hash'", strict=False)
+async def test_poll(registry, tg_deps, client) -> None:
+    ctx = make_ctx(tg_deps, GROUP, admin=True)
+    assert (await call(registry, ctx, "send_poll", question="?", options=["one"])).is_error  # schema: 2..10
+    result = await call(registry, ctx, "send_poll", question="Where?", options=["Alps", "Sea"])
+    assert not result.is_error, result
+    media = client.sent(functions.messages.SendMediaRequest)[-1].media
+    assert isinstance(media, types.InputMediaPoll) and media.poll.question.text == "Where?"
+
+
+async def test_forward(registry, tg_deps, client) -> None:
+    ctx = make_ctx(tg_deps, GROUP, admin=True)
+    result = await call(registry, ctx, "forward_message", message_id=12, to_chat_id=BOB.id)
+    assert not result.is_error, result
+    fwd = client.sent(functions.messages.ForwardMessagesRequest)[-1]
+    assert fwd.id == [12] and fwd.to_peer.user_id == BOB.id
+    # Forwarding OUT of another chat needs access to it: a group member cannot pull from Bob's DM.
+    member = make_ctx(tg_deps, GROUP, admin=False)
+    result = await call(registry, member, "forward_message", message_id=1, from_chat_id=BOB.id, to_chat_id=GROUP.id)
+    assert result.is_error and "Other chats" in result.content
+
+
+async def test_delete_in_a_group_only_own_messages_unless_admin(registry, tg_deps, client, db: Database) -> None:
+    now = time.time()
+    await db.write(lambda c: (insert_message(c, MessageRecord(GROUP.id, 50, now, "mine", 1, "me", is_outgoing=True)),
+                              insert_message(c, MessageRecord(GROUP.id, 51, now, "theirs", 42, "Bob"))))
+    member = make_ctx(tg_deps, GROUP, admin=False)
+    result = await call(registry, member, "delete_message", message_ids=[50, 51])
+    assert result.is_error and "51" in result.content
+    assert not client.sent(functions.channels.DeleteMessagesRequest)
+    assert not (await call(registry, member, "delete_message", message_ids=[50])).is_error
+    assert client.sent(functions.channels.DeleteMessagesRequest)[-1].id == [50]
+    admin = make_ctx(tg_deps, GROUP, admin=True)
+    assert not (await call(registry, admin, "delete_message", message_ids=[51])).is_error
+
+
+async def test_send_file_from_workspace_respects_privacy(registry, tg_deps, client) -> None:
+    (tg_deps.workspace / "photo.txt").write_text("a picture, honestly")
+    group_admin = make_ctx(tg_deps, GROUP, admin=True)
+    result = await call(registry, group_admin, "send_file", path="photo.txt", caption="look")
+    assert not result.is_error, result
+    assert client.sent(functions.upload.SaveFilePartRequest)
+    assert client.sent(functions.messages.SendMediaRequest)[-1].message == "look"
+    before = len(client.requests)
+    for path in ("MEMORY.md", "memory/2026-01-01.md", "../etc/passwd", "/etc/passwd"):
+        result = await call(registry, group_admin, "send_file", path=path)
+        assert result.is_error, path
+    assert len(client.requests) == before
+
+
+async def test_download_media_is_capped_and_lands_in_downloads(registry, tg_deps, client) -> None:
+    def message_with(size: int) -> Any:
+        document = types.Document(id=1, access_hash=2, file_reference=b"", date=None, mime_type="text/plain",
+                                  size=size, dc_id=1, attributes=[types.DocumentAttributeFilename("notes.txt")])
+        msg = types.Message(id=5, peer_id=types.PeerChannel(1234567890), date=None, message="",
+                            media=types.MessageMediaDocument(document=document))
+        return types.messages.ChannelMessages(pts=1, count=1, messages=[msg], topics=[], chats=[], users=[])
+
+    client.answers[functions.channels.GetMessagesRequest] = lambda r: message_with(5000)
+    ctx = make_ctx(tg_deps, GROUP, admin=False, message_id=5)
+    result = await call(registry, ctx, "download_media")
+    assert result.is_error and "limit" in result.content
+    client.answers[functions.channels.GetMessagesRequest] = lambda r: message_with(11)
+    client.answers[functions.upload.GetFileRequest] = lambda r: types.upload.File(
+        type=types.storage.FileUnknown(), mtime=0, bytes=b"hello notes" if r.offset == 0 else b"")
+    result = await call(registry, ctx, "download_media")
+    assert not result.is_error, result
+    assert "downloads/notes.txt" in result.content
+    assert (tg_deps.workspace / "downloads" / "notes.txt").read_bytes() == b"hello notes"
+
+
+async def _archive(db: Database) -> None:
+    now = time.time()
+
+    def _write(conn: Any) -> None:
+        insert_message(conn, MessageRecord(GROUP.id, 1, now - 30, "Bob: the trip to the Alps is on Friday", 42, "Bob"))
+        insert_message(conn, MessageRecord(GROUP.id, 2, now - 20, "bring boots for the trip", 43, "Ann"))
+        insert_message(conn, MessageRecord(OTHER_GROUP.id, 1, now - 10, "secret trip of the other group", 44, "Eve"))
+        insert_message(conn, MessageRecord(BOB.id, 1, now - 5, "private trip plans with Bob", 42, "Bob"))
+
+    await db.write(_write)
+
+
+async def test_history_and_search_stay_in_this_chat_for_a_group(registry, tg_deps, db: Database) -> None:
+    await _archive(db)
+    member = make_ctx(tg_deps, GROUP, admin=False)
+    history = (await call(registry, member, "get_history")).content
+    assert "Alps" in history and "boots" in history and "secret" not in history
+    assert history.index("Alps") < history.index("boots")  # oldest first, like a chat
+    refused = await call(registry, member, "get_history", chat_id=OTHER_GROUP.id)
+    assert refused.is_error
+    found = (await call(registry, member, "search_messages", query="trip")).content
+    assert "Alps" in found and "secret" not in found and "private" not in found
+    assert (await call(registry, member, "search_messages", query="trip", chat_id=BOB.id)).is_error
+    # Even an admin's group turn stays in the group (the privacy gate decides, not the sender).
+    admin_group = make_ctx(tg_deps, GROUP, admin=True)
+    assert "private" not in (await call(registry, admin_group, "search_messages", query="trip")).content
+    # The owner's DM may search and read everything.
+    owner = make_ctx(tg_deps, DM, admin=True)
+    everything = (await call(registry, owner, "search_messages", query="trip")).content
+    assert all(word in everything for word in ("Alps", "secret", "private"))
+    assert "secret" in (await call(registry, owner, "get_history", chat_id=OTHER_GROUP.id)).content
+
+
+async def test_chat_and_user_info(registry, tg_deps, client) -> None:
+    ctx = make_ctx(tg_deps, GROUP, admin=False)
+    info = await call(registry, ctx, "get_chat_info")
+    assert not info.is_error and "Hikers" in info.content, info
+    assert (await call(registry, ctx, "get_chat_info", chat_id=OTHER_GROUP.id)).is_error
+    user = await call(registry, ctx, "get_user_info", user="@bob")
+    assert not user.is_error and "Bob" in user.content and "@bob" in user.content, user
+
+
+async def test_list_dialogs_only_for_the_owner_in_a_dm(registry, tg_deps, client) -> None:
+    assert "list_dialogs" not in [t.name for t in registry.available(GROUP, is_admin=True)]
+    assert (await call(registry, make_ctx(tg_deps, GROUP, admin=True), "list_dialogs")).is_error
+    stranger_dm = make_ctx(tg_deps, BOB_DM, admin=False)
+    result = await call(registry, stranger_dm, "list_dialogs")
+    assert result.is_error and "owner" in result.content
+    assert not client.requests
+
+
+@pytest.mark.parametrize("tool, request_type", [
+    ("kick_user", functions.channels.EditBannedRequest),
+    ("ban_user", functions.channels.EditBannedRequest),
+    ("unban_user", functions.channels.EditBannedRequest),
+])
+async def test_moderation_is_group_only_and_admin_only(registry, tg_deps, client, tool: str, request_type) -> None:
+    # Not an admin, in a group: not offered, and refused when called by name.
+    member = make_ctx(tg_deps, GROUP, admin=False)
+    assert tool not in [t.name for t in registry.available(GROUP, is_admin=False)]
+    refused = await call(registry, member, tool, user_id=BOB.id)
+    assert refused.is_error and "not available" in refused.content
+    # An admin, but in a DM: the handler refuses (the second condition).
+    owner_dm = make_ctx(tg_deps, DM, admin=True)
+    refused = await call(registry, owner_dm, tool, user_id=BOB.id)
+    assert refused.is_error and "only inside a group" in refused.content
+    # An override that widens the scope still does not let a member moderate.
+    registry.set_override(tool, scope="always")
+    refused = await call(registry, member, tool, user_id=BOB.id)
+    assert refused.is_error and "admin" in refused.content
+    assert not client.requests
+    # An admin in the group: the real request goes out.
+    admin = make_ctx(tg_deps, GROUP, admin=True)
+    result = await call(registry, admin, tool, user_id=BOB.id)
+    assert not result.is_error, result
+    banned = client.sent(request_type)
+    assert banned and banned[0].participant.user_id == BOB.id
+    assert banned[0].banned_rights.view_messages is (tool != "unban_user")
+
+
+async def test_no_gateway_is_an_error_not_a_crash(registry, deps: ToolDeps) -> None:
+    result = await call(registry, make_ctx(deps, DM, admin=True), "send_message", text="hi")
+    assert result.is_error and "not connected" in result.content
