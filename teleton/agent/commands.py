@@ -112,6 +112,14 @@ async def cmd_policy(agent: Agent, turn: Turn, args: str) -> str:
     return control.set_policy(parts[0], parts[1])
 
 
+async def cmd_tools(agent: Agent, turn: Turn, args: str) -> str:
+    # /tools and /tool enable|disable|reset|scope: overrides persisted in tool_config (issue 6's store).
+    from teleton.tools.tool_config_store import ToolConfigStore, handle_tool_command
+
+    name = "/tools" if turn.msg.text.strip().lower().startswith("/tools") else "/tool"
+    return await handle_tool_command(f"{name} {args}".strip(), agent.deps.registry, ToolConfigStore(agent.deps.db))
+
+
 COMMANDS: dict[str, CommandSpec] = {
     spec.name: spec
     for spec in (
@@ -126,6 +134,9 @@ COMMANDS: dict[str, CommandSpec] = {
         CommandSpec("resume", "/resume", "answer again", cmd_resume, admin=True),
         CommandSpec("policy", "/policy [dm|group VALUE]", "show or change who may talk to me", cmd_policy,
                     admin=True),
+        CommandSpec("tools", "/tools", "list tools with their state and scope", cmd_tools, admin=True),
+        CommandSpec("tool", "/tool enable|disable|reset NAME, /tool scope NAME SCOPE", "change a tool",
+                    cmd_tools, admin=True),
     )
 }
 

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from teleton.gateway.contract import IncomingMessage
+from teleton.memory.embeddings.query import embed_query
 from teleton.memory.hybrid_search import FEED, KNOWLEDGE, SearchHit, SearchParams, hybrid_search
 from teleton.storage.database import Database
 from teleton.storage.sqlite_driver import Connection
@@ -133,9 +134,9 @@ class ContextBuilder:
         return [_feed_line(h.meta, h.text) for h in kept[: s.feed]]
 
     async def _embed(self, text: str) -> np.ndarray | None:
-        if self.embedder is None or not self.db.vectors:
+        if not self.db.vectors:
             return None
-        return (await self.embedder.embed([text]))[0]
+        return await embed_query(self.embedder, text)  # a failing provider degrades to keyword search
 
 
 def recent_messages(conn: Connection, chat_id: int, limit: int, exclude: int | None = None) -> list[FeedLine]:

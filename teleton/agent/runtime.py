@@ -293,7 +293,7 @@ class Agent:
     async def _stage_reply(self, turn: Turn) -> None:
         result = turn.result
         if result is not None:
-            if any(result.called(name) for name in self.settings.send_tools):
+            if spoke_here(result, self.settings.send_tools, turn.msg.chat.id):
                 turn.reply = ""  # the model already spoke through a tool
                 return
             turn.reply = result.text
@@ -410,6 +410,16 @@ class Agent:
                 (f"[{','.join(str(c) for c in access.feed_chats)}]",))
         parts.append(f"{int(row[0]):,} archived messages")
         return ", ".join(parts)
+
+
+def spoke_here(result: LoopResult, send_tools: frozenset[str], chat_id: int) -> bool:
+    """Whether a send tool already put a message in this chat (a send to another chat does not count)."""
+    for call in result.tool_calls:
+        if call.name in send_tools:
+            target = call.input.get("chat_id", chat_id)
+            if not isinstance(target, int) or target == chat_id:
+                return True
+    return False
 
 
 def user_text(msg: IncomingMessage) -> str:

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from teleton.memory.embeddings.provider import EmbeddingProvider
+from teleton.memory.embeddings.query import embed_query
 from teleton.memory.hybrid_search import FACTS, SearchParams, hybrid_search, vector_available
 from teleton.storage.database import Database
 from teleton.storage.sqlite_driver import Connection
@@ -226,9 +227,9 @@ class FactStore:
             "where id in (select value from json_each(?))", (now, _json(ids))))
 
     async def _embed(self, text: str) -> np.ndarray | None:
-        if self.embedder is None or not self.db.vectors:
+        if not self.db.vectors:
             return None
-        return (await self.embedder.embed([text]))[0]
+        return await embed_query(self.embedder, text)  # no vector is fine: FTS still finds the fact
 
 
 def _store_vector(conn: Connection, fact_id: int, scope: str, vector: np.ndarray | None) -> None:

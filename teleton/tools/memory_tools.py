@@ -22,6 +22,7 @@ from typing import Any
 import structlog
 
 from teleton.llm.tool_loop import ToolResult
+from teleton.memory.embeddings.query import embed_query
 from teleton.memory.facts import Fact
 from teleton.memory.hybrid_search import FEED, KNOWLEDGE, SearchParams, hybrid_search
 from teleton.tools.registry import Tool, ToolContext
@@ -33,10 +34,9 @@ READ_CAP = 20_000
 
 
 async def _query_vector(ctx: ToolContext, query: str) -> Any:
-    embedder = ctx.deps.embedder
-    if embedder is None or not getattr(ctx.deps.db, "vectors", False) or not query.strip():
+    if not getattr(ctx.deps.db, "vectors", False):
         return None
-    return (await embedder.embed([query]))[0]
+    return await embed_query(ctx.deps.embedder, query)
 
 
 # -- memory_read -------------------------------------------------------------------------------------

@@ -199,6 +199,10 @@ async def test_commands(harness: Harness) -> None:
     assert await h.dm("/resume") == "Resumed."
     assert await h.dm("hello? anyone home?", sender=ALICE) == "ok"
     assert "not adjustable" in await h.dm("/policy")
+    assert "memory_read" in await h.dm("/tools")
+    assert "disabled" in (await h.dm("/tool disable memory_search")).lower()
+    assert "memory_search" not in {t["name"] for t in h.agent.deps.registry.schemas(OWNER_DM, True)}
+    assert await h.dm("/tools", sender=ALICE) == "/tools is for admins only."
     for i in range(6):
         await h.dm(f"note number {i} for the record")
     assert (await h.dm("/compact 4")).startswith("Compacted: 8 messages summarised, 4 kept")
