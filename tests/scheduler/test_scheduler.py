@@ -1,0 +1,248 @@
+"""The scheduler and the task tools: dependency chains, blocking, downtime, repeats, periodic jobs."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from teleton.llm.tool_loop import ToolResult
+from teleton.scheduler.scheduler import Scheduler, SchedulerSettings
+from teleton.scheduler.task_store import NewTask, TaskStore
+from teleton.storage import Database
+from teleton.tools.registry import Tool, ToolContext, ToolDeps, ToolRegistry
+from teleton.tools.task_tools import parse_when, task_tools
+from tests.tools.conftest import DM, GROUP, call, make_ctx
+
+
+class Agent:
+    """The agent side of the scheduler's injected callback: records turns, fails on request."""
+
+    def __init__(self) -> None:
+        self.turns: list[tuple[int, str]] = []
+
+    async def run_turn(self, chat_id: int, text: str) -> str:
+        self.turns.append((chat_id, text))
+        if "FAIL" in text:
+            raise RuntimeError(f"could not do {text}")
+        return f"did {text}"
+
+
+def note_tool(notes: list[str]) -> Tool:
+    async def note(args: dict[str, Any], ctx: ToolContext) -> str:
+        notes.append(args["text"])
+        return "noted"
+
+    schema = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+    return Tool("note", "Write a note (test tool).", schema, note, scope="admin-only", category="test")
+
+
+class Harness:
+    def __init__(self, db: Database, workspace: Path) -> None:
+        self.agent = Agent()
+        self.notes: list[str] = []
+        self.registry = ToolRegistry([*task_tools(), note_tool(self.notes)])
+        self.deps = ToolDeps(db=db, workspace=workspace)
+        self.scheduler = Scheduler(
+            db, run_agent_turn=self.agent.run_turn, registry=self.registry, context_for=self.context_for,
+            settings=SchedulerSettings(max_sleep_s=0.2),
+        )
+        self.deps.extras["scheduler"] = self.scheduler
+
+    async def context_for(self, chat_id: int, is_admin: bool) -> ToolContext:
+        chat = DM if chat_id == DM.id else GROUP
+        return make_ctx(self.deps, chat, admin=is_admin)
+
+    async def tool(self, name: str, chat: Any = DM, admin: bool = True, **args: Any) -> ToolResult:
+        return await call(self.registry, make_ctx(self.deps, chat, admin=admin), name, **args)
+
+    async def schedule(self, **args: Any) -> int:
+        result = await self.tool("schedule_task", **args)
+        assert not result.is_error, result
+        return int(result.content.split("#", 1)[1].split(" ", 1)[0])
+
+    async def status(self, task_id: int) -> str:
+        task = await self.scheduler.store.get(task_id)
+        assert task is not None
+        return task.status
+
+
+@pytest.fixture
+async def h(db: Database, tmp_path: Path) -> Harness:
+    return Harness(db, tmp_path)
+
+
+async def until(predicate: Any, limit_s: float = 5.0) -> None:
+    deadline = time.monotonic() + limit_s
+    while not await predicate():
+        assert time.monotonic() < deadline, "timed out waiting"
+        await asyncio.sleep(0.02)
+
+
+async def test_chain_a_b_c_where_a_fails_blocks_b_and_c(h: Harness) -> None:
+    a = await h.schedule(description="step A", prompt="FAIL A")
+    b = await h.schedule(description="step B", prompt="B", depends_on=[a])
+    c = await h.schedule(description="step C", prompt="C", depends_on=[b])
+    await h.scheduler.start()
+    try:
+        await until(lambda: _is(h, c, "blocked"))
+    finally:
+        await h.scheduler.stop()
+    assert h.agent.turns == [(DM.id, "FAIL A")]  # B and C never ran
+    listing = (await h.tool("list_tasks")).content
+    lines = {line.split(" ", 1)[0]: line for line in listing.splitlines()}
+    assert "[failed]" in lines[f"#{a}"] and "could not do FAIL A" in lines[f"#{a}"]
+    assert "[blocked]" in lines[f"#{b}"] and f"dependency #{a} failed" in lines[f"#{b}"]
+    assert "[blocked]" in lines[f"#{c}"] and f"dependency #{b} blocked" in lines[f"#{c}"]
+    # A task that names a dependency which already failed is blocked at once.
+    d = await h.schedule(description="step D", prompt="D", depends_on=[a])
+    assert await h.status(d) == "blocked"
+
+
+async def _is(h: Harness, task_id: int, status: str) -> bool:
+    return await h.status(task_id) == status
+
+
+async def test_chain_runs_in_order_when_all_succeed(h: Harness) -> None:
+    a = await h.schedule(description="A", prompt="A", delay_minutes=0)
+    b = await h.schedule(description="B", prompt="B", depends_on=[a])
+    c = await h.schedule(description="C", prompt="C", depends_on=[b, a])
+    await h.scheduler.start()
+    try:
+        await until(lambda: _is(h, c, "done"))
+    finally:
+        await h.scheduler.stop()
+    assert [text for _, text in h.agent.turns] == ["A", "B", "C"]
+    assert "did C" in (await h.tool("list_tasks")).content
+
+
+async def test_future_task_waits_and_cancel_blocks_dependants(h: Harness) -> None:
+    later = await h.schedule(description="later", prompt="L", delay_minutes=60)
+    after = await h.schedule(description="after", prompt="X", depends_on=[later])
+    assert await h.scheduler.run_due() == []
+    cancelled = await h.tool("cancel_task", task_id=later)
+    assert not cancelled.is_error and "[cancelled]" in cancelled.content
+    assert await h.status(after) == "blocked"
+    assert (await h.tool("cancel_task", task_id=later)).is_error  # already cancelled
+    # Another chat can neither see nor cancel it.
+    assert "No tasks" in (await h.tool("list_tasks", chat=GROUP, admin=False)).content
+    assert (await h.tool("cancel_task", chat=GROUP, admin=False, task_id=after)).is_error
+
+
+async def test_task_due_during_downtime_runs_once_at_start(tmp_path: Path) -> None:
+    path = tmp_path / "teleton.db"
+    db = await Database.open(path)
+    store = TaskStore(db)
+    missed = await store.add(NewTask("call mom", "agent", {"prompt": "remind: call mom"}, time.time() - 3600,
+                                     chat_id=DM.id))
+    crashed = await store.add(NewTask("half done", "agent", {"prompt": "resume"}, time.time() - 60, chat_id=DM.id))
+    await db.write(lambda c: c.execute("update tasks set status = 'running' where id = ?", (crashed.id,)))
+    await db.close()
+
+    agent = Agent()
+    for _ in range(2):  # two daemon starts over the same file
+        db = await Database.open(path)
+        scheduler = Scheduler(db, run_agent_turn=agent.run_turn, settings=SchedulerSettings(max_sleep_s=0.1))
+        await scheduler.start()
+        try:
+            await until(lambda s=scheduler: _all_done(s.store, [missed.id, crashed.id]))
+            await asyncio.sleep(0.3)  # a few more scheduler passes: nothing runs twice
+        finally:
+            await scheduler.stop()
+            await db.close()
+    assert sorted(text for _, text in agent.turns) == ["remind: call mom", "resume"]
+
+
+async def _all_done(store: TaskStore, ids: list[int]) -> bool:
+    tasks = [await store.get(i) for i in ids]
+    return all(t is not None and t.status == "done" for t in tasks)
+
+
+async def test_repeating_task_runs_once_for_missed_occurrences_then_reschedules(h: Harness) -> None:
+    task = await h.scheduler.store.add(NewTask("daily", "agent", {"prompt": "standup"}, time.time() - 3 * 86400,
+                                               chat_id=DM.id, repeat="0 9 * * *"))
+    assert await h.scheduler.run_due() == [task.id]
+    await h.scheduler.wait_idle()
+    assert await h.scheduler.run_due() == []
+    after = await h.scheduler.store.get(task.id)
+    assert after is not None and after.status == "pending" and after.run_at > time.time()
+    assert after.run_at - time.time() <= 86400 + 3600
+    assert h.agent.turns == [(DM.id, "standup")]
+
+
+async def test_tool_tasks_go_through_the_registry(h: Harness) -> None:
+    refused = await h.tool("schedule_task", chat=GROUP, admin=False, description="x", tool="note",
+                           tool_input={"text": "hi"})
+    assert refused.is_error and "not available" in refused.content
+    bad = await h.tool("schedule_task", description="x", tool="note", tool_input={"oops": 1})
+    assert bad.is_error and "text" in bad.content
+    ok = await h.schedule(description="write a note", tool="note", tool_input={"text": "hello"})
+    later = await h.schedule(description="note later", tool="note", tool_input={"text": "again"}, delay_minutes=0)
+    await h.scheduler.run_due()
+    await h.scheduler.wait_idle()
+    assert h.notes == ["hello", "again"] and await h.status(ok) == "done"
+    # At run time the registry's rules apply again: a tool disabled since scheduling is refused.
+    gone = await h.schedule(description="note", tool="note", tool_input={"text": "never"})
+    h.registry.set_override("note", enabled=False)
+    await h.scheduler.run_due()
+    await h.scheduler.wait_idle()
+    task = await h.scheduler.store.get(gone)
+    assert task is not None and task.status == "failed" and "not available" in (task.result or "")
+    assert h.notes == ["hello", "again"] and later
+
+
+async def test_schedule_validation() -> None:
+    now = time.time()
+    assert parse_when({}, now) == (now, None)
+    assert parse_when({"delay_minutes": 90}, now)[0] == pytest.approx(now + 5400, abs=1)
+    at, _ = parse_when({"at": "2030-01-02T09:00:00+00:00"}, now)
+    assert at == 1893574800.0
+    first, cron = parse_when({"cron": "*/5 * * * *"}, now)
+    assert cron == "*/5 * * * *" and now < first <= now + 300
+    for bad in ({"cron": "every day"}, {"at": "tomorrow"}, {"at": "2030-01-01T09:00", "delay_minutes": 5}):
+        with pytest.raises(ValueError):
+            parse_when(bad, now)
+
+
+async def test_repeating_tasks_cannot_have_or_be_dependencies(h: Harness) -> None:
+    rep = await h.schedule(description="every hour", prompt="tick", cron="0 * * * *")
+    result = await h.tool("schedule_task", description="after rep", prompt="x", depends_on=[rep])
+    assert result.is_error and "repeats" in result.content
+    one = await h.schedule(description="one", prompt="one")
+    result = await h.tool("schedule_task", description="rep after", prompt="x", cron="0 * * * *", depends_on=[one])
+    assert result.is_error
+
+
+async def test_periodic_job_never_runs_twice_at_once(db: Database) -> None:
+    scheduler = Scheduler(db)
+    active = 0
+    peak = 0
+    runs = 0
+
+    async def slow_job() -> None:
+        nonlocal active, peak, runs
+        active += 1
+        peak = max(peak, active)
+        await asyncio.sleep(0.15)
+        active -= 1
+        runs += 1
+
+    async def failing_job() -> None:
+        raise RuntimeError("boom")
+
+    scheduler.add_periodic("consolidate", 0.01, slow_job, run_at_start=True)
+    scheduler.add_periodic("heartbeat", 0.01, failing_job, run_at_start=True)
+    with pytest.raises(ValueError):
+        scheduler.add_periodic("consolidate", 1, slow_job)
+    await scheduler.start()
+    try:
+        await asyncio.sleep(0.05)
+        assert await scheduler.run_now("consolidate") is False  # running already: skipped
+        await asyncio.sleep(0.5)
+    finally:
+        await scheduler.stop()
+    assert peak == 1 and runs >= 2
+    assert scheduler.job_runs("heartbeat") >= 3  # a failing job keeps its rhythm
