@@ -1,0 +1,104 @@
+"""Building the agent from the config: what ``teleton start`` and ``teleton chat`` share.
+
+    stack = await build_agent(config, db=db, gateway=gateway, embedder=embedder)
+    gateway.on_message(stack.agent.handle)      # the Telegram layer's per-chat lanes call this
+    ...
+    await stack.close()                         # SIGTERM: finish or cancel turns, close the HTTP client
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from teleton.agent.commands import PolicyControl
+from teleton.agent.runtime import Agent, AgentDeps, AgentSettings
+from teleton.gateway.contract import Gateway, UserInfo
+from teleton.llm.client import LLMClient, LLMSettings
+from teleton.memory.daily_logs import DailyLogs
+from teleton.memory.facts import FactStore
+from teleton.storage.database import Database
+from teleton.tools.registry import ToolRegistry
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass
+class AgentStack:
+    agent: Agent
+    llm: LLMClient
+    registry: ToolRegistry
+    tool_index: Any = None
+
+    async def close(self, grace_s: float = 5.0) -> None:
+        await self.agent.shutdown(grace_s)
+        await self.llm.close()
+
+
+async def build_agent(
+    config: Any,
+    *,
+    db: Database,
+    gateway: Gateway,
+    embedder: Any = None,
+    knowledge: Any = None,
+    policy: PolicyControl | None = None,
+    registry: ToolRegistry | None = None,
+    llm: LLMClient | None = None,
+    extra_admins: frozenset[int] = frozenset(),
+) -> AgentStack:
+    """The agent for ``config`` (teleton.config.Config). ``embedder`` None = keyword-only retrieval."""
+    workspace = Path(config.storage.workspace)
+    if registry is None:
+        from teleton.tools.suite import build_registry
+
+        registry = build_registry(config)
+    await _load_tool_overrides(db, registry)
+    index, selector = await _tool_rag(config, db, embedder, registry)
+    llm = llm or LLMClient(LLMSettings.from_config(config.agent), api_key=config.agent.api_key,
+                           base_url=config.agent.base_url)
+    settings = AgentSettings.from_config(config)
+    if extra_admins:
+        settings = replace(settings, admin_ids=settings.admin_ids | extra_admins)
+    deps = AgentDeps(
+        db=db, llm=llm, gateway=gateway, registry=registry, workspace=workspace,
+        facts=FactStore(db, embedder, half_life_days=config.memory.recency_half_life_days),
+        daily_logs=DailyLogs(workspace / "memory"), embedder=embedder, knowledge=knowledge, policy=policy,
+        tool_selector=selector, owner=await _owner(db, config.telegram.owner_id),
+    )
+    return AgentStack(agent=Agent(deps, settings), llm=llm, registry=registry, tool_index=index)
+
+
+async def _load_tool_overrides(db: Database, registry: ToolRegistry) -> None:
+    try:
+        from teleton.tools.tool_config_store import ToolConfigStore
+
+        await ToolConfigStore(db).load(registry)
+    except Exception as exc:  # a bad override row must not keep the agent from starting
+        log.warning("tool_overrides_not_loaded", error=repr(exc))
+
+
+async def _tool_rag(config: Any, db: Database, embedder: Any, registry: ToolRegistry) -> tuple[Any, Any]:
+    if not config.tool_rag.enabled:
+        return None, None
+    from teleton.tools.tool_rag import ToolIndex, ToolRagSettings
+
+    index = ToolIndex(db, embedder, ToolRagSettings.from_config(config.tool_rag))
+    await index.sync(registry)
+
+    async def select(query: str, vector: Any, chat: Any, is_admin: bool) -> list[str]:
+        return await index.select(registry, chat, is_admin, query, vector)
+
+    return index, select
+
+
+async def _owner(db: Database, owner_id: int | None) -> UserInfo | None:
+    if owner_id is None:
+        return None
+    row = await db.fetchone("select first_name, last_name, username from tg_users where id = ?", (owner_id,))
+    if row is None:
+        return UserInfo(id=owner_id)
+    return UserInfo(id=owner_id, first_name=row["first_name"], last_name=row["last_name"], username=row["username"])

@@ -1,0 +1,81 @@
+"""`teleton chat`: the same agent as the admin's DM, in a terminal, built from a config file."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import typer
+import yaml
+from rich.console import Console
+from typer.testing import CliRunner
+
+from teleton.cli.chat_cmd import ChatSession, chat
+from teleton.config import load_config
+from tests.fakes.anthropic_server import FakeAnthropic, Reply, text, tool_use, user_said
+
+
+def write_config(tmp_path: Path, fake: FakeAnthropic) -> Path:
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump({
+        "agent": {"api_key": "test", "base_url": fake.base_url, "model": "claude-test",
+                  "utility_model": "claude-test-small"},
+        "storage": {"data_dir": str(tmp_path / "data")},
+        "embedding": {"provider": "none"},
+        "telegram": {"owner_id": 4242},
+    }))
+    return path
+
+
+def model(body: dict) -> Reply:
+    said = user_said(body)
+    if said == "remember: the boat is blue":
+        return tool_use(("memory_save", {"value": "The boat is blue"}))
+    if said.startswith("Saved"):
+        return text("Saved it.")
+    return text(f"You said: {said}")
+
+
+async def test_chat_session_is_the_admin_dm(tmp_path: Path, fake_api: FakeAnthropic) -> None:
+    fake_api.responder = model
+    config = load_config(write_config(tmp_path, fake_api), env={})
+    out = io.StringIO()
+    session = await ChatSession.open(config, Console(file=out, width=100))
+    assert await session.turn("hello there") == "You said: hello there"
+    await session.turn("remember: the boat is blue")
+    body = fake_api.requests[-1]
+    assert "The boat is blue" in str(body["messages"])
+    assert "Your owner" in body["system"][0]["text"]
+    agent, chat_ = session.stack.agent, session.gateway.chat
+    assert chat_.type == "dm" and agent.is_admin(session.gateway.user)
+    offered = {t["name"] for t in session.stack.registry.schemas(chat_, True)}
+    assert {"memory_read", "memory_write"} <= offered  # DM-only tools are there for tool RAG to pick
+    status = await session.turn("/status")
+    assert status and "Session: 6 messages" in status
+    await session.close()
+    assert "You said: hello there" in out.getvalue()
+    # Messages are archived like Telegram ones, so a new terminal session continues the numbering.
+    session = await ChatSession.open(config, Console(file=io.StringIO()))
+    assert await session.turn("again") == "You said: again"
+    rows = await session.db.fetchall("select message_id from tg_messages order by message_id")
+    ids = [r[0] for r in rows]
+    assert ids == sorted(set(ids)) and len(ids) == 8
+    await session.close()
+
+
+def test_chat_command_in_a_terminal(tmp_path: Path, fake_api: FakeAnthropic) -> None:
+    fake_api.responder = model
+    config_path = write_config(tmp_path, fake_api)
+    app = typer.Typer()
+
+    @app.callback()
+    def main(ctx: typer.Context) -> None:
+        from teleton.cli.context import state
+
+        state(ctx).config_path = config_path
+
+    app.command()(chat)
+    result = CliRunner().invoke(app, ["chat"], input="hi from the terminal\n/exit\n")
+    assert result.exit_code == 0, result.output
+    assert "You said: hi from the terminal" in result.output
+    assert (tmp_path / "data" / "chat_history").exists()
