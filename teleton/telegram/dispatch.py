@@ -39,7 +39,8 @@ class DebounceConfig:
 class _Lane:
     queue: asyncio.Queue[IncomingMessage] = field(default_factory=asyncio.Queue)
     task: asyncio.Task[None] | None = None
-    busy: bool = False
+    # Messages put and not yet through a finished turn (a queue can be empty while its item is in flight).
+    pending: int = 0
 
 
 @dataclass
@@ -68,7 +69,9 @@ class Dispatcher:
         if self._closing:
             decision = Decision(False, "shutting down")
         if decision.accept:
-            self._lane(msg.chat.id).queue.put_nowait(msg)
+            lane = self._lane(msg.chat.id)
+            lane.pending += 1
+            lane.queue.put_nowait(msg)
         elif decision.keep_as_context:
             self._context.setdefault(msg.chat.id, deque(maxlen=self.context_cap)).append(msg)
         log.debug("gate", chat_id=msg.chat.id, message_id=msg.message_id, accept=decision.accept,
@@ -79,10 +82,8 @@ class Dispatcher:
         return list(self._context.get(chat_id, ()))
 
     def busy(self) -> bool:
-        return any(
-            lane.task is not None and not lane.task.done() and (lane.busy or not lane.queue.empty())
-            for lane in self._lanes.values()
-        )
+        return any(lane.pending > 0 and lane.task is not None and not lane.task.done()
+                   for lane in self._lanes.values())
 
     async def idle(self) -> None:
         """Wait until every queued turn has finished (tests, shutdown)."""
@@ -117,14 +118,13 @@ class Dispatcher:
                     self._lanes.pop(chat_id, None)
                     return
                 continue
-            lane.busy = True
+            batch = [first]
             try:
-                batch = [first]
                 if first.chat.type == "group" and self.debounce.window_s > 0:
                     await self._collect(lane, batch)
                 await self._turn(chat_id, batch)
             finally:
-                lane.busy = False
+                lane.pending -= len(batch)
 
     async def _collect(self, lane: _Lane, batch: list[IncomingMessage]) -> None:
         loop = asyncio.get_running_loop()

@@ -125,6 +125,7 @@ class TelegramGateway:
         self.pipeline = FeedPipeline(db, self.batcher)
         self.handlers = FeedHandlers(self.pipeline, lambda: self.me)
         self.dispatcher: Dispatcher | None = None
+        self.embedder: Any = None
         self._installed = False
         self._stop = asyncio.Event()
         self._runner: asyncio.Task[None] | None = None
@@ -152,6 +153,17 @@ class TelegramGateway:
         self.pipeline.dispatcher = self.dispatcher
         return self.dispatcher
 
+    def start_embedder(self, provider: Any, **kwargs: Any) -> Any:
+        """Embed archived messages in the background with ``provider`` (None or no vectors: keyword-only)."""
+        from teleton.telegram.embedder import FeedEmbedder
+
+        if provider is None or not self.db.vectors:
+            return None
+        self.embedder = FeedEmbedder(self.db, provider, **kwargs)
+        self.pipeline.on_archived = self.embedder.poke
+        self.embedder.start()
+        return self.embedder
+
     def install(self) -> None:
         """Register the update handlers on the client (idempotent)."""
         if not self._installed:
@@ -167,16 +179,25 @@ class TelegramGateway:
     # ---- life cycle ---------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Connect and log in (bot token, or the session `teleton setup` created), then run in background."""
+        """Connect and log in (bot token, or the session `teleton setup` created), then run in background.
+
+        Returns once connected, or after a first failed attempt (Telegram unreachable: the supervisor keeps
+        retrying with backoff and the rest of the daemon runs meanwhile). A login problem raises.
+        """
         self.install()
-        connected = asyncio.Event()
+        first_attempt = asyncio.Event()
         failure: list[BaseException] = []
 
         async def connect() -> None:
-            await self.client.connect()
-            await self._ensure_login()
+            try:
+                await self.client.connect()
+                await self._ensure_login()
+            finally:
+                first_attempt.set()
             secure_session(self.settings.session_file)
-            connected.set()
+
+        def retrying(failures: int, delay: float, error: BaseException | None) -> None:
+            first_attempt.set()
 
         async def supervise() -> None:
             try:
@@ -184,17 +205,23 @@ class TelegramGateway:
                     connect, self._disconnected, self._stop,
                     backoff=Backoff(max_s=self.settings.reconnect_max_delay_s),
                     fatal=(GatewayError, errors.AuthKeyError, errors.UnauthorizedError),
+                    on_retry=retrying,
                 )
             except BaseException as exc:
                 failure.append(exc)
-                connected.set()
-                raise
+                first_attempt.set()
+                if not isinstance(exc, asyncio.CancelledError):
+                    log.error("telegram_stopped", error=str(exc))
 
         self._runner = asyncio.get_running_loop().create_task(supervise(), name="telegram-gateway")
-        await connected.wait()
+        await first_attempt.wait()
+        await asyncio.sleep(0)  # let a fatal error from that attempt reach `failure`
         if failure:
             raise GatewayError(f"Telegram login failed: {failure[0]}") from failure[0]
-        log.info("telegram_started", me=self.me.display_name if self.me else None, mode=self.settings.mode)
+        if self.me is None:
+            log.warning("telegram_unreachable", effect="retrying in the background")
+        else:
+            log.info("telegram_started", me=self.me.display_name, mode=self.settings.mode)
 
     async def _ensure_login(self) -> None:
         if not await self.client.is_user_authorized():
@@ -234,6 +261,8 @@ class TelegramGateway:
         if self.dispatcher is not None:
             await self.dispatcher.close(grace_s)
         await self.batcher.close()
+        if self.embedder is not None:
+            await self.embedder.stop()
         with contextlib.suppress(Exception):
             await self.client.disconnect()
         if self._runner is not None:

@@ -37,6 +37,8 @@ class FeedPipeline:
     dispatcher: Dispatcher | None = None
     stale_after_s: float = STALE_AFTER_S
     clock: Callable[[], float] = time.time
+    # Called after rows needing embeddings were committed (the background embedder's wake-up).
+    on_archived: Callable[[], None] | None = None
     _written: OrderedDict[tuple[str, int], object] = field(default_factory=OrderedDict)
     _ours: dict[int, deque[int]] = field(default_factory=dict)
     archived: int = 0
@@ -67,6 +69,8 @@ class FeedPipeline:
             self.duplicates += 1
             return result
         self.archived += 1
+        if self.on_archived is not None:
+            self.on_archived()
         if offer and incoming is not None and self.dispatcher is not None:
             if self.clock() - record.date > self.stale_after_s:
                 return result
@@ -87,6 +91,8 @@ class FeedPipeline:
 
         result = await self.batcher.run(op)
         self._remember(meta)
+        if self.on_archived is not None:
+            self.on_archived()
         return result
 
     async def delete(self, chat_id: int | None, message_ids: Sequence[int]) -> int:

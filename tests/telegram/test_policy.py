@@ -184,7 +184,7 @@ async def test_per_chat_rate_limit_spares_other_chats_and_admins(db: Database) -
             new_message(BOB, BOB, "b0"),
             *[new_message(ADMIN, ADMIN, f"admin{i}") for i in range(4)],
         )
-        assert got == ["a0", "a1", "b0", "admin0", "admin1", "admin2", "admin3"]
+        assert sorted(got) == ["a0", "a1", "admin0", "admin1", "admin2", "admin3", "b0"]  # chats run in parallel
         assert len(await h.rows()) == 9
     finally:
         await h.gateway.stop(grace_s=1)
