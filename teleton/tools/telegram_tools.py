@@ -346,12 +346,12 @@ def telegram_tools(settings: TelegramToolSettings = TelegramToolSettings()) -> l
                       "before_id": {"type": "integer", "description": "only messages older than this id"}}),
              get_history),
         tool("search_messages",
-             "Search archived Telegram chat messages by words or meaning: find what someone said or wrote "
-             "about a topic.",
+             "Search past Telegram messages in the archive: what did a person say or write about something, "
+             "who mentioned a topic, when was it discussed.",
              _schema({"query": {"type": "string", "minLength": 1, "maxLength": 2000}, "chat_id": _CHAT_ID,
                       "limit": {"type": "integer", "minimum": 1, "maximum": 30}}, ("query",)), search_messages),
         tool("get_chat_info",
-             "Get information about a chat or group: its title, type, username and member count.",
+             "Get information about a chat or group: its title, type, username and how many members it has.",
              _schema({"chat_id": _CHAT_ID}), get_chat_info),
         tool("get_user_info",
              "Look up a Telegram user's profile by id or @username: name, username, whether a bot.",

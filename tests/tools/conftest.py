@@ -129,3 +129,14 @@ async def telegram(db: Database) -> AsyncIterator[tuple[Any, RecordingClient]]:
     gateway.set_me(me)
     yield gateway, client
     await gateway.batcher.close()
+
+
+@pytest.fixture(scope="session")
+def embedder() -> Any:
+    """The real local embedding model (all-MiniLM-L6-v2 int8 from its pip package), loaded once."""
+    from teleton.memory.embeddings.local import LocalEmbedder
+    from teleton.memory.embeddings.model_files import packaged_model
+
+    model = LocalEmbedder(packaged_model())
+    yield model
+    model.close()

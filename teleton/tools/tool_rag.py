@@ -1,0 +1,211 @@
+"""Tool RAG: pick the tools worth offering for one message (DESIGN §5, §10).
+
+``tool_index`` holds one row per tool (name, description and a search text built from the name, the
+description and the input's field descriptions), mirrored into FTS5 by triggers and into
+``tool_index_vec`` by ``sync``. A row's hash covers name + description + schema, so a sync re-embeds only
+the tools that changed and deletes the ones that are gone.
+
+Per message: the shared hybrid search (vector 0.6 / keyword 0.4) ranks every indexed tool, tools this chat
+may not use are dropped, the best ``top_k`` are kept and the always-include set is added. When retrieval
+finds nothing (an empty message, a sticker) every available tool is offered, so the model is never left
+without the tool it needs. The message's query vector is computed once by the caller and shared with memory
+retrieval; pass it in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import structlog
+
+from teleton.gateway.contract import ChatInfo
+from teleton.memory.hybrid_search import TOOLS, SearchParams, hybrid_search, vector_available
+from teleton.storage.sqlite_driver import Connection
+from teleton.tools.registry import Tool, ToolRegistry
+
+log = structlog.get_logger(__name__)
+
+EMBED_GROUP = 8
+SEARCH_TEXT_CAP = 600  # characters: name, description and the main field docs; the rest adds noise, not recall
+
+
+@dataclass(frozen=True)
+class ToolRagSettings:
+    enabled: bool = True
+    top_k: int = 25
+    vector_weight: float = 0.6
+    keyword_weight: float = 0.4
+    # Unlike memory search (0.15), no floor: a tool ranked in the top k is offered even on a weak score,
+    # because a missing tool stops the model from acting while an extra one costs only a few tokens.
+    min_score: float = 0.0
+    always_include: tuple[str, ...] = ("send_message", "reply", "memory_search")
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> ToolRagSettings:
+        """From ``config.tool_rag`` (teleton.config.schema.ToolRagConfig)."""
+        return cls(
+            enabled=cfg.enabled,
+            top_k=cfg.top_k,
+            vector_weight=cfg.vector_weight,
+            keyword_weight=cfg.keyword_weight,
+            always_include=tuple(cfg.always_include),
+        )
+
+
+@dataclass
+class SyncReport:
+    added: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    embedded: int = 0
+
+
+def tool_hash(tool: Tool) -> str:
+    doc = json.dumps([tool.name, tool.description, tool.input_schema], sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(doc.encode()).hexdigest()
+
+
+def search_text(tool: Tool) -> str:
+    """What retrieval matches a message against: the name as words, the description, the field docs."""
+    parts = [tool.name.replace("_", " "), tool.description]
+    for key, prop in (tool.input_schema.get("properties") or {}).items():
+        doc = prop.get("description") if isinstance(prop, dict) else None
+        parts.append(f"{key.replace('_', ' ')}: {doc}" if doc else key.replace("_", " "))
+    return re.sub(r"\s+", " ", ". ".join(parts)).strip()[:SEARCH_TEXT_CAP]
+
+
+@dataclass(frozen=True)
+class _Row:
+    name: str
+    description: str
+    text: str
+    hash: str
+
+
+def _write_index(conn: Connection, rows: list[_Row], report: SyncReport, vectors: bool) -> None:
+    existing = {r[0]: (int(r[1]), r[2]) for r in conn.execute("select name, id, hash from tool_index")}
+    now = time.time()
+    wanted = {row.name for row in rows}
+    for name, (row_id, _) in existing.items():
+        if name not in wanted:
+            conn.execute("delete from tool_index where id = ?", (row_id,))
+            if vectors:
+                conn.execute("delete from tool_index_vec where id = ?", (row_id,))
+            report.removed.append(name)
+    for row in rows:
+        old = existing.get(row.name)
+        if old is None:
+            conn.execute(
+                "insert into tool_index(name, description, search_text, hash, embedded, updated_at) "
+                "values (?, ?, ?, ?, 0, ?)",
+                (row.name, row.description, row.text, row.hash, now),
+            )
+            report.added.append(row.name)
+        elif old[1] != row.hash:
+            conn.execute(
+                "update tool_index set description = ?, search_text = ?, hash = ?, embedded = 0, "
+                "updated_at = ? where id = ?",
+                (row.description, row.text, row.hash, now, old[0]),
+            )
+            report.changed.append(row.name)
+
+
+def _pending(conn: Connection) -> list[tuple[int, str]]:
+    return [(int(r[0]), r[1]) for r in conn.execute("select id, search_text from tool_index where embedded = 0")]
+
+
+def _store_vectors(conn: Connection, ids: Sequence[int], vectors: np.ndarray) -> None:
+    for row_id, vector in zip(ids, vectors, strict=True):
+        conn.execute("delete from tool_index_vec where id = ?", (row_id,))
+        conn.execute(
+            "insert into tool_index_vec(id, embedding) values (?, ?)",
+            (row_id, np.asarray(vector, dtype=np.float32).tobytes()),
+        )
+        conn.execute("update tool_index set embedded = 1 where id = ?", (row_id,))
+
+
+class ToolIndex:
+    """The tool index of one database. ``embedder`` is an EmbeddingProvider or None (keyword only)."""
+
+    def __init__(self, db: Any, embedder: Any = None, settings: ToolRagSettings = ToolRagSettings()) -> None:
+        self.db = db
+        self.embedder = embedder
+        self.settings = settings
+
+    def _vectors_on(self) -> bool:
+        return self.embedder is not None and bool(getattr(self.db, "vectors", False))
+
+    async def sync(self, registry: ToolRegistry) -> SyncReport:
+        """Bring the index in line with ``registry``: call at start and whenever tools change."""
+        rows = []
+        for name in registry.names:
+            tool = registry.get(name)
+            assert tool is not None
+            rows.append(_Row(name, tool.description, search_text(tool), tool_hash(tool)))
+        report = SyncReport()
+        vectors = self._vectors_on() and await self.db.read(lambda c: vector_available(c, TOOLS))
+        await self.db.write(lambda conn: _write_index(conn, rows, report, vectors))
+        if vectors:
+            pending = await self.db.read(_pending)
+            # Similar lengths together, in small groups: a batch is padded to its longest text, and one
+            # long tool text would otherwise make every short one cost as much as itself.
+            pending.sort(key=lambda item: len(item[1]))
+            for start in range(0, len(pending), EMBED_GROUP):
+                group = pending[start : start + EMBED_GROUP]
+                embedded = await self.embedder.embed([text for _, text in group])
+                ids = [row_id for row_id, _ in group]
+                await self.db.write(lambda conn, ids=ids, embedded=embedded: _store_vectors(conn, ids, embedded))
+                report.embedded += len(group)
+        if report.added or report.changed or report.removed:
+            log.info("tool_index_synced", added=len(report.added), changed=len(report.changed),
+                     removed=len(report.removed), embedded=report.embedded)
+        return report
+
+    async def rank(self, query: str, query_vector: np.ndarray | None = None) -> list[tuple[str, float]]:
+        """Every tool that matches ``query`` at all, best first, with its fused score."""
+        if query_vector is None and self._vectors_on() and query.strip():
+            query_vector = (await self.embedder.embed([query]))[0]
+        if not self._vectors_on():
+            query_vector = None
+        count = await self.db.read(lambda c: int(c.execute("select count(*) from tool_index").fetchone()[0]))
+        if count == 0:
+            return []
+        params = SearchParams(
+            vector_weight=self.settings.vector_weight,
+            keyword_weight=self.settings.keyword_weight,
+            vector_candidates=count,
+            keyword_candidates=count,
+            limit=count,
+            min_score=self.settings.min_score,
+        )
+        hits = await self.db.read(lambda conn: hybrid_search(conn, TOOLS, query, query_vector, params=params))
+        return [(hit.meta["name"], hit.score) for hit in hits]
+
+    async def select(
+        self,
+        registry: ToolRegistry,
+        chat: ChatInfo,
+        is_admin: bool,
+        query: str,
+        query_vector: np.ndarray | None = None,
+    ) -> list[str]:
+        """Names of the tools to offer for this message in this chat (give them to ``registry.schemas``)."""
+        available = [tool.name for tool in registry.available(chat, is_admin)]
+        if not self.settings.enabled:
+            return available
+        allowed = set(available)
+        ranked = [name for name, _ in await self.rank(query, query_vector) if name in allowed]
+        if not ranked:
+            return available
+        picked = ranked[: self.settings.top_k]
+        for name in self.settings.always_include:
+            if name in allowed and name not in picked:
+                picked.append(name)
+        return picked

@@ -1,0 +1,104 @@
+"""Tool RAG: incremental index, scoped selection with the always-include set, fallback, and quality."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+from teleton.config.schema import Config
+from teleton.storage import Database
+from teleton.tools.registry import ToolRegistry
+from teleton.tools.suite import suite_tools
+from teleton.tools.tool_rag import ToolIndex, ToolRagSettings
+from tests.tools.conftest import DM, GROUP
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def full_registry() -> ToolRegistry:
+    config = Config()
+    config.capabilities.exec.enabled = True
+    return ToolRegistry(suite_tools(config))
+
+
+async def vec_ids(db: Database) -> set[int]:
+    return {int(r[0]) for r in await db.fetchall("select id from tool_index_vec")}
+
+
+async def test_sync_embeds_only_what_changed(db: Database, embedder: Any) -> None:
+    registry = full_registry()
+    index = ToolIndex(db, embedder)
+    first = await index.sync(registry)
+    assert len(first.added) == len(registry.names) == first.embedded
+    assert len(await vec_ids(db)) == len(registry.names)
+    again = await index.sync(registry)
+    assert (again.added, again.changed, again.removed, again.embedded) == ([], [], [], 0)
+
+    tools = [registry.get(n) for n in registry.names]
+    changed = [dataclasses.replace(t, description=t.description + " Also polls.") if t.name == "react" else t
+               for t in tools if t is not None and t.name != "exec"]
+    report = await index.sync(ToolRegistry(changed))
+    assert report.changed == ["react"] and report.removed == ["exec"] and report.embedded == 1
+    rows = await db.fetchall("select id, name, search_text from tool_index")
+    assert "exec" not in {r["name"] for r in rows}
+    assert await vec_ids(db) == {r["id"] for r in rows}  # no orphan vectors
+    react = next(r for r in rows if r["name"] == "react")
+    assert "Also polls" in react["search_text"] and react["search_text"].startswith("react. ")
+
+
+async def test_selection_respects_scope_and_always_includes(db: Database, embedder: Any) -> None:
+    registry = full_registry()
+    index = ToolIndex(db, embedder, ToolRagSettings(top_k=5))
+    await index.sync(registry)
+    picked = await index.select(registry, GROUP, False, "read my notes file and kick the spammer")
+    assert "workspace_read" not in picked and "kick_user" not in picked  # dm-only / admin-only
+    assert {"send_message", "reply", "memory_search"} <= set(picked)
+    assert len(picked) <= 5 + 3
+    owner = await index.select(registry, DM, True, "read my notes file and kick the spammer")
+    assert {"workspace_read", "kick_user"} <= set(owner)
+    registry.set_override("kick_user", enabled=False)
+    assert "kick_user" not in await index.select(registry, DM, True, "kick the spammer")
+
+
+async def test_a_precomputed_query_vector_is_used(db: Database, embedder: Any) -> None:
+    registry = full_registry()
+    index = ToolIndex(db, embedder, ToolRagSettings(top_k=3, always_include=()))
+    await index.sync(registry)
+    vector = (await embedder.embed(["pin this message to the top of the chat"]))[0]
+    # No words to match: only the vector (computed once per message by the caller) can rank the tools.
+    picked = await index.select(registry, DM, True, "...", vector)
+    assert "pin_message" in picked and len(picked) == 3
+
+
+async def test_all_tools_when_retrieval_finds_nothing(db: Database) -> None:
+    registry = full_registry()
+    index = ToolIndex(db, None, ToolRagSettings(top_k=5))  # keyword-only (embedding.provider: none)
+    await index.sync(registry)
+    everything = [t.name for t in registry.available(GROUP, False)]
+    assert await index.select(registry, GROUP, False, "🙂🙂") == everything
+    assert await index.select(registry, GROUP, False, "") == everything
+    picked = await index.select(registry, GROUP, False, "make a poll")
+    assert picked[0] == "send_poll" and len(picked) <= 8
+    disabled = ToolIndex(db, None, ToolRagSettings(enabled=False))
+    assert await disabled.select(registry, GROUP, False, "make a poll") == everything
+
+
+def load_eval() -> Any:
+    spec = importlib.util.spec_from_file_location("eval_tool_rag", ROOT / "scripts" / "eval_tool_rag.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the file runs
+    spec.loader.exec_module(module)
+    return module
+
+
+async def test_right_tool_is_offered_for_natural_requests(embedder: Any) -> None:
+    evaluation = load_eval()
+    assert len(evaluation.CASES) == 40
+    report = await evaluation.evaluate(evaluation.CASES, top_k=25, embedder=embedder)
+    assert report.share >= evaluation.FLOOR, report.misses
+    names = {n for _, n in evaluation.CASES}
+    assert names <= set(full_registry().names)  # every label names a real tool
