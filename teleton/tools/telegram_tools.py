@@ -24,7 +24,8 @@ from typing import Any
 from teleton.gateway.contract import ChatInfo, Gateway, GatewayError, UserInfo
 from teleton.llm.tool_loop import ToolResult
 from teleton.memory.feed_archive import is_our_message
-from teleton.memory.hybrid_search import FEED, SearchParams, hybrid_search
+from teleton.memory.feed_search import search_feed
+from teleton.memory.hybrid_search import SearchParams
 from teleton.tools.registry import Tool, ToolContext
 from teleton.tools.workspace_paths import PathRefused, check_readable, resolve
 
@@ -207,18 +208,15 @@ async def search_messages(args: dict[str, Any], ctx: ToolContext) -> str:
         scope: list[int] | None = [_readable_chat(args, ctx)]
     else:
         scope = None if ctx.access.feed_chats is None else list(ctx.access.feed_chats)
-    vector = None
-    if ctx.deps.embedder is not None and getattr(ctx.deps.db, "vectors", False):
-        vector = (await ctx.deps.embedder.embed([query]))[0]
     params = SearchParams(limit=int(args.get("limit", 10)))
-    hits = await ctx.deps.db.read(lambda conn: hybrid_search(conn, FEED, query, vector, params=params, scope=scope))
+    hits = await search_feed(ctx.deps.db, query, chat_ids=scope, provider=ctx.deps.embedder, params=params)
     if not hits:
         return "No matching messages."
     lines = []
     for hit in hits:
-        when = datetime.fromtimestamp(hit.meta["date"]).astimezone()
-        who = "me" if hit.meta["is_outgoing"] else (hit.meta["sender_name"] or str(hit.meta["sender_id"]))
-        lines.append(f"[chat {hit.meta['chat_id']} #{hit.meta['message_id']} {when:%Y-%m-%d %H:%M} {who}] {hit.text}")
+        when = datetime.fromtimestamp(hit.date).astimezone()
+        who = "me" if hit.is_outgoing else (hit.sender_name or str(hit.sender_id))
+        lines.append(f"[chat {hit.chat_id} #{hit.message_id} {when:%Y-%m-%d %H:%M} {who}] {hit.text}")
     return "\n".join(lines)
 
 

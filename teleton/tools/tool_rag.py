@@ -26,6 +26,7 @@ import numpy as np
 import structlog
 
 from teleton.gateway.contract import ChatInfo
+from teleton.memory.embeddings.query import embed_query
 from teleton.memory.hybrid_search import TOOLS, SearchParams, hybrid_search, vector_available
 from teleton.storage.sqlite_driver import Connection
 from teleton.tools.registry import Tool, ToolRegistry
@@ -170,8 +171,8 @@ class ToolIndex:
 
     async def rank(self, query: str, query_vector: np.ndarray | None = None) -> list[tuple[str, float]]:
         """Every tool that matches ``query`` at all, best first, with its fused score."""
-        if query_vector is None and self._vectors_on() and query.strip():
-            query_vector = (await self.embedder.embed([query]))[0]
+        if query_vector is None and self._vectors_on():
+            query_vector = await embed_query(self.embedder, query)  # None on failure: keyword-only
         if not self._vectors_on():
             query_vector = None
         count = await self.db.read(lambda c: int(c.execute("select count(*) from tool_index").fetchone()[0]))

@@ -223,3 +223,17 @@ async def test_moderation_is_group_only_and_admin_only(registry, tg_deps, client
 async def test_no_gateway_is_an_error_not_a_crash(registry, deps: ToolDeps) -> None:
     result = await call(registry, make_ctx(deps, DM, admin=True), "send_message", text="hi")
     assert result.is_error and "not connected" in result.content
+
+
+async def test_participants_of_this_group(registry, tg_deps, client) -> None:
+    def members(request: Any) -> Any:
+        if request.offset > 0:
+            return types.channels.ChannelParticipants(count=1, participants=[], chats=[], users=[])
+        return types.channels.ChannelParticipants(
+            count=1, participants=[types.ChannelParticipant(user_id=BOB.id, date=None)], chats=[], users=[BOB])
+
+    client.answers[functions.channels.GetParticipantsRequest] = members
+    ctx = make_ctx(tg_deps, GROUP, admin=False)
+    result = await call(registry, ctx, "get_participants")
+    assert not result.is_error and "42: Bob @bob" in result.content, result
+    assert (await call(registry, ctx, "get_participants", chat_id=OTHER_GROUP.id)).is_error
