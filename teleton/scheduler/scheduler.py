@@ -44,6 +44,12 @@ def next_cron(expression: str, after: float) -> float:
     return float(croniter(expression, base).get_next(float))
 
 
+def task_prompt(task: TaskRecord) -> str:
+    """What the agent is told when a task falls due: framed, so it knows this is not a new user message."""
+    prompt = str(task.payload.get("prompt") or task.description)
+    return f"[Scheduled task #{task.id} is due: {task.description}]\n{prompt}"
+
+
 @dataclass
 class _Periodic:
     name: str
@@ -231,7 +237,7 @@ class Scheduler:
         if task.kind == "agent":
             if self.run_agent_turn is None or task.chat_id is None:
                 return False, "no agent to run this task"
-            answer = await self.run_agent_turn(task.chat_id, str(task.payload.get("prompt") or task.description))
+            answer = await self.run_agent_turn(task.chat_id, task_prompt(task))
             return True, str(answer or "done")
         if self.registry is None or self.context_for is None or task.chat_id is None:
             return False, "tool tasks are not available"

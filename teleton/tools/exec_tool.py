@@ -164,7 +164,15 @@ def exec_tools(settings: ExecSettings = ExecSettings()) -> list[Tool]:
             return ToolResult.error("Only an admin may run commands.")
         workspace = ctx.deps.workspace
         await asyncio.to_thread(workspace.mkdir, parents=True, exist_ok=True)
-        outcome = await run_command(args["command"], workspace, settings)
+        started = time.monotonic()
+        try:
+            outcome = await run_command(args["command"], workspace, settings)
+        except asyncio.CancelledError:
+            # The turn's own tool timeout (or /stop) ended the run: the group is killed; still audit it.
+            cancelled = ExecOutcome(args["command"], None, "", "cancelled", int((time.monotonic() - started) * 1000),
+                                    True, 0)
+            await asyncio.shield(audit(ctx.deps.db, "exec", cancelled, ctx.chat.id))
+            raise
         log.info("exec", command=args["command"][:200], exit_code=outcome.exit_code,
                  timed_out=outcome.timed_out, duration_ms=outcome.duration_ms, chat_id=ctx.chat.id)
         await audit(ctx.deps.db, "exec", outcome, ctx.chat.id)

@@ -25,6 +25,8 @@ class Agent:
         self.turns: list[tuple[int, str]] = []
 
     async def run_turn(self, chat_id: int, text: str) -> str:
+        header, text = text.split("\n", 1)
+        assert header.startswith("[Scheduled task #") and header.endswith("]")
         self.turns.append((chat_id, text))
         if "FAIL" in text:
             raise RuntimeError(f"could not do {text}")

@@ -90,3 +90,34 @@ async def test_exec_is_admin_only_even_when_called_by_name(db: Database, workspa
     assert result.is_error and "admin" in result.content
     assert not (workspace / "pwned").exists()
     assert (await db.fetchone("select count(*) from exec_audit"))[0] == 0  # refused calls never ran
+
+
+async def test_a_turn_timeout_cancelling_exec_still_kills_and_audits(db: Database, workspace: Path) -> None:
+    from teleton.llm.tool_loop import LoopLimits, ToolCall, run_one
+
+    registry = ToolRegistry(exec_tools(ExecSettings(timeout_s=30)))
+    ctx = make_ctx(ToolDeps(db=db, workspace=workspace), DM, admin=True)
+    marker = workspace / "started"
+    command = f"touch {marker}; sleep 60 & sleep 60"
+    outcome = await run_one(ToolCall("t", "exec", {"command": command}), lambda c: registry.execute(c, ctx),
+                            LoopLimits(tool_timeout_s=0.5))
+    assert outcome.is_error and "timed out" in outcome.content
+    row = await db.fetchone("select command, exit_code, stderr from exec_audit")
+    assert row["command"] == command and row["exit_code"] is None and row["stderr"] == "cancelled"
+    sleepers = [p for p in os.listdir("/proc") if p.isdigit() and _cmdline(p) == "sleep 60"]
+    assert not [p for p in sleepers if _runs_in_workspace_of(p, marker)]
+
+
+def _cmdline(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+    except OSError:
+        return ""
+
+
+def _runs_in_workspace_of(pid: str, marker: Path) -> bool:
+    # A sleep of OUR command would have the workspace as its working directory.
+    try:
+        return os.readlink(f"/proc/{pid}/cwd") == os.path.realpath(marker.parent)
+    except OSError:
+        return False
