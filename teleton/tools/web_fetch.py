@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
+import ssl
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html.parser import HTMLParser
@@ -46,6 +47,8 @@ class FetchSettings:
     # TEST ONLY: networks exempt from the address check (a test server on 127.0.0.1). Empty in production;
     # nothing in the config can set it.
     allow_networks: tuple[IPNetwork, ...] = ()
+    # TLS trust: True = the system's CAs. Tests pass an SSLContext trusting their own certificate.
+    verify: ssl.SSLContext | bool = True
 
     @classmethod
     def from_config(cls, cfg: Any) -> FetchSettings:
@@ -158,7 +161,7 @@ async def fetch(url: str, settings: FetchSettings = FetchSettings()) -> FetchRes
         raise FetchRefused(f"not a valid URL: {exc}") from exc
     timeout = httpx.Timeout(settings.timeout_s)
     async with asyncio.timeout(settings.timeout_s), httpx.AsyncClient(
-        timeout=timeout, trust_env=False, follow_redirects=False
+        timeout=timeout, trust_env=False, follow_redirects=False, verify=settings.verify
     ) as client:
         for _ in range(settings.max_redirects + 1):
             response = await _one_hop(client, current, settings)

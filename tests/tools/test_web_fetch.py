@@ -7,12 +7,16 @@ The only server is one this test starts on 127.0.0.1; it is reachable solely thr
 from __future__ import annotations
 
 import ipaddress
+import shutil
+import ssl
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import ClassVar
 
+import httpx
 import pytest
 
 from teleton.tools.registry import ToolDeps, ToolRegistry
@@ -168,3 +172,36 @@ async def test_the_tool_reports_refusals_as_errors(server: str, deps: ToolDeps) 
     allowed = ToolRegistry(web_fetch_tools(FetchSettings(allow_networks=LOOPBACK, output_cap=20)))
     result = await call(allowed, make_ctx(deps, DM, admin=True), "web_fetch", url=f"{server}/page")
     assert not result.is_error and "text cut to 20 characters" in result.content
+
+
+@pytest.fixture(scope="module")
+def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, ssl.SSLContext]]:
+    """HTTPS on 127.0.0.1 with a self-signed certificate for the NAME localhost only (no IP in it)."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    folder = tmp_path_factory.mktemp("tls")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=DNS:localhost", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )
+    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_ctx.load_cert_chain(cert, key)
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.socket = server_ctx.wrap_socket(httpd.socket, server_side=True)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield httpd.server_address[1], ssl.create_default_context(cafile=str(cert))
+    httpd.shutdown()
+    httpd.server_close()
+
+
+async def test_https_connects_to_the_checked_ip_but_verifies_the_name(tls_server) -> None:
+    port, trust = tls_server
+    settings = FetchSettings(timeout_s=5, allow_networks=LOOPBACK, verify=trust)
+    result = await fetch(f"https://localhost:{port}/page", settings)
+    assert result.status == 200 and "Friday" in result.text
+    # The certificate names localhost, not 127.0.0.1: verification is on and uses the URL's name.
+    with pytest.raises(httpx.ConnectError):
+        await fetch(f"https://127.0.0.1:{port}/page", settings)
