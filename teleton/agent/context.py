@@ -9,6 +9,7 @@ itself. The query is embedded once and the vector is handed on (tool RAG reuses 
 
 from __future__ import annotations
 
+import asyncio
 import re
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -91,23 +92,36 @@ class ContextBuilder:
         self.settings = settings
 
     async def build(self, msg: IncomingMessage, access: Access) -> RagContext:
-        skip = is_trivial(msg.text)
-        vector = None if skip else await self._embed(msg.text)
+        # The query embedding (a model run on its own thread) overlaps the recent-messages read; then the
+        # knowledge and feed searches run side by side on two reader connections.
         s = self.settings
-
-        def _gather(conn: Connection) -> RagContext:
-            rag = RagContext(query_vector=vector, skipped=skip)
-            rag.recent = recent_messages(conn, msg.chat.id, s.recent, exclude=msg.message_id)
-            if skip:
-                return rag
-            if access.knowledge and s.knowledge:
-                params = replace(s.params, limit=s.knowledge)
-                rag.knowledge = hybrid_search(conn, KNOWLEDGE, msg.text, vector, params=params)
-            if s.feed:
-                rag.feed = self._feed_hits(conn, msg, vector, access, rag.recent)
+        skip = is_trivial(msg.text)
+        embedding = None if skip else asyncio.create_task(self._embed(msg.text))
+        try:
+            recent = await self.db.read(
+                lambda conn: recent_messages(conn, msg.chat.id, s.recent, exclude=msg.message_id))
+        except BaseException:
+            if embedding is not None:
+                embedding.cancel()
+            raise
+        rag = RagContext(recent=recent, skipped=skip)
+        if embedding is None:
             return rag
+        rag.query_vector = vector = await embedding
 
-        return await self.db.read(_gather)
+        async def knowledge() -> list[SearchHit]:
+            if not (access.knowledge and s.knowledge):
+                return []
+            params = replace(s.params, limit=s.knowledge)
+            return await self.db.read(lambda conn: hybrid_search(conn, KNOWLEDGE, msg.text, vector, params=params))
+
+        async def feed() -> list[FeedLine]:
+            if not s.feed:
+                return []
+            return await self.db.read(lambda conn: self._feed_hits(conn, msg, vector, access, recent))
+
+        rag.knowledge, rag.feed = await asyncio.gather(knowledge(), feed())
+        return rag
 
     def _feed_hits(self, conn: Connection, msg: IncomingMessage, vector: np.ndarray | None, access: Access,
                    recent: list[FeedLine]) -> list[FeedLine]:
@@ -119,7 +133,9 @@ class ContextBuilder:
         remaining hit.
         """
         s = self.settings
-        params = replace(s.params, limit=s.feed + s.recent + 1, min_score=0.0)
+        wanted = s.feed + s.recent + 1  # enough to fill the block after dropping what is already shown
+        params = replace(s.params, limit=wanted, min_score=0.0,
+                         vector_candidates=min(wanted, s.params.vector_candidates))
         scope = None if access.feed_chats is None else list(access.feed_chats)
         hits = hybrid_search(conn, FEED, msg.text, vector, params=params, scope=scope)
         seen = {(line.chat_id, line.message_id) for line in recent}

@@ -125,6 +125,7 @@ class Turn:
     result: LoopResult | None = None
     reply: str = ""
     failed: bool = False
+    timings: dict[str, float] = field(default_factory=dict)  # stage -> ms, logged with turn_done
 
 
 class Agent:
@@ -147,6 +148,7 @@ class Agent:
         self._running: dict[int, asyncio.Task[str | None]] = {}
         self._flushed: set[str] = set()  # sessions already told to flush (once per session)
         self.turns = 0
+        self.last_timings: dict[str, float] = {}  # stage timings of the last finished turn (bench, /status)
 
     # -- entry points ---------------------------------------------------------------------------------
     def is_admin(self, user: UserInfo | None) -> bool:
@@ -203,19 +205,26 @@ class Agent:
 
     # -- the pipeline ---------------------------------------------------------------------------------
     async def _pipeline(self, turn: Turn) -> str | None:
+        stages = (
+            ("session", self._stage_session),
+            ("compaction", self._stage_compaction),
+            ("context", self._stage_context),
+            ("answer", self._stage_answer),
+            ("reply", self._stage_reply),
+            ("persist", self._stage_persist),
+        )
         try:
-            await self._stage_session(turn)
-            await self._stage_compaction(turn)
-            await self._stage_context(turn)
-            await self._stage_answer(turn)
-            await self._stage_reply(turn)
-            await self._stage_persist(turn)
+            for name, stage in stages:
+                began = time.monotonic()
+                await stage(turn)
+                turn.timings[name] = round((time.monotonic() - began) * 1000, 1)
         except asyncio.CancelledError:
             await asyncio.shield(self._persist_stopped(turn))
             raise
         self.turns += 1
+        self.last_timings = turn.timings
         log.info("turn_done", chat_id=turn.msg.chat.id, ms=round((time.monotonic() - turn.started) * 1000),
-                 iterations=turn.result.iterations if turn.result else 0, failed=turn.failed)
+                 iterations=turn.result.iterations if turn.result else 0, failed=turn.failed, stages=turn.timings)
         return turn.reply or None
 
     async def _stage_session(self, turn: Turn) -> None:
@@ -242,8 +251,8 @@ class Agent:
 
     async def _stage_context(self, turn: Turn) -> None:
         msg = turn.msg
-        turn.rag = await self.context.build(msg, turn.access)
-        await self._build_system(turn)
+        # Retrieval and the system prompt do not depend on each other: build them concurrently.
+        turn.rag, _ = await asyncio.gather(self.context.build(msg, turn.access), self._build_system(turn))
         text = user_text(msg)
         turn.stored_user = {"role": "user", "content": text}
         rag_text = turn.rag.render(msg.chat.id)
