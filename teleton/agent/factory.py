@@ -63,13 +63,23 @@ async def build_agent(
     settings = AgentSettings.from_config(config)
     if extra_admins:
         settings = replace(settings, admin_ids=settings.admin_ids | extra_admins)
+    facts = FactStore(db, embedder, half_life_days=config.memory.recency_half_life_days)
+    learnings, distiller = _distiller(config, llm, facts, workspace)
     deps = AgentDeps(
-        db=db, llm=llm, gateway=gateway, registry=registry, workspace=workspace,
-        facts=FactStore(db, embedder, half_life_days=config.memory.recency_half_life_days),
+        db=db, llm=llm, gateway=gateway, registry=registry, workspace=workspace, facts=facts,
+        distiller=distiller, learnings=learnings,
         daily_logs=DailyLogs(workspace / "memory"), embedder=embedder, knowledge=knowledge, policy=policy,
         tool_selector=selector, owner=await _owner(db, config.telegram.owner_id),
     )
     return AgentStack(agent=Agent(deps, settings), llm=llm, registry=registry, tool_index=index)
+
+
+def _distiller(config: Any, llm: LLMClient, facts: FactStore, workspace: Path) -> tuple[Any, Any]:
+    from teleton.agent.distiller import Distiller
+    from teleton.memory.learnings import Learnings
+
+    learnings = Learnings(workspace)
+    return learnings, Distiller(llm, facts, learnings, enabled=config.memory.distill)
 
 
 async def _load_tool_overrides(db: Database, registry: ToolRegistry) -> None:

@@ -60,6 +60,7 @@ class PromptBuilder:
         me: UserInfo | None = None,
         daily_log_lines: int = 100,
         salience_threshold: float = 0.85,
+        learnings: Any = None,
     ) -> None:
         self.workspace = Path(workspace)
         self.daily_logs = daily_logs
@@ -68,6 +69,7 @@ class PromptBuilder:
         self.me = me
         self.daily_log_lines = daily_log_lines
         self.salience_threshold = salience_threshold
+        self.learnings = learnings
         self._files: dict[str, tuple[float, str]] = {}  # name -> (mtime, text): files are read once per edit
 
     async def build(self, inputs: PromptInputs) -> list[dict[str, Any]]:
@@ -112,6 +114,10 @@ class PromptBuilder:
             salient = await self.facts.salient(inputs.access.fact_scopes, self.salience_threshold)
             if salient:
                 parts.append("## Important facts\n" + "\n".join(f"- {f.line()}" for f in salient))
+        if inputs.access.memory_files and self.learnings is not None:
+            learned = await self.learnings.for_prompt()
+            if learned:
+                parts.append(learned)
         if inputs.summary:
             parts.append(f"## Summary of the earlier conversation in this chat\n{inputs.summary}")
         return "\n\n".join(parts)

@@ -105,6 +105,8 @@ class AgentDeps:
     policy: PolicyControl | None = None
     tool_selector: ToolSelector | None = None
     owner: UserInfo | None = None
+    distiller: Any = None  # teleton.agent.distiller.Distiller: facts from each exchange, in the background
+    learnings: Any = None  # teleton.memory.learnings.Learnings: tool errors and corrections for the DM prompt
 
 
 @dataclass
@@ -137,7 +139,8 @@ class Agent:
         self.context = ContextBuilder(deps.db, deps.embedder, settings.context)
         self.prompt = PromptBuilder(
             deps.workspace, self.daily_logs, deps.facts, owner=deps.owner, me=deps.gateway.me,
-            daily_log_lines=settings.daily_log_lines, salience_threshold=settings.salience_threshold)
+            daily_log_lines=settings.daily_log_lines, salience_threshold=settings.salience_threshold,
+            learnings=deps.learnings)
         self.compactor = Compactor(deps.db, deps.llm, self.sessions, self.daily_logs, deps.facts,
                                    knowledge=deps.knowledge)
         self.tool_deps = ToolDeps(db=deps.db, workspace=Path(deps.workspace), gateway=deps.gateway,
@@ -195,13 +198,18 @@ class Agent:
         return True
 
     async def shutdown(self, grace_s: float = 5.0) -> None:
-        """Let running turns finish for ``grace_s``, then cancel them (SIGTERM)."""
+        """Let running turns finish for ``grace_s``, then cancel them (SIGTERM); then let the distiller finish."""
         tasks = [t for t in self._running.values() if not t.done()]
         if tasks:
             _, pending = await asyncio.wait(tasks, timeout=grace_s)
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
+        if self.deps.distiller is not None:
+            try:
+                await asyncio.wait_for(self.deps.distiller.drain(), timeout=grace_s)
+            except TimeoutError:
+                log.warning("distiller_not_drained", grace_s=grace_s)
 
     # -- the pipeline ---------------------------------------------------------------------------------
     async def _pipeline(self, turn: Turn) -> str | None:
@@ -319,6 +327,29 @@ class Agent:
         session.account(turn.result.usage, turn.result.last_usage)
         await self.sessions.save(session)
         await self._log_exchange(turn)
+        await self._learn(turn)
+
+    async def _learn(self, turn: Turn) -> None:
+        """After the reply: tool errors to the learnings, the exchange to the distiller (background)."""
+        result = _required(turn.result)
+        msg = turn.msg
+        if self.deps.learnings is not None:
+            calls = {c.id: c for c in result.tool_calls}
+            for message in result.new_messages:
+                for block in message["content"] if isinstance(message["content"], list) else []:
+                    call = calls.get(block.get("tool_use_id", ""))
+                    if block.get("type") == "tool_result" and block.get("is_error") and call is not None:
+                        try:
+                            await self.deps.learnings.record_error(call.name, str(call.input), block["content"])
+                        except Exception as exc:
+                            log.warning("learning_not_recorded", error=repr(exc))
+        if self.deps.distiller is not None and not turn.failed:
+            from teleton.agent.distiller import Exchange
+
+            is_owner_dm = msg.chat.type == "dm" and msg.sender is not None and msg.sender.id == self.settings.owner_id
+            self.deps.distiller.schedule(Exchange(
+                chat=msg.chat, user_name=_sender_label(msg.sender), user_text=msg.text,
+                assistant_text=turn.reply or result.text, is_owner_dm=is_owner_dm))
 
     async def _persist_stopped(self, turn: Turn) -> None:
         # /stop: keep the user's message and a marker, so the history stays well-formed and honest.

@@ -203,3 +203,37 @@ async def test_idle_and_daily_reset_end_the_session_with_a_summary(
     row = await db.fetchone("select end_reason from sessions where id = ?", (new.id,))
     assert row["end_reason"] == "daily-reset"
     await h.llm.close()
+
+
+async def test_exchanges_feed_the_distiller_and_tool_errors_the_learnings(
+        tmp_path: Path, db: Database, fake_api: FakeAnthropic) -> None:
+    from teleton.agent.distiller import Distiller
+    from teleton.memory.learnings import Learnings
+
+    h = await build_harness(tmp_path, db, fake_api)
+    learnings = Learnings(h.workspace)
+    distiller = Distiller(h.llm, h.agent.deps.facts, learnings)
+    h.agent.deps.distiller = distiller
+    h.agent.deps.learnings = learnings
+    h.agent.prompt.learnings = learnings
+
+    def utility(body: Body) -> Reply:
+        if body.get("tools") and body["tools"][0]["name"] == "record_facts":
+            return tool_use(("record_facts", {"facts": [{"content": "Olga is allergic to peanuts",
+                                                         "category": "health", "scope": "user",
+                                                         "importance": 0.95}]}))
+        return text("[]")
+
+    h.utility = utility
+    h.main = sequence(tool_use(("memory_recall", {})), text("noted"))
+    await h.dm("I'm allergic to peanuts, by the way")
+    await distiller.drain()
+    facts = await h.agent.deps.facts.recall("peanuts", ["user"])
+    assert [f.value for f in facts] == ["Olga is allergic to peanuts"]
+    start = len(fake_api.requests)
+    await h.dm("what should I cook tonight?")
+    system = h.main_requests(start)[0]["system"]
+    assert "Past tool errors" in system[1]["text"] and "memory_recall" in system[1]["text"]
+    assert "Olga is allergic to peanuts" in system[1]["text"]  # high salience: surfaces unasked
+    await h.agent.shutdown()
+    await h.llm.close()
