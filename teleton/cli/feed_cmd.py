@@ -104,12 +104,17 @@ def search_cmd(
 
 
 async def _search(config: Any, feed_search: Any, query: str, chat: int | None, limit: int) -> list[Any]:
-    db = await Database.open(config.storage.database)
-    provider = None
+    from teleton.memory.hybrid_search import SearchParams
+
+    provider = _provider(config)
+    embedding = (provider.model_id, provider.dims) if provider is not None else None
+    db = await Database.open(config.storage.database, embedding=embedding)
     try:
-        provider = _provider(config)
-        result = feed_search.search_feed(db, query, chat_id=chat, limit=limit, provider=provider)
-        return list(await result) if asyncio.iscoroutine(result) else list(result)
+        scope = None if chat is None else [chat]
+        hits = await feed_search.search_feed(
+            db, query, chat_ids=scope, provider=provider, params=SearchParams(limit=limit)
+        )
+        return list(hits)
     finally:
         await db.close()
 

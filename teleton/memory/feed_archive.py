@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from teleton.memory.hybrid_search import FEED
+from teleton.memory.vector_store import delete_vectors
 from teleton.storage.sqlite_driver import Connection
 
 # agent_state values: NULL = archived, not yet seen by the policy gate. Anything else = already decided,
@@ -245,10 +247,7 @@ def _with_edit(msg: MessageRecord, edit_date: float) -> MessageRecord:
 
 
 def _drop_vector(conn: Connection, row_id: int) -> None:
-    # The old text's vector would otherwise answer searches for words the message no longer says.
-    exists = conn.execute("select 1 from sqlite_master where name = 'tg_messages_vec'").fetchone()
-    if exists:
-        try:
-            conn.execute("delete from tg_messages_vec where id = ?", (row_id,))
-        except Exception:  # sqlite-vec not loaded on this connection: the worker re-embeds anyway
-            pass
+    # The old text's vector would otherwise answer searches for words the message no longer says,
+    # until the embedding worker gets to the edited row.
+    if conn.execute("select 1 from sqlite_master where name = ?", (FEED.vec,)).fetchone():
+        delete_vectors(conn, FEED, [row_id])

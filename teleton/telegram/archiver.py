@@ -22,7 +22,7 @@ from teleton.storage.sqlite_driver import Connection
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
 
-MAX_BATCH = 256
+MAX_BATCH = 128
 
 
 @dataclass

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 
@@ -57,6 +57,7 @@ class Dispatcher:
     _closing: bool = False
     turns: int = 0
     failures: int = 0
+    decisions: Counter[str] = field(default_factory=Counter)
 
     def offer(self, msg: IncomingMessage) -> Decision:
         """Gate one archived message; queue it for the agent or keep it as context. Never blocks."""
@@ -74,8 +75,8 @@ class Dispatcher:
             lane.queue.put_nowait(msg)
         elif decision.keep_as_context:
             self._context.setdefault(msg.chat.id, deque(maxlen=self.context_cap)).append(msg)
-        log.debug("gate", chat_id=msg.chat.id, message_id=msg.message_id, accept=decision.accept,
-                  reason=decision.reason)
+        # Counted, not logged: a log line per message would cost more than the gate itself under a burst.
+        self.decisions[decision.reason] += 1
         return decision
 
     def pending_context(self, chat_id: int) -> list[IncomingMessage]:

@@ -153,14 +153,17 @@ class TelegramGateway:
         self.pipeline.dispatcher = self.dispatcher
         return self.dispatcher
 
-    def start_embedder(self, provider: Any, **kwargs: Any) -> Any:
-        """Embed archived messages in the background with ``provider`` (None or no vectors: keyword-only)."""
-        from teleton.telegram.embedder import FeedEmbedder
+    def start_embedder(self, provider: Any, *, batch: int = 64) -> Any:
+        """Embed archived messages in the background (the memory engine's FeedEmbedder), off the receive path.
+
+        Each commit of new or edited messages wakes it. ``provider`` None, or no sqlite-vec: keyword-only.
+        """
+        from teleton.memory.feed_embedding import FeedEmbedder
 
         if provider is None or not self.db.vectors:
             return None
-        self.embedder = FeedEmbedder(self.db, provider, **kwargs)
-        self.pipeline.on_archived = self.embedder.poke
+        self.embedder = FeedEmbedder(self.db, provider, batch=batch)
+        self.pipeline.on_archived = self.embedder.notify
         self.embedder.start()
         return self.embedder
 

@@ -7,13 +7,17 @@ handlers run exactly as they do live. Outgoing requests are recorded and answere
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from telethon import TelegramClient, errors, functions, utils
 from telethon.sessions import MemorySession
@@ -214,3 +218,31 @@ async def harness(db: Database):
     h = await make_harness(db)
     yield h
     await h.gateway.stop(grace_s=1)
+
+
+class HashingEmbedder:
+    """An EmbeddingProvider by feature hashing: words → 384 buckets, L2-normalised, on its own thread.
+
+    Real vectors (similar texts are near) at a cost the 5,000-message burst can afford on two loaded cores;
+    the local ONNX model is exercised by a smaller test and by scripts/bench_ingest.py.
+    """
+
+    model_id = "test-hashing-384"
+    dims = 384
+
+    def __init__(self) -> None:
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="test-embed")
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return await asyncio.get_running_loop().run_in_executor(self._executor, self.encode, list(texts))
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dims), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in re.findall(r"\w+", text.lower()):
+                out[row, int.from_bytes(hashlib.blake2b(word.encode(), digest_size=4).digest(), "big") % self.dims] += 1
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.where(norms == 0, 1, norms)
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False)
