@@ -222,3 +222,42 @@ async def test_group_replies_quote_the_message_and_log_with_the_group(harness: H
     assert "(Book club) Alice (@alice): hey bot" in today_log(h)
     assert "Alice (@alice): hey bot, what's up?" in last_user_text(h.fake.requests[-1])
     assert "Book club" in body_text(h.fake.requests[-1]["system"])
+
+
+async def test_hard_threshold_by_reported_tokens(harness: Harness) -> None:
+    h = harness
+    for i in range(12):
+        await h.dm(f"chat line {i} about the weather")
+    h.main = sequence(text("big", usage={"input_tokens": 151_000, "output_tokens": 100}))  # 75.5% of 200k
+    await h.dm("and tomorrow?")
+    before = await h.agent.sessions.active(OWNER.id)
+    assert before.last_input_tokens == 151_100
+    await h.dm("and the day after?")
+    after = await h.agent.sessions.active(OWNER.id)
+    assert after.id != before.id and len(after.messages) == 22  # 20 kept + this exchange
+    assert "Context: ~" in await h.dm("/status")
+
+
+async def test_group_context_that_did_not_trigger_a_reply_is_included(harness: Harness) -> None:
+    h = harness
+    earlier = (h.message(GROUP, OWNER, "I'll bring the wine"), h.message(GROUP, ALICE, "I'll bring cheese"))
+    await h.group("@teleton who brings what?")
+    await h.send(GROUP, ALICE, "@teleton and now?", earlier_context=earlier, mentions_us=True)
+    said = h.fake.requests[-1]["messages"][-1]["content"][-1]["text"]
+    assert said.splitlines() == [
+        "[Earlier messages in this chat, not addressed to you]",
+        "Olga (@olga): I'll bring the wine",
+        "Alice (@alice): I'll bring cheese",
+        "[Message to you]",
+        "Alice (@alice): @teleton and now?",
+    ]
+
+
+async def test_long_answers_are_split_for_telegram(harness: Harness) -> None:
+    h = harness
+    long = "\n\n".join(f"Paragraph {i}. " + " ".join(["word"] * 150) for i in range(12))
+    h.main = sequence(text(long))
+    await h.dm("write a lot please")
+    parts = [m.text for m in h.gateway.sent]
+    assert len(parts) >= 2 and all(len(p) <= 4000 for p in parts)
+    assert "\n\n".join(parts) == long
