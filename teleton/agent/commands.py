@@ -52,6 +52,7 @@ class CommandSpec:
     handler: Handler
     admin: bool = False
     needs_lock: bool = False  # touches the session, so it waits for a running turn of the chat
+    group_admin: bool = False  # in a shared chat, only admins may (one member must not reset it for all)
 
 
 async def cmd_new(agent: Agent, turn: Turn, args: str) -> str:
@@ -124,11 +125,12 @@ COMMANDS: dict[str, CommandSpec] = {
     spec.name: spec
     for spec in (
         CommandSpec("new", "/new", "start a fresh conversation (the old one is summarised first)", cmd_new,
-                    needs_lock=True),
+                    needs_lock=True, group_admin=True),
         CommandSpec("compact", "/compact [N]", "summarise the conversation, keeping the last N messages",
-                    cmd_compact, needs_lock=True),
+                    cmd_compact, needs_lock=True, group_admin=True),
         CommandSpec("status", "/status", "session size, tokens, cache hits, memory, model", cmd_status),
-        CommandSpec("stop", "/stop", "stop the running answer (queued messages still run)", cmd_stop),
+        CommandSpec("stop", "/stop", "stop the running answer (queued messages still run)", cmd_stop,
+                    group_admin=True),
         CommandSpec("help", "/help", "this list", cmd_help),
         CommandSpec("pause", "/pause", "stop answering until /resume", cmd_pause, admin=True),
         CommandSpec("resume", "/resume", "answer again", cmd_resume, admin=True),

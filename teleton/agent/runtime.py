@@ -385,8 +385,9 @@ class Agent:
 
     # -- commands -------------------------------------------------------------------------------------
     async def _run_command(self, turn: Turn, spec: CommandSpec, args: str) -> str | None:
-        if spec.admin and not turn.is_admin:
-            text = f"/{spec.name} is for admins only."
+        shared = turn.msg.chat.type != "dm"
+        if (spec.admin or (spec.group_admin and shared)) and not turn.is_admin:
+            text = f"/{spec.name} is for admins only" + (" in a group." if not spec.admin else ".")
         elif spec.needs_lock:
             async with self._locks[turn.msg.chat.id]:
                 text = await spec.handler(self, turn, args)

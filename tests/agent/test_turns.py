@@ -203,6 +203,8 @@ async def test_commands(harness: Harness) -> None:
     assert "disabled" in (await h.dm("/tool disable memory_search")).lower()
     assert "memory_search" not in {t["name"] for t in h.agent.deps.registry.schemas(OWNER_DM, True)}
     assert await h.dm("/tools", sender=ALICE) == "/tools is for admins only."
+    assert await h.group("/new", sender=ALICE) == "/new is for admins only in a group."
+    assert (await h.group("/new", sender=OWNER)).startswith("Started a new conversation")
     for i in range(6):
         await h.dm(f"note number {i} for the record")
     assert (await h.dm("/compact 4")).startswith("Compacted: 8 messages summarised, 4 kept")
