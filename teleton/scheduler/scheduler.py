@@ -25,6 +25,7 @@ from typing import Any
 import structlog
 from croniter import croniter
 
+from teleton.gateway.contract import ChatInfo
 from teleton.llm.tool_loop import ToolCall, ToolResult
 from teleton.scheduler import task_store
 from teleton.scheduler.task_store import TaskRecord, TaskStore
@@ -42,6 +43,16 @@ def next_cron(expression: str, after: float) -> float:
 
     base = datetime.fromtimestamp(after).astimezone()
     return float(croniter(expression, base).get_next(float))
+
+
+async def archived_chat(db: Any, chat_id: int) -> ChatInfo:
+    """The chat a task runs in, as the feed archive knows it (for the daemon's ``context_for``). A chat the
+    archive has never seen is taken for a DM when its id is positive (Telegram's user ids), a group otherwise."""
+    row = await db.fetchone("select type, title, username, member_count from tg_chats where id = ?", (chat_id,))
+    if row is None:
+        return ChatInfo(id=chat_id, type="dm" if chat_id > 0 else "group")
+    return ChatInfo(id=chat_id, type=row["type"], title=row["title"], username=row["username"],
+                    member_count=row["member_count"])
 
 
 def task_prompt(task: TaskRecord) -> str:

@@ -139,6 +139,7 @@ class ToolIndex:
         self.db = db
         self.embedder = embedder
         self.settings = settings
+        self._indexed: frozenset[str] | None = None  # names at the last sync, to spot a stale index
 
     def _vectors_on(self) -> bool:
         return self.embedder is not None and bool(getattr(self.db, "vectors", False))
@@ -164,6 +165,7 @@ class ToolIndex:
                 ids = [row_id for row_id, _ in group]
                 await self.db.write(lambda conn, ids=ids, embedded=embedded: _store_vectors(conn, ids, embedded))
                 report.embedded += len(group)
+        self._indexed = frozenset(row.name for row in rows)
         if report.added or report.changed or report.removed:
             log.info("tool_index_synced", added=len(report.added), changed=len(report.changed),
                      removed=len(report.removed), embedded=report.embedded)
@@ -209,4 +211,7 @@ class ToolIndex:
         for name in self.settings.always_include:
             if name in allowed and name not in picked:
                 picked.append(name)
+        if self._indexed is not None:
+            # A tool registered after the last sync cannot be ranked yet; offer it rather than hide it.
+            picked += [name for name in available if name not in self._indexed and name not in picked]
         return picked

@@ -248,3 +248,13 @@ async def test_periodic_job_never_runs_twice_at_once(db: Database) -> None:
         await scheduler.stop()
     assert peak == 1 and runs >= 2
     assert scheduler.job_runs("heartbeat") >= 3  # a failing job keeps its rhythm
+
+
+async def test_archived_chat_for_the_context_of_a_task(db: Database) -> None:
+    from teleton.memory.feed_archive import ChatRecord, upsert_chat
+    from teleton.scheduler.scheduler import archived_chat
+
+    await db.write(lambda c: upsert_chat(c, ChatRecord(GROUP.id, "group", "Hikers", None, 5), time.time()))
+    chat = await archived_chat(db, GROUP.id)
+    assert (chat.type, chat.title, chat.member_count) == ("group", "Hikers", 5)
+    assert (await archived_chat(db, 555)).type == "dm" and (await archived_chat(db, -555)).type == "group"

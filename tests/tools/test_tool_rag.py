@@ -108,3 +108,14 @@ async def test_held_out_requests_never_tuned_on(embedder: Any) -> None:
     evaluation = load_eval()
     report = await evaluation.evaluate(evaluation.HELD_OUT, top_k=25, embedder=embedder)
     assert report.share >= 0.9, report.misses  # measured 30/30 when written
+
+
+async def test_a_tool_added_after_the_sync_is_still_offered(db: Database) -> None:
+    registry = full_registry()
+    index = ToolIndex(db, None, ToolRagSettings(top_k=3))
+    await index.sync(registry)
+    late = dataclasses.replace(registry.get("react"), name="late_tool")  # type: ignore[arg-type]
+    registry.register(late)
+    assert "late_tool" in await index.select(registry, DM, True, "make a poll")
+    await index.sync(registry)
+    assert "late_tool" not in await index.select(registry, DM, True, "make a poll")
