@@ -23,6 +23,7 @@ from teleton.scheduler.task_store import NewTask, TaskError, TaskRecord, TaskSto
 from teleton.tools.registry import Tool, ToolContext, validation_error
 
 SCHEDULER_KEY = "scheduler"
+PAST_GRACE_S = 120  # "at 09:00" said at 09:01 still runs
 
 
 def _scheduler(ctx: ToolContext) -> Any:
@@ -46,6 +47,9 @@ def parse_when(args: dict[str, Any], now: float) -> tuple[float, str | None]:
             raise TaskError("at must be an ISO date-time like 2026-05-01T09:00 (local time) or with an offset") from exc
         if when.tzinfo is None:
             when = when.astimezone()  # a time without offset is the owner's local time
+        if when.timestamp() < now - PAST_GRACE_S:
+            # Usually a wrong date or year from the model; running it at once would surprise the user.
+            raise TaskError(f"{when.isoformat(timespec='minutes')} is in the past; give a future time")
         return when.timestamp(), None
     if "delay_minutes" in given:
         return (datetime.fromtimestamp(now) + timedelta(minutes=float(args["delay_minutes"]))).timestamp(), None

@@ -204,7 +204,8 @@ async def test_schedule_validation() -> None:
     assert at == 1893574800.0
     first, cron = parse_when({"cron": "*/5 * * * *"}, now)
     assert cron == "*/5 * * * *" and now < first <= now + 300
-    for bad in ({"cron": "every day"}, {"at": "tomorrow"}, {"at": "2030-01-01T09:00", "delay_minutes": 5}):
+    for bad in ({"cron": "every day"}, {"at": "tomorrow"}, {"at": "2030-01-01T09:00", "delay_minutes": 5},
+                {"at": "2020-01-01T09:00"}):
         with pytest.raises(ValueError):
             parse_when(bad, now)
 
