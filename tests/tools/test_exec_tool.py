@@ -31,6 +31,25 @@ def group_members(pgid: int) -> list[int]:
     return alive
 
 
+def in_workspace(workspace: Path) -> list[int]:
+    """Live processes whose working directory is this test's own workspace."""
+    real = os.path.realpath(workspace)
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if os.readlink(f"/proc/{entry}/cwd") == real and "Z" not in _state(entry):
+                found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def _state(pid: str) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
 def test_exec_is_not_registered_unless_enabled() -> None:
     config = Config()
     assert "exec" not in build_registry(config).names
@@ -43,8 +62,15 @@ async def test_timeout_kills_children_and_is_audited(db: Database, workspace: Pa
     registry = ToolRegistry(exec_tools(ExecSettings(timeout_s=1.0)))
     deps = ToolDeps(db=db, workspace=workspace)
     ctx = make_ctx(deps, DM, admin=True)
-    result = await call(registry, ctx, "exec", command="sh -c 'sleep 60 & sleep 60'")
+    running = asyncio.create_task(call(registry, ctx, "exec", command="sh -c 'sleep 60 & sleep 60'"))
+    for _ in range(50):
+        await asyncio.sleep(0.02)
+        if len(in_workspace(workspace)) >= 3:
+            break
+    assert len(in_workspace(workspace)) >= 3  # both shells and the sleeps were running
+    result = await running
     assert result.is_error and "timeout" in result.content
+    assert in_workspace(workspace) == []  # the shells and both sleeps are gone
     row = await db.fetchone("select tool, command, exit_code, duration_ms, chat_id from exec_audit")
     assert row["tool"] == "exec" and row["command"] == "sh -c 'sleep 60 & sleep 60'"
     assert row["exit_code"] is None and 900 <= row["duration_ms"] < 10_000 and row["chat_id"] == DM.id
@@ -104,20 +130,4 @@ async def test_a_turn_timeout_cancelling_exec_still_kills_and_audits(db: Databas
     assert outcome.is_error and "timed out" in outcome.content
     row = await db.fetchone("select command, exit_code, stderr from exec_audit")
     assert row["command"] == command and row["exit_code"] is None and row["stderr"] == "cancelled"
-    sleepers = [p for p in os.listdir("/proc") if p.isdigit() and _cmdline(p) == "sleep 60"]
-    assert not [p for p in sleepers if _runs_in_workspace_of(p, marker)]
-
-
-def _cmdline(pid: str) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
-    except OSError:
-        return ""
-
-
-def _runs_in_workspace_of(pid: str, marker: Path) -> bool:
-    # A sleep of OUR command would have the workspace as its working directory.
-    try:
-        return os.readlink(f"/proc/{pid}/cwd") == os.path.realpath(marker.parent)
-    except OSError:
-        return False
+    assert in_workspace(workspace) == []
