@@ -173,7 +173,8 @@ async def fetch(url: str, settings: FetchSettings = FetchSettings()) -> FetchRes
             finally:
                 await response.aclose()
             content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
-            text = body_text(body, content_type, response.charset_encoding)
+            # Parsing a 2 MB page takes a while: off the event loop.
+            text = await asyncio.to_thread(body_text, body, content_type, response.charset_encoding)
             return FetchResult(str(current), response.status_code, content_type, text, truncated)
     raise FetchRefused(f"more than {settings.max_redirects} redirects")
 
