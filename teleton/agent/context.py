@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -64,6 +65,7 @@ class RagContext:
     feed: list[FeedLine] = field(default_factory=list)
     query_vector: np.ndarray | None = None
     skipped: bool = False  # retrieval skipped (trivial message)
+    extra: Any = None  # what the caller's ``with_vector`` returned (the tool-RAG pick)
 
     def render(self, chat_id: int) -> str:
         parts = []
@@ -91,7 +93,10 @@ class ContextBuilder:
         self.embedder = embedder
         self.settings = settings
 
-    async def build(self, msg: IncomingMessage, access: Access) -> RagContext:
+    async def build(self, msg: IncomingMessage, access: Access,
+                    with_vector: Callable[[np.ndarray | None], Awaitable[Any]] | None = None) -> RagContext:
+        """``with_vector`` (e.g. tool RAG) runs alongside the searches with the same query vector; its
+        result lands in ``RagContext.extra``."""
         # The query embedding (a model run on its own thread) overlaps the recent-messages read; then the
         # knowledge and feed searches run side by side on two reader connections.
         s = self.settings
@@ -106,6 +111,8 @@ class ContextBuilder:
             raise
         rag = RagContext(recent=recent, skipped=skip)
         if embedding is None:
+            if with_vector is not None:
+                rag.extra = await with_vector(None)
             return rag
         rag.query_vector = vector = await embedding
 
@@ -120,7 +127,10 @@ class ContextBuilder:
                 return []
             return await self.db.read(lambda conn: self._feed_hits(conn, msg, vector, access, recent))
 
-        rag.knowledge, rag.feed = await asyncio.gather(knowledge(), feed())
+        async def extra() -> Any:
+            return None if with_vector is None else await with_vector(vector)
+
+        rag.knowledge, rag.feed, rag.extra = await asyncio.gather(knowledge(), feed(), extra())
         return rag
 
     def _feed_hits(self, conn: Connection, msg: IncomingMessage, vector: np.ndarray | None, access: Access,
@@ -134,8 +144,11 @@ class ContextBuilder:
         """
         s = self.settings
         wanted = s.feed + s.recent + 1  # enough to fill the block after dropping what is already shown
+        # Candidates per leg: what the block can use, not the search default (each candidate of either leg
+        # costs a vector lookup on a 100k-message archive).
         params = replace(s.params, limit=wanted, min_score=0.0,
-                         vector_candidates=min(wanted, s.params.vector_candidates))
+                         vector_candidates=min(wanted, s.params.vector_candidates),
+                         keyword_candidates=min(wanted, s.params.keyword_candidates))
         scope = None if access.feed_chats is None else list(access.feed_chats)
         hits = hybrid_search(conn, FEED, msg.text, vector, params=params, scope=scope)
         seen = {(line.chat_id, line.message_id) for line in recent}

@@ -259,16 +259,20 @@ class Agent:
 
     async def _stage_context(self, turn: Turn) -> None:
         msg = turn.msg
-        # Retrieval and the system prompt do not depend on each other: build them concurrently.
-        turn.rag, _ = await asyncio.gather(self.context.build(msg, turn.access), self._build_system(turn))
+        selector = self.deps.tool_selector
+
+        async def pick_tools(vector: Any) -> Sequence[str] | None:
+            # Tool RAG shares the message's one query embedding with memory retrieval.
+            return None if selector is None else await selector(msg.text, vector, msg.chat, turn.is_admin)
+
+        # Retrieval, tool choice and the system prompt do not depend on each other: built concurrently.
+        turn.rag, _ = await asyncio.gather(self.context.build(msg, turn.access, pick_tools), self._build_system(turn))
         text = user_text(msg)
         turn.stored_user = {"role": "user", "content": text}
         rag_text = turn.rag.render(msg.chat.id)
         turn.sent_user = turn.stored_user if not rag_text else {
             "role": "user", "content": [{"type": "text", "text": rag_text}, {"type": "text", "text": text}]}
-        names = None
-        if self.deps.tool_selector is not None:
-            names = await self.deps.tool_selector(msg.text, turn.rag.query_vector, msg.chat, turn.is_admin)
+        names = turn.rag.extra
         turn.tools = self.deps.registry.schemas(msg.chat, turn.is_admin, names)
 
     async def _build_system(self, turn: Turn) -> None:

@@ -263,3 +263,20 @@ async def test_long_answers_are_split_for_telegram(harness: Harness) -> None:
     parts = [m.text for m in h.gateway.sent]
     assert len(parts) >= 2 and all(len(p) <= 4000 for p in parts)
     assert "\n\n".join(parts) == long
+
+
+async def test_tool_rag_pick_limits_the_tools_sent(harness: Harness) -> None:
+    h = harness
+    seen = []
+
+    async def selector(query: str, vector: object, chat: object, is_admin: bool) -> list[str]:
+        seen.append((query, is_admin))
+        return ["memory_recall", "memory_read"]
+
+    h.agent.deps.tool_selector = selector
+    await h.dm("what do you remember about my cat?")
+    await h.group("what do you remember about the book?")
+    dm, group = h.main_requests()
+    assert [t["name"] for t in dm["tools"]] == ["memory_read", "memory_recall"]
+    assert [t["name"] for t in group["tools"]] == ["memory_recall"]  # the pick is still scope-filtered
+    assert seen == [("what do you remember about my cat?", True), ("what do you remember about the book?", False)]
