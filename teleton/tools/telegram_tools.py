@@ -161,6 +161,8 @@ def _download_tool(settings: TelegramToolSettings) -> Handler:
         dest = ctx.deps.workspace / DOWNLOAD_DIR
         path = await _gateway(ctx).download_media(chat_id, message_id, dest, settings.download_max_bytes)
         shown = await asyncio.to_thread(_relative, path, ctx.deps.workspace)
+        if not shown.startswith(DOWNLOAD_DIR + os.sep):  # a crafted file name must not land elsewhere
+            raise Refused(f"the download was written outside {DOWNLOAD_DIR}/ ({shown}); refusing to use it")
         return f"Saved to {shown} in the workspace."
 
     return download_media

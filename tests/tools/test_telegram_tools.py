@@ -120,9 +120,9 @@ async def test_send_file_from_workspace_respects_privacy(registry, tg_deps, clie
 
 
 async def test_download_media_is_capped_and_lands_in_downloads(registry, tg_deps, client) -> None:
-    def message_with(size: int) -> Any:
+    def message_with(size: int, name: str = "notes.txt") -> Any:
         document = types.Document(id=1, access_hash=2, file_reference=b"", date=None, mime_type="text/plain",
-                                  size=size, dc_id=1, attributes=[types.DocumentAttributeFilename("notes.txt")])
+                                  size=size, dc_id=1, attributes=[types.DocumentAttributeFilename(name)])
         msg = types.Message(id=5, peer_id=types.PeerChannel(1234567890), date=None, message="",
                             media=types.MessageMediaDocument(document=document))
         return types.messages.ChannelMessages(pts=1, count=1, messages=[msg], topics=[], chats=[], users=[])
@@ -138,6 +138,11 @@ async def test_download_media_is_capped_and_lands_in_downloads(registry, tg_deps
     assert not result.is_error, result
     assert "downloads/notes.txt" in result.content
     assert (tg_deps.workspace / "downloads" / "notes.txt").read_bytes() == b"hello notes"
+    # A sender-chosen file name cannot steer the download out of downloads/ (or onto MEMORY.md).
+    client.answers[functions.channels.GetMessagesRequest] = lambda r: message_with(11, "../../MEMORY.md")
+    result = await call(registry, ctx, "download_media")
+    assert not result.is_error and "downloads/MEMORY.md" in result.content, result
+    assert "hello notes" not in (tg_deps.workspace / "MEMORY.md").read_text()
 
 
 async def _archive(db: Database) -> None:
