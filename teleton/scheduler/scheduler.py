@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +34,9 @@ from teleton.scheduler.task_store import TaskRecord, TaskStore
 log = structlog.get_logger(__name__)
 
 RunAgentTurn = Callable[[int, str], Awaitable[Any]]
+# The task being run, visible to ``run_agent_turn`` and ``context_for`` while it runs: its payload says who
+# scheduled it ('admin', 'sender_id'), so a scheduled turn gets that person's rights and no more.
+current_task: ContextVar[TaskRecord | None] = ContextVar("current_task", default=None)
 ContextFor = Callable[[int, bool], Awaitable[Any]]  # (chat_id, is_admin) -> ToolContext
 PeriodicJob = Callable[[], Awaitable[Any]]
 
@@ -245,6 +249,7 @@ class Scheduler:
         self.wake()  # dependants may be due now
 
     async def _execute(self, task: TaskRecord) -> tuple[bool, str]:
+        current_task.set(task)  # this asyncio task's own context: no reset needed
         if task.kind == "agent":
             if self.run_agent_turn is None or task.chat_id is None:
                 return False, "no agent to run this task"

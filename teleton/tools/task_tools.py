@@ -107,8 +107,10 @@ async def schedule_task(args: dict[str, Any], ctx: ToolContext) -> str | ToolRes
 
 def _action(args: dict[str, Any], ctx: ToolContext) -> tuple[str, dict[str, Any]]:
     tool_name = args.get("tool")
+    # Who asked, so the run gets that person's rights and no more (see scheduler.current_task).
+    origin = {"admin": ctx.is_admin, "sender_id": ctx.sender.id if ctx.sender else None}
     if not tool_name:
-        return "agent", {"prompt": args.get("prompt") or args["description"]}
+        return "agent", {"prompt": args.get("prompt") or args["description"], **origin}
     scheduler = _scheduler(ctx)
     registry = getattr(scheduler, "registry", None)
     if registry is None:
@@ -120,7 +122,7 @@ def _action(args: dict[str, Any], ctx: ToolContext) -> tuple[str, dict[str, Any]
     problem = validation_error(tool.input_schema, tool_input)
     if problem:
         raise TaskError(f"invalid tool_input for {tool_name}: {problem}")
-    return "tool", {"tool": tool_name, "input": tool_input, "admin": ctx.is_admin}
+    return "tool", {"tool": tool_name, "input": tool_input, **origin}
 
 
 async def list_tasks(args: dict[str, Any], ctx: ToolContext) -> str:

@@ -23,8 +23,14 @@ class Agent:
 
     def __init__(self) -> None:
         self.turns: list[tuple[int, str]] = []
+        self.origins: list[tuple[Any, Any]] = []
 
     async def run_turn(self, chat_id: int, text: str) -> str:
+        from teleton.scheduler.scheduler import current_task
+
+        task = current_task.get()
+        assert task is not None
+        self.origins.append((task.payload.get("admin"), task.payload.get("sender_id")))
         header, text = text.split("\n", 1)
         assert header.startswith("[Scheduled task #") and header.endswith("]")
         self.turns.append((chat_id, text))
@@ -118,6 +124,7 @@ async def test_chain_runs_in_order_when_all_succeed(h: Harness) -> None:
     finally:
         await h.scheduler.stop()
     assert [text for _, text in h.agent.turns] == ["A", "B", "C"]
+    assert h.agent.origins == [(True, 1000)] * 3  # scheduled by the owner (admin) in the DM
     assert "did C" in (await h.tool("list_tasks")).content
 
 
