@@ -242,7 +242,8 @@ class Agent:
             reason = expiry_reason(session, time.time(), reset_hour=self.settings.session_reset_hour,
                                    idle_minutes=self.settings.session_idle_minutes)
             if reason:
-                await self.compactor.close(session, turn.access, reason)
+                # Shielded: a /stop must not leave a session ended without its successor.
+                await asyncio.shield(self.compactor.close(session, turn.access, reason))
                 session = None
         turn.session = session or await self.sessions.create(chat_id)
 
@@ -250,7 +251,7 @@ class Agent:
         session = _required(turn.session)
         t = self.settings.thresholds
         if needs_hard(len(session.messages), session.last_input_tokens, t):
-            outcome = await self.compactor.compact(session, turn.access, t.keep_last)
+            outcome = await asyncio.shield(self.compactor.compact(session, turn.access, t.keep_last))
             turn.session = outcome.session
         elif needs_soft(session.last_input_tokens, t) and session.id not in self._flushed:
             self._flushed.add(session.id)
@@ -301,8 +302,8 @@ class Agent:
                     log.error("context_overflow_after_compaction", chat_id=turn.msg.chat.id)
                     break
                 log.warning("context_overflow", chat_id=turn.msg.chat.id, messages=len(session.messages))
-                outcome = await self.compactor.compact(session, turn.access,
-                                                       max(1, self.settings.thresholds.keep_last // 2))
+                outcome = await asyncio.shield(self.compactor.compact(
+                    session, turn.access, max(1, self.settings.thresholds.keep_last // 2)))
                 turn.session = outcome.session
                 await self._build_system(turn)  # the summary changed
             except LLMError as exc:
