@@ -79,3 +79,26 @@ def test_chat_command_in_a_terminal(tmp_path: Path, fake_api: FakeAnthropic) -> 
     assert result.exit_code == 0, result.output
     assert "You said: hi from the terminal" in result.output
     assert (tmp_path / "data" / "chat_history").exists()
+
+
+async def test_ctrl_c_stops_the_answer_not_the_chat(tmp_path: Path, fake_api: FakeAnthropic) -> None:
+    import asyncio
+    import os
+    import signal
+
+    config = load_config(write_config(tmp_path, fake_api), env={})
+    config.memory.distill = False
+    session = await ChatSession.open(config, Console(file=io.StringIO()))
+    fake_api.queue(text("far too slow", delay=3.0))
+    turn = asyncio.create_task(session.turn("write me an epic poem"))
+    for _ in range(300):
+        if fake_api.requests:
+            break
+        await asyncio.sleep(0.01)
+    os.kill(os.getpid(), signal.SIGINT)  # what Ctrl-C does
+    assert await asyncio.wait_for(turn, 2) is None
+    fake_api.responder = model
+    assert await session.turn("still there?") == "You said: still there?"
+    stored = await session.stack.agent.sessions.active(session.gateway.chat.id)
+    assert [m["role"] for m in stored.messages] == ["user", "assistant", "user", "assistant"]
+    await session.close()
