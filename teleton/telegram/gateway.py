@@ -376,6 +376,7 @@ class TelegramGateway:
                 answers=[
                     types.PollAnswer(types.TextWithEntities(o, []), bytes([i])) for i, o in enumerate(options)
                 ],
+                hash=0,  # a new poll has no hash yet
             )
         )
         msg = await self._call(lambda: self.client.send_message(peer, file=poll), "send poll")

@@ -161,3 +161,16 @@ async def test_typing_indicator_while_the_agent_works(harness: Harness) -> None:
     await harness.settle()
     typing = [r for r in harness.client.requests if isinstance(r, functions.messages.SetTypingRequest)]
     assert typing and typing[0].peer == types.InputPeerUser(ALICE.id, ALICE.access_hash)
+
+
+async def test_edit_and_delete_our_reply(harness: Harness) -> None:
+    sent = await harness.gateway.send_message(ALICE.id, "draft **one**")
+    await harness.gateway.edit_message(ALICE.id, sent.message_id, "final **two**")
+    edit = next(r for r in harness.client.requests if isinstance(r, functions.messages.EditMessageRequest))
+    assert (edit.id, edit.message) == (sent.message_id, "final two")
+    assert [type(e).__name__ for e in edit.entities] == ["MessageEntityBold"]
+    await harness.gateway.delete_messages(ALICE.id, [sent.message_id])
+    row = await harness.db.fetchone("select text, deleted from tg_messages where message_id = ?", (sent.message_id,))
+    assert tuple(row) == ("draft one", 1)  # deletion marks the archive; the edit arrives as an update
+    with pytest.raises(GatewayError, match="empty"):
+        await harness.gateway.edit_message(ALICE.id, sent.message_id, " ")
