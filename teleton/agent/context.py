@@ -1,9 +1,10 @@
 """Per-message RAG context (DESIGN §1, seed 000 "Context Building"), privacy-gated.
 
-Four steps: the 10 most recent messages of this chat, knowledge top 5, feed top 5, deduplicated; then two
-labelled blocks, ``[Relevant knowledge from memory]`` and ``[Relevant messages from Telegram feed]``. The feed
-is searched in every chat only when ``Access`` allows (a DM from the owner or an admin); a group searches
-itself. The query is embedded once and the vector is handed on (tool RAG reuses it). Trivial messages
+Four steps: the 10 most recent messages of this chat, knowledge top 5 (+ facts top 5), feed top 5,
+deduplicated; then two labelled blocks, ``[Relevant knowledge from memory]`` and
+``[Relevant messages from Telegram feed]``. The feed is searched in every chat only when ``Access`` allows
+(a DM from the owner or an admin); a group searches itself. The query is embedded once and the vector is
+handed on (tool RAG reuses it). Trivial messages
 ("ok", "thanks") skip retrieval: searching for "ok" only adds noise and latency.
 """
 
@@ -20,7 +21,7 @@ import numpy as np
 
 from teleton.gateway.contract import IncomingMessage
 from teleton.memory.embeddings.query import embed_query
-from teleton.memory.hybrid_search import FEED, KNOWLEDGE, SearchHit, SearchParams, hybrid_search
+from teleton.memory.hybrid_search import FACTS, FEED, KNOWLEDGE, SearchHit, SearchParams, hybrid_search
 from teleton.storage.database import Database
 from teleton.storage.sqlite_driver import Connection
 from teleton.tools.registry import Access
@@ -62,6 +63,7 @@ class FeedLine:
 class RagContext:
     recent: list[FeedLine] = field(default_factory=list)
     knowledge: list[SearchHit] = field(default_factory=list)
+    facts: list[SearchHit] = field(default_factory=list)
     feed: list[FeedLine] = field(default_factory=list)
     query_vector: np.ndarray | None = None
     skipped: bool = False  # retrieval skipped (trivial message)
@@ -69,8 +71,9 @@ class RagContext:
 
     def render(self, chat_id: int) -> str:
         parts = []
-        if self.knowledge:
-            lines = [f"- ({h.meta.get('path') or h.meta.get('source')}) {h.text.strip()}" for h in self.knowledge]
+        lines = [f"- ({h.meta.get('path') or h.meta.get('source')}) {h.text.strip()}" for h in self.knowledge]
+        lines += [f"- (fact, {h.meta['category']}) {h.text.strip()}" for h in self.facts]
+        if lines:
             parts.append(KNOWLEDGE_HEADER + "\n" + "\n".join(lines))
         feed = self.recent + self.feed
         if feed:
@@ -84,6 +87,7 @@ class ContextSettings:
     recent: int = 10
     knowledge: int = 5
     feed: int = 5
+    facts: int = 5
     params: SearchParams = field(default_factory=SearchParams)
 
 
@@ -122,6 +126,16 @@ class ContextBuilder:
             params = replace(s.params, limit=s.knowledge)
             return await self.db.read(lambda conn: hybrid_search(conn, KNOWLEDGE, msg.text, vector, params=params))
 
+        async def facts() -> list[SearchHit]:
+            # Facts this chat may read (a group: its own scope only). A plain search, not FactStore.recall:
+            # showing a fact in context is not the model using it, so access counts are left alone.
+            if not s.facts:
+                return []
+            params = replace(s.params, limit=s.facts)
+            scope = None if access.fact_scopes is None else list(access.fact_scopes)
+            return await self.db.read(
+                lambda conn: hybrid_search(conn, FACTS, msg.text, vector, params=params, scope=scope))
+
         async def feed() -> list[FeedLine]:
             if not s.feed:
                 return []
@@ -130,7 +144,7 @@ class ContextBuilder:
         async def extra() -> Any:
             return None if with_vector is None else await with_vector(vector)
 
-        rag.knowledge, rag.feed, rag.extra = await asyncio.gather(knowledge(), feed(), extra())
+        rag.knowledge, rag.facts, rag.feed, rag.extra = await asyncio.gather(knowledge(), facts(), feed(), extra())
         return rag
 
     def _feed_hits(self, conn: Connection, msg: IncomingMessage, vector: np.ndarray | None, access: Access,

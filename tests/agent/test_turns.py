@@ -280,3 +280,18 @@ async def test_tool_rag_pick_limits_the_tools_sent(harness: Harness) -> None:
     assert [t["name"] for t in dm["tools"]] == ["memory_read", "memory_recall"]
     assert [t["name"] for t in group["tools"]] == ["memory_recall"]  # the pick is still scope-filtered
     assert seen == [("what do you remember about my cat?", True), ("what do you remember about the book?", False)]
+
+
+async def test_a_group_sees_its_own_facts_in_context(harness: Harness) -> None:
+    from teleton.memory.facts import Fact, chat_scope
+
+    h = harness
+    facts = h.agent.deps.facts
+    await facts.save(Fact("The next book club book is Dune", category="plan", scope=chat_scope(GROUP.id)))
+    await facts.save(Fact("Olga's next dentist visit is in March, book it", category="health"))
+    await h.group("which book is next?")
+    block = h.fake.requests[-1]["messages"][-1]["content"][0]["text"]
+    assert block.startswith(KNOWLEDGE_HEADER) and "(fact, plan) The next book club book is Dune" in block
+    assert "dentist" not in body_text(h.fake.requests[-1])
+    await h.dm("which book should I read next?")
+    assert "Dune" in body_text(h.fake.requests[-1])  # the owner's DM sees every scope
