@@ -238,7 +238,8 @@ class TelegramGateway:
         self.set_me(me)
         with contextlib.suppress(Exception):  # Telethon's own catch-up: missed updates via getDifference
             await self.client.catch_up()
-        if self._catchup is None or self._catchup.done():
+        # Bots may not read dialogs or history; Telethon's getDifference catch-up above covers them.
+        if not me.bot and (self._catchup is None or self._catchup.done()):
             self._catchup = asyncio.get_running_loop().create_task(self.catch_up_archive(), name="catch-up")
 
     async def catch_up_archive(self) -> int:

@@ -47,3 +47,26 @@ def test_backfill_before_login_says_what_to_do(tmp_path: Path, monkeypatch: Any)
     result = CliRunner().invoke(app, ["backfill", "@somechat", "--limit", "10"])
     assert result.exit_code == 1
     assert "teleton setup" in result.output
+
+
+async def test_feed_search_finds_archived_messages_in_scope(tmp_path: Path, monkeypatch: Any) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump({"storage": {"data_dir": str(tmp_path / "data")},
+                                    "embedding": {"provider": "none"}}))
+    monkeypatch.setenv("TELETON_CONFIG", str(path))
+    db = await Database.open(tmp_path / "data" / "teleton.db")
+    h = await make_harness(db)
+    await h.dispatch(new_message(ALICE, ALICE, "the lighthouse keeper retired"),
+                     new_message(GROUP, ALICE, "a lighthouse in the group", extra=(GROUP,)),
+                     new_message(GROUP, ALICE, "nothing relevant", extra=(GROUP,)))
+    await h.gateway.stop(grace_s=1)
+    await db.close()
+
+    runner = CliRunner()
+    everywhere = await asyncio.to_thread(runner.invoke, app, ["search", "lighthouse"])
+    assert everywhere.exit_code == 0, everywhere.output
+    assert "keeper" in everywhere.output and "in the group" in everywhere.output
+    scoped = await asyncio.to_thread(runner.invoke, app, ["search", "lighthouse", "--chat", str(ALICE.id)])
+    assert "keeper" in scoped.output and "in the group" not in scoped.output
+    hostile = await asyncio.to_thread(runner.invoke, app, ["search", '"NEAR( * -lighthouse AND'])
+    assert hostile.exit_code == 0, hostile.output
