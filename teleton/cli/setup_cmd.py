@@ -126,11 +126,14 @@ def ask(existing_tg: dict[str, Any]) -> SetupAnswers:
 def interactive_prompts() -> LoginPrompts:
     import questionary
 
-    return LoginPrompts(
-        code=lambda: questionary.text("Login code", validate=lambda v: bool(v.strip()) or "the code").ask() or "",
-        password=lambda: questionary.password("2FA password").ask() or "",
-        notice=lambda m: console.print(f"[cyan]{m}[/]"),
-    )
+    async def code() -> str:
+        answer = await questionary.text("Login code", validate=lambda v: bool(v.strip()) or "the code").ask_async()
+        return answer or ""
+
+    async def password() -> str:
+        return await questionary.password("2FA password").ask_async() or ""
+
+    return LoginPrompts(code=code, password=password, notice=lambda m: console.print(f"[cyan]{m}[/]"))
 
 
 @dataclass

@@ -7,7 +7,8 @@ what to do; nothing here prints.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import inspect
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from telethon import TelegramClient, errors
@@ -22,9 +23,17 @@ class LoginError(Exception):
 
 @dataclass
 class LoginPrompts:
-    code: Callable[[], str]
-    password: Callable[[], str]
+    """``code`` and ``password`` may be plain or async functions (questionary prompts must run async
+    inside the event loop the login runs in)."""
+
+    code: Callable[[], str | Awaitable[str]]
+    password: Callable[[], str | Awaitable[str]]
     notice: Callable[[str], None] = lambda _message: None
+
+
+async def _answer(prompt: Callable[[], str | Awaitable[str]]) -> str:
+    value = prompt()
+    return str(await value) if inspect.isawaitable(value) else str(value)
 
 
 _SETUP_ERRORS: dict[type[Exception], str] = {
@@ -50,7 +59,7 @@ async def login_user(
         phone_code_hash = getattr(sent, "phone_code_hash", None)
         prompts.notice("Telegram sent a login code to your Telegram app (or by SMS).")
     for attempt in range(1, MAX_TRIES + 1):
-        code = prompts.code().strip().replace(" ", "").replace("-", "")
+        code = (await _answer(prompts.code)).strip().replace(" ", "").replace("-", "")
         try:
             user = await _guard(
                 lambda code=code, h=phone_code_hash: client.sign_in(phone=phone, code=code, phone_code_hash=h)
@@ -74,7 +83,7 @@ async def login_user(
 async def _password(client: TelegramClient, prompts: LoginPrompts) -> types.User:
     prompts.notice("This account has two-step verification: enter its password.")
     for attempt in range(1, MAX_TRIES + 1):
-        password = prompts.password()
+        password = await _answer(prompts.password)
         try:
             return _user(await _guard(lambda password=password: client.sign_in(password=password)))
         except errors.PasswordHashInvalidError:

@@ -201,3 +201,57 @@ def test_non_interactive_setup_names_every_bad_flag(tmp_path: Path, monkeypatch:
     for flag in ("--api-id", "--api-hash", "--phone", "--dm-policy"):
         assert flag in result.output
     assert not (tmp_path / "config.yaml").exists()
+
+
+def _keys(*answers: str) -> str:
+    return "".join(answers)
+
+
+ENTER, DOWN = "\r", "\x1b[B"
+
+
+def test_interactive_wizard_writes_what_was_answered(tmp_path: Path, monkeypatch: Any) -> None:
+    from prompt_toolkit.application import create_app_session
+    from prompt_toolkit.input import create_pipe_input
+    from prompt_toolkit.output import DummyOutput
+
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump({"storage": {"data_dir": str(tmp_path / "data")}}))
+    monkeypatch.setenv("TELETON_CONFIG", str(path))
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    with create_pipe_input() as keys:
+        keys.send_text(_keys(
+            DOWN + ENTER,                      # mode: bot
+            "4242" + ENTER,                    # api_id
+            "cd" * 16 + ENTER,                 # api_hash
+            "123456:" + "Z" * 35 + ENTER,      # bot token
+            "777" + ENTER,                     # owner id
+            DOWN + DOWN + ENTER,               # dm_policy: allowlist -> disabled
+            ENTER,                             # group_policy: allowlist
+            "sk-ant-test" + ENTER,             # Anthropic key
+        ))
+        with create_app_session(input=keys, output=DummyOutput()):
+            result = CliRunner().invoke(_cli(), ["setup", "--skip-login"])
+    assert result.exit_code == 0, result.output
+    config = load_config(path)
+    tg = config.telegram
+    assert (tg.mode, tg.api_id, tg.bot_token, tg.owner_id, tg.dm_policy, tg.group_policy) == (
+        "bot", 4242, "123456:" + "Z" * 35, 777, "disabled", "allowlist")
+    assert config.agent.api_key == "sk-ant-test"
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+
+
+async def test_interactive_login_prompts_retry_a_wrong_code_and_ask_for_2fa() -> None:
+    from prompt_toolkit.application import create_app_session
+    from prompt_toolkit.input import create_pipe_input
+    from prompt_toolkit.output import DummyOutput
+
+    from teleton.cli.setup_cmd import interactive_prompts
+
+    client = TelegramAuth(two_fa=True)
+    with create_pipe_input() as keys:
+        keys.send_text(_keys("99999" + ENTER, GOOD_CODE + ENTER, "hunter2" + ENTER))
+        with create_app_session(input=keys, output=DummyOutput()):
+            me = await login_user(client, "+15550000", interactive_prompts())
+    assert me.id == ME.id
+    assert any(isinstance(r, functions.auth.CheckPasswordRequest) for r in client.requests)
