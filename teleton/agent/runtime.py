@@ -47,6 +47,7 @@ log = structlog.get_logger(__name__)
 SEND_TOOLS = frozenset({"send_message", "reply", "telegram_send_message", "telegram_reply"})
 TELEGRAM_LIMIT = 4000  # Telegram's cap is 4096 characters; leave room for entities
 UNAVAILABLE = "Sorry — I can't reach my language model right now. Please try again in a moment."
+TOO_LONG = "That is more than I can read at once, even after compacting. Try a shorter message, or /new."
 FLUSH_NOTE = (
     "## Memory flush\nThis conversation has filled half of your context window and will be compacted "
     "soon. Before answering, save anything worth keeping with memory_save (facts) or memory_write (notes)."
@@ -300,7 +301,8 @@ class Agent:
             except ContextOverflowError:
                 if attempt:
                     log.error("context_overflow_after_compaction", chat_id=turn.msg.chat.id)
-                    break
+                    turn.failed, turn.reply = True, TOO_LONG
+                    return
                 log.warning("context_overflow", chat_id=turn.msg.chat.id, messages=len(session.messages))
                 outcome = await asyncio.shield(self.compactor.compact(
                     session, turn.access, max(1, self.settings.thresholds.keep_last // 2)))

@@ -133,6 +133,8 @@ async def test_context_overflow_compacts_and_retries_once(harness: Harness) -> N
     after = await h.agent.sessions.active(OWNER_DM.id)
     assert after.id != before.id and after.summary.startswith("Summary:")
     assert len(after.messages) < len(before.messages)
+    h.main = sequence(prompt_too_long(), prompt_too_long())
+    assert (await h.dm("x" * 5000)).startswith("That is more than I can read at once")
 
 
 async def test_text_answer_is_not_repeated_after_a_send_tool(harness: Harness) -> None:
