@@ -441,7 +441,7 @@ class TelegramGateway:
     async def typing(self, chat_id: int) -> None:
         peer = await self._peer(chat_id)
         request = functions.messages.SetTypingRequest(peer=peer, action=types.SendMessageTypingAction())
-        await self._call(lambda: self.client(request), "typing")
+        await self._call(lambda: self.client(request), "typing", attempts=1)  # cosmetic: never wait for it
 
     # ---- plumbing -----------------------------------------------------------------------------------
 
@@ -451,12 +451,11 @@ class TelegramGateway:
             return peer
         return await self._call(lambda: self.client.get_input_entity(chat_id), "resolve chat")
 
-    async def _flood(self, call: Callable[[], Awaitable[T]], what: str) -> T:
-        return await with_flood_retry(call, max_wait_s=self.settings.flood_wait_max_s, what=what, sleep=self._sleep)
-
-    async def _call(self, call: Callable[[], Awaitable[T]], what: str) -> T:
+    async def _call(self, call: Callable[[], Awaitable[T]], what: str, *, attempts: int = 3) -> T:
         try:
-            return await self._flood(call, what)
+            return await with_flood_retry(
+                call, max_wait_s=self.settings.flood_wait_max_s, attempts=attempts, what=what, sleep=self._sleep
+            )
         except GatewayError:
             raise
         except errors.RPCError as exc:
