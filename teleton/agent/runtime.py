@@ -190,6 +190,22 @@ class Agent:
             finally:
                 self._running.pop(chat_id, None)
 
+    async def run_scheduled(self, chat_id: int, text: str, *, sender: UserInfo | None = None) -> str | None:
+        """A turn the scheduler starts: ``text`` (the due task) answered in ``chat_id`` like a message from
+        whoever scheduled it, with their rights and no more (the owner when unknown)."""
+        if sender is None:
+            sender = _scheduling_user() or self.deps.owner or (
+                UserInfo(id=self.settings.owner_id) if self.settings.owner_id is not None else None)
+        row = await self.deps.db.fetchone(
+            "select type, title, username, member_count from tg_chats where id = ?", (chat_id,))
+        chat = (ChatInfo(id=chat_id, type=row["type"], title=row["title"], username=row["username"],
+                         member_count=row["member_count"]) if row is not None
+                else ChatInfo(id=chat_id, type="dm" if chat_id > 0 else "group"))
+        # A synthetic message id: negative, so it never collides with (or excludes) an archived message.
+        msg = IncomingMessage(chat=chat, sender=sender, message_id=-(int(time.time() * 1000) % 2**31) or -1,
+                              text=text, date=time.time())
+        return await self.handle(msg)
+
     def stop(self, chat_id: int) -> bool:
         """Cancel the running turn of a chat (/stop). Messages queued behind it still run."""
         task = self._running.get(chat_id)
@@ -458,6 +474,17 @@ class Agent:
                 (f"[{','.join(str(c) for c in access.feed_chats)}]",))
         parts.append(f"{int(row[0]):,} archived messages")
         return ", ".join(parts)
+
+
+def _scheduling_user() -> UserInfo | None:
+    """Who scheduled the task being run, from the scheduler's context (None outside a scheduled task)."""
+    try:
+        from teleton.scheduler.scheduler import current_task
+    except ImportError:
+        return None
+    task = current_task.get()
+    sender_id = task.payload.get("sender_id") if task is not None else None
+    return UserInfo(id=int(sender_id)) if sender_id is not None else None
 
 
 def spoke_here(result: LoopResult, send_tools: frozenset[str], chat_id: int) -> bool:

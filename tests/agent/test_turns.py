@@ -23,6 +23,7 @@ from tests.fakes.anthropic_server import (
     text,
     tool_results,
     tool_use,
+    user_said,
 )
 
 
@@ -297,3 +298,16 @@ async def test_a_group_sees_its_own_facts_in_context(harness: Harness) -> None:
     assert "dentist" not in body_text(h.fake.requests[-1])
     await h.dm("which book should I read next?")
     assert "Dune" in body_text(h.fake.requests[-1])  # the owner's DM sees every scope
+
+
+async def test_scheduled_turns_speak_in_their_chat(harness: Harness) -> None:
+    h = harness
+    h.main = lambda body: text("Reminder: water the plants." if "water" in user_said(body) else "ok")
+    await h.group("hello everyone")  # the archive now knows the group
+    reply = await h.agent.run_scheduled(GROUP.id, "[Scheduled task #3 is due: remind]\nremind them to water plants")
+    assert reply == "Reminder: water the plants."
+    assert h.gateway.sent[-1].chat_id == GROUP.id
+    body = h.fake.requests[-1]
+    assert "memory_read" not in {t["name"] for t in body["tools"]}  # a group turn, with a group's rights
+    assert await h.agent.run_scheduled(OWNER.id, "water check") == "Reminder: water the plants."
+    assert h.gateway.sent[-1].chat_id == OWNER.id
