@@ -16,6 +16,10 @@ ChatType = Literal["dm", "group", "channel"]
 
 @dataclass(frozen=True)
 class ChatInfo:
+    """A chat. ``id`` is the "marked" id used everywhere (archive, config, tools): a user's id for a DM,
+    a negative id for a basic group, -100… for supergroups and channels. ``type`` "group" covers both
+    kinds of group; "channel" is a broadcast channel (archived, never answered)."""
+
     id: int
     type: ChatType
     title: str = ""
