@@ -10,6 +10,7 @@ compaction never fails because the model did.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -132,11 +133,16 @@ class Compactor:
 
     async def _to_knowledge(self, session: Session, summary: str) -> None:
         path = f"sessions/{session.chat_id}/{session.id}"
+        if self.knowledge is not None and hasattr(self.knowledge, "add_entry"):
+            try:
+                result = self.knowledge.add_entry(summary, source="session", path=path)
+                if inspect.isawaitable(result):
+                    await result
+                return
+            except Exception as exc:  # fall through: the summary must still reach the knowledge table
+                log.warning("knowledge_index_add_failed", error=repr(exc))
         try:
-            if self.knowledge is not None and hasattr(self.knowledge, "add_entry"):
-                await self.knowledge.add_entry(summary, source="session", path=path)
-            else:
-                await self._insert_knowledge(summary, path)
+            await self._insert_knowledge(summary, path)
         except Exception as exc:
             log.warning("knowledge_write_failed", error=repr(exc))
 
