@@ -203,6 +203,17 @@ def is_our_message(conn: Connection, chat_id: int, message_id: int) -> bool:
     return bool(row and row[0])
 
 
+def known_user(conn: Connection, user_id: int) -> UserRecord | None:
+    row = conn.execute(
+        "select id, first_name, last_name, username, phone, is_bot from tg_users where id = ?", (user_id,)
+    ).fetchone()
+    if row is None:
+        return None
+    return UserRecord(
+        id=int(row[0]), first_name=row[1], last_name=row[2], username=row[3], phone=row[4], is_bot=bool(row[5])
+    )
+
+
 def last_message_id(conn: Connection, chat_id: int) -> int | None:
     row = conn.execute("select max(message_id) from tg_messages where chat_id = ?", (chat_id,)).fetchone()
     return None if row is None or row[0] is None else int(row[0])

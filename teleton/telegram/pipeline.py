@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 
 import structlog
 
-from teleton.gateway.contract import IncomingMessage
+from teleton.gateway.contract import IncomingMessage, UserInfo
 from teleton.memory import feed_archive as fa
 from teleton.storage import Database
 from teleton.storage.sqlite_driver import Connection
@@ -74,6 +74,7 @@ class FeedPipeline:
         if offer and incoming is not None and self.dispatcher is not None:
             if self.clock() - record.date > self.stale_after_s:
                 return result
+            incoming = await self._with_known_sender(incoming)
             if incoming.reply_to_id is not None and not incoming.reply_to_us:
                 if await self.is_ours(record.chat_id, incoming.reply_to_id):
                     incoming = replace(incoming, reply_to_us=True)
@@ -129,6 +130,20 @@ class FeedPipeline:
         if message_id in self._ours.get(chat_id, ()):
             return True
         return await self.db.read(lambda conn: fa.is_our_message(conn, chat_id, message_id))
+
+    async def _with_known_sender(self, incoming: IncomingMessage) -> IncomingMessage:
+        """Short updates carry only the sender's id: fill in what the archive knows (username, bot flag),
+        which the allowlist and the bot filter need."""
+        sender = incoming.sender
+        if sender is None or sender.username or sender.first_name:
+            return incoming
+        known = await self.db.read(lambda conn: fa.known_user(conn, sender.id))
+        if known is None:
+            return incoming
+        return replace(incoming, sender=UserInfo(
+            id=known.id, first_name=known.first_name, last_name=known.last_name, username=known.username,
+            phone=known.phone, is_bot=known.is_bot,
+        ))
 
     def _note_ours(self, chat_id: int, message_id: int) -> None:
         self._ours.setdefault(chat_id, deque(maxlen=_OURS_PER_CHAT)).append(message_id)

@@ -223,3 +223,23 @@ async def test_dm_turns_are_serial_per_chat_and_parallel_across_chats(harness: H
     texts = [m.text for m in harness.agent.seen]
     assert texts.index("a1") < texts.index("a2")
     assert 0.38 < elapsed < 0.6  # alice's two turns in a row (0.4 s), bob's alongside them
+
+
+async def test_short_update_sender_is_recognised_from_the_archive(db: Database) -> None:
+    """UpdateShortMessage carries no user object: the allowlist by @username still works."""
+    from datetime import UTC, datetime
+
+    h = await make_harness(db, dm_policy="allowlist", allow_from=["alice", OTHER_BOT.id])
+    try:
+        await answered(h, new_message(ALICE, ALICE, "first, with full user"))
+        short = types.UpdateShortMessage(id=9001, user_id=ALICE.id, message="short one", pts=1, pts_count=1,
+                                         date=datetime.now(UTC))
+        short._entities = {}
+        short_bot = types.UpdateShortMessage(id=9002, user_id=OTHER_BOT.id, message="beep", pts=1, pts_count=1,
+                                             date=datetime.now(UTC))
+        short_bot._entities = {}
+        await answered(h, new_message(OTHER_BOT, OTHER_BOT, "bot seen once"))
+        got = await answered(h, short, short_bot)
+        assert got == ["first, with full user", "short one"]
+    finally:
+        await h.gateway.stop(grace_s=1)
