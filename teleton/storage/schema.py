@@ -15,6 +15,19 @@ from teleton.storage.sqlite_driver import Connection
 
 FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
 
+# How many earlier messages of the same chat, at most how long before, form a message's context in the
+# feed's indexes (keyword and vector). teleton.memory.feed_embedding applies the same rule in Python.
+FEED_CONTEXT_MESSAGES = 2
+FEED_CONTEXT_SECONDS = 6 * 3600
+FEED_CONTEXT_SQL = f"""(
+        select coalesce(group_concat(p.text, ' '), '') from (
+            select text from tg_messages
+            where chat_id = new.chat_id and id != new.id and deleted = 0 and is_service = 0
+              and date <= new.date and date >= new.date - {FEED_CONTEXT_SECONDS}
+            order by date desc, id desc limit {FEED_CONTEXT_MESSAGES}
+        ) p
+    )"""
+
 _V1 = f"""
 create table if not exists meta (
     key   text primary key,
@@ -110,20 +123,27 @@ create table if not exists tg_messages (
 );
 create index if not exists tg_messages_chat_date on tg_messages(chat_id, date);
 create index if not exists tg_messages_unembedded on tg_messages(embedded) where embedded = 0;
+-- The feed's keyword index carries each message's conversational context: the text of up to two earlier
+-- messages of the same chat (within six hours). Questions are often answered by a reply whose own words
+-- do not repeat the question ("What did Anna paint?" -> "a sunset over the lake"), and the preceding
+-- message supplies them. It is a regular FTS5 table (it keeps its own copy of the text) so that a row can
+-- be deleted by rowid alone even after its neighbours changed; the embedding worker refreshes the context
+-- when it embeds the row (see teleton.memory.feed_embedding, which owns the same rule in Python).
 create virtual table if not exists tg_messages_fts using fts5(
-    sender_name, text, content='tg_messages', content_rowid='id', tokenize='{FTS_TOKENIZER}'
+    sender_name, text, context, tokenize='{FTS_TOKENIZER}'
 );
 create trigger if not exists tg_messages_ai after insert on tg_messages begin
-    insert into tg_messages_fts(rowid, sender_name, text) values (new.id, new.sender_name, new.text);
+    insert into tg_messages_fts(rowid, sender_name, text, context)
+        values (new.id, new.sender_name, new.text, {FEED_CONTEXT_SQL});
 end;
 create trigger if not exists tg_messages_ad after delete on tg_messages begin
-    insert into tg_messages_fts(tg_messages_fts, rowid, sender_name, text)
-        values ('delete', old.id, old.sender_name, old.text);
+    delete from tg_messages_fts where rowid = old.id;
 end;
 create trigger if not exists tg_messages_au after update of sender_name, text on tg_messages begin
-    insert into tg_messages_fts(tg_messages_fts, rowid, sender_name, text)
-        values ('delete', old.id, old.sender_name, old.text);
-    insert into tg_messages_fts(rowid, sender_name, text) values (new.id, new.sender_name, new.text);
+    delete from tg_messages_fts where rowid = old.id;
+    insert into tg_messages_fts(rowid, sender_name, text, context)
+        values (new.id, new.sender_name, new.text, {FEED_CONTEXT_SQL});
+    update tg_messages set embedded = 0 where id = new.id and new.text is not old.text;
 end;
 
 create table if not exists embedding_cache (
@@ -302,6 +322,9 @@ def migrate(conn: Connection, migrations: list[Migration] | None = None) -> tupl
 VECTOR_TABLES: dict[str, str] = {
     "knowledge_vec": "id integer primary key, source text partition key, embedding float[{dims}]",
     "tg_messages_vec": "id integer primary key, chat_id integer partition key, embedding float[{dims}]",
+    # A 1-bit copy for searches across all chats: a brute-force float scan of 100k messages takes ~60 ms,
+    # the bit scan ~5 ms, and its candidates are re-ranked with the float vectors above.
+    "tg_messages_vec_bits": "id integer primary key, embedding bit[{dims}]",
     "tool_index_vec": "id integer primary key, embedding float[{dims}]",
     "facts_vec": "id integer primary key, scope text partition key, embedding float[{dims}]",
 }
@@ -309,6 +332,7 @@ VECTOR_TABLES: dict[str, str] = {
 VECTOR_SOURCES = {
     "knowledge_vec": "knowledge",
     "tg_messages_vec": "tg_messages",
+    "tg_messages_vec_bits": "tg_messages",
     "tool_index_vec": "tool_index",
     "facts_vec": "facts",
 }

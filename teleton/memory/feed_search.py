@@ -1,0 +1,73 @@
+"""Search the Telegram feed (tg_messages) within a chat scope.
+
+The scope is the privacy boundary of DESIGN §8: a group turn passes its own chat id only; a DM with the
+owner may pass None (all chats). The scope is applied inside both retrieval legs (see ``hybrid_search``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from teleton.memory.embeddings.provider import EmbeddingProvider
+from teleton.memory.embeddings.query import embed_query
+from teleton.memory.hybrid_search import DEFAULT_PARAMS, FEED, SearchParams, hybrid_search
+from teleton.storage.database import Database
+from teleton.storage.sqlite_driver import Connection
+
+
+@dataclass
+class FeedHit:
+    id: int
+    chat_id: int
+    message_id: int
+    sender_id: int | None
+    sender_name: str
+    date: float
+    text: str
+    is_outgoing: bool
+    score: float
+    vector_score: float
+    keyword_score: float
+
+
+def search_feed_sync(
+    conn: Connection,
+    query: str,
+    query_vector: np.ndarray | None,
+    chat_ids: Sequence[int] | None,
+    params: SearchParams = DEFAULT_PARAMS,
+) -> list[FeedHit]:
+    hits = hybrid_search(conn, FEED, query, query_vector, params=params, scope=chat_ids)
+    return [
+        FeedHit(
+            id=h.id,
+            chat_id=int(h.meta["chat_id"]),
+            message_id=int(h.meta["message_id"]),
+            sender_id=h.meta["sender_id"],
+            sender_name=str(h.meta["sender_name"]),
+            date=float(h.meta["date"]),
+            text=h.text,
+            is_outgoing=bool(h.meta["is_outgoing"]),
+            score=h.score,
+            vector_score=h.vector_score,
+            keyword_score=h.keyword_score,
+        )
+        for h in hits
+    ]
+
+
+async def search_feed(
+    db: Database,
+    query: str,
+    *,
+    chat_ids: Sequence[int] | None,
+    provider: EmbeddingProvider | None = None,
+    params: SearchParams = DEFAULT_PARAMS,
+) -> list[FeedHit]:
+    """Messages matching ``query`` in ``chat_ids`` (None = every chat; [] = none)."""
+    vector = await embed_query(provider, query) if db.vectors else None
+    scope = None if chat_ids is None else list(chat_ids)
+    return await db.read(lambda conn: search_feed_sync(conn, query, vector, scope, params))

@@ -1,0 +1,68 @@
+"""Score normalisation and the weighted merge of the two retrieval legs (pure functions).
+
+Both legs are mapped to [0, 1] before they are blended, so a weight means what it says:
+- keyword: BM25 divided by the best BM25 of this query. The best keyword match is 1, the rest are relative
+  to it; this keeps the ranking of BM25 intact while making it comparable across queries.
+- vector: cosine similarity rescaled from the range where sentence embeddings actually live. Raw cosine of
+  MiniLM rarely goes under 0 or over 0.8, so clamping [floor, ceiling] to [0, 1] spreads relevant and
+  irrelevant items apart instead of squashing both near 0.5.
+A result that only one leg found gets 0 from the other, i.e. its own leg's weight applies (DESIGN §5).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+# Cosine values of MiniLM-like models: unrelated text sits around 0.0-0.15, paraphrases above 0.7.
+COSINE_FLOOR = 0.1
+COSINE_CEILING = 0.8
+
+
+@dataclass(frozen=True)
+class Fused:
+    id: int
+    score: float
+    vector_score: float
+    keyword_score: float
+
+
+def normalise_keyword(bm25: Mapping[int, float]) -> dict[int, float]:
+    """Map positive BM25 scores (higher = better) to (0, 1], the best one to 1."""
+    if not bm25:
+        return {}
+    best = max(bm25.values())
+    if best <= 0:
+        return dict.fromkeys(bm25, 0.0)
+    return {key: max(0.0, value) / best for key, value in bm25.items()}
+
+
+def normalise_cosine(
+    cosine: Mapping[int, float], floor: float = COSINE_FLOOR, ceiling: float = COSINE_CEILING
+) -> dict[int, float]:
+    span = ceiling - floor
+    return {key: min(1.0, max(0.0, (value - floor) / span)) for key, value in cosine.items()}
+
+
+def fuse(
+    vector: Mapping[int, float],
+    keyword: Mapping[int, float],
+    vector_weight: float,
+    keyword_weight: float,
+    *,
+    min_score: float,
+    limit: int,
+) -> list[Fused]:
+    """Blend normalised scores, drop those under ``min_score``, return the best ``limit`` (ties by id)."""
+    merged = [
+        Fused(
+            id=key,
+            score=vector_weight * vector.get(key, 0.0) + keyword_weight * keyword.get(key, 0.0),
+            vector_score=vector.get(key, 0.0),
+            keyword_score=keyword.get(key, 0.0),
+        )
+        for key in set(vector) | set(keyword)
+    ]
+    kept = [item for item in merged if item.score >= min_score]
+    kept.sort(key=lambda item: (-item.score, item.id))
+    return kept[:limit]

@@ -1,0 +1,57 @@
+"""Writing and removing rows of the sqlite-vec tables (sync; call inside ``db.write``).
+
+vec0 tables have no upsert, so a write is delete-then-insert. Table names come from the corpus constants
+in ``hybrid_search``; vectors are bound as float32 blobs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from teleton.memory.hybrid_search import Corpus
+from teleton.storage.schema import get_meta
+from teleton.storage.sqlite_driver import Connection
+
+
+class ModelMismatchError(RuntimeError):
+    """The provider's model is not the one the vector tables were built for (vectors are never mixed)."""
+
+
+def check_model(conn: Connection, model_id: str, dims: int) -> None:
+    stored = get_meta(conn, "embedding_model"), get_meta(conn, "embedding_dims")
+    if stored != (model_id, str(dims)):
+        raise ModelMismatchError(
+            f"vector index was built for {stored[0]} ({stored[1]} dims), provider is {model_id} ({dims} dims); "
+            "open the database with the provider's model so the index is rebuilt"
+        )
+
+
+def write_vectors(conn: Connection, corpus: Corpus, rows: Iterable[tuple[int, Any, np.ndarray]]) -> None:
+    """Store (id, scope value, vector) triples; the scope value is ignored for corpora without one."""
+    assert corpus.vec is not None
+    for row_id, scope_value, vector in rows:
+        blob = np.asarray(vector, dtype=np.float32).tobytes()
+        delete_vectors(conn, corpus, [row_id])
+        if corpus.scope_column is None:
+            conn.execute(f"insert into {corpus.vec}(id, embedding) values (?, ?)", (row_id, blob))
+        else:
+            conn.execute(
+                f"insert into {corpus.vec}(id, {corpus.scope_column}, embedding) values (?, ?, ?)",
+                (row_id, scope_value, blob),
+            )
+        if corpus.coarse_vec is not None:
+            conn.execute(
+                f"insert into {corpus.coarse_vec}(id, embedding) values (?, vec_quantize_binary(?))",
+                (row_id, blob),
+            )
+
+
+def delete_vectors(conn: Connection, corpus: Corpus, ids: Sequence[int]) -> None:
+    assert corpus.vec is not None
+    for row_id in ids:
+        conn.execute(f"delete from {corpus.vec} where id = ?", (row_id,))
+        if corpus.coarse_vec is not None:
+            conn.execute(f"delete from {corpus.coarse_vec} where id = ?", (row_id,))
