@@ -8,9 +8,11 @@ import time
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from teleton.agent.distiller import Distiller
 from teleton.agent.runtime import AgentSettings
 from teleton.memory.compaction import Thresholds
 from teleton.memory.facts import Fact, chat_scope
+from teleton.memory.learnings import Learnings
 from teleton.storage import Database
 from tests.agent.conftest import ALICE, GROUP, MALLORY, OTHER_GROUP, OWNER, Harness, build_harness
 from tests.fakes.anthropic_server import (
@@ -36,6 +38,7 @@ SECRETS = {
     "other chat fact": "SECRET-CHESSFACT-8888",
     "yesterday log": "SECRET-YESTERDAY-9999",
     "memory chunk": "SECRET-CHUNK-1212",
+    "learnings": "SECRET-LEARNED-1313",
 }
 
 # What group members ask the (obedient) model to do, and the tool call it makes in response.
@@ -63,6 +66,8 @@ def obedient_model(body: Body) -> Reply:
     if "remember that my bank PIN" in said:
         return tool_use(("memory_save", {"value": f"Olga's bank PIN is {SECRETS['user fact']}",
                                           "category": "finance", "key": "bank_pin", "importance": 0.95}))
+    if "look up my tax id" in said:
+        return tool_use(("memory_recall", {"query": SECRETS["learnings"], "limit": 99}))  # fails: limit > 20
     if "note this" in said:
         return tool_use(("memory_write", {"target": "daily", "content": f"Note {SECRETS['daily note']}"}))
     for attack, call in ATTACKS:
@@ -103,18 +108,23 @@ async def test_no_dm_content_reaches_a_group_request(tmp_path: Path, db: Databas
                              thresholds=Thresholds(context_window=6000, max_messages=12, keep_last=4))
     h = await build_harness(tmp_path, db, fake_api, settings)
     h.main, h.utility = obedient_model, summarising_model
+    learnings = Learnings(h.workspace)  # as the daemon runs: learnings and the distiller on
+    h.agent.deps.learnings = h.agent.prompt.learnings = learnings
+    h.agent.deps.distiller = Distiller(h.llm, h.agent.deps.facts, learnings)
     await seed_private_memory(h)
 
     # The owner's DM: secrets go into facts, the daily log, the feed and (after /new) a session summary.
     await h.dm(f"remember that my bank PIN is {SECRETS['user fact']}")
     await h.dm(f"my diary says {SECRETS['dm message']}; note this")
+    await h.dm("look up my tax id")  # a failing tool call: its input goes to the learnings file
     dm_start = len(fake_api.requests)
     await h.dm("what do you know about my bank and my diary?")
     dm_body = body_text(h.main_requests(dm_start)[0])
     for name in ("memory file", "user file", "strategy file", "user fact", "yesterday log", "daily note",
-                 "memory chunk", "other chat message"):
+                 "memory chunk", "other chat message", "learnings"):
         assert SECRETS[name] in dm_body, f"sanity: the DM should see the {name}"
     await h.dm("/new")
+    await h.agent.deps.distiller.drain()
 
     group_bodies: list[Body] = []
     replies: list[str] = []
@@ -128,6 +138,8 @@ async def test_no_dm_content_reaches_a_group_request(tmp_path: Path, db: Databas
         replies.append(await h.group("/status") or "")
         group_bodies += fake_api.requests[start:]
 
+    await h.agent.deps.distiller.drain()
+    group_bodies += [b for b in fake_api.requests if "record_facts" in body_text(b) and "Book club" in body_text(b)]
     assert len(group_bodies) > 40
     assert any(b["model"] == "claude-test-small" for b in group_bodies), "compaction ran in the group"
     for body in group_bodies:
