@@ -37,6 +37,7 @@ from teleton.llm.tool_loop import LoopLimits, LoopResult, ToolCall, ToolResult, 
 from teleton.memory.compaction import Thresholds, needs_hard, needs_soft
 from teleton.memory.daily_logs import DailyLogs
 from teleton.memory.facts import FactStore
+from teleton.memory.hybrid_search import SearchParams
 from teleton.memory.observation_masking import mask_observations
 from teleton.storage.database import Database
 from teleton.tools.registry import Access, ToolContext, ToolDeps, ToolRegistry
@@ -79,7 +80,11 @@ class AgentSettings:
             limits=LoopLimits(a.max_iterations, a.tool_timeout_s, a.tool_output_cap),
             thresholds=Thresholds(a.context_window, m.soft_threshold, m.hard_threshold, m.hard_max_messages,
                                   m.keep_last),
-            context=ContextSettings(m.context_recent, m.context_knowledge, m.context_feed),
+            context=ContextSettings(
+                recent=m.context_recent, knowledge=m.context_knowledge, feed=m.context_feed,
+                params=SearchParams(vector_weight=m.vector_weight, keyword_weight=m.keyword_weight,
+                                    vector_candidates=m.vector_candidates, keyword_candidates=m.vector_candidates,
+                                    limit=m.result_limit, min_score=m.min_score)),
             masking_keep=m.masking_keep,
             daily_log_lines=m.daily_log_lines,
             salience_threshold=m.salience_threshold,

@@ -102,3 +102,19 @@ async def test_ctrl_c_stops_the_answer_not_the_chat(tmp_path: Path, fake_api: Fa
     stored = await session.stack.agent.sessions.active(session.gateway.chat.id)
     assert [m["role"] for m in stored.messages] == ["user", "assistant", "user", "assistant"]
     await session.close()
+
+
+def test_settings_follow_the_config() -> None:
+    from teleton.agent.runtime import AgentSettings
+    from teleton.config import Config
+
+    config = Config()
+    config.memory.context_feed = 3
+    config.memory.min_score = 0.2
+    config.agent.max_iterations = 4
+    config.telegram.owner_id = 9
+    settings = AgentSettings.from_config(config)
+    assert settings.context.feed == 3 and settings.context.params.min_score == 0.2
+    assert settings.limits.max_iterations == 4 and settings.limits.tool_timeout_s == 90
+    assert settings.thresholds == type(settings.thresholds)(200_000, 0.5, 0.75, 200, 20)
+    assert settings.owner_id == 9 and settings.masking_keep == 10 and settings.daily_log_lines == 100
