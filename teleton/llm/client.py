@@ -21,6 +21,8 @@ import structlog
 log = structlog.get_logger(__name__)
 
 Block = dict[str, Any]
+# Request timeout, conflict, rate limit; every 5xx (529 "overloaded" included) is retried as well.
+RETRYABLE = frozenset({408, 409, 429})
 Message = dict[str, Any]
 
 
@@ -165,12 +167,12 @@ class LLMClient:
             try:
                 message = await self._sdk.messages.create(**kwargs)
                 return _to_response(message)
-            except anthropic.BadRequestError as exc:
-                if _is_overflow(exc):
+            except (anthropic.APIStatusError, anthropic.APIConnectionError) as exc:
+                status = getattr(exc, "status_code", None)
+                if isinstance(exc, anthropic.BadRequestError) and _is_overflow(exc):
                     raise ContextOverflowError(str(exc)) from exc
-                raise LLMError(f"request rejected: {_message_of(exc)}") from exc
-            except (anthropic.RateLimitError, anthropic.InternalServerError,
-                    anthropic.APIConnectionError) as exc:
+                if status is not None and status not in RETRYABLE and status < 500:
+                    raise LLMError(f"API error {status}: {_message_of(exc)}") from exc
                 if attempt >= policy.max_retries:
                     raise LLMError(f"model unavailable after {attempt + 1} attempts: {_describe(exc)}") from exc
                 wait = policy.delay(attempt, _retry_after(exc))
@@ -178,8 +180,6 @@ class LLMClient:
                 self.retries += 1
                 attempt += 1
                 await asyncio.sleep(wait)
-            except anthropic.APIStatusError as exc:
-                raise LLMError(f"API error {exc.status_code}: {_message_of(exc)}") from exc
 
     async def complete(self, prompt: str, *, system: str = "", max_tokens: int = 1024) -> str:
         """A one-shot text completion on the utility model (summaries, fact extraction)."""

@@ -96,3 +96,12 @@ async def test_utility_model_completion(llm: LLMClient, fake_api: FakeAnthropic)
     fake_api.queue(text("a summary"))
     assert await llm.complete("summarise this") == "a summary"
     assert fake_api.requests[-1]["model"] == "claude-test-small"
+
+
+async def test_request_timeout_status_is_retried_auth_is_not(llm: LLMClient, fake_api: FakeAnthropic) -> None:
+    fake_api.queue(error(408, "timeout_error"), text("after 408"))
+    assert (await llm.create(system=SYSTEM, messages=HELLO)).text == "after 408"
+    fake_api.queue(error(401, "authentication_error", "invalid x-api-key"), text("never"))
+    with pytest.raises(LLMError, match="401: invalid x-api-key"):
+        await llm.create(system=SYSTEM, messages=HELLO)
+    assert fake_api.pending == 1
