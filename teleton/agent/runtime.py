@@ -201,15 +201,41 @@ class Agent:
         if sender is None:
             sender = _scheduling_user() or self.deps.owner or (
                 UserInfo(id=self.settings.owner_id) if self.settings.owner_id is not None else None)
-        row = await self.deps.db.fetchone(
-            "select type, title, username, member_count from tg_chats where id = ?", (chat_id,))
-        chat = (ChatInfo(id=chat_id, type=row["type"], title=row["title"], username=row["username"],
-                         member_count=row["member_count"]) if row is not None
-                else ChatInfo(id=chat_id, type="dm" if chat_id > 0 else "group"))
+        chat = await self._chat_info(chat_id)
         # A synthetic message id: negative, so it never collides with (or excludes) an archived message.
         msg = IncomingMessage(chat=chat, sender=sender, message_id=-(int(time.time() * 1000) % 2**31) or -1,
                               text=text, date=time.time())
         return await self.handle(msg)
+
+    async def sweep_sessions(self) -> int:
+        """End idle / past-reset sessions now, each with its summary (a periodic job: without it a session
+        is only closed when its chat speaks again). Returns how many were ended."""
+        rows = await self.deps.db.fetchall("select chat_id from sessions where active = 1")
+        ended = 0
+        for (chat_id,) in rows:
+            async with self._locks[int(chat_id)]:
+                session = await self.sessions.active(int(chat_id))
+                if session is None:
+                    continue
+                reason = expiry_reason(session, time.time(), reset_hour=self.settings.session_reset_hour,
+                                       idle_minutes=self.settings.session_idle_minutes)
+                if reason is None:
+                    continue
+                chat = await self._chat_info(int(chat_id))
+                # The chat's own rights decide where its facts go: the owner's DM is the owner speaking.
+                speaker = UserInfo(id=chat.id) if chat.type == "dm" else None
+                access = privacy.access_for(chat, is_admin=self.is_admin(speaker))
+                await self.compactor.close(session, access, reason)
+                ended += 1
+        return ended
+
+    async def _chat_info(self, chat_id: int) -> ChatInfo:
+        row = await self.deps.db.fetchone(
+            "select type, title, username, member_count from tg_chats where id = ?", (chat_id,))
+        if row is None:
+            return ChatInfo(id=chat_id, type="dm" if chat_id > 0 else "group")
+        return ChatInfo(id=chat_id, type=row["type"], title=row["title"], username=row["username"],
+                        member_count=row["member_count"])
 
     def stop(self, chat_id: int) -> bool:
         """Cancel the running turn of a chat (/stop). Messages queued behind it still run."""

@@ -237,3 +237,18 @@ async def test_exchanges_feed_the_distiller_and_tool_errors_the_learnings(
     assert "Olga is allergic to peanuts" in system[1]["text"]  # high salience: surfaces unasked
     await h.agent.shutdown()
     await h.llm.close()
+
+
+async def test_sweep_ends_idle_sessions_without_waiting_for_a_message(
+        tmp_path: Path, db: Database, fake_api: FakeAnthropic) -> None:
+    settings = AgentSettings(owner_id=OWNER.id, session_reset_hour=None, session_idle_minutes=30)
+    h = await build_harness(tmp_path, db, fake_api, settings)
+    await h.dm("the plumber comes on Thursday at 9")
+    await h.group("book club moved to the library")
+    assert await h.agent.sweep_sessions() == 0
+    await db.execute("update sessions set updated_at = ?", (time.time() - 3600,))
+    assert await h.agent.sweep_sessions() == 2
+    assert await h.agent.sessions.active(OWNER.id) is None
+    log = today_log(h)
+    assert log.count("Session ended (idle)") == 2 and "plumber comes on Thursday" in log
+    await h.llm.close()
