@@ -37,7 +37,8 @@ def create_provider(
     if kind in ("anthropic", "voyage"):
         from teleton.memory.embeddings.voyage import VoyageEmbedder
 
-        return VoyageEmbedder(model, batch_size=batch_size)
+        voyage_model = model or getattr(config, "voyage_model", None)
+        return VoyageEmbedder(voyage_model, api_key=getattr(config, "voyage_api_key", None), batch_size=batch_size)
     raise ValueError(f"unknown embedding.provider {kind!r} (expected local, anthropic or none)")
 
 

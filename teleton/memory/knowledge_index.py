@@ -1,0 +1,350 @@
+"""The knowledge base: ``MEMORY.md`` and ``memory/*.md`` of the workspace, chunked, hashed and indexed.
+
+``reindex()`` compares each file's chunks (SHA-256 of heading path + text) with the stored rows of that
+file: unchanged chunks are left alone (no write, no embedding), changed ones are updated in place, new ones
+added and vanished ones deleted; then only rows still marked ``embedded = 0`` are embedded — which also
+covers a vector index dropped because the embedding model changed. ``add_entry`` stores text that does
+not come from a file (session summaries, things learned), ``search`` runs the hybrid search, and
+``watch()`` follows the files while the daemon runs (an edit is searchable within about a second).
+
+Rows with ``source = 'memory'`` belong to the files; rows of the other sources are never touched by a
+reindex.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import structlog
+
+from teleton.memory.chunker import MAX_CHARS, TARGET_CHARS, chunk_markdown
+from teleton.memory.embeddings.provider import EmbeddingProvider
+from teleton.memory.embeddings.query import embed_query
+from teleton.memory.hybrid_search import DEFAULT_PARAMS, KNOWLEDGE, SearchHit, SearchParams, hybrid_search
+from teleton.memory.vector_store import check_model, delete_vectors, write_vectors
+from teleton.storage.database import Database
+from teleton.storage.sqlite_driver import Connection
+
+log = structlog.get_logger(__name__)
+
+SOURCES = ("memory", "session", "learned")
+EMBED_BATCH = 64
+
+
+@dataclass
+class IndexCounts:
+    added: int = 0
+    updated: int = 0
+    removed: int = 0
+    unchanged: int = 0
+    embedded: int = 0
+    files: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class PlannedChunk:
+    path: str
+    heading: str
+    text: str
+    hash: str
+    start_line: int
+
+
+def chunk_hash(heading: str, text: str) -> str:
+    # The heading path is part of what gets embedded, so a moved chunk is a changed chunk.
+    return hashlib.sha256(f"{heading}\n{text}".encode()).hexdigest()
+
+
+def embedding_text(heading: str, text: str) -> str:
+    return f"{heading}\n{text}" if heading else text
+
+
+def knowledge_files(workspace: Path) -> list[Path]:
+    files = [workspace / "MEMORY.md"] if (workspace / "MEMORY.md").is_file() else []
+    memory_dir = workspace / "memory"
+    if memory_dir.is_dir():
+        files += sorted(p for p in memory_dir.glob("*.md") if p.is_file())
+    return files
+
+
+def plan_file(workspace: Path, path: Path, target: int, limit: int) -> list[PlannedChunk]:
+    rel = path.relative_to(workspace).as_posix()
+    text = path.read_text(encoding="utf-8", errors="replace")
+    planned = []
+    for chunk in chunk_markdown(text, target, limit):
+        body = chunk.text.strip()
+        if body:
+            planned.append(PlannedChunk(rel, chunk.heading, body, chunk_hash(chunk.heading, body), chunk.start_line))
+    return planned
+
+
+@dataclass
+class _Stored:
+    id: int
+    hash: str
+    start_line: int
+
+
+def apply_plan(conn: Connection, plans: dict[str, list[PlannedChunk]], now: float) -> IndexCounts:
+    """Bring the ``memory`` rows in line with ``plans`` (path -> chunks); paths not in it are removed."""
+    counts = IndexCounts(files=len(plans))
+    stored: dict[str, list[_Stored]] = {}
+    for row in conn.execute("select id, path, hash, start_line from knowledge where source = 'memory' order by id"):
+        stored.setdefault(row[1], []).append(_Stored(int(row[0]), str(row[2]), int(row[3])))
+    for path in set(stored) - set(plans):
+        _delete(conn, [s.id for s in stored[path]])
+        counts.removed += len(stored[path])
+    for path, chunks in plans.items():
+        _apply_file(conn, path, chunks, stored.get(path, []), now, counts)
+    return counts
+
+
+def _apply_file(
+    conn: Connection, path: str, chunks: list[PlannedChunk], old: list[_Stored], now: float, counts: IndexCounts
+) -> None:
+    by_hash: dict[str, list[_Stored]] = {}
+    for row in old:
+        by_hash.setdefault(row.hash, []).append(row)
+    fresh: list[PlannedChunk] = []
+    for chunk in chunks:
+        same = by_hash.get(chunk.hash)
+        if same:
+            row = same.pop(0)
+            counts.unchanged += 1
+            if row.start_line != chunk.start_line:
+                conn.execute("update knowledge set start_line = ? where id = ?", (chunk.start_line, row.id))
+        else:
+            fresh.append(chunk)
+    vanished = [row for rows in by_hash.values() for row in rows]
+    # A changed chunk reuses a vanished row (an update); the rest are plain inserts and deletes.
+    for chunk, row in zip(fresh, vanished, strict=False):
+        conn.execute(
+            "update knowledge set heading = ?, text = ?, hash = ?, start_line = ?, embedded = 0, updated_at = ? "
+            "where id = ?",
+            (chunk.heading, chunk.text, chunk.hash, chunk.start_line, now, row.id),
+        )
+        counts.updated += 1
+    for chunk in fresh[len(vanished) :]:
+        _insert(conn, "memory", chunk, now)
+        counts.added += 1
+    leftover = vanished[len(fresh) :]
+    _delete(conn, [row.id for row in leftover])
+    counts.removed += len(leftover)
+
+
+def _insert(conn: Connection, source: str, chunk: PlannedChunk, now: float) -> int:
+    cur = conn.execute(
+        "insert into knowledge(source, path, heading, text, hash, start_line, created_at, updated_at) "
+        "values (?, ?, ?, ?, ?, ?, ?, ?)",
+        (source, chunk.path, chunk.heading, chunk.text, chunk.hash, chunk.start_line, now, now),
+    )
+    return int(cur.lastrowid)
+
+
+def _delete(conn: Connection, ids: Sequence[int]) -> None:
+    if not ids:
+        return
+    if _has_vectors(conn):
+        delete_vectors(conn, KNOWLEDGE, ids)
+    conn.executemany("delete from knowledge where id = ?", [(i,) for i in ids])
+
+
+def _has_vectors(conn: Connection) -> bool:
+    try:
+        conn.execute("select vec_version()").fetchone()
+    except Exception:
+        return False
+    return conn.execute("select 1 from sqlite_master where name = 'knowledge_vec'").fetchone() is not None
+
+
+@dataclass
+class KnowledgeIndex:
+    db: Database
+    workspace: Path
+    provider: EmbeddingProvider | None = None
+    chunk_target: int = TARGET_CHARS
+    chunk_max: int = MAX_CHARS
+    params: SearchParams = DEFAULT_PARAMS
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
+
+    @classmethod
+    def from_config(cls, db: Database, config: Any, provider: EmbeddingProvider | None) -> KnowledgeIndex:
+        memory = config.memory
+        return cls(
+            db=db,
+            workspace=Path(config.storage.workspace).expanduser(),
+            provider=provider if db.vectors else None,
+            chunk_target=memory.chunk_target,
+            chunk_max=memory.chunk_max,
+            params=SearchParams(
+                vector_weight=memory.vector_weight,
+                keyword_weight=memory.keyword_weight,
+                vector_candidates=memory.vector_candidates,
+                limit=memory.result_limit,
+                min_score=memory.min_score,
+            ),
+        )
+
+    async def reindex(self) -> IndexCounts:
+        """Sync the index with the files; embed what is new or changed. Safe to call concurrently."""
+        async with self._lock:
+            started = time.perf_counter()
+            plans = await asyncio.to_thread(self._plan)
+            counts = await self.db.write(lambda conn: apply_plan(conn, plans, time.time()))
+            counts.embedded = await self.embed_pending()
+            if counts.added or counts.updated or counts.removed:
+                log.info("knowledge_reindexed", ms=round((time.perf_counter() - started) * 1000), **counts.as_dict())
+            return counts
+
+    def _plan(self) -> dict[str, list[PlannedChunk]]:
+        return {
+            path.relative_to(self.workspace).as_posix(): plan_file(
+                self.workspace, path, self.chunk_target, self.chunk_max
+            )
+            for path in knowledge_files(self.workspace)
+        }
+
+    async def add_entry(self, text: str, source: str = "learned", path: str = "", heading: str = "") -> list[int]:
+        """Store text that does not come from a file (chunked like a file); return the row ids.
+
+        An identical entry (same source, path and text) is not stored twice.
+        """
+        if source not in SOURCES:
+            raise ValueError(f"source must be one of {SOURCES}, not {source!r}")
+        planned = []
+        for chunk in chunk_markdown(text, self.chunk_target, self.chunk_max):
+            body = chunk.text.strip()
+            context = " > ".join(p for p in (heading, chunk.heading) if p)
+            if body:
+                planned.append(PlannedChunk(path, context, body, chunk_hash(context, body), chunk.start_line))
+
+        def _write(conn: Connection) -> list[int]:
+            now, ids = time.time(), []
+            for chunk in planned:
+                row = conn.execute(
+                    "select id from knowledge where source = ? and path = ? and hash = ?", (source, path, chunk.hash)
+                ).fetchone()
+                ids.append(int(row[0]) if row else _insert(conn, source, chunk, now))
+            return ids
+
+        ids = await self.db.write(_write)
+        await self.embed_pending()
+        return ids
+
+    async def remove_entries(self, ids: Sequence[int]) -> None:
+        await self.db.write(lambda conn: _delete(conn, list(ids)))
+
+    async def embed_pending(self, batch: int = EMBED_BATCH) -> int:
+        """Embed knowledge rows with ``embedded = 0``; return how many got a vector."""
+        if self.provider is None or not self.db.vectors:
+            return 0
+        provider, total = self.provider, 0
+        while True:
+            rows = await self.db.read(
+                lambda conn: conn.execute(
+                    "select id, source, heading, text, hash from knowledge where embedded = 0 order by id limit ?",
+                    (batch,),
+                ).fetchall()
+            )
+            if not rows:
+                return total
+            vectors = await provider.embed([embedding_text(r["heading"], r["text"]) for r in rows])
+            model = (provider.model_id, provider.dims)
+            total += await self.db.write(lambda conn, r=rows, v=vectors, m=model: _store_vectors(conn, r, v, m))
+
+    async def search(
+        self,
+        query: str,
+        *,
+        sources: Sequence[str] | None = None,
+        limit: int | None = None,
+        query_vector: np.ndarray | None = None,
+    ) -> list[SearchHit]:
+        """Hybrid search over the knowledge base, optionally limited to some sources."""
+        if query_vector is None and self.db.vectors:
+            query_vector = await embed_query(self.provider, query)
+        params = self.params if limit is None else SearchParams(**{**asdict(self.params), "limit": limit})
+        scope = None if sources is None else list(sources)
+        return await self.db.read(
+            lambda conn: hybrid_search(conn, KNOWLEDGE, query, query_vector, params=params, scope=scope)
+        )
+
+    def watch(self, debounce_ms: int = 500) -> KnowledgeWatcher:
+        watcher = KnowledgeWatcher(self, debounce_ms)
+        watcher.start()
+        return watcher
+
+
+def _store_vectors(conn: Connection, rows: list[Any], vectors: np.ndarray, model: tuple[str, int]) -> int:
+    check_model(conn, *model)
+    done = []
+    for row, vector in zip(rows, vectors, strict=True):
+        # Only if the row still holds the text we embedded (an edit meanwhile leaves it pending).
+        if conn.execute("select 1 from knowledge where id = ? and hash = ?", (row["id"], row["hash"])).fetchone():
+            done.append((int(row["id"]), row["source"], vector))
+    write_vectors(conn, KNOWLEDGE, done)
+    conn.executemany("update knowledge set embedded = 1 where id = ?", [(d[0],) for d in done])
+    return len(done)
+
+
+class KnowledgeWatcher:
+    """Re-indexes after the knowledge files change; ``await stop()`` ends it.
+
+    Uses filesystem notifications (watchfiles), debounced so an editor's save burst is one re-index.
+    Only ``MEMORY.md`` and ``memory/*.md`` count; the reindex itself only embeds changed chunks.
+    """
+
+    def __init__(self, index: KnowledgeIndex, debounce_ms: int = 500) -> None:
+        self.index = index
+        self.debounce_ms = debounce_ms
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.reindexes = 0
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="knowledge-watcher")
+
+    async def stop(self) -> None:
+        self._stop.set()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    def _relevant(self, path: str) -> bool:
+        p, workspace = Path(path), self.index.workspace.resolve()
+        return p.suffix == ".md" and (p == workspace / "MEMORY.md" or p.parent == workspace / "memory")
+
+    async def _run(self) -> None:
+        from watchfiles import awatch
+
+        workspace = self.index.workspace.resolve()
+        await asyncio.to_thread(lambda: (workspace / "memory").mkdir(parents=True, exist_ok=True))
+        async for changes in awatch(
+            workspace,
+            workspace / "memory",
+            debounce=self.debounce_ms,
+            step=50,
+            recursive=False,
+            stop_event=self._stop,
+        ):
+            if not any(self._relevant(path) for _, path in changes):
+                continue
+            try:
+                await self.index.reindex()
+                self.reindexes += 1
+            except Exception:
+                log.exception("knowledge_watch_reindex_failed")

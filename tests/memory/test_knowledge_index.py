@@ -1,0 +1,131 @@
+"""The knowledge index over MEMORY.md and memory/*.md: incremental re-index, entries, watching, re-embedding."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from teleton.memory.knowledge_index import KnowledgeIndex
+from teleton.storage import Database
+
+from .conftest import CountingProvider
+
+
+def write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def section(n: int) -> str:
+    return f"## Topic {n}\n\nNote number {n}: the owner prefers tea number {n} in the morning, not coffee.\n\n"
+
+
+async def test_reindex_adds_then_only_touches_what_changed(tmp_path: Path, mdb: Database, counting: CountingProvider):
+    ws = tmp_path / "ws"
+    write(ws / "MEMORY.md", "# Memory\n\n" + "".join(section(i) for i in range(3)))
+    write(ws / "memory" / "pets.md", "# Pets\n\nThe cat is called Miso and hates the vacuum cleaner.\n")
+    index = KnowledgeIndex(mdb, ws, counting)
+
+    first = await index.reindex()
+    assert (first.added, first.updated, first.removed, first.unchanged) == (5, 0, 0, 0)
+    assert first.embedded == 5
+
+    write(ws / "MEMORY.md", "# Memory\n\n" + section(0) + section(1).replace("tea", "green tea") + section(3))
+    (ws / "memory" / "pets.md").unlink()
+    texts_before = counting.texts
+    second = await index.reindex()
+    assert second.unchanged == 2  # the heading chunk and topic 0
+    assert second.updated == 2  # topic 1 changed, topic 2 replaced by topic 3
+    assert second.removed == 1  # pets.md is gone
+    assert counting.texts - texts_before == 2  # only the changed chunks were embedded
+
+    hits = await index.search("what does the owner drink, green tea?")
+    assert hits and "green tea" in hits[0].text
+    assert hits[0].vector_score > 0 and hits[0].keyword_score > 0
+    assert not await index.search("Miso vacuum cleaner cat")
+
+
+async def test_unchanged_knowledge_base_reindexes_fast_without_embedding(
+    tmp_path: Path, mdb: Database, counting: CountingProvider
+):
+    ws = tmp_path / "ws"
+    for f in range(10):
+        write(ws / "memory" / f"topic{f}.md", "".join(f"# Part {f}-{i}\n\n" + "fact " * 70 + "\n" for i in range(100)))
+    index = KnowledgeIndex(mdb, ws, counting)
+    await mdb.write(lambda conn: None)
+    # The first pass stores 1,000 chunks; embedding them is not what this test measures.
+    index.provider = None
+    counts = await index.reindex()
+    assert counts.added == 1000
+    index.provider = counting
+    await mdb.write(lambda conn: conn.execute("update knowledge set embedded = 1"))
+
+    calls = counting.calls
+    started = time.perf_counter()
+    again = await index.reindex()
+    elapsed = time.perf_counter() - started
+    assert again.unchanged == 1000 and again.added == again.updated == again.removed == 0
+    assert counting.calls == calls  # zero embedding calls
+    assert elapsed < 0.3, f"unchanged re-index took {elapsed * 1000:.0f} ms"
+
+
+async def test_add_entry_is_searchable_at_once_and_survives_reindex(
+    tmp_path: Path, mdb: Database, counting: CountingProvider
+):
+    ws = tmp_path / "ws"
+    write(ws / "MEMORY.md", "# Memory\n\nNothing yet.\n")
+    index = KnowledgeIndex(mdb, ws, counting)
+    await index.reindex()
+    ids = await index.add_entry("We agreed to ship the beta on 3 March.", source="session", path="sessions/1/abc")
+    again = await index.add_entry("We agreed to ship the beta on 3 March.", source="session", path="sessions/1/abc")
+    assert ids == again  # no duplicate
+    hits = await index.search("when does the beta ship?")
+    assert hits[0].id == ids[0] and hits[0].meta["source"] == "session"
+    await index.reindex()
+    assert (await index.search("beta ship", sources=["session"]))[0].id == ids[0]
+    assert not await index.search("beta ship", sources=["memory"])
+
+
+async def test_watcher_picks_up_an_edit_within_two_seconds(tmp_path: Path, mdb: Database, counting: CountingProvider):
+    ws = tmp_path / "ws"
+    write(ws / "MEMORY.md", "# Memory\n\nThe wifi password is hunter2.\n")
+    index = KnowledgeIndex(mdb, ws, counting)
+    await index.reindex()
+    watcher = index.watch(debounce_ms=200)
+    try:
+        await asyncio.sleep(0.3)  # let the watcher arm
+        started = time.monotonic()
+        write(ws / "memory" / "travel.md", "# Travel\n\nFlight to Lisbon departs at 07:40 from terminal 2.\n")
+        while time.monotonic() - started < 2.0:
+            if await index.search("Lisbon flight terminal"):
+                break
+            await asyncio.sleep(0.05)
+        assert await index.search("Lisbon flight terminal"), "edit not indexed within 2 s"
+    finally:
+        await watcher.stop()
+
+
+async def test_model_change_drops_vectors_and_reindex_reembeds_everything(tmp_path: Path, embedder):
+    ws = tmp_path / "ws"
+    write(ws / "MEMORY.md", "# Memory\n\n" + "".join(section(i) for i in range(4)))
+    path = tmp_path / "t.db"
+    first = CountingProvider(embedder)
+    db = await Database.open(path, embedding=(first.model_id, first.dims))
+    await KnowledgeIndex(db, ws, first).reindex()
+    await db.close()
+
+    other = CountingProvider(embedder, model_id="another-model")
+    db = await Database.open(path, embedding=(other.model_id, other.dims))
+    try:
+        assert db.info.vectors_reset
+        pending = await db.fetchone("select count(*) from knowledge where embedded = 0")
+        assert pending[0] == 5
+        counts = await KnowledgeIndex(db, ws, other).reindex()
+        assert counts.unchanged == 5 and counts.embedded == 5 and other.texts == 5
+        stored = await db.fetchone("select count(*) from knowledge_vec")
+        assert stored[0] == 5
+        hits = await KnowledgeIndex(db, ws, other).search("tea number 2 in the morning")
+        assert hits[0].vector_score > 0
+    finally:
+        await db.close()
