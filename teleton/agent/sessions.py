@@ -53,9 +53,13 @@ class SessionStore:
         self.db = db
 
     async def active(self, chat_id: int) -> Session | None:
-        row = await self.db.fetchone(
-            "select * from sessions where chat_id = ? and active = 1 order by updated_at desc limit 1", (chat_id,))
-        return None if row is None else _row_to_session(row)
+        def _load(conn: Connection) -> Session | None:
+            # Parsed on the reader thread: a long session's JSON would otherwise stall the event loop.
+            row = conn.execute("select * from sessions where chat_id = ? and active = 1 "
+                               "order by updated_at desc limit 1", (chat_id,)).fetchone()
+            return None if row is None else _row_to_session(row)
+
+        return await self.db.read(_load)
 
     async def create(self, chat_id: int, *, summary: str = "", messages: list[Message] | None = None,
                      last_input_tokens: int = 0) -> Session:
@@ -78,12 +82,17 @@ class SessionStore:
 
     async def save(self, session: Session) -> None:
         session.updated_at = time.time()
-        await self.db.execute(
-            "update sessions set messages_json = ?, summary = ?, input_tokens = ?, output_tokens = ?, "
-            "cache_read_tokens = ?, last_input_tokens = ?, updated_at = ? where id = ?",
-            (json.dumps(session.messages, ensure_ascii=False), session.summary, session.input_tokens,
-             session.output_tokens, session.cache_read_tokens, session.last_input_tokens, session.updated_at,
-             session.id))
+        messages = list(session.messages)  # a snapshot: serialised on the writer thread, off the event loop
+
+        def _save(conn: Connection) -> None:
+            conn.execute(
+                "update sessions set messages_json = ?, summary = ?, input_tokens = ?, output_tokens = ?, "
+                "cache_read_tokens = ?, last_input_tokens = ?, updated_at = ? where id = ?",
+                (json.dumps(messages, ensure_ascii=False), session.summary, session.input_tokens,
+                 session.output_tokens, session.cache_read_tokens, session.last_input_tokens, session.updated_at,
+                 session.id))
+
+        await self.db.write(_save)
 
     async def end(self, session: Session, reason: str, summary: str | None = None) -> None:
         await self.db.execute(
