@@ -316,13 +316,25 @@ class Agent:
 
         # Retrieval, tool choice and the system prompt do not depend on each other: built concurrently.
         turn.rag, _ = await asyncio.gather(self.context.build(msg, turn.access, pick_tools), self._build_system(turn))
-        text = user_text(msg)
+        text = user_text(msg, await self._quoted(msg))
         turn.stored_user = {"role": "user", "content": text}
         rag_text = turn.rag.render(msg.chat.id)
         turn.sent_user = turn.stored_user if not rag_text else {
             "role": "user", "content": [{"type": "text", "text": rag_text}, {"type": "text", "text": text}]}
         names = turn.rag.extra
         turn.tools = self.deps.registry.schemas(msg.chat, turn.is_admin, names)
+
+    async def _quoted(self, msg: IncomingMessage) -> str:
+        """The message this one replies to (same chat only), so "yes, that one" has its referent."""
+        if msg.reply_to_id is None:
+            return ""
+        row = await self.deps.db.fetchone(
+            "select sender_name, is_outgoing, text from tg_messages where chat_id = ? and message_id = ?",
+            (msg.chat.id, msg.reply_to_id))
+        if row is None or not row["text"]:
+            return ""
+        who = "you" if row["is_outgoing"] else (row["sender_name"] or "someone")
+        return f"{who}: {' '.join(row['text'].split())[:300]}"
 
     async def _build_system(self, turn: Turn) -> None:
         turn.system = await self.prompt.build(PromptInputs(
@@ -528,18 +540,19 @@ def spoke_here(result: LoopResult, send_tools: frozenset[str], chat_id: int) -> 
     return False
 
 
-def user_text(msg: IncomingMessage) -> str:
-    """The user's message as the model reads it: sender-labelled in groups, with unanswered context."""
+def user_text(msg: IncomingMessage, quoted: str = "") -> str:
+    """The user's message as the model reads it: sender-labelled in groups, with unanswered context and
+    the message it replies to."""
     body = msg.text.strip() or (f"[{msg.media_kind}]" if msg.media_kind else "")
     if msg.media_kind and msg.text.strip():
         body += f"\n[attached: {msg.media_kind}]"
-    if msg.chat.type == "dm" and not msg.earlier_context:
-        return body
     lines = []
     if msg.earlier_context:
         lines.append("[Earlier messages in this chat, not addressed to you]")
         lines += [f"{_sender_label(m.sender)}: {m.text.strip()}" for m in msg.earlier_context if m.text.strip()]
         lines.append("[Message to you]")
+    if quoted:
+        lines.append(f"[In reply to {quoted}]")
     lines.append(body if msg.chat.type == "dm" else f"{_sender_label(msg.sender)}: {body}")
     return "\n".join(lines)
 

@@ -311,3 +311,12 @@ async def test_scheduled_turns_speak_in_their_chat(harness: Harness) -> None:
     assert "memory_read" not in {t["name"] for t in body["tools"]}  # a group turn, with a group's rights
     assert await h.agent.run_scheduled(OWNER.id, "water check") == "Reminder: water the plants."
     assert h.gateway.sent[-1].chat_id == OWNER.id
+
+
+async def test_a_reply_carries_the_message_it_answers(harness: Harness) -> None:
+    h = harness
+    await h.group("which date works for the next meeting?")
+    answer = h.gateway.sent[-1]
+    await h.send(GROUP, ALICE, "yes, that one", reply_to_id=answer.message_id, mentions_us=True)
+    said = h.fake.requests[-1]["messages"][-1]["content"][-1]["text"]
+    assert said == "[In reply to you: ok]\nAlice (@alice): yes, that one"
