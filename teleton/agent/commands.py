@@ -7,6 +7,7 @@ per-chat lock (see ``Agent.wants_immediate``). Admin commands refuse everyone el
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -15,6 +16,7 @@ from teleton.gateway.contract import IncomingMessage
 
 if TYPE_CHECKING:
     from teleton.agent.runtime import Agent, Turn
+    from teleton.tools.registry import Access
 
 _COMMAND = re.compile(r"^/([a-zA-Z_]+)(?:@\w+)?(?:\s+(.*))?$", re.DOTALL)
 
@@ -74,7 +76,7 @@ async def cmd_compact(agent: Agent, turn: Turn, args: str) -> str:
 
 
 async def cmd_status(agent: Agent, turn: Turn, args: str) -> str:
-    return await agent.status_text(turn)
+    return await status_text(agent, turn)
 
 
 async def cmd_stop(agent: Agent, turn: Turn, args: str) -> str:
@@ -149,3 +151,55 @@ def command_of(msg: IncomingMessage) -> tuple[CommandSpec, str] | None:
     if parsed is None or parsed.name not in COMMANDS:
         return None
     return COMMANDS[parsed.name], parsed.args
+
+
+async def status_text(agent: Agent, turn: Turn) -> str:
+    chat = turn.msg.chat
+    session = await agent.sessions.active(chat.id)
+    totals = await agent.sessions.totals(chat.id)
+    window = agent.settings.thresholds.context_window
+    lines = []
+    if session is None:
+        lines.append("Session: none yet (the next message starts one)")
+    else:
+        age = _ago(time.time() - session.created_at)
+        lines.append(f"Session: {len(session.messages)} messages, started {age} ago (id {session.id[:8]})")
+        fill = session.last_input_tokens
+        lines.append(f"Context: ~{fill:,} of {window:,} tokens ({100 * fill / window:.0f}%)")
+        prompt = session.input_tokens + session.cache_read_tokens
+        ratio = 100 * session.cache_read_tokens / prompt if prompt else 0.0
+        lines.append(f"Tokens this session: {session.input_tokens:,} in, {session.output_tokens:,} out; "
+                     f"cache reads {session.cache_read_tokens:,} ({ratio:.0f}% of input)")
+    lines.append(f"This chat, all sessions: {totals['sessions']} sessions, "
+                 f"{totals['input_tokens']:,} in / {totals['output_tokens']:,} out, "
+                 f"cache reads {totals['cache_read_tokens']:,}")
+    lines.append("Memory: " + await memory_stats(agent, turn.access))
+    llm = agent.deps.llm.settings
+    lines.append(f"Model: {llm.model} (utility {llm.utility_model}); retries since start: "
+                 f"{agent.deps.llm.retries}" + ("; PAUSED" if agent.paused else ""))
+    return "\n".join(lines)
+
+async def memory_stats(agent: Agent, access: Access) -> str:
+    parts = []
+    if agent.deps.facts is not None:
+        parts.append(f"{await agent.deps.facts.count(access.fact_scopes):,} facts")
+    db = agent.deps.db
+    if access.knowledge:
+        row = await db.fetchone("select count(*) from knowledge")
+        parts.append(f"{int(row[0]):,} knowledge chunks")
+    if access.feed_chats is None:
+        row = await db.fetchone("select count(*) from tg_messages where deleted = 0")
+    else:
+        row = await db.fetchone(
+            "select count(*) from tg_messages where deleted = 0 and chat_id in (select value from json_each(?))",
+            (f"[{','.join(str(c) for c in access.feed_chats)}]",))
+    parts.append(f"{int(row[0]):,} archived messages")
+    return ", ".join(parts)
+
+
+def _ago(seconds: float) -> str:
+    if seconds < 90:
+        return f"{int(seconds)}s"
+    if seconds < 5400:
+        return f"{int(seconds // 60)}m"
+    return f"{seconds / 3600:.1f}h"

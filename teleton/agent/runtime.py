@@ -29,6 +29,7 @@ from teleton.agent import privacy
 from teleton.agent.commands import CommandSpec, PolicyControl, command_of
 from teleton.agent.compactor import CompactionOutcome, Compactor
 from teleton.agent.context import ContextBuilder, ContextSettings, RagContext
+from teleton.agent.messages import sender_label, split_message, spoke_here, user_text
 from teleton.agent.prompt import PromptBuilder, PromptInputs
 from teleton.agent.sessions import Session, SessionStore, expiry_reason
 from teleton.gateway.contract import ChatInfo, Gateway, IncomingMessage, UserInfo
@@ -46,7 +47,6 @@ log = structlog.get_logger(__name__)
 
 # Tools that speak in the chat themselves; when the model used one, its final text is not sent again.
 SEND_TOOLS = frozenset({"send_message", "reply", "telegram_send_message", "telegram_reply"})
-TELEGRAM_LIMIT = 4000  # Telegram's cap is 4096 characters; leave room for entities
 UNAVAILABLE = "Sorry — I can't reach my language model right now. Please try again in a moment."
 TOO_LONG = "That is more than I can read at once, even after compacting. Try a shorter message, or /new."
 FLUSH_NOTE = (
@@ -414,7 +414,7 @@ class Agent:
 
             is_owner_dm = msg.chat.type == "dm" and msg.sender is not None and msg.sender.id == self.settings.owner_id
             self.deps.distiller.schedule(Exchange(
-                chat=msg.chat, user_name=_sender_label(msg.sender), user_text=msg.text,
+                chat=msg.chat, user_name=sender_label(msg.sender), user_text=msg.text,
                 assistant_text=turn.reply or result.text, is_owner_dm=is_owner_dm))
 
     async def _persist_stopped(self, turn: Turn) -> None:
@@ -433,7 +433,7 @@ class Agent:
         msg = turn.msg
         said = msg.text
         if msg.chat.type != "dm":
-            said = f"({msg.chat.title or msg.chat.id}) {_sender_label(msg.sender)}: {said}"
+            said = f"({msg.chat.title or msg.chat.id}) {sender_label(msg.sender)}: {said}"
         answer = turn.reply or (turn.result.text if turn.result else "") or "(answered with tools)"
         try:
             await self.daily_logs.append_exchange(said, answer)
@@ -475,50 +475,6 @@ class Agent:
             return None
         return await self.compactor.compact(session, turn.access, keep, reason="manual")
 
-    async def status_text(self, turn: Turn) -> str:
-        chat = turn.msg.chat
-        session = await self.sessions.active(chat.id)
-        totals = await self.sessions.totals(chat.id)
-        window = self.settings.thresholds.context_window
-        lines = []
-        if session is None:
-            lines.append("Session: none yet (the next message starts one)")
-        else:
-            age = _ago(time.time() - session.created_at)
-            lines.append(f"Session: {len(session.messages)} messages, started {age} ago (id {session.id[:8]})")
-            fill = session.last_input_tokens
-            lines.append(f"Context: ~{fill:,} of {window:,} tokens ({100 * fill / window:.0f}%)")
-            prompt = session.input_tokens + session.cache_read_tokens
-            ratio = 100 * session.cache_read_tokens / prompt if prompt else 0.0
-            lines.append(f"Tokens this session: {session.input_tokens:,} in, {session.output_tokens:,} out; "
-                         f"cache reads {session.cache_read_tokens:,} ({ratio:.0f}% of input)")
-        lines.append(f"This chat, all sessions: {totals['sessions']} sessions, "
-                     f"{totals['input_tokens']:,} in / {totals['output_tokens']:,} out, "
-                     f"cache reads {totals['cache_read_tokens']:,}")
-        lines.append("Memory: " + await self._memory_stats(turn.access))
-        llm = self.deps.llm.settings
-        lines.append(f"Model: {llm.model} (utility {llm.utility_model}); retries since start: "
-                     f"{self.deps.llm.retries}" + ("; PAUSED" if self.paused else ""))
-        return "\n".join(lines)
-
-    async def _memory_stats(self, access: Access) -> str:
-        parts = []
-        if self.deps.facts is not None:
-            parts.append(f"{await self.deps.facts.count(access.fact_scopes):,} facts")
-        db = self.deps.db
-        if access.knowledge:
-            row = await db.fetchone("select count(*) from knowledge")
-            parts.append(f"{int(row[0]):,} knowledge chunks")
-        if access.feed_chats is None:
-            row = await db.fetchone("select count(*) from tg_messages where deleted = 0")
-        else:
-            row = await db.fetchone(
-                "select count(*) from tg_messages where deleted = 0 and chat_id in (select value from json_each(?))",
-                (f"[{','.join(str(c) for c in access.feed_chats)}]",))
-        parts.append(f"{int(row[0]):,} archived messages")
-        return ", ".join(parts)
-
-
 def _scheduling_user() -> UserInfo | None:
     """Who scheduled the task being run, from the scheduler's context (None outside a scheduled task)."""
     try:
@@ -528,64 +484,6 @@ def _scheduling_user() -> UserInfo | None:
     task = current_task.get()
     sender_id = task.payload.get("sender_id") if task is not None else None
     return UserInfo(id=int(sender_id)) if sender_id is not None else None
-
-
-def spoke_here(result: LoopResult, send_tools: frozenset[str], chat_id: int) -> bool:
-    """Whether a send tool already put a message in this chat (a send to another chat does not count)."""
-    for call in result.tool_calls:
-        if call.name in send_tools:
-            target = call.input.get("chat_id", chat_id)
-            if not isinstance(target, int) or target == chat_id:
-                return True
-    return False
-
-
-def user_text(msg: IncomingMessage, quoted: str = "") -> str:
-    """The user's message as the model reads it: sender-labelled in groups, with unanswered context and
-    the message it replies to."""
-    body = msg.text.strip() or (f"[{msg.media_kind}]" if msg.media_kind else "")
-    if msg.media_kind and msg.text.strip():
-        body += f"\n[attached: {msg.media_kind}]"
-    lines = []
-    if msg.earlier_context:
-        lines.append("[Earlier messages in this chat, not addressed to you]")
-        lines += [f"{_sender_label(m.sender)}: {m.text.strip()}" for m in msg.earlier_context if m.text.strip()]
-        lines.append("[Message to you]")
-    if quoted:
-        lines.append(f"[In reply to {quoted}]")
-    lines.append(body if msg.chat.type == "dm" else f"{_sender_label(msg.sender)}: {body}")
-    return "\n".join(lines)
-
-
-def split_message(text: str, limit: int = TELEGRAM_LIMIT) -> list[str]:
-    """Split at paragraph or line breaks so a long answer arrives as several readable messages."""
-    chunks: list[str] = []
-    rest = text.strip()
-    while len(rest) > limit:
-        cut = rest.rfind("\n\n", 0, limit)
-        if cut < limit // 2:
-            cut = rest.rfind("\n", 0, limit)
-        if cut < limit // 2:
-            cut = limit
-        chunks.append(rest[:cut].rstrip())
-        rest = rest[cut:].lstrip()
-    if rest:
-        chunks.append(rest)
-    return chunks
-
-
-def _sender_label(user: UserInfo | None) -> str:
-    if user is None:
-        return "someone"
-    return user.display_name + (f" (@{user.username})" if user.username else "")
-
-
-def _ago(seconds: float) -> str:
-    if seconds < 90:
-        return f"{int(seconds)}s"
-    if seconds < 5400:
-        return f"{int(seconds // 60)}m"
-    return f"{seconds / 3600:.1f}h"
 
 
 def _required(value: Any) -> Any:
