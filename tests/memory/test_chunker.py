@@ -42,7 +42,7 @@ def test_small_sections_are_not_merged_across_headings() -> None:
     assert [c.text for c in chunks_of(doc)] == ["# A\none\n", "# B\ntwo\n"]
 
 
-def chunks_of(doc: str):  # noqa: ANN201
+def chunks_of(doc: str) -> list:
     return chunk_markdown(doc)
 
 

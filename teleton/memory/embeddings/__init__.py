@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from teleton.memory.embeddings import model_files
 from teleton.memory.embeddings.provider import EmbeddingProvider
 
 __all__ = ["EmbeddingProvider", "create_provider", "with_cache"]
@@ -42,9 +43,11 @@ def create_provider(
     raise ValueError(f"unknown embedding.provider {kind!r} (expected local, anthropic or none)")
 
 
-def local_model_files(config: Any, *, cache_dir: Path | None = None, hf_base_url: str | None = None):
+def local_model_files(
+    config: Any, *, cache_dir: Path | None = None, hf_base_url: str | None = None
+) -> model_files.ModelFiles:
     """Which files the local provider loads: ``model_path``, else a Hugging Face ``model``, else the default."""
-    from teleton.memory.embeddings import hf_download, model_files
+    from teleton.memory.embeddings import hf_download
 
     model_path = getattr(config, "model_path", None)
     model = getattr(config, "model", None)

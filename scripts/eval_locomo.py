@@ -1,0 +1,216 @@
+#!/usr/bin/env python
+"""LoCoMo retrieval evaluation through Teleton's own feed indexer and hybrid search.
+
+Protocol (../shared/eval/README.md): one record per dialogue turn (``[speaker] text`` plus
+`` [image: caption]``), one store per conversation, each question with resolvable evidence searched over its
+conversation only; R@k = |gold ∩ top k| / |gold|, NDCG@k with binary relevance; R@5, NDCG@5, R@10 overall
+and by category.
+
+The turns go into a temporary Teleton database exactly as the Telegram archive stores messages (one chat per
+conversation, speaker as sender, session time as date), are embedded by ``feed_embedding.embed_pending`` and
+searched by ``feed_search`` — so what is measured is the product's record design and search, not a copy.
+
+Usage: python scripts/eval_locomo.py ../shared/eval/locomo-dev.json [--mode bm25|vector|hybrid]
+
+Records are produced by a ``RecordSource`` (``--records``); ``turns`` is the protocol above. A later
+``observations`` source (facts distilled from each session) only has to yield ``Record``s whose ``evidence``
+lists the dia_ids it was drawn from: loading, searching and scoring do not change.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from datetime import datetime
+from pathlib import Path
+
+from teleton.memory.embeddings.local import LocalEmbedder
+from teleton.memory.embeddings.model_files import packaged_model
+from teleton.memory.feed_embedding import embed_pending
+from teleton.memory.feed_search import search_feed_sync
+from teleton.memory.hybrid_search import SearchParams
+from teleton.storage.database import Database
+
+CHAT_ID = 1
+
+
+@dataclass(frozen=True)
+class Record:
+    """One searchable item; ``evidence`` = the dia_ids a hit on it counts for."""
+
+    key: str
+    speaker: str
+    text: str
+    date: float
+    evidence: frozenset[str]
+
+
+@dataclass(frozen=True)
+class Question:
+    text: str
+    category: int
+    gold: frozenset[str]
+
+
+def parse_session_date(value: str) -> float:
+    # LoCoMo writes e.g. "1:56 pm on 8 May, 2023".
+    try:
+        return datetime.strptime(value.strip(), "%I:%M %p on %d %B, %Y").timestamp()
+    except ValueError:
+        return 0.0
+
+
+def turn_records(sample: dict) -> Iterator[Record]:
+    conversation = sample["conversation"]
+    session = 1
+    while f"session_{session}" in conversation:
+        start = parse_session_date(conversation.get(f"session_{session}_date_time", ""))
+        for i, turn in enumerate(conversation[f"session_{session}"]):
+            text = turn["text"]
+            if turn.get("blip_caption"):
+                text += f" [image: {turn['blip_caption']}]"
+            yield Record(turn["dia_id"], turn["speaker"], text, start + i, frozenset([turn["dia_id"]]))
+        session += 1
+
+
+RECORD_SOURCES: dict[str, Callable[[dict], Iterator[Record]]] = {"turns": turn_records}
+
+
+def questions(sample: dict, known: set[str]) -> list[Question]:
+    found = []
+    for qa in sample["qa"]:
+        gold = frozenset(e for e in qa.get("evidence", []) if e in known)
+        if gold:
+            found.append(Question(qa["question"], int(qa["category"]), gold))
+    return found
+
+
+def ndcg(ranked: list[frozenset[str]], gold: frozenset[str], k: int) -> float:
+    seen: set[str] = set()
+    dcg = 0.0
+    for rank, evidence in enumerate(ranked[:k]):
+        new = (evidence & gold) - seen
+        if new:
+            dcg += 1.0 / math.log2(rank + 2)
+            seen |= new
+    ideal = sum(1.0 / math.log2(i + 2) for i in range(min(len(gold), k)))
+    return dcg / ideal
+
+
+def recall(ranked: list[frozenset[str]], gold: frozenset[str], k: int) -> float:
+    found: set[str] = set()
+    for evidence in ranked[:k]:
+        found |= evidence & gold
+    return len(found) / len(gold)
+
+
+async def load_store(db: Database, records: list[Record]) -> dict[int, Record]:
+    def insert(conn) -> dict[int, Record]:
+        ids = {}
+        for n, record in enumerate(records):
+            cur = conn.execute(
+                "insert into tg_messages(chat_id, message_id, sender_name, date, text) values (?, ?, ?, ?, ?)",
+                (CHAT_ID, n + 1, record.speaker, record.date, record.text),
+            )
+            ids[int(cur.lastrowid)] = record
+        return ids
+
+    return await db.write(insert)
+
+
+def params_for(mode: str) -> SearchParams:
+    base = SearchParams(limit=10)
+    if mode == "vector":
+        return replace(base, vector_weight=1.0, keyword_weight=0.0, keyword_candidates=0, min_score=0.0)
+    return base
+
+
+async def evaluate_sample(sample: dict, embedder: LocalEmbedder, mode: str, source: str) -> list[dict]:
+    records = list(RECORD_SOURCES[source](sample))
+    known = {e for r in records for e in r.evidence}
+    qs = questions(sample, known)
+    with tempfile.TemporaryDirectory() as tmp:
+        db = await Database.open(Path(tmp) / "eval.db", embedding=(embedder.model_id, embedder.dims))
+        try:
+            by_id = await load_store(db, records)
+            if mode != "bm25":
+                await embed_pending(db, embedder)
+            vectors = embedder.encode([q.text for q in qs]) if mode != "bm25" else [None] * len(qs)
+            params = params_for(mode)
+            results = []
+            for question, vector in zip(qs, vectors, strict=True):
+                hits = await db.read(
+                    lambda conn, q=question, v=vector: search_feed_sync(conn, q.text, v, [CHAT_ID], params)
+                )
+                ranked = [by_id[h.id].evidence for h in hits]
+                results.append(
+                    {
+                        "category": question.category,
+                        "r5": recall(ranked, question.gold, 5),
+                        "ndcg5": ndcg(ranked, question.gold, 5),
+                        "r10": recall(ranked, question.gold, 10),
+                    }
+                )
+            return results
+        finally:
+            await db.close()
+
+
+def summarise(results: list[dict]) -> dict[str, dict[str, float]]:
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for r in results:
+        groups["all"].append(r)
+        groups[f"cat{r['category']}"].append(r)
+    return {
+        name: {
+            "n": len(rows),
+            **{m: sum(r[m] for r in rows) / len(rows) for m in ("r5", "ndcg5", "r10")},
+        }
+        for name, rows in sorted(groups.items(), key=lambda kv: (kv[0] != "all", kv[0]))
+    }
+
+
+async def main_async(args: argparse.Namespace) -> dict:
+    samples = json.loads(await asyncio.to_thread(Path(args.path).read_text))
+    if args.limit:
+        samples = samples[: args.limit]
+    embedder = LocalEmbedder(packaged_model())
+    started = time.perf_counter()
+    results: list[dict] = []
+    for sample in samples:
+        results += await evaluate_sample(sample, embedder, args.mode, args.records)
+    summary = summarise(results)
+    summary["_meta"] = {"mode": args.mode, "records": args.records, "seconds": time.perf_counter() - started}
+    return summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("path", help="locomo JSON file (e.g. ../shared/eval/locomo-dev.json)")
+    parser.add_argument("--mode", choices=("bm25", "vector", "hybrid"), default="hybrid")
+    parser.add_argument("--records", choices=sorted(RECORD_SOURCES), default="turns")
+    parser.add_argument("--limit", type=int, default=0, help="only the first N conversations")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    args = parser.parse_args()
+    summary = asyncio.run(main_async(args))
+    if args.json:
+        json.dump(summary, sys.stdout, indent=2)
+        print()
+        return
+    meta = summary.pop("_meta")
+    print(f"LoCoMo retrieval — mode={meta['mode']} records={meta['records']} ({meta['seconds']:.1f} s)")
+    print(f"{'group':8} {'n':>5} {'R@5':>7} {'NDCG@5':>7} {'R@10':>7}")
+    for name, row in summary.items():
+        print(f"{name:8} {row['n']:5d} {row['r5']:7.3f} {row['ndcg5']:7.3f} {row['r10']:7.3f}")
+
+
+if __name__ == "__main__":
+    main()
