@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from teleton.storage import Database  # noqa: E402
-from tests.telegram.burst import LagMeter, burst_updates, feed  # noqa: E402
+from tests.telegram.burst import Burst, LagMeter, feed, settle_heap  # noqa: E402
 from tests.telegram.conftest import make_harness  # noqa: E402
 
 FLOOR = 2000.0
@@ -49,12 +49,17 @@ async def run(total: int, chats: int, provider: Any | None) -> dict[str, float]:
         h = await make_harness(db, require_mention=False, rate_limit_per_chat=10**6, rate_limit_global=10**6)
         if provider is not None:
             h.gateway.start_embedder(provider)  # the daemon's wiring: woken by each commit
-        updates = burst_updates(total, chats)
-        gc.collect()
-        gc.freeze()  # the pre-built input is not part of the daemon's heap
+        turns = 0
+
+        async def agent(msg: Any) -> None:  # counts, keeps nothing: the heap stays the daemon's own
+            nonlocal turns
+            turns += 1
+
+        h.gateway.dispatcher.handler = agent
+        settle_heap()  # as the daemon should after start-up (gc.freeze)
         meter = LagMeter().start()
         start = time.perf_counter()
-        await feed(h.client, updates)
+        await feed(h.client, Burst(total, chats).updates())  # built as they "arrive", like network reads
         await h.gateway.batcher.drain()
         archived_s = time.perf_counter() - start
         await h.gateway.dispatcher.idle()

@@ -46,10 +46,14 @@ class ArchiveBatcher:
 
     async def run(self, fn: Callable[[Connection], T]) -> T:
         """Apply ``fn(conn)`` in the next batch transaction; return its result once committed."""
+        return await self.submit(fn)
+
+    def submit(self, fn: Callable[[Connection], T]) -> asyncio.Future[T]:
+        """Queue ``fn`` for the next batch; the future resolves (in submission order) once committed."""
         self.start()
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         self._queue.put_nowait(_Op(fn, future))
-        return await future
+        return future
 
     async def drain(self) -> None:
         """Wait until everything submitted so far has been committed."""

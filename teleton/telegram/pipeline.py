@@ -8,6 +8,7 @@ No Telethon here; the Telethon handlers build the records and call in.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
@@ -53,33 +54,87 @@ class FeedPipeline:
         incoming: IncomingMessage | None = None,
     ) -> fa.ArchiveResult:
         """Archive one message; then offer it to the agent if it is new, live and from someone else."""
+        return await self.submit(record, chat=chat, users=users, incoming=incoming)
+
+    def submit(
+        self,
+        record: fa.MessageRecord,
+        *,
+        chat: fa.ChatRecord | None = None,
+        users: Sequence[fa.UserRecord] = (),
+        incoming: IncomingMessage | None = None,
+    ) -> asyncio.Future[fa.ArchiveResult]:
+        """``message`` without waiting: the returned future resolves once the row is committed and offered.
+
+        The Telethon handler uses this so an update costs nothing while it waits for its batch: no task,
+        no frames. The offer runs in the commit's callback, so offers happen in commit order (which is
+        arrival order), and never before the commit. The lookups the gate needs (was the replied-to
+        message ours? who is a sender a short update named only by id?) run inside the same transaction.
+        """
         meta = self._unwritten(chat, users)
         offer = incoming is not None and not record.is_outgoing and self.dispatcher is not None
         state = STATE_SEEN if offer else fa.STATE_HISTORY
+        reply_id = incoming.reply_to_id if offer and incoming is not None and not incoming.reply_to_us else None
+        if reply_id is not None and reply_id in self._ours.get(record.chat_id, ()):
+            incoming = replace(incoming, reply_to_us=True)  # type: ignore[arg-type]
+            reply_id = None
+        bare = incoming.sender if offer and incoming is not None and _bare(incoming.sender) else None
 
-        def op(conn: Connection) -> fa.ArchiveResult:
+        def op(conn: Connection) -> tuple[fa.ArchiveResult, bool, fa.UserRecord | None]:
             _write_meta(conn, meta)
-            return fa.insert_message(conn, record, agent_state=state)
+            result = fa.insert_message(conn, record, agent_state=state)
+            if not result.new:
+                return result, False, None
+            ours = reply_id is not None and fa.is_our_message(conn, record.chat_id, reply_id)
+            known = fa.known_user(conn, bare.id) if bare is not None else None
+            return result, ours, known
 
-        result = await self.batcher.run(op)
+        done: asyncio.Future[fa.ArchiveResult] = asyncio.get_running_loop().create_future()
+
+        def committed(write: asyncio.Future[tuple[fa.ArchiveResult, bool, fa.UserRecord | None]]) -> None:
+            if write.cancelled() or write.exception() is not None:
+                if not done.done():
+                    done.set_exception(write.exception() or asyncio.CancelledError())
+                return
+            result, ours, known = write.result()
+            try:
+                self._after_commit(record, meta, result, incoming if offer else None, ours, known)
+            except Exception:  # a gate bug must not lose the archive's answer
+                log.exception("offer_failed", chat_id=record.chat_id, message_id=record.message_id)
+            if not done.done():
+                done.set_result(result)
+
+        self.batcher.submit(op).add_done_callback(committed)
+        return done
+
+    def _after_commit(
+        self,
+        record: fa.MessageRecord,
+        meta: list[object],
+        result: fa.ArchiveResult,
+        incoming: IncomingMessage | None,
+        reply_is_ours: bool,
+        known: fa.UserRecord | None,
+    ) -> None:
         self._remember(meta)
         if record.is_outgoing:
             self._note_ours(record.chat_id, record.message_id)
         if not result.new:
             self.duplicates += 1
-            return result
+            return
         self.archived += 1
         if self.on_archived is not None:
             self.on_archived()
-        if offer and incoming is not None and self.dispatcher is not None:
-            if self.clock() - record.date > self.stale_after_s:
-                return result
-            incoming = await self._with_known_sender(incoming)
-            if incoming.reply_to_id is not None and not incoming.reply_to_us:
-                if await self.is_ours(record.chat_id, incoming.reply_to_id):
-                    incoming = replace(incoming, reply_to_us=True)
-            self.dispatcher.offer(incoming)
-        return result
+        if incoming is None or self.dispatcher is None or self.clock() - record.date > self.stale_after_s:
+            return
+        if reply_is_ours:
+            incoming = replace(incoming, reply_to_us=True)
+        if known is not None:
+            incoming = replace(incoming, sender=UserInfo(
+                id=known.id, first_name=known.first_name, last_name=known.last_name, username=known.username,
+                phone=known.phone, is_bot=known.is_bot,
+            ))
+        self.dispatcher.offer(incoming)
 
     async def edit(
         self, record: fa.MessageRecord, *, chat: fa.ChatRecord | None = None, users: Sequence[fa.UserRecord] = ()
@@ -126,25 +181,6 @@ class FeedPipeline:
             self._written.pop(("chat", record.chat_id), None)
         return result
 
-    async def is_ours(self, chat_id: int, message_id: int) -> bool:
-        if message_id in self._ours.get(chat_id, ()):
-            return True
-        return await self.db.read(lambda conn: fa.is_our_message(conn, chat_id, message_id))
-
-    async def _with_known_sender(self, incoming: IncomingMessage) -> IncomingMessage:
-        """Short updates carry only the sender's id: fill in what the archive knows (username, bot flag),
-        which the allowlist and the bot filter need."""
-        sender = incoming.sender
-        if sender is None or sender.username or sender.first_name:
-            return incoming
-        known = await self.db.read(lambda conn: fa.known_user(conn, sender.id))
-        if known is None:
-            return incoming
-        return replace(incoming, sender=UserInfo(
-            id=known.id, first_name=known.first_name, last_name=known.last_name, username=known.username,
-            phone=known.phone, is_bot=known.is_bot,
-        ))
-
     def _note_ours(self, chat_id: int, message_id: int) -> None:
         self._ours.setdefault(chat_id, deque(maxlen=_OURS_PER_CHAT)).append(message_id)
 
@@ -163,6 +199,11 @@ class FeedPipeline:
             self._written.move_to_end((kind, item.id))  # type: ignore[attr-defined]
         while len(self._written) > _ENTITY_CACHE:
             self._written.popitem(last=False)
+
+
+def _bare(sender: UserInfo | None) -> bool:
+    """A sender known only by id (Telegram's short updates carry no user object)."""
+    return sender is not None and not (sender.username or sender.first_name or sender.last_name)
 
 
 def _write_meta(conn: Connection, meta: list[object]) -> None:

@@ -6,8 +6,9 @@ Shared by the burst test and ``scripts/bench_ingest.py``.
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -15,44 +16,81 @@ from typing import Any
 from telethon import TelegramClient, utils
 from telethon.tl import types
 
-_ids = itertools.count(1)
+_bursts = itertools.count(1)
 WORDS = ("book", "meeting", "coffee", "deploy", "weather", "music", "train", "lunch", "report", "holiday")
 
 
-def burst_updates(total: int, chats: int, *, me_username: str = "teleton_bot") -> list[Any]:
-    """``total`` new-message updates spread round-robin over ``chats`` chats (half DMs, half groups)."""
-    peers: list[tuple[Any, Any]] = []
-    for c in range(chats):
+@dataclass(frozen=True)
+class Burst:
+    """``total`` messages spread round-robin over ``chats`` chats (half DMs, half groups). Updates are built
+    on demand, as the network would deliver them, and building message ``i`` twice gives its replay."""
+
+    total: int
+    chats: int
+    me_username: str = "teleton_bot"
+    base: int = field(default_factory=lambda: next(_bursts) * 10_000_000)
+
+    def peers(self, c: int) -> tuple[Any, Any]:
         user = types.User(id=300_000 + c, first_name=f"User{c}", username=f"user{c}", access_hash=c + 1)
         if c % 2 == 0:
-            peers.append((user, user))
-        else:
-            group = types.Chat(id=600_000 + c, title=f"Group {c}", photo=types.ChatPhotoEmpty(),
-                               participants_count=10, date=None, version=1)
-            peers.append((group, user))
-    updates = []
-    now = datetime.now(UTC)
-    for i in range(total):
-        chat, sender = peers[i % chats]
+            return user, user
+        group = types.Chat(id=600_000 + c, title=f"Group {c}", photo=types.ChatPhotoEmpty(),
+                           participants_count=10, date=None, version=1)
+        return group, user
+
+    def update(self, i: int) -> Any:
+        chat, sender = self.peers(i % self.chats)
         w = WORDS[i % len(WORDS)]
-        text = f"message {i} about the {w}" + (f" @{me_username}" if i % 7 == 0 else "")
+        text = f"message {i} about the {w}" + (f" @{self.me_username}" if i % 7 == 0 else "")
         peer = types.PeerUser(chat.id) if isinstance(chat, types.User) else types.PeerChat(chat.id)
-        msg = types.Message(id=next(_ids), peer_id=peer, date=now, message=text,
+        msg = types.Message(id=self.base + i, peer_id=peer, date=datetime.now(UTC), message=text,
                             from_id=types.PeerUser(sender.id))
         update = types.UpdateNewMessage(message=msg, pts=1, pts_count=1)
-        update._entities = {utils.get_peer_id(e): e for e in {id(chat): chat, id(sender): sender}.values()}
-        updates.append(update)
-    return updates
+        update._entities = {utils.get_peer_id(e): e for e in (chat, sender)}
+        return update
+
+    def updates(self, indices: Iterable[int] | None = None) -> Iterator[Any]:
+        for i in range(self.total) if indices is None else indices:
+            yield self.update(i)
 
 
-async def feed(client: TelegramClient, updates: Sequence[Any], *, per_read: int = 25) -> None:
-    """Dispatch like Telethon's update loop: one task per update, a few updates per network read."""
-    tasks = []
-    for start in range(0, len(updates), per_read):
-        for update in updates[start : start + per_read]:
-            tasks.append(asyncio.get_running_loop().create_task(client._dispatch_update(update)))
-        await asyncio.sleep(0)
-    await asyncio.gather(*tasks)
+async def feed(client: TelegramClient, updates: Iterable[Any], *, per_read: int = 25) -> None:
+    """Dispatch like Telethon's update loop: one task per update, a few updates per network read.
+
+    Finished tasks are not kept (Telethon's loop drops them too), so the collector does not have to walk
+    thousands of them: the measured pauses are the daemon's, not this driver's.
+    """
+    loop = asyncio.get_running_loop()
+    pending = 0
+    done = asyncio.Event()
+    errors: list[BaseException] = []
+
+    def finished(task: asyncio.Task[Any]) -> None:
+        nonlocal pending
+        pending -= 1
+        if not task.cancelled() and task.exception() is not None:
+            errors.append(task.exception())  # type: ignore[arg-type]
+        if pending == 0:
+            done.set()
+
+    for n, update in enumerate(updates, 1):
+        pending += 1
+        loop.create_task(client._dispatch_update(update)).add_done_callback(finished)
+        del update  # once dispatched, only the handler holds it, as in Telethon's loop
+        if n % per_read == 0:
+            await asyncio.sleep(0)
+    if pending:
+        await done.wait()
+    if errors:
+        raise errors[0]
+
+
+def settle_heap() -> None:
+    """What a long-running daemon does once after start-up (``gc.freeze()``): the modules, classes and
+    caches loaded so far are moved out of the collector's way, so a full collection during a burst walks
+    only what the burst itself allocates. Without it each full pass here walks pytest's whole heap too."""
+    gc.collect()
+    gc.freeze()
 
 
 @dataclass

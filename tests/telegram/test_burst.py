@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import itertools
 import time
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ import numpy as np
 import pytest
 
 from teleton.storage import Database
-from tests.telegram.burst import LagMeter, burst_updates, feed
+from tests.telegram.burst import Burst, LagMeter, feed, settle_heap
 from tests.telegram.conftest import HashingEmbedder, make_harness
 
 TOTAL, CHATS = 5000, 50
@@ -21,15 +22,13 @@ TOTAL, CHATS = 5000, 50
 async def test_burst_archives_everything_once_without_stalling_the_loop(db: Database) -> None:
     h = await make_harness(db, require_mention=False, rate_limit_per_chat=10_000, rate_limit_global=100_000)
     try:
-        updates = burst_updates(TOTAL, CHATS)
-        replays = updates[::10]  # 500 updates delivered twice, as after a reconnect
-        # The 5,500 pre-built updates stand in for bytes on the network, which live are not Python objects:
-        # keep them out of the collector so its full passes measure the daemon, not the test's input.
-        gc.collect()
-        gc.freeze()
+        burst = Burst(TOTAL, CHATS)
+        # Every 10th update is delivered twice, as after a reconnect.
+        updates = itertools.chain(burst.updates(), burst.updates(range(0, TOTAL, 10)))
+        settle_heap()
         meter = LagMeter().start()
         start = time.monotonic()
-        await feed(h.client, updates + replays)
+        await feed(h.client, updates)
         await h.settle()
         elapsed = time.monotonic() - start
         worst = await meter.stop()
@@ -74,12 +73,10 @@ async def _burst_with_embeddings(
     h = await make_harness(db, require_mention=False, rate_limit_per_chat=10_000, rate_limit_global=100_000)
     h.gateway.start_embedder(provider)
     try:
-        updates = burst_updates(total, chats)
-        gc.collect()
-        gc.freeze()
+        settle_heap()
         meter = LagMeter().start()
         start = time.monotonic()
-        await feed(h.client, updates)
+        await feed(h.client, Burst(total, chats).updates())
         await h.gateway.batcher.drain()
         archived_s = time.monotonic() - start
         deadline = time.monotonic() + 120
