@@ -69,6 +69,8 @@ async def test_whiskerino_survives_new_and_a_restart(tmp_path: Path, fake_api: F
     assert second.id != first.id and second.messages[0]["content"] == "What is my cat's name?"
     recall = [b for b in fake_api.requests[start:] if tool_results(b)]
     assert "Whiskerino" in result_text(tool_results(recall[0])[0])
+    # Also in front of the model from the first request on: today's log is in the DM system prompt.
+    assert "Whiskerino" in fake_api.requests[start]["system"][-1]["text"]
     await h.llm.close()
     await db.close()
 
