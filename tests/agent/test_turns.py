@@ -320,3 +320,18 @@ async def test_a_reply_carries_the_message_it_answers(harness: Harness) -> None:
     await h.send(GROUP, ALICE, "yes, that one", reply_to_id=answer.message_id, mentions_us=True)
     said = h.fake.requests[-1]["messages"][-1]["content"][-1]["text"]
     assert said == "[In reply to you: ok]\nAlice (@alice): yes, that one"
+
+
+async def test_chats_run_in_parallel_and_one_chat_in_order(harness: Harness) -> None:
+    h = harness
+    h.main = lambda body: text(f"re: {user_said(body)}", delay=0.3)
+    started = time.monotonic()
+    replies = await asyncio.gather(h.dm("one from olga"), h.dm("one from alice", sender=ALICE),
+                                   h.group("one from the group"))
+    assert time.monotonic() - started < 0.8  # three chats at once, not one after another
+    assert replies == ["re: one from olga", "re: one from alice", "re: Alice (@alice): one from the group"]
+    started = time.monotonic()
+    assert await asyncio.gather(h.dm("first"), h.dm("second")) == ["re: first", "re: second"]
+    assert time.monotonic() - started >= 0.6  # one chat: strictly one turn after the other
+    session = await h.agent.sessions.active(OWNER.id)
+    assert [m["content"] for m in session.messages if m["role"] == "user"][-2:] == ["first", "second"]
