@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import hashlib
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,7 @@ from teleton.storage.sqlite_driver import Connection
 log = structlog.get_logger(__name__)
 
 SOURCES = ("memory", "session", "learned")
+Progress = Callable[[int, int], None]
 EMBED_BATCH = 64
 
 
@@ -196,13 +197,16 @@ class KnowledgeIndex:
             ),
         )
 
-    async def reindex(self) -> IndexCounts:
-        """Sync the index with the files; embed what is new or changed. Safe to call concurrently."""
+    async def reindex(self, progress: Progress | None = None) -> IndexCounts:
+        """Sync the index with the files; embed what is new or changed. Safe to call concurrently.
+
+        ``progress(done, total)`` is called as rows are embedded (the CLI draws its bar with it).
+        """
         async with self._lock:
             started = time.perf_counter()
             plans = await asyncio.to_thread(self._plan)
             counts = await self.db.write(lambda conn: apply_plan(conn, plans, time.time()))
-            counts.embedded = await self.embed_pending()
+            counts.embedded = await self.embed_pending(progress=progress)
             if counts.added or counts.updated or counts.removed:
                 log.info("knowledge_reindexed", ms=round((time.perf_counter() - started) * 1000), **counts.as_dict())
             return counts
@@ -245,12 +249,15 @@ class KnowledgeIndex:
     async def remove_entries(self, ids: Sequence[int]) -> None:
         await self.db.write(lambda conn: _delete(conn, list(ids)))
 
-    async def embed_pending(self, batch: int = EMBED_BATCH) -> int:
+    async def embed_pending(self, batch: int = EMBED_BATCH, progress: Progress | None = None) -> int:
         """Embed knowledge rows with ``embedded = 0``; return how many got a vector."""
         if self.provider is None or not self.db.vectors:
             return 0
         provider, total = self.provider, 0
+        pending = (await self.db.fetchone("select count(*) from knowledge where embedded = 0"))[0]
         while True:
+            if progress is not None:
+                progress(total, max(pending, total))
             rows = await self.db.read(
                 lambda conn: conn.execute(
                     "select id, source, heading, text, hash from knowledge where embedded = 0 order by id limit ?",

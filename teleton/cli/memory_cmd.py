@@ -1,0 +1,165 @@
+"""`teleton memory …`: index the knowledge base, search it, show what it holds."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import asdict
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from teleton.cli.context import cli_config
+
+app = typer.Typer(help="The knowledge base: MEMORY.md and memory/*.md.", no_args_is_help=True)
+console = Console(soft_wrap=True)
+
+
+async def _open(config: Any) -> tuple[Any, Any]:
+    """The database and the (cached) embedding provider of ``config``; provider None = keyword-only."""
+    from teleton.memory.embeddings import create_provider, with_cache
+    from teleton.storage import Database
+
+    provider = None
+    if config.embedding.provider != "none":
+        try:
+            provider = await asyncio.to_thread(create_provider, config.embedding)
+        except Exception as exc:  # a missing model or key must not make the index unusable
+            console.print(f"[yellow]embeddings unavailable ({exc}); keyword search only[/]")
+    embedding = (provider.model_id, provider.dims) if provider is not None else None
+    db = await Database.open(config.storage.database, embedding=embedding)
+    return db, with_cache(provider, db, config.embedding) if db.vectors else None
+
+
+async def _index(config: Any) -> Any:
+    from teleton.memory.knowledge_index import KnowledgeIndex
+
+    db, provider = await _open(config)
+    try:
+        index = KnowledgeIndex.from_config(db, config, provider)
+        with Progress(
+            TextColumn("embedding"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
+        ) as bar:
+            task = bar.add_task("embed", total=None)
+            counts = await index.reindex(progress=lambda done, total: bar.update(task, completed=done, total=total))
+            bar.update(task, completed=counts.embedded, total=max(counts.embedded, 1))
+        return counts
+    finally:
+        await db.close()
+
+
+@app.command("index")
+def index_cmd(ctx: typer.Context) -> None:
+    """Index MEMORY.md and memory/*.md of the workspace (only changed chunks are embedded)."""
+    config = cli_config(ctx)
+    counts = asyncio.run(_index(config))
+    console.print(
+        f"[green]indexed[/] {counts.files} files: {counts.added} added, {counts.updated} updated, "
+        f"{counts.removed} removed, {counts.unchanged} unchanged ({counts.embedded} embedded)"
+    )
+
+
+async def _search(config: Any, query: str, sources: list[str] | None, limit: int) -> list[Any]:
+    from teleton.memory.knowledge_index import KnowledgeIndex
+
+    db, provider = await _open(config)
+    try:
+        return await KnowledgeIndex.from_config(db, config, provider).search(query, sources=sources, limit=limit)
+    finally:
+        await db.close()
+
+
+@app.command("search")
+def search_cmd(
+    ctx: typer.Context,
+    query: Annotated[str, typer.Argument(help="What to look for (any text).")],
+    source: Annotated[
+        list[str] | None, typer.Option("--source", "-s", help="memory, session or learned (repeatable).")
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, max=100)] = 10,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the hits as JSON.")] = False,
+) -> None:
+    """Hybrid search of the knowledge base, with scores and sources."""
+    config = cli_config(ctx)
+    hits = asyncio.run(_search(config, query, source or None, limit))
+    if as_json:
+        typer.echo(json.dumps([asdict(h) for h in hits], ensure_ascii=False, indent=2))
+        return
+    if not hits:
+        console.print("no matches")
+        return
+    table = Table("score", "vector", "keyword", "source", "where", "text")
+    for h in hits:
+        where = h.meta.get("path", "") + (f" › {h.meta['heading']}" if h.meta.get("heading") else "")
+        text = h.text.replace("\n", " ")
+        table.add_row(
+            f"{h.score:.2f}",
+            f"{h.vector_score:.2f}",
+            f"{h.keyword_score:.2f}",
+            h.meta.get("source", ""),
+            where,
+            text[:160] + ("…" if len(text) > 160 else ""),
+        )
+    console.print(table)
+
+
+def _stats(conn: Any) -> dict[str, Any]:
+    from teleton.storage.schema import get_meta
+
+    def one(sql: str) -> Any:
+        try:
+            return conn.execute(sql).fetchone()[0]
+        except Exception:  # a vector table is absent when sqlite-vec or embeddings are off
+            return None
+
+    by_source = {row[0]: row[1] for row in conn.execute("select source, count(*) from knowledge group by source")}
+    return {
+        "chunks": one("select count(*) from knowledge"),
+        "by_source": by_source,
+        "files": one("select count(distinct path) from knowledge where source = 'memory'"),
+        "embedded": one("select count(*) from knowledge where embedded = 1"),
+        "pending": one("select count(*) from knowledge where embedded = 0"),
+        "vectors": one("select count(*) from knowledge_vec_rowids"),
+        "characters": one("select coalesce(sum(length(text)), 0) from knowledge"),
+        "embedding_model": get_meta(conn, "embedding_model"),
+        "embedding_dims": get_meta(conn, "embedding_dims"),
+        "embedding_cache": one("select count(*) from embedding_cache"),
+    }
+
+
+@app.command("stats")
+def stats_cmd(
+    ctx: typer.Context, as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False
+) -> None:
+    """What the knowledge index holds: chunks per source, files, embedded and pending, cache size."""
+    from teleton.storage import Database
+
+    config = cli_config(ctx)
+    if not config.storage.database.exists():
+        console.print(f"no database yet at {config.storage.database}")
+        raise typer.Exit(0)
+
+    async def _run() -> dict[str, Any]:
+        db = await Database.open(config.storage.database)
+        try:
+            return await db.read(_stats)
+        finally:
+            await db.close()
+
+    stats = asyncio.run(_run())
+    if as_json:
+        typer.echo(json.dumps(stats, indent=2))
+        return
+    table = Table("what", "value", show_header=False)
+    table.add_row("chunks", str(stats["chunks"]))
+    for source, count in sorted(stats["by_source"].items()):
+        table.add_row(f"  {source}", str(count))
+    table.add_row("files", str(stats["files"]))
+    table.add_row("embedded / pending", f"{stats['embedded']} / {stats['pending']}")
+    table.add_row("vectors", str(stats["vectors"]) if stats["vectors"] is not None else "off")
+    table.add_row("model", f"{stats['embedding_model'] or '-'} ({stats['embedding_dims'] or '-'} dims)")
+    table.add_row("embedding cache", str(stats["embedding_cache"]))
+    console.print(table)
