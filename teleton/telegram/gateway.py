@@ -258,21 +258,21 @@ class TelegramGateway:
         await self.client.disconnected
 
     async def stop(self, grace_s: float = 5.0) -> None:
-        """Finish or cancel running turns, commit what was received, disconnect."""
+        """Finish or cancel running turns (they may still send), disconnect, then commit what was received."""
         self._stop.set()
         if self._catchup is not None:
             self._catchup.cancel()
         if self.dispatcher is not None:
             await self.dispatcher.close(grace_s)
-        await self.batcher.close()
-        if self.embedder is not None:
-            await self.embedder.stop()
         with contextlib.suppress(Exception):
             await self.client.disconnect()
         if self._runner is not None:
             self._runner.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._runner
+        await self.batcher.close()  # after the disconnect: no update can arrive behind the last commit
+        if self.embedder is not None:
+            await self.embedder.stop()
         secure_session(self.settings.session_file)
 
     # ---- actions (the Gateway protocol) -------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -174,3 +175,21 @@ async def test_edit_and_delete_our_reply(harness: Harness) -> None:
     assert tuple(row) == ("draft one", 1)  # deletion marks the archive; the edit arrives as an update
     with pytest.raises(GatewayError, match="empty"):
         await harness.gateway.edit_message(ALICE.id, sent.message_id, " ")
+
+
+async def test_stop_lets_a_running_turn_finish_its_reply(db: Any) -> None:
+    from tests.telegram.conftest import make_harness
+
+    h = await make_harness(db)
+
+    async def slow_agent(msg: Any) -> None:
+        await asyncio.sleep(0.2)
+        await h.gateway.send_message(msg.chat.id, "done thinking")
+
+    h.gateway.dispatcher.handler = slow_agent
+    await h.dispatch(new_message(ALICE, ALICE, "question"))
+    await asyncio.sleep(0.05)  # the turn is running
+    await h.gateway.stop(grace_s=2)
+    assert [r.message for r in h.client.sent()] == ["done thinking"]
+    row = await db.fetchone("select count(*) from tg_messages where is_outgoing = 1")
+    assert row[0] == 1  # the reply is archived too: the archive is flushed after the last turn
