@@ -1,0 +1,54 @@
+"""The whole path with real Telethon: a Telegram update is archived, gated and queued by the Telegram
+layer, answered by the agent through the scripted Messages API, and sent back as a real SendMessageRequest."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from teleton.agent.runtime import Agent, AgentDeps, AgentSettings
+from teleton.llm import LLMClient
+from teleton.memory.facts import FactStore
+from teleton.storage import Database
+from teleton.telegram.gateway import TelegramGateway
+from teleton.tools.memory_tools import memory_tools
+from teleton.tools.registry import ToolRegistry
+from tests.agent.conftest import llm_settings
+from tests.fakes.anthropic_server import FakeAnthropic, text, user_said
+from tests.telegram.conftest import ADMIN, ALICE, GROUP, ME, RecordingClient, make_settings, new_message
+
+
+async def test_a_telegram_dm_and_group_mention_are_answered(
+        tmp_path: Path, db: Database, fake_api: FakeAnthropic) -> None:
+    fake_api.responder = lambda body: text(f"echo: {user_said(body)}")
+    client = RecordingClient()
+    gateway = TelegramGateway(client, db, make_settings())
+    gateway.set_me(ME)
+    llm = LLMClient(llm_settings(), api_key="test", base_url=fake_api.base_url)
+    (tmp_path / "ws").mkdir()
+    agent = Agent(AgentDeps(db=db, llm=llm, gateway=gateway, registry=ToolRegistry(memory_tools()),
+                            workspace=tmp_path / "ws", facts=FactStore(db)),
+                  AgentSettings(owner_id=ADMIN.id, session_reset_hour=None, session_idle_minutes=None))
+    dispatcher = gateway.on_message(agent.handle)
+    gateway.install()
+    from telethon.tl import types
+
+    client.session.process_entities(types.contacts.ResolvedPeer(
+        peer=types.PeerUser(ALICE.id), chats=[GROUP], users=[ME, ALICE, ADMIN]))
+
+    await client._dispatch_update(new_message(ADMIN, ADMIN, "hello from Telegram"))
+    await client._dispatch_update(new_message(GROUP, ALICE, "@teleton_bot what's up?", mentioned=True))
+    await gateway.batcher.drain()
+    await dispatcher.idle()
+
+    sent = {(r.peer.__class__.__name__, r.message) for r in client.sent()}
+    assert ("InputPeerUser", "echo: hello from Telegram") in sent
+    assert ("InputPeerChat", "echo: Alice (@alice): @teleton_bot what's up?") in sent
+    dm_body = next(b for b in fake_api.requests if "hello from Telegram" in str(b["messages"]))
+    assert "memory_read" in {t["name"] for t in dm_body["tools"]}  # the owner's DM
+    group_body = next(b for b in fake_api.requests if "what's up" in str(b["messages"]))
+    assert "memory_read" not in {t["name"] for t in group_body["tools"]}
+    # Our replies are archived as outgoing messages of the chat, so the next turn sees them as context.
+    rows = await db.fetchall("select text from tg_messages where is_outgoing = 1")
+    assert {r["text"] for r in rows} >= {"echo: hello from Telegram"}
+    await gateway.stop(grace_s=1)
+    await llm.close()
