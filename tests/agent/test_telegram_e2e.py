@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from telethon.tl import types
+
 from teleton.agent.runtime import Agent, AgentDeps, AgentSettings
 from teleton.llm import LLMClient
 from teleton.memory.facts import FactStore
@@ -30,8 +32,6 @@ async def test_a_telegram_dm_and_group_mention_are_answered(
                   AgentSettings(owner_id=ADMIN.id, session_reset_hour=None, session_idle_minutes=None))
     dispatcher = gateway.on_message(agent.handle)
     gateway.install()
-    from telethon.tl import types
-
     client.session.process_entities(types.contacts.ResolvedPeer(
         peer=types.PeerUser(ALICE.id), chats=[GROUP], users=[ME, ALICE, ADMIN]))
 
