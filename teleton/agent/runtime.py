@@ -48,6 +48,7 @@ log = structlog.get_logger(__name__)
 # Tools that speak in the chat themselves; when the model used one, its final text is not sent again.
 SEND_TOOLS = frozenset({"send_message", "reply", "telegram_send_message", "telegram_reply"})
 UNAVAILABLE = "Sorry — I can't reach my language model right now. Please try again in a moment."
+STICKY_TOOLS_MAX = 40
 TOO_LONG = "That is more than I can read at once, even after compacting. Try a shorter message, or /new."
 FLUSH_NOTE = (
     "## Memory flush\nThis conversation has filled half of your context window and will be compacted "
@@ -156,6 +157,7 @@ class Agent:
         self._locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._running: dict[int, asyncio.Task[str | None]] = {}
         self._flushed: set[str] = set()  # sessions already told to flush (once per session)
+        self._offered: dict[str, set[str]] = {}  # session id -> tools offered so far (sticky tool RAG)
         self.turns = 0
         self.last_timings: dict[str, float] = {}  # stage timings of the last finished turn (bench, /status)
 
@@ -321,8 +323,23 @@ class Agent:
         rag_text = turn.rag.render(msg.chat.id)
         turn.sent_user = turn.stored_user if not rag_text else {
             "role": "user", "content": [{"type": "text", "text": rag_text}, {"type": "text", "text": text}]}
-        names = turn.rag.extra
+        names = self._sticky_tools(_required(turn.session).id, turn.rag.extra)
         turn.tools = self.deps.registry.schemas(msg.chat, turn.is_admin, names)
+
+    def _sticky_tools(self, session_id: str, picked: Sequence[str] | None) -> list[str] | None:
+        """Tool RAG's pick, grown over the session rather than replaced each turn.
+
+        The tool list is the first thing in a request, so any change to it misses the prompt cache for
+        everything after it. Offering the union of this session's picks changes the list only when a new
+        tool becomes relevant; past ``STICKY_TOOLS_MAX`` the set starts over from this turn's pick.
+        """
+        if picked is None:
+            return None
+        offered = self._offered.get(session_id, set()) | set(picked)
+        if len(offered) > STICKY_TOOLS_MAX:
+            offered = set(picked)
+        self._offered[session_id] = offered
+        return sorted(offered)
 
     async def _quoted(self, msg: IncomingMessage) -> str:
         """The message this one replies to (same chat only), so "yes, that one" has its referent."""

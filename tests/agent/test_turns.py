@@ -335,3 +335,21 @@ async def test_chats_run_in_parallel_and_one_chat_in_order(harness: Harness) -> 
     assert time.monotonic() - started >= 0.6  # one chat: strictly one turn after the other
     session = await h.agent.sessions.active(OWNER.id)
     assert [m["content"] for m in session.messages if m["role"] == "user"][-2:] == ["first", "second"]
+
+
+async def test_tool_picks_are_sticky_so_the_prompt_cache_keeps_hitting(harness: Harness) -> None:
+    h = harness
+    picks = iter([["memory_recall"], ["memory_search"], ["memory_recall"], ["memory_recall"]])
+
+    async def selector(query: str, vector: object, chat: object, is_admin: bool) -> list[str]:
+        return next(picks)
+
+    h.agent.deps.tool_selector = selector
+    for question in ("what is my cat called?", "search for the cabin trip", "and my dog?", "and my fish?"):
+        await h.dm(question)
+    bodies = h.main_requests()
+    assert [[t["name"] for t in b["tools"]] for b in bodies] == [
+        ["memory_recall"], ["memory_recall", "memory_search"], ["memory_recall", "memory_search"],
+        ["memory_recall", "memory_search"]]
+    session = await h.agent.sessions.active(OWNER.id)
+    assert session.cache_read_tokens > 0  # turns 3 and 4 read the cached tools + system prefix
