@@ -228,6 +228,7 @@ class Agent:
                 speaker = UserInfo(id=chat.id) if chat.type == "dm" else None
                 access = privacy.access_for(chat, is_admin=self.is_admin(speaker))
                 await self.compactor.close(session, access, reason)
+                self._forget(session.id)
                 ended += 1
         return ended
 
@@ -294,6 +295,7 @@ class Agent:
             if reason:
                 # Shielded: a /stop must not leave a session ended without its successor.
                 await asyncio.shield(self.compactor.close(session, turn.access, reason))
+                self._forget(session.id)
                 session = None
         turn.session = session or await self.sessions.create(chat_id)
 
@@ -303,6 +305,7 @@ class Agent:
         if needs_hard(len(session.messages), session.last_input_tokens, t):
             outcome = await asyncio.shield(self.compactor.compact(session, turn.access, t.keep_last))
             turn.session = outcome.session
+            self._forget(session.id)
         elif needs_soft(session.last_input_tokens, t) and session.id not in self._flushed:
             self._flushed.add(session.id)
             await self.compactor.flush(session, turn.access)
@@ -325,6 +328,11 @@ class Agent:
             "role": "user", "content": [{"type": "text", "text": rag_text}, {"type": "text", "text": text}]}
         names = self._sticky_tools(_required(turn.session).id, turn.rag.extra)
         turn.tools = self.deps.registry.schemas(msg.chat, turn.is_admin, names)
+
+    def _forget(self, session_id: str) -> None:
+        """Drop per-session state of a session that ended (the daemon runs for months)."""
+        self._flushed.discard(session_id)
+        self._offered.pop(session_id, None)
 
     def _sticky_tools(self, session_id: str, picked: Sequence[str] | None) -> list[str] | None:
         """Tool RAG's pick, grown over the session rather than replaced each turn.
@@ -383,6 +391,7 @@ class Agent:
                 outcome = await asyncio.shield(self.compactor.compact(
                     session, turn.access, max(1, self.settings.thresholds.keep_last // 2)))
                 turn.session = outcome.session
+                self._forget(session.id)
                 await self._build_system(turn)  # the summary changed
             except LLMError as exc:
                 log.error("llm_failed", chat_id=turn.msg.chat.id, error=str(exc))
@@ -483,14 +492,18 @@ class Agent:
         session = await self.sessions.active(turn.msg.chat.id)
         if session is None:
             return ""
-        self._flushed.discard(session.id)
+        self._forget(session.id)
         return await self.compactor.close(session, turn.access, reason)
 
     async def compact(self, turn: Turn, keep: int) -> CompactionOutcome | None:
         session = await self.sessions.active(turn.msg.chat.id)
         if session is None:
             return None
-        return await self.compactor.compact(session, turn.access, keep, reason="manual")
+        outcome = await self.compactor.compact(session, turn.access, keep, reason="manual")
+        if outcome.session.id != session.id:
+            self._forget(session.id)
+        return outcome
+
 
 def _scheduling_user() -> UserInfo | None:
     """Who scheduled the task being run, from the scheduler's context (None outside a scheduled task)."""
