@@ -179,6 +179,7 @@ async def status_text(agent: Agent, turn: Turn) -> str:
                  f"{agent.deps.llm.retries}" + ("; PAUSED" if agent.paused else ""))
     return "\n".join(lines)
 
+
 async def memory_stats(agent: Agent, access: Access) -> str:
     parts = []
     if agent.deps.facts is not None:

@@ -65,6 +65,7 @@ async def test_paraphrase_finds_the_chunk_and_one_embedding_serves_the_turn(
     assert embedder.calls == [[question]]  # one embedding for the message ...
     assert tool_rag_vectors[0] is not None  # ... handed to tool RAG too
     # Facts saved through the tool get a vector, so recall works by meaning as well.
+
     def obedient(body: dict) -> Reply:
         said = user_said(body)
         if said == "save it":

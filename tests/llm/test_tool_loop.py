@@ -63,6 +63,7 @@ async def test_usage_is_summed_and_last_kept(llm: LLMClient, fake_api: FakeAnthr
 
 async def test_prepare_hook_shapes_what_is_sent(llm: LLMClient, fake_api: FakeAnthropic) -> None:
     fake_api.queue(text("ok"))
+
     def prepare(messages: list[dict]) -> list[dict]:
         return [{"role": "user", "content": "rewritten"}]
     await run_tool_loop(llm, system="s", messages=USER, tools=TOOLS, execute=execute, prepare=prepare)
