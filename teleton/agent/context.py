@@ -11,6 +11,7 @@ handed on (tool RAG reuses it). Trivial messages
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
@@ -52,10 +53,11 @@ class FeedLine:
     date: float
     sender: str
     text: str
+    chat_title: str = ""
 
     def render(self, with_chat: bool) -> str:
         when = datetime.fromtimestamp(self.date).astimezone()
-        where = f"chat {self.chat_id}, " if with_chat else ""
+        where = f"{self.chat_title or 'chat'} ({self.chat_id}), " if with_chat else ""
         return f"[{where}{when:%Y-%m-%d %H:%M}] {self.sender}: {' '.join(self.text.split())[:LINE_CAP]}"
 
 
@@ -173,8 +175,13 @@ class ContextBuilder:
         if not kept:
             return []
         best = max(h.score for h in kept)
-        kept = [h for h in kept if best > 0 and h.score / best >= s.params.min_score]
-        return [_feed_line(h.meta, h.text) for h in kept[: s.feed]]
+        kept = [h for h in kept if best > 0 and h.score / best >= s.params.min_score][: s.feed]
+        others = sorted({int(h.meta["chat_id"]) for h in kept} - {msg.chat.id})
+        titles = dict(conn.execute(
+            "select id, title from tg_chats where id in (select value from json_each(?))",
+            (json.dumps(others),)).fetchall()) if others else {}
+        return [replace(_feed_line(h.meta, h.text), chat_title=titles.get(int(h.meta["chat_id"])) or "")
+                for h in kept]
 
     async def _embed(self, text: str) -> np.ndarray | None:
         if not self.db.vectors:

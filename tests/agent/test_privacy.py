@@ -123,6 +123,7 @@ async def test_no_dm_content_reaches_a_group_request(tmp_path: Path, db: Databas
     for name in ("memory file", "user file", "strategy file", "user fact", "yesterday log", "daily note",
                  "memory chunk", "other chat message", "learnings"):
         assert SECRETS[name] in dm_body, f"sanity: the DM should see the {name}"
+    assert "Chess (-100888)" in dm_body  # a line from another chat says which chat
     await h.dm("/new")
     await h.agent.deps.distiller.drain()
 
