@@ -159,6 +159,7 @@ class Agent:
         self._flushed: set[str] = set()  # sessions already told to flush (once per session)
         self._offered: dict[str, set[str]] = {}  # session id -> tools offered so far (sticky tool RAG)
         self.turns = 0
+        self._daily_log_failing = False
         self.last_timings: dict[str, float] = {}  # stage timings of the last finished turn (bench, /status)
 
     # -- entry points ---------------------------------------------------------------------------------
@@ -464,7 +465,14 @@ class Agent:
         try:
             await self.daily_logs.append_exchange(said, answer)
         except Exception as exc:  # seed 003: persistence is fail-safe, never blocks a reply
-            log.warning("daily_log_write_failed", error=repr(exc))
+            # Logged once per failure streak: a full disk must not also flood the log it cannot write.
+            if not self._daily_log_failing:
+                log.error("daily_log_write_failed", error=f"{type(exc).__name__}: {exc}")
+            self._daily_log_failing = True
+        else:
+            if self._daily_log_failing:
+                log.info("daily_log_write_recovered")
+            self._daily_log_failing = False
 
     async def _send(self, msg: IncomingMessage, text: str) -> None:
         reply_to = msg.message_id if msg.chat.type != "dm" else None

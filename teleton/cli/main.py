@@ -76,6 +76,26 @@ def doctor(ctx: typer.Context) -> None:
 
 
 @app.command()
+def start(
+    ctx: typer.Context,
+    transport: Annotated[
+        str | None, typer.Option(hidden=True, help="loopback:SOCKET — a local chat transport for tests.")
+    ] = None,
+) -> None:
+    """Run the daemon: archive, answer, remember. Stops cleanly on SIGTERM/SIGINT; SIGHUP reloads config."""
+    from teleton.daemon.instance_lock import AlreadyRunning
+    from teleton.daemon.runner import run_daemon
+
+    config = cli_config(ctx)
+    try:
+        code = run_daemon(config, transport)
+    except AlreadyRunning as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise typer.Exit(1) from None
+    raise typer.Exit(code)
+
+
+@app.command()
 def status(ctx: typer.Context) -> None:
     """Is the daemon running? Uptime, queue depth, archive size and the last error (works from any shell)."""
     from teleton.daemon.status_file import describe, read_status
@@ -115,6 +135,20 @@ def backup(
 
     asyncio.run(_copy())
     console.print(f"backup written: {target}")
+
+
+def _register_subcommands() -> None:
+    # Each module imports its heavy dependencies (Telethon, ONNX Runtime) inside its commands, so
+    # `teleton --help` stays fast.
+    from teleton.cli import chat_cmd, feed_cmd, memory_cmd, setup_cmd
+
+    app.command()(setup_cmd.setup)
+    app.command()(chat_cmd.chat)
+    app.add_typer(memory_cmd.app, name="memory", help="The knowledge base: index, search, stats.")
+    app.add_typer(feed_cmd.app, name="feed", help="The Telegram archive: backfill, search, stats.")
+
+
+_register_subcommands()
 
 
 def run() -> None:

@@ -167,7 +167,8 @@ def _resolve_paths(config: Config) -> Config:
 def require_telegram(config: Config) -> None:
     """The credentials ``teleton start`` needs, each missing one named with where to set it."""
     tg = config.telegram
-    needed = ["bot_token"] if tg.mode == "bot" else ["api_id", "api_hash", "phone"]
+    # Bots log in over MTProto too, so they need the app's api_id/api_hash as well as the token.
+    needed = ["api_id", "api_hash", "bot_token"] if tg.mode == "bot" else ["api_id", "api_hash", "phone"]
     for key in needed:
         if getattr(tg, key) in (None, ""):
             raise ConfigError(

@@ -79,6 +79,10 @@ class Dispatcher:
         self.decisions[decision.reason] += 1
         return decision
 
+    def queue_depth(self) -> int:
+        """Messages accepted but not yet handed to the agent, across all chats (for `teleton status`)."""
+        return sum(lane.queue.qsize() for lane in self._lanes.values())
+
     def pending_context(self, chat_id: int) -> list[IncomingMessage]:
         return list(self._context.get(chat_id, ()))
 

@@ -44,6 +44,7 @@ def test_missing_required_value_names_key(isolated_home: Path) -> None:
     with pytest.raises(ConfigError, match=r"^telegram\.api_id: required value is missing"):
         require_telegram(config)
     config.telegram.mode = "bot"
+    config.telegram.api_id, config.telegram.api_hash = 1, "abc"
     with pytest.raises(ConfigError, match=r"^telegram\.bot_token: required"):
         require_telegram(config)
     with pytest.raises(ConfigError, match=r"^agent\.api_key: required"):

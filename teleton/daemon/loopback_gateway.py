@@ -1,0 +1,213 @@
+"""A chat network on a local socket: the daemon's test transport (reliability tests, the soak script).
+
+There is no fake MTProto server for Telethon, so the process-level tests drive the real daemon through this
+gateway instead. Incoming messages arrive as JSON lines on a Unix socket and go through exactly the receive
+path Telegram messages take (archive first, then the policy gate, per-chat lanes, the agent); every action
+the agent takes is written back as a JSON line. Each archived message is acknowledged only after its
+commit, so a test knows precisely which messages a crash must not lose.
+
+In:  {"op": "message", "chat": {...ChatInfo}, "sender": {...UserInfo}, "message_id": 1, "text": "hi",
+      "date": 1.7e9, "mentions_us": false, "reply_to_id": null}
+Out: {"op": "archived", "chat_id": 1, "message_id": 1, "new": true}
+     {"op": "send_message", "chat_id": 1, "text": "...", "reply_to": 1, "message_id": 1000001}, ...
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from teleton.gateway.contract import ChatInfo, GatewayError, IncomingHandler, IncomingMessage, SentMessage, UserInfo
+from teleton.memory import feed_archive as fa
+from teleton.storage import Database
+from teleton.telegram.archiver import ArchiveBatcher
+from teleton.telegram.dispatch import Dispatcher
+from teleton.telegram.gateway import GatewaySettings
+from teleton.telegram.pipeline import FeedPipeline
+from teleton.telegram.ratelimit import RateLimiter
+
+log = structlog.get_logger(__name__)
+
+ME = UserInfo(id=777_000_001, first_name="Teleton", username="teleton_agent", is_bot=False)
+MAX_LINE = 16 * 1024 * 1024
+
+
+class LoopbackGateway:
+    def __init__(self, socket_path: Path, db: Database, settings: GatewaySettings) -> None:
+        self.socket_path = socket_path
+        self.db = db
+        self.settings = settings
+        self.me: UserInfo | None = ME
+        self.batcher = ArchiveBatcher(db)
+        self.pipeline = FeedPipeline(db, self.batcher)
+        self.dispatcher: Dispatcher | None = None
+        self._server: asyncio.base_events.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._ids = itertools.count(int(time.time() * 1000) % 1_000_000_000 + 1_000_000_000)
+        self._chats: dict[int, ChatInfo] = {}
+
+    # ---- wiring and life cycle (as TelegramGateway) -------------------------------------------------
+
+    def on_message(self, handler: IncomingHandler) -> Dispatcher:
+        self.dispatcher = Dispatcher(
+            handler=handler,
+            policy=self.settings.policy,
+            limiter=RateLimiter(self.settings.rate_limit_per_chat, self.settings.rate_limit_global),
+            debounce=self.settings.debounce,
+            me_id=lambda: ME.id,
+        )
+        self.pipeline.dispatcher = self.dispatcher
+        return self.dispatcher
+
+    async def start(self) -> None:
+        self.batcher.start()
+        self.socket_path.unlink(missing_ok=True)
+        self._server = await asyncio.start_unix_server(self._serve, path=str(self.socket_path), limit=MAX_LINE)
+        log.info("loopback_gateway_listening", socket=str(self.socket_path))
+
+    async def stop(self, grace_s: float = 5.0) -> None:
+        if self._server is not None:
+            self._server.close()
+        if self.dispatcher is not None:
+            await self.dispatcher.close(grace_s)
+        await self.batcher.close()
+        for writer in list(self._writers):
+            writer.close()
+        self.socket_path.unlink(missing_ok=True)
+
+    # ---- incoming ---------------------------------------------------------------------------------
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writers.add(writer)
+        try:
+            while line := await reader.readline():
+                try:
+                    event = json.loads(line)
+                    if event.get("op") == "message":
+                        await self._incoming(event)
+                    else:
+                        self._emit({"op": "error", "error": f"unknown op {event.get('op')!r}"})
+                except (ValueError, KeyError, TypeError) as exc:
+                    self._emit({"op": "error", "error": f"bad event: {exc}"})
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            self._writers.discard(writer)
+
+    async def _incoming(self, event: dict[str, Any]) -> None:
+        chat = ChatInfo(**event["chat"])
+        sender = UserInfo(**event["sender"]) if event.get("sender") else None
+        self._chats[chat.id] = chat
+        record = fa.MessageRecord(
+            chat_id=chat.id,
+            message_id=int(event["message_id"]),
+            date=float(event.get("date") or time.time()),
+            text=str(event.get("text", "")),
+            sender_id=sender.id if sender else None,
+            sender_name=sender.display_name if sender else "",
+            reply_to_id=event.get("reply_to_id"),
+        )
+        incoming = IncomingMessage(
+            chat=chat,
+            sender=sender,
+            message_id=record.message_id,
+            text=record.text,
+            date=record.date,
+            reply_to_id=record.reply_to_id,
+            mentions_us=bool(event.get("mentions_us")),
+        )
+        users = [fa.UserRecord(sender.id, sender.first_name, sender.last_name, sender.username)] if sender else []
+        result = await self.pipeline.message(
+            record, chat=fa.ChatRecord(chat.id, chat.type, chat.title), users=users, incoming=incoming
+        )
+        self._emit({"op": "archived", "chat_id": chat.id, "message_id": record.message_id, "new": result.new})
+
+    def _emit(self, event: dict[str, Any]) -> None:
+        line = (json.dumps(event, ensure_ascii=False) + "\n").encode()
+        for writer in list(self._writers):
+            if writer.is_closing():
+                self._writers.discard(writer)
+                continue
+            writer.write(line)
+
+    async def _outgoing(self, chat_id: int, text: str, reply_to: int | None = None) -> SentMessage:
+        message_id = next(self._ids)
+        record = fa.MessageRecord(
+            chat_id=chat_id, message_id=message_id, date=time.time(), text=text, sender_id=ME.id,
+            sender_name=ME.display_name, is_outgoing=True, reply_to_id=reply_to,
+        )  # fmt: skip
+        await self.pipeline.message(record)
+        self._emit({"op": "send_message", "chat_id": chat_id, "text": text, "reply_to": reply_to,
+                    "message_id": message_id})  # fmt: skip
+        return SentMessage(chat_id, message_id, text)
+
+    def _action(self, name: str, **fields: Any) -> None:
+        self._emit({"op": name, **fields})
+
+    # ---- the Gateway protocol -----------------------------------------------------------------------
+
+    async def send_message(self, chat_id: int, text: str, *, reply_to: int | None = None) -> SentMessage:
+        if not text.strip():
+            raise GatewayError("cannot send an empty message")
+        return await self._outgoing(chat_id, text, reply_to)
+
+    async def edit_message(self, chat_id: int, message_id: int, text: str) -> None:
+        self._action("edit_message", chat_id=chat_id, message_id=message_id, text=text)
+
+    async def delete_messages(self, chat_id: int, message_ids: Sequence[int]) -> None:
+        await self.pipeline.delete(chat_id, list(message_ids))
+        self._action("delete_messages", chat_id=chat_id, message_ids=list(message_ids))
+
+    async def forward_message(self, from_chat_id: int, message_id: int, to_chat_id: int) -> SentMessage:
+        self._action("forward_message", from_chat_id=from_chat_id, message_id=message_id, to_chat_id=to_chat_id)
+        return SentMessage(to_chat_id, next(self._ids), "")
+
+    async def pin_message(self, chat_id: int, message_id: int, *, unpin: bool = False) -> None:
+        self._action("pin_message", chat_id=chat_id, message_id=message_id, unpin=unpin)
+
+    async def react(self, chat_id: int, message_id: int, emoji: str) -> None:
+        self._action("react", chat_id=chat_id, message_id=message_id, emoji=emoji)
+
+    async def send_poll(self, chat_id: int, question: str, options: Sequence[str]) -> SentMessage:
+        return await self._outgoing(chat_id, f"[poll] {question}: " + " / ".join(options))
+
+    async def send_file(self, chat_id: int, path: Path, *, caption: str = "") -> SentMessage:
+        return await self._outgoing(chat_id, f"[file {path.name}] {caption}".strip())
+
+    async def download_media(self, chat_id: int, message_id: int, dest_dir: Path, max_bytes: int) -> Path:
+        raise GatewayError("the loopback transport carries no media")
+
+    async def get_chat(self, chat_id: int) -> ChatInfo:
+        chat = self._chats.get(chat_id)
+        if chat is None:
+            raise GatewayError(f"unknown chat {chat_id}")
+        return chat
+
+    async def get_user(self, user: int | str) -> UserInfo:
+        if user in (ME.id, ME.username, f"@{ME.username}"):
+            return ME
+        raise GatewayError(f"unknown user {user}")
+
+    async def list_dialogs(self, limit: int = 50) -> list[ChatInfo]:
+        return list(self._chats.values())[:limit]
+
+    async def get_participants(self, chat_id: int, limit: int = 200) -> list[UserInfo]:
+        return [ME]
+
+    async def kick(self, chat_id: int, user_id: int) -> None:
+        self._action("kick", chat_id=chat_id, user_id=user_id)
+
+    async def ban(self, chat_id: int, user_id: int, *, unban: bool = False) -> None:
+        self._action("ban", chat_id=chat_id, user_id=user_id, unban=unban)
+
+    async def typing(self, chat_id: int) -> None:
+        with contextlib.suppress(Exception):
+            self._action("typing", chat_id=chat_id)

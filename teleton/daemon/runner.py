@@ -1,0 +1,249 @@
+"""`teleton start`: everything in one asyncio loop, from start-up to a clean exit.
+
+start-up   lock -> store -> embeddings -> knowledge index + watcher -> gateway -> agent -> scheduler
+           -> READY (systemd) with a one-line summary of what is enabled
+running    status file every few seconds, systemd watchdog pings, SIGHUP reloads config and prompts
+shutdown   SIGTERM/SIGINT: stop taking work, let running turns finish (bounded, then cancel), flush
+           the archive and the embedding queue, checkpoint the WAL, close Telegram, exit 0
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from teleton.config import Config, load_config, require_llm, require_telegram
+from teleton.daemon.instance_lock import InstanceLock
+from teleton.daemon.status_file import DaemonStatus, write_status
+from teleton.daemon.systemd_notify import Notifier
+from teleton.observability.logging import configure_logging
+from teleton.storage import Database
+from teleton.workspace.template import create_workspace
+
+log = structlog.get_logger(__name__)
+
+TURN_GRACE_S = 6.0  # a running turn may finish within this on SIGTERM; the whole stop stays under 10 s
+STATUS_EVERY_S = 5.0
+
+
+@dataclass
+class Daemon:
+    config: Config
+    transport: str | None = None  # None = Telegram; "loopback:/path.sock" = the local test transport
+    notifier: Notifier = field(default_factory=Notifier)
+    stop_event: asyncio.Event = field(default_factory=asyncio.Event)
+    status: DaemonStatus = field(default_factory=lambda: DaemonStatus(pid=os.getpid(), started_at=time.time()))
+    _tasks: list[asyncio.Task[Any]] = field(default_factory=list)
+    # Set as start-up reaches them; shutdown closes whatever exists, in reverse dependency order.
+    db: Database | None = None
+    gateway: Any = None
+    stack: Any = None
+    dispatcher: Any = None
+    scheduler: Any = None
+    watcher: Any = None
+    feed_embedder: Any = None
+
+    async def run(self) -> int:
+        started = time.monotonic()
+        config = self.config
+        data_dir = config.storage.data_dir
+        lock = InstanceLock(data_dir / "teleton.lock")
+        await asyncio.to_thread(lock.acquire)
+        try:
+            await self._start(started)
+            await self.stop_event.wait()
+        finally:
+            await self._shutdown()
+            await asyncio.to_thread(lock.release)
+        return 0
+
+    # ---- start-up -------------------------------------------------------------------------------------
+
+    async def _start(self, started: float) -> None:
+        from teleton.agent.factory import build_agent
+        from teleton.memory.embeddings import create_provider, with_cache
+
+        config = self.config
+        self._install_signals()
+        assert config.storage.workspace is not None and config.storage.database is not None
+        await asyncio.to_thread(create_workspace, config.storage.workspace)
+
+        provider = await asyncio.to_thread(create_provider, config.embedding)
+        embedding = (provider.model_id, provider.dims) if provider is not None else None
+        db = self.db = await Database.open(config.storage.database, embedding=embedding)
+        # Knowledge, queries and tools go through the embedding cache; the feed embedder does not: every
+        # message is new text, and caching it would only evict entries that get reused.
+        embedder = with_cache(provider, db, config.embedding) if db.vectors else None
+
+        knowledge = await self._start_knowledge(db, embedder)
+        gateway = self.gateway = self._make_gateway(db)
+        stack = self.stack = await build_agent(config, db=db, gateway=gateway, embedder=embedder, knowledge=knowledge)
+        self.dispatcher = gateway.on_message(stack.agent.handle)
+        if embedder is not None and provider is not None:
+            from teleton.memory.feed_embedding import FeedEmbedder
+
+            self.feed_embedder = FeedEmbedder(db, provider, batch=config.embedding.batch_size)
+            gateway.pipeline.on_archived = self.feed_embedder.notify
+            self.feed_embedder.start()
+        await self._start_scheduler(db, stack)
+        await gateway.start()
+
+        self._tasks.append(asyncio.create_task(self._status_loop(), name="status-file"))
+        self._tasks.append(asyncio.create_task(self.notifier.watchdog_loop(), name="watchdog"))
+        summary = (
+            f"vectors={'on' if db.vectors else 'off'} model={embedding[0] if embedding else 'none'} "
+            f"dm_policy={config.telegram.dm_policy} group_policy={config.telegram.group_policy} "
+            f"tools={len(stack.registry.names)} transport={self.transport or 'telegram'}"
+        )
+        self.status.state = "running"
+        await self._write_status()
+        self.notifier.ready(summary)
+        log.info(
+            "teleton_ready",
+            startup_s=round(time.monotonic() - started, 2),
+            vectors=db.vectors,
+            embedding_model=embedding[0] if embedding else None,
+            dm_policy=config.telegram.dm_policy,
+            group_policy=config.telegram.group_policy,
+            tools=len(stack.registry.names),
+            transport=self.transport or "telegram",
+        )
+        print(f"teleton ready in {time.monotonic() - started:.1f}s: {summary}", flush=True)
+
+    async def _start_knowledge(self, db: Database, embedder: Any) -> Any:
+        from teleton.memory.knowledge_index import KnowledgeIndex
+
+        assert self.config.storage.workspace is not None
+        index = KnowledgeIndex.from_config(db, self.config, embedder)
+        counts = await index.reindex()
+        log.info("knowledge_indexed", **counts.as_dict())
+        self.watcher = index.watch(debounce_ms=self.config.memory.watch_debounce_ms)
+        return index
+
+    def _make_gateway(self, db: Database) -> Any:
+        from teleton.telegram.gateway import GatewaySettings
+
+        settings = GatewaySettings.from_telegram(self.config.telegram)
+        if self.transport and self.transport.startswith("loopback:"):
+            from teleton.daemon.loopback_gateway import LoopbackGateway
+
+            return LoopbackGateway(Path(self.transport.split(":", 1)[1]), db, settings)
+        from teleton.telegram.gateway import TelegramGateway
+
+        return TelegramGateway.from_config(self.config, db)
+
+    async def _start_scheduler(self, db: Database, stack: Any) -> None:
+        from teleton.agent import privacy
+        from teleton.scheduler.scheduler import Scheduler, archived_chat
+        from teleton.tools.registry import ToolContext
+
+        agent = stack.agent
+
+        async def run_agent_turn(chat_id: int, text: str) -> Any:
+            return await agent.run_scheduled(chat_id, text)
+
+        async def context_for(chat_id: int, is_admin: bool) -> ToolContext:
+            chat = await archived_chat(db, chat_id)
+            return ToolContext(
+                chat=chat, sender=agent.deps.owner, is_admin=is_admin,
+                access=privacy.access_for(chat, is_admin=is_admin), deps=agent.tool_deps,
+            )  # fmt: skip
+
+        scheduler = Scheduler(db, run_agent_turn=run_agent_turn, registry=stack.registry, context_for=context_for)
+        agent.tool_deps.extras["scheduler"] = scheduler
+        await scheduler.start()
+        self.scheduler = scheduler
+
+    # ---- running ----------------------------------------------------------------------------------------
+
+    def _install_signals(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._on_stop_signal, sig)
+        loop.add_signal_handler(signal.SIGHUP, lambda: asyncio.ensure_future(self.reload()))
+
+    def _on_stop_signal(self, sig: int) -> None:
+        if self.stop_event.is_set():
+            return
+        log.info("stopping", signal=signal.Signals(sig).name)
+        self.status.state = "stopping"
+        self.notifier.stopping()
+        self.stop_event.set()
+
+    async def reload(self) -> None:
+        """SIGHUP: re-read the config (logging, policies) and the workspace prompt files."""
+        try:
+            fresh = await asyncio.to_thread(load_config, self.config.source)
+        except Exception as exc:
+            log.error("reload_failed", error=str(exc), effect="keeping the running config")
+            self._note_error(f"reload failed: {exc}")
+            return
+        self.config = fresh
+        configure_logging(fresh.logging.level, fresh.logging.format, fresh.logging.file)
+        from teleton.telegram.policy import PolicyConfig
+
+        if self.dispatcher is not None:
+            self.dispatcher.policy = PolicyConfig.from_telegram(fresh.telegram)
+        log.info("reloaded", source=str(fresh.source))
+
+    async def _status_loop(self) -> None:
+        while True:
+            await asyncio.sleep(STATUS_EVERY_S)
+            with contextlib.suppress(Exception):
+                await self._write_status()
+
+    async def _write_status(self) -> None:
+        if self.db is not None:
+            row = await self.db.fetchone("select max(id) from tg_messages")
+            self.status.archived_messages = int(row[0] or 0)
+        if self.dispatcher is not None:
+            self.status.queue_depth = self.dispatcher.queue_depth()
+        if self.stack is not None:
+            self.status.turns = self.stack.agent.turns
+        await asyncio.to_thread(write_status, self.config.storage.data_dir / "status.json", self.status)
+
+    def _note_error(self, text: str) -> None:
+        self.status.last_error, self.status.last_error_at = text, time.time()
+
+    # ---- shutdown ---------------------------------------------------------------------------------------
+
+    async def _shutdown(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        # New work stops first (gateway: no more updates; running turns get TURN_GRACE_S), then what the
+        # turns used, and the database last so every step before it can still write.
+        steps = [
+            ("gateway", self.gateway and (lambda: self.gateway.stop(TURN_GRACE_S))),
+            ("agent", self.stack and (lambda: self.stack.close(1.0))),
+            ("scheduler", self.scheduler and (lambda: self.scheduler.stop(1.0))),
+            ("knowledge watcher", self.watcher and self.watcher.stop),
+            ("feed embedder", self.feed_embedder and self.feed_embedder.stop),
+            ("database", self.db and self.db.close),
+        ]
+        for name, close in steps:
+            if not close:
+                continue
+            try:
+                await asyncio.wait_for(close(), timeout=TURN_GRACE_S + 1)
+            except Exception as exc:
+                log.warning("shutdown_step_failed", step=name, error=repr(exc))
+        self.status.state = "stopped"
+        with contextlib.suppress(Exception):
+            await asyncio.to_thread(write_status, self.config.storage.data_dir / "status.json", self.status)
+        log.info("stopped")
+
+
+def run_daemon(config: Config, transport: str | None = None) -> int:
+    if transport is None:
+        require_telegram(config)
+    require_llm(config)
+    configure_logging(config.logging.level, config.logging.format, config.logging.file)
+    return asyncio.run(Daemon(config, transport).run())

@@ -1,0 +1,134 @@
+"""Run the real daemon as a subprocess: loopback chat transport on a Unix socket, fake Messages API."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+OWNER = {"id": 1001, "first_name": "Olga", "username": "olga"}
+
+
+def write_config(root: Path, api_url: str, **overrides: Any) -> Path:
+    config: dict[str, Any] = {
+        "agent": {"api_key": "sk-ant-test", "base_url": api_url, "model": "claude-test",
+                  "utility_model": "claude-test-small", "max_retries": 3, "retry_max_delay_s": 0.2,
+                  "request_timeout_s": 10},
+        "telegram": {"owner_id": OWNER["id"], "admin_ids": [OWNER["id"]], "dm_policy": "allowlist",
+                     "group_policy": "open", "require_mention": True, "debounce_ms": 0,
+                     "rate_limit_per_chat": 1000, "rate_limit_global": 10000},
+        "storage": {"data_dir": str(root / "state")},
+        "memory": {"distill": False},
+        "logging": {"format": "json", "level": "info", "file": str(root / "daemon.log")},
+    }  # fmt: skip
+    for dotted, value in overrides.items():
+        node = config
+        *parents, last = dotted.split(".")
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[last] = value
+    path = root / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    path.chmod(0o600)
+    return path
+
+
+class Daemon:
+    def __init__(self, root: Path, config: Path) -> None:
+        self.root = root
+        self.config = config
+        self.socket_path = root / "chat.sock"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.sock: socket.socket | None = None
+        self.events: list[dict[str, Any]] = []
+        self._buffer = b""
+
+    def start(self, timeout: float = 30.0) -> Daemon:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("TELETON_", "ANTHROPIC_"))}
+        env["HOME"] = str(self.root / "home")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "teleton.cli.main", "-c", str(self.config), "start",
+             "--transport", f"loopback:{self.socket_path}"],
+            stdout=subprocess.DEVNULL, stderr=open(self.root / "stderr.log", "ab"), env=env,
+        )  # fmt: skip
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"daemon exited with {self.proc.returncode}: {self.stderr()[-3000:]}")
+            if self.socket_path.exists():
+                try:
+                    self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                    self.sock.connect(str(self.socket_path))
+                    self.sock.settimeout(0.2)
+                    return self
+                except OSError:
+                    self.sock = None
+            time.sleep(0.05)
+        raise RuntimeError("daemon did not open its socket: " + self.stderr()[-3000:])
+
+    def stderr(self) -> str:
+        path = self.root / "stderr.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def send(self, chat: dict[str, Any], text: str, message_id: int, sender: dict[str, Any] | None = None,
+             **extra: Any) -> None:  # fmt: skip
+        event = {"op": "message", "chat": chat, "sender": sender or OWNER, "message_id": message_id,
+                 "text": text, "date": time.time(), **extra}  # fmt: skip
+        assert self.sock is not None
+        self.sock.sendall((json.dumps(event) + "\n").encode())
+
+    def pump(self) -> None:
+        assert self.sock is not None
+        try:
+            # One read per call: under a steady stream a read-until-idle loop would never return.
+            self._buffer += self.sock.recv(1 << 16)
+        except (TimeoutError, BlockingIOError):
+            pass
+        except OSError:
+            return
+        *lines, self._buffer = self._buffer.split(b"\n")
+        self.events.extend(json.loads(line) for line in lines if line.strip())
+
+    def wait_for(self, predicate: Callable[[list[dict[str, Any]]], bool], timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.pump()
+            if predicate(self.events):
+                return
+            if self.proc is not None and self.proc.poll() is not None:
+                raise AssertionError(f"daemon exited ({self.proc.returncode}): {self.stderr()[-3000:]}")
+        raise AssertionError(f"timed out; last events: {self.events[-5:]}; stderr: {self.stderr()[-2000:]}")
+
+    def sent(self, chat_id: int | None = None) -> list[dict[str, Any]]:
+        return [e for e in self.events if e["op"] == "send_message" and chat_id in (None, e["chat_id"])]
+
+    def acked(self) -> list[tuple[int, int]]:
+        return [(e["chat_id"], e["message_id"]) for e in self.events if e["op"] == "archived"]
+
+    def signal(self, sig: int) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+
+    def wait(self, timeout: float) -> int:
+        assert self.proc is not None
+        return self.proc.wait(timeout)
+
+    def stop(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)

@@ -1,0 +1,203 @@
+"""The real daemon as a subprocess: clean SIGTERM mid-turn, kill -9 mid-burst, API outage, disk full."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sqlite3
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from teleton.storage import connect
+from teleton.storage.sqlite_driver import pick_driver
+from tests.daemon.harness import OWNER, Daemon, write_config
+from tests.fakes.anthropic_server import FakeAnthropic, Reply, last_user_text, overloaded, text
+
+OWNER_DM = {"id": OWNER["id"], "type": "dm", "title": ""}
+
+
+@pytest.fixture
+def fake_api() -> Iterator[FakeAnthropic]:
+    with FakeAnthropic() as server:
+        server.responder = lambda body: text(f"pong: {last_user_text(body)[-40:]}")
+        yield server
+
+
+@pytest.fixture
+def daemon_root(tmp_path: Path) -> Path:
+    # Unix socket paths are limited to ~100 bytes; pytest's tmp paths can be longer.
+    root = Path(f"/tmp/tlt-{os.getpid()}-{time.monotonic_ns() % 10**6}")
+    root.mkdir()
+    (root / "home").mkdir()
+    yield root
+    import shutil
+
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def _db_rows(root: Path, sql: str) -> list[tuple]:
+    conn = connect(root / "state" / "teleton.db", pick_driver(), vectors=False)
+    try:
+        return [tuple(r) for r in conn.execute(sql).fetchall()]
+    finally:
+        conn.close()
+
+
+def test_sigterm_during_a_turn_finishes_it_and_exits_cleanly(fake_api: FakeAnthropic, daemon_root: Path) -> None:
+    fake_api.responder = lambda body: Reply(
+        body={"content": [{"type": "text", "text": "slow answer"}], "stop_reason": "end_turn"}, delay=2.5
+    )
+    daemon = Daemon(daemon_root, write_config(daemon_root, fake_api.base_url)).start()
+    try:
+        daemon.send(OWNER_DM, "what's up?", message_id=1)
+        daemon.wait_for(lambda ev: any(e["op"] == "archived" for e in ev))
+        deadline = time.monotonic() + 20
+        while not fake_api.requests and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert fake_api.requests, "the turn never reached the model"
+        stopped_at = time.monotonic()
+        daemon.signal(signal.SIGTERM)
+        code = daemon.wait(timeout=10)
+        elapsed = time.monotonic() - stopped_at
+        daemon.pump()
+    finally:
+        daemon.stop()
+    assert code == 0
+    assert elapsed < 10
+    assert [e["text"] for e in daemon.sent()] == ["slow answer"]  # the running turn was allowed to finish
+    rows = _db_rows(daemon_root, "select message_id, is_outgoing, text from tg_messages order by id")
+    assert rows[0] == (1, 0, "what's up?") and rows[1][1:] == (1, "slow answer")
+    assert _db_rows(daemon_root, "pragma integrity_check") == [("ok",)]
+
+
+def test_kill_9_during_burst_loses_and_duplicates_nothing(fake_api: FakeAnthropic, daemon_root: Path) -> None:
+    # Group messages that do not address the agent: archived and kept as context, no model calls.
+    config = write_config(daemon_root, fake_api.base_url, **{"telegram.group_policy": "open"})
+    chats = [{"id": -100 - i, "type": "group", "title": f"group {i}"} for i in range(50)]
+    messages = [(chats[i % 50], f"message {i} about the trip", i // 50 + 1) for i in range(5000)]
+    daemon = Daemon(daemon_root, config).start()
+
+    def burst(d: Daemon) -> None:
+        try:
+            for n, (chat, body, message_id) in enumerate(messages):
+                d.send(chat, body, message_id, sender={"id": 5000 + message_id % 7, "first_name": "m"})
+                if n % 50 == 49:
+                    time.sleep(0.02)  # a burst spread over a few seconds, so the kill lands inside it
+        except OSError:
+            pass  # the daemon was killed mid-burst
+
+    sender = threading.Thread(target=burst, args=(daemon,), daemon=True)
+    sender.start()
+    daemon.wait_for(lambda ev: sum(e["op"] == "archived" for e in ev) >= 1000, timeout=60)
+    daemon.signal(signal.SIGKILL)
+    daemon.wait(timeout=10)
+    daemon.pump()
+    acked = set(daemon.acked())
+    sender.join(10)
+    assert 1000 <= len(acked) < 5000
+
+    assert _db_rows(daemon_root, "pragma integrity_check") == [("ok",)]
+    stored = set(_db_rows(daemon_root, "select chat_id, message_id from tg_messages"))
+    assert acked <= stored  # every message acknowledged before the kill survived it
+
+    # Restart and replay the whole burst, as Telegram's catch-up would: each message exactly once.
+    again = Daemon(daemon_root, config).start()
+    try:
+        sender = threading.Thread(target=burst, args=(again,), daemon=True)
+        sender.start()
+        again.wait_for(lambda ev: sum(e["op"] == "archived" for e in ev) >= 5000, timeout=90)
+        sender.join(10)
+    finally:
+        again.stop()
+    replayed_new = sum(1 for e in again.events if e["op"] == "archived" and e["new"])
+    assert replayed_new == 5000 - len(stored)
+    counts = _db_rows(daemon_root, "select count(*), count(distinct chat_id || ':' || message_id) from tg_messages")
+    assert counts == [(5000, 5000)]
+    assert fake_api.requests == []  # nobody addressed the agent, so it never spoke
+
+
+def test_api_outage_then_recovery_answers_every_queued_message(fake_api: FakeAnthropic, daemon_root: Path) -> None:
+    outage_s = float(os.environ.get("TELETON_OUTAGE_S", "12"))
+    back_at = time.monotonic() + outage_s
+
+    def flaky(body: dict) -> Reply:
+        if time.monotonic() < back_at:
+            return overloaded()
+        return text(f"answer to: {last_user_text(body)[-30:]}")
+
+    fake_api.responder = flaky
+    config = write_config(
+        daemon_root, fake_api.base_url,
+        **{"agent.max_retries": 40, "agent.retry_max_delay_s": 1.0, "telegram.require_mention": False},
+    )  # fmt: skip
+    daemon = Daemon(daemon_root, config).start()
+    try:
+        daemon.send(OWNER_DM, "first question", message_id=1)
+        daemon.send(OWNER_DM, "second question", message_id=2)
+        group = {"id": -42, "type": "group", "title": "club"}
+        daemon.send(group, "@teleton_agent group question", message_id=1, mentions_us=True)
+        daemon.wait_for(lambda ev: len([e for e in ev if e["op"] == "send_message"]) >= 3, timeout=outage_s + 60)
+    finally:
+        daemon.stop()
+    answers = sorted(e["text"] for e in daemon.sent())
+    assert len(answers) == 3
+    assert all(a.startswith("answer to:") for a in answers), answers
+    assert any("first question" in a for a in answers) and any("second question" in a for a in answers)
+    assert sum(1 for b in fake_api.requests if b) > 3  # it really was retried through the outage
+
+
+@pytest.fixture
+def full_memory_dir(daemon_root: Path) -> Iterator[Path]:
+    """workspace/memory on a 64 kB tmpfs filled to the last byte: every daily-log write hits ENOSPC."""
+    log_dir = daemon_root / "state" / "workspace" / "memory"
+    log_dir.mkdir(parents=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(log_dir)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs to simulate a full disk: {mounted.stderr.decode().strip()}")
+    try:
+        with open(log_dir / "filler.bin", "wb") as filler, contextlib.suppress(OSError):
+            filler.write(b"\0" * 1024 * 1024)
+        yield log_dir
+    finally:
+        subprocess.run(["umount", "-l", str(log_dir)], capture_output=True)
+
+
+def test_disk_full_on_daily_log_keeps_replying_and_logs_once(
+    fake_api: FakeAnthropic, daemon_root: Path, full_memory_dir: Path
+) -> None:
+    daemon = Daemon(daemon_root, write_config(daemon_root, fake_api.base_url)).start()
+    try:
+        for i in range(1, 4):
+            daemon.send(OWNER_DM, f"question {i}", message_id=i)
+            daemon.wait_for(lambda ev, n=i: len([e for e in ev if e["op"] == "send_message"]) >= n, timeout=30)
+    finally:
+        daemon.stop()
+    answers = [e["text"] for e in daemon.sent()]
+    assert len(answers) == 3
+    assert all(a.startswith("pong: ") and a.endswith(f"question {i}") for i, a in enumerate(answers, 1)), answers
+    log_text = (daemon_root / "daemon.log").read_text()
+    assert log_text.count("daily_log_write_failed") == 1
+    assert "No space left on device" in log_text
+
+
+def test_second_daemon_on_same_data_dir_is_refused(fake_api: FakeAnthropic, daemon_root: Path) -> None:
+    config = write_config(daemon_root, fake_api.base_url)
+    first = Daemon(daemon_root, config).start()
+    try:
+        second = Daemon(daemon_root, config)
+        second.socket_path = daemon_root / "other.sock"
+        with pytest.raises(RuntimeError, match="another Teleton is running"):
+            second.start(timeout=20)
+    finally:
+        first.stop()
+
+
+def test_db_module_is_not_stdlib_sqlite() -> None:
+    # The harness reads the database with the project's own driver; a stdlib fallback would hide problems.
+    assert pick_driver().module is not sqlite3 or hasattr(sqlite3.Connection, "enable_load_extension")
