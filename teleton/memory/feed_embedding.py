@@ -26,7 +26,7 @@ import numpy as np
 import structlog
 
 from teleton.memory.embeddings.provider import EmbeddingProvider
-from teleton.memory.hybrid_search import FEED
+from teleton.memory.hybrid_search import FEED, chat_token
 from teleton.memory.vector_store import check_model, write_vectors
 from teleton.storage.database import Database
 from teleton.storage.schema import FEED_CONTEXT_MESSAGES, FEED_CONTEXT_SECONDS
@@ -118,8 +118,8 @@ def store_batch(conn: Connection, batch: PendingBatch, vectors: np.ndarray | Non
             vector_rows.append((message.id, message.chat_id, vectors[i]))
         conn.execute("delete from tg_messages_fts where rowid = ?", (message.id,))
         conn.execute(
-            "insert into tg_messages_fts(rowid, sender_name, text, context) values (?, ?, ?, ?)",
-            (message.id, message.sender_name, message.text, context_text(context)),
+            "insert into tg_messages_fts(rowid, sender_name, text, context, chat) values (?, ?, ?, ?, ?)",
+            (message.id, message.sender_name, message.text, context_text(context), chat_token(message.chat_id)),
         )
         conn.execute("update tg_messages set embedded = 1 where id = ?", (message.id,))
         stored += 1

@@ -27,9 +27,12 @@ def query_terms(text: str, *, max_terms: int = MAX_TERMS) -> list[str]:
     return (kept or distinct)[:max_terms]
 
 
+def or_expression(terms: list[str]) -> str:
+    """OR of the terms, each a quoted FTS5 string (a quote inside is doubled, so nothing escapes it)."""
+    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+
+
 def match_expression(text: str, *, max_terms: int = MAX_TERMS) -> str | None:
     """An FTS5 MATCH expression OR-ing the words of ``text``, or None when it has no words at all."""
     terms = query_terms(text, max_terms=max_terms)
-    if not terms:
-        return None
-    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+    return or_expression(terms) if terms else None

@@ -21,13 +21,17 @@ from typing import Any
 
 import numpy as np
 
-from teleton.memory.fts_query import match_expression
+from teleton.memory.fts_query import or_expression, query_terms
 from teleton.memory.fusion import fuse, normalise_cosine, normalise_keyword
 from teleton.storage.sqlite_driver import Connection
 
 # Unscoped KNN over a big table goes through a 1-bit index first; this many candidates per wanted result
 # are re-ranked with the exact float vectors, which recovers the float ranking almost exactly.
-COARSE_OVERSAMPLE = 4
+COARSE_OVERSAMPLE = 3
+# BM25 costs a few microseconds per matching row. When a query's words match more rows than this, its most
+# common words (the lowest IDF, the least information) are dropped until the rest match at most this many;
+# the rarest word always stays. Small stores never get here.
+MAX_KEYWORD_MATCHES = 5_000
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,12 @@ class Corpus:
     fts_weights: tuple[float, ...]  # bm25() weight per FTS column, in the FTS table's column order
     where: str = "1"  # a constant condition on the base table (alias t)
     coarse_vec: str | None = None  # 1-bit twin of ``vec`` for unscoped KNN over a large table
+    scope_fts_column: str | None = None  # an FTS column holding a token per scope value (see chat_token)
+
+
+def chat_token(chat_id: Any) -> str:
+    """The token of a chat in ``tg_messages_fts.chat`` (mirrors FEED_CHAT_TOKEN_SQL of the schema)."""
+    return "c" + str(int(chat_id)).replace("-", "m")
 
 
 KNOWLEDGE = Corpus(
@@ -64,9 +74,10 @@ FEED = Corpus(
     text_column="text",
     columns=("chat_id", "message_id", "sender_id", "sender_name", "date", "is_outgoing"),
     scope_column="chat_id",
-    fts_weights=(1.0, 1.0, 0.3),
+    fts_weights=(1.0, 1.0, 0.3, 0.0),
     where="t.deleted = 0",
     coarse_vec="tg_messages_vec_bits",
+    scope_fts_column="chat",
 )
 FACTS = Corpus(
     name="facts",
@@ -171,24 +182,60 @@ def hybrid_search(
 def keyword_leg(
     conn: Connection, corpus: Corpus, query: str, limit: int, scope: Sequence[Any] | None
 ) -> dict[int, float]:
-    """Row id -> BM25 (positive, higher is better) of the best ``limit`` keyword matches within scope."""
-    expression = match_expression(query)
-    if expression is None:
+    """Row id -> BM25 (positive, higher is better) of the best ``limit`` keyword matches within scope.
+
+    The scope is part of the MATCH expression when the FTS table carries scope tokens (the feed), else a
+    join to the base table. The corpus's constant filter (e.g. not deleted) is applied when rows are fetched.
+    """
+    terms = query_terms(query)
+    if not terms or limit <= 0:
         return {}
+    scope_filter = _fts_scope(corpus, scope)
+    terms = prune_common_terms(conn, corpus, terms, scope_filter)
+    expression = or_expression(terms)
+    if scope_filter is not None:
+        expression = f"{scope_filter} AND ({expression})"
     weights = ", ".join(str(float(w)) for w in corpus.fts_weights)
-    scope_sql = ""
-    args: list[Any] = [expression]
-    if scope is not None:
-        scope_sql = f"and t.{corpus.scope_column} in (select value from json_each(?))"
-        args.append(json.dumps(list(scope)))
-    args.append(limit)
-    sql = (
-        f"select {corpus.fts}.rowid, -bm25({corpus.fts}, {weights}) "
-        f"from {corpus.fts} join {corpus.table} t on t.id = {corpus.fts}.rowid "
-        f"where {corpus.fts} match ? {scope_sql} and {corpus.where} "
-        "order by 2 desc limit ?"
-    )
+    if scope is not None and scope_filter is None:
+        sql = (
+            f"select {corpus.fts}.rowid, -bm25({corpus.fts}, {weights}) "
+            f"from {corpus.fts} join {corpus.table} t on t.id = {corpus.fts}.rowid "
+            f"where {corpus.fts} match ? and t.{corpus.scope_column} in (select value from json_each(?)) "
+            "order by 2 desc limit ?"
+        )
+        args: tuple[Any, ...] = (expression, json.dumps(list(scope)), limit)
+    else:
+        sql = (
+            f"select rowid, -bm25({corpus.fts}, {weights}) from {corpus.fts} "
+            f"where {corpus.fts} match ? order by 2 desc limit ?"
+        )
+        args = (expression, limit)
     return {int(row[0]): float(row[1]) for row in conn.execute(sql, args)}
+
+
+def _fts_scope(corpus: Corpus, scope: Sequence[Any] | None) -> str | None:
+    if scope is None or corpus.scope_fts_column is None:
+        return None
+    tokens = " OR ".join(f'"{chat_token(value)}"' for value in scope)
+    return f"{corpus.scope_fts_column} : ({tokens})"
+
+
+def prune_common_terms(conn: Connection, corpus: Corpus, terms: list[str], scope_filter: str | None) -> list[str]:
+    """Drop the most common query words while the words together match more than MAX_KEYWORD_MATCHES rows."""
+    if len(terms) < 2 or _match_count(conn, corpus, or_expression(terms), scope_filter) <= MAX_KEYWORD_MATCHES:
+        return terms
+    frequency = {term: _match_count(conn, corpus, or_expression([term]), scope_filter) for term in terms}
+    kept = sorted(terms, key=lambda term: frequency[term])
+    while len(kept) > 1 and sum(frequency[term] for term in kept) > MAX_KEYWORD_MATCHES:
+        kept.pop()
+    return [term for term in terms if term in kept]
+
+
+def _match_count(conn: Connection, corpus: Corpus, expression: str, scope_filter: str | None) -> int:
+    if scope_filter is not None:
+        expression = f"{scope_filter} AND ({expression})"
+    row = conn.execute(f"select count(*) from {corpus.fts} where {corpus.fts} match ?", (expression,)).fetchone()
+    return int(row[0])
 
 
 def vector_available(conn: Connection, corpus: Corpus) -> bool:
@@ -230,7 +277,7 @@ def vector_leg(
     return {int(row_id): _l2_to_cosine(distance) for row_id, distance in best}
 
 
-LARGE_TABLE_ROWS = 20_000
+LARGE_TABLE_ROWS = 2_000
 
 
 def _is_large(conn: Connection, corpus: Corpus) -> bool:
@@ -241,12 +288,16 @@ def _is_large(conn: Connection, corpus: Corpus) -> bool:
 
 
 def _coarse_then_exact(conn: Connection, corpus: Corpus, blob: bytes, k: int) -> dict[int, float]:
-    candidates = conn.execute(
-        f"select id from {corpus.coarse_vec} where embedding match vec_quantize_binary(?) and k = ?",
+    rows = conn.execute(
+        f"select id, vector from {corpus.coarse_vec} where embedding match vec_quantize_binary(?) and k = ?",
         (blob, k * COARSE_OVERSAMPLE),
     ).fetchall()
-    exact = exact_cosines(conn, corpus, np.frombuffer(blob, dtype=np.float32), [int(r[0]) for r in candidates])
-    return dict(sorted(exact.items(), key=lambda pair: -pair[1])[:k])
+    if not rows:
+        return {}
+    matrix = np.stack([np.frombuffer(row[1], dtype=np.float16) for row in rows]).astype(np.float32)
+    cosines = matrix @ np.frombuffer(blob, dtype=np.float32)
+    best = np.argsort(-cosines)[:k]
+    return {int(rows[i][0]): float(cosines[i]) for i in best}
 
 
 def exact_cosines(conn: Connection, corpus: Corpus, query_vector: np.ndarray, ids: Sequence[int]) -> dict[int, float]:
@@ -258,11 +309,16 @@ def exact_cosines(conn: Connection, corpus: Corpus, query_vector: np.ndarray, id
     """
     assert corpus.vec is not None
     query = np.asarray(query_vector, dtype=np.float32)
+    # The coarse table's float16 copy is the cheap point read; the float table is the fallback.
+    sources = [(corpus.coarse_vec, "vector", np.float16)] if corpus.coarse_vec else []
+    sources.append((corpus.vec, "embedding", np.float32))
     scores: dict[int, float] = {}
     for row_id in ids:
-        found = conn.execute(f"select embedding from {corpus.vec} where id = ?", (row_id,)).fetchone()
-        if found is not None:
-            scores[row_id] = float(np.frombuffer(found[0], dtype=np.float32) @ query)
+        for table, column, dtype in sources:
+            found = conn.execute(f"select {column} from {table} where id = ?", (row_id,)).fetchone()
+            if found is not None:
+                scores[row_id] = float(np.frombuffer(found[0], dtype=dtype).astype(np.float32) @ query)
+                break
     return scores
 
 

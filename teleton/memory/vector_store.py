@@ -43,9 +43,10 @@ def write_vectors(conn: Connection, corpus: Corpus, rows: Iterable[tuple[int, An
                 (row_id, scope_value, blob),
             )
         if corpus.coarse_vec is not None:
+            half = np.asarray(vector, dtype=np.float16).tobytes()
             conn.execute(
-                f"insert into {corpus.coarse_vec}(id, embedding) values (?, vec_quantize_binary(?))",
-                (row_id, blob),
+                f"insert into {corpus.coarse_vec}(id, embedding, vector) values (?, vec_quantize_binary(?), ?)",
+                (row_id, blob, half),
             )
 
 

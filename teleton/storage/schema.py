@@ -28,6 +28,10 @@ FEED_CONTEXT_SQL = f"""(
         ) p
     )"""
 
+# The token of a chat in tg_messages_fts.chat: "c" + the id, "-" spelled "m" (a tokenizer separator).
+# teleton.memory.hybrid_search.chat_token builds the same token for queries.
+FEED_CHAT_TOKEN_SQL = "('c' || replace(cast(new.chat_id as text), '-', 'm'))"
+
 _V1 = f"""
 create table if not exists meta (
     key   text primary key,
@@ -129,20 +133,22 @@ create index if not exists tg_messages_unembedded on tg_messages(embedded) where
 -- message supplies them. It is a regular FTS5 table (it keeps its own copy of the text) so that a row can
 -- be deleted by rowid alone even after its neighbours changed; the embedding worker refreshes the context
 -- when it embeds the row (see teleton.memory.feed_embedding, which owns the same rule in Python).
+-- The `chat` column holds one token naming the chat (see FEED_CHAT_TOKEN_SQL), so a chat-scoped keyword
+-- search is a doclist intersection inside FTS5 instead of a join over every match in every chat.
 create virtual table if not exists tg_messages_fts using fts5(
-    sender_name, text, context, tokenize='{FTS_TOKENIZER}'
+    sender_name, text, context, chat, tokenize='{FTS_TOKENIZER}'
 );
 create trigger if not exists tg_messages_ai after insert on tg_messages begin
-    insert into tg_messages_fts(rowid, sender_name, text, context)
-        values (new.id, new.sender_name, new.text, {FEED_CONTEXT_SQL});
+    insert into tg_messages_fts(rowid, sender_name, text, context, chat)
+        values (new.id, new.sender_name, new.text, {FEED_CONTEXT_SQL}, {FEED_CHAT_TOKEN_SQL});
 end;
 create trigger if not exists tg_messages_ad after delete on tg_messages begin
     delete from tg_messages_fts where rowid = old.id;
 end;
 create trigger if not exists tg_messages_au after update of sender_name, text on tg_messages begin
     delete from tg_messages_fts where rowid = old.id;
-    insert into tg_messages_fts(rowid, sender_name, text, context)
-        values (new.id, new.sender_name, new.text, {FEED_CONTEXT_SQL});
+    insert into tg_messages_fts(rowid, sender_name, text, context, chat)
+        values (new.id, new.sender_name, new.text, {FEED_CONTEXT_SQL}, {FEED_CHAT_TOKEN_SQL});
     update tg_messages set embedded = 0 where id = new.id and new.text is not old.text;
 end;
 
@@ -324,7 +330,9 @@ VECTOR_TABLES: dict[str, str] = {
     "tg_messages_vec": "id integer primary key, chat_id integer partition key, embedding float[{dims}]",
     # A 1-bit copy for searches across all chats: a brute-force float scan of 100k messages takes ~60 ms,
     # the bit scan ~5 ms, and its candidates are re-ranked with the float vectors above.
-    "tg_messages_vec_bits": "id integer primary key, embedding bit[{dims}]",
+    # The float16 copy in `+vector` re-ranks the bit candidates (a point read of a partitioned float table
+    # costs ~80 us, of this auxiliary column ~10 us).
+    "tg_messages_vec_bits": "id integer primary key, embedding bit[{dims}], +vector blob",
     "tool_index_vec": "id integer primary key, embedding float[{dims}]",
     "facts_vec": "id integer primary key, scope text partition key, embedding float[{dims}]",
 }
