@@ -154,3 +154,31 @@ async def test_feed_reembeds_after_a_model_change(tmp_path, embedder):
         assert hits[0].text == "the garage code is 4512" and hits[0].vector_score > 0
     finally:
         await db.close()
+
+
+async def test_facts_are_reembedded_after_a_model_change(tmp_path, embedder):
+    from teleton.memory.hybrid_search import FACTS, hybrid_search
+    from teleton.memory.reembed import reembed_all
+
+    def add_fact(conn) -> None:
+        conn.execute(
+            "insert into facts(category, key, value, scope, hash, created_at, updated_at) "
+            "values ('preference', 'drink', 'prefers green tea over coffee', 'user', 'h1', 0, 0)"
+        )
+
+    path = tmp_path / "facts.db"
+    db = await Database.open(path, embedding=(embedder.model_id, embedder.dims))
+    await db.write(add_fact)
+    assert (await reembed_all(db, embedder))["facts"] == 1
+    await db.close()
+
+    other = CountingProvider(embedder, model_id="yet-another-model")
+    db = await Database.open(path, embedding=(other.model_id, other.dims))
+    try:
+        assert (await db.fetchone("select embedded from facts"))[0] == 0
+        assert await reembed_all(db, other) == {"knowledge": 0, "feed": 0, "facts": 1}
+        vector = (await other.embed(["what does the owner like to drink?"]))[0]
+        hits = await db.read(lambda conn: hybrid_search(conn, FACTS, "beverage", vector, scope=["user"]))
+        assert hits and hits[0].vector_score > 0 and hits[0].keyword_score == 0
+    finally:
+        await db.close()
