@@ -49,6 +49,7 @@ class Corpus:
     where: str = "1"  # a constant condition on the base table (alias t)
     coarse_vec: str | None = None  # 1-bit twin of ``vec`` for unscoped KNN over a large table
     scope_fts_column: str | None = None  # an FTS column holding a token per scope value (see chat_token)
+    scope_type: type = str  # scope values are converted to this (chat ids arrive as str from some callers)
 
 
 def chat_token(chat_id: Any) -> str:
@@ -78,6 +79,7 @@ FEED = Corpus(
     where="t.deleted = 0",
     coarse_vec="tg_messages_vec_bits",
     scope_fts_column="chat",
+    scope_type=int,
 )
 FACTS = Corpus(
     name="facts",
@@ -143,8 +145,10 @@ def hybrid_search(
     thread: call it inside ``db.read``.
     """
     if scope is not None:
-        scope = list(dict.fromkeys(scope))
-        if not scope or corpus.scope_column is None:
+        if corpus.scope_column is None:
+            return []
+        scope = list(dict.fromkeys(corpus.scope_type(value) for value in scope))
+        if not scope:
             return []
     keyword = keyword_leg(conn, corpus, query, params.keyword_candidates, scope)
     has_vectors = query_vector is not None and vector_available(conn, corpus)

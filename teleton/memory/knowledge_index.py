@@ -212,12 +212,15 @@ class KnowledgeIndex:
             return counts
 
     def _plan(self) -> dict[str, list[PlannedChunk]]:
-        return {
-            path.relative_to(self.workspace).as_posix(): plan_file(
-                self.workspace, path, self.chunk_target, self.chunk_max
-            )
-            for path in knowledge_files(self.workspace)
-        }
+        plans = {}
+        for path in knowledge_files(self.workspace):
+            try:
+                plans[path.relative_to(self.workspace).as_posix()] = plan_file(
+                    self.workspace, path, self.chunk_target, self.chunk_max
+                )
+            except FileNotFoundError:  # deleted between listing and reading: it is gone, like its rows
+                continue
+        return plans
 
     async def add_entry(self, text: str, source: str = "learned", path: str = "", heading: str = "") -> list[int]:
         """Store text that does not come from a file (chunked like a file); return the row ids.
