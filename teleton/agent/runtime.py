@@ -135,6 +135,7 @@ class Turn:
     reply: str = ""
     failed: bool = False
     timings: dict[str, float] = field(default_factory=dict)  # stage -> ms, logged with turn_done
+    silent_token: str | None = None  # a reply that is exactly this is not sent (heartbeat: nothing fired)
 
 
 class Agent:
@@ -173,10 +174,11 @@ class Agent:
         found = command_of(msg)
         return found is not None and found[0].name == "stop"
 
-    async def handle(self, msg: IncomingMessage) -> str | None:
+    async def handle(self, msg: IncomingMessage, *, silent_token: str | None = None) -> str | None:
         """Handle one accepted message; returns the text sent in reply (None when nothing was sent)."""
         turn = Turn(msg=msg, is_admin=self.is_admin(msg.sender),
-                    access=privacy.access_for(msg.chat, is_admin=self.is_admin(msg.sender)))
+                    access=privacy.access_for(msg.chat, is_admin=self.is_admin(msg.sender)),
+                    silent_token=silent_token)
         found = command_of(msg)
         if found is not None:
             return await self._run_command(turn, *found)
@@ -198,7 +200,8 @@ class Agent:
             finally:
                 self._running.pop(chat_id, None)
 
-    async def run_scheduled(self, chat_id: int, text: str, *, sender: UserInfo | None = None) -> str | None:
+    async def run_scheduled(self, chat_id: int, text: str, *, sender: UserInfo | None = None,
+                            silent_token: str | None = None) -> str | None:
         """A turn the scheduler starts: ``text`` (the due task) answered in ``chat_id`` like a message from
         whoever scheduled it, with their rights and no more (the owner when unknown)."""
         if sender is None:
@@ -208,7 +211,7 @@ class Agent:
         # A synthetic message id: negative, so it never collides with (or excludes) an archived message.
         msg = IncomingMessage(chat=chat, sender=sender, message_id=-(int(time.time() * 1000) % 2**31) or -1,
                               text=text, date=time.time())
-        return await self.handle(msg)
+        return await self.handle(msg, silent_token=silent_token)
 
     async def sweep_sessions(self) -> int:
         """End idle / past-reset sessions now, each with its summary (a periodic job: without it a session
@@ -407,6 +410,10 @@ class Agent:
                 turn.reply = ""  # the model already spoke through a tool
                 return
             turn.reply = result.text
+        if turn.silent_token and turn.reply.strip().strip(".").upper() == turn.silent_token.upper():
+            log.info("turn_silent", chat_id=turn.msg.chat.id)
+            turn.reply = ""
+            return
         if turn.reply:
             await self._send(turn.msg, turn.reply)
 

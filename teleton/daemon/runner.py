@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import os
 import signal
 import time
@@ -22,6 +23,7 @@ import structlog
 
 from teleton.config import Config, load_config, require_llm, require_telegram
 from teleton.daemon.instance_lock import InstanceLock
+from teleton.daemon.loop_lag import LoopLagMonitor
 from teleton.daemon.status_file import DaemonStatus, write_status
 from teleton.daemon.systemd_notify import Notifier
 from teleton.observability.logging import configure_logging
@@ -32,6 +34,7 @@ log = structlog.get_logger(__name__)
 
 TURN_GRACE_S = 6.0  # a running turn may finish within this on SIGTERM; the whole stop stays under 10 s
 STATUS_EVERY_S = 5.0
+EMBED_FLUSH_S = 1.5
 
 
 @dataclass
@@ -41,6 +44,7 @@ class Daemon:
     notifier: Notifier = field(default_factory=Notifier)
     stop_event: asyncio.Event = field(default_factory=asyncio.Event)
     status: DaemonStatus = field(default_factory=lambda: DaemonStatus(pid=os.getpid(), started_at=time.time()))
+    lag: LoopLagMonitor = field(default_factory=LoopLagMonitor)
     _tasks: list[asyncio.Task[Any]] = field(default_factory=list)
     # Set as start-up reaches them; shutdown closes whatever exists, in reverse dependency order.
     db: Database | None = None
@@ -50,6 +54,7 @@ class Daemon:
     scheduler: Any = None
     watcher: Any = None
     feed_embedder: Any = None
+    feed_embedder_provider: Any = None
 
     async def run(self) -> int:
         started = time.monotonic()
@@ -70,6 +75,7 @@ class Daemon:
     async def _start(self, started: float) -> None:
         from teleton.agent.factory import build_agent
         from teleton.memory.embeddings import create_provider, with_cache
+        from teleton.telegram.policy_control import DispatcherPolicy
 
         config = self.config
         self._install_signals()
@@ -85,12 +91,17 @@ class Daemon:
 
         knowledge = await self._start_knowledge(db, embedder)
         gateway = self.gateway = self._make_gateway(db)
-        stack = self.stack = await build_agent(config, db=db, gateway=gateway, embedder=embedder, knowledge=knowledge)
+        policy = DispatcherPolicy(lambda: self.dispatcher)
+        stack = self.stack = await build_agent(
+            config, db=db, gateway=gateway, embedder=embedder, knowledge=knowledge, policy=policy
+        )
         self.dispatcher = gateway.on_message(stack.agent.handle)
+        self.dispatcher.immediate = stack.agent.wants_immediate
         if embedder is not None and provider is not None:
             from teleton.memory.feed_embedding import FeedEmbedder
 
             self.feed_embedder = FeedEmbedder(db, provider, batch=config.embedding.batch_size)
+            self.feed_embedder_provider = provider
             gateway.pipeline.on_archived = self.feed_embedder.notify
             self.feed_embedder.start()
         await self._start_scheduler(db, stack)
@@ -98,6 +109,11 @@ class Daemon:
 
         self._tasks.append(asyncio.create_task(self._status_loop(), name="status-file"))
         self._tasks.append(asyncio.create_task(self.notifier.watchdog_loop(), name="watchdog"))
+        self._tasks.append(asyncio.create_task(self.lag.run(), name="loop-lag"))
+        # Start-up objects (model, tool index, caches) live for the whole run: moving them out of the
+        # collector's reach keeps full collections during a message burst short.
+        gc.collect()
+        gc.freeze()
         summary = (
             f"vectors={'on' if db.vectors else 'off'} model={embedding[0] if embedding else 'none'} "
             f"dm_policy={config.telegram.dm_policy} group_policy={config.telegram.group_policy} "
@@ -142,6 +158,8 @@ class Daemon:
 
     async def _start_scheduler(self, db: Database, stack: Any) -> None:
         from teleton.agent import privacy
+        from teleton.agent.consolidation import CHECK_EVERY_S, Consolidation
+        from teleton.agent.heartbeat import Heartbeat
         from teleton.scheduler.scheduler import Scheduler, archived_chat
         from teleton.tools.registry import ToolContext
 
@@ -159,6 +177,17 @@ class Daemon:
 
         scheduler = Scheduler(db, run_agent_turn=run_agent_turn, registry=stack.registry, context_for=context_for)
         agent.tool_deps.extras["scheduler"] = scheduler
+        memory = self.config.memory
+        consolidation = Consolidation(
+            agent, db, interval_hours=memory.consolidation_interval_hours, half_life_days=memory.recency_half_life_days
+        )
+        scheduler.add_periodic("consolidation", CHECK_EVERY_S, consolidation.run_if_due, run_at_start=True)
+        owner_id = self.config.telegram.owner_id
+        if self.config.heartbeat.enabled and owner_id is not None:
+            heartbeat = Heartbeat(agent, owner_id, agent.deps.workspace)
+            scheduler.add_periodic("heartbeat", self.config.heartbeat.interval_minutes * 60, heartbeat.beat)
+        elif self.config.heartbeat.enabled:
+            log.warning("heartbeat_disabled", reason="telegram.owner_id is not set: nobody to check in with")
         await scheduler.start()
         self.scheduler = scheduler
 
@@ -208,12 +237,22 @@ class Daemon:
             self.status.queue_depth = self.dispatcher.queue_depth()
         if self.stack is not None:
             self.status.turns = self.stack.agent.turns
+        self.status.details["loop_lag_p99_ms"] = round(self.lag.p99_ms(), 1)
+        self.status.details["loop_lag_max_ms"] = round(self.lag.worst_s * 1000, 1)
         await asyncio.to_thread(write_status, self.config.storage.data_dir / "status.json", self.status)
 
     def _note_error(self, text: str) -> None:
         self.status.last_error, self.status.last_error_at = text, time.time()
 
     # ---- shutdown ---------------------------------------------------------------------------------------
+
+    async def _stop_feed_embedder(self) -> None:
+        """Embed what is still queued, for a bounded time; the rest stays marked and is embedded at next start."""
+        from teleton.memory.feed_embedding import embed_pending
+
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(embed_pending(self.db, self.feed_embedder_provider), EMBED_FLUSH_S)
+        await self.feed_embedder.stop()
 
     async def _shutdown(self) -> None:
         for task in self._tasks:
@@ -225,7 +264,7 @@ class Daemon:
             ("agent", self.stack and (lambda: self.stack.close(1.0))),
             ("scheduler", self.scheduler and (lambda: self.scheduler.stop(1.0))),
             ("knowledge watcher", self.watcher and self.watcher.stop),
-            ("feed embedder", self.feed_embedder and self.feed_embedder.stop),
+            ("feed embedder", self.feed_embedder and self._stop_feed_embedder),
             ("database", self.db and self.db.close),
         ]
         for name, close in steps:

@@ -70,6 +70,8 @@ def describe(status: DaemonStatus | None, now: float | None = None) -> tuple[boo
             f"queue depth {status.queue_depth}; archive {status.archived_messages} messages; "
             f"turns {status.turns}"
         )
+        if "loop_lag_p99_ms" in status.details:
+            text += f"; event-loop lag p99 {status.details['loop_lag_p99_ms']} ms"
     if status.last_error:
         text += f"\nlast error ({_ago(now - (status.last_error_at or now))} ago): {status.last_error}"
     running = pid_alive(status.pid) and now - status.updated_at <= STALE_AFTER_S

@@ -52,6 +52,9 @@ class Dispatcher:
     me_id: Callable[[], int | None] = lambda: None
     typing: Callable[[int], Awaitable[None]] | None = None
     context_cap: int = CONTEXT_CAP
+    # Messages that must not wait behind the chat's running turn (/stop): handled at once, outside the lane.
+    immediate: Callable[[IncomingMessage], bool] | None = None
+    _urgent: set[asyncio.Task[None]] = field(default_factory=set)
     _lanes: dict[int, _Lane] = field(default_factory=dict)
     _context: dict[int, deque[IncomingMessage]] = field(default_factory=dict)
     _closing: bool = False
@@ -69,7 +72,11 @@ class Dispatcher:
                 decision = Decision(False, limited, keep_as_context=msg.chat.type == "group")
         if self._closing:
             decision = Decision(False, "shutting down")
-        if decision.accept:
+        if decision.accept and self.immediate is not None and self.immediate(msg):
+            task = asyncio.get_running_loop().create_task(self._urgent_turn(msg), name=f"urgent-{msg.chat.id}")
+            self._urgent.add(task)
+            task.add_done_callback(self._urgent.discard)
+        elif decision.accept:
             lane = self._lane(msg.chat.id)
             lane.pending += 1
             lane.queue.put_nowait(msg)
@@ -142,6 +149,12 @@ class Dispatcher:
                 batch.append(await asyncio.wait_for(lane.queue.get(), wait))
             except TimeoutError:
                 return
+
+    async def _urgent_turn(self, msg: IncomingMessage) -> None:
+        try:
+            await self.handler(msg)
+        except Exception:
+            log.exception("agent_turn_failed", chat_id=msg.chat.id, message_id=msg.message_id)
 
     async def _turn(self, chat_id: int, batch: list[IncomingMessage]) -> None:
         context = list(self._context.pop(chat_id, ())) + batch[:-1]

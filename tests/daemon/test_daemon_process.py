@@ -7,6 +7,7 @@ import os
 import signal
 import sqlite3
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -201,3 +202,40 @@ def test_second_daemon_on_same_data_dir_is_refused(fake_api: FakeAnthropic, daem
 def test_db_module_is_not_stdlib_sqlite() -> None:
     # The harness reads the database with the project's own driver; a stdlib fallback would hide problems.
     assert pick_driver().module is not sqlite3 or hasattr(sqlite3.Connection, "enable_load_extension")
+
+
+def test_sighup_reloads_policy_and_status_sees_the_running_daemon(fake_api: FakeAnthropic, daemon_root: Path) -> None:
+    config = write_config(daemon_root, fake_api.base_url, **{"telegram.dm_policy": "allowlist"})
+    stranger = {"id": 3003, "first_name": "Sam"}
+    stranger_dm = {"id": 3003, "type": "dm", "title": ""}
+    daemon = Daemon(daemon_root, config).start()
+    try:
+        daemon.send(stranger_dm, "hello?", message_id=1, sender=stranger)
+        daemon.wait_for(lambda ev: any(e["op"] == "archived" for e in ev))
+        time.sleep(1.0)
+        daemon.pump()
+        assert daemon.sent() == []  # not on the allowlist: archived, not answered
+
+        config.write_text(config.read_text().replace("dm_policy: allowlist", "dm_policy: open"))
+        daemon.signal(signal.SIGHUP)
+        time.sleep(1.0)
+        daemon.send(stranger_dm, "hello again", message_id=2, sender=stranger)
+        daemon.wait_for(lambda ev: len([e for e in ev if e["op"] == "send_message"]) == 1, timeout=20)
+
+        time.sleep(5.5)  # the status file is rewritten every 5 s
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("TELETON_", "ANTHROPIC_"))}
+        status = subprocess.run(
+            [sys.executable, "-m", "teleton.cli.main", "-c", str(config), "status"],
+            capture_output=True, text=True, timeout=60, env=env,
+        )  # fmt: skip
+    finally:
+        daemon.stop()
+    assert status.returncode == 0, status.stdout + status.stderr
+    assert "running (pid" in status.stdout
+    assert "archive 3 messages" in status.stdout  # two incoming, one reply
+    assert "event-loop lag p99" in status.stdout
+    after = subprocess.run(
+        [sys.executable, "-m", "teleton.cli.main", "-c", str(config), "status"],
+        capture_output=True, text=True, timeout=60, env=env,
+    )  # fmt: skip
+    assert after.returncode == 1 and "not running" in after.stdout

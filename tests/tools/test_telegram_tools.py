@@ -69,7 +69,6 @@ async def test_edit_pin_unpin_react(registry, tg_deps, client) -> None:
 
 # The gateway (teleton/telegram/gateway.py, not ours) builds types.Poll without the `hash` field Telethon 1.45
 # requires; reported. The test stays so the fix is noticed.
-@pytest.mark.xfail(raises=TypeError, reason="TelegramGateway.send_poll: types.Poll() misses 'hash'", strict=False)
 async def test_poll(registry, tg_deps, client) -> None:
     ctx = make_ctx(tg_deps, GROUP, admin=True)
     assert (await call(registry, ctx, "send_poll", question="?", options=["one"])).is_error  # schema: 2..10
