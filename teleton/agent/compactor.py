@@ -1,10 +1,11 @@
 """Write-then-compact (seed 002, DESIGN §6-7): nothing leaves the context window unsaved.
 
-Before old messages are discarded: (1) the utility model extracts durable facts and they are saved in the
-chat's fact scope; (2) it summarises the old part; (3) the summary goes to the daily log and to the knowledge
-base (``source=session``); (4) the session ends and a new one (new ID) starts from the summary and the kept
-tail. When the model is unavailable, a truncation summary (the user's own words, cut short) stands in, so
-compaction never fails because the model did.
+Before old messages are discarded: (1) the distiller extracts durable facts from them, through the same
+structured path as after every exchange (tool use with a JSON schema, per-fact validation, the scope rules,
+near-duplicate merge), and they are saved; (2) the utility model summarises the old part; (3) the summary
+goes to the daily log and to the knowledge base (``source=session``); (4) the session ends and a new one
+(new ID) starts from the summary and the kept tail. When the model is unavailable, a truncation summary
+(the user's own words, cut short) stands in, so compaction never fails because the model did.
 """
 
 from __future__ import annotations
@@ -17,11 +18,13 @@ from typing import Any
 
 import structlog
 
+from teleton.agent.distiller import Distiller, Transcript
 from teleton.agent.sessions import Session, SessionStore
+from teleton.gateway.contract import ChatInfo
 from teleton.llm.client import LLMClient, LLMError
 from teleton.memory import compaction
 from teleton.memory.daily_logs import DailyLogs
-from teleton.memory.facts import Fact, FactStore
+from teleton.memory.facts import USER_SCOPE, FactStore
 from teleton.storage.database import Database
 from teleton.tools.registry import Access
 
@@ -47,6 +50,7 @@ class Compactor:
         facts: FactStore | None,
         *,
         knowledge: Any = None,
+        distiller: Distiller | None = None,
     ) -> None:
         self.db = db
         self.llm = llm
@@ -54,6 +58,8 @@ class Compactor:
         self.daily_logs = daily_logs
         self.facts = facts
         self.knowledge = knowledge
+        # The daemon's distiller when given (its per-chat commits then serialise with ours), else our own.
+        self.distiller = distiller or (Distiller(llm, facts) if facts is not None else None)
 
     async def compact(self, session: Session, access: Access, keep_last: int,
                       reason: str = "compacted") -> CompactionOutcome:
@@ -81,14 +87,14 @@ class Compactor:
 
     async def flush(self, session: Session, access: Access) -> int:
         """The soft-threshold memory flush: save facts of the session so far, note it in the daily log."""
-        saved, lines = await self._extract_facts(session.messages, access)
+        saved, lines = await self._extract_facts(session, session.messages, access)
         body = "\n".join(f"- {line}" for line in lines) or "(no new facts)"
         await self._log_section("Memory flush", body)
         return saved
 
     async def _preserve(self, session: Session, old: list[dict[str, Any]], access: Access,
                         title: str) -> tuple[int, str, bool]:
-        saved, _ = await self._extract_facts(old, access)  # write first ...
+        saved, _ = await self._extract_facts(session, old, access)  # write first ...
         try:
             summary = await self.llm.complete(compaction.summary_prompt(old, session.summary), max_tokens=600)
             fell_back = not summary.strip()
@@ -101,29 +107,23 @@ class Compactor:
         await self._to_knowledge(session, summary)
         return saved, summary, fell_back
 
-    async def _extract_facts(self, messages: list[dict[str, Any]], access: Access) -> tuple[int, list[str]]:
-        if self.facts is None:
+    async def _extract_facts(self, session: Session, messages: list[dict[str, Any]],
+                             access: Access) -> tuple[int, list[str]]:
+        """Save the facts of ``messages``; returns how many were stored (new or updated) and their lines."""
+        if self.distiller is None:
             return 0, []
-        try:
-            answer = await self.llm.complete(compaction.facts_prompt(messages), max_tokens=800)
-        except LLMError as exc:
-            log.warning("fact_extraction_failed", error=str(exc))
-            return 0, []
-        saved, lines = 0, []
-        for item in compaction.parse_facts(answer):
-            fact = Fact(
-                value=item["value"].strip(),
-                category=str(item.get("category") or "general")[:64],
-                key=str(item["key"])[:64] if item.get("key") else None,
-                scope=access.save_scope,
-                source="compaction",
-                importance=_clamp(item.get("importance", 0.5)),
-            )
-            outcome = await self.facts.save(fact)
-            if outcome.action != "duplicate":
-                saved += 1
-                lines.append(f"[{fact.category}] {fact.value}")
-        return saved, lines
+        # A "user" fact goes where this chat's memory_save would put a private fact: the owner's scope in
+        # the owner's (or an admin's) DM, the chat's own scope anywhere else.
+        source = Transcript(await self._chat(session.chat_id, access), messages,
+                            is_owner_dm=access.save_scope == USER_SCOPE)
+        stats = await self.distiller.distill_transcript(source)
+        return len(stats.kept), [f"[{fact.category}] {fact.value}" for fact in stats.kept]
+
+    async def _chat(self, chat_id: int, access: Access) -> ChatInfo:
+        row = await self.db.fetchone("select type, title from tg_chats where id = ?", (chat_id,))
+        if row is None:
+            return ChatInfo(id=chat_id, type="dm" if access.memory_files else "group")
+        return ChatInfo(id=chat_id, type=row["type"], title=row["title"] or "")
 
     async def _log_section(self, title: str, body: str) -> None:
         try:
@@ -155,9 +155,3 @@ class Compactor:
             "insert into knowledge(source, path, heading, text, hash, created_at, updated_at) "
             "values ('session', ?, 'Session summary', ?, ?, ?, ?)", (path, text, digest, now, now))
 
-
-def _clamp(value: Any) -> float:
-    try:
-        return min(1.0, max(0.0, float(value)))
-    except (TypeError, ValueError):
-        return 0.5

@@ -1,12 +1,14 @@
-"""The distiller: after a turn, the utility model picks out durable facts and they are saved (seed 004).
+"""The distiller: the utility model picks out durable facts and they are saved (seed 004).
 
-Runs in the background (never delays a reply) and one commit at a time per chat, so two turns of a chat
-cannot race to save the same fact twice. The model answers through a tool with a JSON schema: each fact is
-validated on its own, and a malformed one is dropped and counted, never half-saved.
+Two inputs, one path. After a turn, the exchange is distilled in the background (never delaying a reply);
+before compaction or at the soft-threshold flush, the session's messages are (``distill_transcript``, seed
+002 write-then-compact). Commits run one at a time per chat, so two of them cannot race to save the same
+fact twice. The model answers through a tool with a JSON schema: each fact is validated on its own, and a
+malformed one is dropped and counted, never half-saved; near duplicates merge into the stored fact.
 
 Scope rules are enforced here, not trusted to the model: ``user`` (the owner's private facts) only from the
 owner's DMs — anywhere else a "user" fact is stored in the chat's own scope; ``chat`` is always this chat.
-A message carrying ``#nomem`` (or ``#nomemory``) is never distilled.
+A message carrying ``#nomem`` (or ``#nomemory``) is never distilled, alone or as part of a transcript.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +25,7 @@ import structlog
 
 from teleton.gateway.contract import ChatInfo
 from teleton.llm.client import LLMClient, LLMError
+from teleton.memory.compaction import Message, is_user_turn, transcript
 from teleton.memory.fact_merge import NEAR_DUPLICATE, save_merging
 from teleton.memory.facts import GLOBAL_SCOPE, USER_SCOPE, Fact, FactStore, chat_scope
 from teleton.memory.learnings import Learnings
@@ -30,6 +34,9 @@ log = structlog.get_logger(__name__)
 
 OFF_SWITCH = re.compile(r"#nomem(ory)?\b", re.IGNORECASE)
 QUALITY_WARNING_STREAK = 3
+EXCHANGE_MAX_TOKENS = 1024
+TRANSCRIPT_MAX_TOKENS = 2048  # a long session holds more facts than one exchange
+TRANSCRIPT_HEADER = "Extract the durable facts from this conversation"
 
 FACT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -45,14 +52,14 @@ FACT_SCHEMA: dict[str, Any] = {
 }
 TOOL = {
     "name": "record_facts",
-    "description": "Record the durable facts worth remembering from this exchange (may be an empty list).",
+    "description": "Record the durable facts worth remembering from this conversation (may be an empty list).",
     "input_schema": {
         "type": "object",
         "properties": {"facts": {"type": "array", "items": FACT_SCHEMA}},
         "required": ["facts"],
     },
 }
-SYSTEM = """You maintain the long-term memory of a Telegram assistant. From the exchange below, extract facts
+SYSTEM = """You maintain the long-term memory of a Telegram assistant. From the conversation below, extract facts
 worth remembering in later conversations: names, relationships, preferences, plans with dates, decisions,
 standing instructions. Skip small talk, anything only true for this moment, and what the assistant said
 about itself. Each fact is one self-contained sentence naming who it is about.
@@ -76,6 +83,15 @@ class Exchange:
     is_owner_dm: bool
 
 
+@dataclass(frozen=True)
+class Transcript:
+    """Session messages about to leave the context window (compaction, session end, the memory flush)."""
+
+    chat: ChatInfo
+    messages: Sequence[Message]
+    is_owner_dm: bool  # whether "user" facts may go to the owner's private scope (see resolve_scope)
+
+
 @dataclass
 class DistillStats:
     saved: Counter[str] = field(default_factory=Counter)  # per scope kind: user / chat / global
@@ -84,6 +100,7 @@ class DistillStats:
     dropped: int = 0  # malformed facts (or a malformed response)
     corrections: int = 0
     skipped: str | None = None  # why nothing was asked of the model
+    kept: list[Fact] = field(default_factory=list)  # facts inserted or updated, as stored
 
 
 def resolve_scope(requested: str, chat: ChatInfo, is_owner_dm: bool) -> str:
@@ -135,9 +152,11 @@ class Distiller:
     def should_distill(self, exchange: Exchange) -> bool:
         return self.enabled and not OFF_SWITCH.search(exchange.user_text) and bool(exchange.user_text.strip())
 
+    def _lock(self, chat_id: int) -> asyncio.Lock:
+        return self._locks.setdefault(chat_id, asyncio.Lock())
+
     async def _serialised(self, exchange: Exchange) -> DistillStats:
-        lock = self._locks.setdefault(exchange.chat.id, asyncio.Lock())
-        async with lock:
+        async with self._lock(exchange.chat.id):
             try:
                 return await self.distill(exchange)
             except Exception as exc:  # a background job must never take the daemon down
@@ -145,46 +164,64 @@ class Distiller:
                 return DistillStats(skipped=f"error: {exc}")
 
     async def distill(self, exchange: Exchange) -> DistillStats:
-        stats = DistillStats()
         if not self.should_distill(exchange):
-            stats.skipped = "off"
-            return stats
+            return DistillStats(skipped="off")
+        return await self._extract(_render(exchange), exchange.chat, exchange.is_owner_dm,
+                                   source="distiller", max_tokens=EXCHANGE_MAX_TOKENS)
+
+    async def distill_transcript(self, transcript: Transcript, *, source: str = "compaction") -> DistillStats:
+        """Extract and save the facts of ``transcript`` now (write-then-compact), waiting for the chat's turn.
+
+        Unlike per-exchange distilling this does not depend on ``enabled``: compaction discards messages,
+        and what they held must be saved first. Messages switched off with #nomem are left out.
+        """
+        messages = without_off_switched(transcript.messages)
+        if not any(is_user_turn(m) for m in messages):
+            return DistillStats(skipped="nothing to distil")
+        async with self._lock(transcript.chat.id):
+            return await self._extract(_render_transcript(transcript, messages), transcript.chat,
+                                       transcript.is_owner_dm, source=source, max_tokens=TRANSCRIPT_MAX_TOKENS)
+
+    async def _extract(self, content: str, chat: ChatInfo, is_owner_dm: bool, *, source: str,
+                       max_tokens: int) -> DistillStats:
+        stats = DistillStats()
         try:
             response = await self.llm.create(
                 system=SYSTEM,
-                messages=[{"role": "user", "content": _render(exchange)}],
+                messages=[{"role": "user", "content": content}],
                 tools=[TOOL],
                 tool_choice={"type": "tool", "name": TOOL["name"]},
                 model=self.llm.settings.utility_model,
-                max_tokens=1024,
+                max_tokens=max_tokens,
                 temperature=0.0,
             )
         except LLMError as exc:
             stats.skipped = f"model unavailable: {exc}"
-            log.warning("memory.commit_skipped", chat_id=exchange.chat.id, reason=stats.skipped)
+            log.warning("memory.commit_skipped", chat_id=chat.id, reason=stats.skipped)
             return stats
         items = _facts_of(response.tool_uses)
         if items is None:
             stats.dropped += 1
             items = []
         for item in items:
-            await self._commit_one(item, exchange, stats)
-        self._account(exchange, stats)
+            await self._commit_one(item, chat, is_owner_dm, source, stats)
+        self._account(chat.id, stats)
         return stats
 
-    async def _commit_one(self, item: Any, exchange: Exchange, stats: DistillStats) -> None:
+    async def _commit_one(self, item: Any, chat: ChatInfo, is_owner_dm: bool, source: str,
+                          stats: DistillStats) -> None:
         try:
             jsonschema.validate(item, FACT_SCHEMA)
         except jsonschema.ValidationError:
             stats.dropped += 1
             return
-        scope = resolve_scope(item["scope"], exchange.chat, exchange.is_owner_dm)
+        scope = resolve_scope(item["scope"], chat, is_owner_dm)
         fact = Fact(
             value=" ".join(item["content"].split()),
             category=item["category"].strip().lower(),
             key=(item.get("key") or None),
             scope=scope,
-            source="distiller",
+            source=source,
             importance=float(item["importance"]),
         )
         outcome = await save_merging(self.facts, fact, self.near_duplicate)
@@ -195,11 +232,13 @@ class Distiller:
             stats.updated[kind] += 1
         else:
             stats.duplicates += 1
-        if item.get("correction") and self.learnings is not None and exchange.is_owner_dm:
+        if outcome.action != "duplicate":
+            stats.kept.append(fact)
+        if item.get("correction") and self.learnings is not None and is_owner_dm:
             if await self.learnings.record_correction(fact.value):
                 stats.corrections += 1
 
-    def _account(self, exchange: Exchange, stats: DistillStats) -> None:
+    def _account(self, chat_id: int, stats: DistillStats) -> None:
         self.totals.saved.update(stats.saved)
         self.totals.updated.update(stats.updated)
         self.totals.duplicates += stats.duplicates
@@ -207,7 +246,7 @@ class Distiller:
         self.totals.corrections += stats.corrections
         log.info(
             "memory.commit",
-            chat_id=exchange.chat.id,
+            chat_id=chat_id,
             saved=dict(stats.saved),
             updated=dict(stats.updated),
             duplicates=stats.duplicates,
@@ -227,11 +266,41 @@ def _facts_of(tool_uses: list[dict[str, Any]]) -> list[Any] | None:
     return None
 
 
+def without_off_switched(messages: Sequence[Message]) -> list[Message]:
+    """``messages`` without each user turn carrying #nomem and what answered it (up to the next user turn).
+    Pure: the off switch holds for transcripts as it does for single exchanges."""
+    kept: list[Message] = []
+    skipping = False
+    for message in messages:
+        if is_user_turn(message):
+            skipping = bool(OFF_SWITCH.search(_text_of(message)))
+        if not skipping:
+            kept.append(message)
+    return kept
+
+
+def _text_of(message: Message) -> str:
+    content = message["content"]
+    if isinstance(content, str):
+        return content
+    return " ".join(str(b.get("text", "")) for b in content if b.get("type") == "text")
+
+
+def _where(chat: ChatInfo, is_owner_dm: bool) -> str:
+    where = "a private chat with the owner" if is_owner_dm else f"the {chat.type} chat"
+    return where + (f" '{chat.title}'" if chat.title else "")
+
+
 def _render(exchange: Exchange) -> str:
-    where = "a private chat with the owner" if exchange.is_owner_dm else f"the {exchange.chat.type} chat"
-    title = f" '{exchange.chat.title}'" if exchange.chat.title else ""
     return (
-        f"Exchange in {where}{title}:\n\n"
+        f"Exchange in {_where(exchange.chat, exchange.is_owner_dm)}:\n\n"
         f"{exchange.user_name}: {exchange.user_text}\n\n"
         f"Assistant: {exchange.assistant_text}"
+    )
+
+
+def _render_transcript(source: Transcript, messages: Sequence[Message]) -> str:
+    return (
+        f"{TRANSCRIPT_HEADER} in {_where(source.chat, source.is_owner_dm)} before it leaves the context "
+        f"window:\n\n{transcript(messages)}"
     )

@@ -9,7 +9,6 @@ tool_result and the kept history is a valid Messages API conversation on its own
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -100,31 +99,6 @@ def summary_prompt(old: Sequence[Message], previous_summary: str = "") -> str:
         "what that matters, decisions, open tasks, preferences and facts learned. Plain text.\n\n"
         f"{transcript(old)}"
     )
-
-
-def facts_prompt(old: Sequence[Message]) -> str:
-    return (
-        "Extract the durable facts from this conversation (preferences, names, dates, decisions, "
-        "commitments) that should be remembered after it is discarded. Answer with a JSON array only, each "
-        'item {"category": str, "key": str, "value": str, "importance": 0..1}; [] if none.\n\n'
-        f"{transcript(old)}"
-    )
-
-
-def parse_facts(text: str) -> list[dict[str, Any]]:
-    """The JSON array of facts in a model answer; malformed items are skipped, never raised."""
-    match = re.search(r"\[.*\]", text, re.DOTALL)
-    if not match:
-        return []
-    try:
-        items = json.loads(match.group(0))
-    except json.JSONDecodeError:
-        return []
-    facts = []
-    for item in items if isinstance(items, list) else []:
-        if isinstance(item, dict) and isinstance(item.get("value"), str) and item["value"].strip():
-            facts.append(item)
-    return facts
 
 
 def truncation_summary(old: Sequence[Message], max_lines: int = 20) -> str:

@@ -2,9 +2,12 @@
 
 Scopes (DESIGN §6): ``user`` (the owner's private facts), ``chat:<id>`` (facts of one chat), ``global``.
 Saving skips an exact duplicate in the same scope and updates in place when the same (category, key)
-is saved again, so "my cat is called X" then "... is called Y" leaves one fact. Recall is the hybrid search
-over ``facts`` within the given scopes, re-ranked with an access-count boost and recency decay, and every
-recalled fact has its access count bumped: what gets used stays on top.
+is saved again, so "my cat is called X" then "... is called Y" leaves one fact.
+
+Recall has three tiers (seed 002; the first two live in ``fact_recall``): pick the categories the query is
+about, search inside them, and fall back to all facts in scope when they yield too few. Each tier's hits are
+re-ranked by relevance with an access-count boost and recency decay (half-life from the config), and every
+recalled fact has its access count and last-access time bumped: what gets used stays on top.
 """
 
 from __future__ import annotations
@@ -18,18 +21,35 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import structlog
 
 from teleton.memory.embeddings.provider import EmbeddingProvider
 from teleton.memory.embeddings.query import embed_query
+from teleton.memory.fact_recall import (
+    categories_in,
+    category_key,
+    content_scores,
+    label_overlap,
+    label_text,
+    pick_categories,
+    search_in_categories,
+)
 from teleton.memory.hybrid_search import FACTS, SearchParams, hybrid_search, vector_available
 from teleton.storage.database import Database
 from teleton.storage.sqlite_driver import Connection
+
+log = structlog.get_logger(__name__)
 
 USER_SCOPE = "user"
 GLOBAL_SCOPE = "global"
 
 
 RECALL_PARAMS = SearchParams(limit=20)  # candidates re-ranked by use and freshness before the final cut
+# Ranking: relevance decides; use, freshness and importance reorder close calls. A fact used 20 times gets
+# x1.30, one untouched for many half-lives x0.70, importance 0 / 1 gives x0.8 / x1.2.
+ACCESS_BOOST = 0.1
+RECENCY_WEIGHT = 0.3
+_LABEL_CACHE = 2_000
 
 
 def chat_scope(chat_id: int) -> str:
@@ -64,6 +84,26 @@ class StoredFact:
     def line(self) -> str:
         label = f"{self.category}/{self.key}" if self.key else self.category
         return f"[{label}] {self.value}"
+
+
+@dataclass(frozen=True)
+class Recall:
+    facts: list[StoredFact]
+    categories: tuple[str, ...]  # the categories searched first: picked for the query, or the one asked for
+    fell_back: bool  # all facts in scope were searched too, because the categories yielded too few
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What one recall searches with (built on the event loop, used on a reader thread)."""
+
+    query: str
+    vector: np.ndarray | None
+    scopes: Sequence[str] | None
+    known: list[str]  # categories present in scope
+    labels: dict[str, np.ndarray]  # category -> label vector
+    limit: int
+    now: float
 
 
 @dataclass(frozen=True)
@@ -102,6 +142,7 @@ class FactStore:
         self.embedder = embedder
         self.params = params
         self.half_life_days = half_life_days
+        self._labels: dict[str, np.ndarray] = {}
 
     async def save(self, fact: Fact) -> SaveOutcome:
         value = fact.value.strip()
@@ -151,28 +192,98 @@ class FactStore:
         query_vector: np.ndarray | None = None,
     ) -> list[StoredFact]:
         """The facts best matching ``query`` within ``scopes`` (None = every scope); bumps their access."""
+        found = await self.retrieve(query, scopes, limit=limit, category=category, query_vector=query_vector)
+        return found.facts
+
+    async def retrieve(
+        self,
+        query: str,
+        scopes: Sequence[str] | None,
+        *,
+        limit: int = 5,
+        category: str | None = None,
+        query_vector: np.ndarray | None = None,
+    ) -> Recall:
+        """Three-tier recall (see ``fact_recall``): the query's categories, their facts, then all facts.
+
+        ``category`` restricts the search to that category (inside the search) with no fallback. Every
+        returned fact has its access count and last-access time bumped.
+        """
+        if scopes is not None and not scopes:
+            return Recall([], (), False)
         if query_vector is None and query.strip():
             query_vector = await self._embed(query)
+        known = await self.db.read(lambda conn: categories_in(conn, scopes))
+        labels = {} if category is not None or query_vector is None else await self._label_vectors(known)
         now = time.time()
+        plan = _Plan(query, query_vector, scopes, known, labels, limit, now)
 
-        def _recall(conn: Connection) -> list[StoredFact]:
-            hits = hybrid_search(conn, FACTS, query, query_vector, params=self.params, scope=scopes)
-            if not hits:
-                return []
-            ids = [hit.id for hit in hits]
-            rows = {int(r["id"]): r for r in conn.execute(
-                f"select {_COLUMNS} from facts where id in (select value from json_each(?))",
-                (_json(ids),))}
-            ranked = [_stored(rows[h.id], self._rank(h.score, rows[h.id], now)) for h in hits if h.id in rows]
-            if category:
-                ranked = [f for f in ranked if f.category == category]
-            ranked.sort(key=lambda f: -f.score)
-            return ranked[:limit]
+        def _read(conn: Connection) -> Recall:
+            if category is not None:
+                return self._explicit(conn, plan, category)
+            return self._tiered(conn, plan)
 
-        found = await self.db.read(_recall)
-        if found:
-            await self._touch([f.id for f in found], now)
+        found = await self.db.read(_read)
+        if found.facts:
+            await self._touch([f.id for f in found.facts], now)
+        log.debug("memory.recall", categories=list(found.categories), fell_back=found.fell_back,
+                  count=len(found.facts))
         return found
+
+    def _explicit(self, conn: Connection, plan: _Plan, category: str) -> Recall:
+        wanted = [c for c in plan.known if category_key(c) == category_key(category)]
+        hits = search_in_categories(conn, plan.query, plan.vector, plan.scopes, wanted, self.params) if wanted else []
+        ranked = self._ranked(conn, [(h.id, h.score) for h in hits], plan.now)
+        return Recall(ranked[: plan.limit], tuple(wanted), False)
+
+    def _tiered(self, conn: Connection, plan: _Plan) -> Recall:
+        picked = self._pick(conn, plan)
+        focused: list[StoredFact] = []
+        if picked:
+            hits = search_in_categories(conn, plan.query, plan.vector, plan.scopes, picked, self.params)
+            focused = self._ranked(conn, [(h.id, h.score) for h in hits], plan.now)[: plan.limit]
+        if len(focused) >= plan.limit:
+            return Recall(focused, tuple(picked), False)
+        # Too few in the picked categories (or none picked): the best of all facts in scope fill the rest,
+        # after the focused ones, which the query is most clearly about.
+        flat = hybrid_search(conn, FACTS, plan.query, plan.vector, params=self.params, scope=plan.scopes)
+        seen = {f.id for f in focused}
+        rest = [f for f in self._ranked(conn, [(h.id, h.score) for h in flat], plan.now) if f.id not in seen]
+        return Recall(focused + rest[: plan.limit - len(focused)], tuple(picked), True)
+
+    def _pick(self, conn: Connection, plan: _Plan) -> list[str]:
+        if plan.vector is None:
+            return pick_categories(label_overlap(plan.query, plan.known), {})
+        vector = np.asarray(plan.vector, dtype=np.float32)
+        label = {c: float(v @ vector) for c, v in plan.labels.items() if v.shape == vector.shape}
+        return pick_categories(label, content_scores(conn, vector, plan.scopes))
+
+    def _ranked(self, conn: Connection, hits: Sequence[tuple[int, float]], now: float) -> list[StoredFact]:
+        if not hits:
+            return []
+        rows = {int(r["id"]): r for r in conn.execute(
+            f"select {_COLUMNS} from facts where id in (select value from json_each(?))",
+            (_json([fact_id for fact_id, _ in hits]),))}
+        ranked = [_stored(rows[i], self._rank(score, rows[i], now)) for i, score in hits if i in rows]
+        ranked.sort(key=lambda f: (-f.score, f.id))
+        return ranked
+
+    async def _label_vectors(self, categories: Sequence[str]) -> dict[str, np.ndarray]:
+        """Vectors of the category labels, embedded once per process (categories are few and stable)."""
+        if self.embedder is None or not self.db.vectors:
+            return {}
+        missing = [c for c in categories if c not in self._labels]
+        if missing:
+            try:
+                vectors = await self.embedder.embed([label_text(c) for c in missing])
+            except Exception as exc:  # a failing provider costs the label signal, not the recall
+                log.warning("category_label_embedding_failed", error=str(exc))
+                vectors = None
+            if vectors is not None:
+                if len(self._labels) > _LABEL_CACHE:
+                    self._labels.clear()
+                self._labels.update(zip(missing, vectors, strict=True))
+        return {c: self._labels[c] for c in categories if c in self._labels}
 
     async def salient(self, scopes: Sequence[str] | None, threshold: float = 0.85,
                       limit: int = 10) -> list[StoredFact]:
@@ -214,12 +325,14 @@ class FactStore:
         return int(row[0])
 
     def _rank(self, relevance: float, row: Any, now: float) -> float:
-        # Relevance decides; use and freshness only reorder close calls.
-        boost = 1.0 + 0.1 * math.log1p(int(row["access_count"]))
+        # Relevance decides; use and freshness only reorder close calls. Freshness is the last use, or the
+        # last update of a fact never recalled.
+        boost = 1.0 + ACCESS_BOOST * math.log1p(int(row["access_count"]))
         last = row["last_access"] or row["updated_at"]
         age_days = max(0.0, (now - float(last)) / 86400)
         decay = 0.5 ** (age_days / self.half_life_days)
-        return relevance * boost * (0.7 + 0.3 * decay) * (0.8 + 0.4 * float(row["importance"]))
+        freshness = 1.0 - RECENCY_WEIGHT + RECENCY_WEIGHT * decay
+        return relevance * boost * freshness * (0.8 + 0.4 * float(row["importance"]))
 
     async def _touch(self, ids: Sequence[int], now: float) -> None:
         await self.db.write(lambda conn: conn.execute(

@@ -23,7 +23,7 @@ from teleton.memory.facts import FactStore
 from teleton.storage import Database
 from teleton.tools.memory_tools import memory_tools
 from teleton.tools.registry import ToolRegistry
-from tests.fakes.anthropic_server import Body, FakeAnthropic, Reply, text
+from tests.fakes.anthropic_server import Body, FakeAnthropic, Reply, text, tool_use
 
 OWNER = UserInfo(id=4242, first_name="Olga", username="olga")
 ALICE = UserInfo(id=5151, first_name="Alice", username="alice")
@@ -50,10 +50,10 @@ async def db(tmp_path: Path) -> AsyncIterator[Database]:
 
 
 def default_utility(body: Body) -> Reply:
-    """The utility model: fact extraction answers [], summaries summarise the user lines it was given."""
+    """The utility model: fact extraction records no facts, summaries summarise the user lines it was given."""
     prompt = body["messages"][-1]["content"]
     if "Extract the durable facts" in prompt:
-        return text("[]")
+        return tool_use(("record_facts", {"facts": []}))
     said = [line[6:] for line in prompt.splitlines() if line.startswith("User: ")]
     return text("Summary: the user talked about " + "; ".join(said)[:400])
 

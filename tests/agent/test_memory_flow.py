@@ -98,7 +98,8 @@ async def test_a_250_message_session_is_compacted(harness: Harness) -> None:
     def facts(body: Body) -> Reply:
         prompt = body["messages"][-1]["content"]
         if "Extract the durable facts" in prompt:
-            return text('[{"category": "topics", "key": "favourite", "value": "The user likes topic 7"}]')
+            return tool_use(("record_facts", {"facts": [{"category": "topics", "key": "favourite", "scope": "user",
+                                                         "content": "The user likes topic 7", "importance": 0.5}]}))
         return text("Summary: the user asked about topics 0 to 103, one at a time.")
 
     h.utility = facts
@@ -169,8 +170,9 @@ async def test_soft_threshold_flushes_memory_once(tmp_path: Path, db: Database, 
     settings = AgentSettings(owner_id=OWNER.id, session_reset_hour=None, session_idle_minutes=None,
                              thresholds=Thresholds(context_window=8000))
     h = await build_harness(tmp_path, db, fake_api, settings)
-    h.utility = lambda body: text('[{"category": "travel", "value": "Flight to Lisbon on May 3"}]'
-                                  if "Extract the durable" in body["messages"][-1]["content"] else "summary")
+    lisbon = {"category": "travel", "content": "Flight to Lisbon on May 3", "scope": "user", "importance": 0.6}
+    h.utility = lambda body: (tool_use(("record_facts", {"facts": [lisbon]}))
+                              if "Extract the durable" in body["messages"][-1]["content"] else text("summary"))
     h.main = sequence(text("ok", usage={"input_tokens": 4500, "output_tokens": 10}))  # over half the window
     await h.dm("I fly to Lisbon on May 3rd")
     start = len(fake_api.requests)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import date, datetime
 from pathlib import Path
 
-from teleton.memory.compaction import cut_index, is_user_turn, parse_facts, split, truncation_summary
+from teleton.memory.compaction import cut_index, is_user_turn, split, truncation_summary
 from teleton.memory.daily_logs import DailyLogs, exchange_line
 from teleton.memory.facts import Fact, FactStore, chat_scope
 from teleton.memory.observation_masking import mask_observations
@@ -53,12 +53,6 @@ def test_cut_never_splits_a_tool_exchange() -> None:
         ids_answered = {b["tool_use_id"] for m in kept if isinstance(m["content"], list)
                         for b in m["content"] if b.get("type") == "tool_result"}
         assert ids_used == ids_answered
-
-
-def test_fact_extraction_output_is_parsed_leniently() -> None:
-    answer = 'Sure:\n[{"category": "pets", "key": "cat", "value": "Whiskerino"}, {"oops": 1}, 3]'
-    assert parse_facts(answer) == [{"category": "pets", "key": "cat", "value": "Whiskerino"}]
-    assert parse_facts("no json here") == [] and parse_facts("[not json") == []
 
 
 def test_truncation_summary_keeps_user_words() -> None:

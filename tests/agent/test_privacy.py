@@ -79,7 +79,7 @@ def obedient_model(body: Body) -> Reply:
 def summarising_model(body: Body) -> Reply:
     prompt = body["messages"][-1]["content"]
     if "Extract the durable facts" in prompt:
-        return text("[]")
+        return tool_use(("record_facts", {"facts": []}))
     return text("Summary of: " + prompt[-600:])  # echoes what it was given, so a leak would show
 
 

@@ -6,9 +6,13 @@ from pathlib import Path
 
 import structlog
 
-from teleton.agent.distiller import Distiller, Exchange, resolve_scope
+from teleton.agent.compactor import Compactor
+from teleton.agent.distiller import Distiller, Exchange, Transcript, resolve_scope, without_off_switched
+from teleton.agent.privacy import access_for
+from teleton.agent.sessions import SessionStore
 from teleton.gateway.contract import ChatInfo
 from teleton.llm import LLMClient
+from teleton.memory.daily_logs import DailyLogs
 from teleton.memory.facts import Fact, FactStore
 from teleton.memory.learnings import CORRECTIONS_FILE, Learnings
 from teleton.storage import Database
@@ -129,3 +133,72 @@ async def test_background_runs_serialised_and_survive_bad_output(
     assert distiller.totals.dropped == 3
     assert any(e["event"] == "memory.quality_warning" for e in logs)
     assert await _all_facts(db) == []
+
+
+def _turns(*pairs: tuple[str, str]) -> list[dict]:
+    messages: list[dict] = []
+    for user, assistant in pairs:
+        messages += [{"role": "user", "content": user},
+                     {"role": "assistant", "content": [{"type": "text", "text": assistant}]}]
+    return messages
+
+
+async def test_a_transcript_goes_through_the_structured_path(
+    db: Database, llm: LLMClient, fake_api: FakeAnthropic, embedder
+) -> None:
+    store = FactStore(db, embedder)
+    await store.save(Fact("Mia is the hiking club's treasurer", category="person", scope="chat:-500"))
+    distiller = Distiller(llm, store, enabled=False)  # per-exchange distilling off; compaction still extracts
+    fake_api.queue(
+        _facts(
+            _fact("Mia has a dog named Rex", scope="user"),  # not the owner's DM: stored in the chat's scope
+            _fact("Mia is the treasurer of the hiking club", scope="chat", category="person"),  # near duplicate
+            _fact("Mount Olympus is 2918 m high", scope="global", category="place"),
+            {"content": "no scope", "category": "x", "importance": 0.5},  # malformed
+        )
+    )
+    messages = _turns(("my dog is Rex", "cute!"), ("my card PIN is 4321 #nomem", "I won't remember it"),
+                      ("Olympus is 2918 m", "noted"))
+    stats = await distiller.distill_transcript(Transcript(GROUP, messages, is_owner_dm=False))
+    assert stats.saved == {"chat": 1, "global": 1} and stats.updated == {"chat": 1} and stats.dropped == 1
+    assert [f.value for f in stats.kept] == ["Mia has a dog named Rex", "Mia is the treasurer of the hiking club",
+                                             "Mount Olympus is 2918 m high"]
+    assert {f.source for f in stats.kept} == {"compaction"}
+    assert sorted(await _all_facts(db)) == [
+        ("chat:-500", "Mia has a dog named Rex"), ("chat:-500", "Mia is the treasurer of the hiking club"),
+        ("global", "Mount Olympus is 2918 m high")]
+    body = fake_api.requests[-1]
+    assert body["tool_choice"] == {"type": "tool", "name": "record_facts"}
+    assert body["model"] == "claude-test-small"
+    prompt = body["messages"][0]["content"]
+    assert "Hiking club" in prompt and "my dog is Rex" in prompt and "Olympus" in prompt
+    assert "4321" not in prompt and "I won't remember it" not in prompt  # #nomem and its answer left out
+
+
+async def test_a_transcript_without_user_words_asks_nothing(db: Database, llm: LLMClient, fake_api: FakeAnthropic,
+                                                             embedder) -> None:
+    distiller = Distiller(llm, FactStore(db, embedder))
+    only_off = _turns(("my PIN is 1 #nomem", "ok"))
+    assert (await distiller.distill_transcript(Transcript(OWNER_DM, only_off, is_owner_dm=True))).skipped
+    assert without_off_switched(only_off + _turns(("hi", "hello"))) == _turns(("hi", "hello"))
+    assert fake_api.requests == []
+
+
+async def test_compaction_extracts_through_the_distiller(
+    db: Database, llm: LLMClient, fake_api: FakeAnthropic, embedder, tmp_path: Path
+) -> None:
+    store = FactStore(db, embedder)
+    sessions = SessionStore(db)
+    compactor = Compactor(db, llm, sessions, DailyLogs(tmp_path / "memory"), store)
+    session = await sessions.create(GROUP.id, messages=_turns(
+        ("Mia: I'm allergic to peanuts", "Noted, Mia."), ("Tom: hike on Saturday at 8", "Great"),
+        ("Tom: see you", "bye")))
+    fake_api.queue(_facts(_fact("Mia is allergic to peanuts", scope="user", category="health", importance=0.95)),
+                   text("Summary: Mia's allergy; the hike on Saturday at 8."))
+    outcome = await compactor.compact(session, access_for(GROUP, is_admin=False), keep_last=2)
+    assert outcome.facts_saved == 1 and outcome.summary.startswith("Summary:")
+    rows = await db.fetchall("select scope, value, source from facts")
+    assert [tuple(r) for r in rows] == [("chat:-500", "Mia is allergic to peanuts", "compaction")]
+    extraction, summary = fake_api.requests[-2:]
+    assert extraction["tool_choice"] == {"type": "tool", "name": "record_facts"}
+    assert "hike on Saturday" in extraction["messages"][0]["content"] and "tools" not in summary
