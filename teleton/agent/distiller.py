@@ -205,7 +205,7 @@ class Distiller:
             items = []
         for item in items:
             await self._commit_one(item, chat, is_owner_dm, source, stats)
-        self._account(chat.id, stats)
+        self._account(chat.id, source, stats)
         return stats
 
     async def _commit_one(self, item: Any, chat: ChatInfo, is_owner_dm: bool, source: str,
@@ -238,7 +238,7 @@ class Distiller:
             if await self.learnings.record_correction(fact.value):
                 stats.corrections += 1
 
-    def _account(self, chat_id: int, stats: DistillStats) -> None:
+    def _account(self, chat_id: int, source: str, stats: DistillStats) -> None:
         self.totals.saved.update(stats.saved)
         self.totals.updated.update(stats.updated)
         self.totals.duplicates += stats.duplicates
@@ -247,6 +247,7 @@ class Distiller:
         log.info(
             "memory.commit",
             chat_id=chat_id,
+            source=source,
             saved=dict(stats.saved),
             updated=dict(stats.updated),
             duplicates=stats.duplicates,

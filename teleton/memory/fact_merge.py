@@ -12,6 +12,7 @@ import time
 
 import numpy as np
 
+from teleton.memory.embeddings.query import embed_query
 from teleton.memory.facts import Fact, FactStore, SaveOutcome, fact_hash
 from teleton.memory.hybrid_search import FACTS, vector_available
 from teleton.storage.sqlite_driver import Connection
@@ -45,7 +46,10 @@ async def save_merging(store: FactStore, fact: Fact, threshold: float = NEAR_DUP
     value = fact.value.strip()
     if store.embedder is None or not store.db.vectors or not value:
         return await store.save(fact)
-    vector = (await store.embedder.embed([f"{fact.category} {fact.key or ''} {value}"]))[0]
+    # A provider that fails (a remote one may be down) costs the merge, never the fact: save plainly.
+    vector = await embed_query(store.embedder, f"{fact.category} {fact.key or ''} {value}")
+    if vector is None:
+        return await store.save(fact)
     digest = fact_hash(value)
 
     def _merge(conn: Connection) -> SaveOutcome | None:

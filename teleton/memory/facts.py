@@ -256,6 +256,8 @@ class FactStore:
             return pick_categories(label_overlap(plan.query, plan.known), {})
         vector = np.asarray(plan.vector, dtype=np.float32)
         label = {c: float(v @ vector) for c, v in plan.labels.items() if v.shape == vector.shape}
+        if not label:  # a query vector from the caller but no embedder of our own: labels by their words
+            label = label_overlap(plan.query, plan.known)
         return pick_categories(label, content_scores(conn, vector, plan.scopes))
 
     def _ranked(self, conn: Connection, hits: Sequence[tuple[int, float]], now: float) -> list[StoredFact]:
