@@ -7,7 +7,7 @@ question before it. So a message is indexed with its conversational context, the
   ``sender: text``;
 - its keyword row carries the context in a low-weight ``context`` column (filled by the insert trigger of
   the schema at once, and refreshed here when the message is embedded, when its neighbours surely exist).
-On LoCoMo this record design lifts hybrid R@5 from 0.56 to 0.70 (scripts/eval_locomo.py), and the eval
+On LoCoMo this record design lifts hybrid R@5 from 0.56 to 0.71 (scripts/eval_locomo.py), and the eval
 script builds its records with these very functions.
 
 Embedding never happens on the receive path: the archive inserts rows with ``embedded = 0`` and
