@@ -24,6 +24,7 @@ import structlog
 from teleton.config import Config, load_config, require_llm, require_telegram
 from teleton.daemon.instance_lock import InstanceLock
 from teleton.daemon.loop_lag import LoopLagMonitor
+from teleton.daemon.memory_tuning import limit_malloc_arenas
 from teleton.daemon.status_file import DaemonStatus, write_status
 from teleton.daemon.systemd_notify import Notifier
 from teleton.observability.logging import configure_logging
@@ -284,5 +285,6 @@ def run_daemon(config: Config, transport: str | None = None) -> int:
     if transport is None:
         require_telegram(config)
     require_llm(config)
+    limit_malloc_arenas()
     configure_logging(config.logging.level, config.logging.format, config.logging.file)
     return asyncio.run(Daemon(config, transport).run())

@@ -1,0 +1,165 @@
+"""Soak test: the real daemon under mixed DM/group traffic for N minutes, loopback only.
+
+Starts a scripted Messages API on 127.0.0.1 and `teleton start` with the loopback chat transport, optionally
+pre-fills the archive, then drives traffic and samples the daemon: RSS over time, event-loop lag p99 (from
+the daemon's own monitor, via its status file), turns/s, and errors (error lines and tracebacks in its log).
+
+    python scripts/soak.py --minutes 20 --prefill 100000 --rate 4
+
+Floors checked at the end: RSS growth < 10% after the first 5 minutes (runs of 10+ minutes), RSS <= 400 MB,
+zero unhandled exceptions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+from rich.console import Console
+from rich.table import Table
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.daemon.harness import OWNER, Daemon, write_config  # noqa: E402
+from tests.fakes.anthropic_server import FakeAnthropic, last_user_text, text, tool_use  # noqa: E402
+
+WORDS = ("trip", "ferry", "dinner", "budget", "concert", "garden", "train", "meeting", "birthday", "recipe",
+         "Lisbon", "Porto", "Friday", "deadline", "tickets", "hotel", "museum", "bike", "weather", "book")  # fmt: skip
+
+
+def sentence(rng: random.Random) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 14)))
+
+
+def model(body: dict) -> object:
+    """A small stand-in model: sometimes saves a fact through a tool, otherwise answers in text."""
+    said = last_user_text(body)
+    tools = {t["name"] for t in body.get("tools", [])}
+    if "memory_save" in tools and "remember" in said and not any(
+        b.get("type") == "tool_result" for m in body["messages"][-1:] for b in m["content"] if isinstance(b, dict)
+    ) and isinstance(body["messages"][-1]["content"], str):  # fmt: skip
+        return tool_use(("memory_save", {"content": said[-120:], "category": "note"}))
+    return text(f"noted: {said[-60:]}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--minutes", type=float, default=20.0)
+    parser.add_argument("--prefill", type=int, default=100_000, help="archived messages loaded before the soak")
+    parser.add_argument("--rate", type=float, default=4.0, help="incoming messages per second during the soak")
+    parser.add_argument("--sample-s", type=float, default=15.0)
+    parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    args = parser.parse_args()
+    console = Console()
+    rng = random.Random(7)
+    root = Path(tempfile.mkdtemp(prefix="soak-", dir="/tmp"))
+    (root / "home").mkdir()
+
+    with FakeAnthropic() as api:
+        api.responder = model
+        config = write_config(root, api.base_url, **{"telegram.dm_policy": "open", "memory.distill": True})
+        daemon = Daemon(root, config).start(timeout=60)
+        proc = psutil.Process(daemon.proc.pid)  # type: ignore[union-attr]
+        stop = threading.Event()
+        sent = {"n": 0}
+        lock = threading.Lock()
+
+        def send(chat: dict, body: str, sender: dict, **extra: object) -> None:
+            with lock:
+                sent["n"] += 1
+                daemon.send(chat, body, sent["n"], sender=sender, **extra)
+
+        if args.prefill:
+            console.print(f"pre-filling the archive with {args.prefill:,} messages ...")
+            started = time.monotonic()
+            chats = [{"id": -10_000 - i, "type": "group", "title": f"archive {i}"} for i in range(200)]
+            for i in range(args.prefill):
+                send(chats[i % 200], sentence(rng), {"id": 20_000 + i % 500, "first_name": f"u{i % 500}"})
+                if i % 500 == 499:
+                    daemon.pump()
+                    time.sleep(0.01)
+            daemon.wait_for(lambda ev: sum(e["op"] == "archived" for e in ev) >= args.prefill, timeout=900)
+            console.print(f"pre-filled in {time.monotonic() - started:.0f}s")
+
+        def traffic() -> None:
+            groups = [{"id": -500 - i, "type": "group", "title": f"group {i}"} for i in range(8)]
+            users = [{"id": 3000 + i, "first_name": f"user{i}"} for i in range(6)]
+            while not stop.is_set():
+                roll = rng.random()
+                if roll < 0.35:
+                    send({"id": OWNER["id"], "type": "dm", "title": ""}, f"remember {sentence(rng)}", OWNER)
+                elif roll < 0.5:
+                    user = rng.choice(users)
+                    send({"id": user["id"], "type": "dm", "title": ""}, sentence(rng), user)
+                elif roll < 0.65:
+                    send(rng.choice(groups), f"@teleton_agent {sentence(rng)}?", rng.choice(users), mentions_us=True)
+                else:
+                    send(rng.choice(groups), sentence(rng), rng.choice(users))
+                time.sleep(1 / args.rate)
+
+        base_replies = len(daemon.sent())
+        driver = threading.Thread(target=traffic, daemon=True)
+        started = time.monotonic()
+        driver.start()
+        samples: list[tuple[float, float, float]] = []  # (minutes, rss MB, lag p99 ms)
+        status_path = root / "state" / "status.json"
+        try:
+            while time.monotonic() - started < args.minutes * 60:
+                deadline = time.monotonic() + args.sample_s
+                while time.monotonic() < deadline:
+                    daemon.pump()
+                rss = proc.memory_info().rss / 2**20
+                lag = json.loads(status_path.read_text()).get("details", {}).get("loop_lag_p99_ms", 0.0)
+                samples.append(((time.monotonic() - started) / 60, rss, lag))
+                console.print(f"{samples[-1][0]:5.1f} min  rss {rss:6.1f} MB  loop-lag p99 {lag:6.1f} ms  "
+                              f"replies {len(daemon.sent()) - base_replies}")  # fmt: skip
+        finally:
+            stop.set()
+            driver.join(5)
+            elapsed = time.monotonic() - started
+            daemon.pump()
+            replies = len(daemon.sent()) - base_replies
+            daemon.signal(signal.SIGTERM)
+            code = daemon.wait(20)
+    log_text = (root / "daemon.log").read_text(errors="replace")
+    errors = [line for line in log_text.splitlines() if '"level": "error"' in line or "Traceback" in line]
+
+    table = Table(title=f"soak: {args.minutes:g} min, {args.prefill:,} pre-archived, {args.rate:g} msg/s")
+    table.add_column("minute", justify="right")
+    table.add_column("RSS MB", justify="right")
+    table.add_column("loop lag p99 ms", justify="right")
+    for minute, rss, lag in samples:
+        table.add_row(f"{minute:.1f}", f"{rss:.1f}", f"{lag:.1f}")
+    console.print(table)
+    after_warmup = [s for s in samples if s[0] >= 5.0]
+    growth = (after_warmup[-1][1] / after_warmup[0][1] - 1) * 100 if len(after_warmup) >= 2 else float("nan")
+    peak = max(s[1] for s in samples) if samples else float("nan")
+    lag_p99 = max(s[2] for s in samples) if samples else float("nan")
+    console.print(f"turns/s: {replies / elapsed:.2f} ({replies} replies in {elapsed:.0f}s)")
+    console.print(f"RSS growth after minute 5: {growth:.1f}%  (floor < 10%)")
+    console.print(f"RSS peak: {peak:.1f} MB  (floor <= 400 MB)")
+    console.print(f"event-loop lag p99 (worst sample): {lag_p99:.1f} ms")
+    console.print(f"errors / tracebacks in the daemon log: {len(errors)}  (floor 0)")
+    for line in errors[:5]:
+        console.print(f"  {line[:300]}")
+    console.print(f"daemon exit code after SIGTERM: {code}")
+    ok = (growth < 10 or growth != growth) and peak <= 400 and not errors and code == 0
+    if not args.keep:
+        shutil.rmtree(root, ignore_errors=True)
+    else:
+        console.print(f"kept: {root}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
