@@ -1,10 +1,11 @@
-"""High-salience facts surface in DM context unasked (seeds 001, 002), and never in a group (DESIGN §8)."""
+"""Facts as the agent meets them: high-salience facts surface in DM context unasked (seeds 001, 002) and never in
+a group (DESIGN §8); memory_recall's category filter works inside the search."""
 
 from __future__ import annotations
 
 from teleton.memory.facts import Fact, chat_scope
 from tests.agent.conftest import GROUP, Harness
-from tests.fakes.anthropic_server import body_text
+from tests.fakes.anthropic_server import body_text, result_text, sequence, text, tool_results, tool_use
 
 
 async def test_salient_facts_reach_the_dm_prompt_but_never_a_group_prompt(harness: Harness) -> None:
@@ -30,3 +31,17 @@ async def test_salient_facts_reach_the_dm_prompt_but_never_a_group_prompt(harnes
     assert "## Important facts" not in group["system"][1]["text"]
     dump = body_text(group)
     assert "peanuts" not in dump and "7781" not in dump  # neither in the prompt nor in retrieved context
+
+
+async def test_memory_recall_with_a_category_finds_a_weak_match_behind_thirty_strong_ones(harness: Harness) -> None:
+    h = harness
+    for n in range(30):
+        await h.agent.deps.facts.save(Fact(f"The team meeting number {n} is on Monday in room {n}", category="work"))
+    await h.agent.deps.facts.save(Fact("Rex gets nervous when meeting other dogs", category="pet"))
+    h.main = sequence(tool_use(("memory_recall", {"query": "team meeting on Monday", "category": "pet"})),
+                      text("Rex gets nervous."))
+    start = len(h.fake.requests)
+    await h.dm("how does my dog handle meetings?")
+    results = [r for b in h.main_requests(start) for r in tool_results(b)]
+    assert "Rex gets nervous when meeting other dogs" in result_text(results[0])
+    assert "room" not in result_text(results[0])
