@@ -2,11 +2,12 @@
 
 | tool | scope | what |
 |---|---|---|
-| memory_read | dm-only | MEMORY.md or a day's log |
+| memory_read | dm-only | MEMORY.md, a day's log, yesterday + today, or the list of memory files |
 | memory_write | dm-only | append to MEMORY.md or today's log |
 | memory_save | always | save a fact (owner's private scope in a DM, the chat's scope in a group) |
 | memory_recall | always | recall facts, only from scopes this chat may read |
 | memory_search | always | knowledge + facts + feed, each only as far as this chat may read |
+| memory_remove | always | delete a fact by id, only from scopes this chat may read |
 
 Private content is refused twice: the registry hides dm-only tools in groups, and each tool checks the
 chat's ``Access`` again, so a tool given a wider scope by an admin override still cannot leak.
@@ -23,7 +24,7 @@ import structlog
 
 from teleton.llm.tool_loop import ToolResult
 from teleton.memory.embeddings.query import embed_query
-from teleton.memory.facts import Fact
+from teleton.memory.facts import GLOBAL_SCOPE, Fact, chat_scope
 from teleton.memory.hybrid_search import FEED, KNOWLEDGE, SearchParams, hybrid_search
 from teleton.tools.registry import Tool, ToolContext
 
@@ -42,6 +43,13 @@ async def _query_vector(ctx: ToolContext, query: str) -> Any:
 # -- memory_read -------------------------------------------------------------------------------------
 async def memory_read(args: dict[str, Any], ctx: ToolContext) -> str | ToolResult:
     target = args.get("target", "memory")
+    if target in ("recent", "list") and not ctx.access.daily_logs:
+        return ToolResult.error("Daily logs are private and cannot be read in this chat.")
+    if target == "recent":
+        days = await ctx.deps.daily_logs.recent(int(args.get("lines", 100)))
+        return "\n\n".join(f"## {day.isoformat()}\n{text}" for day, text in days) or "(no log yesterday or today)"
+    if target == "list":
+        return await asyncio.to_thread(_list_memory_files, ctx.deps.workspace)
     if target == "memory":
         if not ctx.access.memory_files:
             return ToolResult.error("MEMORY.md is private and cannot be read in this chat.")
@@ -99,7 +107,7 @@ async def memory_save(args: dict[str, Any], ctx: ToolContext) -> str | ToolResul
         value=args["value"],
         category=_slug(args.get("category") or "general"),
         key=_slug(args["key"]) if args.get("key") else None,
-        scope=ctx.access.save_scope,
+        scope=_save_scope(args.get("scope", "private"), ctx),
         source="agent",
         importance=float(args.get("importance", 0.6)),
     )
@@ -112,6 +120,26 @@ async def memory_save(args: dict[str, Any], ctx: ToolContext) -> str | ToolResul
             log.warning("daily_log_write_failed", error=repr(exc))
     return {"inserted": "Saved.", "updated": "Updated the existing fact.",
             "duplicate": "Already known."}[outcome.action] + f" (fact #{outcome.id})"
+
+
+def _save_scope(requested: str, ctx: ToolContext) -> str:
+    """Where a fact goes. 'private' is this chat's own place (the owner's private scope in the owner's DM);
+    'global' is honoured only where everything may be read (a DM with full access); anything a group
+    saves stays in that group's scope, so a group can never write where a DM would read it as private."""
+    if requested == "global" and ctx.access.fact_scopes is None:
+        return GLOBAL_SCOPE
+    if requested == "chat":
+        return chat_scope(ctx.chat.id)
+    return ctx.access.save_scope
+
+
+async def memory_remove(args: dict[str, Any], ctx: ToolContext) -> str | ToolResult:
+    if ctx.deps.facts is None:
+        return ToolResult.error("Fact memory is not available.")
+    fact_id = int(args["id"])
+    if not await ctx.deps.facts.remove(fact_id, ctx.access.fact_scopes):
+        return ToolResult.error(f"No fact #{fact_id} that can be removed from this chat.")
+    return f"Removed fact #{fact_id}."
 
 
 async def memory_recall(args: dict[str, Any], ctx: ToolContext) -> str | ToolResult:
@@ -158,6 +186,13 @@ async def memory_search(args: dict[str, Any], ctx: ToolContext) -> str | ToolRes
     return "\n".join(lines) if lines else "Nothing found."
 
 
+def _list_memory_files(workspace: Any) -> str:
+    files = [workspace / MEMORY_FILE] if (workspace / MEMORY_FILE).exists() else []
+    files += sorted((workspace / "memory").glob("*.md"))
+    lines = [f"{f.relative_to(workspace)} ({f.stat().st_size} bytes)" for f in files]
+    return "\n".join(lines) or "(no memory files yet)"
+
+
 def _slug(text: str) -> str:
     return re.sub(r"\s+", "_", text.strip().lower())[:64] or "general"
 
@@ -166,11 +201,19 @@ def memory_tools() -> list[Tool]:
     return [
         Tool(
             name="memory_read",
-            description="Read your long-term memory file MEMORY.md, or a day's log (memory/YYYY-MM-DD.md).",
+            description=(
+                "Read your long-term memory file MEMORY.md, a day's log (memory/YYYY-MM-DD.md), the logs of "
+                "yesterday and today, or the list of memory files."
+            ),
             input_schema={
                 "type": "object",
                 "properties": {
-                    "target": {"type": "string", "enum": ["memory", "daily"]},
+                    "target": {
+                        "type": "string",
+                        "enum": ["memory", "daily", "recent", "list"],
+                        "description": "memory = MEMORY.md; daily = one day's log; recent = yesterday and "
+                        "today; list = the memory files there are",
+                    },
                     "date": {"type": "string", "description": "YYYY-MM-DD for target=daily (default today)"},
                     "lines": {"type": "integer", "minimum": 1, "maximum": 1000},
                 },
@@ -210,6 +253,12 @@ def memory_tools() -> list[Tool]:
                     "category": {"type": "string", "maxLength": 64},
                     "key": {"type": "string", "maxLength": 64},
                     "importance": {"type": "number", "minimum": 0, "maximum": 1},
+                    "scope": {
+                        "type": "string",
+                        "enum": ["private", "chat", "global"],
+                        "description": "private (default): about the person you serve here; chat: about this "
+                        "chat; global: general knowledge (only from a private chat with full access)",
+                    },
                 },
                 "required": ["value"],
                 "additionalProperties": False,
@@ -250,6 +299,18 @@ def memory_tools() -> list[Tool]:
                 "additionalProperties": False,
             },
             handler=memory_search,
+            category="memory",
+        ),
+        Tool(
+            name="memory_remove",
+            description="Delete a saved fact by its id (ids are shown by memory_recall), e.g. when it is wrong.",
+            input_schema={
+                "type": "object",
+                "properties": {"id": {"type": "integer", "minimum": 1}},
+                "required": ["id"],
+                "additionalProperties": False,
+            },
+            handler=memory_remove,
             category="memory",
         ),
     ]
