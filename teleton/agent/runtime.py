@@ -150,7 +150,7 @@ class Agent:
             daily_log_lines=settings.daily_log_lines, salience_threshold=settings.salience_threshold,
             learnings=deps.learnings)
         self.compactor = Compactor(deps.db, deps.llm, self.sessions, self.daily_logs, deps.facts,
-                                   knowledge=deps.knowledge)
+                                   knowledge=deps.knowledge, distiller=deps.distiller)
         self.tool_deps = ToolDeps(db=deps.db, workspace=Path(deps.workspace), gateway=deps.gateway,
                                   facts=deps.facts, daily_logs=self.daily_logs, knowledge=deps.knowledge,
                                   embedder=deps.embedder)
