@@ -6,8 +6,8 @@ a long tail of small ones), inserted the way the archive does (the FTS trigger r
 - embedding throughput: the real local model, texts/s, on LoCoMo-length chat turns (the raw turns, and the
   feed's index texts, which carry two messages of context);
 - single query embedding latency (p50);
-- search latency p50/p95 of ``feed_search`` with a precomputed query vector (the search alone), scoped to one
-  chat and across all chats, and with the query embedding included.
+- search latency p50/p95 of ``feed_search.search_feed`` with a precomputed query vector (the search alone),
+  scoped to one chat and across all chats, and with the query embedding included (``chat+embed``).
 
 Embedding 100k messages with the real model would take tens of minutes, so only ``--embed-sample`` messages
 go through ``embed_pending``; the other rows get vectors of the same model for a pool of distinct sentences
@@ -33,7 +33,7 @@ import numpy as np
 from teleton.memory.embeddings.local import LocalEmbedder
 from teleton.memory.embeddings.model_files import packaged_model
 from teleton.memory.feed_embedding import FeedMessage, embed_pending, index_text
-from teleton.memory.feed_search import search_feed_sync
+from teleton.memory.feed_search import search_feed
 from teleton.memory.hybrid_search import FEED
 from teleton.memory.vector_store import write_vectors
 from teleton.storage.database import Database
@@ -148,15 +148,16 @@ async def bench_size(args: argparse.Namespace, embedder: LocalEmbedder, total: i
             for query, qvec in zip(queries, qvecs, strict=True):
                 chat = rng.choice(chats)
                 t0 = time.perf_counter()
-                await db.read(lambda conn, q=query, v=qvec, c=chat: search_feed_sync(conn, q, v, [c]))
+                await search_feed(db, query, chat_ids=[chat], query_vector=qvec)
                 results["chat"].append(time.perf_counter() - t0)
                 t0 = time.perf_counter()
-                await db.read(lambda conn, q=query, v=qvec: search_feed_sync(conn, q, v, None))
+                await search_feed(db, query, chat_ids=None, query_vector=qvec)
                 results["all"].append(time.perf_counter() - t0)
                 t0 = time.perf_counter()
-                vector = (await embedder.embed([query]))[0]
+                await embedder.embed([query])
                 results["embed"].append(time.perf_counter() - t0)
-                await db.read(lambda conn, q=query, v=vector, c=chat: search_feed_sync(conn, q, v, [c]))
+                t0 = time.perf_counter()
+                await search_feed(db, query, chat_ids=[chat], provider=embedder)
                 results["chat+embed"].append(time.perf_counter() - t0)
             return {
                 "messages": total,

@@ -13,7 +13,14 @@ import numpy as np
 
 from teleton.memory.embeddings.provider import EmbeddingProvider
 from teleton.memory.embeddings.query import embed_query
-from teleton.memory.hybrid_search import DEFAULT_PARAMS, FEED, SearchParams, hybrid_search
+from teleton.memory.hybrid_search import (
+    DEFAULT_PARAMS,
+    FEED,
+    SearchHit,
+    SearchParams,
+    hybrid_search,
+    hybrid_search_db,
+)
 from teleton.storage.database import Database
 from teleton.storage.sqlite_driver import Connection
 
@@ -41,22 +48,23 @@ def search_feed_sync(
     params: SearchParams = DEFAULT_PARAMS,
 ) -> list[FeedHit]:
     hits = hybrid_search(conn, FEED, query, query_vector, params=params, scope=chat_ids)
-    return [
-        FeedHit(
-            id=h.id,
-            chat_id=int(h.meta["chat_id"]),
-            message_id=int(h.meta["message_id"]),
-            sender_id=h.meta["sender_id"],
-            sender_name=str(h.meta["sender_name"]),
-            date=float(h.meta["date"]),
-            text=h.text,
-            is_outgoing=bool(h.meta["is_outgoing"]),
-            score=h.score,
-            vector_score=h.vector_score,
-            keyword_score=h.keyword_score,
-        )
-        for h in hits
-    ]
+    return [feed_hit(h) for h in hits]
+
+
+def feed_hit(h: SearchHit) -> FeedHit:
+    return FeedHit(
+        id=h.id,
+        chat_id=int(h.meta["chat_id"]),
+        message_id=int(h.meta["message_id"]),
+        sender_id=h.meta["sender_id"],
+        sender_name=str(h.meta["sender_name"]),
+        date=float(h.meta["date"]),
+        text=h.text,
+        is_outgoing=bool(h.meta["is_outgoing"]),
+        score=h.score,
+        vector_score=h.vector_score,
+        keyword_score=h.keyword_score,
+    )
 
 
 async def search_feed(
@@ -66,8 +74,16 @@ async def search_feed(
     chat_ids: Sequence[int] | None,
     provider: EmbeddingProvider | None = None,
     params: SearchParams = DEFAULT_PARAMS,
+    query_vector: np.ndarray | None = None,
 ) -> list[FeedHit]:
-    """Messages matching ``query`` in ``chat_ids`` (None = every chat; [] = none)."""
-    vector = await embed_query(provider, query) if db.vectors else None
+    """Messages matching ``query`` in ``chat_ids`` (None = every chat; [] = none).
+
+    The query is embedded with ``provider`` unless ``query_vector`` is given (e.g. one vector shared by the
+    knowledge, feed and fact searches of a turn).
+    """
+    vector = query_vector
+    if vector is None and db.vectors:
+        vector = await embed_query(provider, query)
     scope = None if chat_ids is None else list(chat_ids)
-    return await db.read(lambda conn: search_feed_sync(conn, query, vector, scope, params))
+    hits = await hybrid_search_db(db, FEED, query, vector, params=params, scope=scope)
+    return [feed_hit(h) for h in hits]

@@ -14,6 +14,7 @@ constants below, never from callers; user text only ever travels as a bound para
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ import numpy as np
 
 from teleton.memory.fts_query import or_expression, query_terms
 from teleton.memory.fusion import fuse, normalise_cosine, normalise_keyword
+from teleton.storage.database import Database
 from teleton.storage.sqlite_driver import Connection
 
 # Unscoped KNN over a big table goes through a 1-bit index first; this many candidates per wanted result
@@ -142,20 +144,68 @@ def hybrid_search(
     """Search ``corpus`` for ``query``; ``scope`` limits to rows whose scope column is in it (None = all).
 
     An empty ``scope`` returns nothing (a caller that may see no chat sees no message). Runs on the caller's
-    thread: call it inside ``db.read``.
+    thread: call it inside ``db.read`` (or use ``hybrid_search_db``, which runs the two legs in parallel).
     """
-    if scope is not None:
-        if corpus.scope_column is None:
-            return []
-        scope = list(dict.fromkeys(corpus.scope_type(value) for value in scope))
-        if not scope:
-            return []
+    scope = normalise_scope(corpus, scope)
+    if scope == []:
+        return []
     keyword = keyword_leg(conn, corpus, query, params.keyword_candidates, scope)
-    has_vectors = query_vector is not None and vector_available(conn, corpus)
-    vector: dict[int, float] = {}
+    vector = None
+    if query_vector is not None and vector_available(conn, corpus):
+        vector = vector_leg(conn, corpus, query_vector, params.vector_candidates, scope)
+    return merge_legs(conn, corpus, query_vector, keyword, vector, params, scope)
+
+
+async def hybrid_search_db(
+    db: Database,
+    corpus: Corpus,
+    query: str,
+    query_vector: np.ndarray | None = None,
+    *,
+    params: SearchParams = DEFAULT_PARAMS,
+    scope: Sequence[Any] | None = None,
+) -> list[SearchHit]:
+    """``hybrid_search`` with the keyword and vector legs on two reader threads at once (same results)."""
+    scope = normalise_scope(corpus, scope)
+    if scope == []:
+        return []
+    keyword_task = db.read(lambda conn: keyword_leg(conn, corpus, query, params.keyword_candidates, scope))
+
+    def _vector(conn: Connection) -> dict[int, float] | None:
+        if query_vector is None or not vector_available(conn, corpus):
+            return None
+        return vector_leg(conn, corpus, query_vector, params.vector_candidates, scope)
+
+    keyword, vector = await asyncio.gather(keyword_task, db.read(_vector))
+    return await db.read(lambda conn: merge_legs(conn, corpus, query_vector, keyword, vector, params, scope))
+
+
+def normalise_scope(corpus: Corpus, scope: Sequence[Any] | None) -> list[Any] | None:
+    """None (everything), or the distinct scope values in the corpus's type ([] when nothing may be seen)."""
+    if scope is None:
+        return None
+    if corpus.scope_column is None:
+        return []
+    return list(dict.fromkeys(corpus.scope_type(value) for value in scope))
+
+
+def merge_legs(
+    conn: Connection,
+    corpus: Corpus,
+    query_vector: np.ndarray | None,
+    keyword: dict[int, float],
+    vector: dict[int, float] | None,
+    params: SearchParams,
+    scope: Sequence[Any] | None,
+) -> list[SearchHit]:
+    """Complete the cosines of keyword candidates, fuse, and load the winning rows.
+
+    ``vector`` None means vectors are unavailable: the keyword leg alone decides, with full weight.
+    """
+    has_vectors = vector is not None and query_vector is not None
+    vector = dict(vector or {})
     if has_vectors:
         assert query_vector is not None
-        vector = vector_leg(conn, corpus, query_vector, params.vector_candidates, scope)
         vector.update(exact_cosines(conn, corpus, query_vector, [i for i in keyword if i not in vector]))
     vector_weight, keyword_weight = (params.vector_weight, params.keyword_weight) if has_vectors else (0.0, 1.0)
     fused = fuse(
@@ -164,7 +214,7 @@ def hybrid_search(
         vector_weight,
         keyword_weight,
         min_score=params.min_score,
-        limit=params.limit * 2,  # rows of the vector leg may still fail the corpus's constant filter
+        limit=params.limit * 2,  # some rows may still fail the corpus's constant filter (e.g. deleted)
     )
     rows = fetch_rows(conn, corpus, [item.id for item in fused], scope)
     hits = [

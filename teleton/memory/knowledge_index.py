@@ -28,7 +28,7 @@ import structlog
 from teleton.memory.chunker import MAX_CHARS, TARGET_CHARS, chunk_markdown
 from teleton.memory.embeddings.provider import EmbeddingProvider
 from teleton.memory.embeddings.query import embed_query
-from teleton.memory.hybrid_search import DEFAULT_PARAMS, KNOWLEDGE, SearchHit, SearchParams, hybrid_search
+from teleton.memory.hybrid_search import DEFAULT_PARAMS, KNOWLEDGE, SearchHit, SearchParams, hybrid_search_db
 from teleton.memory.vector_store import check_model, delete_vectors, write_vectors
 from teleton.storage.database import Database
 from teleton.storage.sqlite_driver import Connection
@@ -286,9 +286,7 @@ class KnowledgeIndex:
             query_vector = await embed_query(self.provider, query)
         params = self.params if limit is None else SearchParams(**{**asdict(self.params), "limit": limit})
         scope = None if sources is None else list(sources)
-        return await self.db.read(
-            lambda conn: hybrid_search(conn, KNOWLEDGE, query, query_vector, params=params, scope=scope)
-        )
+        return await hybrid_search_db(self.db, KNOWLEDGE, query, query_vector, params=params, scope=scope)
 
     def watch(self, debounce_ms: int = 500) -> KnowledgeWatcher:
         watcher = KnowledgeWatcher(self, debounce_ms)
