@@ -112,13 +112,13 @@ def recall(ranked: list[frozenset[str]], gold: frozenset[str], k: int) -> float:
     return len(found) / len(gold)
 
 
-async def load_store(db: Database, records: list[Record]) -> dict[int, Record]:
+async def load_store(db: Database, records: list[Record], chat_id: int = CHAT_ID) -> dict[int, Record]:
     def insert(conn) -> dict[int, Record]:
         ids = {}
         for n, record in enumerate(records):
             cur = conn.execute(
                 "insert into tg_messages(chat_id, message_id, sender_name, date, text) values (?, ?, ?, ?, ?)",
-                (CHAT_ID, n + 1, record.speaker, record.date, record.text),
+                (chat_id, n + 1, record.speaker, record.date, record.text),
             )
             ids[int(cur.lastrowid)] = record
         return ids
@@ -133,35 +133,59 @@ def params_for(mode: str) -> SearchParams:
     return base
 
 
-async def evaluate_sample(sample: dict, embedder: LocalEmbedder, mode: str, source: str) -> list[dict]:
+@dataclass
+class Store:
+    """One conversation loaded into a database as one chat."""
+
+    chat_id: int
+    by_id: dict[int, Record]
+    questions: list[Question]
+
+
+async def load_sample(db: Database, sample: dict, source: str, chat_id: int) -> Store:
     records = list(RECORD_SOURCES[source](sample))
-    known = {e for r in records for e in r.evidence}
-    qs = questions(sample, known)
+    by_id = await load_store(db, records, chat_id)
+    return Store(chat_id, by_id, questions(sample, {e for r in records for e in r.evidence}))
+
+
+async def score(db: Database, store: Store, embedder: LocalEmbedder, mode: str) -> list[dict]:
+    qs = store.questions
+    vectors = embedder.encode([q.text for q in qs]) if mode != "bm25" else [None] * len(qs)
+    params = params_for(mode)
+    results = []
+    for question, vector in zip(qs, vectors, strict=True):
+        hits = await db.read(
+            lambda conn, q=question, v=vector: search_feed_sync(conn, q.text, v, [store.chat_id], params)
+        )
+        ranked = [store.by_id[h.id].evidence for h in hits]
+        results.append(
+            {
+                "category": question.category,
+                "r5": recall(ranked, question.gold, 5),
+                "ndcg5": ndcg(ranked, question.gold, 5),
+                "r10": recall(ranked, question.gold, 10),
+            }
+        )
+    return results
+
+
+async def evaluate(samples: list[dict], embedder: LocalEmbedder, mode: str, source: str, shared: bool) -> list[dict]:
+    """One temporary store per conversation (the protocol), or all in one store as separate chats
+    (``shared``: what a real archive looks like; each search is scoped to its conversation's chat)."""
+    results: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
-        db = await Database.open(Path(tmp) / "eval.db", embedding=(embedder.model_id, embedder.dims))
-        try:
-            by_id = await load_store(db, records)
-            if mode != "bm25":
-                await embed_pending(db, embedder)
-            vectors = embedder.encode([q.text for q in qs]) if mode != "bm25" else [None] * len(qs)
-            params = params_for(mode)
-            results = []
-            for question, vector in zip(qs, vectors, strict=True):
-                hits = await db.read(
-                    lambda conn, q=question, v=vector: search_feed_sync(conn, q.text, v, [CHAT_ID], params)
-                )
-                ranked = [by_id[h.id].evidence for h in hits]
-                results.append(
-                    {
-                        "category": question.category,
-                        "r5": recall(ranked, question.gold, 5),
-                        "ndcg5": ndcg(ranked, question.gold, 5),
-                        "r10": recall(ranked, question.gold, 10),
-                    }
-                )
-            return results
-        finally:
-            await db.close()
+        groups = [samples] if shared else [[s] for s in samples]
+        for n, group in enumerate(groups):
+            db = await Database.open(Path(tmp) / f"eval{n}.db", embedding=(embedder.model_id, embedder.dims))
+            try:
+                stores = [await load_sample(db, s, source, CHAT_ID + i) for i, s in enumerate(group)]
+                if mode != "bm25":
+                    await embed_pending(db, embedder)
+                for store in stores:
+                    results += await score(db, store, embedder, mode)
+            finally:
+                await db.close()
+    return results
 
 
 def summarise(results: list[dict]) -> dict[str, dict[str, float]]:
@@ -184,11 +208,14 @@ async def main_async(args: argparse.Namespace) -> dict:
         samples = samples[: args.limit]
     embedder = LocalEmbedder(packaged_model())
     started = time.perf_counter()
-    results: list[dict] = []
-    for sample in samples:
-        results += await evaluate_sample(sample, embedder, args.mode, args.records)
+    results = await evaluate(samples, embedder, args.mode, args.records, args.shared_store)
     summary = summarise(results)
-    summary["_meta"] = {"mode": args.mode, "records": args.records, "seconds": time.perf_counter() - started}
+    summary["_meta"] = {
+        "mode": args.mode,
+        "records": args.records,
+        "store": "shared" if args.shared_store else "per conversation",
+        "seconds": time.perf_counter() - started,
+    }
     return summary
 
 
@@ -198,6 +225,9 @@ def main() -> None:
     parser.add_argument("--mode", choices=("bm25", "vector", "hybrid"), default="hybrid")
     parser.add_argument("--records", choices=sorted(RECORD_SOURCES), default="turns")
     parser.add_argument("--limit", type=int, default=0, help="only the first N conversations")
+    parser.add_argument(
+        "--shared-store", action="store_true", help="all conversations in one store, one chat each (scoped search)"
+    )
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     args = parser.parse_args()
     summary = asyncio.run(main_async(args))
@@ -206,7 +236,10 @@ def main() -> None:
         print()
         return
     meta = summary.pop("_meta")
-    print(f"LoCoMo retrieval — mode={meta['mode']} records={meta['records']} ({meta['seconds']:.1f} s)")
+    print(
+        f"LoCoMo retrieval — mode={meta['mode']} records={meta['records']} store={meta['store']} "
+        f"({meta['seconds']:.1f} s)"
+    )
     print(f"{'group':8} {'n':>5} {'R@5':>7} {'NDCG@5':>7} {'R@10':>7}")
     for name, row in summary.items():
         print(f"{name:8} {row['n']:5d} {row['r5']:7.3f} {row['ndcg5']:7.3f} {row['r10']:7.3f}")
