@@ -337,10 +337,18 @@ class KnowledgeWatcher:
         return p.suffix == ".md" and (p == workspace / "MEMORY.md" or p.parent == workspace / "memory")
 
     async def _run(self) -> None:
-        from watchfiles import awatch
-
         workspace = self.index.workspace.resolve()
         await asyncio.to_thread(lambda: (workspace / "memory").mkdir(parents=True, exist_ok=True))
+        try:
+            await self._watch(workspace, force_polling=False)
+        except (OSError, RuntimeError) as exc:
+            # inotify can be unavailable (container limits, network filesystems): poll instead.
+            log.warning("knowledge_watch_polling", reason=str(exc))
+            await self._watch(workspace, force_polling=True)
+
+    async def _watch(self, workspace: Path, *, force_polling: bool) -> None:
+        from watchfiles import awatch
+
         async for changes in awatch(
             workspace,
             workspace / "memory",
@@ -348,6 +356,8 @@ class KnowledgeWatcher:
             step=50,
             recursive=False,
             stop_event=self._stop,
+            force_polling=force_polling,
+            poll_delay_ms=300,
         ):
             if not any(self._relevant(path) for _, path in changes):
                 continue
