@@ -13,6 +13,7 @@ zero unhandled exceptions.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import random
 import shutil
@@ -29,6 +30,7 @@ from rich.table import Table
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
 
 from tests.daemon.harness import OWNER, Daemon, write_config  # noqa: E402
 from tests.fakes.anthropic_server import FakeAnthropic, last_user_text, text, tool_use  # noqa: E402
@@ -52,6 +54,23 @@ def model(body: dict) -> object:
     return text(f"noted: {said[-60:]}")
 
 
+async def prefill(db_path: Path, total: int) -> None:
+    """An archive of ``total`` messages with real-model vectors (bench_search's synthetic corpus), written
+    before the daemon starts, so the soak measures a daemon living with a large archive, not a backfill."""
+    from bench_search import build
+
+    from teleton.memory.embeddings.local import LocalEmbedder
+    from teleton.memory.embeddings.model_files import packaged_model
+    from teleton.storage import Database
+
+    embedder = LocalEmbedder(packaged_model())
+    db = await Database.open(db_path, embedding=(embedder.model_id, embedder.dims))
+    try:
+        await build(db, total, embedder, 2000, random.Random(11))
+    finally:
+        await db.close()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=20.0)
@@ -68,6 +87,11 @@ def main() -> int:
     with FakeAnthropic() as api:
         api.responder = model
         config = write_config(root, api.base_url, **{"telegram.dm_policy": "open", "memory.distill": True})
+        if args.prefill:
+            console.print(f"pre-filling the archive with {args.prefill:,} embedded messages ...")
+            started = time.monotonic()
+            asyncio.run(prefill(root / "state" / "teleton.db", args.prefill))
+            console.print(f"pre-filled in {time.monotonic() - started:.0f}s")
         daemon = Daemon(root, config).start(timeout=60)
         proc = psutil.Process(daemon.proc.pid)  # type: ignore[union-attr]
         stop = threading.Event()
@@ -79,17 +103,6 @@ def main() -> int:
                 sent["n"] += 1
                 daemon.send(chat, body, sent["n"], sender=sender, **extra)
 
-        if args.prefill:
-            console.print(f"pre-filling the archive with {args.prefill:,} messages ...")
-            started = time.monotonic()
-            chats = [{"id": -10_000 - i, "type": "group", "title": f"archive {i}"} for i in range(200)]
-            for i in range(args.prefill):
-                send(chats[i % 200], sentence(rng), {"id": 20_000 + i % 500, "first_name": f"u{i % 500}"})
-                if i % 500 == 499:
-                    daemon.pump()
-                    time.sleep(0.01)
-            daemon.wait_for(lambda ev: sum(e["op"] == "archived" for e in ev) >= args.prefill, timeout=900)
-            console.print(f"pre-filled in {time.monotonic() - started:.0f}s")
 
         def traffic() -> None:
             groups = [{"id": -500 - i, "type": "group", "title": f"group {i}"} for i in range(8)]
