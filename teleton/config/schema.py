@@ -27,7 +27,7 @@ class AgentConfig(Section):
     tool_output_cap: int = Field(default=50_000, ge=1000)
     context_window: int = Field(default=200_000, ge=1000)
     request_timeout_s: float = Field(default=120.0, gt=0)
-    max_retries: int = Field(default=6, ge=0)
+    max_retries: int = Field(default=10, ge=0)
     retry_max_delay_s: float = Field(default=60.0, gt=0)
 
 

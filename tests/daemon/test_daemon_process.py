@@ -135,7 +135,8 @@ def test_api_outage_then_recovery_answers_every_queued_message(fake_api: FakeAnt
     fake_api.responder = flaky
     config = write_config(
         daemon_root, fake_api.base_url,
-        **{"agent.max_retries": 40, "agent.retry_max_delay_s": 1.0, "telegram.require_mention": False},
+        **{"agent.max_retries": int(outage_s * 2) + 20, "agent.retry_max_delay_s": 1.0,
+           "telegram.require_mention": False},
     )  # fmt: skip
     daemon = Daemon(daemon_root, config).start()
     try:
