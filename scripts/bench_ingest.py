@@ -63,8 +63,12 @@ async def run(total: int, chats: int, provider: Any | None) -> dict[str, float]:
         await h.gateway.batcher.drain()
         archived_s = time.perf_counter() - start
         await h.gateway.dispatcher.idle()
-        result = {"messages": total, "archive_s": archived_s, "msgs_per_s": total / archived_s,
-                  "commits": h.gateway.batcher.batches}
+        result = {
+            "messages": total,
+            "archive_s": archived_s,
+            "msgs_per_s": total / archived_s,
+            "commits": h.gateway.batcher.batches,
+        }
         if provider is not None:
             while (await db.fetchone("select count(*) from tg_messages where embedded = 0"))[0]:  # noqa: ASYNC110
                 await asyncio.sleep(0.1)
@@ -83,23 +87,35 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--messages", type=int, default=20_000)
     parser.add_argument("--chats", type=int, default=100)
-    parser.add_argument("--embed-messages", type=int, default=2_000,
-                        help="messages for the run with embeddings (the model is the slow part)")
-    parser.add_argument("--threads", type=int, default=max(1, (os.cpu_count() or 2) - 1),
-                        help="ONNX Runtime threads (default: all cores but one, left to the event loop)")
+    parser.add_argument(
+        "--embed-messages",
+        type=int,
+        default=2_000,
+        help="messages for the run with embeddings (the model is the slow part)",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=max(1, (os.cpu_count() or 2) - 1),
+        help="ONNX Runtime threads (default: all cores but one, left to the event loop)",
+    )
     args = parser.parse_args()
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
 
     plain = asyncio.run(run(args.messages, args.chats, None))
-    print(f"archive only:      {plain['msgs_per_s']:8.0f} msgs/s  ({plain['messages']} msgs in "
-          f"{plain['archive_s']:.2f} s, {plain['commits']} commits, worst loop lag {plain['worst_lag_ms']:.1f} ms)")
+    print(
+        f"archive only:      {plain['msgs_per_s']:8.0f} msgs/s  ({plain['messages']} msgs in "
+        f"{plain['archive_s']:.2f} s, {plain['commits']} commits, worst loop lag {plain['worst_lag_ms']:.1f} ms)"
+    )
     if importlib.util.find_spec("teleton.memory.feed_embedding") is None:
         print("with embeddings:   skipped (teleton.memory.feed_embedding is not there yet)")
     else:
         emb = asyncio.run(run(args.embed_messages, args.chats, load_provider(args.threads)))
-        print(f"with embeddings:   {emb['msgs_per_s']:8.0f} msgs/s archived ({emb['messages']} msgs in "
-              f"{emb['archive_s']:.2f} s, worst loop lag {emb['worst_lag_ms']:.1f} ms); all embedded after "
-              f"{emb['embed_all_s']:.1f} s ({emb['embedded_per_s']:.0f} msgs/s)")
+        print(
+            f"with embeddings:   {emb['msgs_per_s']:8.0f} msgs/s archived ({emb['messages']} msgs in "
+            f"{emb['archive_s']:.2f} s, worst loop lag {emb['worst_lag_ms']:.1f} ms); all embedded after "
+            f"{emb['embed_all_s']:.1f} s ({emb['embedded_per_s']:.0f} msgs/s)"
+        )
         if emb["msgs_per_s"] < FLOOR:
             raise SystemExit(f"below the floor of {FLOOR:.0f} msgs/s with embeddings")
     if plain["msgs_per_s"] < FLOOR:

@@ -76,9 +76,16 @@ async def fill_archive(db: Database, count: int, chats: int, vectors: bool, dims
         records = []
         for i in range(start, min(count, start + batch)):
             chat_id = chat_ids[i % len(chat_ids)]
-            records.append(fa.MessageRecord(chat_id=chat_id, message_id=i + 1, date=now - (count - i) * 30,
-                                            text=words(rng, vocabulary, rng.randint(6, 24)), sender_id=1000 + i % 50,
-                                            sender_name=f"user{i % 50}"))
+            records.append(
+                fa.MessageRecord(
+                    chat_id=chat_id,
+                    message_id=i + 1,
+                    date=now - (count - i) * 30,
+                    text=words(rng, vocabulary, rng.randint(6, 24)),
+                    sender_id=1000 + i % 50,
+                    sender_name=f"user{i % 50}",
+                )
+            )
 
         def _write(conn: Any, records: list[fa.MessageRecord] = records) -> None:
             for chat_id in {r.chat_id for r in records}:
@@ -109,18 +116,20 @@ async def bench(args: argparse.Namespace) -> int:
     embedder = embedder_or_none(args.vectors)
     embedding = (embedder.model_id, embedder.dims) if embedder is not None else None
     db = await Database.open(db_path, embedding=embedding)
-    archived = int((await db.fetchone("select count(*) from tg_messages where message_id <= ?",
-                                      (args.messages,)))[0])
+    archived = int((await db.fetchone("select count(*) from tg_messages where message_id <= ?", (args.messages,)))[0])
     if archived < args.messages:
         started = time.perf_counter()
         await fill_archive(db, args.messages, args.chats, embedder is not None, getattr(embedder, "dims", 384))
-        print(f"archive: {args.messages:,} messages in {args.chats} chats, built in "
-              f"{time.perf_counter() - started:.1f}s (vectors: {'yes' if embedder is not None else 'no'})")
+        print(
+            f"archive: {args.messages:,} messages in {args.chats} chats, built in "
+            f"{time.perf_counter() - started:.1f}s (vectors: {'yes' if embedder is not None else 'no'})"
+        )
     else:
         print(f"archive: reusing {archived:,} messages in {db_path}")
 
     received: list[float] = []
     with FakeAnthropic() as fake:
+
         def respond(body: dict[str, Any]) -> Any:
             if body["model"] == "claude-bench":  # the turn's request, not a background utility call
                 received.append(time.perf_counter())
@@ -148,10 +157,22 @@ async def bench(args: argparse.Namespace) -> int:
             stages[kind] = []
             for turn in range(args.turns + args.warmup):
                 next_id += 1
-                msg = IncomingMessage(chat=chat, sender=sender, message_id=next_id, date=time.time(),
-                                      text=QUESTIONS[turn % len(QUESTIONS)], mentions_us=True)
-                await db.write(lambda conn, m=msg, u=sender: fa.insert_message(conn, fa.MessageRecord(
-                    chat_id=m.chat.id, message_id=m.message_id, date=m.date, text=m.text, sender_id=u.id)))
+                msg = IncomingMessage(
+                    chat=chat,
+                    sender=sender,
+                    message_id=next_id,
+                    date=time.time(),
+                    text=QUESTIONS[turn % len(QUESTIONS)],
+                    mentions_us=True,
+                )
+                await db.write(
+                    lambda conn, m=msg, u=sender: fa.insert_message(
+                        conn,
+                        fa.MessageRecord(
+                            chat_id=m.chat.id, message_id=m.message_id, date=m.date, text=m.text, sender_id=u.id
+                        ),
+                    )
+                )
                 before = len(received)
                 t0 = time.perf_counter()
                 await stack.agent.handle(msg)
@@ -169,11 +190,14 @@ async def bench(args: argparse.Namespace) -> int:
         p95 = timings[int(0.95 * (len(timings) - 1))]
         verdict = "ok" if p95 <= args.floor_ms else "OVER FLOOR"
         failed |= p95 > args.floor_ms
-        print(f"{kind:5}  turns={len(timings)}  p50={p50:6.1f} ms  p95={p95:6.1f} ms  max={timings[-1]:6.1f} ms  "
-              f"(floor p95 <= {args.floor_ms:g} ms: {verdict})")
+        print(
+            f"{kind:5}  turns={len(timings)}  p50={p50:6.1f} ms  p95={p95:6.1f} ms  max={timings[-1]:6.1f} ms  "
+            f"(floor p95 <= {args.floor_ms:g} ms: {verdict})"
+        )
         means = {name: statistics.mean(t.get(name, 0.0) for t in stages[kind]) for name in ("session", "context")}
-        print(f"       mean stage ms: session {means['session']:.1f}, context (retrieval + prompt) "
-              f"{means['context']:.1f}")
+        print(
+            f"       mean stage ms: session {means['session']:.1f}, context (retrieval + prompt) {means['context']:.1f}"
+        )
     return 1 if failed else 0
 
 

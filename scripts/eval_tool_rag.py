@@ -164,8 +164,10 @@ def main() -> int:
             smaller = asyncio.run(evaluate(cases, k))
             print(f"  top {k:>2} + always-include: {smaller.hits}/{smaller.total} = {smaller.share:.1%}")
     report = asyncio.run(evaluate(cases, args.top_k))
-    print(f"tool RAG: right tool offered for {report.hits}/{report.total} requests = {report.share:.1%} "
-          f"(top {args.top_k} + always-include; at most {report.offered} tools offered; floor {FLOOR:.0%})")
+    print(
+        f"tool RAG: right tool offered for {report.hits}/{report.total} requests = {report.share:.1%} "
+        f"(top {args.top_k} + always-include; at most {report.offered} tools offered; floor {FLOOR:.0%})"
+    )
     for text, expected, rank in report.misses:
         print(f"  MISS {expected:<16} rank {rank or '-':>3}  {text}")
     return 0 if report.share >= FLOOR else 1

@@ -103,7 +103,6 @@ def main() -> int:
                 sent["n"] += 1
                 daemon.send(chat, body, sent["n"], sender=sender, **extra)
 
-
         def traffic() -> None:
             groups = [{"id": -500 - i, "type": "group", "title": f"group {i}"} for i in range(8)]
             users = [{"id": 3000 + i, "first_name": f"user{i}"} for i in range(6)]

@@ -126,21 +126,32 @@ async def cmd_tools(agent: Agent, turn: Turn, args: str) -> str:
 COMMANDS: dict[str, CommandSpec] = {
     spec.name: spec
     for spec in (
-        CommandSpec("new", "/new", "start a fresh conversation (the old one is summarised first)", cmd_new,
-                    needs_lock=True, group_admin=True),
-        CommandSpec("compact", "/compact [N]", "summarise the conversation, keeping the last N messages",
-                    cmd_compact, needs_lock=True, group_admin=True),
+        CommandSpec(
+            "new",
+            "/new",
+            "start a fresh conversation (the old one is summarised first)",
+            cmd_new,
+            needs_lock=True,
+            group_admin=True,
+        ),
+        CommandSpec(
+            "compact",
+            "/compact [N]",
+            "summarise the conversation, keeping the last N messages",
+            cmd_compact,
+            needs_lock=True,
+            group_admin=True,
+        ),
         CommandSpec("status", "/status", "session size, tokens, cache hits, memory, model", cmd_status),
-        CommandSpec("stop", "/stop", "stop the running answer (queued messages still run)", cmd_stop,
-                    group_admin=True),
+        CommandSpec("stop", "/stop", "stop the running answer (queued messages still run)", cmd_stop, group_admin=True),
         CommandSpec("help", "/help", "this list", cmd_help),
         CommandSpec("pause", "/pause", "stop answering until /resume", cmd_pause, admin=True),
         CommandSpec("resume", "/resume", "answer again", cmd_resume, admin=True),
-        CommandSpec("policy", "/policy [dm|group VALUE]", "show or change who may talk to me", cmd_policy,
-                    admin=True),
+        CommandSpec("policy", "/policy [dm|group VALUE]", "show or change who may talk to me", cmd_policy, admin=True),
         CommandSpec("tools", "/tools", "list tools with their state and scope", cmd_tools, admin=True),
-        CommandSpec("tool", "/tool enable|disable|reset NAME, /tool scope NAME SCOPE", "change a tool",
-                    cmd_tools, admin=True),
+        CommandSpec(
+            "tool", "/tool enable|disable|reset NAME, /tool scope NAME SCOPE", "change a tool", cmd_tools, admin=True
+        ),
     )
 }
 
@@ -168,15 +179,21 @@ async def status_text(agent: Agent, turn: Turn) -> str:
         lines.append(f"Context: ~{fill:,} of {window:,} tokens ({100 * fill / window:.0f}%)")
         prompt = session.input_tokens + session.cache_read_tokens
         ratio = 100 * session.cache_read_tokens / prompt if prompt else 0.0
-        lines.append(f"Tokens this session: {session.input_tokens:,} in, {session.output_tokens:,} out; "
-                     f"cache reads {session.cache_read_tokens:,} ({ratio:.0f}% of input)")
-    lines.append(f"This chat, all sessions: {totals['sessions']} sessions, "
-                 f"{totals['input_tokens']:,} in / {totals['output_tokens']:,} out, "
-                 f"cache reads {totals['cache_read_tokens']:,}")
+        lines.append(
+            f"Tokens this session: {session.input_tokens:,} in, {session.output_tokens:,} out; "
+            f"cache reads {session.cache_read_tokens:,} ({ratio:.0f}% of input)"
+        )
+    lines.append(
+        f"This chat, all sessions: {totals['sessions']} sessions, "
+        f"{totals['input_tokens']:,} in / {totals['output_tokens']:,} out, "
+        f"cache reads {totals['cache_read_tokens']:,}"
+    )
     lines.append("Memory: " + await memory_stats(agent, turn.access))
     llm = agent.deps.llm.settings
-    lines.append(f"Model: {llm.model} (utility {llm.utility_model}); retries since start: "
-                 f"{agent.deps.llm.retries}" + ("; PAUSED" if agent.paused else ""))
+    lines.append(
+        f"Model: {llm.model} (utility {llm.utility_model}); retries since start: "
+        f"{agent.deps.llm.retries}" + ("; PAUSED" if agent.paused else "")
+    )
     return "\n".join(lines)
 
 
@@ -193,7 +210,8 @@ async def memory_stats(agent: Agent, access: Access) -> str:
     else:
         row = await db.fetchone(
             "select count(*) from tg_messages where deleted = 0 and chat_id in (select value from json_each(?))",
-            (f"[{','.join(str(c) for c in access.feed_chats)}]",))
+            (f"[{','.join(str(c) for c in access.feed_chats)}]",),
+        )
     parts.append(f"{int(row[0]):,} archived messages")
     return ", ".join(parts)
 

@@ -61,8 +61,9 @@ class Compactor:
         # The daemon's distiller when given (its per-chat commits then serialise with ours), else our own.
         self.distiller = distiller or (Distiller(llm, facts) if facts is not None else None)
 
-    async def compact(self, session: Session, access: Access, keep_last: int,
-                      reason: str = "compacted") -> CompactionOutcome:
+    async def compact(
+        self, session: Session, access: Access, keep_last: int, reason: str = "compacted"
+    ) -> CompactionOutcome:
         """Summarise all but the last ``keep_last`` messages into a new session."""
         old, kept = compaction.split(session.messages, keep_last)
         if not old:
@@ -70,10 +71,21 @@ class Compactor:
         saved, summary, fell_back = await self._preserve(session, old, access, f"Session compacted ({reason})")
         await self.sessions.end(session, reason, summary)
         new = await self.sessions.create(
-            session.chat_id, summary=summary, messages=kept,
-            last_input_tokens=compaction.estimate_tokens([summary, kept]))
-        log.info("session_compacted", chat_id=session.chat_id, dropped=len(old), kept=len(kept),
-                 old_session=session.id, new_session=new.id, fallback=fell_back, facts=saved)
+            session.chat_id,
+            summary=summary,
+            messages=kept,
+            last_input_tokens=compaction.estimate_tokens([summary, kept]),
+        )
+        log.info(
+            "session_compacted",
+            chat_id=session.chat_id,
+            dropped=len(old),
+            kept=len(kept),
+            old_session=session.id,
+            new_session=new.id,
+            fallback=fell_back,
+            facts=saved,
+        )
         return CompactionOutcome(new, summary, len(old), saved, fell_back)
 
     async def close(self, session: Session, access: Access, reason: str) -> str:
@@ -92,8 +104,9 @@ class Compactor:
         await self._log_section("Memory flush", body)
         return saved
 
-    async def _preserve(self, session: Session, old: list[dict[str, Any]], access: Access,
-                        title: str) -> tuple[int, str, bool]:
+    async def _preserve(
+        self, session: Session, old: list[dict[str, Any]], access: Access, title: str
+    ) -> tuple[int, str, bool]:
         saved, _ = await self._extract_facts(session, old, access)  # write first ...
         try:
             summary = await self.llm.complete(compaction.summary_prompt(old, session.summary), max_tokens=600)
@@ -107,15 +120,17 @@ class Compactor:
         await self._to_knowledge(session, summary)
         return saved, summary, fell_back
 
-    async def _extract_facts(self, session: Session, messages: list[dict[str, Any]],
-                             access: Access) -> tuple[int, list[str]]:
+    async def _extract_facts(
+        self, session: Session, messages: list[dict[str, Any]], access: Access
+    ) -> tuple[int, list[str]]:
         """Save the facts of ``messages``; returns how many were stored (new or updated) and their lines."""
         if self.distiller is None:
             return 0, []
         # A "user" fact goes where this chat's memory_save would put a private fact: the owner's scope in
         # the owner's (or an admin's) DM, the chat's own scope anywhere else.
-        source = Transcript(await self._chat(session.chat_id, access), messages,
-                            is_owner_dm=access.save_scope == USER_SCOPE)
+        source = Transcript(
+            await self._chat(session.chat_id, access), messages, is_owner_dm=access.save_scope == USER_SCOPE
+        )
         stats = await self.distiller.distill_transcript(source)
         return len(stats.kept), [f"[{fact.category}] {fact.value}" for fact in stats.kept]
 
@@ -153,5 +168,6 @@ class Compactor:
         digest = hashlib.sha256(text.encode()).hexdigest()
         await self.db.execute(
             "insert into knowledge(source, path, heading, text, hash, created_at, updated_at) "
-            "values ('session', ?, 'Session summary', ?, ?, ?, ?)", (path, text, digest, now, now))
-
+            "values ('session', ?, 'Session summary', ?, ?, ?, ?)",
+            (path, text, digest, now, now),
+        )

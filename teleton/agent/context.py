@@ -32,9 +32,40 @@ FEED_HEADER = "[Relevant messages from Telegram feed]"
 LINE_CAP = 500  # one feed line; a pasted 10 kB message must not fill the context
 
 _TRIVIAL = {
-    "ok", "okay", "k", "kk", "thanks", "thank you", "thx", "ty", "yes", "no", "yep", "yeah", "nope", "sure",
-    "cool", "nice", "great", "lol", "haha", "hi", "hello", "hey", "bye", "good night", "gn", "np",
-    "got it", "alright", "fine", "perfect", "thanks!", "ok thanks", "ok, thanks", "great, thanks",
+    "ok",
+    "okay",
+    "k",
+    "kk",
+    "thanks",
+    "thank you",
+    "thx",
+    "ty",
+    "yes",
+    "no",
+    "yep",
+    "yeah",
+    "nope",
+    "sure",
+    "cool",
+    "nice",
+    "great",
+    "lol",
+    "haha",
+    "hi",
+    "hello",
+    "hey",
+    "bye",
+    "good night",
+    "gn",
+    "np",
+    "got it",
+    "alright",
+    "fine",
+    "perfect",
+    "thanks!",
+    "ok thanks",
+    "ok, thanks",
+    "great, thanks",
 }
 
 
@@ -99,8 +130,12 @@ class ContextBuilder:
         self.embedder = embedder
         self.settings = settings
 
-    async def build(self, msg: IncomingMessage, access: Access,
-                    with_vector: Callable[[np.ndarray | None], Awaitable[Any]] | None = None) -> RagContext:
+    async def build(
+        self,
+        msg: IncomingMessage,
+        access: Access,
+        with_vector: Callable[[np.ndarray | None], Awaitable[Any]] | None = None,
+    ) -> RagContext:
         """``with_vector`` (e.g. tool RAG) runs alongside the searches with the same query vector; its
         result lands in ``RagContext.extra``."""
         # The query embedding (a model run on its own thread) overlaps the recent-messages read; then the
@@ -110,7 +145,8 @@ class ContextBuilder:
         embedding = None if skip else asyncio.create_task(self._embed(msg.text))
         try:
             recent = await self.db.read(
-                lambda conn: recent_messages(conn, msg.chat.id, s.recent, exclude=msg.message_id))
+                lambda conn: recent_messages(conn, msg.chat.id, s.recent, exclude=msg.message_id)
+            )
         except BaseException:
             if embedding is not None:
                 embedding.cancel()
@@ -136,7 +172,8 @@ class ContextBuilder:
             params = replace(s.params, limit=s.facts)
             scope = None if access.fact_scopes is None else list(access.fact_scopes)
             return await self.db.read(
-                lambda conn: hybrid_search(conn, FACTS, msg.text, vector, params=params, scope=scope))
+                lambda conn: hybrid_search(conn, FACTS, msg.text, vector, params=params, scope=scope)
+            )
 
         async def feed() -> list[FeedLine]:
             if not s.feed:
@@ -149,8 +186,9 @@ class ContextBuilder:
         rag.knowledge, rag.facts, rag.feed, rag.extra = await asyncio.gather(knowledge(), facts(), feed(), extra())
         return rag
 
-    def _feed_hits(self, conn: Connection, msg: IncomingMessage, vector: np.ndarray | None, access: Access,
-                   recent: list[FeedLine]) -> list[FeedLine]:
+    def _feed_hits(
+        self, conn: Connection, msg: IncomingMessage, vector: np.ndarray | None, access: Access, recent: list[FeedLine]
+    ) -> list[FeedLine]:
         """Feed top N, without the message being answered and without lines already shown as recent.
 
         The message being answered is archived before the agent sees it and matches itself best; left in,
@@ -162,26 +200,39 @@ class ContextBuilder:
         wanted = s.feed + s.recent + 1  # enough to fill the block after dropping what is already shown
         # Candidates per leg: what the block can use, not the search default (each candidate of either leg
         # costs a vector lookup on a 100k-message archive).
-        params = replace(s.params, limit=wanted, min_score=0.0,
-                         vector_candidates=min(wanted, s.params.vector_candidates),
-                         keyword_candidates=min(wanted, s.params.keyword_candidates))
+        params = replace(
+            s.params,
+            limit=wanted,
+            min_score=0.0,
+            vector_candidates=min(wanted, s.params.vector_candidates),
+            keyword_candidates=min(wanted, s.params.keyword_candidates),
+        )
         scope = None if access.feed_chats is None else list(access.feed_chats)
         hits = hybrid_search(conn, FEED, msg.text, vector, params=params, scope=scope)
         seen = {(line.chat_id, line.message_id) for line in recent}
         seen.add((msg.chat.id, msg.message_id))
-        kept = [h for h in hits if (int(h.meta["chat_id"]), int(h.meta["message_id"])) not in seen
-                and access.may_read_chat(int(h.meta["chat_id"]))  # belt and braces: scope is also in the SQL
-                and h.text.strip()]
+        kept = [
+            h
+            for h in hits
+            if (int(h.meta["chat_id"]), int(h.meta["message_id"])) not in seen
+            and access.may_read_chat(int(h.meta["chat_id"]))  # belt and braces: scope is also in the SQL
+            and h.text.strip()
+        ]
         if not kept:
             return []
         best = max(h.score for h in kept)
         kept = [h for h in kept if best > 0 and h.score / best >= s.params.min_score][: s.feed]
         others = sorted({int(h.meta["chat_id"]) for h in kept} - {msg.chat.id})
-        titles = dict(conn.execute(
-            "select id, title from tg_chats where id in (select value from json_each(?))",
-            (json.dumps(others),)).fetchall()) if others else {}
-        return [replace(_feed_line(h.meta, h.text), chat_title=titles.get(int(h.meta["chat_id"])) or "")
-                for h in kept]
+        titles = (
+            dict(
+                conn.execute(
+                    "select id, title from tg_chats where id in (select value from json_each(?))", (json.dumps(others),)
+                ).fetchall()
+            )
+            if others
+            else {}
+        )
+        return [replace(_feed_line(h.meta, h.text), chat_title=titles.get(int(h.meta["chat_id"])) or "") for h in kept]
 
     async def _embed(self, text: str) -> np.ndarray | None:
         if not self.db.vectors:

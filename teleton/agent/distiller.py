@@ -166,8 +166,9 @@ class Distiller:
     async def distill(self, exchange: Exchange) -> DistillStats:
         if not self.should_distill(exchange):
             return DistillStats(skipped="off")
-        return await self._extract(_render(exchange), exchange.chat, exchange.is_owner_dm,
-                                   source="distiller", max_tokens=EXCHANGE_MAX_TOKENS)
+        return await self._extract(
+            _render(exchange), exchange.chat, exchange.is_owner_dm, source="distiller", max_tokens=EXCHANGE_MAX_TOKENS
+        )
 
     async def distill_transcript(self, transcript: Transcript, *, source: str = "compaction") -> DistillStats:
         """Extract and save the facts of ``transcript`` now (write-then-compact), waiting for the chat's turn.
@@ -179,11 +180,17 @@ class Distiller:
         if not any(is_user_turn(m) for m in messages):
             return DistillStats(skipped="nothing to distil")
         async with self._lock(transcript.chat.id):
-            return await self._extract(_render_transcript(transcript, messages), transcript.chat,
-                                       transcript.is_owner_dm, source=source, max_tokens=TRANSCRIPT_MAX_TOKENS)
+            return await self._extract(
+                _render_transcript(transcript, messages),
+                transcript.chat,
+                transcript.is_owner_dm,
+                source=source,
+                max_tokens=TRANSCRIPT_MAX_TOKENS,
+            )
 
-    async def _extract(self, content: str, chat: ChatInfo, is_owner_dm: bool, *, source: str,
-                       max_tokens: int) -> DistillStats:
+    async def _extract(
+        self, content: str, chat: ChatInfo, is_owner_dm: bool, *, source: str, max_tokens: int
+    ) -> DistillStats:
         stats = DistillStats()
         try:
             response = await self.llm.create(
@@ -208,8 +215,7 @@ class Distiller:
         self._account(chat.id, source, stats)
         return stats
 
-    async def _commit_one(self, item: Any, chat: ChatInfo, is_owner_dm: bool, source: str,
-                          stats: DistillStats) -> None:
+    async def _commit_one(self, item: Any, chat: ChatInfo, is_owner_dm: bool, source: str, stats: DistillStats) -> None:
         try:
             jsonschema.validate(item, FACT_SCHEMA)
         except jsonschema.ValidationError:

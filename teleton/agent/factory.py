@@ -1,9 +1,9 @@
 """Building the agent from the config: what ``teleton start`` and ``teleton chat`` share.
 
-    stack = await build_agent(config, db=db, gateway=gateway, embedder=embedder)
-    gateway.on_message(stack.agent.handle)      # the Telegram layer's per-chat lanes call this
-    ...
-    await stack.close()                         # SIGTERM: finish or cancel turns, close the HTTP client
+stack = await build_agent(config, db=db, gateway=gateway, embedder=embedder)
+gateway.on_message(stack.agent.handle)      # the Telegram layer's per-chat lanes call this
+...
+await stack.close()                         # SIGTERM: finish or cancel turns, close the HTTP client
 """
 
 from __future__ import annotations
@@ -58,18 +58,29 @@ async def build_agent(
         registry = build_registry(config)
     await _load_tool_overrides(db, registry)
     index, selector = await _tool_rag(config, db, embedder, registry)
-    llm = llm or LLMClient(LLMSettings.from_config(config.agent), api_key=config.agent.api_key,
-                           base_url=config.agent.base_url)
+    llm = llm or LLMClient(
+        LLMSettings.from_config(config.agent), api_key=config.agent.api_key, base_url=config.agent.base_url
+    )
     settings = AgentSettings.from_config(config)
     if extra_admins:
         settings = replace(settings, admin_ids=settings.admin_ids | extra_admins)
     facts = FactStore(db, embedder, half_life_days=config.memory.recency_half_life_days)
     learnings, distiller = _distiller(config, llm, facts, workspace)
     deps = AgentDeps(
-        db=db, llm=llm, gateway=gateway, registry=registry, workspace=workspace, facts=facts,
-        distiller=distiller, learnings=learnings,
-        daily_logs=DailyLogs(workspace / "memory"), embedder=embedder, knowledge=knowledge, policy=policy,
-        tool_selector=selector, owner=await _owner(db, config.telegram.owner_id),
+        db=db,
+        llm=llm,
+        gateway=gateway,
+        registry=registry,
+        workspace=workspace,
+        facts=facts,
+        distiller=distiller,
+        learnings=learnings,
+        daily_logs=DailyLogs(workspace / "memory"),
+        embedder=embedder,
+        knowledge=knowledge,
+        policy=policy,
+        tool_selector=selector,
+        owner=await _owner(db, config.telegram.owner_id),
     )
     return AgentStack(agent=Agent(deps, settings), llm=llm, registry=registry, tool_index=index)
 

@@ -101,8 +101,13 @@ class PromptBuilder:
     async def _chat_block(self, inputs: PromptInputs) -> str:
         chat = inputs.chat
         kind = {"dm": "a private chat (DM)", "group": "a group", "channel": "a channel"}[chat.type]
-        lines = [f"## This chat\nYou are in {kind}" + (f" \"{chat.title}\"" if chat.title else "")
-                 + f" (id {chat.id}" + (f", {chat.member_count} members" if chat.member_count else "") + ")."]
+        lines = [
+            f"## This chat\nYou are in {kind}"
+            + (f' "{chat.title}"' if chat.title else "")
+            + f" (id {chat.id}"
+            + (f", {chat.member_count} members" if chat.member_count else "")
+            + ")."
+        ]
         if chat.type != "dm":
             lines.append("This is a shared chat: never reveal private notes, memory files or other chats.")
         parts = ["\n".join(lines)]

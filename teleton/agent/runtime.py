@@ -79,13 +79,22 @@ class AgentSettings:
         a, m, t = config.agent, config.memory, config.telegram
         return cls(
             limits=LoopLimits(a.max_iterations, a.tool_timeout_s, a.tool_output_cap),
-            thresholds=Thresholds(a.context_window, m.soft_threshold, m.hard_threshold, m.hard_max_messages,
-                                  m.keep_last),
+            thresholds=Thresholds(
+                a.context_window, m.soft_threshold, m.hard_threshold, m.hard_max_messages, m.keep_last
+            ),
             context=ContextSettings(
-                recent=m.context_recent, knowledge=m.context_knowledge, feed=m.context_feed,
-                params=SearchParams(vector_weight=m.vector_weight, keyword_weight=m.keyword_weight,
-                                    vector_candidates=m.vector_candidates, keyword_candidates=m.vector_candidates,
-                                    limit=m.result_limit, min_score=m.min_score)),
+                recent=m.context_recent,
+                knowledge=m.context_knowledge,
+                feed=m.context_feed,
+                params=SearchParams(
+                    vector_weight=m.vector_weight,
+                    keyword_weight=m.keyword_weight,
+                    vector_candidates=m.vector_candidates,
+                    keyword_candidates=m.vector_candidates,
+                    limit=m.result_limit,
+                    min_score=m.min_score,
+                ),
+            ),
             masking_keep=m.masking_keep,
             daily_log_lines=m.daily_log_lines,
             salience_threshold=m.salience_threshold,
@@ -146,14 +155,33 @@ class Agent:
         self.sessions = SessionStore(deps.db)
         self.context = ContextBuilder(deps.db, deps.embedder, settings.context)
         self.prompt = PromptBuilder(
-            deps.workspace, self.daily_logs, deps.facts, owner=deps.owner, me=deps.gateway.me,
-            daily_log_lines=settings.daily_log_lines, salience_threshold=settings.salience_threshold,
-            learnings=deps.learnings)
-        self.compactor = Compactor(deps.db, deps.llm, self.sessions, self.daily_logs, deps.facts,
-                                   knowledge=deps.knowledge, distiller=deps.distiller)
-        self.tool_deps = ToolDeps(db=deps.db, workspace=Path(deps.workspace), gateway=deps.gateway,
-                                  facts=deps.facts, daily_logs=self.daily_logs, knowledge=deps.knowledge,
-                                  embedder=deps.embedder)
+            deps.workspace,
+            self.daily_logs,
+            deps.facts,
+            owner=deps.owner,
+            me=deps.gateway.me,
+            daily_log_lines=settings.daily_log_lines,
+            salience_threshold=settings.salience_threshold,
+            learnings=deps.learnings,
+        )
+        self.compactor = Compactor(
+            deps.db,
+            deps.llm,
+            self.sessions,
+            self.daily_logs,
+            deps.facts,
+            knowledge=deps.knowledge,
+            distiller=deps.distiller,
+        )
+        self.tool_deps = ToolDeps(
+            db=deps.db,
+            workspace=Path(deps.workspace),
+            gateway=deps.gateway,
+            facts=deps.facts,
+            daily_logs=self.daily_logs,
+            knowledge=deps.knowledge,
+            embedder=deps.embedder,
+        )
         self.paused = False
         self._locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._running: dict[int, asyncio.Task[str | None]] = {}
@@ -176,9 +204,12 @@ class Agent:
 
     async def handle(self, msg: IncomingMessage, *, silent_token: str | None = None) -> str | None:
         """Handle one accepted message; returns the text sent in reply (None when nothing was sent)."""
-        turn = Turn(msg=msg, is_admin=self.is_admin(msg.sender),
-                    access=privacy.access_for(msg.chat, is_admin=self.is_admin(msg.sender)),
-                    silent_token=silent_token)
+        turn = Turn(
+            msg=msg,
+            is_admin=self.is_admin(msg.sender),
+            access=privacy.access_for(msg.chat, is_admin=self.is_admin(msg.sender)),
+            silent_token=silent_token,
+        )
         found = command_of(msg)
         if found is not None:
             return await self._run_command(turn, *found)
@@ -200,17 +231,22 @@ class Agent:
             finally:
                 self._running.pop(chat_id, None)
 
-    async def run_scheduled(self, chat_id: int, text: str, *, sender: UserInfo | None = None,
-                            silent_token: str | None = None) -> str | None:
+    async def run_scheduled(
+        self, chat_id: int, text: str, *, sender: UserInfo | None = None, silent_token: str | None = None
+    ) -> str | None:
         """A turn the scheduler starts: ``text`` (the due task) answered in ``chat_id`` like a message from
         whoever scheduled it, with their rights and no more (the owner when unknown)."""
         if sender is None:
-            sender = _scheduling_user() or self.deps.owner or (
-                UserInfo(id=self.settings.owner_id) if self.settings.owner_id is not None else None)
+            sender = (
+                _scheduling_user()
+                or self.deps.owner
+                or (UserInfo(id=self.settings.owner_id) if self.settings.owner_id is not None else None)
+            )
         chat = await self._chat_info(chat_id)
         # A synthetic message id: negative, so it never collides with (or excludes) an archived message.
-        msg = IncomingMessage(chat=chat, sender=sender, message_id=-(int(time.time() * 1000) % 2**31) or -1,
-                              text=text, date=time.time())
+        msg = IncomingMessage(
+            chat=chat, sender=sender, message_id=-(int(time.time() * 1000) % 2**31) or -1, text=text, date=time.time()
+        )
         return await self.handle(msg, silent_token=silent_token)
 
     async def sweep_sessions(self) -> int:
@@ -223,8 +259,12 @@ class Agent:
                 session = await self.sessions.active(int(chat_id))
                 if session is None:
                     continue
-                reason = expiry_reason(session, time.time(), reset_hour=self.settings.session_reset_hour,
-                                       idle_minutes=self.settings.session_idle_minutes)
+                reason = expiry_reason(
+                    session,
+                    time.time(),
+                    reset_hour=self.settings.session_reset_hour,
+                    idle_minutes=self.settings.session_idle_minutes,
+                )
                 if reason is None:
                     continue
                 chat = await self._chat_info(int(chat_id))
@@ -238,11 +278,13 @@ class Agent:
 
     async def _chat_info(self, chat_id: int) -> ChatInfo:
         row = await self.deps.db.fetchone(
-            "select type, title, username, member_count from tg_chats where id = ?", (chat_id,))
+            "select type, title, username, member_count from tg_chats where id = ?", (chat_id,)
+        )
         if row is None:
             return ChatInfo(id=chat_id, type="dm" if chat_id > 0 else "group")
-        return ChatInfo(id=chat_id, type=row["type"], title=row["title"], username=row["username"],
-                        member_count=row["member_count"])
+        return ChatInfo(
+            id=chat_id, type=row["type"], title=row["title"], username=row["username"], member_count=row["member_count"]
+        )
 
     def stop(self, chat_id: int) -> bool:
         """Cancel the running turn of a chat (/stop). Messages queued behind it still run."""
@@ -286,16 +328,26 @@ class Agent:
             raise
         self.turns += 1
         self.last_timings = turn.timings
-        log.info("turn_done", chat_id=turn.msg.chat.id, ms=round((time.monotonic() - turn.started) * 1000),
-                 iterations=turn.result.iterations if turn.result else 0, failed=turn.failed, stages=turn.timings)
+        log.info(
+            "turn_done",
+            chat_id=turn.msg.chat.id,
+            ms=round((time.monotonic() - turn.started) * 1000),
+            iterations=turn.result.iterations if turn.result else 0,
+            failed=turn.failed,
+            stages=turn.timings,
+        )
         return turn.reply or None
 
     async def _stage_session(self, turn: Turn) -> None:
         chat_id = turn.msg.chat.id
         session = await self.sessions.active(chat_id)
         if session is not None:
-            reason = expiry_reason(session, time.time(), reset_hour=self.settings.session_reset_hour,
-                                   idle_minutes=self.settings.session_idle_minutes)
+            reason = expiry_reason(
+                session,
+                time.time(),
+                reset_hour=self.settings.session_reset_hour,
+                idle_minutes=self.settings.session_idle_minutes,
+            )
             if reason:
                 # Shielded: a /stop must not leave a session ended without its successor.
                 await asyncio.shield(self.compactor.close(session, turn.access, reason))
@@ -328,8 +380,11 @@ class Agent:
         text = user_text(msg, await self._quoted(msg))
         turn.stored_user = {"role": "user", "content": text}
         rag_text = turn.rag.render(msg.chat.id)
-        turn.sent_user = turn.stored_user if not rag_text else {
-            "role": "user", "content": [{"type": "text", "text": rag_text}, {"type": "text", "text": text}]}
+        turn.sent_user = (
+            turn.stored_user
+            if not rag_text
+            else {"role": "user", "content": [{"type": "text", "text": rag_text}, {"type": "text", "text": text}]}
+        )
         names = self._sticky_tools(_required(turn.session).id, turn.rag.extra)
         turn.tools = self.deps.registry.schemas(msg.chat, turn.is_admin, names)
 
@@ -359,20 +414,33 @@ class Agent:
             return ""
         row = await self.deps.db.fetchone(
             "select sender_name, is_outgoing, text from tg_messages where chat_id = ? and message_id = ?",
-            (msg.chat.id, msg.reply_to_id))
+            (msg.chat.id, msg.reply_to_id),
+        )
         if row is None or not row["text"]:
             return ""
         who = "you" if row["is_outgoing"] else (row["sender_name"] or "someone")
         return f"{who}: {' '.join(row['text'].split())[:300]}"
 
     async def _build_system(self, turn: Turn) -> None:
-        turn.system = await self.prompt.build(PromptInputs(
-            chat=turn.msg.chat, sender=turn.msg.sender, access=turn.access,
-            summary=_required(turn.session).summary, flush_note=turn.flush_note))
+        turn.system = await self.prompt.build(
+            PromptInputs(
+                chat=turn.msg.chat,
+                sender=turn.msg.sender,
+                access=turn.access,
+                summary=_required(turn.session).summary,
+                flush_note=turn.flush_note,
+            )
+        )
 
     async def _stage_answer(self, turn: Turn) -> None:
-        ctx = ToolContext(chat=turn.msg.chat, sender=turn.msg.sender, is_admin=turn.is_admin,
-                          access=turn.access, deps=self.tool_deps, message_id=turn.msg.message_id)
+        ctx = ToolContext(
+            chat=turn.msg.chat,
+            sender=turn.msg.sender,
+            is_admin=turn.is_admin,
+            access=turn.access,
+            deps=self.tool_deps,
+            message_id=turn.msg.message_id,
+        )
 
         async def execute(call: ToolCall) -> ToolResult:
             return await self.deps.registry.execute(call, ctx)
@@ -382,9 +450,14 @@ class Agent:
             session = _required(turn.session)
             try:
                 turn.result = await run_tool_loop(
-                    self.deps.llm, system=turn.system, messages=[*session.messages, _required(turn.sent_user)],
-                    tools=turn.tools, execute=execute, limits=self.settings.limits,
-                    prepare=lambda messages: mask_observations(messages, keep))
+                    self.deps.llm,
+                    system=turn.system,
+                    messages=[*session.messages, _required(turn.sent_user)],
+                    tools=turn.tools,
+                    execute=execute,
+                    limits=self.settings.limits,
+                    prepare=lambda messages: mask_observations(messages, keep),
+                )
                 return
             except ContextOverflowError:
                 if attempt:
@@ -392,8 +465,9 @@ class Agent:
                     turn.failed, turn.reply = True, TOO_LONG
                     return
                 log.warning("context_overflow", chat_id=turn.msg.chat.id, messages=len(session.messages))
-                outcome = await asyncio.shield(self.compactor.compact(
-                    session, turn.access, max(1, self.settings.thresholds.keep_last // 2)))
+                outcome = await asyncio.shield(
+                    self.compactor.compact(session, turn.access, max(1, self.settings.thresholds.keep_last // 2))
+                )
                 turn.session = outcome.session
                 self._forget(session.id)
                 await self._build_system(turn)  # the summary changed
@@ -422,8 +496,8 @@ class Agent:
         if turn.result is None:
             return  # the model never answered: keep the session as it was; the feed still has the message
         session.messages = mask_observations(
-            [*session.messages, _required(turn.stored_user), *turn.result.new_messages],
-            self.settings.masking_keep)
+            [*session.messages, _required(turn.stored_user), *turn.result.new_messages], self.settings.masking_keep
+        )
         session.account(turn.result.usage, turn.result.last_usage)
         await self.sessions.save(session)
         await self._log_exchange(turn)
@@ -447,17 +521,26 @@ class Agent:
             from teleton.agent.distiller import Exchange
 
             is_owner_dm = msg.chat.type == "dm" and msg.sender is not None and msg.sender.id == self.settings.owner_id
-            self.deps.distiller.schedule(Exchange(
-                chat=msg.chat, user_name=sender_label(msg.sender), user_text=msg.text,
-                assistant_text=turn.reply or result.text, is_owner_dm=is_owner_dm))
+            self.deps.distiller.schedule(
+                Exchange(
+                    chat=msg.chat,
+                    user_name=sender_label(msg.sender),
+                    user_text=msg.text,
+                    assistant_text=turn.reply or result.text,
+                    is_owner_dm=is_owner_dm,
+                )
+            )
 
     async def _persist_stopped(self, turn: Turn) -> None:
         # /stop: keep the user's message and a marker, so the history stays well-formed and honest.
         session = turn.session
         if session is None or turn.stored_user is None:
             return
-        session.messages = [*session.messages, turn.stored_user,
-                            {"role": "assistant", "content": "(stopped by the user before answering)"}]
+        session.messages = [
+            *session.messages,
+            turn.stored_user,
+            {"role": "assistant", "content": "(stopped by the user before answering)"},
+        ]
         try:
             await self.sessions.save(session)
         except Exception as exc:

@@ -41,10 +41,16 @@ class Session:
 
 def _row_to_session(row: Any) -> Session:
     return Session(
-        id=row["id"], chat_id=int(row["chat_id"]), messages=json.loads(row["messages_json"]),
-        summary=row["summary"], input_tokens=int(row["input_tokens"]), output_tokens=int(row["output_tokens"]),
-        cache_read_tokens=int(row["cache_read_tokens"]), last_input_tokens=int(row["last_input_tokens"]),
-        created_at=float(row["created_at"]), updated_at=float(row["updated_at"]),
+        id=row["id"],
+        chat_id=int(row["chat_id"]),
+        messages=json.loads(row["messages_json"]),
+        summary=row["summary"],
+        input_tokens=int(row["input_tokens"]),
+        output_tokens=int(row["output_tokens"]),
+        cache_read_tokens=int(row["cache_read_tokens"]),
+        last_input_tokens=int(row["last_input_tokens"]),
+        created_at=float(row["created_at"]),
+        updated_at=float(row["updated_at"]),
     )
 
 
@@ -55,27 +61,47 @@ class SessionStore:
     async def active(self, chat_id: int) -> Session | None:
         def _load(conn: Connection) -> Session | None:
             # Parsed on the reader thread: a long session's JSON would otherwise stall the event loop.
-            row = conn.execute("select * from sessions where chat_id = ? and active = 1 "
-                               "order by updated_at desc limit 1", (chat_id,)).fetchone()
+            row = conn.execute(
+                "select * from sessions where chat_id = ? and active = 1 order by updated_at desc limit 1", (chat_id,)
+            ).fetchone()
             return None if row is None else _row_to_session(row)
 
         return await self.db.read(_load)
 
-    async def create(self, chat_id: int, *, summary: str = "", messages: list[Message] | None = None,
-                     last_input_tokens: int = 0) -> Session:
+    async def create(
+        self, chat_id: int, *, summary: str = "", messages: list[Message] | None = None, last_input_tokens: int = 0
+    ) -> Session:
         now = time.time()
-        session = Session(id=uuid.uuid4().hex, chat_id=chat_id, messages=list(messages or []), summary=summary,
-                          last_input_tokens=last_input_tokens, created_at=now, updated_at=now)
+        session = Session(
+            id=uuid.uuid4().hex,
+            chat_id=chat_id,
+            messages=list(messages or []),
+            summary=summary,
+            last_input_tokens=last_input_tokens,
+            created_at=now,
+            updated_at=now,
+        )
 
         def _create(conn: Connection) -> None:
             # One active session per chat: a crash between end and create must not leave two.
-            conn.execute("update sessions set active = 0, ended_at = ?, end_reason = coalesce(end_reason, "
-                         "'superseded') where chat_id = ? and active = 1", (now, chat_id))
+            conn.execute(
+                "update sessions set active = 0, ended_at = ?, end_reason = coalesce(end_reason, "
+                "'superseded') where chat_id = ? and active = 1",
+                (now, chat_id),
+            )
             conn.execute(
                 "insert into sessions(id, chat_id, active, messages_json, summary, last_input_tokens, "
                 "created_at, updated_at) values (?,?,1,?,?,?,?,?)",
-                (session.id, chat_id, json.dumps(session.messages, ensure_ascii=False), summary,
-                 last_input_tokens, now, now))
+                (
+                    session.id,
+                    chat_id,
+                    json.dumps(session.messages, ensure_ascii=False),
+                    summary,
+                    last_input_tokens,
+                    now,
+                    now,
+                ),
+            )
 
         await self.db.write(_create)
         return session
@@ -88,28 +114,42 @@ class SessionStore:
             conn.execute(
                 "update sessions set messages_json = ?, summary = ?, input_tokens = ?, output_tokens = ?, "
                 "cache_read_tokens = ?, last_input_tokens = ?, updated_at = ? where id = ?",
-                (json.dumps(messages, ensure_ascii=False), session.summary, session.input_tokens,
-                 session.output_tokens, session.cache_read_tokens, session.last_input_tokens, session.updated_at,
-                 session.id))
+                (
+                    json.dumps(messages, ensure_ascii=False),
+                    session.summary,
+                    session.input_tokens,
+                    session.output_tokens,
+                    session.cache_read_tokens,
+                    session.last_input_tokens,
+                    session.updated_at,
+                    session.id,
+                ),
+            )
 
         await self.db.write(_save)
 
     async def end(self, session: Session, reason: str, summary: str | None = None) -> None:
         await self.db.execute(
             "update sessions set active = 0, ended_at = ?, end_reason = ?, summary = ? where id = ?",
-            (time.time(), reason, session.summary if summary is None else summary, session.id))
+            (time.time(), reason, session.summary if summary is None else summary, session.id),
+        )
 
     async def totals(self, chat_id: int | None = None) -> dict[str, int]:
         where, args = ("where chat_id = ?", (chat_id,)) if chat_id is not None else ("", ())
         row = await self.db.fetchone(
             "select count(*), coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0), "
-            f"coalesce(sum(cache_read_tokens), 0) from sessions {where}", args)
-        return {"sessions": int(row[0]), "input_tokens": int(row[1]), "output_tokens": int(row[2]),
-                "cache_read_tokens": int(row[3])}
+            f"coalesce(sum(cache_read_tokens), 0) from sessions {where}",
+            args,
+        )
+        return {
+            "sessions": int(row[0]),
+            "input_tokens": int(row[1]),
+            "output_tokens": int(row[2]),
+            "cache_read_tokens": int(row[3]),
+        }
 
 
-def expiry_reason(session: Session, now: float, *, reset_hour: int | None,
-                  idle_minutes: int | None) -> str | None:
+def expiry_reason(session: Session, now: float, *, reset_hour: int | None, idle_minutes: int | None) -> str | None:
     """Why a session should end before this turn ('idle' / 'daily-reset'), or None. Pure."""
     if not session.messages:
         return None

@@ -17,6 +17,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from teleton.cli.context import cli_embedder
 from teleton.gateway.contract import UserInfo
 from teleton.gateway.terminal import TERMINAL_CHAT_ID, TerminalGateway
 
@@ -25,8 +26,9 @@ EXIT_WORDS = {"/exit", "/quit", "exit", "quit"}
 
 def chat(
     ctx: typer.Context,
-    new: Annotated[bool, typer.Option("--new", help="Start a fresh conversation (the last one is summarised).")]
-    = False,
+    new: Annotated[
+        bool, typer.Option("--new", help="Start a fresh conversation (the last one is summarised).")
+    ] = False,
 ) -> None:
     """Talk to the agent in the terminal, as your own DM (same memory and tools, no Telegram needed)."""
     from teleton.cli.context import cli_config
@@ -78,7 +80,7 @@ class ChatSession:
         from teleton.storage import Database
 
         if embedder is None:
-            embedder = _embedder(config, console)
+            embedder = cli_embedder(config, console)
         dims = getattr(embedder, "dims", None)
         embedding = (embedder.model_id, dims) if embedder is not None and dims else None
         db = await Database.open(config.storage.database, embedding=embedding)
@@ -86,10 +88,11 @@ class ChatSession:
         user_id = config.telegram.owner_id or TERMINAL_CHAT_ID
         gateway = TerminalGateway(console, db=db, user=UserInfo(id=user_id, first_name="You"))
         await gateway.start()
-        stack = await build_agent(config, db=db, gateway=gateway, embedder=embedder,
-                                  extra_admins=frozenset({user_id}))
-        console.print(f"[bold]Teleton[/] — {config.agent.model}. Your DM with the agent; /help for commands, "
-                      "Ctrl-C stops an answer, Ctrl-D or /exit quits.")
+        stack = await build_agent(config, db=db, gateway=gateway, embedder=embedder, extra_admins=frozenset({user_id}))
+        console.print(
+            f"[bold]Teleton[/] — {config.agent.model}. Your DM with the agent; /help for commands, "
+            "Ctrl-C stops an answer, Ctrl-D or /exit quits."
+        )
         return cls(stack, db, gateway, console)
 
     async def turn(self, line: str) -> str | None:
@@ -133,15 +136,3 @@ def _history(path: Path) -> Callable[[], None]:
             readline.write_history_file(path)
 
     return save
-
-
-def _embedder(config: Any, console: Console) -> Any:
-    if config.embedding.provider == "none":
-        return None
-    try:
-        from teleton.memory.embeddings import create_provider  # type: ignore[attr-defined]
-
-        return create_provider(config.embedding)
-    except Exception as exc:
-        console.print(f"[yellow]embeddings unavailable ({exc}); keyword search only[/]")
-        return None

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import typer
+from rich.console import Console
 
 from teleton.config import Config, load_config
 
@@ -25,3 +27,16 @@ def state(ctx: typer.Context) -> CliState:
 def cli_config(ctx: typer.Context) -> Config:
     """Load the config the user pointed at with -c (or the default); errors become exit code 2 in main."""
     return load_config(state(ctx).config_path)
+
+
+def cli_embedder(config: Config, console: Console) -> Any:
+    """The configured embedding provider, or None (keyword-only search) when it is off or cannot load here."""
+    if config.embedding.provider == "none":
+        return None
+    try:
+        from teleton.memory.embeddings import create_provider
+
+        return create_provider(config.embedding)
+    except Exception as exc:
+        console.print(f"[yellow]embeddings unavailable ({exc}); keyword search only[/]")
+        return None

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from teleton.cli.context import cli_config
+from teleton.cli.context import cli_config, cli_embedder
 from teleton.storage import Database
 
 app = typer.Typer(help="The Telegram feed archive.", no_args_is_help=True)
@@ -66,12 +66,21 @@ async def _backfill(config: Any, chat: str, limit: int | None) -> Any:
         if not await client.is_user_authorized():
             raise RuntimeError("the Telegram session is not logged in: run `teleton setup`")
         with Progress(
-            SpinnerColumn(), TextColumn("[bold]backfill[/] {task.description}"), BarColumn(),
-            MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=False,
+            SpinnerColumn(),
+            TextColumn("[bold]backfill[/] {task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=False,
         ) as progress:
             task = progress.add_task(str(chat), total=limit)
             return await backfill(
-                client, db, chat, limit=limit, flood_wait_max_s=tg.flood_wait_max_s,
+                client,
+                db,
+                chat,
+                limit=limit,
+                flood_wait_max_s=tg.flood_wait_max_s,
                 progress=lambda n: progress.advance(task, n),
             )
     finally:
@@ -106,7 +115,7 @@ def search_cmd(
 async def _search(config: Any, feed_search: Any, query: str, chat: int | None, limit: int) -> list[Any]:
     from teleton.memory.hybrid_search import SearchParams
 
-    provider = _provider(config)
+    provider = cli_embedder(config, console)
     embedding = (provider.model_id, provider.dims) if provider is not None else None
     db = await Database.open(config.storage.database, embedding=embedding)
     try:
@@ -118,11 +127,6 @@ async def _search(config: Any, feed_search: Any, query: str, chat: int | None, l
     finally:
         await db.close()
 
-
-def _provider(config: Any) -> Any:
-    """The configured embedding provider, or None (keyword-only) when it cannot be built here."""
-    if config.embedding.provider == "none":
-        return None
     try:
         from teleton.memory.embeddings import create_provider  # type: ignore[attr-defined]
 

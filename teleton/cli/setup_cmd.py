@@ -66,8 +66,15 @@ def config_data(existing: dict[str, Any], a: SetupAnswers) -> dict[str, Any]:
     """The config to write: the existing file with the answered keys replaced."""
     data = {k: dict(v) if isinstance(v, dict) else v for k, v in existing.items()}
     tg = data.setdefault("telegram", {})
-    tg.update({"mode": a.mode, "api_id": a.api_id, "api_hash": a.api_hash, "dm_policy": a.dm_policy,
-               "group_policy": a.group_policy})
+    tg.update(
+        {
+            "mode": a.mode,
+            "api_id": a.api_id,
+            "api_hash": a.api_hash,
+            "dm_policy": a.dm_policy,
+            "group_policy": a.group_policy,
+        }
+    )
     if a.mode == "user":
         tg["phone"] = a.phone
     else:
@@ -89,37 +96,69 @@ def ask(existing_tg: dict[str, Any]) -> SetupAnswers:
         return answer
 
     a = SetupAnswers()
-    a.mode = need(questionary.select(
-        "Run Teleton as", choices=[
-            questionary.Choice("a Telegram user account (userbot, needs a phone)", "user"),
-            questionary.Choice("a bot (token from @BotFather)", "bot"),
-        ], default=existing_tg.get("mode", "user")).ask())
+    a.mode = need(
+        questionary.select(
+            "Run Teleton as",
+            choices=[
+                questionary.Choice("a Telegram user account (userbot, needs a phone)", "user"),
+                questionary.Choice("a bot (token from @BotFather)", "bot"),
+            ],
+            default=existing_tg.get("mode", "user"),
+        ).ask()
+    )
     console.print("api_id and api_hash come from https://my.telegram.org/apps (both modes need them).")
-    a.api_id = int(need(questionary.text(
-        "api_id", default=str(existing_tg.get("api_id") or ""),
-        validate=lambda v: v.strip().isdigit() or "a number").ask()))
-    a.api_hash = need(questionary.password(
-        "api_hash", validate=lambda v: bool(_API_HASH.match(v.strip())) or "32 hex characters").ask()).strip()
+    a.api_id = int(
+        need(
+            questionary.text(
+                "api_id",
+                default=str(existing_tg.get("api_id") or ""),
+                validate=lambda v: v.strip().isdigit() or "a number",
+            ).ask()
+        )
+    )
+    a.api_hash = need(
+        questionary.password(
+            "api_hash", validate=lambda v: bool(_API_HASH.match(v.strip())) or "32 hex characters"
+        ).ask()
+    ).strip()
     if a.mode == "user":
-        a.phone = need(questionary.text(
-            "Phone number of the account (+15551234567)", default=existing_tg.get("phone") or "",
-            validate=lambda v: bool(_PHONE.match(v.strip())) or "international format, e.g. +15551234567").ask()
+        a.phone = need(
+            questionary.text(
+                "Phone number of the account (+15551234567)",
+                default=existing_tg.get("phone") or "",
+                validate=lambda v: bool(_PHONE.match(v.strip())) or "international format, e.g. +15551234567",
+            ).ask()
         ).strip()
     else:
-        a.bot_token = need(questionary.password(
-            "Bot token", validate=lambda v: bool(_BOT_TOKEN.match(v.strip())) or "123456:ABC… from @BotFather"
-        ).ask()).strip()
-    owner = need(questionary.text(
-        "Your own Telegram user id (the owner; empty to skip)", default=str(existing_tg.get("owner_id") or ""),
-        validate=lambda v: v.strip() == "" or v.strip().isdigit() or "a number").ask()).strip()
+        a.bot_token = need(
+            questionary.password(
+                "Bot token", validate=lambda v: bool(_BOT_TOKEN.match(v.strip())) or "123456:ABC… from @BotFather"
+            ).ask()
+        ).strip()
+    owner = need(
+        questionary.text(
+            "Your own Telegram user id (the owner; empty to skip)",
+            default=str(existing_tg.get("owner_id") or ""),
+            validate=lambda v: v.strip() == "" or v.strip().isdigit() or "a number",
+        ).ask()
+    ).strip()
     a.owner_id = int(owner) if owner else None
-    a.dm_policy = need(questionary.select("Who may talk to it in DMs (dm_policy)", choices=POLICIES,
-                                          default=existing_tg.get("dm_policy", "allowlist")).ask())
-    a.group_policy = need(questionary.select("Where may it answer in groups (group_policy)", choices=POLICIES,
-                                             default=existing_tg.get("group_policy", "allowlist")).ask())
+    a.dm_policy = need(
+        questionary.select(
+            "Who may talk to it in DMs (dm_policy)", choices=POLICIES, default=existing_tg.get("dm_policy", "allowlist")
+        ).ask()
+    )
+    a.group_policy = need(
+        questionary.select(
+            "Where may it answer in groups (group_policy)",
+            choices=POLICIES,
+            default=existing_tg.get("group_policy", "allowlist"),
+        ).ask()
+    )
     if not os.environ.get("ANTHROPIC_API_KEY"):
-        a.api_key = (questionary.password("Anthropic API key (empty to set ANTHROPIC_API_KEY later)").ask()
-                     or "").strip() or None
+        a.api_key = (
+            questionary.password("Anthropic API key (empty to set ANTHROPIC_API_KEY later)").ask() or ""
+        ).strip() or None
     return a
 
 
@@ -166,8 +205,9 @@ class _CodeNeeded(Exception):
     pass
 
 
-async def log_in(config: Any, prompts: LoginPrompts, *, phone_code_hash: str | None = None,
-                 client: Any = None) -> tuple[Any, str | None]:
+async def log_in(
+    config: Any, prompts: LoginPrompts, *, phone_code_hash: str | None = None, client: Any = None
+) -> tuple[Any, str | None]:
     """Connect and log in; return (our User, the phone code hash if a code was sent and is still needed)."""
     from teleton.telegram.gateway import make_client, secure_session, session_file
     from teleton.telegram.login import login_bot, login_user
@@ -215,8 +255,16 @@ def setup(
     path = (state(ctx).config_path or default_config_path()).expanduser()
     existing = _read_existing(path)
     if non_interactive:
-        answers = SetupAnswers(mode=mode, api_id=api_id, api_hash=api_hash, phone=phone, bot_token=bot_token,
-                               owner_id=owner_id, dm_policy=dm_policy, group_policy=group_policy)
+        answers = SetupAnswers(
+            mode=mode,
+            api_id=api_id,
+            api_hash=api_hash,
+            phone=phone,
+            bot_token=bot_token,
+            owner_id=owner_id,
+            dm_policy=dm_policy,
+            group_policy=group_policy,
+        )
     else:
         answers = ask(existing.get("telegram") or {})
     problems = validate(answers)

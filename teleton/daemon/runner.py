@@ -91,6 +91,12 @@ class Daemon:
         embedder = with_cache(provider, db, config.embedding) if db.vectors else None
 
         knowledge = await self._start_knowledge(db, embedder)
+        if embedder is not None:
+            # Facts left without a vector (a model change emptied the tables, or a stop cut a catch-up short)
+            # get one in the background; knowledge, feed and tools re-embed on their own paths.
+            from teleton.memory.reembed import embed_pending_facts
+
+            self._tasks.append(asyncio.create_task(embed_pending_facts(db, embedder), name="reembed-facts"))
         gateway = self.gateway = self._make_gateway(db)
         policy = DispatcherPolicy(lambda: self.dispatcher)
         stack = self.stack = await build_agent(

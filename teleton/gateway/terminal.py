@@ -51,8 +51,7 @@ class TerminalGateway:
 
     async def incoming(self, text: str) -> IncomingMessage:
         """Archive a line the user typed and return it as the agent receives it."""
-        msg = IncomingMessage(chat=self.chat, sender=self.user, message_id=next(self._ids), text=text,
-                              date=time.time())
+        msg = IncomingMessage(chat=self.chat, sender=self.user, message_id=next(self._ids), text=text, date=time.time())
         await self._archive(self.chat.id, msg.message_id, text, sender=self.user, outgoing=False)
         return msg
 
@@ -114,13 +113,20 @@ class TerminalGateway:
     async def typing(self, chat_id: int) -> None:
         pass  # the chat command shows its own spinner
 
-    async def _archive(self, chat_id: int, message_id: int, text: str, *, sender: UserInfo | None,
-                       outgoing: bool) -> None:
+    async def _archive(
+        self, chat_id: int, message_id: int, text: str, *, sender: UserInfo | None, outgoing: bool
+    ) -> None:
         if self.db is None:
             return
-        record = fa.MessageRecord(chat_id=chat_id, message_id=message_id, date=time.time(), text=text,
-                                  sender_id=sender.id if sender else None,
-                                  sender_name=sender.display_name if sender else "", is_outgoing=outgoing)
+        record = fa.MessageRecord(
+            chat_id=chat_id,
+            message_id=message_id,
+            date=time.time(),
+            text=text,
+            sender_id=sender.id if sender else None,
+            sender_name=sender.display_name if sender else "",
+            is_outgoing=outgoing,
+        )
         now = time.time()
         chat = fa.ChatRecord(id=self.chat.id, type="dm", title=self.chat.title)
 

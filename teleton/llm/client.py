@@ -160,8 +160,9 @@ class LLMClient:
             kwargs["tools"] = list(tools)
             if tool_choice:
                 kwargs["tool_choice"] = tool_choice
-        policy = RetryPolicy(self.settings.max_retries, self.settings.retry_base_delay_s,
-                             self.settings.retry_max_delay_s)
+        policy = RetryPolicy(
+            self.settings.max_retries, self.settings.retry_base_delay_s, self.settings.retry_max_delay_s
+        )
         attempt = 0
         while True:
             try:

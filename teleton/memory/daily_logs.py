@@ -22,9 +22,7 @@ def flatten(text: str, cap: int) -> str:
 
 
 def exchange_line(user: str, assistant: str, when: datetime) -> str:
-    return (
-        f"[{when:%H:%M}] User: {flatten(user, USER_CAP)} | Assistant: {flatten(assistant, ASSISTANT_CAP)}"
-    )
+    return f"[{when:%H:%M}] User: {flatten(user, USER_CAP)} | Assistant: {flatten(assistant, ASSISTANT_CAP)}"
 
 
 def section(title: str, body: str, when: datetime) -> str:

@@ -59,14 +59,16 @@ def categories_in(conn: Connection, scopes: Sequence[str] | None) -> list[str]:
     return [str(row[0]) for row in rows]
 
 
-def content_scores(conn: Connection, vector: np.ndarray, scopes: Sequence[str] | None,
-                   k: int = PROBE_K) -> dict[str, float]:
+def content_scores(
+    conn: Connection, vector: np.ndarray, scopes: Sequence[str] | None, k: int = PROBE_K
+) -> dict[str, float]:
     """Category -> the best cosine of the query with one of its facts, among the query's ``k`` nearest."""
     cosines = vector_leg(conn, FACTS, vector, k, scopes)
     if not cosines:
         return {}
-    rows = conn.execute("select id, category from facts where id in (select value from json_each(?))",
-                        (json.dumps(list(cosines)),)).fetchall()
+    rows = conn.execute(
+        "select id, category from facts where id in (select value from json_each(?))", (json.dumps(list(cosines)),)
+    ).fetchall()
     best: dict[str, float] = {}
     for row in rows:
         score = cosines[int(row[0])]
@@ -128,8 +130,9 @@ def search_in_categories(
         cosines = _vector_leg(conn, vector, members, params.vector_candidates)
         cosines.update(exact_cosines(conn, FACTS, vector, [i for i in keyword if i not in cosines]))
     weights = (params.vector_weight, params.keyword_weight) if has_vectors else (0.0, 1.0)
-    return fuse(normalise_cosine(cosines), normalise_keyword(keyword), *weights,
-                min_score=params.min_score, limit=params.limit)
+    return fuse(
+        normalise_cosine(cosines), normalise_keyword(keyword), *weights, min_score=params.min_score, limit=params.limit
+    )
 
 
 def _members(conn: Connection, scopes: Sequence[str] | None, categories: Sequence[str]) -> dict[int, str]:
@@ -142,8 +145,9 @@ def _members(conn: Connection, scopes: Sequence[str] | None, categories: Sequenc
     return {int(row[0]): str(row[1]) for row in conn.execute(sql, args)}
 
 
-def _keyword_leg(conn: Connection, query: str, scopes: Sequence[str] | None, categories: Sequence[str],
-                 limit: int) -> dict[int, float]:
+def _keyword_leg(
+    conn: Connection, query: str, scopes: Sequence[str] | None, categories: Sequence[str], limit: int
+) -> dict[int, float]:
     terms = query_terms(query)
     if not terms or limit <= 0:
         return {}

@@ -116,16 +116,23 @@ def fact_hash(value: str) -> str:
     return hashlib.sha256(" ".join(value.lower().split()).encode()).hexdigest()
 
 
-_COLUMNS = ("id, category, key, value, scope, source, importance, access_count, last_access, "
-            "created_at, updated_at")
+_COLUMNS = "id, category, key, value, scope, source, importance, access_count, last_access, created_at, updated_at"
 
 
 def _stored(row: Any, score: float = 0.0) -> StoredFact:
     return StoredFact(
-        id=int(row["id"]), category=row["category"], key=row["key"], value=row["value"], scope=row["scope"],
-        source=row["source"], importance=float(row["importance"]), access_count=int(row["access_count"]),
-        last_access=row["last_access"], created_at=float(row["created_at"]),
-        updated_at=float(row["updated_at"]), score=score,
+        id=int(row["id"]),
+        category=row["category"],
+        key=row["key"],
+        value=row["value"],
+        scope=row["scope"],
+        source=row["source"],
+        importance=float(row["importance"]),
+        access_count=int(row["access_count"]),
+        last_access=row["last_access"],
+        created_at=float(row["created_at"]),
+        updated_at=float(row["updated_at"]),
+        score=score,
     )
 
 
@@ -153,8 +160,7 @@ class FactStore:
         now = time.time()
 
         def _save(conn: Connection) -> SaveOutcome:
-            same = conn.execute("select id from facts where scope = ? and hash = ?",
-                                (fact.scope, digest)).fetchone()
+            same = conn.execute("select id from facts where scope = ? and hash = ?", (fact.scope, digest)).fetchone()
             if same is not None:
                 return SaveOutcome(int(same[0]), "duplicate")
             if fact.key:
@@ -226,8 +232,7 @@ class FactStore:
         found = await self.db.read(_read)
         if found.facts:
             await self._touch([f.id for f in found.facts], now)
-        log.debug("memory.recall", categories=list(found.categories), fell_back=found.fell_back,
-                  count=len(found.facts))
+        log.debug("memory.recall", categories=list(found.categories), fell_back=found.fell_back, count=len(found.facts))
         return found
 
     def _explicit(self, conn: Connection, plan: _Plan, category: str) -> Recall:
@@ -263,9 +268,13 @@ class FactStore:
     def _ranked(self, conn: Connection, hits: Sequence[tuple[int, float]], now: float) -> list[StoredFact]:
         if not hits:
             return []
-        rows = {int(r["id"]): r for r in conn.execute(
-            f"select {_COLUMNS} from facts where id in (select value from json_each(?))",
-            (_json([fact_id for fact_id, _ in hits]),))}
+        rows = {
+            int(r["id"]): r
+            for r in conn.execute(
+                f"select {_COLUMNS} from facts where id in (select value from json_each(?))",
+                (_json([fact_id for fact_id, _ in hits]),),
+            )
+        }
         ranked = [_stored(rows[i], self._rank(score, rows[i], now)) for i, score in hits if i in rows]
         ranked.sort(key=lambda f: (-f.score, f.id))
         return ranked
@@ -287,8 +296,7 @@ class FactStore:
                 self._labels.update(zip(missing, vectors, strict=True))
         return {c: self._labels[c] for c in categories if c in self._labels}
 
-    async def salient(self, scopes: Sequence[str] | None, threshold: float = 0.85,
-                      limit: int = 10) -> list[StoredFact]:
+    async def salient(self, scopes: Sequence[str] | None, threshold: float = 0.85, limit: int = 10) -> list[StoredFact]:
         """High-importance facts, which surface in DM context without being asked for."""
         scope_sql, args = _scope_filter(scopes)
 
@@ -337,9 +345,13 @@ class FactStore:
         return relevance * boost * freshness * (0.8 + 0.4 * float(row["importance"]))
 
     async def _touch(self, ids: Sequence[int], now: float) -> None:
-        await self.db.write(lambda conn: conn.execute(
-            "update facts set access_count = access_count + 1, last_access = ? "
-            "where id in (select value from json_each(?))", (now, _json(ids))))
+        await self.db.write(
+            lambda conn: conn.execute(
+                "update facts set access_count = access_count + 1, last_access = ? "
+                "where id in (select value from json_each(?))",
+                (now, _json(ids)),
+            )
+        )
 
     async def _embed(self, text: str) -> np.ndarray | None:
         if not self.db.vectors:
@@ -351,8 +363,10 @@ def _store_vector(conn: Connection, fact_id: int, scope: str, vector: np.ndarray
     if vector is None or not vector_available(conn, FACTS):
         return
     conn.execute("delete from facts_vec where id = ?", (fact_id,))
-    conn.execute("insert into facts_vec(id, scope, embedding) values (?, ?, ?)",
-                 (fact_id, scope, np.asarray(vector, dtype=np.float32).tobytes()))
+    conn.execute(
+        "insert into facts_vec(id, scope, embedding) values (?, ?, ?)",
+        (fact_id, scope, np.asarray(vector, dtype=np.float32).tobytes()),
+    )
     conn.execute("update facts set embedded = 1 where id = ?", (fact_id,))
 
 

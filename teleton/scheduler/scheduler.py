@@ -55,8 +55,9 @@ async def archived_chat(db: Any, chat_id: int) -> ChatInfo:
     row = await db.fetchone("select type, title, username, member_count from tg_chats where id = ?", (chat_id,))
     if row is None:
         return ChatInfo(id=chat_id, type="dm" if chat_id > 0 else "group")
-    return ChatInfo(id=chat_id, type=row["type"], title=row["title"], username=row["username"],
-                    member_count=row["member_count"])
+    return ChatInfo(
+        id=chat_id, type=row["type"], title=row["title"], username=row["username"], member_count=row["member_count"]
+    )
 
 
 def task_prompt(task: TaskRecord) -> str:

@@ -58,17 +58,34 @@ class TaskRecord:
     depends_on: tuple[int, ...] = field(default=())
 
 
-_COLUMNS = ("id, chat_id, description, kind, payload, run_at, repeat, status, result, attempts, created_at, "
-            "updated_at, last_run_at")
+_COLUMNS = (
+    "id, chat_id, description, kind, payload, run_at, repeat, status, result, attempts, created_at, "
+    "updated_at, last_run_at"
+)
 
 
 def _record(conn: Connection, row: Any) -> TaskRecord:
-    deps = tuple(int(r[0]) for r in conn.execute(
-        "select depends_on from task_dependencies where task_id = ? order by depends_on", (row[0],)))
+    deps = tuple(
+        int(r[0])
+        for r in conn.execute(
+            "select depends_on from task_dependencies where task_id = ? order by depends_on", (row[0],)
+        )
+    )
     return TaskRecord(
-        id=int(row[0]), chat_id=row[1], description=row[2], kind=row[3], payload=json.loads(row[4] or "{}"),
-        run_at=row[5], repeat=row[6], status=row[7], result=row[8], attempts=int(row[9]), created_at=row[10],
-        updated_at=row[11], last_run_at=row[12], depends_on=deps,
+        id=int(row[0]),
+        chat_id=row[1],
+        description=row[2],
+        kind=row[3],
+        payload=json.loads(row[4] or "{}"),
+        run_at=row[5],
+        repeat=row[6],
+        status=row[7],
+        result=row[8],
+        attempts=int(row[9]),
+        created_at=row[10],
+        updated_at=row[11],
+        last_run_at=row[12],
+        depends_on=deps,
     )
 
 
@@ -95,8 +112,18 @@ def insert_task(conn: Connection, task: NewTask, now: float | None = None) -> Ta
     cur = conn.execute(
         "insert into tasks(chat_id, description, kind, payload, run_at, repeat, status, result, created_at, "
         "updated_at) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (task.chat_id, task.description, task.kind, json.dumps(task.payload), task.run_at, task.repeat, status,
-         "; ".join(blocked_by) or None, now, now),
+        (
+            task.chat_id,
+            task.description,
+            task.kind,
+            json.dumps(task.payload),
+            task.run_at,
+            task.repeat,
+            status,
+            "; ".join(blocked_by) or None,
+            now,
+            now,
+        ),
     )
     task_id = int(cur.lastrowid)
     for dep_id in deps:
@@ -134,19 +161,22 @@ def claim(conn: Connection, task_id: int, now: float) -> bool:
     return cur.rowcount == 1
 
 
-def finish(conn: Connection, task_id: int, ok: bool, result: str, now: float,
-           next_run: float | None = None) -> None:
+def finish(conn: Connection, task_id: int, ok: bool, result: str, now: float, next_run: float | None = None) -> None:
     """Record a run. A repeating task goes back to pending at ``next_run`` whatever the outcome."""
     result = result[:RESULT_CAP]
     if next_run is not None:
         status = "pending"
         text = result if ok else f"last run failed: {result}"
-        conn.execute("update tasks set status = ?, result = ?, run_at = ?, updated_at = ? where id = ? "
-                     "and status = 'running'", (status, text, next_run, now, task_id))
+        conn.execute(
+            "update tasks set status = ?, result = ?, run_at = ?, updated_at = ? where id = ? and status = 'running'",
+            (status, text, next_run, now, task_id),
+        )
         return
     status = "done" if ok else "failed"
-    conn.execute("update tasks set status = ?, result = ?, updated_at = ? where id = ? and status = 'running'",
-                 (status, result, now, task_id))
+    conn.execute(
+        "update tasks set status = ?, result = ?, updated_at = ? where id = ? and status = 'running'",
+        (status, result, now, task_id),
+    )
     if not ok:
         block_dependants(conn, task_id, now)
 
@@ -161,10 +191,13 @@ def block_dependants(conn: Connection, task_id: int, now: float) -> list[int]:
         reason = f"dependency #{parent} {status[0] if status else 'missing'}"
         rows = conn.execute(
             "select t.id from task_dependencies d join tasks t on t.id = d.task_id "
-            "where d.depends_on = ? and t.status = 'pending'", (parent,)).fetchall()
+            "where d.depends_on = ? and t.status = 'pending'",
+            (parent,),
+        ).fetchall()
         for (child,) in rows:
-            conn.execute("update tasks set status = 'blocked', result = ?, updated_at = ? where id = ?",
-                         (reason, now, child))
+            conn.execute(
+                "update tasks set status = 'blocked', result = ?, updated_at = ? where id = ?", (reason, now, child)
+            )
             blocked.append(int(child))
             frontier.append(int(child))
     return blocked
@@ -188,8 +221,9 @@ def cancel(conn: Connection, task_id: int, now: float) -> TaskRecord:
         raise TaskError(f"task #{task_id} does not exist")
     if task.status in FINAL:
         raise TaskError(f"task #{task_id} is already {task.status}")
-    conn.execute("update tasks set status = 'cancelled', result = 'cancelled', updated_at = ? where id = ?",
-                 (now, task_id))
+    conn.execute(
+        "update tasks set status = 'cancelled', result = 'cancelled', updated_at = ? where id = ?", (now, task_id)
+    )
     block_dependants(conn, task_id, now)
     record = get_task(conn, task_id)
     assert record is not None
@@ -200,13 +234,17 @@ def recover_interrupted(conn: Connection, now: float) -> list[int]:
     """Tasks left 'running' by a crash or kill run again at start (at least once beats never)."""
     ids = [int(r[0]) for r in conn.execute("select id from tasks where status = 'running'")]
     for task_id in ids:
-        conn.execute("update tasks set status = 'pending', result = 'interrupted by a restart; will run again', "
-                     "updated_at = ? where id = ?", (now, task_id))
+        conn.execute(
+            "update tasks set status = 'pending', result = 'interrupted by a restart; will run again', "
+            "updated_at = ? where id = ?",
+            (now, task_id),
+        )
     return ids
 
 
-def list_tasks(conn: Connection, chat_ids: Sequence[int] | None = None, *, include_finished: bool = True,
-               limit: int = 50) -> list[TaskRecord]:
+def list_tasks(
+    conn: Connection, chat_ids: Sequence[int] | None = None, *, include_finished: bool = True, limit: int = 50
+) -> list[TaskRecord]:
     sql = f"select {_COLUMNS} from tasks where 1 "
     args: list[Any] = []
     if chat_ids is not None:
@@ -231,10 +269,10 @@ class TaskStore:
     async def get(self, task_id: int) -> TaskRecord | None:
         return await self.db.read(lambda c: get_task(c, task_id))
 
-    async def list(self, chat_ids: Sequence[int] | None = None, *, include_finished: bool = True,
-                   limit: int = 50) -> list[TaskRecord]:
-        return await self.db.read(lambda c: list_tasks(c, chat_ids, include_finished=include_finished,
-                                                       limit=limit))
+    async def list(
+        self, chat_ids: Sequence[int] | None = None, *, include_finished: bool = True, limit: int = 50
+    ) -> list[TaskRecord]:
+        return await self.db.read(lambda c: list_tasks(c, chat_ids, include_finished=include_finished, limit=limit))
 
     async def cancel(self, task_id: int) -> TaskRecord:
         return await self.db.write(lambda c: cancel(c, task_id, time.time()))

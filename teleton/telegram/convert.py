@@ -62,7 +62,9 @@ def chat_record(chat_id: int, kind: ChatType, entity: Any) -> ChatRecord:
         return ChatRecord(id=chat_id, type=kind, title=title, username=_username(entity))
     if isinstance(entity, (types.Chat, types.ChatForbidden)):
         return ChatRecord(
-            id=chat_id, type=kind, title=entity.title or "",
+            id=chat_id,
+            type=kind,
+            title=entity.title or "",
             member_count=getattr(entity, "participants_count", None),
         )
     if isinstance(entity, (types.Channel, types.ChannelForbidden)):
@@ -78,8 +80,11 @@ def chat_record(chat_id: int, kind: ChatType, entity: Any) -> ChatRecord:
 
 def chat_info(chat: ChatRecord) -> ChatInfo:
     return ChatInfo(
-        id=chat.id, type=chat.type,  # type: ignore[arg-type]
-        title=chat.title, username=chat.username, member_count=chat.member_count,
+        id=chat.id,
+        type=chat.type,  # type: ignore[arg-type]
+        title=chat.title,
+        username=chat.username,
+        member_count=chat.member_count,
     )
 
 

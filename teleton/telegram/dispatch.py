@@ -94,8 +94,7 @@ class Dispatcher:
         return list(self._context.get(chat_id, ()))
 
     def busy(self) -> bool:
-        return any(lane.pending > 0 and lane.task is not None and not lane.task.done()
-                   for lane in self._lanes.values())
+        return any(lane.pending > 0 and lane.task is not None and not lane.task.done() for lane in self._lanes.values())
 
     async def idle(self) -> None:
         """Wait until every queued turn has finished (tests, shutdown)."""

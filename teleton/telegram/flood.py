@@ -41,9 +41,7 @@ async def with_flood_retry(
                     f"{int(max_wait_s)} s); not retried"
                 ) from exc
             if attempt == attempts:
-                raise GatewayError(
-                    f"Telegram rate limit on {what}: still limited after {attempts} tries"
-                ) from exc
+                raise GatewayError(f"Telegram rate limit on {what}: still limited after {attempts} tries") from exc
             log.warning("flood_wait", what=what, seconds=seconds, attempt=attempt)
             await sleep(seconds)
     raise AssertionError("unreachable")

@@ -92,8 +92,14 @@ def make_client(tg: Any) -> TelegramClient:
     path = session_file(tg.session_path)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     client = TelegramClient(
-        str(path), int(tg.api_id), str(tg.api_hash),
-        flood_sleep_threshold=0, catch_up=True, auto_reconnect=True, connection_retries=5, retry_delay=1,
+        str(path),
+        int(tg.api_id),
+        str(tg.api_hash),
+        flood_sleep_threshold=0,
+        catch_up=True,
+        auto_reconnect=True,
+        connection_retries=5,
+        retry_delay=1,
     )
     secure_session(path)
     return client
@@ -205,7 +211,9 @@ class TelegramGateway:
         async def supervise() -> None:
             try:
                 await keep_connected(
-                    connect, self._disconnected, self._stop,
+                    connect,
+                    self._disconnected,
+                    self._stop,
                     backoff=Backoff(max_s=self.settings.reconnect_max_delay_s),
                     fatal=(GatewayError, errors.AuthKeyError, errors.UnauthorizedError),
                     on_retry=retrying,
@@ -297,8 +305,12 @@ class TelegramGateway:
 
         def send(formatting: list[Any]) -> Callable[[], Awaitable[Any]]:
             return lambda: self.client.send_message(
-                peer, part.text, formatting_entities=formatting, parse_mode=None,
-                reply_to=reply_to, link_preview=False,
+                peer,
+                part.text,
+                formatting_entities=formatting,
+                parse_mode=None,
+                reply_to=reply_to,
+                link_preview=False,
             )
 
         if entities:
@@ -335,8 +347,12 @@ class TelegramGateway:
         peer = await self._peer(chat_id)
         await self._call(
             lambda: self.client.edit_message(
-                peer, message_id, part.text, formatting_entities=[_tl_entity(s) for s in part.spans],
-                parse_mode=None, link_preview=False,
+                peer,
+                message_id,
+                part.text,
+                formatting_entities=[_tl_entity(s) for s in part.spans],
+                parse_mode=None,
+                link_preview=False,
             ),
             "edit message",
         )
@@ -374,9 +390,7 @@ class TelegramGateway:
             poll=types.Poll(
                 id=0,
                 question=types.TextWithEntities(question, []),
-                answers=[
-                    types.PollAnswer(types.TextWithEntities(o, []), bytes([i])) for i, o in enumerate(options)
-                ],
+                answers=[types.PollAnswer(types.TextWithEntities(o, []), bytes([i])) for i, o in enumerate(options)],
                 hash=0,  # a new poll has no hash yet
             )
         )

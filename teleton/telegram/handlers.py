@@ -112,8 +112,10 @@ class FeedHandlers:
             sender = me if (me is not None and sender_id == me.id) else UserInfo(id=sender_id)
         if isinstance(entity, types.User) and entity is not sender_entity:
             users.append(convert.user_record(entity))
-        name = convert.display_name(sender_entity) if sender_entity is not None else (
-            sender.display_name if sender else ""
+        name = (
+            convert.display_name(sender_entity)
+            if sender_entity is not None
+            else (sender.display_name if sender else "")
         )
         return chat, users, sender, convert.message_record(msg, chat_id, sender_id, name)
 

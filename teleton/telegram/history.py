@@ -44,8 +44,7 @@ async def resolve_chat(client: TelegramClient, chat: str | int) -> Any:
     try:
         return await client.get_entity(target)
     except (ValueError, errors.RPCError) as exc:
-        raise GatewayError(f"chat {chat!r} not found (use an id from `teleton feed stats`, @username or link)") \
-            from exc
+        raise GatewayError(f"chat {chat!r} not found (use an id from `teleton feed stats`, @username or link)") from exc
 
 
 async def backfill(
@@ -70,7 +69,8 @@ async def backfill(
             want = PAGE if limit is None else min(PAGE, limit - fetched)
             page = await with_flood_retry(
                 lambda offset=offset_id, want=want: client.get_messages(entity, limit=want, offset_id=offset),
-                max_wait_s=flood_wait_max_s, what="history",
+                max_wait_s=flood_wait_max_s,
+                what="history",
             )
             if not page:
                 break
@@ -131,7 +131,8 @@ async def catch_up_archive(
             continue
         missing = await with_flood_retry(
             lambda entity=dialog.entity, last=last: client.get_messages(entity, limit=per_chat, min_id=last),
-            max_wait_s=flood_wait_max_s, what="history",
+            max_wait_s=flood_wait_max_s,
+            what="history",
         )
         for msg in sorted(missing, key=lambda m: m.id):  # oldest first, as they were written
             await handlers.ingest(msg)

@@ -130,10 +130,17 @@ class FeedPipeline:
         if reply_is_ours:
             incoming = replace(incoming, reply_to_us=True)
         if known is not None:
-            incoming = replace(incoming, sender=UserInfo(
-                id=known.id, first_name=known.first_name, last_name=known.last_name, username=known.username,
-                phone=known.phone, is_bot=known.is_bot,
-            ))
+            incoming = replace(
+                incoming,
+                sender=UserInfo(
+                    id=known.id,
+                    first_name=known.first_name,
+                    last_name=known.last_name,
+                    username=known.username,
+                    phone=known.phone,
+                    is_bot=known.is_bot,
+                ),
+            )
         self.dispatcher.offer(incoming)
 
     async def edit(

@@ -78,7 +78,9 @@ async def run_command(
     """Run ``command`` under ``settings``' timeout and output cap; never raises for the command's failure."""
     started = time.monotonic()
     proc = await asyncio.create_subprocess_exec(
-        settings.shell, "-c", command,
+        settings.shell,
+        "-c",
+        command,
         cwd=str(cwd),
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
@@ -88,8 +90,9 @@ async def run_command(
     if on_start:
         on_start(proc.pid)
     assert proc.stdout is not None and proc.stderr is not None
-    readers = asyncio.gather(_read_capped(proc.stdout, settings.output_cap),
-                             _read_capped(proc.stderr, settings.output_cap))
+    readers = asyncio.gather(
+        _read_capped(proc.stdout, settings.output_cap), _read_capped(proc.stderr, settings.output_cap)
+    )
     timed_out = False
     try:
         await asyncio.wait_for(proc.wait(), timeout=settings.timeout_s)
@@ -138,8 +141,16 @@ async def audit(db: Any, tool: str, outcome: ExecOutcome, chat_id: int | None) -
     await db.execute(
         "insert into exec_audit(tool, command, exit_code, stdout, stderr, duration_ms, chat_id, created_at) "
         "values (?, ?, ?, ?, ?, ?, ?, ?)",
-        (tool, outcome.command, outcome.exit_code, outcome.stdout[:AUDIT_CAP], outcome.stderr[:AUDIT_CAP],
-         outcome.duration_ms, chat_id, time.time()),
+        (
+            tool,
+            outcome.command,
+            outcome.exit_code,
+            outcome.stdout[:AUDIT_CAP],
+            outcome.stderr[:AUDIT_CAP],
+            outcome.duration_ms,
+            chat_id,
+            time.time(),
+        ),
     )
 
 
@@ -169,12 +180,19 @@ def exec_tools(settings: ExecSettings = ExecSettings()) -> list[Tool]:
             outcome = await run_command(args["command"], workspace, settings)
         except asyncio.CancelledError:
             # The turn's own tool timeout (or /stop) ended the run: the group is killed; still audit it.
-            cancelled = ExecOutcome(args["command"], None, "", "cancelled", int((time.monotonic() - started) * 1000),
-                                    True, 0)
+            cancelled = ExecOutcome(
+                args["command"], None, "", "cancelled", int((time.monotonic() - started) * 1000), True, 0
+            )
             await asyncio.shield(audit(ctx.deps.db, "exec", cancelled, ctx.chat.id))
             raise
-        log.info("exec", command=args["command"][:200], exit_code=outcome.exit_code,
-                 timed_out=outcome.timed_out, duration_ms=outcome.duration_ms, chat_id=ctx.chat.id)
+        log.info(
+            "exec",
+            command=args["command"][:200],
+            exit_code=outcome.exit_code,
+            timed_out=outcome.timed_out,
+            duration_ms=outcome.duration_ms,
+            chat_id=ctx.chat.id,
+        )
         await audit(ctx.deps.db, "exec", outcome, ctx.chat.id)
         return format_outcome(outcome, settings)
 
@@ -187,8 +205,14 @@ def exec_tools(settings: ExecSettings = ExecSettings()) -> list[Tool]:
             ),
             input_schema={
                 "type": "object",
-                "properties": {"command": {"type": "string", "minLength": 1, "maxLength": 10_000,
-                                           "description": "the shell command line"}},
+                "properties": {
+                    "command": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": 10_000,
+                        "description": "the shell command line",
+                    }
+                },
                 "required": ["command"],
                 "additionalProperties": False,
             },

@@ -118,8 +118,9 @@ async def memory_save(args: dict[str, Any], ctx: ToolContext) -> str | ToolResul
             await ctx.deps.daily_logs.append_section("Saved fact", f"[{fact.category}] {fact.value}")
         except OSError as exc:
             log.warning("daily_log_write_failed", error=repr(exc))
-    return {"inserted": "Saved.", "updated": "Updated the existing fact.",
-            "duplicate": "Already known."}[outcome.action] + f" (fact #{outcome.id})"
+    return {"inserted": "Saved.", "updated": "Updated the existing fact.", "duplicate": "Already known."}[
+        outcome.action
+    ] + f" (fact #{outcome.id})"
 
 
 def _save_scope(requested: str, ctx: ToolContext) -> str:
@@ -147,7 +148,10 @@ async def memory_recall(args: dict[str, Any], ctx: ToolContext) -> str | ToolRes
         return ToolResult.error("Fact memory is not available.")
     query = args["query"]
     found = await ctx.deps.facts.recall(
-        query, ctx.access.fact_scopes, limit=int(args.get("limit", 5)), category=args.get("category"),
+        query,
+        ctx.access.fact_scopes,
+        limit=int(args.get("limit", 5)),
+        category=args.get("category"),
         query_vector=await _query_vector(ctx, query),
     )
     if not found:
@@ -172,8 +176,9 @@ async def memory_search(args: dict[str, Any], ctx: ToolContext) -> str | ToolRes
         if access.knowledge and chat_id is None:
             for hit in hybrid_search(conn, KNOWLEDGE, query, vector, params=params):
                 lines.append(f"[knowledge {hit.meta['path']}] {hit.text}")
-        for hit in hybrid_search(conn, FEED, query, vector, params=params,
-                                 scope=None if feed_scope is None else list(feed_scope)):
+        for hit in hybrid_search(
+            conn, FEED, query, vector, params=params, scope=None if feed_scope is None else list(feed_scope)
+        ):
             when = datetime.fromtimestamp(hit.meta["date"]).astimezone()
             who = "me" if hit.meta["is_outgoing"] else (hit.meta["sender_name"] or hit.meta["sender_id"])
             lines.append(f"[chat {hit.meta['chat_id']} {when:%Y-%m-%d %H:%M} {who}] {hit.text}")

@@ -138,8 +138,7 @@ class ToolRegistry:
         return override is None or override.enabled is None or override.enabled
 
     def allowed(self, name: str, chat: ChatInfo, is_admin: bool) -> bool:
-        return (name in self._tools and self.enabled(name)
-                and scope_allows(self.scope_of(name), chat.type, is_admin))
+        return name in self._tools and self.enabled(name) and scope_allows(self.scope_of(name), chat.type, is_admin)
 
     def available(self, chat: ChatInfo, is_admin: bool, names: Sequence[str] | None = None) -> list[Tool]:
         """Tools this chat may use (optionally only ``names``, e.g. a tool-RAG pick), sorted by name so the

@@ -93,10 +93,17 @@ async def schedule_task(args: dict[str, Any], ctx: ToolContext) -> str | ToolRes
             if dep is None or (dep.chat_id != ctx.chat.id and not ctx.is_admin):
                 raise TaskError(f"task #{dep_id} does not exist in this chat")
         kind, payload = _action(args, ctx)
-        task = await store.add(NewTask(
-            description=args["description"], kind=kind, payload=payload, run_at=run_at,
-            chat_id=ctx.chat.id, repeat=repeat, depends_on=deps,
-        ))
+        task = await store.add(
+            NewTask(
+                description=args["description"],
+                kind=kind,
+                payload=payload,
+                run_at=run_at,
+                chat_id=ctx.chat.id,
+                repeat=repeat,
+                depends_on=deps,
+            )
+        )
     except TaskError as exc:
         return ToolResult.error(str(exc))
     scheduler = _scheduler(ctx)
@@ -126,8 +133,9 @@ def _action(args: dict[str, Any], ctx: ToolContext) -> tuple[str, dict[str, Any]
 
 
 async def list_tasks(args: dict[str, Any], ctx: ToolContext) -> str:
-    tasks = await _store(ctx).list(_visible_chats(ctx, bool(args.get("all_chats"))),
-                                   include_finished=bool(args.get("include_finished", True)))
+    tasks = await _store(ctx).list(
+        _visible_chats(ctx, bool(args.get("all_chats"))), include_finished=bool(args.get("include_finished", True))
+    )
     return "\n".join(describe(t) for t in tasks) if tasks else "No tasks."
 
 
@@ -162,15 +170,26 @@ def task_tools() -> list[Tool]:
             input_schema={
                 "type": "object",
                 "properties": {
-                    "description": {"type": "string", "minLength": 1, "maxLength": 500,
-                                    "description": "short human-readable description of the task"},
-                    "prompt": {"type": "string", "maxLength": 4000,
-                               "description": "what to tell yourself when it is due (default: description)"},
+                    "description": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": 500,
+                        "description": "short human-readable description of the task",
+                    },
+                    "prompt": {
+                        "type": "string",
+                        "maxLength": 4000,
+                        "description": "what to tell yourself when it is due (default: description)",
+                    },
                     "at": {"type": "string", "description": "ISO date-time, e.g. 2026-05-01T09:00 (local)"},
                     "delay_minutes": {"type": "number", "minimum": 0, "maximum": 525600},
                     "cron": {"type": "string", "description": "repeat: 5-field cron, e.g. '0 9 * * 1-5'"},
-                    "depends_on": {"type": "array", "items": {"type": "integer"}, "maxItems": 20,
-                                   "description": "task ids that must be done first"},
+                    "depends_on": {
+                        "type": "array",
+                        "items": {"type": "integer"},
+                        "maxItems": 20,
+                        "description": "task ids that must be done first",
+                    },
                     "tool": {"type": "string", "description": "run this tool instead of a prompt"},
                     "tool_input": {"type": "object"},
                 },

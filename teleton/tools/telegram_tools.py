@@ -110,6 +110,7 @@ async def edit_message(args: dict[str, Any], ctx: ToolContext) -> str:
 async def delete_message(args: dict[str, Any], ctx: ToolContext) -> str:
     ids = [int(i) for i in args["message_ids"]]
     if ctx.chat.type != "dm" and not ctx.is_admin:
+
         def _ours(conn: Any) -> list[int]:
             return [i for i in ids if not is_our_message(conn, ctx.chat.id, i)]
 
@@ -301,76 +302,168 @@ def telegram_tools(settings: TelegramToolSettings = TelegramToolSettings()) -> l
 
     text = {"type": "string", "minLength": 1, "maxLength": 40_000}
     return [
-        tool("send_message",
-             "Send a new text message to this chat (or, for an admin, to another chat by chat_id): tell, "
-             "message, write to someone.",
-             _schema({"text": text, "chat_id": _CHAT_ID}, ("text",)), send_message),
-        tool("reply",
-             "Reply to a specific message in this chat, quoting it (default: the message being answered).",
-             _schema({"text": text, "message_id": _MESSAGE_ID}, ("text",)), reply),
-        tool("edit_message",
-             "Edit (change, correct, fix a typo in) the text of a message you sent earlier in this chat.",
-             _schema({"message_id": {"type": "integer"}, "text": text}, ("message_id", "text")), edit_message),
-        tool("delete_message",
-             "Delete (remove, take down) messages in this chat by their ids.",
-             _schema({"message_ids": {"type": "array", "items": {"type": "integer"}, "minItems": 1,
-                                      "maxItems": 100}}, ("message_ids",)), delete_message),
-        tool("forward_message",
-             "Forward a message to another chat or person (from this chat unless from_chat_id is given).",
-             _schema({"message_id": {"type": "integer"}, "to_chat_id": {"type": "integer"},
-                      "from_chat_id": {"type": "integer"}}, ("message_id", "to_chat_id")), forward_message),
-        tool("pin_message",
-             "Pin a message to the top of this chat, or unpin it with unpin=true.",
-             _schema({"message_id": _MESSAGE_ID, "unpin": {"type": "boolean"}}), pin_message),
-        tool("react",
-             "React to a message with an emoji reaction (like 👍, ❤️, 😂, 🔥) instead of writing a reply.",
-             _schema({"emoji": {"type": "string", "minLength": 1, "maxLength": 16}, "message_id": _MESSAGE_ID},
-                     ("emoji",)), react),
-        tool("send_poll",
-             "Create a poll (vote, survey) in this chat with a question and 2-10 answer options.",
-             _schema({"question": {"type": "string", "minLength": 1, "maxLength": 255},
-                      "options": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 100},
-                                  "minItems": 2, "maxItems": 10}}, ("question", "options")), send_poll),
-        tool("send_file",
-             "Send a file, photo, image or document from your workspace to this chat.",
-             _schema({"path": {"type": "string", "minLength": 1, "description": "path in the workspace"},
-                      "caption": {"type": "string", "maxLength": 1024}}, ("path",)), send_file),
-        tool("download_media",
-             "Download the photo, video, voice note or document attached to a message into the workspace "
-             "downloads folder, to save or open it.",
-             _schema({"message_id": _MESSAGE_ID, "chat_id": _CHAT_ID}), _download_tool(settings)),
-        tool("get_history",
-             "Read the recent message history of this chat from the archive: what was said earlier, scroll "
-             "back, catch up on the conversation.",
-             _schema({"chat_id": _CHAT_ID, "limit": {"type": "integer", "minimum": 1, "maximum": HISTORY_MAX},
-                      "before_id": {"type": "integer", "description": "only messages older than this id"}}),
-             get_history),
-        tool("search_messages",
-             "Search past Telegram messages in the archive: what did a person say or write about something, "
-             "who mentioned a topic, when was it discussed.",
-             _schema({"query": {"type": "string", "minLength": 1, "maxLength": 2000}, "chat_id": _CHAT_ID,
-                      "limit": {"type": "integer", "minimum": 1, "maximum": 30}}, ("query",)), search_messages),
-        tool("get_chat_info",
-             "Get information about a chat or group: its title, type, username and how many members it has.",
-             _schema({"chat_id": _CHAT_ID}), get_chat_info),
-        tool("get_user_info",
-             "Look up a Telegram user's profile by id or @username: name, username, whether a bot.",
-             _schema({"user": {"type": ["integer", "string"], "description": "user id or @username"}},
-                     ("user",)), get_user_info),
-        tool("list_dialogs",
-             "List your Telegram chats, groups and conversations (dialogs) with their ids.",
-             _schema({"limit": {"type": "integer", "minimum": 1, "maximum": 200}}), list_dialogs, "dm-only"),
-        tool("get_participants",
-             "List the members (participants) of this group with their user ids: who is in the chat.",
-             _schema({"chat_id": _CHAT_ID, "limit": {"type": "integer", "minimum": 1, "maximum": 1000}}),
-             get_participants),
-        tool("kick_user",
-             "Kick (remove) a member from this group; they may rejoin. Group moderation, admins only.",
-             _schema({"user_id": _USER_ID}, ("user_id",)), kick_user, "admin-only"),
-        tool("ban_user",
-             "Ban a member (spammer, troll) from this group so they cannot return. Group moderation, admins only.",
-             _schema({"user_id": _USER_ID}, ("user_id",)), ban_user, "admin-only"),
-        tool("unban_user",
-             "Unban (lift the ban of) a user in this group so they may join again. Admins only.",
-             _schema({"user_id": _USER_ID}, ("user_id",)), unban_user, "admin-only"),
+        tool(
+            "send_message",
+            "Send a new text message to this chat (or, for an admin, to another chat by chat_id): tell, "
+            "message, write to someone.",
+            _schema({"text": text, "chat_id": _CHAT_ID}, ("text",)),
+            send_message,
+        ),
+        tool(
+            "reply",
+            "Reply to a specific message in this chat, quoting it (default: the message being answered).",
+            _schema({"text": text, "message_id": _MESSAGE_ID}, ("text",)),
+            reply,
+        ),
+        tool(
+            "edit_message",
+            "Edit (change, correct, fix a typo in) the text of a message you sent earlier in this chat.",
+            _schema({"message_id": {"type": "integer"}, "text": text}, ("message_id", "text")),
+            edit_message,
+        ),
+        tool(
+            "delete_message",
+            "Delete (remove, take down) messages in this chat by their ids.",
+            _schema(
+                {"message_ids": {"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 100}},
+                ("message_ids",),
+            ),
+            delete_message,
+        ),
+        tool(
+            "forward_message",
+            "Forward a message to another chat or person (from this chat unless from_chat_id is given).",
+            _schema(
+                {
+                    "message_id": {"type": "integer"},
+                    "to_chat_id": {"type": "integer"},
+                    "from_chat_id": {"type": "integer"},
+                },
+                ("message_id", "to_chat_id"),
+            ),
+            forward_message,
+        ),
+        tool(
+            "pin_message",
+            "Pin a message to the top of this chat, or unpin it with unpin=true.",
+            _schema({"message_id": _MESSAGE_ID, "unpin": {"type": "boolean"}}),
+            pin_message,
+        ),
+        tool(
+            "react",
+            "React to a message with an emoji reaction (like 👍, ❤️, 😂, 🔥) instead of writing a reply.",
+            _schema(
+                {"emoji": {"type": "string", "minLength": 1, "maxLength": 16}, "message_id": _MESSAGE_ID}, ("emoji",)
+            ),
+            react,
+        ),
+        tool(
+            "send_poll",
+            "Create a poll (vote, survey) in this chat with a question and 2-10 answer options.",
+            _schema(
+                {
+                    "question": {"type": "string", "minLength": 1, "maxLength": 255},
+                    "options": {
+                        "type": "array",
+                        "items": {"type": "string", "minLength": 1, "maxLength": 100},
+                        "minItems": 2,
+                        "maxItems": 10,
+                    },
+                },
+                ("question", "options"),
+            ),
+            send_poll,
+        ),
+        tool(
+            "send_file",
+            "Send a file, photo, image or document from your workspace to this chat.",
+            _schema(
+                {
+                    "path": {"type": "string", "minLength": 1, "description": "path in the workspace"},
+                    "caption": {"type": "string", "maxLength": 1024},
+                },
+                ("path",),
+            ),
+            send_file,
+        ),
+        tool(
+            "download_media",
+            "Download the photo, video, voice note or document attached to a message into the workspace "
+            "downloads folder, to save or open it.",
+            _schema({"message_id": _MESSAGE_ID, "chat_id": _CHAT_ID}),
+            _download_tool(settings),
+        ),
+        tool(
+            "get_history",
+            "Read the recent message history of this chat from the archive: what was said earlier, scroll "
+            "back, catch up on the conversation.",
+            _schema(
+                {
+                    "chat_id": _CHAT_ID,
+                    "limit": {"type": "integer", "minimum": 1, "maximum": HISTORY_MAX},
+                    "before_id": {"type": "integer", "description": "only messages older than this id"},
+                }
+            ),
+            get_history,
+        ),
+        tool(
+            "search_messages",
+            "Search past Telegram messages in the archive: what did a person say or write about something, "
+            "who mentioned a topic, when was it discussed.",
+            _schema(
+                {
+                    "query": {"type": "string", "minLength": 1, "maxLength": 2000},
+                    "chat_id": _CHAT_ID,
+                    "limit": {"type": "integer", "minimum": 1, "maximum": 30},
+                },
+                ("query",),
+            ),
+            search_messages,
+        ),
+        tool(
+            "get_chat_info",
+            "Get information about a chat or group: its title, type, username and how many members it has.",
+            _schema({"chat_id": _CHAT_ID}),
+            get_chat_info,
+        ),
+        tool(
+            "get_user_info",
+            "Look up a Telegram user's profile by id or @username: name, username, whether a bot.",
+            _schema({"user": {"type": ["integer", "string"], "description": "user id or @username"}}, ("user",)),
+            get_user_info,
+        ),
+        tool(
+            "list_dialogs",
+            "List your Telegram chats, groups and conversations (dialogs) with their ids.",
+            _schema({"limit": {"type": "integer", "minimum": 1, "maximum": 200}}),
+            list_dialogs,
+            "dm-only",
+        ),
+        tool(
+            "get_participants",
+            "List the members (participants) of this group with their user ids: who is in the chat.",
+            _schema({"chat_id": _CHAT_ID, "limit": {"type": "integer", "minimum": 1, "maximum": 1000}}),
+            get_participants,
+        ),
+        tool(
+            "kick_user",
+            "Kick (remove) a member from this group; they may rejoin. Group moderation, admins only.",
+            _schema({"user_id": _USER_ID}, ("user_id",)),
+            kick_user,
+            "admin-only",
+        ),
+        tool(
+            "ban_user",
+            "Ban a member (spammer, troll) from this group so they cannot return. Group moderation, admins only.",
+            _schema({"user_id": _USER_ID}, ("user_id",)),
+            ban_user,
+            "admin-only",
+        ),
+        tool(
+            "unban_user",
+            "Unban (lift the ban of) a user in this group so they may join again. Admins only.",
+            _schema({"user_id": _USER_ID}, ("user_id",)),
+            unban_user,
+            "admin-only",
+        ),
     ]

@@ -167,8 +167,13 @@ class ToolIndex:
                 report.embedded += len(group)
         self._indexed = frozenset(row.name for row in rows)
         if report.added or report.changed or report.removed:
-            log.info("tool_index_synced", added=len(report.added), changed=len(report.changed),
-                     removed=len(report.removed), embedded=report.embedded)
+            log.info(
+                "tool_index_synced",
+                added=len(report.added),
+                changed=len(report.changed),
+                removed=len(report.removed),
+                embedded=report.embedded,
+            )
         return report
 
     async def rank(self, query: str, query_vector: np.ndarray | None = None) -> list[tuple[str, float]]:

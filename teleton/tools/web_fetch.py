@@ -136,8 +136,11 @@ async def _one_hop(client: httpx.AsyncClient, url: httpx.URL, settings: FetchSet
     extensions: dict[str, Any] = {}
     if url.scheme == "https":
         extensions["sni_hostname"] = host  # certificate checked against the name, not the IP
-    headers = {"Host": url.netloc.decode("ascii"), "User-Agent": USER_AGENT,
-               "Accept": "text/html,text/plain,application/json;q=0.9,*/*;q=0.5"}
+    headers = {
+        "Host": url.netloc.decode("ascii"),
+        "User-Agent": USER_AGENT,
+        "Accept": "text/html,text/plain,application/json;q=0.9,*/*;q=0.5",
+    }
     request = client.build_request("GET", target, headers=headers, extensions=extensions)
     return await client.send(request, stream=True, follow_redirects=False)
 
@@ -160,9 +163,10 @@ async def fetch(url: str, settings: FetchSettings = FetchSettings()) -> FetchRes
     except httpx.InvalidURL as exc:
         raise FetchRefused(f"not a valid URL: {exc}") from exc
     timeout = httpx.Timeout(settings.timeout_s)
-    async with asyncio.timeout(settings.timeout_s), httpx.AsyncClient(
-        timeout=timeout, trust_env=False, follow_redirects=False, verify=settings.verify
-    ) as client:
+    async with (
+        asyncio.timeout(settings.timeout_s),
+        httpx.AsyncClient(timeout=timeout, trust_env=False, follow_redirects=False, verify=settings.verify) as client,
+    ):
         for _ in range(settings.max_redirects + 1):
             response = await _one_hop(client, current, settings)
             try:
@@ -191,14 +195,48 @@ def body_text(body: bytes, content_type: str, charset: str | None) -> str:
     return text
 
 
-_TEXTUAL = frozenset({"application/json", "application/xml", "application/xhtml+xml", "application/rss+xml",
-                      "application/atom+xml", "application/javascript"})
+_TEXTUAL = frozenset(
+    {
+        "application/json",
+        "application/xml",
+        "application/xhtml+xml",
+        "application/rss+xml",
+        "application/atom+xml",
+        "application/javascript",
+    }
+)
 
 
 # -- HTML to text ------------------------------------------------------------------------------------
 _SKIP = frozenset({"script", "style", "noscript", "template", "svg", "head", "iframe", "canvas"})
-_BLOCK = frozenset({"p", "div", "br", "li", "ul", "ol", "h1", "h2", "h3", "h4", "h5", "h6", "tr", "table",
-                    "section", "article", "header", "footer", "nav", "blockquote", "pre", "hr", "dd", "dt"})
+_BLOCK = frozenset(
+    {
+        "p",
+        "div",
+        "br",
+        "li",
+        "ul",
+        "ol",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "tr",
+        "table",
+        "section",
+        "article",
+        "header",
+        "footer",
+        "nav",
+        "blockquote",
+        "pre",
+        "hr",
+        "dd",
+        "dt",
+    }
+)
 
 
 class _TextExtractor(HTMLParser):
@@ -276,8 +314,14 @@ def web_fetch_tools(settings: FetchSettings = FetchSettings()) -> list[Tool]:
             ),
             input_schema={
                 "type": "object",
-                "properties": {"url": {"type": "string", "minLength": 4, "maxLength": 4000,
-                                       "description": "the http or https URL to open"}},
+                "properties": {
+                    "url": {
+                        "type": "string",
+                        "minLength": 4,
+                        "maxLength": 4000,
+                        "description": "the http or https URL to open",
+                    }
+                },
                 "required": ["url"],
                 "additionalProperties": False,
             },

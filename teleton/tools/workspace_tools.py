@@ -58,6 +58,7 @@ async def workspace_list(args: dict[str, Any], ctx: ToolContext, limits: Limits)
         check_readable(target, ctx.access)
     except PathRefused as exc:
         return _refusal(exc)
+
     def _list() -> list[str] | None:
         root = Path(os.path.realpath(ctx.deps.workspace))
         if not target.real.is_dir():
@@ -217,8 +218,13 @@ def workspace_tools(limits: Limits = Limits()) -> list[Tool]:
             ),
             input_schema={
                 "type": "object",
-                "properties": {"path": {"type": "string", "maxLength": 1024,
-                                        "description": "folder relative to the workspace (default: root)"}},
+                "properties": {
+                    "path": {
+                        "type": "string",
+                        "maxLength": 1024,
+                        "description": "folder relative to the workspace (default: root)",
+                    }
+                },
                 "additionalProperties": False,
             },
             handler=bind(workspace_list),

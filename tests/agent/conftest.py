@@ -79,14 +79,20 @@ class Harness:
         return (self.utility if body["model"] == UTILITY_MODEL else self.main)(body)
 
     def message(self, chat: ChatInfo, sender: UserInfo, text_: str, **extra: Any) -> IncomingMessage:
-        return IncomingMessage(chat=chat, sender=sender, message_id=next(self._ids), text=text_, date=time.time(),
-                               **extra)
+        return IncomingMessage(
+            chat=chat, sender=sender, message_id=next(self._ids), text=text_, date=time.time(), **extra
+        )
 
     async def archive(self, msg: IncomingMessage) -> None:
         """What the Telegram layer does before the agent sees a message."""
-        record = fa.MessageRecord(chat_id=msg.chat.id, message_id=msg.message_id, date=msg.date, text=msg.text,
-                                  sender_id=msg.sender.id if msg.sender else None,
-                                  sender_name=msg.sender.display_name if msg.sender else "")
+        record = fa.MessageRecord(
+            chat_id=msg.chat.id,
+            message_id=msg.message_id,
+            date=msg.date,
+            text=msg.text,
+            sender_id=msg.sender.id if msg.sender else None,
+            sender_name=msg.sender.display_name if msg.sender else "",
+        )
         chat = fa.ChatRecord(id=msg.chat.id, type=msg.chat.type, title=msg.chat.title)
 
         def _write(conn: Any) -> None:
@@ -111,22 +117,38 @@ class Harness:
 
 
 def llm_settings() -> LLMSettings:
-    return LLMSettings(model=MAIN_MODEL, utility_model=UTILITY_MODEL, max_tokens=1024, request_timeout_s=10,
-                       max_retries=5, retry_base_delay_s=0.002, retry_max_delay_s=0.05)
+    return LLMSettings(
+        model=MAIN_MODEL,
+        utility_model=UTILITY_MODEL,
+        max_tokens=1024,
+        request_timeout_s=10,
+        max_retries=5,
+        retry_base_delay_s=0.002,
+        retry_max_delay_s=0.05,
+    )
 
 
-async def build_harness(tmp_path: Path, db: Database, fake: FakeAnthropic,
-                        settings: AgentSettings | None = None) -> Harness:
+async def build_harness(
+    tmp_path: Path, db: Database, fake: FakeAnthropic, settings: AgentSettings | None = None
+) -> Harness:
     workspace = tmp_path / "workspace"
     workspace.mkdir(exist_ok=True)
     llm = LLMClient(llm_settings(), api_key="test", base_url=fake.base_url)
     out = io.StringIO()
     gateway = TerminalGateway(Console(file=out, width=100), db=db)
-    deps = AgentDeps(db=db, llm=llm, gateway=gateway, registry=ToolRegistry(memory_tools()), workspace=workspace,
-                     facts=FactStore(db), owner=OWNER)
+    deps = AgentDeps(
+        db=db,
+        llm=llm,
+        gateway=gateway,
+        registry=ToolRegistry(memory_tools()),
+        workspace=workspace,
+        facts=FactStore(db),
+        owner=OWNER,
+    )
     settings = settings or AgentSettings(owner_id=OWNER.id, session_reset_hour=None, session_idle_minutes=None)
-    harness = Harness(tmp_path=tmp_path, db=db, fake=fake, agent=Agent(deps, settings), gateway=gateway, llm=llm,
-                      console_out=out)
+    harness = Harness(
+        tmp_path=tmp_path, db=db, fake=fake, agent=Agent(deps, settings), gateway=gateway, llm=llm, console_out=out
+    )
     fake.responder = harness.respond
     return harness
 

@@ -17,13 +17,21 @@ from tests.fakes.anthropic_server import FakeAnthropic, Reply, text, tool_use, u
 
 def write_config(tmp_path: Path, fake: FakeAnthropic) -> Path:
     path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump({
-        "agent": {"api_key": "test", "base_url": fake.base_url, "model": "claude-test",
-                  "utility_model": "claude-test-small"},
-        "storage": {"data_dir": str(tmp_path / "data")},
-        "embedding": {"provider": "none"},
-        "telegram": {"owner_id": 4242},
-    }))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "agent": {
+                    "api_key": "test",
+                    "base_url": fake.base_url,
+                    "model": "claude-test",
+                    "utility_model": "claude-test-small",
+                },
+                "storage": {"data_dir": str(tmp_path / "data")},
+                "embedding": {"provider": "none"},
+                "telegram": {"owner_id": 4242},
+            }
+        )
+    )
     return path
 
 

@@ -38,8 +38,9 @@ async def test_memory_recall_with_a_category_finds_a_weak_match_behind_thirty_st
     for n in range(30):
         await h.agent.deps.facts.save(Fact(f"The team meeting number {n} is on Monday in room {n}", category="work"))
     await h.agent.deps.facts.save(Fact("Rex gets nervous when meeting other dogs", category="pet"))
-    h.main = sequence(tool_use(("memory_recall", {"query": "team meeting on Monday", "category": "pet"})),
-                      text("Rex gets nervous."))
+    h.main = sequence(
+        tool_use(("memory_recall", {"query": "team meeting on Monday", "category": "pet"})), text("Rex gets nervous.")
+    )
     start = len(h.fake.requests)
     await h.dm("how does my dog handle meetings?")
     results = [r for b in h.main_requests(start) for r in tool_results(b)]

@@ -23,7 +23,8 @@ async def indexed_harness(tmp_path: Path, db: Database, fake: FakeAnthropic) -> 
 
 
 async def test_memory_file_answers_and_writes_are_searchable_at_once(
-        tmp_path: Path, db: Database, fake_api: FakeAnthropic) -> None:
+    tmp_path: Path, db: Database, fake_api: FakeAnthropic
+) -> None:
     h, index = await indexed_harness(tmp_path, db, fake_api)
     (h.workspace / "MEMORY.md").write_text("# Home\n\nThe spare key is under the blue flowerpot.\n")
     (h.workspace / "memory").mkdir(exist_ok=True)
@@ -34,8 +35,11 @@ async def test_memory_file_answers_and_writes_are_searchable_at_once(
         said = user_said(body)
         if said == "remember: the alarm code is 2468":
             return tool_use(("memory_write", {"target": "memory", "content": "- Alarm code: 2468"}))
-        context = body["messages"][-1]["content"][0].get("text", "") if isinstance(
-            body["messages"][-1]["content"], list) else ""
+        context = (
+            body["messages"][-1]["content"][0].get("text", "")
+            if isinstance(body["messages"][-1]["content"], list)
+            else ""
+        )
         knowledge = context.split("\n\n[Relevant messages")[0]
         return text(knowledge if knowledge.startswith(KNOWLEDGE_HEADER) else "no idea")
 

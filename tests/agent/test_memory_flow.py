@@ -40,8 +40,13 @@ def whiskerino_model(body: Body) -> Reply:
     said = user_said(body)
     if said.startswith("My cat's name is"):
         name = said.rsplit(" ", 1)[1].strip(".")
-        return tool_use(("memory_save", {"value": f"The user's cat is named {name}", "category": "pets",
-                                          "key": "cat_name", "importance": 0.7}), say="Noted!")
+        return tool_use(
+            (
+                "memory_save",
+                {"value": f"The user's cat is named {name}", "category": "pets", "key": "cat_name", "importance": 0.7},
+            ),
+            say="Noted!",
+        )
     if "cat's name?" in said:
         return tool_use(("memory_recall", {"query": "user's cat name"}))
     return text("ok")
@@ -80,10 +85,20 @@ async def seed_long_session(h: Harness, pairs: int) -> list[dict]:
     for i in range(pairs):
         messages.append({"role": "user", "content": f"question {i}: tell me about topic {i}"})
         if i % 10 == 0:
-            messages.append({"role": "assistant", "content": [
-                {"type": "tool_use", "id": f"tu{i}", "name": "memory_recall", "input": {"query": f"topic {i}"}}]})
-            messages.append({"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": f"tu{i}", "content": "No matching facts."}]})
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "tool_use", "id": f"tu{i}", "name": "memory_recall", "input": {"query": f"topic {i}"}}
+                    ],
+                }
+            )
+            messages.append(
+                {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": f"tu{i}", "content": "No matching facts."}],
+                }
+            )
         messages.append({"role": "assistant", "content": [{"type": "text", "text": f"answer {i}"}]})
     session = await h.agent.sessions.create(OWNER.id, messages=messages)
     return session.messages
@@ -98,8 +113,22 @@ async def test_a_250_message_session_is_compacted(harness: Harness) -> None:
     def facts(body: Body) -> Reply:
         prompt = body["messages"][-1]["content"]
         if "Extract the durable facts" in prompt:
-            return tool_use(("record_facts", {"facts": [{"category": "topics", "key": "favourite", "scope": "user",
-                                                         "content": "The user likes topic 7", "importance": 0.5}]}))
+            return tool_use(
+                (
+                    "record_facts",
+                    {
+                        "facts": [
+                            {
+                                "category": "topics",
+                                "key": "favourite",
+                                "scope": "user",
+                                "content": "The user likes topic 7",
+                                "importance": 0.5,
+                            }
+                        ]
+                    },
+                )
+            )
         return text("Summary: the user asked about topics 0 to 103, one at a time.")
 
     h.utility = facts
@@ -155,8 +184,13 @@ async def test_old_tool_results_are_masked_in_what_the_model_gets(harness: Harne
     h.main = model
     await h.dm("save fourteen facts please")
     last = h.fake.requests[-1]
-    results = [b for m in last["messages"] if isinstance(m["content"], list) for b in m["content"]
-               if b.get("type") == "tool_result"]
+    results = [
+        b
+        for m in last["messages"]
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b.get("type") == "tool_result"
+    ]
     assert len(results) == 14
     contents = [r["content"] for r in results]
     assert contents[0] == contents[1] == contents[2] == "[Tool: memory_save - OK]"
@@ -167,12 +201,19 @@ async def test_old_tool_results_are_masked_in_what_the_model_gets(harness: Harne
 
 
 async def test_soft_threshold_flushes_memory_once(tmp_path: Path, db: Database, fake_api: FakeAnthropic) -> None:
-    settings = AgentSettings(owner_id=OWNER.id, session_reset_hour=None, session_idle_minutes=None,
-                             thresholds=Thresholds(context_window=8000))
+    settings = AgentSettings(
+        owner_id=OWNER.id,
+        session_reset_hour=None,
+        session_idle_minutes=None,
+        thresholds=Thresholds(context_window=8000),
+    )
     h = await build_harness(tmp_path, db, fake_api, settings)
     lisbon = {"category": "travel", "content": "Flight to Lisbon on May 3", "scope": "user", "importance": 0.6}
-    h.utility = lambda body: (tool_use(("record_facts", {"facts": [lisbon]}))
-                              if "Extract the durable" in body["messages"][-1]["content"] else text("summary"))
+    h.utility = lambda body: (
+        tool_use(("record_facts", {"facts": [lisbon]}))
+        if "Extract the durable" in body["messages"][-1]["content"]
+        else text("summary")
+    )
     h.main = sequence(text("ok", usage={"input_tokens": 4500, "output_tokens": 10}))  # over half the window
     await h.dm("I fly to Lisbon on May 3rd")
     start = len(fake_api.requests)
@@ -187,7 +228,8 @@ async def test_soft_threshold_flushes_memory_once(tmp_path: Path, db: Database, 
 
 
 async def test_idle_and_daily_reset_end_the_session_with_a_summary(
-        tmp_path: Path, db: Database, fake_api: FakeAnthropic) -> None:
+    tmp_path: Path, db: Database, fake_api: FakeAnthropic
+) -> None:
     settings = AgentSettings(owner_id=OWNER.id, session_reset_hour=None, session_idle_minutes=30)
     h = await build_harness(tmp_path, db, fake_api, settings)
     await h.dm("we planned the garden party for Saturday")
@@ -200,8 +242,9 @@ async def test_idle_and_daily_reset_end_the_session_with_a_summary(
     assert row["end_reason"] == "idle" and "garden party" in row["summary"]
     assert "Session ended (idle)" in today_log(h)
 
-    h.agent.settings = AgentSettings(owner_id=OWNER.id, session_reset_hour=datetime.now().hour,
-                                     session_idle_minutes=None)
+    h.agent.settings = AgentSettings(
+        owner_id=OWNER.id, session_reset_hour=datetime.now().hour, session_idle_minutes=None
+    )
     await db.execute("update sessions set updated_at = ? where id = ?", (time.time() - 3700, new.id))
     await h.dm("good morning")
     row = await db.fetchone("select end_reason from sessions where id = ?", (new.id,))
@@ -210,7 +253,8 @@ async def test_idle_and_daily_reset_end_the_session_with_a_summary(
 
 
 async def test_exchanges_feed_the_distiller_and_tool_errors_the_learnings(
-        tmp_path: Path, db: Database, fake_api: FakeAnthropic) -> None:
+    tmp_path: Path, db: Database, fake_api: FakeAnthropic
+) -> None:
     from teleton.agent.distiller import Distiller
     from teleton.memory.learnings import Learnings
 
@@ -223,9 +267,21 @@ async def test_exchanges_feed_the_distiller_and_tool_errors_the_learnings(
 
     def utility(body: Body) -> Reply:
         if body.get("tools") and body["tools"][0]["name"] == "record_facts":
-            return tool_use(("record_facts", {"facts": [{"content": "Olga is allergic to peanuts",
-                                                         "category": "health", "scope": "user",
-                                                         "importance": 0.95}]}))
+            return tool_use(
+                (
+                    "record_facts",
+                    {
+                        "facts": [
+                            {
+                                "content": "Olga is allergic to peanuts",
+                                "category": "health",
+                                "scope": "user",
+                                "importance": 0.95,
+                            }
+                        ]
+                    },
+                )
+            )
         return text("[]")
 
     h.utility = utility
@@ -244,7 +300,8 @@ async def test_exchanges_feed_the_distiller_and_tool_errors_the_learnings(
 
 
 async def test_sweep_ends_idle_sessions_without_waiting_for_a_message(
-        tmp_path: Path, db: Database, fake_api: FakeAnthropic) -> None:
+    tmp_path: Path, db: Database, fake_api: FakeAnthropic
+) -> None:
     settings = AgentSettings(owner_id=OWNER.id, session_reset_hour=None, session_idle_minutes=30)
     h = await build_harness(tmp_path, db, fake_api, settings)
     await h.dm("the plumber comes on Thursday at 9")

@@ -48,10 +48,14 @@ def test_cut_never_splits_a_tool_exchange() -> None:
         if cut:
             assert len(kept) >= keep or is_user_turn(kept[0])
             assert is_user_turn(kept[0])
-        ids_used = {b["id"] for m in kept if m["role"] == "assistant" for b in m["content"]
-                    if b["type"] == "tool_use"}
-        ids_answered = {b["tool_use_id"] for m in kept if isinstance(m["content"], list)
-                        for b in m["content"] if b.get("type") == "tool_result"}
+        ids_used = {b["id"] for m in kept if m["role"] == "assistant" for b in m["content"] if b["type"] == "tool_use"}
+        ids_answered = {
+            b["tool_use_id"]
+            for m in kept
+            if isinstance(m["content"], list)
+            for b in m["content"]
+            if b.get("type") == "tool_result"
+        }
         assert ids_used == ids_answered
 
 

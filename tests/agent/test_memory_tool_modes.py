@@ -59,4 +59,3 @@ async def test_group_cannot_list_or_read_recent_logs(db: Database, tmp_path: Pat
     for target in ("recent", "list"):
         result = await reg.execute(ToolCall("t", "memory_read", {"target": target}), group)
         assert result.is_error and "secret" not in result.content
-

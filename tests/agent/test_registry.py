@@ -20,8 +20,12 @@ async def echo(args: dict, ctx: ToolContext) -> str:
 
 
 def registry() -> ToolRegistry:
-    schema = {"type": "object", "properties": {"word": {"type": "string"}}, "required": ["word"],
-              "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "properties": {"word": {"type": "string"}},
+        "required": ["word"],
+        "additionalProperties": False,
+    }
     reg = ToolRegistry(memory_tools())
     reg.register(Tool("echo", "echo a word", schema, echo))
     reg.register(Tool("admin_echo", "echo for admins", schema, echo, scope="admin-only"))
@@ -30,8 +34,13 @@ def registry() -> ToolRegistry:
 
 
 def ctx(chat: ChatInfo, db: Database, tmp_path: Path, admin: bool = False) -> ToolContext:
-    return ToolContext(chat=chat, sender=UserInfo(7), is_admin=admin, access=access_for(chat, is_admin=admin),
-                       deps=ToolDeps(db=db, workspace=tmp_path))
+    return ToolContext(
+        chat=chat,
+        sender=UserInfo(7),
+        is_admin=admin,
+        access=access_for(chat, is_admin=admin),
+        deps=ToolDeps(db=db, workspace=tmp_path),
+    )
 
 
 def test_scope_rule() -> None:

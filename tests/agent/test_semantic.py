@@ -37,14 +37,18 @@ def model() -> LocalEmbedder:
 
 
 async def test_paraphrase_finds_the_chunk_and_one_embedding_serves_the_turn(
-        tmp_path: Path, fake_api: FakeAnthropic, model: LocalEmbedder) -> None:
+    tmp_path: Path, fake_api: FakeAnthropic, model: LocalEmbedder
+) -> None:
     embedder = CountingEmbedder(model)
     db = await Database.open(tmp_path / "t.db", embedding=(embedder.model_id, embedder.dims))
     assert db.vectors
     chunk = "The lake cabin wifi password is pinecone42."
     now = time.time()
-    row = await db.execute("insert into knowledge(source, path, heading, text, hash, created_at, updated_at) "
-                           "values ('memory', 'MEMORY.md', '', ?, 'h', ?, ?)", (chunk, now, now))
+    row = await db.execute(
+        "insert into knowledge(source, path, heading, text, hash, created_at, updated_at) "
+        "values ('memory', 'MEMORY.md', '', ?, 'h', ?, ?)",
+        (chunk, now, now),
+    )
     vector = (await model.embed([chunk]))[0]
     await db.write(lambda conn: write_vectors(conn, KNOWLEDGE, [(row, "memory", vector)]))
     h = await build_harness(tmp_path, db, fake_api)

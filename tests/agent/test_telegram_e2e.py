@@ -20,20 +20,30 @@ from tests.telegram.conftest import ADMIN, ALICE, GROUP, ME, RecordingClient, ma
 
 
 async def test_a_telegram_dm_and_group_mention_are_answered(
-        tmp_path: Path, db: Database, fake_api: FakeAnthropic) -> None:
+    tmp_path: Path, db: Database, fake_api: FakeAnthropic
+) -> None:
     fake_api.responder = lambda body: text(f"echo: {user_said(body)}")
     client = RecordingClient()
     gateway = TelegramGateway(client, db, make_settings())
     gateway.set_me(ME)
     llm = LLMClient(llm_settings(), api_key="test", base_url=fake_api.base_url)
     (tmp_path / "ws").mkdir()
-    agent = Agent(AgentDeps(db=db, llm=llm, gateway=gateway, registry=ToolRegistry(memory_tools()),
-                            workspace=tmp_path / "ws", facts=FactStore(db)),
-                  AgentSettings(owner_id=ADMIN.id, session_reset_hour=None, session_idle_minutes=None))
+    agent = Agent(
+        AgentDeps(
+            db=db,
+            llm=llm,
+            gateway=gateway,
+            registry=ToolRegistry(memory_tools()),
+            workspace=tmp_path / "ws",
+            facts=FactStore(db),
+        ),
+        AgentSettings(owner_id=ADMIN.id, session_reset_hour=None, session_idle_minutes=None),
+    )
     dispatcher = gateway.on_message(agent.handle)
     gateway.install()
-    client.session.process_entities(types.contacts.ResolvedPeer(
-        peer=types.PeerUser(ALICE.id), chats=[GROUP], users=[ME, ALICE, ADMIN]))
+    client.session.process_entities(
+        types.contacts.ResolvedPeer(peer=types.PeerUser(ALICE.id), chats=[GROUP], users=[ME, ALICE, ADMIN])
+    )
 
     await client._dispatch_update(new_message(ADMIN, ADMIN, "hello from Telegram"))
     await client._dispatch_update(new_message(GROUP, ALICE, "@teleton_bot what's up?", mentioned=True))

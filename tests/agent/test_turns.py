@@ -31,7 +31,9 @@ async def add_knowledge(h: Harness, chunk: str, path: str = "MEMORY.md") -> None
     now = time.time()
     await h.db.execute(
         "insert into knowledge(source, path, heading, text, hash, created_at, updated_at) "
-        "values ('memory', ?, '', ?, ?, ?, ?)", (path, chunk, str(hash(chunk)), now, now))
+        "values ('memory', ?, '', ?, ?, ?, ?)",
+        (path, chunk, str(hash(chunk)), now, now),
+    )
 
 
 def today_log(h: Harness) -> str:
@@ -145,10 +147,18 @@ async def test_text_answer_is_not_repeated_after_a_send_tool(harness: Harness) -
         sent = await ctx.deps.gateway.send_message(ctx.chat.id, args["text"])
         return ToolResult(f"sent #{sent.message_id}")
 
-    h.agent.deps.registry.register(Tool("send_message", "send a message", {
-        "type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}, send_message))
-    h.fake.queue(tool_use(("send_message", {"text": "first"}), ("send_message", {"text": "second"})),
-                 text("I sent two messages."))
+    h.agent.deps.registry.register(
+        Tool(
+            "send_message",
+            "send a message",
+            {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+            send_message,
+        )
+    )
+    h.fake.queue(
+        tool_use(("send_message", {"text": "first"}), ("send_message", {"text": "second"})),
+        text("I sent two messages."),
+    )
     assert await h.dm("send me two messages please") is None
     assert [m.text for m in h.gateway.sent] == ["first", "second"]
 
@@ -326,8 +336,9 @@ async def test_chats_run_in_parallel_and_one_chat_in_order(harness: Harness) -> 
     h = harness
     h.main = lambda body: text(f"re: {user_said(body)}", delay=0.3)
     started = time.monotonic()
-    replies = await asyncio.gather(h.dm("one from olga"), h.dm("one from alice", sender=ALICE),
-                                   h.group("one from the group"))
+    replies = await asyncio.gather(
+        h.dm("one from olga"), h.dm("one from alice", sender=ALICE), h.group("one from the group")
+    )
     assert time.monotonic() - started < 0.8  # three chats at once, not one after another
     assert replies == ["re: one from olga", "re: one from alice", "re: Alice (@alice): one from the group"]
     started = time.monotonic()
@@ -349,7 +360,10 @@ async def test_tool_picks_are_sticky_so_the_prompt_cache_keeps_hitting(harness: 
         await h.dm(question)
     bodies = h.main_requests()
     assert [[t["name"] for t in b["tools"]] for b in bodies] == [
-        ["memory_recall"], ["memory_recall", "memory_search"], ["memory_recall", "memory_search"],
-        ["memory_recall", "memory_search"]]
+        ["memory_recall"],
+        ["memory_recall", "memory_search"],
+        ["memory_recall", "memory_search"],
+        ["memory_recall", "memory_search"],
+    ]
     session = await h.agent.sessions.active(OWNER.id)
     assert session.cache_read_tokens > 0  # turns 3 and 4 read the cached tools + system prefix

@@ -138,8 +138,10 @@ async def test_background_runs_serialised_and_survive_bad_output(
 def _turns(*pairs: tuple[str, str]) -> list[dict]:
     messages: list[dict] = []
     for user, assistant in pairs:
-        messages += [{"role": "user", "content": user},
-                     {"role": "assistant", "content": [{"type": "text", "text": assistant}]}]
+        messages += [
+            {"role": "user", "content": user},
+            {"role": "assistant", "content": [{"type": "text", "text": assistant}]},
+        ]
     return messages
 
 
@@ -157,16 +159,24 @@ async def test_a_transcript_goes_through_the_structured_path(
             {"content": "no scope", "category": "x", "importance": 0.5},  # malformed
         )
     )
-    messages = _turns(("my dog is Rex", "cute!"), ("my card PIN is 4321 #nomem", "I won't remember it"),
-                      ("Olympus is 2918 m", "noted"))
+    messages = _turns(
+        ("my dog is Rex", "cute!"),
+        ("my card PIN is 4321 #nomem", "I won't remember it"),
+        ("Olympus is 2918 m", "noted"),
+    )
     stats = await distiller.distill_transcript(Transcript(GROUP, messages, is_owner_dm=False))
     assert stats.saved == {"chat": 1, "global": 1} and stats.updated == {"chat": 1} and stats.dropped == 1
-    assert [f.value for f in stats.kept] == ["Mia has a dog named Rex", "Mia is the treasurer of the hiking club",
-                                             "Mount Olympus is 2918 m high"]
+    assert [f.value for f in stats.kept] == [
+        "Mia has a dog named Rex",
+        "Mia is the treasurer of the hiking club",
+        "Mount Olympus is 2918 m high",
+    ]
     assert {f.source for f in stats.kept} == {"compaction"}
     assert sorted(await _all_facts(db)) == [
-        ("chat:-500", "Mia has a dog named Rex"), ("chat:-500", "Mia is the treasurer of the hiking club"),
-        ("global", "Mount Olympus is 2918 m high")]
+        ("chat:-500", "Mia has a dog named Rex"),
+        ("chat:-500", "Mia is the treasurer of the hiking club"),
+        ("global", "Mount Olympus is 2918 m high"),
+    ]
     body = fake_api.requests[-1]
     assert body["tool_choice"] == {"type": "tool", "name": "record_facts"}
     assert body["model"] == "claude-test-small"
@@ -175,8 +185,9 @@ async def test_a_transcript_goes_through_the_structured_path(
     assert "4321" not in prompt and "I won't remember it" not in prompt  # #nomem and its answer left out
 
 
-async def test_a_transcript_without_user_words_asks_nothing(db: Database, llm: LLMClient, fake_api: FakeAnthropic,
-                                                             embedder) -> None:
+async def test_a_transcript_without_user_words_asks_nothing(
+    db: Database, llm: LLMClient, fake_api: FakeAnthropic, embedder
+) -> None:
     distiller = Distiller(llm, FactStore(db, embedder))
     only_off = _turns(("my PIN is 1 #nomem", "ok"))
     assert (await distiller.distill_transcript(Transcript(OWNER_DM, only_off, is_owner_dm=True))).skipped
@@ -190,11 +201,18 @@ async def test_compaction_extracts_through_the_distiller(
     store = FactStore(db, embedder)
     sessions = SessionStore(db)
     compactor = Compactor(db, llm, sessions, DailyLogs(tmp_path / "memory"), store)
-    session = await sessions.create(GROUP.id, messages=_turns(
-        ("Mia: I'm allergic to peanuts", "Noted, Mia."), ("Tom: hike on Saturday at 8", "Great"),
-        ("Tom: see you", "bye")))
-    fake_api.queue(_facts(_fact("Mia is allergic to peanuts", scope="user", category="health", importance=0.95)),
-                   text("Summary: Mia's allergy; the hike on Saturday at 8."))
+    session = await sessions.create(
+        GROUP.id,
+        messages=_turns(
+            ("Mia: I'm allergic to peanuts", "Noted, Mia."),
+            ("Tom: hike on Saturday at 8", "Great"),
+            ("Tom: see you", "bye"),
+        ),
+    )
+    fake_api.queue(
+        _facts(_fact("Mia is allergic to peanuts", scope="user", category="health", importance=0.95)),
+        text("Summary: Mia's allergy; the hike on Saturday at 8."),
+    )
     outcome = await compactor.compact(session, access_for(GROUP, is_admin=False), keep_last=2)
     assert outcome.facts_saved == 1 and outcome.summary.startswith("Summary:")
     rows = await db.fetchall("select scope, value, source from facts")

@@ -39,8 +39,9 @@ class Reply:
 
 
 def text(content: str, *, delay: float = 0.0, usage: dict[str, int] | None = None) -> Reply:
-    return Reply(body={"content": [{"type": "text", "text": content}], "stop_reason": "end_turn",
-                       "usage": usage}, delay=delay)
+    return Reply(
+        body={"content": [{"type": "text", "text": content}], "stop_reason": "end_turn", "usage": usage}, delay=delay
+    )
 
 
 def tool_use(*calls: tuple[str, dict[str, Any]], say: str | None = None, delay: float = 0.0) -> Reply:
@@ -65,10 +66,12 @@ def sequence(*replies: Reply, then: Callable[[Body], Reply] | None = None) -> Ca
 
 def error(status: int, kind: str = "", message: str = "", *, retry_after: float | None = None) -> Reply:
     kind = kind or {429: "rate_limit_error", 529: "overloaded_error", 500: "api_error"}.get(
-        status, "invalid_request_error")
+        status, "invalid_request_error"
+    )
     headers = {} if retry_after is None else {"retry-after": str(retry_after)}
-    return Reply(status=status, body={"type": "error", "error": {"type": kind, "message": message or kind}},
-                 headers=headers)
+    return Reply(
+        status=status, body={"type": "error", "error": {"type": kind, "message": message or kind}}, headers=headers
+    )
 
 
 def overloaded(retry_after: float | None = None) -> Reply:
@@ -207,8 +210,9 @@ class FakeAnthropic:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
-                                        name="fake-anthropic", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, name="fake-anthropic", daemon=True
+        )
         self._thread.start()
         return self
 

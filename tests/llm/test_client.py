@@ -14,8 +14,7 @@ HELLO = [{"role": "user", "content": "hello"}]
 
 
 async def test_answer_and_usage_figures(llm: LLMClient, fake_api: FakeAnthropic) -> None:
-    fake_api.queue(text("hi there", usage={"input_tokens": 120, "output_tokens": 7,
-                                            "cache_read_input_tokens": 900}))
+    fake_api.queue(text("hi there", usage={"input_tokens": 120, "output_tokens": 7, "cache_read_input_tokens": 900}))
     response = await llm.create(system=SYSTEM, messages=HELLO)
     assert response.text == "hi there"
     assert (response.usage.input_tokens, response.usage.output_tokens) == (120, 7)
@@ -34,8 +33,7 @@ async def test_cached_prefix_is_read_on_second_request(llm: LLMClient, fake_api:
 
 
 async def test_a_529_storm_ends_in_an_answer(llm: LLMClient, fake_api: FakeAnthropic) -> None:
-    fake_api.queue(overloaded(), overloaded(), error(429, retry_after=0.01), error(500), overloaded(),
-                   text("made it"))
+    fake_api.queue(overloaded(), overloaded(), error(429, retry_after=0.01), error(500), overloaded(), text("made it"))
     started = time.monotonic()
     response = await llm.create(system=SYSTEM, messages=HELLO)
     assert response.text == "made it"

@@ -46,10 +46,12 @@ async def test_timeout_and_output_cap(llm: LLMClient, fake_api: FakeAnthropic) -
 
 
 async def test_iteration_limit_forces_a_final_answer(llm: LLMClient, fake_api: FakeAnthropic) -> None:
-    fake_api.responder = lambda body: (text("giving up") if body.get("tool_choice") == {"type": "none"}
-                                       else tool_use(("a", {})))
-    result = await run_tool_loop(llm, system="s", messages=USER, tools=TOOLS, execute=execute,
-                                 limits=LoopLimits(max_iterations=3))
+    fake_api.responder = lambda body: (
+        text("giving up") if body.get("tool_choice") == {"type": "none"} else tool_use(("a", {}))
+    )
+    result = await run_tool_loop(
+        llm, system="s", messages=USER, tools=TOOLS, execute=execute, limits=LoopLimits(max_iterations=3)
+    )
     assert result.hit_limit and result.text == "giving up"
     assert len(fake_api.requests) == 4
     assert len(result.tool_calls) == 3
@@ -66,5 +68,6 @@ async def test_prepare_hook_shapes_what_is_sent(llm: LLMClient, fake_api: FakeAn
 
     def prepare(messages: list[dict]) -> list[dict]:
         return [{"role": "user", "content": "rewritten"}]
+
     await run_tool_loop(llm, system="s", messages=USER, tools=TOOLS, execute=execute, prepare=prepare)
     assert fake_api.requests[0]["messages"] == [{"role": "user", "content": "rewritten"}]

@@ -28,8 +28,9 @@ async def seed(store: FactStore, facts: list[tuple[str, str]], scope: str = "use
 async def flat_top(db: Database, store: FactStore, query: str, scopes: list[str]) -> list[str]:
     """What a plain hybrid search over every fact in scope returns (the old recall's candidate list)."""
     vector = await store._embed(query)
-    hits = await db.read(lambda conn: hybrid_search(conn, FACTS, query, vector, params=SearchParams(limit=20),
-                                                    scope=scopes))
+    hits = await db.read(
+        lambda conn: hybrid_search(conn, FACTS, query, vector, params=SearchParams(limit=20), scope=scopes)
+    )
     return [hit.text for hit in hits]
 
 
@@ -44,7 +45,8 @@ def test_pick_categories_keeps_close_calls_only() -> None:
 
 
 async def test_a_pet_query_picks_the_pet_category_past_thirty_stronger_keyword_matches(
-        mdb: Database, embedder: LocalEmbedder) -> None:
+    mdb: Database, embedder: LocalEmbedder
+) -> None:
     store = FactStore(mdb, embedder)
     await seed(store, PERSONAL)
     await seed(store, [("projects", f"The name of project {n} is Falcon-{n}") for n in range(30)])
@@ -63,7 +65,8 @@ async def test_a_pet_query_picks_the_pet_category_past_thirty_stronger_keyword_m
 
 
 async def test_too_few_in_the_categories_falls_back_to_all_facts_in_scope(
-        mdb: Database, embedder: LocalEmbedder) -> None:
+    mdb: Database, embedder: LocalEmbedder
+) -> None:
     store = FactStore(mdb, embedder)
     await seed(store, PERSONAL)
     await store.save(Fact("The chess tournament is in May", category="hobby", scope=chat_scope(-7)))
@@ -120,8 +123,10 @@ async def test_access_boost_and_recency_decay_reorder_close_calls(mdb: Database,
     query = "what tea does Ana drink in the morning?"
 
     async def state(fact_id: int, uses: int, days_ago: float) -> None:
-        await mdb.execute("update facts set access_count = ?, last_access = ?, updated_at = ? where id = ?",
-                          (uses, time.time() - days_ago * 86400, time.time() - days_ago * 86400, fact_id))
+        await mdb.execute(
+            "update facts set access_count = ?, last_access = ?, updated_at = ? where id = ?",
+            (uses, time.time() - days_ago * 86400, time.time() - days_ago * 86400, fact_id),
+        )
 
     async def order(s: FactStore = store) -> list[int]:
         return [f.id for f in await s.recall(query, ["user"], limit=2)]

@@ -55,7 +55,10 @@ class Harness:
         self.registry = ToolRegistry([*task_tools(), note_tool(self.notes)])
         self.deps = ToolDeps(db=db, workspace=workspace)
         self.scheduler = Scheduler(
-            db, run_agent_turn=self.agent.run_turn, registry=self.registry, context_for=self.context_for,
+            db,
+            run_agent_turn=self.agent.run_turn,
+            registry=self.registry,
+            context_for=self.context_for,
             settings=SchedulerSettings(max_sleep_s=0.2),
         )
         self.deps.extras["scheduler"] = self.scheduler
@@ -145,8 +148,9 @@ async def test_task_due_during_downtime_runs_once_at_start(tmp_path: Path) -> No
     path = tmp_path / "teleton.db"
     db = await Database.open(path)
     store = TaskStore(db)
-    missed = await store.add(NewTask("call mom", "agent", {"prompt": "remind: call mom"}, time.time() - 3600,
-                                     chat_id=DM.id))
+    missed = await store.add(
+        NewTask("call mom", "agent", {"prompt": "remind: call mom"}, time.time() - 3600, chat_id=DM.id)
+    )
     crashed = await store.add(NewTask("half done", "agent", {"prompt": "resume"}, time.time() - 60, chat_id=DM.id))
     await db.write(lambda c: c.execute("update tasks set status = 'running' where id = ?", (crashed.id,)))
     await db.close()
@@ -171,8 +175,9 @@ async def _all_done(store: TaskStore, ids: list[int]) -> bool:
 
 
 async def test_repeating_task_runs_once_for_missed_occurrences_then_reschedules(h: Harness) -> None:
-    task = await h.scheduler.store.add(NewTask("daily", "agent", {"prompt": "standup"}, time.time() - 3 * 86400,
-                                               chat_id=DM.id, repeat="0 9 * * *"))
+    task = await h.scheduler.store.add(
+        NewTask("daily", "agent", {"prompt": "standup"}, time.time() - 3 * 86400, chat_id=DM.id, repeat="0 9 * * *")
+    )
     assert await h.scheduler.run_due() == [task.id]
     await h.scheduler.wait_idle()
     assert await h.scheduler.run_due() == []
@@ -183,8 +188,9 @@ async def test_repeating_task_runs_once_for_missed_occurrences_then_reschedules(
 
 
 async def test_tool_tasks_go_through_the_registry(h: Harness) -> None:
-    refused = await h.tool("schedule_task", chat=GROUP, admin=False, description="x", tool="note",
-                           tool_input={"text": "hi"})
+    refused = await h.tool(
+        "schedule_task", chat=GROUP, admin=False, description="x", tool="note", tool_input={"text": "hi"}
+    )
     assert refused.is_error and "not available" in refused.content
     bad = await h.tool("schedule_task", description="x", tool="note", tool_input={"oops": 1})
     assert bad.is_error and "text" in bad.content
@@ -211,8 +217,12 @@ async def test_schedule_validation() -> None:
     assert at == 1893574800.0
     first, cron = parse_when({"cron": "*/5 * * * *"}, now)
     assert cron == "*/5 * * * *" and now < first <= now + 300
-    for bad in ({"cron": "every day"}, {"at": "tomorrow"}, {"at": "2030-01-01T09:00", "delay_minutes": 5},
-                {"at": "2020-01-01T09:00"}):
+    for bad in (
+        {"cron": "every day"},
+        {"at": "tomorrow"},
+        {"at": "2030-01-01T09:00", "delay_minutes": 5},
+        {"at": "2020-01-01T09:00"},
+    ):
         with pytest.raises(ValueError):
             parse_when(bad, now)
 

@@ -34,8 +34,14 @@ class Burst:
         user = types.User(id=300_000 + c, first_name=f"User{c}", username=f"user{c}", access_hash=c + 1)
         if c % 2 == 0:
             return user, user
-        group = types.Chat(id=600_000 + c, title=f"Group {c}", photo=types.ChatPhotoEmpty(),
-                           participants_count=10, date=None, version=1)
+        group = types.Chat(
+            id=600_000 + c,
+            title=f"Group {c}",
+            photo=types.ChatPhotoEmpty(),
+            participants_count=10,
+            date=None,
+            version=1,
+        )
         return group, user
 
     def update(self, i: int) -> Any:
@@ -43,8 +49,9 @@ class Burst:
         w = WORDS[i % len(WORDS)]
         text = f"message {i} about the {w}" + (f" @{self.me_username}" if i % 7 == 0 else "")
         peer = types.PeerUser(chat.id) if isinstance(chat, types.User) else types.PeerChat(chat.id)
-        msg = types.Message(id=self.base + i, peer_id=peer, date=datetime.now(UTC), message=text,
-                            from_id=types.PeerUser(sender.id))
+        msg = types.Message(
+            id=self.base + i, peer_id=peer, date=datetime.now(UTC), message=text, from_id=types.PeerUser(sender.id)
+        )
         update = types.UpdateNewMessage(message=msg, pts=1, pts_count=1)
         update._entities = {utils.get_peer_id(e): e for e in (chat, sender)}
         return update

@@ -34,12 +34,11 @@ ALICE = types.User(id=2001, first_name="Alice", username="alice", access_hash=21
 BOB = types.User(id=2002, first_name="Bob", username="bobby", access_hash=22)
 OTHER_BOT = types.User(id=2003, first_name="Helper", username="helper_bot", bot=True, access_hash=23)
 ADMIN = types.User(id=2004, first_name="Ada", username="ada", access_hash=24)
-GROUP = types.Chat(id=500, title="Book club", photo=types.ChatPhotoEmpty(), participants_count=5, date=None,
-                   version=1)
-SUPERGROUP = types.Channel(id=700, title="Big group", photo=types.ChatPhotoEmpty(), date=None,
-                           megagroup=True, access_hash=77)
-CHANNEL = types.Channel(id=800, title="News", photo=types.ChatPhotoEmpty(), date=None, broadcast=True,
-                        access_hash=88)
+GROUP = types.Chat(id=500, title="Book club", photo=types.ChatPhotoEmpty(), participants_count=5, date=None, version=1)
+SUPERGROUP = types.Channel(
+    id=700, title="Big group", photo=types.ChatPhotoEmpty(), date=None, megagroup=True, access_hash=77
+)
+CHANNEL = types.Channel(id=800, title="News", photo=types.ChatPhotoEmpty(), date=None, broadcast=True, access_hash=88)
 
 
 class RecordingClient(TelegramClient):
@@ -67,7 +66,11 @@ class RecordingClient(TelegramClient):
     def answer(self, request: Any) -> Any:
         if isinstance(request, functions.messages.SendMessageRequest):
             return types.UpdateShortSentMessage(
-                out=True, id=next(self._ids), pts=1, pts_count=1, date=datetime.now(UTC),
+                out=True,
+                id=next(self._ids),
+                pts=1,
+                pts_count=1,
+                date=datetime.now(UTC),
                 entities=request.entities,
             )
         if isinstance(request, functions.users.GetUsersRequest):
@@ -168,9 +171,7 @@ async def db(tmp_path: Path):
 
 
 def make_settings(**policy: Any) -> GatewaySettings:
-    defaults: dict[str, Any] = dict(
-        dm_policy="open", group_policy="open", admin_ids=[ADMIN.id], require_mention=True
-    )
+    defaults: dict[str, Any] = dict(dm_policy="open", group_policy="open", admin_ids=[ADMIN.id], require_mention=True)
     defaults.update(policy)
     limits = {k: defaults.pop(k) for k in ("rate_limit_per_chat", "rate_limit_global") if k in defaults}
     return GatewaySettings(
@@ -213,8 +214,9 @@ async def make_harness(db: Database, **policy: Any) -> Harness:
     gateway.install()
     # What Telegram would have told us about these peers before (the entity cache of a live session).
     client.session.process_entities(
-        types.contacts.ResolvedPeer(peer=types.PeerUser(ALICE.id), chats=[GROUP, SUPERGROUP, CHANNEL],
-                                    users=[ME, ALICE, BOB, OTHER_BOT, ADMIN])
+        types.contacts.ResolvedPeer(
+            peer=types.PeerUser(ALICE.id), chats=[GROUP, SUPERGROUP, CHANNEL], users=[ME, ALICE, BOB, OTHER_BOT, ADMIN]
+        )
     )
     return Harness(client, gateway, agent, db)
 

@@ -33,9 +33,12 @@ async def test_burst_archives_everything_once_without_stalling_the_loop(db: Data
         elapsed = time.monotonic() - start
         worst = await meter.stop()
 
-        count, distinct, chats = tuple(await db.fetchone(
-            "select count(*), count(distinct chat_id || ':' || message_id), count(distinct chat_id) from tg_messages"
-        ))
+        count, distinct, chats = tuple(
+            await db.fetchone(
+                "select count(*), count(distinct chat_id || ':' || message_id), count(distinct chat_id) "
+                "from tg_messages"
+            )
+        )
         assert (count, distinct, chats) == (TOTAL, TOTAL, CHATS)
         fts = await db.fetchone("select count(*) from tg_messages_fts where tg_messages_fts match 'coffee'")
         assert fts[0] == TOTAL // 10
@@ -46,8 +49,10 @@ async def test_burst_archives_everything_once_without_stalling_the_loop(db: Data
         assert len(dm_turns) == TOTAL // 2
         group_msgs = sum(1 + len(m.earlier_context) for m in h.agent.seen if m.chat.type == "group")
         assert group_msgs == TOTAL // 2
-        print(f"\nburst: {TOTAL} msgs in {elapsed:.2f}s, worst loop lag {worst * 1000:.1f} ms, "
-              f"{h.gateway.batcher.batches} commits")
+        print(
+            f"\nburst: {TOTAL} msgs in {elapsed:.2f}s, worst loop lag {worst * 1000:.1f} ms, "
+            f"{h.gateway.batcher.batches} commits"
+        )
     finally:
         gc.unfreeze()
         await h.gateway.stop(grace_s=1)
@@ -87,15 +92,15 @@ async def _burst_with_embeddings(
         embedded_s = time.monotonic() - start
         worst = await meter.stop()
         assert pending == 0
-        count, distinct = tuple(await db.fetchone(
-            "select count(*), count(distinct chat_id || ':' || message_id) from tg_messages"))
+        count, distinct = tuple(
+            await db.fetchone("select count(*), count(distinct chat_id || ':' || message_id) from tg_messages")
+        )
         assert count == distinct == total
         vectors = (await db.fetchone("select count(*) from tg_messages_vec"))[0]
         assert vectors == total  # every message has its embedding
         hits = await db.fetchall(
             "select count(*) from tg_messages_vec where embedding match ? and k = 5 and chat_id = ?",
-            (np.asarray(await provider.embed(["message about the coffee"]), dtype=np.float32)[0].tobytes(),
-             300_000),
+            (np.asarray(await provider.embed(["message about the coffee"]), dtype=np.float32)[0].tobytes(), 300_000),
         )
         assert hits[0][0] == 5  # the vectors answer a scoped KNN query
         assert worst < max_lag_s, f"event loop stalled {worst * 1000:.0f} ms"
@@ -113,13 +118,17 @@ async def test_burst_embeddings_all_present_after_the_worker_drains(tmp_path: Pa
     finally:
         provider.close()
     assert archived_s < embedded_s
-    print(f"\nburst+embeddings: archived in {archived_s:.2f}s, all embedded after {embedded_s:.1f}s, "
-          f"worst loop lag {worst * 1000:.1f} ms")
+    print(
+        f"\nburst+embeddings: archived in {archived_s:.2f}s, all embedded after {embedded_s:.1f}s, "
+        f"worst loop lag {worst * 1000:.1f} ms"
+    )
 
 
 async def test_local_model_embeds_the_feed_in_the_background(tmp_path: Path, local_model: Any) -> None:
     # ONNX Runtime alone, with no archive work at all, shows 20-80 ms scheduler stalls on this shared
     # 2-core machine under load; the 100 ms bound is held by the burst test above, this one checks the model.
     archived_s, embedded_s, worst = await _burst_with_embeddings(tmp_path, local_model, 300, 10, max_lag_s=0.5)
-    print(f"\nlocal model: 300 msgs archived in {archived_s:.2f}s, embedded after {embedded_s:.1f}s, "
-          f"worst loop lag {worst * 1000:.1f} ms")
+    print(
+        f"\nlocal model: 300 msgs archived in {archived_s:.2f}s, embedded after {embedded_s:.1f}s, "
+        f"worst loop lag {worst * 1000:.1f} ms"
+    )

@@ -15,16 +15,19 @@ ALICE = UserInfo(id=7, first_name="Alice")
 
 
 def msg(i: int, *, mention: bool = True) -> IncomingMessage:
-    return IncomingMessage(chat=GROUP, sender=ALICE, message_id=i, text=f"m{i}", date=time.time(),
-                           mentions_us=mention)
+    return IncomingMessage(chat=GROUP, sender=ALICE, message_id=i, text=f"m{i}", date=time.time(), mentions_us=mention)
 
 
 def dispatcher(turns: list[tuple[float, IncomingMessage]], debounce: DebounceConfig) -> Dispatcher:
     async def handler(m: IncomingMessage) -> None:
         turns.append((time.monotonic(), m))
 
-    return Dispatcher(handler=handler, policy=PolicyConfig.build(group_policy="open"),
-                      limiter=RateLimiter(1000, 1000), debounce=debounce)
+    return Dispatcher(
+        handler=handler,
+        policy=PolicyConfig.build(group_policy="open"),
+        limiter=RateLimiter(1000, 1000),
+        debounce=debounce,
+    )
 
 
 async def test_debounce_waits_for_quiet_but_never_longer_than_the_cap() -> None:
@@ -59,8 +62,12 @@ async def test_a_failing_turn_is_counted_and_the_lane_goes_on() -> None:
         if m.message_id == 1:
             raise RuntimeError("model exploded")
 
-    d = Dispatcher(handler=handler, policy=PolicyConfig.build(dm_policy="open"), limiter=RateLimiter(100, 100),
-                   debounce=DebounceConfig(window_s=0))
+    d = Dispatcher(
+        handler=handler,
+        policy=PolicyConfig.build(dm_policy="open"),
+        limiter=RateLimiter(100, 100),
+        debounce=DebounceConfig(window_s=0),
+    )
     dm = ChatInfo(id=7, type="dm")
     for i in (1, 2):
         d.offer(IncomingMessage(chat=dm, sender=ALICE, message_id=i, text="x", date=time.time()))

@@ -16,8 +16,11 @@ from tests.telegram.conftest import ALICE, GROUP, make_harness, new_message
 
 def _config(tmp_path: Path) -> Path:
     path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump({"storage": {"data_dir": str(tmp_path / "data")},
-                                    "telegram": {"api_id": 1, "api_hash": "0" * 32}}))
+    path.write_text(
+        yaml.safe_dump(
+            {"storage": {"data_dir": str(tmp_path / "data")}, "telegram": {"api_id": 1, "api_hash": "0" * 32}}
+        )
+    )
     return path
 
 
@@ -25,8 +28,11 @@ async def test_feed_stats_counts_what_was_archived(tmp_path: Path, monkeypatch: 
     monkeypatch.setenv("TELETON_CONFIG", str(_config(tmp_path)))
     db = await Database.open(tmp_path / "data" / "teleton.db")
     h = await make_harness(db)
-    await h.dispatch(new_message(ALICE, ALICE, "one"), new_message(GROUP, ALICE, "two", extra=(GROUP,)),
-                     new_message(GROUP, ALICE, "three", extra=(GROUP,)))
+    await h.dispatch(
+        new_message(ALICE, ALICE, "one"),
+        new_message(GROUP, ALICE, "two", extra=(GROUP,)),
+        new_message(GROUP, ALICE, "three", extra=(GROUP,)),
+    )
     await h.gateway.stop(grace_s=1)
     await db.close()
 
@@ -51,14 +57,17 @@ def test_backfill_before_login_says_what_to_do(tmp_path: Path, monkeypatch: Any)
 
 async def test_feed_search_finds_archived_messages_in_scope(tmp_path: Path, monkeypatch: Any) -> None:
     path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump({"storage": {"data_dir": str(tmp_path / "data")},
-                                    "embedding": {"provider": "none"}}))
+    path.write_text(
+        yaml.safe_dump({"storage": {"data_dir": str(tmp_path / "data")}, "embedding": {"provider": "none"}})
+    )
     monkeypatch.setenv("TELETON_CONFIG", str(path))
     db = await Database.open(tmp_path / "data" / "teleton.db")
     h = await make_harness(db)
-    await h.dispatch(new_message(ALICE, ALICE, "the lighthouse keeper retired"),
-                     new_message(GROUP, ALICE, "a lighthouse in the group", extra=(GROUP,)),
-                     new_message(GROUP, ALICE, "nothing relevant", extra=(GROUP,)))
+    await h.dispatch(
+        new_message(ALICE, ALICE, "the lighthouse keeper retired"),
+        new_message(GROUP, ALICE, "a lighthouse in the group", extra=(GROUP,)),
+        new_message(GROUP, ALICE, "nothing relevant", extra=(GROUP,)),
+    )
     await h.gateway.stop(grace_s=1)
     await db.close()
 

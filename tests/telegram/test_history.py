@@ -19,8 +19,13 @@ GROUP_ID = utils.get_peer_id(GROUP)
 
 
 def history_message(mid: int, sender: Any, text: str, *, age_s: float = 86_400) -> types.Message:
-    return types.Message(id=mid, peer_id=types.PeerChat(GROUP.id), from_id=types.PeerUser(sender.id),
-                         date=datetime.now(UTC) - timedelta(seconds=age_s), message=text)
+    return types.Message(
+        id=mid,
+        peer_id=types.PeerChat(GROUP.id),
+        from_id=types.PeerUser(sender.id),
+        date=datetime.now(UTC) - timedelta(seconds=age_s),
+        message=text,
+    )
 
 
 class HistoryServer:
@@ -36,18 +41,29 @@ class HistoryServer:
             self.history_requests += 1
             if self.floods:
                 raise errors.FloodWaitError(request=request, capture=self.floods.pop(0))
-            page = [m for m in self.messages
-                    if m.id > request.min_id and (request.offset_id == 0 or m.id < request.offset_id)
-                    and (request.max_id == 0 or m.id < request.max_id)][: request.limit]
+            page = [
+                m
+                for m in self.messages
+                if m.id > request.min_id
+                and (request.offset_id == 0 or m.id < request.offset_id)
+                and (request.max_id == 0 or m.id < request.max_id)
+            ][: request.limit]
             return types.messages.Messages(messages=page, topics=[], chats=[GROUP], users=[ALICE, BOB])
         if isinstance(request, functions.messages.GetChatsRequest):
             return types.messages.Chats(chats=[GROUP])
         if isinstance(request, functions.messages.GetDialogsRequest):
             top = self.messages[0]
-            dialog = types.Dialog(peer=types.PeerChat(GROUP.id), top_message=top.id, read_inbox_max_id=0,
-                                  read_outbox_max_id=0, unread_count=1, unread_mentions_count=0,
-                                  unread_reactions_count=0, unread_poll_votes_count=0,
-                                  notify_settings=types.PeerNotifySettings())
+            dialog = types.Dialog(
+                peer=types.PeerChat(GROUP.id),
+                top_message=top.id,
+                read_inbox_max_id=0,
+                read_outbox_max_id=0,
+                unread_count=1,
+                unread_mentions_count=0,
+                unread_reactions_count=0,
+                unread_poll_votes_count=0,
+                notify_settings=types.PeerNotifySettings(),
+            )
             return types.messages.Dialogs(dialogs=[dialog], messages=[top], chats=[GROUP], users=[ALICE, BOB])
         return None
 

@@ -8,8 +8,9 @@ from hypothesis import strategies as st
 from teleton.telegram.markdown import to_telegram
 from teleton.telegram.split import plan_reply, split_text, utf16_len
 
-MARKUP = st.lists(st.sampled_from([*"ab *_`~[]()#>-\n.!? 😀é", "https://x.y", "```", "**", "](", "word "]),
-                  max_size=200).map("".join)
+MARKUP = st.lists(
+    st.sampled_from([*"ab *_`~[]()#>-\n.!? 😀é", "https://x.y", "```", "**", "](", "word "]), max_size=200
+).map("".join)
 
 
 @settings(max_examples=300, deadline=None)
@@ -37,8 +38,12 @@ def test_nested_and_mixed_formatting() -> None:
     plain, spans = to_telegram("**bold _and italic_** then ~~gone~~ and [site](https://e.org)")
     assert plain == "bold and italic then gone and site"
     got = {(s.kind, plain[s.offset : s.end], s.url) for s in spans}
-    assert got == {("bold", "bold and italic", None), ("italic", "and italic", None),
-                   ("strike", "gone", None), ("link", "site", "https://e.org")}
+    assert got == {
+        ("bold", "bold and italic", None),
+        ("italic", "and italic", None),
+        ("strike", "gone", None),
+        ("link", "site", "https://e.org"),
+    }
 
 
 def test_code_blocks_keep_their_content_verbatim() -> None:
@@ -50,10 +55,14 @@ def test_code_blocks_keep_their_content_verbatim() -> None:
 
 def test_split_prefers_paragraphs_then_sentences() -> None:
     text = "First paragraph is here.\n\nSecond one. It has two sentences."
-    assert [p.text for p in split_text(text, limit=40)] == ["First paragraph is here.",
-                                                          "Second one. It has two sentences."]
+    assert [p.text for p in split_text(text, limit=40)] == [
+        "First paragraph is here.",
+        "Second one. It has two sentences.",
+    ]
     assert [p.text for p in split_text("One sentence. Two sentence. Three.", limit=20)] == [
-        "One sentence.", "Two sentence. Three."]
+        "One sentence.",
+        "Two sentence. Three.",
+    ]
 
 
 def test_a_word_longer_than_a_message_is_cut_hard() -> None:

@@ -43,8 +43,9 @@ async def answered(h: Harness, *updates: Any) -> list[str]:
 async def test_dm_policy(db: Database, dm_policy: str, expected: set[str]) -> None:
     h = await make_harness(db, dm_policy=dm_policy, allow_from=["@Alice"])
     try:
-        got = await answered(h, new_message(ALICE, ALICE, "alice"), new_message(BOB, BOB, "bob"),
-                             new_message(ADMIN, ADMIN, "admin"))
+        got = await answered(
+            h, new_message(ALICE, ALICE, "alice"), new_message(BOB, BOB, "bob"), new_message(ADMIN, ADMIN, "admin")
+        )
         assert set(got) == expected
         assert len(await h.rows()) == 3  # the policy never stops archiving
     finally:
@@ -89,15 +90,24 @@ def _mention_entity(text: str, word: str, cls: Any = types.MessageEntityMention,
 MENTION_FORMS = {
     "username in text": lambda: new_message(GROUP, ALICE, "hey @TELETON_bot, thoughts?", extra=(GROUP,)),
     "mention entity": lambda: new_message(
-        GROUP, ALICE, "ping @teleton_bot", extra=(GROUP,),
+        GROUP,
+        ALICE,
+        "ping @teleton_bot",
+        extra=(GROUP,),
         entities=_mention_entity("ping @teleton_bot", "@teleton_bot"),
     ),
     "mention-name entity": lambda: new_message(
-        GROUP, ALICE, "ping Tele", extra=(GROUP,),
+        GROUP,
+        ALICE,
+        "ping Tele",
+        extra=(GROUP,),
         entities=_mention_entity("ping Tele", "Tele", types.MessageEntityMentionName, user_id=ME.id),
     ),
     "mention after emoji (utf-16 offsets)": lambda: new_message(
-        GROUP, ALICE, "🎉🎉 @teleton_bot", extra=(GROUP,),
+        GROUP,
+        ALICE,
+        "🎉🎉 @teleton_bot",
+        extra=(GROUP,),
         entities=[types.MessageEntityMention(offset=5, length=12)],
     ),
     "bot command": lambda: new_message(GROUP, ALICE, "/help@teleton_bot", extra=(GROUP,)),
@@ -125,17 +135,23 @@ async def test_lookalikes_do_not_address_us(harness: Harness, text: str) -> None
 
 async def test_mention_of_someone_else_does_not_address_us(harness: Harness) -> None:
     text = "ask Bob"
-    await harness.dispatch(new_message(
-        GROUP, ALICE, text, extra=(GROUP,),
-        entities=_mention_entity(text, "Bob", types.MessageEntityMentionName, user_id=BOB.id),
-    ))
+    await harness.dispatch(
+        new_message(
+            GROUP,
+            ALICE,
+            text,
+            extra=(GROUP,),
+            entities=_mention_entity(text, "Bob", types.MessageEntityMentionName, user_id=BOB.id),
+        )
+    )
     await harness.settle()
     assert harness.agent.seen == []
 
 
 async def test_reply_to_our_message_addresses_us(harness: Harness) -> None:
-    harness.client.session.process_entities(types.contacts.ResolvedPeer(
-        peer=types.PeerChat(GROUP.id), chats=[GROUP], users=[]))
+    harness.client.session.process_entities(
+        types.contacts.ResolvedPeer(peer=types.PeerChat(GROUP.id), chats=[GROUP], users=[])
+    )
     sent = await harness.gateway.send_message(GROUP_ID, "I think it's great")
     await harness.dispatch(new_message(GROUP, ALICE, "why?", reply_to=sent.message_id, extra=(GROUP,)))
     await harness.dispatch(new_message(GROUP, BOB, "reply to alice", reply_to=1, extra=(GROUP,)))
@@ -216,8 +232,9 @@ async def test_dm_turns_are_serial_per_chat_and_parallel_across_chats(harness: H
     import time
 
     start = time.monotonic()
-    await harness.dispatch(new_message(ALICE, ALICE, "a1"), new_message(ALICE, ALICE, "a2"),
-                           new_message(BOB, BOB, "b1"))
+    await harness.dispatch(
+        new_message(ALICE, ALICE, "a1"), new_message(ALICE, ALICE, "a2"), new_message(BOB, BOB, "b1")
+    )
     await harness.settle()
     elapsed = time.monotonic() - start
     texts = [m.text for m in harness.agent.seen]
@@ -232,11 +249,13 @@ async def test_short_update_sender_is_recognised_from_the_archive(db: Database) 
     h = await make_harness(db, dm_policy="allowlist", allow_from=["alice", OTHER_BOT.id])
     try:
         await answered(h, new_message(ALICE, ALICE, "first, with full user"))
-        short = types.UpdateShortMessage(id=9001, user_id=ALICE.id, message="short one", pts=1, pts_count=1,
-                                         date=datetime.now(UTC))
+        short = types.UpdateShortMessage(
+            id=9001, user_id=ALICE.id, message="short one", pts=1, pts_count=1, date=datetime.now(UTC)
+        )
         short._entities = {}
-        short_bot = types.UpdateShortMessage(id=9002, user_id=OTHER_BOT.id, message="beep", pts=1, pts_count=1,
-                                             date=datetime.now(UTC))
+        short_bot = types.UpdateShortMessage(
+            id=9002, user_id=OTHER_BOT.id, message="beep", pts=1, pts_count=1, date=datetime.now(UTC)
+        )
         short_bot._entities = {}
         await answered(h, new_message(OTHER_BOT, OTHER_BOT, "bot seen once"))
         got = await answered(h, short, short_bot)

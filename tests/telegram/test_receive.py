@@ -91,8 +91,12 @@ async def test_edit_keeps_latest_text_then_delete_marks_it(harness: Harness) -> 
     mid = update.message.id
     await harness.dispatch(update)
     edited = types.Message(
-        id=mid, peer_id=types.PeerUser(ALICE.id), from_id=types.PeerUser(ALICE.id), date=update.message.date,
-        message="meet at 6pm", edit_date=datetime.now(UTC),
+        id=mid,
+        peer_id=types.PeerUser(ALICE.id),
+        from_id=types.PeerUser(ALICE.id),
+        date=update.message.date,
+        message="meet at 6pm",
+        edit_date=datetime.now(UTC),
     )
     await harness.dispatch(attach(types.UpdateEditMessage(message=edited, pts=2, pts_count=1), ALICE))
     await harness.settle()
@@ -113,8 +117,9 @@ async def test_channel_deletion_marks_only_that_channel(harness: Harness) -> Non
     post = new_message(CHANNEL, None, "post", post=True, extra=(CHANNEL,))
     dm = new_message(ALICE, ALICE, "dm", msg_id=post.message.id)
     await harness.dispatch(post, dm)
-    await harness.dispatch(attach(types.UpdateDeleteChannelMessages(channel_id=CHANNEL.id, messages=[post.message.id],
-                                                                    pts=2, pts_count=1)))
+    await harness.dispatch(
+        attach(types.UpdateDeleteChannelMessages(channel_id=CHANNEL.id, messages=[post.message.id], pts=2, pts_count=1))
+    )
     await harness.settle()
     deleted = {r["chat_id"]: r["deleted"] for r in await harness.rows()}
     assert deleted == {CHANNEL_ID: 1, ALICE.id: 0}
@@ -122,10 +127,18 @@ async def test_channel_deletion_marks_only_that_channel(harness: Harness) -> Non
 
 async def test_media_reply_and_forward_are_recorded(harness: Harness) -> None:
     photo = types.MessageMediaPhoto(photo=types.PhotoEmpty(id=1))
-    voice = types.MessageMediaDocument(document=types.Document(
-        id=2, access_hash=0, file_reference=b"", date=datetime.now(UTC), mime_type="audio/ogg", size=10,
-        dc_id=1, attributes=[types.DocumentAttributeAudio(duration=3, voice=True)],
-    ))
+    voice = types.MessageMediaDocument(
+        document=types.Document(
+            id=2,
+            access_hash=0,
+            file_reference=b"",
+            date=datetime.now(UTC),
+            mime_type="audio/ogg",
+            size=10,
+            dc_id=1,
+            attributes=[types.DocumentAttributeAudio(duration=3, voice=True)],
+        )
+    )
     fwd = types.MessageFwdHeader(date=datetime.now(UTC), from_name="Hidden Person")
     first = new_message(GROUP, ALICE, "look at this", media=photo, extra=(GROUP,))
     await harness.dispatch(
@@ -136,7 +149,9 @@ async def test_media_reply_and_forward_are_recorded(harness: Harness) -> None:
     await harness.settle()
     rows = await harness.rows(GROUP_ID)
     assert [(r["media_kind"], r["reply_to_id"], r["fwd_from"]) for r in rows] == [
-        ("photo", None, None), ("voice", first.message.id, None), (None, None, "Hidden Person"),
+        ("photo", None, None),
+        ("voice", first.message.id, None),
+        (None, None, "Hidden Person"),
     ]
     assert rows[0]["text"] == "look at this"  # the caption
 
@@ -152,15 +167,24 @@ async def test_outgoing_messages_from_another_device_are_archived_not_answered(h
 async def test_service_messages_update_chat_metadata(harness: Harness) -> None:
     await harness.dispatch(new_message(GROUP, ALICE, "hi", extra=(GROUP,)))
     title = types.MessageService(
-        id=next_id(), peer_id=types.PeerChat(GROUP.id), from_id=types.PeerUser(ALICE.id), date=datetime.now(UTC),
+        id=next_id(),
+        peer_id=types.PeerChat(GROUP.id),
+        from_id=types.PeerUser(ALICE.id),
+        date=datetime.now(UTC),
         action=types.MessageActionChatEditTitle(title="Sci-fi club"),
     )
     join = types.MessageService(
-        id=next_id(), peer_id=types.PeerChat(GROUP.id), from_id=types.PeerUser(BOB.id), date=datetime.now(UTC),
+        id=next_id(),
+        peer_id=types.PeerChat(GROUP.id),
+        from_id=types.PeerUser(BOB.id),
+        date=datetime.now(UTC),
         action=types.MessageActionChatAddUser(users=[BOB.id]),
     )
     leave = types.MessageService(
-        id=next_id(), peer_id=types.PeerChat(GROUP.id), from_id=types.PeerUser(ALICE.id), date=datetime.now(UTC),
+        id=next_id(),
+        peer_id=types.PeerChat(GROUP.id),
+        from_id=types.PeerUser(ALICE.id),
+        date=datetime.now(UTC),
         action=types.MessageActionChatDeleteUser(user_id=ALICE.id),
     )
     for service in (title, join, leave):
@@ -176,8 +200,10 @@ async def test_service_messages_update_chat_metadata(harness: Harness) -> None:
 async def test_user_metadata_phone_only_when_visible(harness: Harness) -> None:
     await harness.dispatch(new_message(ALICE, ALICE, "a"), new_message(BOB, BOB, "b"))
     await harness.settle()
-    users = {r["id"]: tuple(r) for r in await harness.db.fetchall(
-        "select id, first_name, username, phone, is_bot from tg_users")}
+    users = {
+        r["id"]: tuple(r)
+        for r in await harness.db.fetchall("select id, first_name, username, phone, is_bot from tg_users")
+    }
     assert users[ALICE.id] == (ALICE.id, "Alice", "alice", "15550001", 0)
     assert users[BOB.id] == (BOB.id, "Bob", "bobby", None, 0)
     # Alice hides her number: the archive forgets it too.

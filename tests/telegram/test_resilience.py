@@ -44,8 +44,13 @@ async def test_drops_are_reconnected_with_growing_delays_and_a_good_connection_r
         stop.set()
 
     await asyncio.wait_for(
-        keep_connected(connect, disconnected, stop, backoff=Backoff(base_s=0.01, max_s=0.04, jitter=0),
-                       on_retry=lambda n, d, e: delays.append(d)),
+        keep_connected(
+            connect,
+            disconnected,
+            stop,
+            backoff=Backoff(base_s=0.01, max_s=0.04, jitter=0),
+            on_retry=lambda n, d, e: delays.append(d),
+        ),
         timeout=5,
     )
     assert attempts == 5

@@ -24,10 +24,13 @@ async def test_reply_is_sent_with_formatting_entities_and_archived(harness: Harn
     [req] = harness.client.sent()
     assert req.message == "Here is bold and code"
     assert [(type(e).__name__, e.offset, e.length) for e in req.entities] == [
-        ("MessageEntityBold", 8, 4), ("MessageEntityCode", 17, 4)]
+        ("MessageEntityBold", 8, 4),
+        ("MessageEntityCode", 17, 4),
+    ]
     assert req.reply_to.reply_to_msg_id == 7
-    row = await harness.db.fetchone("select text, is_outgoing, sender_id from tg_messages where message_id = ?",
-                                    (sent.message_id,))
+    row = await harness.db.fetchone(
+        "select text, is_outgoing, sender_id from tg_messages where message_id = ?", (sent.message_id,)
+    )
     assert tuple(row) == ("Here is bold and code", 1, 1000)
 
 
@@ -115,8 +118,20 @@ async def test_rejected_formatting_is_resent_as_plain_text(harness: Harness) -> 
 
 @pytest.mark.parametrize(
     "text",
-    ["unclosed **bold and _italic", "a * b * c = d", "snake_case_name and __init__", "```\nno closing fence",
-     "[link](javascript:alert(1))", "**", "_", "`", "~~~~", "# ", "> ", "- "],
+    [
+        "unclosed **bold and _italic",
+        "a * b * c = d",
+        "snake_case_name and __init__",
+        "```\nno closing fence",
+        "[link](javascript:alert(1))",
+        "**",
+        "_",
+        "`",
+        "~~~~",
+        "# ",
+        "> ",
+        "- ",
+    ],
 )
 async def test_hostile_markdown_never_fails_the_reply(harness: Harness, text: str) -> None:
     await harness.gateway.send_message(ALICE.id, text)

@@ -28,15 +28,21 @@ BOT = types.User(id=4242, bot=True, first_name="Teleton", username="teleton_bot"
 
 def _srp_password() -> types.account.Password:
     """A 2FA challenge Telethon's SRP code accepts: Telegram's published 2048-bit prime, g = 3."""
-    prime = next(c for c in password.check_prime_and_good.__code__.co_consts
-                 if isinstance(c, tuple) and len(c) == 256)
+    prime = next(c for c in password.check_prime_and_good.__code__.co_consts if isinstance(c, tuple) and len(c) == 256)
     p = int.from_bytes(bytes(prime), "big")
     srp_b = pow(3, 123456789, p).to_bytes(256, "big")
     algo = types.PasswordKdfAlgoSHA256SHA256PBKDF2HMACSHA512iter100000SHA256ModPow(
-        salt1=b"salt1", salt2=b"salt2", g=3, p=bytes(prime))
+        salt1=b"salt1", salt2=b"salt2", g=3, p=bytes(prime)
+    )
     return types.account.Password(
-        new_algo=algo, new_secure_algo=types.SecurePasswordKdfAlgoUnknown(), secure_random=b"r" * 32,
-        has_password=True, current_algo=algo, srp_B=srp_b, srp_id=77)
+        new_algo=algo,
+        new_secure_algo=types.SecurePasswordKdfAlgoUnknown(),
+        secure_random=b"r" * 32,
+        has_password=True,
+        current_algo=algo,
+        srp_B=srp_b,
+        srp_id=77,
+    )
 
 
 class TelegramAuth(RecordingClient):
@@ -161,8 +167,10 @@ async def test_unreachable_telegram_is_a_clear_login_error(tmp_path: Path) -> No
 
 def _config_file(tmp_path: Path, telegram: dict[str, Any]) -> Path:
     path = tmp_path / "config.yaml"
-    data = {"storage": {"data_dir": str(tmp_path / "data")},
-            "telegram": {"api_id": 1, "api_hash": "0" * 32, "phone": "+15550000", **telegram}}
+    data = {
+        "storage": {"data_dir": str(tmp_path / "data")},
+        "telegram": {"api_id": 1, "api_hash": "0" * 32, "phone": "+15550000", **telegram},
+    }
     path.write_text(yaml.safe_dump(data))
     return path
 
@@ -178,10 +186,26 @@ def test_non_interactive_setup_writes_private_config_and_workspace(tmp_path: Pat
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump({"storage": {"data_dir": str(tmp_path / "data")}, "agent": {"model": "m"}}))
     monkeypatch.setenv("TELETON_CONFIG", str(path))
-    result = CliRunner().invoke(_cli(), [
-        "setup", "--non-interactive", "--mode", "bot", "--api-id", "12345", "--api-hash", "ab" * 16,
-        "--bot-token", "123456:" + "A" * 35, "--owner-id", "99", "--dm-policy", "admin-only", "--skip-login",
-    ])
+    result = CliRunner().invoke(
+        _cli(),
+        [
+            "setup",
+            "--non-interactive",
+            "--mode",
+            "bot",
+            "--api-id",
+            "12345",
+            "--api-hash",
+            "ab" * 16,
+            "--bot-token",
+            "123456:" + "A" * 35,
+            "--owner-id",
+            "99",
+            "--dm-policy",
+            "admin-only",
+            "--skip-login",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     config = load_config(path)
@@ -193,10 +217,21 @@ def test_non_interactive_setup_writes_private_config_and_workspace(tmp_path: Pat
 
 def test_non_interactive_setup_names_every_bad_flag(tmp_path: Path, monkeypatch: Any) -> None:
     monkeypatch.setenv("TELETON_CONFIG", str(tmp_path / "config.yaml"))
-    result = CliRunner().invoke(_cli(), [
-        "setup", "--non-interactive", "--api-id", "0", "--api-hash", "nothex", "--phone", "call me",
-        "--dm-policy", "sometimes",
-    ])
+    result = CliRunner().invoke(
+        _cli(),
+        [
+            "setup",
+            "--non-interactive",
+            "--api-id",
+            "0",
+            "--api-hash",
+            "nothex",
+            "--phone",
+            "call me",
+            "--dm-policy",
+            "sometimes",
+        ],
+    )
     assert result.exit_code == 2
     for flag in ("--api-id", "--api-hash", "--phone", "--dm-policy"):
         assert flag in result.output
@@ -220,23 +255,31 @@ def test_interactive_wizard_writes_what_was_answered(tmp_path: Path, monkeypatch
     monkeypatch.setenv("TELETON_CONFIG", str(path))
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     with create_pipe_input() as keys:
-        keys.send_text(_keys(
-            DOWN + ENTER,                      # mode: bot
-            "4242" + ENTER,                    # api_id
-            "cd" * 16 + ENTER,                 # api_hash
-            "123456:" + "Z" * 35 + ENTER,      # bot token
-            "777" + ENTER,                     # owner id
-            DOWN + DOWN + ENTER,               # dm_policy: allowlist -> disabled
-            ENTER,                             # group_policy: allowlist
-            "sk-ant-test" + ENTER,             # Anthropic key
-        ))
+        keys.send_text(
+            _keys(
+                DOWN + ENTER,  # mode: bot
+                "4242" + ENTER,  # api_id
+                "cd" * 16 + ENTER,  # api_hash
+                "123456:" + "Z" * 35 + ENTER,  # bot token
+                "777" + ENTER,  # owner id
+                DOWN + DOWN + ENTER,  # dm_policy: allowlist -> disabled
+                ENTER,  # group_policy: allowlist
+                "sk-ant-test" + ENTER,  # Anthropic key
+            )
+        )
         with create_app_session(input=keys, output=DummyOutput()):
             result = CliRunner().invoke(_cli(), ["setup", "--skip-login"])
     assert result.exit_code == 0, result.output
     config = load_config(path)
     tg = config.telegram
     assert (tg.mode, tg.api_id, tg.bot_token, tg.owner_id, tg.dm_policy, tg.group_policy) == (
-        "bot", 4242, "123456:" + "Z" * 35, 777, "disabled", "allowlist")
+        "bot",
+        4242,
+        "123456:" + "Z" * 35,
+        777,
+        "disabled",
+        "allowlist",
+    )
     assert config.agent.api_key == "sk-ant-test"
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
 

@@ -28,10 +28,22 @@ BOB = types.User(id=42, access_hash=4242, first_name="Bob", username="bob")
 BOB_DM = ChatInfo(id=42, type="dm", title="Bob")
 
 
-SUPERGROUP = types.Channel(id=1234567890, title=GROUP.title, photo=types.ChatPhotoEmpty(), date=dt.datetime.now(),
-                           access_hash=777, megagroup=True)
-BASIC_GROUP = types.Chat(id=888, title=OTHER_GROUP.title, photo=types.ChatPhotoEmpty(), participants_count=3,
-                         date=dt.datetime.now(), version=1)
+SUPERGROUP = types.Channel(
+    id=1234567890,
+    title=GROUP.title,
+    photo=types.ChatPhotoEmpty(),
+    date=dt.datetime.now(),
+    access_hash=777,
+    megagroup=True,
+)
+BASIC_GROUP = types.Chat(
+    id=888,
+    title=OTHER_GROUP.title,
+    photo=types.ChatPhotoEmpty(),
+    participants_count=3,
+    date=dt.datetime.now(),
+    version=1,
+)
 
 
 def make_ctx(deps: ToolDeps, chat: ChatInfo, *, admin: bool, message_id: int | None = 10) -> ToolContext:
@@ -82,8 +94,11 @@ class RecordingClient(TelegramClient):
             self.next_id += 1
             updates.append(types.UpdateMessageID(id=self.next_id, random_id=random_id))
             message = types.Message(id=self.next_id, peer_id=peer, date=now, message="", out=True)
-            updates.append(types.UpdateNewChannelMessage(message, pts=1, pts_count=1)
-                           if isinstance(peer, types.PeerChannel) else types.UpdateNewMessage(message, 1, 1))
+            updates.append(
+                types.UpdateNewChannelMessage(message, pts=1, pts_count=1)
+                if isinstance(peer, types.PeerChannel)
+                else types.UpdateNewMessage(message, 1, 1)
+            )
         return types.Updates(updates=updates, users=[BOB], chats=[SUPERGROUP], date=now, seq=0)
 
     async def _call(self, sender: Any, request: Any, ordered: bool = False, flood_sleep_threshold: Any = None) -> Any:

@@ -125,8 +125,9 @@ async def test_a_turn_timeout_cancelling_exec_still_kills_and_audits(db: Databas
     ctx = make_ctx(ToolDeps(db=db, workspace=workspace), DM, admin=True)
     marker = workspace / "started"
     command = f"touch {marker}; sleep 60 & sleep 60"
-    outcome = await run_one(ToolCall("t", "exec", {"command": command}), lambda c: registry.execute(c, ctx),
-                            LoopLimits(tool_timeout_s=0.5))
+    outcome = await run_one(
+        ToolCall("t", "exec", {"command": command}), lambda c: registry.execute(c, ctx), LoopLimits(tool_timeout_s=0.5)
+    )
     assert outcome.is_error and "timed out" in outcome.content
     row = await db.fetchone("select command, exit_code, stderr from exec_audit")
     assert row["command"] == command and row["exit_code"] is None and row["stderr"] == "cancelled"

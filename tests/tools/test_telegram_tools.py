@@ -92,8 +92,12 @@ async def test_forward(registry, tg_deps, client) -> None:
 
 async def test_delete_in_a_group_only_own_messages_unless_admin(registry, tg_deps, client, db: Database) -> None:
     now = time.time()
-    await db.write(lambda c: (insert_message(c, MessageRecord(GROUP.id, 50, now, "mine", 1, "me", is_outgoing=True)),
-                              insert_message(c, MessageRecord(GROUP.id, 51, now, "theirs", 42, "Bob"))))
+    await db.write(
+        lambda c: (
+            insert_message(c, MessageRecord(GROUP.id, 50, now, "mine", 1, "me", is_outgoing=True)),
+            insert_message(c, MessageRecord(GROUP.id, 51, now, "theirs", 42, "Bob")),
+        )
+    )
     member = make_ctx(tg_deps, GROUP, admin=False)
     result = await call(registry, member, "delete_message", message_ids=[50, 51])
     assert result.is_error and "51" in result.content
@@ -120,10 +124,23 @@ async def test_send_file_from_workspace_respects_privacy(registry, tg_deps, clie
 
 async def test_download_media_is_capped_and_lands_in_downloads(registry, tg_deps, client) -> None:
     def message_with(size: int, name: str = "notes.txt") -> Any:
-        document = types.Document(id=1, access_hash=2, file_reference=b"", date=None, mime_type="text/plain",
-                                  size=size, dc_id=1, attributes=[types.DocumentAttributeFilename(name)])
-        msg = types.Message(id=5, peer_id=types.PeerChannel(1234567890), date=None, message="",
-                            media=types.MessageMediaDocument(document=document))
+        document = types.Document(
+            id=1,
+            access_hash=2,
+            file_reference=b"",
+            date=None,
+            mime_type="text/plain",
+            size=size,
+            dc_id=1,
+            attributes=[types.DocumentAttributeFilename(name)],
+        )
+        msg = types.Message(
+            id=5,
+            peer_id=types.PeerChannel(1234567890),
+            date=None,
+            message="",
+            media=types.MessageMediaDocument(document=document),
+        )
         return types.messages.ChannelMessages(pts=1, count=1, messages=[msg], topics=[], chats=[], users=[])
 
     client.answers[functions.channels.GetMessagesRequest] = lambda r: message_with(5000)
@@ -132,7 +149,8 @@ async def test_download_media_is_capped_and_lands_in_downloads(registry, tg_deps
     assert result.is_error and "limit" in result.content
     client.answers[functions.channels.GetMessagesRequest] = lambda r: message_with(11)
     client.answers[functions.upload.GetFileRequest] = lambda r: types.upload.File(
-        type=types.storage.FileUnknown(), mtime=0, bytes=b"hello notes" if r.offset == 0 else b"")
+        type=types.storage.FileUnknown(), mtime=0, bytes=b"hello notes" if r.offset == 0 else b""
+    )
     result = await call(registry, ctx, "download_media")
     assert not result.is_error, result
     assert "downloads/notes.txt" in result.content
@@ -195,11 +213,14 @@ async def test_list_dialogs_only_for_the_owner_in_a_dm(registry, tg_deps, client
     assert not client.requests
 
 
-@pytest.mark.parametrize("tool, request_type", [
-    ("kick_user", functions.channels.EditBannedRequest),
-    ("ban_user", functions.channels.EditBannedRequest),
-    ("unban_user", functions.channels.EditBannedRequest),
-])
+@pytest.mark.parametrize(
+    "tool, request_type",
+    [
+        ("kick_user", functions.channels.EditBannedRequest),
+        ("ban_user", functions.channels.EditBannedRequest),
+        ("unban_user", functions.channels.EditBannedRequest),
+    ],
+)
 async def test_moderation_is_group_only_and_admin_only(registry, tg_deps, client, tool: str, request_type) -> None:
     # Not an admin, in a group: not offered, and refused when called by name.
     member = make_ctx(tg_deps, GROUP, admin=False)
@@ -234,7 +255,8 @@ async def test_participants_of_this_group(registry, tg_deps, client) -> None:
         if request.offset > 0:
             return types.channels.ChannelParticipants(count=1, participants=[], chats=[], users=[])
         return types.channels.ChannelParticipants(
-            count=1, participants=[types.ChannelParticipant(user_id=BOB.id, date=None)], chats=[], users=[BOB])
+            count=1, participants=[types.ChannelParticipant(user_id=BOB.id, date=None)], chats=[], users=[BOB]
+        )
 
     client.answers[functions.channels.GetParticipantsRequest] = members
     ctx = make_ctx(tg_deps, GROUP, admin=False)

@@ -38,8 +38,11 @@ async def test_sync_embeds_only_what_changed(db: Database, embedder: Any) -> Non
     assert (again.added, again.changed, again.removed, again.embedded) == ([], [], [], 0)
 
     tools = [registry.get(n) for n in registry.names]
-    changed = [dataclasses.replace(t, description=t.description + " Also polls.") if t.name == "react" else t
-               for t in tools if t is not None and t.name != "exec"]
+    changed = [
+        dataclasses.replace(t, description=t.description + " Also polls.") if t.name == "react" else t
+        for t in tools
+        if t is not None and t.name != "exec"
+    ]
     report = await index.sync(ToolRegistry(changed))
     assert report.changed == ["react"] and report.removed == ["exec"] and report.embedded == 1
     rows = await db.fetchall("select id, name, search_text from tool_index")

@@ -86,18 +86,21 @@ def server() -> Iterator[str]:
 TEST_ONLY = FetchSettings(timeout_s=5, allow_networks=LOOPBACK)
 
 
-@pytest.mark.parametrize("url", [
-    "http://127.0.0.1:{port}/page",
-    "http://localhost:{port}/page",
-    "http://[::1]:{port}/page",
-    "http://10.0.0.5/",
-    "http://10.255.1.1:8080/x",
-    "http://192.168.1.1/",
-    "http://169.254.169.254/latest/meta-data/",
-    "http://[::ffff:127.0.0.1]:{port}/page",
-    "http://0.0.0.0:{port}/page",
-    "http://100.64.0.1/",
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:{port}/page",
+        "http://localhost:{port}/page",
+        "http://[::1]:{port}/page",
+        "http://10.0.0.5/",
+        "http://10.255.1.1:8080/x",
+        "http://192.168.1.1/",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://[::ffff:127.0.0.1]:{port}/page",
+        "http://0.0.0.0:{port}/page",
+        "http://100.64.0.1/",
+    ],
+)
 async def test_private_addresses_are_refused_by_default(server: str, url: str) -> None:
     port = server.rsplit(":", 1)[1]
     with pytest.raises(FetchRefused):
@@ -149,14 +152,32 @@ async def test_bad_urls(url: str) -> None:
         await fetch(url)
 
 
-@pytest.mark.parametrize("address, refused", [
-    ("127.0.0.1", True), ("10.1.2.3", True), ("172.16.0.1", True), ("192.168.0.1", True),
-    ("169.254.169.254", True), ("100.64.0.1", True), ("0.0.0.0", True), ("224.0.0.1", True),
-    ("240.0.0.1", True), ("255.255.255.255", True), ("::1", True), ("::", True), ("fe80::1", True),
-    ("fc00::1", True), ("ff02::1", True), ("::ffff:10.0.0.1", True), ("::ffff:169.254.169.254", True),
-    ("2002:a00:1::", True),  # 6to4 wrapping 10.0.0.1
-    ("8.8.8.8", False), ("93.184.216.34", False), ("2606:4700:4700::1111", False),
-])
+@pytest.mark.parametrize(
+    "address, refused",
+    [
+        ("127.0.0.1", True),
+        ("10.1.2.3", True),
+        ("172.16.0.1", True),
+        ("192.168.0.1", True),
+        ("169.254.169.254", True),
+        ("100.64.0.1", True),
+        ("0.0.0.0", True),
+        ("224.0.0.1", True),
+        ("240.0.0.1", True),
+        ("255.255.255.255", True),
+        ("::1", True),
+        ("::", True),
+        ("fe80::1", True),
+        ("fc00::1", True),
+        ("ff02::1", True),
+        ("::ffff:10.0.0.1", True),
+        ("::ffff:169.254.169.254", True),
+        ("2002:a00:1::", True),  # 6to4 wrapping 10.0.0.1
+        ("8.8.8.8", False),
+        ("93.184.216.34", False),
+        ("2606:4700:4700::1111", False),
+    ],
+)
 def test_address_rule(address: str, refused: bool) -> None:
     assert (address_refusal(ipaddress.ip_address(address)) is not None) is refused
 
@@ -182,9 +203,26 @@ def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, 
     folder = tmp_path_factory.mktemp("tls")
     cert, key = folder / "cert.pem", folder / "key.pem"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
-         "-addext", "subjectAltName=DNS:localhost", "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True,
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
     )
     server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     server_ctx.load_cert_chain(cert, key)

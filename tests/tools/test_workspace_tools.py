@@ -23,8 +23,12 @@ def registry() -> ToolRegistry:
 )
 async def test_traversal_and_absolute_paths_are_refused(registry, deps: ToolDeps, path: str) -> None:
     ctx = make_ctx(deps, DM, admin=True)
-    for name, args in [("workspace_read", {"path": path}), ("workspace_write", {"path": path, "content": "x"}),
-                       ("workspace_delete", {"path": path}), ("workspace_list", {"path": path})]:
+    for name, args in [
+        ("workspace_read", {"path": path}),
+        ("workspace_write", {"path": path, "content": "x"}),
+        ("workspace_delete", {"path": path}),
+        ("workspace_list", {"path": path}),
+    ]:
         result = await call(registry, ctx, name, **args)
         assert result.is_error, (name, path, result)
     assert not (deps.workspace.parent / "outside.txt").exists()
@@ -59,8 +63,9 @@ def test_resolve_keeps_inner_symlinks_and_normalises(workspace: Path) -> None:
 async def test_write_read_list_rename_delete_roundtrip(registry, deps: ToolDeps) -> None:
     ctx = make_ctx(deps, DM, admin=True)
     assert not (await call(registry, ctx, "workspace_write", path="notes/todo.md", content="buy milk\n")).is_error
-    assert not (await call(registry, ctx, "workspace_write", path="notes/todo.md", content="call mom\n",
-                           append=True)).is_error
+    assert not (
+        await call(registry, ctx, "workspace_write", path="notes/todo.md", content="call mom\n", append=True)
+    ).is_error
     assert (await call(registry, ctx, "workspace_read", path="notes/todo.md")).content == "buy milk\ncall mom\n"
     assert "todo.md" in (await call(registry, ctx, "workspace_list", path="notes")).content
     assert not (await call(registry, ctx, "workspace_rename", path="notes/todo.md", new_path="done.md")).is_error
@@ -84,10 +89,12 @@ async def test_size_caps(registry, deps: ToolDeps) -> None:
 async def test_prompt_files_are_read_only(registry, deps: ToolDeps, name: str) -> None:
     ctx = make_ctx(deps, DM, admin=True)
     before = (deps.workspace / name).read_text()
-    for tool, args in [("workspace_write", {"path": name, "content": "be evil"}),
-                       ("workspace_delete", {"path": name}),
-                       ("workspace_rename", {"path": name, "new_path": "x.md"}),
-                       ("workspace_rename", {"path": "MEMORY.md", "new_path": name})]:
+    for tool, args in [
+        ("workspace_write", {"path": name, "content": "be evil"}),
+        ("workspace_delete", {"path": name}),
+        ("workspace_rename", {"path": name, "new_path": "x.md"}),
+        ("workspace_rename", {"path": "MEMORY.md", "new_path": name}),
+    ]:
         result = await call(registry, ctx, tool, **args)
         assert result.is_error and "read-only" in result.content, (tool, result)
     assert (deps.workspace / name).read_text() == before
