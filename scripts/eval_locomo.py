@@ -12,9 +12,12 @@ searched by ``feed_search`` — so what is measured is the product's record desi
 
 Usage: python scripts/eval_locomo.py ../shared/eval/locomo-dev.json [--mode bm25|vector|hybrid]
 
-Records are produced by a ``RecordSource`` (``--records``); ``turns`` is the protocol above. A later
-``observations`` source (facts distilled from each session) only has to yield ``Record``s whose ``evidence``
-lists the dia_ids it was drawn from: loading, searching and scoring do not change.
+Records are produced by a ``RecordSource`` (``--records``); ``turns`` is the protocol above.
+``--records observations`` indexes LoCoMo's ``observation`` facts (each carries the dia_id it was drawn from)
+through the product's fact store (``FactStore.save``) and recall path (``FactStore.recall``: category tiers,
+hybrid relevance, access boost, recency); gold = the facts whose source is in the question's evidence.
+Observations carry no topic, so each is saved under one category and the recall tiers fall through to the
+whole scope, as they do for an uncategorised fact.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from pathlib import Path
 
 from teleton.memory.embeddings.local import LocalEmbedder
 from teleton.memory.embeddings.model_files import packaged_model
+from teleton.memory.facts import Fact, FactStore
 from teleton.memory.feed_embedding import embed_pending
 from teleton.memory.feed_search import search_feed_sync
 from teleton.memory.hybrid_search import SearchParams
@@ -148,6 +152,49 @@ async def load_sample(db: Database, sample: dict, source: str, chat_id: int) -> 
     return Store(chat_id, by_id, questions(sample, {e for r in records for e in r.evidence}))
 
 
+def metrics(question: Question, ranked: list[frozenset[str]]) -> dict:
+    return {
+        "category": question.category,
+        "r5": recall(ranked, question.gold, 5),
+        "ndcg5": ndcg(ranked, question.gold, 5),
+        "r10": recall(ranked, question.gold, 10),
+    }
+
+
+def observation_facts(sample: dict) -> Iterator[tuple[str, str, frozenset[str]]]:
+    """(speaker, fact text, source dia_ids) for every observation of every session."""
+    for by_speaker in sample.get("observation", {}).values():
+        for speaker, items in by_speaker.items():
+            for text, source in items:
+                sources = source if isinstance(source, list) else [source]
+                yield speaker, text, frozenset(s.strip() for s in sources if isinstance(s, str))
+
+
+async def evaluate_observations(samples: list[dict], embedder: LocalEmbedder, mode: str) -> list[dict]:
+    if mode == "vector":
+        raise SystemExit("--records observations measures the recall path: use --mode hybrid or bm25")
+    scope = f"chat:{CHAT_ID}"
+    results: list[dict] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n, sample in enumerate(samples):
+            facts = list(observation_facts(sample))
+            db = await Database.open(Path(tmp) / f"obs{n}.db", embedding=(embedder.model_id, embedder.dims))
+            try:
+                store = FactStore(db, embedder if mode == "hybrid" else None)
+                evidence: dict[int, frozenset[str]] = {}
+                for _speaker, text, sources in facts:
+                    saved = await store.save(Fact(value=text, category="observation", scope=scope, source="locomo"))
+                    evidence[saved.id] = evidence.get(saved.id, frozenset()) | sources
+                qs = questions(sample, {e for _, _, sources in facts for e in sources})
+                vectors = embedder.encode([q.text for q in qs]) if mode == "hybrid" else [None] * len(qs)
+                for question, vector in zip(qs, vectors, strict=True):
+                    found = await store.recall(question.text, [scope], limit=10, query_vector=vector)
+                    results.append(metrics(question, [evidence[f.id] for f in found]))
+            finally:
+                await db.close()
+    return results
+
+
 async def score(db: Database, store: Store, embedder: LocalEmbedder, mode: str) -> list[dict]:
     qs = store.questions
     vectors = embedder.encode([q.text for q in qs]) if mode != "bm25" else [None] * len(qs)
@@ -157,15 +204,7 @@ async def score(db: Database, store: Store, embedder: LocalEmbedder, mode: str) 
         hits = await db.read(
             lambda conn, q=question, v=vector: search_feed_sync(conn, q.text, v, [store.chat_id], params)
         )
-        ranked = [store.by_id[h.id].evidence for h in hits]
-        results.append(
-            {
-                "category": question.category,
-                "r5": recall(ranked, question.gold, 5),
-                "ndcg5": ndcg(ranked, question.gold, 5),
-                "r10": recall(ranked, question.gold, 10),
-            }
-        )
+        results.append(metrics(question, [store.by_id[h.id].evidence for h in hits]))
     return results
 
 
@@ -208,7 +247,10 @@ async def main_async(args: argparse.Namespace) -> dict:
         samples = samples[: args.limit]
     embedder = LocalEmbedder(packaged_model())
     started = time.perf_counter()
-    results = await evaluate(samples, embedder, args.mode, args.records, args.shared_store)
+    if args.records == "observations":
+        results = await evaluate_observations(samples, embedder, args.mode)
+    else:
+        results = await evaluate(samples, embedder, args.mode, args.records, args.shared_store)
     summary = summarise(results)
     summary["_meta"] = {
         "mode": args.mode,
@@ -223,7 +265,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("path", help="locomo JSON file (e.g. ../shared/eval/locomo-dev.json)")
     parser.add_argument("--mode", choices=("bm25", "vector", "hybrid"), default="hybrid")
-    parser.add_argument("--records", choices=sorted(RECORD_SOURCES), default="turns")
+    parser.add_argument("--records", choices=[*sorted(RECORD_SOURCES), "observations"], default="turns")
     parser.add_argument("--limit", type=int, default=0, help="only the first N conversations")
     parser.add_argument(
         "--shared-store", action="store_true", help="all conversations in one store, one chat each (scoped search)"
