@@ -87,3 +87,31 @@ async def test_close_cancels_a_stuck_turn_within_the_grace_period() -> None:
     await d.close(grace_s=0.2)
     assert time.monotonic() - start < 1
     assert d.offer(msg(2)).reason == "shutting down"
+
+
+async def test_stop_is_handled_at_once_not_behind_the_running_turn() -> None:
+    release = asyncio.Event()
+    seen: list[str] = []
+
+    async def handler(m: IncomingMessage) -> None:
+        seen.append(m.text)
+        if m.text == "m1":
+            await release.wait()  # a long turn holding the chat's lane
+
+    d = Dispatcher(
+        handler=handler,
+        policy=PolicyConfig.build(group_policy="open"),
+        limiter=RateLimiter(1000, 1000),
+        debounce=DebounceConfig(window_s=0.0),
+        immediate=lambda m: m.text == "/stop",
+    )
+    d.offer(msg(1))
+    await asyncio.sleep(0.05)
+    d.offer(msg(2))
+    stop = IncomingMessage(chat=GROUP, sender=ALICE, message_id=3, text="/stop", date=time.time(), mentions_us=True)
+    d.offer(stop)
+    await asyncio.sleep(0.05)
+    assert seen == ["m1", "/stop"]  # /stop reached the agent while m1 still ran; m2 waits its turn
+    release.set()
+    await d.idle()
+    assert seen == ["m1", "/stop", "m2"]
