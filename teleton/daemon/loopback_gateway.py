@@ -32,7 +32,6 @@ from teleton.telegram.archiver import ArchiveBatcher
 from teleton.telegram.dispatch import Dispatcher
 from teleton.telegram.gateway import GatewaySettings
 from teleton.telegram.pipeline import FeedPipeline
-from teleton.telegram.ratelimit import RateLimiter
 
 log = structlog.get_logger(__name__)
 
@@ -57,13 +56,7 @@ class LoopbackGateway:
     # ---- wiring and life cycle (as TelegramGateway) -------------------------------------------------
 
     def on_message(self, handler: IncomingHandler) -> Dispatcher:
-        self.dispatcher = Dispatcher(
-            handler=handler,
-            policy=self.settings.policy,
-            limiter=RateLimiter(self.settings.rate_limit_per_chat, self.settings.rate_limit_global),
-            debounce=self.settings.debounce,
-            me_id=lambda: ME.id,
-        )
+        self.dispatcher = self.settings.dispatcher(handler, me_id=lambda: ME.id)
         self.pipeline.dispatcher = self.dispatcher
         return self.dispatcher
 

@@ -76,6 +76,23 @@ class GatewaySettings:
             session_file=session_file(tg.session_path) if tg.session_path else None,
         )
 
+    def dispatcher(
+        self,
+        handler: IncomingHandler,
+        *,
+        me_id: Callable[[], int | None],
+        typing: Callable[[int], Awaitable[None]] | None = None,
+    ) -> Dispatcher:
+        """The policy gate and per-chat lanes these settings describe, in front of ``handler``."""
+        return Dispatcher(
+            handler=handler,
+            policy=self.policy,
+            limiter=RateLimiter(self.rate_limit_per_chat, self.rate_limit_global),
+            debounce=self.debounce,
+            me_id=me_id,
+            typing=typing,
+        )
+
 
 def session_file(path: Path | str) -> Path:
     """The file Telethon's SQLite session writes for ``path`` (it appends '.session' when missing)."""
@@ -148,11 +165,8 @@ class TelegramGateway:
 
     def on_message(self, handler: IncomingHandler) -> Dispatcher:
         """Register the agent. Messages that pass the gate reach ``handler``, serially per chat."""
-        self.dispatcher = Dispatcher(
-            handler=handler,
-            policy=self.settings.policy,
-            limiter=RateLimiter(self.settings.rate_limit_per_chat, self.settings.rate_limit_global),
-            debounce=self.settings.debounce,
+        self.dispatcher = self.settings.dispatcher(
+            handler,
             me_id=lambda: self.me.id if self.me else None,
             typing=self.typing if self.settings.typing_indicator else None,
         )
