@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
+from teleton.llm import LLMClient, LLMSettings
 from teleton.storage import Database
+from tests.fakes.anthropic_server import FakeAnthropic
 
 
 @pytest.fixture
@@ -27,3 +29,27 @@ async def db(tmp_path: Path) -> AsyncIterator[Database]:
     database = await Database.open(tmp_path / "teleton.db", embedding=("test-model", 384))
     yield database
     await database.close()
+
+
+@pytest.fixture
+def fake_api() -> Iterator[FakeAnthropic]:
+    """The scripted Messages API on 127.0.0.1; ``fake_api.requests`` holds every body it received."""
+    with FakeAnthropic() as server:
+        yield server
+
+
+@pytest.fixture
+async def llm(fake_api: FakeAnthropic) -> AsyncIterator[LLMClient]:
+    """The real SDK pointed at ``fake_api``, with retry delays short enough for a 529 storm in a test."""
+    settings = LLMSettings(
+        model="claude-test",
+        utility_model="claude-test-small",
+        max_tokens=512,
+        request_timeout_s=5,
+        max_retries=6,
+        retry_base_delay_s=0.01,
+        retry_max_delay_s=0.5,
+    )
+    client = LLMClient(settings, api_key="test", base_url=fake_api.base_url)
+    yield client
+    await client.close()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import itertools
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,13 +33,6 @@ GROUP = ChatInfo(id=-100777, type="group", title="Book club", member_count=5)
 OTHER_GROUP = ChatInfo(id=-100888, type="group", title="Chess")
 MAIN_MODEL = "claude-test"
 UTILITY_MODEL = "claude-test-small"
-
-
-@pytest.fixture
-def fake_api() -> Iterator[FakeAnthropic]:
-    """The scripted Messages API on 127.0.0.1; ``fake_api.requests`` holds every body it received."""
-    with FakeAnthropic() as server:
-        yield server
 
 
 @pytest.fixture
