@@ -240,3 +240,35 @@ def test_sighup_reloads_policy_and_status_sees_the_running_daemon(fake_api: Fake
         capture_output=True, text=True, timeout=60, env=env,
     )  # fmt: skip
     assert after.returncode == 1 and "not running" in after.stdout
+
+
+def test_turn_cut_by_kill_9_is_not_answered_again_after_restart(fake_api: FakeAnthropic, daemon_root: Path) -> None:
+    fake_api.responder = lambda body: Reply(
+        body={"content": [{"type": "text", "text": "late answer"}], "stop_reason": "end_turn"}, delay=30
+    )
+    config = write_config(daemon_root, fake_api.base_url)
+    daemon = Daemon(daemon_root, config).start()
+    daemon.send(OWNER_DM, "tell me a long story", message_id=7)
+    deadline = time.monotonic() + 20
+    while not fake_api.requests and time.monotonic() < deadline:
+        daemon.pump()
+    assert fake_api.requests, "the turn never reached the model"
+    daemon.signal(signal.SIGKILL)
+    daemon.wait(timeout=10)
+    asked = len(fake_api.requests)
+
+    fake_api.responder = lambda body: text("second answer")
+    again = Daemon(daemon_root, config).start()
+    try:
+        again.send(OWNER_DM, "tell me a long story", message_id=7)  # Telegram's catch-up replays the update
+        again.wait_for(lambda ev: any(e["op"] == "archived" for e in ev))
+        time.sleep(2.0)
+        again.pump()
+        assert [e["new"] for e in again.events if e["op"] == "archived"] == [False]
+        assert again.sent() == []  # not answered a second time
+        assert len(fake_api.requests) == asked
+        again.send(OWNER_DM, "and now?", message_id=8)
+        again.wait_for(lambda ev: len([e for e in ev if e["op"] == "send_message"]) == 1)
+    finally:
+        again.stop()
+    assert [e["text"] for e in again.sent()] == ["second answer"]
