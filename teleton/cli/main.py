@@ -85,11 +85,13 @@ def start(
     """Run the daemon: archive, answer, remember. Stops cleanly on SIGTERM/SIGINT; SIGHUP reloads config."""
     from teleton.daemon.instance_lock import AlreadyRunning
     from teleton.daemon.runner import run_daemon
+    from teleton.gateway.contract import GatewayError
 
     config = cli_config(ctx)
     try:
         code = run_daemon(config, transport)
-    except AlreadyRunning as exc:
+    except (AlreadyRunning, GatewayError) as exc:
+        # Not a crash: a second instance, or Telegram refusing the login (run `teleton setup`).
         print(f"error: {exc}", file=sys.stderr)
         raise typer.Exit(1) from None
     raise typer.Exit(code)
