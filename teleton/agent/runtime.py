@@ -40,6 +40,7 @@ from teleton.memory.daily_logs import DailyLogs
 from teleton.memory.facts import FactStore
 from teleton.memory.hybrid_search import SearchParams
 from teleton.memory.observation_masking import mask_observations
+from teleton.scheduler.scheduler import archived_chat
 from teleton.storage.database import Database
 from teleton.tools.registry import Access, ToolContext, ToolDeps, ToolRegistry
 
@@ -242,7 +243,7 @@ class Agent:
                 or self.deps.owner
                 or (UserInfo(id=self.settings.owner_id) if self.settings.owner_id is not None else None)
             )
-        chat = await self._chat_info(chat_id)
+        chat = await archived_chat(self.deps.db, chat_id)
         # A synthetic message id: negative, so it never collides with (or excludes) an archived message.
         msg = IncomingMessage(
             chat=chat, sender=sender, message_id=-(int(time.time() * 1000) % 2**31) or -1, text=text, date=time.time()
@@ -267,7 +268,7 @@ class Agent:
                 )
                 if reason is None:
                     continue
-                chat = await self._chat_info(int(chat_id))
+                chat = await archived_chat(self.deps.db, int(chat_id))
                 # The chat's own rights decide where its facts go: the owner's DM is the owner speaking.
                 speaker = UserInfo(id=chat.id) if chat.type == "dm" else None
                 access = privacy.access_for(chat, is_admin=self.is_admin(speaker))
@@ -275,16 +276,6 @@ class Agent:
                 self._forget(session.id)
                 ended += 1
         return ended
-
-    async def _chat_info(self, chat_id: int) -> ChatInfo:
-        row = await self.deps.db.fetchone(
-            "select type, title, username, member_count from tg_chats where id = ?", (chat_id,)
-        )
-        if row is None:
-            return ChatInfo(id=chat_id, type="dm" if chat_id > 0 else "group")
-        return ChatInfo(
-            id=chat_id, type=row["type"], title=row["title"], username=row["username"], member_count=row["member_count"]
-        )
 
     def stop(self, chat_id: int) -> bool:
         """Cancel the running turn of a chat (/stop). Messages queued behind it still run."""

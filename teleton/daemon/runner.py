@@ -55,7 +55,6 @@ class Daemon:
     scheduler: Any = None
     watcher: Any = None
     feed_embedder: Any = None
-    feed_embedder_provider: Any = None
 
     async def run(self) -> int:
         started = time.monotonic()
@@ -108,7 +107,6 @@ class Daemon:
             from teleton.memory.feed_embedding import FeedEmbedder
 
             self.feed_embedder = FeedEmbedder(db, provider, batch=config.embedding.batch_size)
-            self.feed_embedder_provider = provider
             gateway.pipeline.on_archived = self.feed_embedder.notify
             self.feed_embedder.start()
         await self._start_scheduler(db, stack)
@@ -253,14 +251,6 @@ class Daemon:
 
     # ---- shutdown ---------------------------------------------------------------------------------------
 
-    async def _stop_feed_embedder(self) -> None:
-        """Embed what is still queued, for a bounded time; the rest stays marked and is embedded at next start."""
-        from teleton.memory.feed_embedding import embed_pending
-
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(embed_pending(self.db, self.feed_embedder_provider), EMBED_FLUSH_S)
-        await self.feed_embedder.stop()
-
     async def _shutdown(self) -> None:
         for task in self._tasks:
             task.cancel()
@@ -271,7 +261,7 @@ class Daemon:
             ("agent", self.stack and (lambda: self.stack.close(1.0))),
             ("scheduler", self.scheduler and (lambda: self.scheduler.stop(1.0))),
             ("knowledge watcher", self.watcher and self.watcher.stop),
-            ("feed embedder", self.feed_embedder and self._stop_feed_embedder),
+            ("feed embedder", self.feed_embedder and (lambda: self.feed_embedder.stop(EMBED_FLUSH_S))),
             ("database", self.db and self.db.close),
         ]
         for name, close in steps:

@@ -165,7 +165,11 @@ class FeedEmbedder:
     def notify(self) -> None:
         self._wake.set()
 
-    async def stop(self) -> None:
+    async def stop(self, flush_s: float = 0.0) -> None:
+        """Stop; first embed what is still pending for up to ``flush_s`` (the rest stays marked for next start)."""
+        if flush_s > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(embed_pending(self._db, self._provider, self._batch), flush_s)
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
