@@ -1,11 +1,13 @@
 """Slash commands (DESIGN §11, seed 003): answered by the runtime itself, no model call.
 
 ``/stop`` is special: it must reach a chat while its turn is running, so the runtime handles it before the
-per-chat lock (see ``Agent.wants_immediate``). Admin commands refuse everyone else.
+per-chat lock (see ``Agent.wants_immediate``). Admin commands refuse everyone else; owner commands
+(``/approve``, ``/deny``, ``/held``: sends held for approval, DESIGN §8) work only in the owner's own DM.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Awaitable, Callable
@@ -16,7 +18,7 @@ from teleton.gateway.contract import IncomingMessage
 
 if TYPE_CHECKING:
     from teleton.agent.runtime import Agent, Turn
-    from teleton.tools.registry import Access
+    from teleton.privacy import Clearance
 
 _COMMAND = re.compile(r"^/([a-zA-Z_]+)(?:@\w+)?(?:\s+(.*))?$", re.DOTALL)
 
@@ -55,6 +57,7 @@ class CommandSpec:
     admin: bool = False
     needs_lock: bool = False  # touches the session, so it waits for a running turn of the chat
     group_admin: bool = False  # in a shared chat, only admins may (one member must not reset it for all)
+    owner: bool = False  # only in the owner's own DM (or `teleton chat`)
 
 
 async def cmd_new(agent: Agent, turn: Turn, args: str) -> str:
@@ -87,7 +90,7 @@ async def cmd_stop(agent: Agent, turn: Turn, args: str) -> str:
 async def cmd_help(agent: Agent, turn: Turn, args: str) -> str:
     lines = ["Commands:"]
     for spec in COMMANDS.values():
-        if spec.admin and not turn.is_admin:
+        if (spec.admin and not turn.is_admin) or (spec.owner and not turn.clearance.is_owner):
             continue
         lines.append(f"{spec.usage} — {spec.help}" + (" (admin)" if spec.admin else ""))
     return "\n".join(lines)
@@ -113,6 +116,22 @@ async def cmd_policy(agent: Agent, turn: Turn, args: str) -> str:
     if len(parts) != 2 or parts[0] not in ("dm", "group"):
         return "Usage: /policy [dm|group open|allowlist|admin-only|disabled]"
     return control.set_policy(parts[0], parts[1])
+
+
+async def cmd_held(agent: Agent, turn: Turn, args: str) -> str:
+    """/approve N, /deny N, /held: the owner decides on sends held for approval."""
+    outbox = agent.deps.outbox
+    if outbox is None:
+        return "Nothing is ever held here (no outbox in this process)."
+    name = turn.msg.text.strip().split()[0].lstrip("/").split("@")[0].lower()
+    if name == "held":
+        return await outbox.describe_pending()
+    if not args.strip().isdigit():
+        return f"Usage: /{name} N — N is the number of the held send (see /held)."
+    sender = turn.msg.sender.id if turn.msg.sender else None
+    if name == "approve":
+        return await outbox.approve(int(args), by=sender)
+    return await outbox.deny(int(args), by=sender)
 
 
 async def cmd_tools(agent: Agent, turn: Turn, args: str) -> str:
@@ -148,6 +167,9 @@ COMMANDS: dict[str, CommandSpec] = {
         CommandSpec("pause", "/pause", "stop answering until /resume", cmd_pause, admin=True),
         CommandSpec("resume", "/resume", "answer again", cmd_resume, admin=True),
         CommandSpec("policy", "/policy [dm|group VALUE]", "show or change who may talk to me", cmd_policy, admin=True),
+        CommandSpec("approve", "/approve N", "send a held message to the other chat", cmd_held, owner=True),
+        CommandSpec("deny", "/deny N", "drop a held message", cmd_held, owner=True),
+        CommandSpec("held", "/held", "sends waiting for your approval", cmd_held, owner=True),
         CommandSpec("tools", "/tools", "list tools with their state and scope", cmd_tools, admin=True),
         CommandSpec(
             "tool", "/tool enable|disable|reset NAME, /tool scope NAME SCOPE", "change a tool", cmd_tools, admin=True
@@ -188,7 +210,7 @@ async def status_text(agent: Agent, turn: Turn) -> str:
         f"{totals['input_tokens']:,} in / {totals['output_tokens']:,} out, "
         f"cache reads {totals['cache_read_tokens']:,}"
     )
-    lines.append("Memory: " + await memory_stats(agent, turn.access))
+    lines.append("Memory: " + await memory_stats(agent, turn.clearance))
     llm = agent.deps.llm.settings
     lines.append(
         f"Model: {llm.model} (utility {llm.utility_model}); retries since start: "
@@ -197,20 +219,27 @@ async def status_text(agent: Agent, turn: Turn) -> str:
     return "\n".join(lines)
 
 
-async def memory_stats(agent: Agent, access: Access) -> str:
+async def memory_stats(agent: Agent, clearance: Clearance) -> str:
+    """Counts of what this clearance may read (a group learns nothing about the size of anyone else's)."""
     parts = []
+    labels = clearance.readable()
     if agent.deps.facts is not None:
-        parts.append(f"{await agent.deps.facts.count(access.fact_scopes):,} facts")
+        parts.append(f"{await agent.deps.facts.count(labels):,} facts")
     db = agent.deps.db
-    if access.knowledge:
+    if labels is None:
         row = await db.fetchone("select count(*) from knowledge")
-        parts.append(f"{int(row[0]):,} knowledge chunks")
-    if access.feed_chats is None:
+    else:
+        row = await db.fetchone(
+            "select count(*) from knowledge where label in (select value from json_each(?))", (json.dumps(labels),)
+        )
+    parts.append(f"{int(row[0]):,} knowledge chunks")
+    chats = clearance.readable_chats()
+    if chats is None:
         row = await db.fetchone("select count(*) from tg_messages where deleted = 0")
     else:
         row = await db.fetchone(
             "select count(*) from tg_messages where deleted = 0 and chat_id in (select value from json_each(?))",
-            (f"[{','.join(str(c) for c in access.feed_chats)}]",),
+            (json.dumps(chats),),
         )
     parts.append(f"{int(row[0]):,} archived messages")
     return ", ".join(parts)

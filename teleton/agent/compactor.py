@@ -3,7 +3,8 @@
 Before old messages are discarded: (1) the distiller extracts durable facts from them, through the same
 structured path as after every exchange (tool use with a JSON schema, per-fact validation, the scope rules,
 near-duplicate merge), and they are saved; (2) the utility model summarises the old part; (3) the summary
-goes to the daily log and to the knowledge base (``source=session``); (4) the session ends and a new one
+goes to the daily log and to the knowledge base (``source=session``), both under the session's label (its
+chat's: a group's summary is the group's, quoted in the owner's log); (4) the session ends and a new one
 (new ID) starts from the summary and the kept tail. When the model is unavailable, a truncation summary
 (the user's own words, cut short) stands in, so compaction never fails because the model did.
 """
@@ -19,14 +20,15 @@ from typing import Any
 import structlog
 
 from teleton.agent.distiller import Distiller, Transcript
+from teleton.agent.privacy import origin
 from teleton.agent.sessions import Session, SessionStore
 from teleton.gateway.contract import ChatInfo
 from teleton.llm.client import LLMClient, LLMError
 from teleton.memory import compaction
 from teleton.memory.daily_logs import DailyLogs
-from teleton.memory.facts import USER_SCOPE, FactStore
+from teleton.memory.facts import FactStore
+from teleton.privacy import Clearance
 from teleton.storage.database import Database
-from teleton.tools.registry import Access
 
 log = structlog.get_logger(__name__)
 
@@ -62,13 +64,13 @@ class Compactor:
         self.distiller = distiller or (Distiller(llm, facts) if facts is not None else None)
 
     async def compact(
-        self, session: Session, access: Access, keep_last: int, reason: str = "compacted"
+        self, session: Session, clearance: Clearance, keep_last: int, reason: str = "compacted"
     ) -> CompactionOutcome:
         """Summarise all but the last ``keep_last`` messages into a new session."""
         old, kept = compaction.split(session.messages, keep_last)
         if not old:
             return CompactionOutcome(session, session.summary, 0, 0, False)
-        saved, summary, fell_back = await self._preserve(session, old, access, f"Session compacted ({reason})")
+        saved, summary, fell_back = await self._preserve(session, old, clearance, f"Session compacted ({reason})")
         await self.sessions.end(session, reason, summary)
         new = await self.sessions.create(
             session.chat_id,
@@ -88,26 +90,28 @@ class Compactor:
         )
         return CompactionOutcome(new, summary, len(old), saved, fell_back)
 
-    async def close(self, session: Session, access: Access, reason: str) -> str:
+    async def close(self, session: Session, clearance: Clearance, reason: str) -> str:
         """End a session for good (/new, daily reset, idle expiry), saving what it held first."""
         summary = ""
         if any(compaction.is_user_turn(m) for m in session.messages):
-            _, summary, _ = await self._preserve(session, session.messages, access, f"Session ended ({reason})")
+            _, summary, _ = await self._preserve(session, session.messages, clearance, f"Session ended ({reason})")
         await self.sessions.end(session, reason, summary)
         log.info("session_ended", chat_id=session.chat_id, session=session.id, reason=reason)
         return summary
 
-    async def flush(self, session: Session, access: Access) -> int:
+    async def flush(self, session: Session, clearance: Clearance) -> int:
         """The soft-threshold memory flush: save facts of the session so far, note it in the daily log."""
-        saved, lines = await self._extract_facts(session, session.messages, access)
+        chat = await self._chat(session.chat_id)
+        saved, lines = await self._extract_facts(chat, session.messages, clearance)
         body = "\n".join(f"- {line}" for line in lines) or "(no new facts)"
-        await self._log_section("Memory flush", body)
+        await self._log_section("Memory flush", body, origin(chat, clearance))
         return saved
 
     async def _preserve(
-        self, session: Session, old: list[dict[str, Any]], access: Access, title: str
+        self, session: Session, old: list[dict[str, Any]], clearance: Clearance, title: str
     ) -> tuple[int, str, bool]:
-        saved, _ = await self._extract_facts(session, old, access)  # write first ...
+        chat = await self._chat(session.chat_id)
+        saved, _ = await self._extract_facts(chat, old, clearance)  # write first ...
         try:
             summary = await self.llm.complete(compaction.summary_prompt(old, session.summary), max_tokens=600)
             fell_back = not summary.strip()
@@ -116,58 +120,53 @@ class Compactor:
             summary, fell_back = "", True
         if fell_back:
             summary = compaction.truncation_summary(old)
-        await self._log_section(title, summary)  # ... then compact
-        await self._to_knowledge(session, summary)
+        await self._log_section(title, summary, origin(chat, clearance))  # ... then compact
+        await self._to_knowledge(session, summary, clearance.label)
         return saved, summary, fell_back
 
     async def _extract_facts(
-        self, session: Session, messages: list[dict[str, Any]], access: Access
+        self, chat: ChatInfo, messages: list[dict[str, Any]], clearance: Clearance
     ) -> tuple[int, list[str]]:
         """Save the facts of ``messages``; returns how many were stored (new or updated) and their lines."""
         if self.distiller is None:
             return 0, []
-        # A "user" fact goes where this chat's memory_save would put a private fact: the owner's scope in
-        # the owner's (or an admin's) DM, the chat's own scope anywhere else.
-        source = Transcript(
-            await self._chat(session.chat_id, access), messages, is_owner_dm=access.save_scope == USER_SCOPE
-        )
-        stats = await self.distiller.distill_transcript(source)
+        stats = await self.distiller.distill_transcript(Transcript(chat, messages, label=clearance.label))
         return len(stats.kept), [f"[{fact.category}] {fact.value}" for fact in stats.kept]
 
-    async def _chat(self, chat_id: int, access: Access) -> ChatInfo:
+    async def _chat(self, chat_id: int) -> ChatInfo:
         row = await self.db.fetchone("select type, title from tg_chats where id = ?", (chat_id,))
         if row is None:
-            return ChatInfo(id=chat_id, type="dm" if access.memory_files else "group")
+            return ChatInfo(id=chat_id, type="dm" if chat_id > 0 else "group")
         return ChatInfo(id=chat_id, type=row["type"], title=row["title"] or "")
 
-    async def _log_section(self, title: str, body: str) -> None:
+    async def _log_section(self, title: str, body: str, where: str | None) -> None:
         try:
-            await self.daily_logs.append_section(title, body)
+            await self.daily_logs.append_section(title, body, origin=where)
         except OSError as exc:  # a full disk must not stop the conversation
             log.warning("daily_log_write_failed", error=repr(exc))
 
-    async def _to_knowledge(self, session: Session, summary: str) -> None:
+    async def _to_knowledge(self, session: Session, summary: str, label: str) -> None:
         path = f"sessions/{session.chat_id}/{session.id}"
         if self.knowledge is not None and hasattr(self.knowledge, "add_entry"):
             try:
-                result = self.knowledge.add_entry(summary, source="session", path=path)
+                result = self.knowledge.add_entry(summary, source="session", path=path, label=label)
                 if inspect.isawaitable(result):
                     await result
                 return
             except Exception as exc:  # fall through: the summary must still reach the knowledge table
                 log.warning("knowledge_index_add_failed", error=repr(exc))
         try:
-            await self._insert_knowledge(summary, path)
+            await self._insert_knowledge(summary, path, label)
         except Exception as exc:
             log.warning("knowledge_write_failed", error=repr(exc))
 
-    async def _insert_knowledge(self, text: str, path: str) -> None:
+    async def _insert_knowledge(self, text: str, path: str, label: str) -> None:
         # Without a KnowledgeIndex (tests, `teleton chat` without embeddings) the row is still keyword
         # searchable through the FTS trigger; embedded = 0 lets an embedding worker pick it up later.
         now = time.time()
-        digest = hashlib.sha256(text.encode()).hexdigest()
+        digest = hashlib.sha256(f"{label}\n{text}".encode()).hexdigest()
         await self.db.execute(
-            "insert into knowledge(source, path, heading, text, hash, created_at, updated_at) "
-            "values ('session', ?, 'Session summary', ?, ?, ?, ?)",
-            (path, text, digest, now, now),
+            "insert into knowledge(source, path, heading, text, hash, label, created_at, updated_at) "
+            "values ('session', ?, 'Session summary', ?, ?, ?, ?, ?)",
+            (path, text, digest, label, now, now),
         )

@@ -2,10 +2,12 @@
 
 Four steps: the 10 most recent messages of this chat, knowledge top 5 (+ facts top 5), feed top 5,
 deduplicated; then two labelled blocks, ``[Relevant knowledge from memory]`` and
-``[Relevant messages from Telegram feed]``. The feed is searched in every chat only when ``Access`` allows
-(a DM from the owner or an admin); a group searches itself. The query is embedded once and the vector is
-handed on (tool RAG reuses it). Trivial messages
-("ok", "thanks") skip retrieval: searching for "ok" only adds noise and latency.
+``[Relevant messages from Telegram feed]``. Every search runs inside what the turn's clearance reads
+(``teleton.privacy``: labels for knowledge and facts, chats for the feed), and every hit is checked against
+the clearance again before it is shown. Each item keeps its label: the turn's exposure (for the egress check)
+is the set of them, and an item from another chat or person is rendered quoted, with its origin, as data.
+The query is embedded once and the vector is handed on (tool RAG reuses it). Trivial messages ("ok",
+"thanks") skip retrieval: searching for "ok" only adds noise and latency.
 """
 
 from __future__ import annotations
@@ -23,9 +25,10 @@ import numpy as np
 from teleton.gateway.contract import IncomingMessage
 from teleton.memory.embeddings.query import embed_query
 from teleton.memory.hybrid_search import FACTS, FEED, KNOWLEDGE, SearchHit, SearchParams, hybrid_search
+from teleton.privacy import PUBLIC, Clearance, Principals
+from teleton.privacy.quoting import label_origin, quote
 from teleton.storage.database import Database
 from teleton.storage.sqlite_driver import Connection
-from teleton.tools.registry import Access
 
 KNOWLEDGE_HEADER = "[Relevant knowledge from memory]"
 FEED_HEADER = "[Relevant messages from Telegram feed]"
@@ -85,11 +88,14 @@ class FeedLine:
     sender: str
     text: str
     chat_title: str = ""
+    label: str = ""  # the chat's privacy label
 
-    def render(self, with_chat: bool) -> str:
+    def render(self, own_label: str) -> str:
         when = datetime.fromtimestamp(self.date).astimezone()
-        where = f"{self.chat_title or 'chat'} ({self.chat_id}), " if with_chat else ""
-        return f"[{where}{when:%Y-%m-%d %H:%M}] {self.sender}: {' '.join(self.text.split())[:LINE_CAP]}"
+        said = f"[{when:%Y-%m-%d %H:%M}] {self.sender}: {' '.join(self.text.split())[:LINE_CAP]}"
+        if self.label in (own_label, PUBLIC):
+            return said
+        return quote(said, label_origin(self.label, self.chat_title or str(self.chat_id)))
 
 
 @dataclass
@@ -102,17 +108,32 @@ class RagContext:
     skipped: bool = False  # retrieval skipped (trivial message)
     extra: Any = None  # what the caller's ``with_vector`` returned (the tool-RAG pick)
 
-    def render(self, chat_id: int) -> str:
+    def labels(self) -> set[str]:
+        """The labels of everything this context shows (the turn's exposure grows by them)."""
+        return (
+            {h.meta["label"] for h in self.knowledge}
+            | {h.meta["scope"] for h in self.facts}
+            | {line.label for line in self.recent + self.feed}
+        )
+
+    def render(self, own_label: str) -> str:
         parts = []
-        lines = [f"- ({h.meta.get('path') or h.meta.get('source')}) {h.text.strip()}" for h in self.knowledge]
-        lines += [f"- (fact, {h.meta['category']}) {h.text.strip()}" for h in self.facts]
+        lines = [
+            _hit_line(h, h.meta["label"], h.meta.get("path") or h.meta.get("source"), own_label) for h in self.knowledge
+        ]
+        lines += [_hit_line(h, h.meta["scope"], f"fact, {h.meta['category']}", own_label) for h in self.facts]
         if lines:
             parts.append(KNOWLEDGE_HEADER + "\n" + "\n".join(lines))
         feed = self.recent + self.feed
         if feed:
-            lines = [line.render(with_chat=line.chat_id != chat_id) for line in feed]
-            parts.append(FEED_HEADER + "\n" + "\n".join(lines))
+            parts.append(FEED_HEADER + "\n" + "\n".join(line.render(own_label) for line in feed))
         return "\n\n".join(parts)
+
+
+def _hit_line(hit: SearchHit, label: str, what: str, own_label: str) -> str:
+    if label in (own_label, PUBLIC):
+        return f"- ({what}) {hit.text.strip()}"
+    return "- " + quote(f"({what}) {hit.text.strip()}", label_origin(label))
 
 
 @dataclass(frozen=True)
@@ -125,15 +146,22 @@ class ContextSettings:
 
 
 class ContextBuilder:
-    def __init__(self, db: Database, embedder: Any = None, settings: ContextSettings = ContextSettings()) -> None:
+    def __init__(
+        self,
+        db: Database,
+        embedder: Any = None,
+        settings: ContextSettings = ContextSettings(),
+        principals: Principals | None = None,
+    ) -> None:
         self.db = db
         self.embedder = embedder
         self.settings = settings
+        self.principals = principals or Principals()
 
     async def build(
         self,
         msg: IncomingMessage,
-        access: Access,
+        clearance: Clearance,
         with_vector: Callable[[np.ndarray | None], Awaitable[Any]] | None = None,
     ) -> RagContext:
         """``with_vector`` (e.g. tool RAG) runs alongside the searches with the same query vector; its
@@ -147,6 +175,7 @@ class ContextBuilder:
             recent = await self.db.read(
                 lambda conn: recent_messages(conn, msg.chat.id, s.recent, exclude=msg.message_id)
             )
+            recent = [replace(line, label=self.principals.chat_label(line.chat_id)) for line in recent]
         except BaseException:
             if embedding is not None:
                 embedding.cancel()
@@ -158,27 +187,32 @@ class ContextBuilder:
             return rag
         rag.query_vector = vector = await embedding
 
+        labels = clearance.readable()
+
         async def knowledge() -> list[SearchHit]:
-            if not (access.knowledge and s.knowledge):
+            if not s.knowledge:
                 return []
             params = replace(s.params, limit=s.knowledge)
-            return await self.db.read(lambda conn: hybrid_search(conn, KNOWLEDGE, msg.text, vector, params=params))
+            hits = await self.db.read(
+                lambda conn: hybrid_search(conn, KNOWLEDGE, msg.text, vector, params=params, scope=labels)
+            )
+            return [h for h in hits if clearance.may_read(h.meta["label"])]  # the scope is in the SQL too
 
         async def facts() -> list[SearchHit]:
-            # Facts this chat may read (a group: its own scope only). A plain search, not FactStore.recall:
-            # showing a fact in context is not the model using it, so access counts are left alone.
+            # A plain search, not FactStore.recall: showing a fact in context is not the model using it,
+            # so access counts are left alone.
             if not s.facts:
                 return []
             params = replace(s.params, limit=s.facts)
-            scope = None if access.fact_scopes is None else list(access.fact_scopes)
-            return await self.db.read(
-                lambda conn: hybrid_search(conn, FACTS, msg.text, vector, params=params, scope=scope)
+            hits = await self.db.read(
+                lambda conn: hybrid_search(conn, FACTS, msg.text, vector, params=params, scope=labels)
             )
+            return [h for h in hits if clearance.may_read(h.meta["scope"])]
 
         async def feed() -> list[FeedLine]:
             if not s.feed:
                 return []
-            return await self.db.read(lambda conn: self._feed_hits(conn, msg, vector, access, recent))
+            return await self.db.read(lambda conn: self._feed_hits(conn, msg, vector, clearance, recent))
 
         async def extra() -> Any:
             return None if with_vector is None else await with_vector(vector)
@@ -187,7 +221,12 @@ class ContextBuilder:
         return rag
 
     def _feed_hits(
-        self, conn: Connection, msg: IncomingMessage, vector: np.ndarray | None, access: Access, recent: list[FeedLine]
+        self,
+        conn: Connection,
+        msg: IncomingMessage,
+        vector: np.ndarray | None,
+        clearance: Clearance,
+        recent: list[FeedLine],
     ) -> list[FeedLine]:
         """Feed top N, without the message being answered and without lines already shown as recent.
 
@@ -207,15 +246,15 @@ class ContextBuilder:
             vector_candidates=min(wanted, s.params.vector_candidates),
             keyword_candidates=min(wanted, s.params.keyword_candidates),
         )
-        scope = None if access.feed_chats is None else list(access.feed_chats)
-        hits = hybrid_search(conn, FEED, msg.text, vector, params=params, scope=scope)
+        hits = hybrid_search(conn, FEED, msg.text, vector, params=params, scope=clearance.readable_chats())
         seen = {(line.chat_id, line.message_id) for line in recent}
         seen.add((msg.chat.id, msg.message_id))
         kept = [
             h
             for h in hits
             if (int(h.meta["chat_id"]), int(h.meta["message_id"])) not in seen
-            and access.may_read_chat(int(h.meta["chat_id"]))  # belt and braces: scope is also in the SQL
+            # belt and braces: the scope is in the SQL too
+            and clearance.may_read(self.principals.chat_label(int(h.meta["chat_id"])))
             and h.text.strip()
         ]
         if not kept:
@@ -232,7 +271,14 @@ class ContextBuilder:
             if others
             else {}
         )
-        return [replace(_feed_line(h.meta, h.text), chat_title=titles.get(int(h.meta["chat_id"])) or "") for h in kept]
+        return [
+            replace(
+                _feed_line(h.meta, h.text),
+                chat_title=titles.get(int(h.meta["chat_id"])) or "",
+                label=self.principals.chat_label(int(h.meta["chat_id"])),
+            )
+            for h in kept
+        ]
 
     async def _embed(self, text: str) -> np.ndarray | None:
         if not self.db.vectors:

@@ -6,8 +6,9 @@ before compaction or at the soft-threshold flush, the session's messages are (``
 fact twice. The model answers through a tool with a JSON schema: each fact is validated on its own, and a
 malformed one is dropped and counted, never half-saved; near duplicates merge into the stored fact.
 
-Scope rules are enforced here, not trusted to the model: ``user`` (the owner's private facts) only from the
-owner's DMs — anywhere else a "user" fact is stored in the chat's own scope; ``chat`` is always this chat.
+Where a fact goes is not the model's call: every fact takes the label of the turn it came from (DESIGN §8,
+``teleton.privacy``), so a group can only ever write ``chat:<id>`` and another person's DM ``user:<id>``; a
+"scope" the model claims is ignored. Corrections reach ``learnings/corrections.md`` from the owner only.
 A message carrying ``#nomem`` (or ``#nomemory``) is never distilled, alone or as part of a transcript.
 """
 
@@ -27,8 +28,9 @@ from teleton.gateway.contract import ChatInfo
 from teleton.llm.client import LLMClient, LLMError
 from teleton.memory.compaction import Message, is_user_turn, transcript
 from teleton.memory.fact_merge import NEAR_DUPLICATE, save_merging
-from teleton.memory.facts import GLOBAL_SCOPE, USER_SCOPE, Fact, FactStore, chat_scope
+from teleton.memory.facts import Fact, FactStore
 from teleton.memory.learnings import Learnings
+from teleton.privacy import OWNER
 
 log = structlog.get_logger(__name__)
 
@@ -44,11 +46,10 @@ FACT_SCHEMA: dict[str, Any] = {
         "content": {"type": "string", "minLength": 3, "maxLength": 500},
         "category": {"type": "string", "minLength": 1, "maxLength": 40},
         "key": {"type": ["string", "null"], "maxLength": 80},
-        "scope": {"enum": ["user", "chat", "global"]},
         "importance": {"type": "number", "minimum": 0, "maximum": 1},
         "correction": {"type": "boolean"},
     },
-    "required": ["content", "category", "scope", "importance"],
+    "required": ["content", "category", "importance"],
 }
 TOOL = {
     "name": "record_facts",
@@ -66,8 +67,6 @@ about itself. Each fact is one self-contained sentence naming who it is about.
 - category: one lowercase word or two (person, preference, pet, plan, work, health, place, ...).
 - key: a short stable identifier when the fact is an attribute that may change later (e.g. "cat_name"),
   otherwise null.
-- scope: "user" for facts about the person you serve in private, "chat" for facts about this chat and its
-  members, "global" for general knowledge useful anywhere.
 - importance: 0..1; 0.9+ only for what must never be forgotten (allergies, hard deadlines, explicit
   "remember this").
 - correction: true when the user corrects something the assistant got wrong or believed.
@@ -80,7 +79,7 @@ class Exchange:
     user_name: str
     user_text: str
     assistant_text: str
-    is_owner_dm: bool
+    label: str  # the turn's clearance label: every fact of this exchange is stored under it
 
 
 @dataclass(frozen=True)
@@ -89,12 +88,12 @@ class Transcript:
 
     chat: ChatInfo
     messages: Sequence[Message]
-    is_owner_dm: bool  # whether "user" facts may go to the owner's private scope (see resolve_scope)
+    label: str  # the session's chat label: every fact of the transcript is stored under it
 
 
 @dataclass
 class DistillStats:
-    saved: Counter[str] = field(default_factory=Counter)  # per scope kind: user / chat / global
+    saved: Counter[str] = field(default_factory=Counter)  # per label kind: owner / user / chat
     updated: Counter[str] = field(default_factory=Counter)
     duplicates: int = 0
     dropped: int = 0  # malformed facts (or a malformed response)
@@ -103,17 +102,8 @@ class DistillStats:
     kept: list[Fact] = field(default_factory=list)  # facts inserted or updated, as stored
 
 
-def resolve_scope(requested: str, chat: ChatInfo, is_owner_dm: bool) -> str:
-    """Where a fact the model labelled ``requested`` may be stored. Pure: the privacy rule in one place."""
-    if requested == "user" and is_owner_dm:
-        return USER_SCOPE
-    if requested == "global":
-        return GLOBAL_SCOPE
-    return chat_scope(chat.id)
-
-
-def _scope_kind(scope: str) -> str:
-    return "chat" if scope.startswith("chat:") else scope
+def _label_kind(label: str) -> str:
+    return label.split(":", 1)[0]
 
 
 class Distiller:
@@ -167,7 +157,7 @@ class Distiller:
         if not self.should_distill(exchange):
             return DistillStats(skipped="off")
         return await self._extract(
-            _render(exchange), exchange.chat, exchange.is_owner_dm, source="distiller", max_tokens=EXCHANGE_MAX_TOKENS
+            _render(exchange), exchange.chat, exchange.label, source="distiller", max_tokens=EXCHANGE_MAX_TOKENS
         )
 
     async def distill_transcript(self, transcript: Transcript, *, source: str = "compaction") -> DistillStats:
@@ -183,14 +173,12 @@ class Distiller:
             return await self._extract(
                 _render_transcript(transcript, messages),
                 transcript.chat,
-                transcript.is_owner_dm,
+                transcript.label,
                 source=source,
                 max_tokens=TRANSCRIPT_MAX_TOKENS,
             )
 
-    async def _extract(
-        self, content: str, chat: ChatInfo, is_owner_dm: bool, *, source: str, max_tokens: int
-    ) -> DistillStats:
+    async def _extract(self, content: str, chat: ChatInfo, label: str, *, source: str, max_tokens: int) -> DistillStats:
         stats = DistillStats()
         try:
             response = await self.llm.create(
@@ -211,27 +199,26 @@ class Distiller:
             stats.dropped += 1
             items = []
         for item in items:
-            await self._commit_one(item, chat, is_owner_dm, source, stats)
+            await self._commit_one(item, label, source, stats)
         self._account(chat.id, source, stats)
         return stats
 
-    async def _commit_one(self, item: Any, chat: ChatInfo, is_owner_dm: bool, source: str, stats: DistillStats) -> None:
+    async def _commit_one(self, item: Any, label: str, source: str, stats: DistillStats) -> None:
         try:
             jsonschema.validate(item, FACT_SCHEMA)
         except jsonschema.ValidationError:
             stats.dropped += 1
             return
-        scope = resolve_scope(item["scope"], chat, is_owner_dm)
         fact = Fact(
             value=" ".join(item["content"].split()),
             category=item["category"].strip().lower(),
             key=(item.get("key") or None),
-            scope=scope,
+            scope=label,
             source=source,
             importance=float(item["importance"]),
         )
         outcome = await save_merging(self.facts, fact, self.near_duplicate)
-        kind = _scope_kind(scope)
+        kind = _label_kind(label)
         if outcome.action == "inserted":
             stats.saved[kind] += 1
         elif outcome.action == "updated":
@@ -240,7 +227,7 @@ class Distiller:
             stats.duplicates += 1
         if outcome.action != "duplicate":
             stats.kept.append(fact)
-        if item.get("correction") and self.learnings is not None and is_owner_dm:
+        if item.get("correction") and self.learnings is not None and label == OWNER:
             if await self.learnings.record_correction(fact.value):
                 stats.corrections += 1
 
@@ -293,14 +280,14 @@ def _text_of(message: Message) -> str:
     return " ".join(str(b.get("text", "")) for b in content if b.get("type") == "text")
 
 
-def _where(chat: ChatInfo, is_owner_dm: bool) -> str:
-    where = "a private chat with the owner" if is_owner_dm else f"the {chat.type} chat"
+def _where(chat: ChatInfo, label: str) -> str:
+    where = "a private chat with the owner" if label == OWNER else f"the {chat.type} chat"
     return where + (f" '{chat.title}'" if chat.title else "")
 
 
 def _render(exchange: Exchange) -> str:
     return (
-        f"Exchange in {_where(exchange.chat, exchange.is_owner_dm)}:\n\n"
+        f"Exchange in {_where(exchange.chat, exchange.label)}:\n\n"
         f"{exchange.user_name}: {exchange.user_text}\n\n"
         f"Assistant: {exchange.assistant_text}"
     )
@@ -308,6 +295,6 @@ def _render(exchange: Exchange) -> str:
 
 def _render_transcript(source: Transcript, messages: Sequence[Message]) -> str:
     return (
-        f"{TRANSCRIPT_HEADER} in {_where(source.chat, source.is_owner_dm)} before it leaves the context "
+        f"{TRANSCRIPT_HEADER} in {_where(source.chat, source.label)} before it leaves the context "
         f"window:\n\n{transcript(messages)}"
     )

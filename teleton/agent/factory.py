@@ -8,19 +8,21 @@ await stack.close()                         # SIGTERM: finish or cancel turns, c
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import structlog
 
 from teleton.agent.commands import PolicyControl
-from teleton.agent.runtime import Agent, AgentDeps, AgentSettings
-from teleton.gateway.contract import Gateway, UserInfo
+from teleton.agent.runtime import Agent, AgentDeps, AgentSettings, load_owner
+from teleton.gateway.contract import Gateway
 from teleton.llm.client import LLMClient, LLMSettings
 from teleton.memory.daily_logs import DailyLogs
 from teleton.memory.facts import FactStore
+from teleton.privacy import Principals
 from teleton.storage.database import Database
+from teleton.tools.outbox import Outbox, OutboxSettings
 from teleton.tools.registry import ToolRegistry
 
 log = structlog.get_logger(__name__)
@@ -48,9 +50,14 @@ async def build_agent(
     policy: PolicyControl | None = None,
     registry: ToolRegistry | None = None,
     llm: LLMClient | None = None,
-    extra_admins: frozenset[int] = frozenset(),
+    principals: Principals | None = None,
+    rate_check: Any = None,
 ) -> AgentStack:
-    """The agent for ``config`` (teleton.config.Config). ``embedder`` None = keyword-only retrieval."""
+    """The agent for ``config`` (teleton.config.Config). ``embedder`` None = keyword-only retrieval.
+
+    ``principals`` is the one shared record of owner and admins (the daemon's policy gate holds the same
+    object, and SIGHUP updates it); by default it is read from ``config.telegram``."""
+    principals = principals or Principals.from_telegram(config.telegram)
     workspace = Path(config.storage.workspace)
     if registry is None:
         from teleton.tools.suite import build_registry
@@ -62,8 +69,6 @@ async def build_agent(
         LLMSettings.from_config(config.agent), api_key=config.agent.api_key, base_url=config.agent.base_url
     )
     settings = AgentSettings.from_config(config)
-    if extra_admins:
-        settings = replace(settings, admin_ids=settings.admin_ids | extra_admins)
     facts = FactStore(db, embedder, half_life_days=config.memory.recency_half_life_days)
     learnings, distiller = _distiller(config, llm, facts, workspace)
     deps = AgentDeps(
@@ -80,7 +85,11 @@ async def build_agent(
         knowledge=knowledge,
         policy=policy,
         tool_selector=selector,
-        owner=await _owner(db, config.telegram.owner_id),
+        owner=await load_owner(db, principals.owner_id),
+        principals=principals,
+        outbox=Outbox(db, gateway, principals, OutboxSettings.from_config(config.privacy)),
+        shared_paths=tuple(config.privacy.shared_paths),
+        rate_check=rate_check,
     )
     return AgentStack(agent=Agent(deps, settings), llm=llm, registry=registry, tool_index=index)
 
@@ -114,12 +123,3 @@ async def _tool_rag(config: Any, db: Database, embedder: Any, registry: ToolRegi
         return await index.select(registry, chat, is_admin, query, vector)
 
     return index, select
-
-
-async def _owner(db: Database, owner_id: int | None) -> UserInfo | None:
-    if owner_id is None:
-        return None
-    row = await db.fetchone("select first_name, last_name, username from tg_users where id = ?", (owner_id,))
-    if row is None:
-        return UserInfo(id=owner_id)
-    return UserInfo(id=owner_id, first_name=row["first_name"], last_name=row["last_name"], username=row["username"])

@@ -9,6 +9,10 @@ from pathlib import Path
 
 import structlog
 
+from teleton.gateway.contract import UserInfo
+from teleton.privacy import Principals
+from teleton.storage.private_files import Unreadable, read_confined
+
 log = structlog.get_logger(__name__)
 
 SILENT = "HEARTBEAT_OK"
@@ -25,22 +29,25 @@ def heartbeat_prompt(rules: str) -> str:
 
 
 class Heartbeat:
-    def __init__(self, agent: object, owner_id: int, workspace: Path) -> None:
+    def __init__(self, agent: object, principals: Principals, workspace: Path) -> None:
         self.agent = agent
-        self.owner_id = owner_id
+        self.principals = principals  # read at each beat: SIGHUP may change the owner
         self.workspace = workspace
 
     async def beat(self) -> str | None:
         """One check; returns what was sent to the owner (None when the agent stayed silent)."""
+        owner_id = self.principals.owner_id
+        if owner_id is None:
+            return None
         path = self.workspace / "HEARTBEAT.md"
         try:
-            rules = await asyncio.to_thread(path.read_text, encoding="utf-8")
-        except OSError:
-            log.warning("heartbeat_skipped", reason=f"{path} cannot be read")
+            rules, _ = await asyncio.to_thread(read_confined, self.workspace, path)
+        except (OSError, Unreadable) as exc:
+            log.warning("heartbeat_skipped", reason=f"{path} cannot be read: {exc}")
             return None
         if not rules.strip():
             return None
         sent = await self.agent.run_scheduled(  # type: ignore[attr-defined]
-            self.owner_id, heartbeat_prompt(rules), silent_token=SILENT
+            owner_id, heartbeat_prompt(rules), principal=UserInfo(id=owner_id), is_admin=True, silent_token=SILENT
         )
         return sent or None

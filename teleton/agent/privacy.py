@@ -1,45 +1,48 @@
-"""DESIGN §8 as code: what each kind of chat may read. Pure; the context builder, the prompt and the
-memory tools all ask this one function, so the rule cannot drift between them.
+"""The agent's side of DESIGN §8: which workspace files a prompt holds, and how untrusted text is shown.
 
-| chat | gets | never gets |
-|---|---|---|
-| DM | MEMORY.md, USER.md, STRATEGY.md, daily logs, knowledge, every fact scope; feed of every chat when the
-  sender is the owner or an admin, of this chat otherwise | — |
-| group / channel | recent messages and feed search of THIS chat, facts scoped to this chat | MEMORY.md,
-  USER.md, STRATEGY.md, daily logs, knowledge, user facts, other chats' messages |
+The rules themselves (labels, clearances, the read and write rules, egress) live in ``teleton.privacy``;
+this module only applies them to prompts:
+
+- the owner (its DM, ``teleton chat``): SOUL.md, SECURITY.md, STRATEGY.md, USER.md, MEMORY.md, the owner's
+  important facts, learnings and daily logs; retrieved context from everywhere, what came from another chat
+  or person quoted with its origin;
+- another person's DM (admins too): SOUL.md, SECURITY.md, their own important facts; public knowledge,
+  their own DM and facts;
+- a group: SOUL.md, SECURITY.md; public knowledge, that group's messages and facts.
 """
 
 from __future__ import annotations
 
-from teleton.gateway.contract import ChatInfo
-from teleton.memory.facts import USER_SCOPE, chat_scope
-from teleton.tools.registry import Access
+from typing import Any
 
-ALWAYS_FILES = ("SOUL.md", "SECURITY.md")
-DM_FILES = ("STRATEGY.md", "USER.md")
+from teleton.gateway.contract import ChatInfo, UserInfo
+from teleton.privacy import Clearance, Principals
 
-
-def access_for(chat: ChatInfo, *, is_admin: bool) -> Access:
-    if chat.type == "dm":
-        return Access(
-            memory_files=True,
-            daily_logs=True,
-            knowledge=True,
-            fact_scopes=None,
-            feed_chats=None if is_admin else (chat.id,),
-            # The owner's private facts live in 'user'; another allowed person's in their own chat scope.
-            save_scope=USER_SCOPE if is_admin else chat_scope(chat.id),
-        )
-    return Access(
-        memory_files=False,
-        daily_logs=False,
-        knowledge=False,
-        fact_scopes=(chat_scope(chat.id),),
-        feed_chats=(chat.id,),
-        save_scope=chat_scope(chat.id),
-    )
+PERSONA_FILES = ("SOUL.md", "SECURITY.md")  # public: every turn's prompt starts with them
+OWNER_FILES = ("STRATEGY.md", "USER.md")
 
 
-def prompt_files(access: Access) -> tuple[str, ...]:
+def prompt_files(clearance: Clearance) -> tuple[str, ...]:
     """Workspace files that go into the system prompt, stable ones first (they lead the cached prefix)."""
-    return ALWAYS_FILES + (DM_FILES if access.memory_files else ())
+    return PERSONA_FILES + (OWNER_FILES if clearance.is_owner else ())
+
+
+def origin(chat: ChatInfo, clearance: Clearance, sender_name: str = "") -> str | None:
+    """Where a turn's words come from, as shown beside them in the owner's notes; None for the owner."""
+    if clearance.is_owner:
+        return None
+    if chat.type == "dm":
+        return f"DM with {sender_name or chat.title or chat.id} ({clearance.label})"
+    return f'group "{chat.title or chat.id}" ({clearance.label})'
+
+
+def task_origin(task: Any, principals: Principals) -> tuple[Clearance, UserInfo | None, bool]:
+    """The clearance, principal and admin right a scheduled task runs with: the scheduling turn's, stored
+    with it. A task from before labels has none stored: its chat's clearance, the scheduler it recorded."""
+    if task.clearance is not None:
+        principal = UserInfo(id=int(task.principal_id)) if task.principal_id is not None else None
+        return Clearance(task.clearance), principal, bool(task.principal_admin) and principal is not None
+    sender = task.payload.get("sender_id")
+    principal = UserInfo(id=int(sender)) if sender is not None else None
+    admin = bool(task.payload.get("admin")) and principal is not None
+    return principals.clearance(int(task.chat_id)), principal, admin

@@ -25,11 +25,11 @@ from typing import Any
 
 import structlog
 
-from teleton.agent import privacy
 from teleton.agent.commands import CommandSpec, PolicyControl, command_of
 from teleton.agent.compactor import CompactionOutcome, Compactor
 from teleton.agent.context import ContextBuilder, ContextSettings, RagContext
 from teleton.agent.messages import sender_label, split_message, spoke_here, user_text
+from teleton.agent.privacy import origin, task_origin
 from teleton.agent.prompt import PromptBuilder, PromptInputs
 from teleton.agent.sessions import Session, SessionStore, expiry_reason
 from teleton.gateway.contract import ChatInfo, Gateway, IncomingMessage, UserInfo
@@ -40,9 +40,10 @@ from teleton.memory.daily_logs import DailyLogs
 from teleton.memory.facts import FactStore
 from teleton.memory.hybrid_search import SearchParams
 from teleton.memory.observation_masking import mask_observations
-from teleton.scheduler.scheduler import archived_chat
+from teleton.privacy import Clearance, Exposure, Principals
+from teleton.scheduler.scheduler import NotNow, archived_chat
 from teleton.storage.database import Database
-from teleton.tools.registry import Access, ToolContext, ToolDeps, ToolRegistry
+from teleton.tools.registry import ToolContext, ToolDeps, ToolRegistry
 
 log = structlog.get_logger(__name__)
 
@@ -58,6 +59,8 @@ FLUSH_NOTE = (
 
 # (query, query vector, chat, is_admin) -> names of the tools to offer, or None for all allowed ones.
 ToolSelector = Callable[[str, Any, ChatInfo, bool], Awaitable[Sequence[str] | None]]
+# (chat id, principal id) -> None when a scheduled turn may run now, else which rate limit it hit.
+RateCheck = Callable[[int, int | None], str | None]
 
 
 @dataclass(frozen=True)
@@ -70,14 +73,12 @@ class AgentSettings:
     salience_threshold: float = 0.85
     session_reset_hour: int | None = 4
     session_idle_minutes: int | None = 720
-    owner_id: int | None = None
-    admin_ids: frozenset[int] = frozenset()
     send_tools: frozenset[str] = SEND_TOOLS
 
     @classmethod
     def from_config(cls, config: Any) -> AgentSettings:
         """From a ``teleton.config.schema.Config``."""
-        a, m, t = config.agent, config.memory, config.telegram
+        a, m = config.agent, config.memory
         return cls(
             limits=LoopLimits(a.max_iterations, a.tool_timeout_s, a.tool_output_cap),
             thresholds=Thresholds(
@@ -101,8 +102,6 @@ class AgentSettings:
             salience_threshold=m.salience_threshold,
             session_reset_hour=m.session_reset_hour,
             session_idle_minutes=m.session_idle_minutes,
-            owner_id=t.owner_id,
-            admin_ids=frozenset(t.admin_ids),
         )
 
 
@@ -124,6 +123,10 @@ class AgentDeps:
     owner: UserInfo | None = None
     distiller: Any = None  # teleton.agent.distiller.Distiller: facts from each exchange, in the background
     learnings: Any = None  # teleton.memory.learnings.Learnings: tool errors and corrections for the DM prompt
+    principals: Principals = field(default_factory=Principals)  # owner and admins: the one shared source
+    outbox: Any = None  # teleton.tools.outbox.Outbox: sends to other chats (held for approval when needed)
+    shared_paths: tuple[str, ...] = ()  # privacy.shared_paths
+    rate_check: RateCheck | None = None  # the gateway's rate limiter, for scheduled turns
 
 
 @dataclass
@@ -132,7 +135,8 @@ class Turn:
 
     msg: IncomingMessage
     is_admin: bool
-    access: Access
+    clearance: Clearance
+    exposure: Exposure
     started: float = field(default_factory=time.monotonic)
     session: Session | None = None
     flush_note: str = ""
@@ -153,8 +157,9 @@ class Agent:
         self.deps = deps
         self.settings = settings
         self.daily_logs = deps.daily_logs or DailyLogs(Path(deps.workspace) / "memory")
+        self.principals = deps.principals
         self.sessions = SessionStore(deps.db)
-        self.context = ContextBuilder(deps.db, deps.embedder, settings.context)
+        self.context = ContextBuilder(deps.db, deps.embedder, settings.context, self.principals)
         self.prompt = PromptBuilder(
             deps.workspace,
             self.daily_logs,
@@ -164,6 +169,8 @@ class Agent:
             daily_log_lines=settings.daily_log_lines,
             salience_threshold=settings.salience_threshold,
             learnings=deps.learnings,
+            principals=self.principals,
+            shared=deps.shared_paths,
         )
         self.compactor = Compactor(
             deps.db,
@@ -182,6 +189,10 @@ class Agent:
             daily_logs=self.daily_logs,
             knowledge=deps.knowledge,
             embedder=deps.embedder,
+            principals=self.principals,
+            shared_paths=deps.shared_paths,
+            outbox=deps.outbox,
+            learnings=deps.learnings,
         )
         self.paused = False
         self._locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
@@ -194,21 +205,32 @@ class Agent:
 
     # -- entry points ---------------------------------------------------------------------------------
     def is_admin(self, user: UserInfo | None) -> bool:
-        if user is None:
-            return False
-        return user.id == self.settings.owner_id or user.id in self.settings.admin_ids
+        """A control right (commands, policies, tool settings), never a read right."""
+        return user is not None and self.principals.is_admin(user.id)
 
     def wants_immediate(self, msg: IncomingMessage) -> bool:
         """True for messages a per-chat queue must deliver at once, not behind the running turn (/stop)."""
         found = command_of(msg)
         return found is not None and found[0].name == "stop"
 
-    async def handle(self, msg: IncomingMessage, *, silent_token: str | None = None) -> str | None:
-        """Handle one accepted message; returns the text sent in reply (None when nothing was sent)."""
+    async def handle(
+        self,
+        msg: IncomingMessage,
+        *,
+        silent_token: str | None = None,
+        clearance: Clearance | None = None,
+        is_admin: bool | None = None,
+    ) -> str | None:
+        """Handle one accepted message; returns the text sent in reply (None when nothing was sent).
+
+        The turn's clearance is its chat's (the owner's DM reads everything, any other chat its own label
+        and public items); a scheduled turn passes the clearance and rights of the turn that created it."""
+        clearance = clearance or self.principals.clearance(msg.chat.id)
         turn = Turn(
             msg=msg,
-            is_admin=self.is_admin(msg.sender),
-            access=privacy.access_for(msg.chat, is_admin=self.is_admin(msg.sender)),
+            is_admin=self.is_admin(msg.sender) if is_admin is None else is_admin,
+            clearance=clearance,
+            exposure=Exposure({clearance.label}),  # its own chat and session
             silent_token=silent_token,
         )
         found = command_of(msg)
@@ -233,22 +255,56 @@ class Agent:
                 self._running.pop(chat_id, None)
 
     async def run_scheduled(
-        self, chat_id: int, text: str, *, sender: UserInfo | None = None, silent_token: str | None = None
+        self,
+        chat_id: int,
+        text: str,
+        *,
+        clearance: Clearance | None = None,
+        principal: UserInfo | None = None,
+        is_admin: bool = False,
+        silent_token: str | None = None,
     ) -> str | None:
-        """A turn the scheduler starts: ``text`` (the due task) answered in ``chat_id`` like a message from
-        whoever scheduled it, with their rights and no more (the owner when unknown)."""
-        if sender is None:
-            sender = (
-                _scheduling_user()
-                or self.deps.owner
-                or (UserInfo(id=self.settings.owner_id) if self.settings.owner_id is not None else None)
-            )
+        """A turn the scheduler starts: ``text`` (the due task) answered in ``chat_id`` as the turn that
+        created it: its clearance (default: the chat's), its principal and admin right, and no more.
+
+        It passes the rate limiter like a message (``NotNow`` when it may not run now)."""
+        if self.deps.rate_check is not None and not self.principals.is_admin(principal.id if principal else None):
+            limited = self.deps.rate_check(chat_id, principal.id if principal else None)
+            if limited:
+                raise NotNow(limited)
         chat = await archived_chat(self.deps.db, chat_id)
         # A synthetic message id: negative, so it never collides with (or excludes) an archived message.
         msg = IncomingMessage(
-            chat=chat, sender=sender, message_id=-(int(time.time() * 1000) % 2**31) or -1, text=text, date=time.time()
+            chat=chat,
+            sender=principal,
+            message_id=-(int(time.time() * 1000) % 2**31) or -1,
+            text=text,
+            date=time.time(),
         )
-        return await self.handle(msg, silent_token=silent_token)
+        return await self.handle(msg, silent_token=silent_token, clearance=clearance, is_admin=is_admin)
+
+    async def run_task(self, task: Any, text: str) -> str | None:
+        """A due ``agent`` task (``teleton.scheduler``): a scheduled turn with the task's stored origin."""
+        clearance, principal, is_admin = task_origin(task, self.principals)
+        return await self.run_scheduled(
+            int(task.chat_id), text, clearance=clearance, principal=principal, is_admin=is_admin
+        )
+
+    async def task_context(self, task: Any) -> ToolContext:
+        """The context a due ``tool`` task's call runs in: the task's stored origin, nothing wider."""
+        clearance, principal, is_admin = task_origin(task, self.principals)
+        return ToolContext(
+            chat=await archived_chat(self.deps.db, int(task.chat_id)),
+            sender=principal,
+            is_admin=is_admin,
+            clearance=clearance,
+            deps=self.tool_deps,
+            exposure=Exposure({clearance.label}),
+        )
+
+    async def refresh_owner(self) -> None:
+        """After SIGHUP: the owner shown in prompts follows ``principals``."""
+        self.prompt.owner = await load_owner(self.deps.db, self.principals.owner_id)
 
     async def sweep_sessions(self) -> int:
         """End idle / past-reset sessions now, each with its summary (a periodic job: without it a session
@@ -268,11 +324,7 @@ class Agent:
                 )
                 if reason is None:
                     continue
-                chat = await archived_chat(self.deps.db, int(chat_id))
-                # The chat's own rights decide where its facts go: the owner's DM is the owner speaking.
-                speaker = UserInfo(id=chat.id) if chat.type == "dm" else None
-                access = privacy.access_for(chat, is_admin=self.is_admin(speaker))
-                await self.compactor.close(session, access, reason)
+                await self.compactor.close(session, self.principals.clearance(int(chat_id)), reason)
                 self._forget(session.id)
                 ended += 1
         return ended
@@ -341,7 +393,7 @@ class Agent:
             )
             if reason:
                 # Shielded: a /stop must not leave a session ended without its successor.
-                await asyncio.shield(self.compactor.close(session, turn.access, reason))
+                await asyncio.shield(self.compactor.close(session, turn.clearance, reason))
                 self._forget(session.id)
                 session = None
         turn.session = session or await self.sessions.create(chat_id)
@@ -350,12 +402,12 @@ class Agent:
         session = _required(turn.session)
         t = self.settings.thresholds
         if needs_hard(len(session.messages), session.last_input_tokens, t):
-            outcome = await asyncio.shield(self.compactor.compact(session, turn.access, t.keep_last))
+            outcome = await asyncio.shield(self.compactor.compact(session, turn.clearance, t.keep_last))
             turn.session = outcome.session
             self._forget(session.id)
         elif needs_soft(session.last_input_tokens, t) and session.id not in self._flushed:
             self._flushed.add(session.id)
-            await self.compactor.flush(session, turn.access)
+            await self.compactor.flush(session, turn.clearance)
             turn.flush_note = FLUSH_NOTE
 
     async def _stage_context(self, turn: Turn) -> None:
@@ -367,17 +419,20 @@ class Agent:
             return None if selector is None else await selector(msg.text, vector, msg.chat, turn.is_admin)
 
         # Retrieval, tool choice and the system prompt do not depend on each other: built concurrently.
-        turn.rag, _ = await asyncio.gather(self.context.build(msg, turn.access, pick_tools), self._build_system(turn))
+        turn.rag, _ = await asyncio.gather(
+            self.context.build(msg, turn.clearance, pick_tools), self._build_system(turn)
+        )
+        turn.exposure.add(*turn.rag.labels())
         text = user_text(msg, await self._quoted(msg))
         turn.stored_user = {"role": "user", "content": text}
-        rag_text = turn.rag.render(msg.chat.id)
+        rag_text = turn.rag.render(turn.clearance.label)
         turn.sent_user = (
             turn.stored_user
             if not rag_text
             else {"role": "user", "content": [{"type": "text", "text": rag_text}, {"type": "text", "text": text}]}
         )
         names = self._sticky_tools(_required(turn.session).id, turn.rag.extra)
-        turn.tools = self.deps.registry.schemas(msg.chat, turn.is_admin, names)
+        turn.tools = self.deps.registry.schemas(msg.chat, turn.is_admin, names, is_owner=turn.clearance.is_owner)
 
     def _forget(self, session_id: str) -> None:
         """Drop per-session state of a session that ended (the daemon runs for months)."""
@@ -417,7 +472,8 @@ class Agent:
             PromptInputs(
                 chat=turn.msg.chat,
                 sender=turn.msg.sender,
-                access=turn.access,
+                clearance=turn.clearance,
+                exposure=turn.exposure,
                 summary=_required(turn.session).summary,
                 flush_note=turn.flush_note,
             )
@@ -428,9 +484,10 @@ class Agent:
             chat=turn.msg.chat,
             sender=turn.msg.sender,
             is_admin=turn.is_admin,
-            access=turn.access,
+            clearance=turn.clearance,
             deps=self.tool_deps,
             message_id=turn.msg.message_id,
+            exposure=turn.exposure,
         )
 
         async def execute(call: ToolCall) -> ToolResult:
@@ -457,7 +514,7 @@ class Agent:
                     return
                 log.warning("context_overflow", chat_id=turn.msg.chat.id, messages=len(session.messages))
                 outcome = await asyncio.shield(
-                    self.compactor.compact(session, turn.access, max(1, self.settings.thresholds.keep_last // 2))
+                    self.compactor.compact(session, turn.clearance, max(1, self.settings.thresholds.keep_last // 2))
                 )
                 turn.session = outcome.session
                 self._forget(session.id)
@@ -498,7 +555,9 @@ class Agent:
         """After the reply: tool errors to the learnings, the exchange to the distiller (background)."""
         result = _required(turn.result)
         msg = turn.msg
-        if self.deps.learnings is not None:
+        # Only the owner's own tool errors become learnings: they are read in the owner's prompt, and a
+        # group could otherwise write there through an error message it provoked.
+        if self.deps.learnings is not None and turn.clearance.is_owner:
             calls = {c.id: c for c in result.tool_calls}
             for message in result.new_messages:
                 for block in message["content"] if isinstance(message["content"], list) else []:
@@ -511,14 +570,13 @@ class Agent:
         if self.deps.distiller is not None and not turn.failed:
             from teleton.agent.distiller import Exchange
 
-            is_owner_dm = msg.chat.type == "dm" and msg.sender is not None and msg.sender.id == self.settings.owner_id
             self.deps.distiller.schedule(
                 Exchange(
                     chat=msg.chat,
                     user_name=sender_label(msg.sender),
                     user_text=msg.text,
                     assistant_text=turn.reply or result.text,
-                    is_owner_dm=is_owner_dm,
+                    label=turn.clearance.label,
                 )
             )
 
@@ -541,10 +599,11 @@ class Agent:
         msg = turn.msg
         said = msg.text
         if msg.chat.type != "dm":
-            said = f"({msg.chat.title or msg.chat.id}) {sender_label(msg.sender)}: {said}"
+            said = f"{sender_label(msg.sender)}: {said}"
         answer = turn.reply or (turn.result.text if turn.result else "") or "(answered with tools)"
+        where = origin(msg.chat, turn.clearance, sender_label(msg.sender))
         try:
-            await self.daily_logs.append_exchange(said, answer)
+            await self.daily_logs.append_exchange(said, answer, origin=where)
         except Exception as exc:  # seed 003: persistence is fail-safe, never blocks a reply
             # Logged once per failure streak: a full disk must not also flood the log it cannot write.
             if not self._daily_log_failing:
@@ -567,7 +626,9 @@ class Agent:
     # -- commands -------------------------------------------------------------------------------------
     async def _run_command(self, turn: Turn, spec: CommandSpec, args: str) -> str | None:
         shared = turn.msg.chat.type != "dm"
-        if (spec.admin or (spec.group_admin and shared)) and not turn.is_admin:
+        if spec.owner and not turn.clearance.is_owner:
+            text = f"/{spec.name} works only in the owner's own chat with me."
+        elif (spec.admin or (spec.group_admin and shared)) and not turn.is_admin:
             text = f"/{spec.name} is for admins only" + (" in a group." if not spec.admin else ".")
         elif spec.needs_lock:
             async with self._locks[turn.msg.chat.id]:
@@ -582,27 +643,26 @@ class Agent:
         if session is None:
             return ""
         self._forget(session.id)
-        return await self.compactor.close(session, turn.access, reason)
+        return await self.compactor.close(session, turn.clearance, reason)
 
     async def compact(self, turn: Turn, keep: int) -> CompactionOutcome | None:
         session = await self.sessions.active(turn.msg.chat.id)
         if session is None:
             return None
-        outcome = await self.compactor.compact(session, turn.access, keep, reason="manual")
+        outcome = await self.compactor.compact(session, turn.clearance, keep, reason="manual")
         if outcome.session.id != session.id:
             self._forget(session.id)
         return outcome
 
 
-def _scheduling_user() -> UserInfo | None:
-    """Who scheduled the task being run, from the scheduler's context (None outside a scheduled task)."""
-    try:
-        from teleton.scheduler.scheduler import current_task
-    except ImportError:
+async def load_owner(db: Database, owner_id: int | None) -> UserInfo | None:
+    """The owner as the archive knows them (name, username), for the system prompt."""
+    if owner_id is None:
         return None
-    task = current_task.get()
-    sender_id = task.payload.get("sender_id") if task is not None else None
-    return UserInfo(id=int(sender_id)) if sender_id is not None else None
+    row = await db.fetchone("select first_name, last_name, username from tg_users where id = ?", (owner_id,))
+    if row is None:
+        return UserInfo(id=owner_id)
+    return UserInfo(id=owner_id, first_name=row["first_name"], last_name=row["last_name"], username=row["username"])
 
 
 def _required(value: Any) -> Any:

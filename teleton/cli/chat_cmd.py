@@ -20,6 +20,7 @@ from rich.console import Console
 from teleton.cli.context import cli_embedder
 from teleton.gateway.contract import UserInfo
 from teleton.gateway.terminal import TERMINAL_CHAT_ID, TerminalGateway
+from teleton.privacy import Principals
 
 EXIT_WORDS = {"/exit", "/quit", "exit", "quit"}
 
@@ -84,11 +85,14 @@ class ChatSession:
         dims = getattr(embedder, "dims", None)
         embedding = (embedder.model_id, dims) if embedder is not None and dims else None
         db = await Database.open(config.storage.database, embedding=embedding)
-        # The terminal user is the owner (or, before Telegram is set up, an admin of this terminal chat).
+        # The terminal is the owner's own chat (DESIGN §8): its clearance reads everything, as the owner's DM.
         user_id = config.telegram.owner_id or TERMINAL_CHAT_ID
         gateway = TerminalGateway(console, db=db, user=UserInfo(id=user_id, first_name="You"))
         await gateway.start()
-        stack = await build_agent(config, db=db, gateway=gateway, embedder=embedder, extra_admins=frozenset({user_id}))
+        principals = Principals.from_telegram(config.telegram, owner_chats=[TERMINAL_CHAT_ID])
+        if principals.owner_id is None:
+            principals.owner_id = user_id
+        stack = await build_agent(config, db=db, gateway=gateway, embedder=embedder, principals=principals)
         console.print(
             f"[bold]Teleton[/] — {config.agent.model}. Your DM with the agent; /help for commands, "
             "Ctrl-C stops an answer, Ctrl-D or /exit quits."

@@ -67,7 +67,9 @@ async def _search(config: Any, query: str, sources: list[str] | None, limit: int
 
     db, provider = await _open(config)
     try:
-        return await KnowledgeIndex.from_config(db, config, provider).search(query, sources=sources, limit=limit)
+        # The CLI runs as the operator of the machine, the owner: every label.
+        index = KnowledgeIndex.from_config(db, config, provider)
+        return await index.search(query, labels=None, sources=sources, limit=limit)
     finally:
         await db.close()
 

@@ -124,6 +124,18 @@ class CapabilitiesConfig(Section):
     web_fetch: WebFetchConfig = Field(default_factory=WebFetchConfig)
 
 
+class PrivacyConfig(Section):
+    cross_chat_sends: Literal["approve", "deny", "allow"] = "approve"
+    approval_expiry_minutes: int = Field(default=60, ge=1)
+    shared_paths: list[str] = Field(default_factory=list)
+
+
+class SchedulerConfig(Section):
+    max_active_per_chat: int = Field(default=20, ge=1)
+    max_active_per_user: int = Field(default=10, ge=1)
+    min_repeat_minutes: int = Field(default=60, ge=1)
+
+
 class HeartbeatConfig(Section):
     enabled: bool = False
     interval_minutes: int = Field(default=30, ge=1)
@@ -143,6 +155,8 @@ class Config(Section):
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     tool_rag: ToolRagConfig = Field(default_factory=ToolRagConfig)
     capabilities: CapabilitiesConfig = Field(default_factory=CapabilitiesConfig)
+    privacy: PrivacyConfig = Field(default_factory=PrivacyConfig)
+    scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     heartbeat: HeartbeatConfig = Field(default_factory=HeartbeatConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     # Where this config was read from (not a setting).

@@ -28,6 +28,7 @@ from teleton.daemon.memory_tuning import limit_malloc_arenas
 from teleton.daemon.status_file import DaemonStatus, write_status
 from teleton.daemon.systemd_notify import Notifier
 from teleton.observability.logging import configure_logging
+from teleton.privacy import Principals
 from teleton.storage import Database
 from teleton.workspace.template import create_workspace
 
@@ -47,6 +48,7 @@ class Daemon:
     status: DaemonStatus = field(default_factory=lambda: DaemonStatus(pid=os.getpid(), started_at=time.time()))
     lag: LoopLagMonitor = field(default_factory=LoopLagMonitor)
     _tasks: list[asyncio.Task[Any]] = field(default_factory=list)
+    principals: Principals = field(init=False)
     # Set as start-up reaches them; shutdown closes whatever exists, in reverse dependency order.
     db: Database | None = None
     gateway: Any = None
@@ -55,6 +57,9 @@ class Daemon:
     scheduler: Any = None
     watcher: Any = None
     feed_embedder: Any = None
+
+    def __post_init__(self) -> None:
+        self.principals = Principals.from_telegram(self.config.telegram)
 
     async def run(self) -> int:
         started = time.monotonic()
@@ -99,7 +104,14 @@ class Daemon:
         gateway = self.gateway = self._make_gateway(db)
         policy = DispatcherPolicy(lambda: self.dispatcher)
         stack = self.stack = await build_agent(
-            config, db=db, gateway=gateway, embedder=embedder, knowledge=knowledge, policy=policy
+            config,
+            db=db,
+            gateway=gateway,
+            embedder=embedder,
+            knowledge=knowledge,
+            policy=policy,
+            principals=self.principals,
+            rate_check=self._rate_check,
         )
         self.dispatcher = gateway.on_message(stack.agent.handle)
         self.dispatcher.immediate = stack.agent.wants_immediate
@@ -143,7 +155,7 @@ class Daemon:
         from teleton.memory.knowledge_index import KnowledgeIndex
 
         assert self.config.storage.workspace is not None
-        index = KnowledgeIndex.from_config(db, self.config, embedder)
+        index = KnowledgeIndex.from_config(db, self.config, embedder, self.principals)
         counts = await index.reindex()
         log.info("knowledge_indexed", **counts.as_dict())
         self.watcher = index.watch(debounce_ms=self.config.memory.watch_debounce_ms)
@@ -152,44 +164,38 @@ class Daemon:
     def _make_gateway(self, db: Database) -> Any:
         from teleton.telegram.gateway import GatewaySettings
 
-        settings = GatewaySettings.from_telegram(self.config.telegram)
+        settings = GatewaySettings.from_telegram(self.config.telegram, self.principals)
         if self.transport and self.transport.startswith("loopback:"):
             from teleton.daemon.loopback_gateway import LoopbackGateway
 
             return LoopbackGateway(Path(self.transport.split(":", 1)[1]), db, settings)
         from teleton.telegram.gateway import TelegramGateway
 
-        return TelegramGateway.from_config(self.config, db)
+        return TelegramGateway.from_config(self.config, db, self.principals)
+
+    def _rate_check(self, chat_id: int, principal_id: int | None) -> str | None:
+        """Scheduled turns pass the same rate limiter as messages (admins are never limited)."""
+        if self.dispatcher is None or self.principals.is_admin(principal_id):
+            return None
+        return self.dispatcher.limiter.allow(chat_id)
 
     async def _start_scheduler(self, db: Database, stack: Any) -> None:
-        from teleton.agent import privacy
         from teleton.agent.consolidation import CHECK_EVERY_S, Consolidation
         from teleton.agent.heartbeat import Heartbeat
-        from teleton.scheduler.scheduler import Scheduler, archived_chat
-        from teleton.tools.registry import ToolContext
+        from teleton.scheduler.scheduler import Scheduler
 
         agent = stack.agent
-
-        async def run_agent_turn(chat_id: int, text: str) -> Any:
-            return await agent.run_scheduled(chat_id, text)
-
-        async def context_for(chat_id: int, is_admin: bool) -> ToolContext:
-            chat = await archived_chat(db, chat_id)
-            return ToolContext(
-                chat=chat, sender=agent.deps.owner, is_admin=is_admin,
-                access=privacy.access_for(chat, is_admin=is_admin), deps=agent.tool_deps,
-            )  # fmt: skip
-
-        scheduler = Scheduler(db, run_agent_turn=run_agent_turn, registry=stack.registry, context_for=context_for)
+        scheduler = Scheduler(
+            db, run_agent_turn=agent.run_task, registry=stack.registry, context_for=agent.task_context
+        )
         agent.tool_deps.extras["scheduler"] = scheduler
         memory = self.config.memory
         consolidation = Consolidation(
             agent, db, interval_hours=memory.consolidation_interval_hours, half_life_days=memory.recency_half_life_days
         )
         scheduler.add_periodic("consolidation", CHECK_EVERY_S, consolidation.run_if_due, run_at_start=True)
-        owner_id = self.config.telegram.owner_id
-        if self.config.heartbeat.enabled and owner_id is not None:
-            heartbeat = Heartbeat(agent, owner_id, agent.deps.workspace)
+        if self.config.heartbeat.enabled and self.principals.owner_id is not None:
+            heartbeat = Heartbeat(agent, self.principals, agent.deps.workspace)
             scheduler.add_periodic("heartbeat", self.config.heartbeat.interval_minutes * 60, heartbeat.beat)
         elif self.config.heartbeat.enabled:
             log.warning("heartbeat_disabled", reason="telegram.owner_id is not set: nobody to check in with")
@@ -224,9 +230,14 @@ class Daemon:
         configure_logging(fresh.logging.level, fresh.logging.format, fresh.logging.file)
         from teleton.telegram.policy import PolicyConfig
 
+        # Owner and admins change in the one shared record: the policy gate, the agent, the privacy rules,
+        # the outbox and the heartbeat all read it at their next message.
+        self.principals.update(fresh.telegram.owner_id, fresh.telegram.admin_ids)
+        if self.stack is not None:
+            await self.stack.agent.refresh_owner()
         if self.dispatcher is not None:
-            self.dispatcher.policy = PolicyConfig.from_telegram(fresh.telegram)
-        log.info("reloaded", source=str(fresh.source))
+            self.dispatcher.policy = PolicyConfig.from_telegram(fresh.telegram, self.principals)
+        log.info("reloaded", source=str(fresh.source), owner_id=fresh.telegram.owner_id)
 
     async def _status_loop(self) -> None:
         while True:

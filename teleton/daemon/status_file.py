@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from teleton.storage.private_files import write_private
+
 STALE_AFTER_S = 30.0
 
 
@@ -33,7 +35,7 @@ class DaemonStatus:
 def write_status(path: Path, status: DaemonStatus) -> None:
     status.updated_at = time.time()
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(asdict(status)), encoding="utf-8")
+    write_private(tmp, json.dumps(asdict(status)))
     os.replace(tmp, path)
 
 

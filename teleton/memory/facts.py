@@ -1,8 +1,10 @@
 """Facts: small structured memories (category / key / value) with a scope, importance and access record.
 
-Scopes (DESIGN §6): ``user`` (the owner's private facts), ``chat:<id>`` (facts of one chat), ``global``.
-Saving skips an exact duplicate in the same scope and updates in place when the same (category, key)
-is saved again, so "my cat is called X" then "... is called Y" leaves one fact.
+A fact's scope is its privacy label (DESIGN §8, ``teleton.privacy``): ``owner``, ``user:<id>`` (another
+person's DM), ``chat:<id>`` (a group) or ``public``, given by the turn that learned it; readers pass the
+labels their clearance reads (None = every label, the owner). Saving skips an exact duplicate in the same
+scope and updates in place when the same (category, key) is saved again, so "my cat is called X" then
+"... is called Y" leaves one fact.
 
 Recall has three tiers (seed 002; the first two live in ``fact_recall``): pick the categories the query is
 about, search inside them, and fall back to all facts in scope when they yield too few. Each tier's hits are
@@ -35,14 +37,11 @@ from teleton.memory.fact_recall import (
     search_in_categories,
 )
 from teleton.memory.hybrid_search import FACTS, SearchParams, hybrid_search, vector_available
+from teleton.privacy import OWNER, is_label
 from teleton.storage.database import Database
 from teleton.storage.sqlite_driver import Connection
 
 log = structlog.get_logger(__name__)
-
-USER_SCOPE = "user"
-GLOBAL_SCOPE = "global"
-
 
 RECALL_PARAMS = SearchParams(limit=20)  # candidates re-ranked by use and freshness before the final cut
 # Ranking: relevance decides; use, freshness and importance reorder close calls. A fact used 20 times gets
@@ -52,16 +51,12 @@ RECENCY_WEIGHT = 0.3
 _LABEL_CACHE = 2_000
 
 
-def chat_scope(chat_id: int) -> str:
-    return f"chat:{chat_id}"
-
-
 @dataclass(frozen=True)
 class Fact:
     value: str
     category: str = "general"
     key: str | None = None
-    scope: str = USER_SCOPE
+    scope: str = OWNER  # the fact's privacy label
     source: str = "agent"
     importance: float = 0.5
 
@@ -155,6 +150,8 @@ class FactStore:
         value = fact.value.strip()
         if not value:
             raise ValueError("a fact needs a value")
+        if not is_label(fact.scope):
+            raise ValueError(f"a fact's scope must be a privacy label, not {fact.scope!r}")
         vector = await self._embed(f"{fact.category} {fact.key or ''} {value}")
         digest = fact_hash(value)
         now = time.time()
@@ -297,7 +294,8 @@ class FactStore:
         return {c: self._labels[c] for c in categories if c in self._labels}
 
     async def salient(self, scopes: Sequence[str] | None, threshold: float = 0.85, limit: int = 10) -> list[StoredFact]:
-        """High-importance facts, which surface in DM context without being asked for."""
+        """High-importance facts of ``scopes``, which surface in a DM's prompt without being asked for (the
+        caller passes the DM's own label only: a group's "important fact" is never an owner instruction)."""
         scope_sql, args = _scope_filter(scopes)
 
         def _read(conn: Connection) -> list[StoredFact]:

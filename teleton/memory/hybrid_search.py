@@ -6,7 +6,7 @@ Every query runs two legs over one corpus and merges them (DESIGN §5):
 then both are normalised to [0, 1] and blended (``fusion``), rows under ``min_score`` are dropped and the
 best ``limit`` returned. With no query vector, or no sqlite-vec, the keyword leg alone decides.
 
-Scope filters (a chat, knowledge sources, fact scopes) are applied INSIDE both legs: the vec0 partition key
+Scope filters (a chat, knowledge labels, fact scopes) are applied INSIDE both legs: the vec0 partition key
 in the KNN query and a join in the FTS query. Filtering after a global top-k would leave a small group with
 no vector hits at all once the archive spans many chats. Table and column names come from the ``Corpus``
 constants below, never from callers; user text only ever travels as a bound parameter.
@@ -65,8 +65,8 @@ KNOWLEDGE = Corpus(
     fts="knowledge_fts",
     vec="knowledge_vec",
     text_column="text",
-    columns=("source", "path", "heading", "start_line"),
-    scope_column="source",
+    columns=("source", "path", "heading", "start_line", "label"),
+    scope_column="label",
     fts_weights=(0.5, 1.0),
 )
 FEED = Corpus(

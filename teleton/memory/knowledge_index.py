@@ -1,4 +1,5 @@
-"""The knowledge base: ``MEMORY.md`` and ``memory/*.md`` of the workspace, chunked, hashed and indexed.
+"""The knowledge base: ``MEMORY.md``, ``memory/*.md`` and ``public/**/*.md`` of the workspace, chunked,
+hashed, labelled and indexed.
 
 ``reindex()`` compares each file's chunks (SHA-256 of heading path + text) with the stored rows of that
 file: unchanged chunks are left alone (no write, no embedding), changed ones are updated in place, new ones
@@ -8,13 +9,15 @@ not come from a file (session summaries, things learned), ``search`` runs the hy
 ``watch()`` follows the files while the daemon runs (an edit is searchable within about a second).
 
 Rows with ``source = 'memory'`` belong to the files; rows of the other sources are never touched by a
-reindex.
+reindex. Every row carries a privacy label (``teleton.privacy``): a file's chunks the label of its real path
+(``public/**`` public, the rest the owner's), an entry the label of the turn that wrote it. A file whose real
+path lies outside the workspace (a symlink out) is refused, and a binary or non-UTF-8 file skipped, each
+with one log line.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import time
 from collections.abc import Callable, Sequence
@@ -30,7 +33,9 @@ from teleton.memory.embeddings.provider import EmbeddingProvider
 from teleton.memory.embeddings.query import embed_query
 from teleton.memory.hybrid_search import DEFAULT_PARAMS, KNOWLEDGE, SearchHit, SearchParams, hybrid_search_db
 from teleton.memory.vector_store import check_model, delete_vectors, write_vectors
+from teleton.privacy import OWNER, Principals, is_label, path_label
 from teleton.storage.database import Database
+from teleton.storage.private_files import Unreadable, read_confined
 from teleton.storage.sqlite_driver import Connection
 
 log = structlog.get_logger(__name__)
@@ -60,15 +65,20 @@ class PlannedChunk:
     text: str
     hash: str
     start_line: int
+    label: str = OWNER
 
 
-def chunk_hash(heading: str, text: str) -> str:
-    # The heading path is part of what gets embedded, so a moved chunk is a changed chunk.
-    return hashlib.sha256(f"{heading}\n{text}".encode()).hexdigest()
+def chunk_hash(heading: str, text: str, label: str = OWNER) -> str:
+    # The heading path is part of what gets embedded, so a moved chunk is a changed chunk; the label is
+    # part of the row's identity, so a file made public (or private again) is re-labelled everywhere.
+    return hashlib.sha256(f"{label}\n{heading}\n{text}".encode()).hexdigest()
 
 
 def embedding_text(heading: str, text: str) -> str:
     return f"{heading}\n{text}" if heading else text
+
+
+PUBLIC_DIR = "public"
 
 
 def knowledge_files(workspace: Path) -> list[Path]:
@@ -76,17 +86,31 @@ def knowledge_files(workspace: Path) -> list[Path]:
     memory_dir = workspace / "memory"
     if memory_dir.is_dir():
         files += sorted(p for p in memory_dir.glob("*.md") if p.is_file())
+    public_dir = workspace / PUBLIC_DIR
+    if public_dir.is_dir():
+        files += sorted(p for p in public_dir.rglob("*.md") if p.is_file())
     return files
 
 
-def plan_file(workspace: Path, path: Path, target: int, limit: int) -> list[PlannedChunk]:
+def plan_file(
+    workspace: Path,
+    path: Path,
+    target: int,
+    limit: int,
+    *,
+    principals: Principals | None = None,
+    shared: Sequence[str] = (),
+) -> list[PlannedChunk]:
     rel = path.relative_to(workspace).as_posix()
-    text = path.read_text(encoding="utf-8", errors="replace")
+    text, real_rel = read_confined(workspace, path)
+    # The label follows where the content really is: public/x.md -> ../MEMORY.md stays the owner's.
+    label = path_label(real_rel, principals or Principals(), shared)
     planned = []
     for chunk in chunk_markdown(text, target, limit):
         body = chunk.text.strip()
         if body:
-            planned.append(PlannedChunk(rel, chunk.heading, body, chunk_hash(chunk.heading, body), chunk.start_line))
+            digest = chunk_hash(chunk.heading, body, label)
+            planned.append(PlannedChunk(rel, chunk.heading, body, digest, chunk.start_line, label))
     return planned
 
 
@@ -131,10 +155,12 @@ def _apply_file(
     # A changed chunk reuses a vanished row (an update); the rest are plain inserts and deletes.
     for chunk, row in zip(fresh, vanished, strict=False):
         conn.execute(
-            "update knowledge set heading = ?, text = ?, hash = ?, start_line = ?, embedded = 0, updated_at = ? "
-            "where id = ?",
-            (chunk.heading, chunk.text, chunk.hash, chunk.start_line, now, row.id),
+            "update knowledge set heading = ?, text = ?, hash = ?, start_line = ?, label = ?, embedded = 0, "
+            "updated_at = ? where id = ?",
+            (chunk.heading, chunk.text, chunk.hash, chunk.start_line, chunk.label, now, row.id),
         )
+        if _has_vectors(conn):  # its vector sits in the old label's partition
+            delete_vectors(conn, KNOWLEDGE, [row.id])
         counts.updated += 1
     for chunk in fresh[len(vanished) :]:
         _insert(conn, "memory", chunk, now)
@@ -146,9 +172,9 @@ def _apply_file(
 
 def _insert(conn: Connection, source: str, chunk: PlannedChunk, now: float) -> int:
     cur = conn.execute(
-        "insert into knowledge(source, path, heading, text, hash, start_line, created_at, updated_at) "
-        "values (?, ?, ?, ?, ?, ?, ?, ?)",
-        (source, chunk.path, chunk.heading, chunk.text, chunk.hash, chunk.start_line, now, now),
+        "insert into knowledge(source, path, heading, text, hash, start_line, label, created_at, updated_at) "
+        "values (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (source, chunk.path, chunk.heading, chunk.text, chunk.hash, chunk.start_line, chunk.label, now, now),
     )
     return int(cur.lastrowid)
 
@@ -177,12 +203,19 @@ class KnowledgeIndex:
     chunk_target: int = TARGET_CHARS
     chunk_max: int = MAX_CHARS
     params: SearchParams = DEFAULT_PARAMS
+    principals: Principals = field(default_factory=Principals)
+    shared: tuple[str, ...] = ()  # privacy.shared_paths: workspace files the owner made public
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
+    _refused: set[tuple[str, str]] = field(default_factory=set, repr=False)
 
     @classmethod
-    def from_config(cls, db: Database, config: Any, provider: EmbeddingProvider | None) -> KnowledgeIndex:
+    def from_config(
+        cls, db: Database, config: Any, provider: EmbeddingProvider | None, principals: Principals | None = None
+    ) -> KnowledgeIndex:
         memory = config.memory
         return cls(
+            principals=principals or Principals.from_telegram(config.telegram),
+            shared=tuple(config.privacy.shared_paths),
             db=db,
             workspace=Path(config.storage.workspace).expanduser(),
             provider=provider if db.vectors else None,
@@ -214,27 +247,41 @@ class KnowledgeIndex:
     def _plan(self) -> dict[str, list[PlannedChunk]]:
         plans = {}
         for path in knowledge_files(self.workspace):
+            rel = path.relative_to(self.workspace).as_posix()
             try:
-                plans[path.relative_to(self.workspace).as_posix()] = plan_file(
-                    self.workspace, path, self.chunk_target, self.chunk_max
+                plans[rel] = plan_file(
+                    self.workspace,
+                    path,
+                    self.chunk_target,
+                    self.chunk_max,
+                    principals=self.principals,
+                    shared=self.shared,
                 )
             except FileNotFoundError:  # deleted between listing and reading: it is gone, like its rows
                 continue
+            except (Unreadable, OSError) as exc:
+                if (rel, str(exc)) not in self._refused:  # one line per file, not one per re-index
+                    self._refused.add((rel, str(exc)))
+                    log.warning("knowledge_file_skipped", path=rel, reason=str(exc))
         return plans
 
-    async def add_entry(self, text: str, source: str = "learned", path: str = "", heading: str = "") -> list[int]:
-        """Store text that does not come from a file (chunked like a file); return the row ids.
-
-        An identical entry (same source, path and text) is not stored twice.
+    async def add_entry(
+        self, text: str, source: str = "learned", path: str = "", heading: str = "", *, label: str
+    ) -> list[int]:
+        """Store text that does not come from a file (chunked like a file), labelled ``label`` (the writing
+        turn's); return the row ids. An identical entry (same source, path, label and text) is stored once.
         """
         if source not in SOURCES:
             raise ValueError(f"source must be one of {SOURCES}, not {source!r}")
+        if not is_label(label):
+            raise ValueError(f"not a privacy label: {label!r}")
         planned = []
         for chunk in chunk_markdown(text, self.chunk_target, self.chunk_max):
             body = chunk.text.strip()
             context = " > ".join(p for p in (heading, chunk.heading) if p)
             if body:
-                planned.append(PlannedChunk(path, context, body, chunk_hash(context, body), chunk.start_line))
+                digest = chunk_hash(context, body, label)
+                planned.append(PlannedChunk(path, context, body, digest, chunk.start_line, label))
 
         def _write(conn: Connection) -> list[int]:
             now, ids = time.time(), []
@@ -263,7 +310,7 @@ class KnowledgeIndex:
                 progress(total, max(pending, total))
             rows = await self.db.read(
                 lambda conn: conn.execute(
-                    "select id, source, heading, text, hash from knowledge where embedded = 0 order by id limit ?",
+                    "select id, label, heading, text, hash from knowledge where embedded = 0 order by id limit ?",
                     (batch,),
                 ).fetchall()
             )
@@ -277,18 +324,27 @@ class KnowledgeIndex:
         self,
         query: str,
         *,
+        labels: Sequence[str] | None,
         sources: Sequence[str] | None = None,
         limit: int | None = None,
         query_vector: np.ndarray | None = None,
     ) -> list[SearchHit]:
-        """Hybrid search over the knowledge base, optionally limited to some sources."""
+        """Hybrid search over the knowledge rows of ``labels`` (a clearance's ``readable()``; None = all),
+        optionally only of some sources (a filter on the results: sources are few and broad)."""
         if query_vector is None and self.db.vectors:
             query_vector = await embed_query(self.provider, query)
-        params = self.params if limit is None else SearchParams(**{**asdict(self.params), "limit": limit})
-        scope = None if sources is None else list(sources)
-        return await hybrid_search_db(self.db, KNOWLEDGE, query, query_vector, params=params, scope=scope)
+        wanted = limit or self.params.limit
+        params = SearchParams(**{**asdict(self.params), "limit": wanted if sources is None else wanted * 4})
+        scope = None if labels is None else list(labels)
+        hits = await hybrid_search_db(self.db, KNOWLEDGE, query, query_vector, params=params, scope=scope)
+        if sources is not None:
+            hits = [h for h in hits if h.meta["source"] in sources]
+        return hits[:wanted]
 
-    def watch(self, debounce_ms: int = 500) -> KnowledgeWatcher:
+    def watch(self, debounce_ms: int = 500) -> Any:
+        """Follow the files while the daemon runs (a ``KnowledgeWatcher``; ``await stop()`` ends it)."""
+        from teleton.memory.knowledge_watch import KnowledgeWatcher
+
         watcher = KnowledgeWatcher(self, debounce_ms)
         watcher.start()
         return watcher
@@ -300,69 +356,7 @@ def _store_vectors(conn: Connection, rows: list[Any], vectors: np.ndarray, model
     for row, vector in zip(rows, vectors, strict=True):
         # Only if the row still holds the text we embedded (an edit meanwhile leaves it pending).
         if conn.execute("select 1 from knowledge where id = ? and hash = ?", (row["id"], row["hash"])).fetchone():
-            done.append((int(row["id"]), row["source"], vector))
+            done.append((int(row["id"]), row["label"], vector))
     write_vectors(conn, KNOWLEDGE, done)
     conn.executemany("update knowledge set embedded = 1 where id = ?", [(d[0],) for d in done])
     return len(done)
-
-
-class KnowledgeWatcher:
-    """Re-indexes after the knowledge files change; ``await stop()`` ends it.
-
-    Uses filesystem notifications (watchfiles), debounced so an editor's save burst is one re-index.
-    Only ``MEMORY.md`` and ``memory/*.md`` count; the reindex itself only embeds changed chunks.
-    """
-
-    def __init__(self, index: KnowledgeIndex, debounce_ms: int = 500) -> None:
-        self.index = index
-        self.debounce_ms = debounce_ms
-        self._stop = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-        self.reindexes = 0
-
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="knowledge-watcher")
-
-    async def stop(self) -> None:
-        self._stop.set()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
-
-    def _relevant(self, path: str) -> bool:
-        p, workspace = Path(path), self.index.workspace.resolve()
-        return p.suffix == ".md" and (p == workspace / "MEMORY.md" or p.parent == workspace / "memory")
-
-    async def _run(self) -> None:
-        workspace = self.index.workspace.resolve()
-        await asyncio.to_thread(lambda: (workspace / "memory").mkdir(parents=True, exist_ok=True))
-        try:
-            await self._watch(workspace, force_polling=False)
-        except (OSError, RuntimeError) as exc:
-            # inotify can be unavailable (container limits, network filesystems): poll instead.
-            log.warning("knowledge_watch_polling", reason=str(exc))
-            await self._watch(workspace, force_polling=True)
-
-    async def _watch(self, workspace: Path, *, force_polling: bool) -> None:
-        from watchfiles import awatch
-
-        async for changes in awatch(
-            workspace,
-            workspace / "memory",
-            debounce=self.debounce_ms,
-            step=50,
-            recursive=False,
-            stop_event=self._stop,
-            force_polling=force_polling,
-            poll_delay_ms=300,
-        ):
-            if not any(self._relevant(path) for _, path in changes):
-                continue
-            try:
-                await self.index.reindex()
-                self.reindexes += 1
-            except Exception:
-                log.exception("knowledge_watch_reindex_failed")

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from teleton.storage.private_files import write_private
+
 ERRORS_FILE = Path("learnings") / "errors.md"
 CORRECTIONS_FILE = Path("learnings") / "corrections.md"
 MAX_ENTRIES = 50
@@ -112,8 +114,7 @@ class Learnings:
 
         def _write() -> None:
             entries = parse_errors(path.read_text(encoding="utf-8")) if path.exists() else []
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(render_errors(record_error(entries, tool, tool_input, error, day)), encoding="utf-8")
+            write_private(path, render_errors(record_error(entries, tool, tool_input, error, day)))
 
         async with self._lock:
             await asyncio.to_thread(_write)
@@ -127,8 +128,7 @@ class Learnings:
             updated = add_correction(text, correction, day)
             if updated is None:
                 return False
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(updated, encoding="utf-8")
+            write_private(path, updated)
             return True
 
         async with self._lock:

@@ -1,9 +1,11 @@
 """The scheduler: runs due tasks and internal periodic jobs inside the daemon's event loop.
 
 Tasks (``tasks`` table, see ``task_store``) are of two kinds:
-- ``agent``: an agent turn in a chat, through the injected ``run_agent_turn(chat_id, text)``;
+- ``agent``: an agent turn in a chat, through the injected ``run_agent_turn(task, text)``;
 - ``tool``: one tool call through the registry's own door (``ToolRegistry.execute``), so scope and input
-  checks apply at run time too, with a context from the injected ``context_for(chat_id, is_admin)``.
+  checks apply at run time too, with a context from the injected ``context_for(task)``.
+Both run with the clearance, principal and admin right stored with the task (the scheduling turn's), never
+more. A turn that may not run now (a rate limit) raises ``NotNow`` and the task waits, uncounted.
 State lives in the database, so a restart loses nothing: tasks left running are re-queued, and a task that
 fell due while the daemon was down is simply due at start and runs once (a repeating task runs once for all
 the occurrences it missed, then resumes its rhythm from now).
@@ -19,7 +21,6 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,12 +34,14 @@ from teleton.scheduler.task_store import TaskRecord, TaskStore
 
 log = structlog.get_logger(__name__)
 
-RunAgentTurn = Callable[[int, str], Awaitable[Any]]
-# The task being run, visible to ``run_agent_turn`` and ``context_for`` while it runs: its payload says who
-# scheduled it ('admin', 'sender_id'), so a scheduled turn gets that person's rights and no more.
-current_task: ContextVar[TaskRecord | None] = ContextVar("current_task", default=None)
-ContextFor = Callable[[int, bool], Awaitable[Any]]  # (chat_id, is_admin) -> ToolContext
+RunAgentTurn = Callable[[TaskRecord, str], Awaitable[Any]]
+ContextFor = Callable[[TaskRecord], Awaitable[Any]]  # the task -> the ToolContext its tool call runs in
 PeriodicJob = Callable[[], Awaitable[Any]]
+NOT_NOW_DELAY_S = 60.0
+
+
+class NotNow(Exception):
+    """A task may not run now (a rate limit); it is tried again later without counting as a run."""
 
 
 def next_cron(expression: str, after: float) -> float:
@@ -241,6 +244,12 @@ class Scheduler:
             if self._stopping:  # shutdown: leave it 'running'; it is re-queued at the next start
                 raise
             text = "cancelled while running"
+        except NotNow as exc:
+            now = self.clock()
+            reason = f"waiting: {exc}"
+            await self.db.write(lambda c: task_store.postpone(c, task.id, now + NOT_NOW_DELAY_S, reason, now))
+            log.info("task_postponed", task=task.id, reason=str(exc))
+            return
         except Exception as exc:
             text = f"{type(exc).__name__}: {exc}"
         next_run = next_cron(task.repeat, self.clock()) if task.repeat else None
@@ -250,15 +259,14 @@ class Scheduler:
         self.wake()  # dependants may be due now
 
     async def _execute(self, task: TaskRecord) -> tuple[bool, str]:
-        current_task.set(task)  # this asyncio task's own context: no reset needed
         if task.kind == "agent":
             if self.run_agent_turn is None or task.chat_id is None:
                 return False, "no agent to run this task"
-            answer = await self.run_agent_turn(task.chat_id, task_prompt(task))
+            answer = await self.run_agent_turn(task, task_prompt(task))
             return True, str(answer or "done")
         if self.registry is None or self.context_for is None or task.chat_id is None:
             return False, "tool tasks are not available"
-        ctx = await self.context_for(task.chat_id, bool(task.payload.get("admin", False)))
+        ctx = await self.context_for(task)
         tool_input = dict(task.payload.get("input") or {})
         call = ToolCall(id=f"task-{task.id}", name=str(task.payload.get("tool")), input=tool_input)
         outcome: ToolResult = await self.registry.execute(call, ctx)

@@ -8,6 +8,9 @@ whole dependency chain in the same transaction that records the failure, with th
 A task with dependencies runs once its ``run_at`` has come AND every dependency is done. Repeating tasks
 cannot be depended on (they are never "done"), which also keeps the graph acyclic: dependencies must exist
 before the task that names them.
+
+A task keeps the clearance, principal and admin right of the turn that scheduled it (DESIGN §8) and runs
+with exactly those; rows from before privacy labels have no clearance and run with their chat's.
 """
 
 from __future__ import annotations
@@ -38,6 +41,9 @@ class NewTask:
     chat_id: int | None = None
     repeat: str | None = None  # a cron expression
     depends_on: tuple[int, ...] = ()
+    clearance: str | None = None  # the scheduling turn's clearance label
+    principal_id: int | None = None  # who scheduled it (None: nobody, e.g. a sender-less message)
+    principal_admin: bool = False
 
 
 @dataclass(frozen=True)
@@ -56,12 +62,16 @@ class TaskRecord:
     updated_at: float
     last_run_at: float | None
     depends_on: tuple[int, ...] = field(default=())
+    clearance: str | None = None
+    principal_id: int | None = None
+    principal_admin: bool = False
 
 
 _COLUMNS = (
     "id, chat_id, description, kind, payload, run_at, repeat, status, result, attempts, created_at, "
-    "updated_at, last_run_at"
+    "updated_at, last_run_at, clearance, principal_id, principal_admin"
 )
+ACTIVE = ("pending", "running", "blocked")
 
 
 def _record(conn: Connection, row: Any) -> TaskRecord:
@@ -86,6 +96,9 @@ def _record(conn: Connection, row: Any) -> TaskRecord:
         updated_at=row[11],
         last_run_at=row[12],
         depends_on=deps,
+        clearance=row[13],
+        principal_id=row[14],
+        principal_admin=bool(row[15]),
     )
 
 
@@ -111,7 +124,7 @@ def insert_task(conn: Connection, task: NewTask, now: float | None = None) -> Ta
     status = "blocked" if blocked_by else "pending"
     cur = conn.execute(
         "insert into tasks(chat_id, description, kind, payload, run_at, repeat, status, result, created_at, "
-        "updated_at) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "updated_at, clearance, principal_id, principal_admin) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             task.chat_id,
             task.description,
@@ -123,6 +136,9 @@ def insert_task(conn: Connection, task: NewTask, now: float | None = None) -> Ta
             "; ".join(blocked_by) or None,
             now,
             now,
+            task.clearance,
+            task.principal_id,
+            int(task.principal_admin),
         ),
     )
     task_id = int(cur.lastrowid)
@@ -230,6 +246,25 @@ def cancel(conn: Connection, task_id: int, now: float) -> TaskRecord:
     return record
 
 
+def count_active(conn: Connection, *, chat_id: int | None = None, principal_id: int | None = None) -> int:
+    """Pending, running or blocked tasks of a chat or of a person (for the quotas of schedule_task)."""
+    column, value = ("chat_id", chat_id) if chat_id is not None else ("principal_id", principal_id)
+    row = conn.execute(
+        f"select count(*) from tasks where {column} = ? and status in (select value from json_each(?))",
+        (value, json.dumps(ACTIVE)),
+    ).fetchone()
+    return int(row[0])
+
+
+def postpone(conn: Connection, task_id: int, run_at: float, reason: str, now: float) -> None:
+    """running -> pending at ``run_at`` without counting as a run (a rate limit said: not now)."""
+    conn.execute(
+        "update tasks set status = 'pending', run_at = ?, result = ?, attempts = max(attempts - 1, 0), "
+        "updated_at = ? where id = ? and status = 'running'",
+        (run_at, reason, now, task_id),
+    )
+
+
 def recover_interrupted(conn: Connection, now: float) -> list[int]:
     """Tasks left 'running' by a crash or kill run again at start (at least once beats never)."""
     ids = [int(r[0]) for r in conn.execute("select id from tasks where status = 'running'")]
@@ -273,6 +308,9 @@ class TaskStore:
         self, chat_ids: Sequence[int] | None = None, *, include_finished: bool = True, limit: int = 50
     ) -> list[TaskRecord]:
         return await self.db.read(lambda c: list_tasks(c, chat_ids, include_finished=include_finished, limit=limit))
+
+    async def count_active(self, *, chat_id: int | None = None, principal_id: int | None = None) -> int:
+        return await self.db.read(lambda c: count_active(c, chat_id=chat_id, principal_id=principal_id))
 
     async def cancel(self, task_id: int) -> TaskRecord:
         return await self.db.write(lambda c: cancel(c, task_id, time.time()))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
+from teleton.storage.migration_labels import migrate_labels
 from teleton.storage.sqlite_driver import Connection
 
 FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
@@ -283,10 +284,14 @@ def _v1(conn: Connection) -> None:
     run_script(conn, _V1)
 
 
+def _v2(conn: Connection) -> None:
+    migrate_labels(conn, run_script)
+
+
 Migration = Callable[[Connection], None]
 
 # Index i holds the step from version i to version i + 1. Append only; never edit a released step.
-MIGRATIONS: list[Migration] = [_v1]
+MIGRATIONS: list[Migration] = [_v1, _v2]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -326,7 +331,7 @@ def migrate(conn: Connection, migrations: list[Migration] | None = None) -> tupl
 # Vector tables: one per searchable record kind. The partition key keeps scope filters inside the KNN
 # query (DESIGN §5), so a group's search never competes with other chats for the top-k slots.
 VECTOR_TABLES: dict[str, str] = {
-    "knowledge_vec": "id integer primary key, source text partition key, embedding float[{dims}]",
+    "knowledge_vec": "id integer primary key, label text partition key, embedding float[{dims}]",
     "tg_messages_vec": "id integer primary key, chat_id integer partition key, embedding float[{dims}]",
     # A 1-bit copy for searches across all chats: a brute-force float scan of 100k messages takes ~60 ms,
     # the bit scan ~5 ms, and its candidates are re-ranked with the float vectors above.
@@ -336,6 +341,10 @@ VECTOR_TABLES: dict[str, str] = {
     "tool_index_vec": "id integer primary key, embedding float[{dims}]",
     "facts_vec": "id integer primary key, scope text partition key, embedding float[{dims}]",
 }
+# A table whose layout (or partition values) changed is rebuilt from its rows once: dropped, recreated and
+# its rows marked for re-embedding. Version 2: knowledge is partitioned by privacy label, and fact scopes
+# became labels (schema step 2).
+VECTOR_LAYOUT = {"knowledge_vec": 2, "facts_vec": 2}
 # The table whose rows each vector table indexes; their `embedded` flags are reset on a re-embed.
 VECTOR_SOURCES = {
     "knowledge_vec": "knowledge",
@@ -363,7 +372,8 @@ def ensure_vector_tables(conn: Connection, model: str, dims: int) -> bool:
 
     Vectors of two models never share a table: when the model or dimension differs from what the index
     was built with, every vector table is dropped and recreated empty and each row is marked for
-    re-embedding, which the embedding workers then pick up.
+    re-embedding, which the embedding workers then pick up. A table of an older layout
+    (``VECTOR_LAYOUT``) is rebuilt the same way, alone.
     """
     stored = get_meta(conn, "embedding_model"), get_meta(conn, "embedding_dims")
     wanted = model, str(dims)
@@ -371,10 +381,14 @@ def ensure_vector_tables(conn: Connection, model: str, dims: int) -> bool:
     conn.execute("begin immediate")
     try:
         for table, columns in VECTOR_TABLES.items():
-            if reset:
+            layout = VECTOR_LAYOUT.get(table, 1)
+            exists = conn.execute("select 1 from sqlite_master where name = ?", (table,)).fetchone() is not None
+            outdated = exists and int(get_meta(conn, f"vector_layout:{table}") or 1) < layout
+            if reset or outdated:
                 conn.execute(f"drop table if exists {table}")
                 conn.execute(f"update {VECTOR_SOURCES[table]} set embedded = 0")
             conn.execute(f"create virtual table if not exists {table} using vec0({columns.format(dims=dims)})")
+            set_meta(conn, f"vector_layout:{table}", str(layout))
         set_meta(conn, "embedding_model", model)
         set_meta(conn, "embedding_dims", str(dims))
         conn.execute("commit")

@@ -28,6 +28,7 @@ from telethon.tl import types
 
 from teleton.gateway.contract import ChatInfo, GatewayError, IncomingHandler, SentMessage, UserInfo
 from teleton.memory.feed_archive import MessageRecord
+from teleton.privacy import Principals
 from teleton.storage import Database
 from teleton.telegram import convert
 from teleton.telegram.archiver import ArchiveBatcher
@@ -61,12 +62,12 @@ class GatewaySettings:
     session_file: Path | None = None
 
     @classmethod
-    def from_telegram(cls, tg: Any) -> GatewaySettings:
+    def from_telegram(cls, tg: Any, principals: Principals | None = None) -> GatewaySettings:
         """From ``config.telegram`` (teleton.config.schema.TelegramConfig)."""
         return cls(
             mode=tg.mode,
             bot_token=tg.bot_token,
-            policy=PolicyConfig.from_telegram(tg),
+            policy=PolicyConfig.from_telegram(tg, principals),
             rate_limit_per_chat=tg.rate_limit_per_chat,
             rate_limit_global=tg.rate_limit_global,
             debounce=DebounceConfig(tg.debounce_ms / 1000, tg.debounce_max_factor, tg.debounce_max_messages),
@@ -158,8 +159,8 @@ class TelegramGateway:
         client.flood_sleep_threshold = 0
 
     @classmethod
-    def from_config(cls, config: Any, db: Database) -> TelegramGateway:
-        return cls(make_client(config.telegram), db, GatewaySettings.from_telegram(config.telegram))
+    def from_config(cls, config: Any, db: Database, principals: Principals | None = None) -> TelegramGateway:
+        return cls(make_client(config.telegram), db, GatewaySettings.from_telegram(config.telegram, principals))
 
     # ---- wiring -------------------------------------------------------------------------------------
 

@@ -9,10 +9,11 @@ context for the next time the agent is addressed there.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from teleton.gateway.contract import IncomingMessage
+from teleton.privacy import Principals
 
 PolicyValue = Literal["open", "allowlist", "admin-only", "disabled"]
 
@@ -24,8 +25,9 @@ class PolicyConfig:
     allow_user_ids: frozenset[int] = frozenset()
     allow_usernames: frozenset[str] = frozenset()  # lower-case, no '@'
     group_allow_from: frozenset[int] = frozenset()
-    admin_ids: frozenset[int] = frozenset()
     require_mention: bool = True
+    # Who the owner and admins are: the daemon's one shared record (SIGHUP updates it in place).
+    principals: Principals = field(default_factory=Principals, compare=False)
 
     @classmethod
     def build(
@@ -38,6 +40,7 @@ class PolicyConfig:
         admin_ids: Iterable[int] = (),
         owner_id: int | None = None,
         require_mention: bool = True,
+        principals: Principals | None = None,
     ) -> PolicyConfig:
         ids: set[int] = set()
         names: set[str] = set()
@@ -46,32 +49,36 @@ class PolicyConfig:
                 ids.add(int(entry))
             else:
                 names.add(str(entry).lstrip("@").lower())
-        admins = set(admin_ids) | ({owner_id} if owner_id is not None else set())
         return cls(
             dm_policy=dm_policy,
             group_policy=group_policy,
             allow_user_ids=frozenset(ids),
             allow_usernames=frozenset(names),
             group_allow_from=frozenset(int(c) for c in group_allow_from),
-            admin_ids=frozenset(admins),
             require_mention=require_mention,
+            principals=principals or Principals(owner_id, frozenset(int(a) for a in admin_ids)),
         )
 
     @classmethod
-    def from_telegram(cls, tg: Any) -> PolicyConfig:
-        """From ``config.telegram`` (teleton.config.schema.TelegramConfig)."""
+    def from_telegram(cls, tg: Any, principals: Principals | None = None) -> PolicyConfig:
+        """From ``config.telegram`` (teleton.config.schema.TelegramConfig), sharing ``principals``."""
         return cls.build(
             dm_policy=tg.dm_policy,
             group_policy=tg.group_policy,
             allow_from=tg.allow_from,
             group_allow_from=tg.group_allow_from,
-            admin_ids=tg.admin_ids,
-            owner_id=tg.owner_id,
             require_mention=tg.require_mention,
+            principals=principals or Principals.from_telegram(tg),
         )
 
+    @property
+    def admin_ids(self) -> frozenset[int]:
+        """Every admin, the owner included."""
+        owner = self.principals.owner_id
+        return self.principals.admin_ids | ({owner} if owner is not None else frozenset())
+
     def is_admin(self, user_id: int | None) -> bool:
-        return user_id is not None and user_id in self.admin_ids
+        return self.principals.is_admin(user_id)
 
 
 @dataclass(frozen=True)

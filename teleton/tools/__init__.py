@@ -2,7 +2,8 @@
 
 | module | tools |
 |---|---|
-| registry | Tool, ToolRegistry, scopes, Access, ToolContext (the core) |
+| registry | Tool, ToolRegistry, scopes, ToolContext with the turn's clearance and exposure (the core) |
+| outbox | sends to other chats: the egress check, held sends and their approval |
 | telegram_tools | send/reply/edit/delete/forward/pin/react/poll/file/download, history, search, info, moderation |
 | memory_tools | memory_read/write/save/recall/search |
 | workspace_tools | workspace_list/read/write/delete/rename (rules in workspace_paths) |

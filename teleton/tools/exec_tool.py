@@ -1,4 +1,9 @@
-"""exec: run a shell command in the workspace (capabilities.exec; off by default, admin-only when on).
+"""exec: run a shell command in the workspace (capabilities.exec; off by default).
+
+A shell reads everything the daemon can, so exec is the owner's alone (DESIGN §8): offered to and run for
+the owner's clearance only — their own DM or ``teleton chat`` — whatever scope an admin gives the tool; a
+scheduled task keeps its creator's clearance, so a task made in a group can never run it. The command gets
+a scrubbed environment (``SAFE_ENV``): no API keys, tokens, config or session paths.
 
 The command runs in its own session (``start_new_session=True``), so it and everything it spawns form one
 process group; on timeout the whole group is killed (SIGTERM, then SIGKILL after a short grace), not just
@@ -28,6 +33,15 @@ log = structlog.get_logger(__name__)
 
 KILL_GRACE_S = 1.0
 AUDIT_CAP = 10_000  # characters of each stream kept in the audit row
+# The only variables a command inherits; everything else (ANTHROPIC_API_KEY, TELETON_*, …) stays out.
+SAFE_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "HOME", "USER", "LOGNAME", "SHELL", "TMPDIR")
+
+
+def scrubbed_env(environ: dict[str, str] | None = None) -> dict[str, str]:
+    source = os.environ if environ is None else environ
+    env = {name: source[name] for name in SAFE_ENV if name in source}
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    return env
 
 
 @dataclass(frozen=True)
@@ -86,6 +100,7 @@ async def run_command(
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         start_new_session=True,  # its own process group: the unit we kill on timeout
+        env=scrubbed_env(),
     )
     if on_start:
         on_start(proc.pid)
@@ -171,8 +186,8 @@ def exec_tools(settings: ExecSettings = ExecSettings()) -> list[Tool]:
     """The exec tool. Register it only when ``capabilities.exec.enabled`` is true."""
 
     async def exec_command(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        if not ctx.is_admin:  # the scope says so too; a widened override must not open a shell to anyone
-            return ToolResult.error("Only an admin may run commands.")
+        if not ctx.clearance.is_owner:  # the registry hides it too; a widened scope must not open a shell
+            return ToolResult.error("Commands run only for the owner, in the owner's own chat with me.")
         workspace = ctx.deps.workspace
         await asyncio.to_thread(workspace.mkdir, parents=True, exist_ok=True)
         started = time.monotonic()
@@ -219,5 +234,6 @@ def exec_tools(settings: ExecSettings = ExecSettings()) -> list[Tool]:
             handler=exec_command,
             scope="admin-only",
             category="system",
+            owner_only=True,
         )
     ]

@@ -1,16 +1,18 @@
-"""Memory tools the model sees: thin wrappers that validate, ask ``Access`` and call the memory layer.
+"""Memory tools the model sees: thin wrappers that validate, ask the turn's clearance and call the memory layer.
 
 | tool | scope | what |
 |---|---|---|
-| memory_read | dm-only | MEMORY.md, a day's log, yesterday + today, or the list of memory files |
-| memory_write | dm-only | append to MEMORY.md or today's log |
-| memory_save | always | save a fact (owner's private scope in a DM, the chat's scope in a group) |
-| memory_recall | always | recall facts, only from scopes this chat may read |
-| memory_search | always | knowledge + facts + feed, each only as far as this chat may read |
-| memory_remove | always | delete a fact by id, only from scopes this chat may read |
+| memory_read | dm-only | MEMORY.md, a day's log, yesterday + today, or the list of memory files (the owner's) |
+| memory_write | dm-only | append to MEMORY.md or today's log (the owner's) |
+| memory_save | always | save a fact under this turn's label (the owner may make one public) |
+| memory_recall | always | recall facts this turn may read |
+| memory_search | always | knowledge + facts + feed, each only as far as this turn may read |
+| memory_remove | always | delete a fact by id, only one labelled as this turn writes |
 
-Private content is refused twice: the registry hides dm-only tools in groups, and each tool checks the
-chat's ``Access`` again, so a tool given a wider scope by an admin override still cannot leak.
+The registry's scope is the first gate; the second is in each handler: the owner's files need the owner's
+clearance (an admin's DM or a widened scope does not open them), every search runs inside the clearance
+(``teleton.privacy``), and everything returned is recorded in the turn's exposure. What came from another
+chat or person is shown to the owner quoted, with its origin.
 """
 
 from __future__ import annotations
@@ -24,14 +26,18 @@ import structlog
 
 from teleton.llm.tool_loop import ToolResult
 from teleton.memory.embeddings.query import embed_query
-from teleton.memory.facts import GLOBAL_SCOPE, Fact, chat_scope
+from teleton.memory.facts import Fact
 from teleton.memory.hybrid_search import FEED, KNOWLEDGE, SearchParams, hybrid_search
+from teleton.privacy import OWNER, PUBLIC
+from teleton.privacy.quoting import label_origin, quote
+from teleton.storage.private_files import write_private
 from teleton.tools.registry import Tool, ToolContext
 
 log = structlog.get_logger(__name__)
 
 MEMORY_FILE = "MEMORY.md"
 READ_CAP = 20_000
+OWNER_ONLY = "{what} is the owner's and cannot be {done} in this chat."
 
 
 async def _query_vector(ctx: ToolContext, query: str) -> Any:
@@ -43,21 +49,19 @@ async def _query_vector(ctx: ToolContext, query: str) -> Any:
 # -- memory_read -------------------------------------------------------------------------------------
 async def memory_read(args: dict[str, Any], ctx: ToolContext) -> str | ToolResult:
     target = args.get("target", "memory")
-    if target in ("recent", "list") and not ctx.access.daily_logs:
-        return ToolResult.error("Daily logs are private and cannot be read in this chat.")
+    if not ctx.clearance.is_owner:
+        what = "MEMORY.md" if target == "memory" else "The daily log"
+        return ToolResult.error(OWNER_ONLY.format(what=what, done="read"))
+    ctx.shown(OWNER)
     if target == "recent":
         days = await ctx.deps.daily_logs.recent(int(args.get("lines", 100)))
         return "\n\n".join(f"## {day.isoformat()}\n{text}" for day, text in days) or "(no log yesterday or today)"
     if target == "list":
         return await asyncio.to_thread(_list_memory_files, ctx.deps.workspace)
     if target == "memory":
-        if not ctx.access.memory_files:
-            return ToolResult.error("MEMORY.md is private and cannot be read in this chat.")
         path = ctx.deps.workspace / MEMORY_FILE
         text = await asyncio.to_thread(lambda: path.read_text(encoding="utf-8") if path.exists() else "")
         return text[-READ_CAP:] or "(MEMORY.md is empty)"
-    if not ctx.access.daily_logs:
-        return ToolResult.error("Daily logs are private and cannot be read in this chat.")
     try:
         day = date.fromisoformat(args["date"]) if args.get("date") else datetime.now().astimezone().date()
     except ValueError:
@@ -69,21 +73,15 @@ async def memory_read(args: dict[str, Any], ctx: ToolContext) -> str | ToolResul
 # -- memory_write ------------------------------------------------------------------------------------
 async def memory_write(args: dict[str, Any], ctx: ToolContext) -> str | ToolResult:
     content = args["content"].strip()
-    if args.get("target", "daily") == "memory":
-        if not ctx.access.memory_files:
-            return ToolResult.error("MEMORY.md is private and cannot be written from this chat.")
+    target = args.get("target", "daily")
+    if not ctx.clearance.is_owner:
+        what = "MEMORY.md" if target == "memory" else "The daily log"
+        return ToolResult.error(OWNER_ONLY.format(what=what, done="written"))
+    if target == "memory":
         path = ctx.deps.workspace / MEMORY_FILE
-
-        def _append() -> None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with path.open("a", encoding="utf-8") as f:
-                f.write(f"\n{content}\n")
-
-        await asyncio.to_thread(_append)
+        await asyncio.to_thread(write_private, path, f"\n{content}\n", append=True)
         await _reindex(ctx)
         return "Appended to MEMORY.md."
-    if not ctx.access.daily_logs:
-        return ToolResult.error("Daily logs are private and cannot be written from this chat.")
     await ctx.deps.daily_logs.append_section("Note", content)
     return "Appended to today's log."
 
@@ -103,16 +101,20 @@ async def _reindex(ctx: ToolContext) -> None:
 async def memory_save(args: dict[str, Any], ctx: ToolContext) -> str | ToolResult:
     if ctx.deps.facts is None:
         return ToolResult.error("Fact memory is not available.")
+    visibility = args.get("visibility", "private")
+    if visibility == "public" and not ctx.clearance.is_owner:
+        return ToolResult.error("Only the owner, in their own chat, can make a fact public.")
     fact = Fact(
         value=args["value"],
         category=_slug(args.get("category") or "general"),
         key=_slug(args["key"]) if args.get("key") else None,
-        scope=_save_scope(args.get("scope", "private"), ctx),
+        # The write rule: what a turn saves carries its own label (a group can only write its own).
+        scope=PUBLIC if visibility == "public" else ctx.clearance.label,
         source="agent",
         importance=float(args.get("importance", 0.6)),
     )
     outcome = await ctx.deps.facts.save(fact)
-    if ctx.access.daily_logs and outcome.action != "duplicate":
+    if ctx.clearance.is_owner and outcome.action != "duplicate":
         # Seed 002: a saved fact also lands in the daily log, readable by a human and the next session.
         try:
             await ctx.deps.daily_logs.append_section("Saved fact", f"[{fact.category}] {fact.value}")
@@ -123,22 +125,13 @@ async def memory_save(args: dict[str, Any], ctx: ToolContext) -> str | ToolResul
     ] + f" (fact #{outcome.id})"
 
 
-def _save_scope(requested: str, ctx: ToolContext) -> str:
-    """Where a fact goes. 'private' is this chat's own place (the owner's private scope in the owner's DM);
-    'global' is honoured only where everything may be read (a DM with full access); anything a group
-    saves stays in that group's scope, so a group can never write where a DM would read it as private."""
-    if requested == "global" and ctx.access.fact_scopes is None:
-        return GLOBAL_SCOPE
-    if requested == "chat":
-        return chat_scope(ctx.chat.id)
-    return ctx.access.save_scope
-
-
 async def memory_remove(args: dict[str, Any], ctx: ToolContext) -> str | ToolResult:
     if ctx.deps.facts is None:
         return ToolResult.error("Fact memory is not available.")
     fact_id = int(args["id"])
-    if not await ctx.deps.facts.remove(fact_id, ctx.access.fact_scopes):
+    # Only what this turn could have written: a group cannot delete public or anyone else's facts.
+    writable = None if ctx.clearance.is_owner else [ctx.clearance.label]
+    if not await ctx.deps.facts.remove(fact_id, writable):
         return ToolResult.error(f"No fact #{fact_id} that can be removed from this chat.")
     return f"Removed fact #{fact_id}."
 
@@ -149,46 +142,54 @@ async def memory_recall(args: dict[str, Any], ctx: ToolContext) -> str | ToolRes
     query = args["query"]
     found = await ctx.deps.facts.recall(
         query,
-        ctx.access.fact_scopes,
+        ctx.clearance.readable(),
         limit=int(args.get("limit", 5)),
         category=args.get("category"),
         query_vector=await _query_vector(ctx, query),
     )
+    found = [f for f in found if ctx.clearance.may_read(f.scope)]
     if not found:
         return "No matching facts."
-    return "\n".join(f"#{f.id} {f.line()}" for f in found)
+    ctx.shown(*{f.scope for f in found})
+    return "\n".join(_shown(ctx, f.scope, f"#{f.id} {f.line()}") for f in found)
+
+
+def _shown(ctx: ToolContext, label: str, line: str) -> str:
+    """A result line; quoted with its origin when it is another chat's or person's (untrusted)."""
+    return line if label in (ctx.clearance.label, PUBLIC) else quote(line, label_origin(label))
 
 
 # -- memory_search -----------------------------------------------------------------------------------
 async def memory_search(args: dict[str, Any], ctx: ToolContext) -> str | ToolResult:
     query = args["query"]
     limit = int(args.get("limit", 5))
-    access = ctx.access
+    clearance, principals = ctx.clearance, ctx.deps.principals
     chat_id = args.get("chat_id")
-    if chat_id is not None and not access.may_read_chat(int(chat_id)):
+    if chat_id is not None and not clearance.may_read(principals.chat_label(int(chat_id))):
         return ToolResult.error("Messages of other chats cannot be searched from this chat.")
-    feed_scope = [int(chat_id)] if chat_id is not None else access.feed_chats
+    feed_scope = [int(chat_id)] if chat_id is not None else clearance.readable_chats()
     vector = await _query_vector(ctx, query)
     params = SearchParams(limit=limit)
 
-    def _search(conn: Any) -> list[str]:
-        lines: list[str] = []
-        if access.knowledge and chat_id is None:
-            for hit in hybrid_search(conn, KNOWLEDGE, query, vector, params=params):
-                lines.append(f"[knowledge {hit.meta['path']}] {hit.text}")
-        for hit in hybrid_search(
-            conn, FEED, query, vector, params=params, scope=None if feed_scope is None else list(feed_scope)
-        ):
+    def _search(conn: Any) -> list[tuple[str, str]]:
+        lines: list[tuple[str, str]] = []
+        if chat_id is None:
+            for hit in hybrid_search(conn, KNOWLEDGE, query, vector, params=params, scope=clearance.readable()):
+                lines.append((hit.meta["label"], f"[knowledge {hit.meta['path']}] {hit.text}"))
+        for hit in hybrid_search(conn, FEED, query, vector, params=params, scope=feed_scope):
             when = datetime.fromtimestamp(hit.meta["date"]).astimezone()
             who = "me" if hit.meta["is_outgoing"] else (hit.meta["sender_name"] or hit.meta["sender_id"])
-            lines.append(f"[chat {hit.meta['chat_id']} {when:%Y-%m-%d %H:%M} {who}] {hit.text}")
+            label = principals.chat_label(int(hit.meta["chat_id"]))
+            lines.append((label, f"[chat {hit.meta['chat_id']} {when:%Y-%m-%d %H:%M} {who}] {hit.text}"))
         return lines
 
-    lines = await ctx.deps.db.read(_search)
+    found = await ctx.deps.db.read(_search)
     if ctx.deps.facts is not None and chat_id is None:
-        for fact in await ctx.deps.facts.recall(query, access.fact_scopes, limit=limit, query_vector=vector):
-            lines.append(f"[fact #{fact.id}] {fact.line()}")
-    return "\n".join(lines) if lines else "Nothing found."
+        for fact in await ctx.deps.facts.recall(query, clearance.readable(), limit=limit, query_vector=vector):
+            found.append((fact.scope, f"[fact #{fact.id}] {fact.line()}"))
+    found = [(label, line) for label, line in found if clearance.may_read(label)]
+    ctx.shown(*{label for label, _ in found})
+    return "\n".join(_shown(ctx, label, line) for label, line in found) if found else "Nothing found."
 
 
 def _list_memory_files(workspace: Any) -> str:
@@ -258,11 +259,11 @@ def memory_tools() -> list[Tool]:
                     "category": {"type": "string", "maxLength": 64},
                     "key": {"type": "string", "maxLength": 64},
                     "importance": {"type": "number", "minimum": 0, "maximum": 1},
-                    "scope": {
+                    "visibility": {
                         "type": "string",
-                        "enum": ["private", "chat", "global"],
-                        "description": "private (default): about the person you serve here; chat: about this "
-                        "chat; global: general knowledge (only from a private chat with full access)",
+                        "enum": ["private", "public"],
+                        "description": "private (default): kept for this chat (the owner's chat: the owner's "
+                        "memory); public: shown in every chat (only the owner can choose it)",
                     },
                 },
                 "required": ["value"],

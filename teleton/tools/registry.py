@@ -6,8 +6,10 @@ tool) and again when a call arrives (a model that invents a call to a hidden too
 validated against the schema before the handler runs; a bad input is a clear error result the model can
 correct, never an exception.
 
-A call also carries an ``Access``: what this chat may read (DESIGN §8), decided by the agent's privacy gate.
-Tools that read memory ask it instead of deciding for themselves.
+A call also carries the turn's ``Clearance`` (what it may read, DESIGN §8) and its ``Exposure`` (what it
+has been shown). A tool that reads asks the clearance and records the label of what it returns; a tool that
+sends to another chat goes through the outbox, which asks ``teleton.privacy.decide``. Tools marked
+``owner_only`` (exec) are offered to, and run for, the owner's clearance alone, whatever their scope says.
 """
 
 from __future__ import annotations
@@ -22,26 +24,12 @@ import structlog
 
 from teleton.gateway.contract import ChatInfo, Gateway, UserInfo
 from teleton.llm.tool_loop import ToolCall, ToolResult
+from teleton.privacy import Clearance, Exposure, Principals, path_label
 
 log = structlog.get_logger(__name__)
 
 Scope = Literal["always", "dm-only", "group-only", "admin-only"]
 SCOPES: tuple[Scope, ...] = ("always", "dm-only", "group-only", "admin-only")
-
-
-@dataclass(frozen=True)
-class Access:
-    """What one chat may read. Built by ``teleton.agent.privacy``; tools and context obey it."""
-
-    memory_files: bool  # MEMORY.md, USER.md, STRATEGY.md
-    daily_logs: bool
-    knowledge: bool  # the knowledge base (chunks of MEMORY.md, memory/*.md, session summaries)
-    fact_scopes: tuple[str, ...] | None  # None = every scope
-    feed_chats: tuple[int, ...] | None  # None = every chat
-    save_scope: str  # where facts learned here are stored
-
-    def may_read_chat(self, chat_id: int) -> bool:
-        return self.feed_chats is None or chat_id in self.feed_chats
 
 
 @dataclass
@@ -55,7 +43,14 @@ class ToolDeps:
     daily_logs: Any = None  # teleton.memory.daily_logs.DailyLogs
     knowledge: Any = None  # a KnowledgeIndex (add_entry / reindex), when the daemon has one
     embedder: Any = None  # an EmbeddingProvider, or None for keyword-only
+    principals: Principals = field(default_factory=Principals)  # who the owner and admins are (shared)
+    shared_paths: tuple[str, ...] = ()  # privacy.shared_paths: workspace files the owner made public
+    outbox: Any = None  # teleton.tools.outbox.Outbox: sends to other chats, held for approval when needed
+    learnings: Any = None  # teleton.memory.learnings.Learnings
     extras: dict[str, Any] = field(default_factory=dict)
+
+    def label_of_path(self, rel: Any) -> str:
+        return path_label(rel, self.principals, self.shared_paths)
 
 
 @dataclass(frozen=True)
@@ -63,9 +58,17 @@ class ToolContext:
     chat: ChatInfo
     sender: UserInfo | None
     is_admin: bool
-    access: Access
+    clearance: Clearance
     deps: ToolDeps
     message_id: int | None = None
+    exposure: Exposure = field(default_factory=Exposure)
+
+    def __post_init__(self) -> None:
+        self.exposure.add(self.clearance.label)  # a turn has always seen its own chat
+
+    def shown(self, *labels: str) -> None:
+        """Record that this turn's model is being shown items of ``labels`` (for the egress check)."""
+        self.exposure.add(*labels)
 
 
 Handler = Callable[[dict[str, Any], ToolContext], Awaitable["str | ToolResult"]]
@@ -79,6 +82,7 @@ class Tool:
     handler: Handler
     scope: Scope = "always"
     category: str = ""
+    owner_only: bool = False  # only for the owner's clearance (its DM, `teleton chat`), whatever the scope
 
     def api_schema(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
@@ -137,23 +141,30 @@ class ToolRegistry:
         override = self._overrides.get(name)
         return override is None or override.enabled is None or override.enabled
 
-    def allowed(self, name: str, chat: ChatInfo, is_admin: bool) -> bool:
-        return name in self._tools and self.enabled(name) and scope_allows(self.scope_of(name), chat.type, is_admin)
+    def allowed(self, name: str, chat: ChatInfo, is_admin: bool, *, is_owner: bool = False) -> bool:
+        tool = self._tools.get(name)
+        if tool is None or not self.enabled(name) or (tool.owner_only and not is_owner):
+            return False
+        return scope_allows(self.scope_of(name), chat.type, is_admin)
 
-    def available(self, chat: ChatInfo, is_admin: bool, names: Sequence[str] | None = None) -> list[Tool]:
+    def available(
+        self, chat: ChatInfo, is_admin: bool, names: Sequence[str] | None = None, *, is_owner: bool = False
+    ) -> list[Tool]:
         """Tools this chat may use (optionally only ``names``, e.g. a tool-RAG pick), sorted by name so the
         tool list, which comes first in a request, stays identical across turns for prompt caching."""
         wanted = self._tools if names is None else [n for n in names if n in self._tools]
-        return [self._tools[n] for n in sorted(wanted) if self.allowed(n, chat, is_admin)]
+        return [self._tools[n] for n in sorted(wanted) if self.allowed(n, chat, is_admin, is_owner=is_owner)]
 
-    def schemas(self, chat: ChatInfo, is_admin: bool, names: Sequence[str] | None = None) -> list[dict[str, Any]]:
-        return [tool.api_schema() for tool in self.available(chat, is_admin, names)]
+    def schemas(
+        self, chat: ChatInfo, is_admin: bool, names: Sequence[str] | None = None, *, is_owner: bool = False
+    ) -> list[dict[str, Any]]:
+        return [tool.api_schema() for tool in self.available(chat, is_admin, names, is_owner=is_owner)]
 
     async def execute(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
         tool = self._tools.get(call.name)
         if tool is None:
             return ToolResult.error(f"Unknown tool {call.name!r}.")
-        if not self.allowed(call.name, ctx.chat, ctx.is_admin):
+        if not self.allowed(call.name, ctx.chat, ctx.is_admin, is_owner=ctx.clearance.is_owner):
             # The model asked for a tool it was not offered (hidden by scope, or disabled).
             log.warning("tool_refused", tool=call.name, chat_type=ctx.chat.type, chat_id=ctx.chat.id)
             return ToolResult.error(f"Tool {call.name!r} is not available in this chat.")

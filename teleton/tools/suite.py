@@ -16,7 +16,7 @@ from typing import Any
 from teleton.tools.exec_tool import ExecSettings, exec_tools
 from teleton.tools.memory_tools import memory_tools
 from teleton.tools.registry import Tool, ToolRegistry
-from teleton.tools.task_tools import task_tools
+from teleton.tools.task_tools import TaskLimits, task_tools
 from teleton.tools.telegram_tools import TelegramToolSettings, telegram_tools
 from teleton.tools.web_fetch import FetchSettings, web_fetch_tools
 from teleton.tools.workspace_tools import workspace_tools
@@ -25,7 +25,12 @@ from teleton.tools.workspace_tools import workspace_tools
 def suite_tools(config: Any, *, fetch_settings: FetchSettings | None = None) -> list[Tool]:
     """Every tool ``config`` (teleton.config.schema.Config) enables."""
     caps = config.capabilities
-    tools = [*telegram_tools(TelegramToolSettings()), *memory_tools(), *workspace_tools(), *task_tools()]
+    tools = [
+        *telegram_tools(TelegramToolSettings()),
+        *memory_tools(),
+        *workspace_tools(),
+        *task_tools(TaskLimits.from_config(config.scheduler)),
+    ]
     if caps.web_fetch.enabled:
         tools += web_fetch_tools(fetch_settings or FetchSettings.from_config(caps.web_fetch))
     if caps.exec.enabled:

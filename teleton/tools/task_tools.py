@@ -1,9 +1,12 @@
 """Task tools: schedule_task, list_tasks, cancel_task — thin wrappers over ``teleton.scheduler``.
 
 A task belongs to the chat it was scheduled from and runs there: a reminder is an agent turn with the given
-prompt; a tool task is one registry call, checked at scheduling time AND again at run time with the
-scheduler's permissions of the person who scheduled it (an admin flag stored with the task). A chat sees
-and cancels only its own tasks; an admin in a DM may list or cancel any.
+prompt; a tool task is one registry call, checked at scheduling time AND again at run time. Either runs with
+exactly the clearance, principal and admin right of the turn that scheduled it (DESIGN §8), so a task made
+in a group is a group turn when it runs, and a task made by a task inherits them. A chat sees and cancels
+only its own tasks; the owner, in their own chat, any. Against abuse: a chat and a person (other than the
+owner) have quotas of active tasks, and a repeat more often than ``scheduler.min_repeat_minutes`` is the
+owner's alone; each refusal says so.
 
 The scheduler is found in ``deps.extras['scheduler']`` (the daemon puts it there); without one, tasks are
 still stored and run at the next start of a scheduler.
@@ -12,7 +15,9 @@ still stored and run at the next start of a scheduler.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+from itertools import pairwise
 from typing import Any
 
 from croniter import croniter
@@ -24,6 +29,18 @@ from teleton.tools.registry import Tool, ToolContext, validation_error
 
 SCHEDULER_KEY = "scheduler"
 PAST_GRACE_S = 120  # "at 09:00" said at 09:01 still runs
+
+
+@dataclass(frozen=True)
+class TaskLimits:
+    max_active_per_chat: int = 20
+    max_active_per_user: int = 10
+    min_repeat_minutes: int = 60
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> TaskLimits:
+        """From ``config.scheduler``."""
+        return cls(cfg.max_active_per_chat, cfg.max_active_per_user, cfg.min_repeat_minutes)
 
 
 def _scheduler(ctx: ToolContext) -> Any:
@@ -62,9 +79,40 @@ def parse_when(args: dict[str, Any], now: float) -> tuple[float, str | None]:
 
 
 def _visible_chats(ctx: ToolContext, everything: bool) -> list[int] | None:
-    if everything and ctx.is_admin and ctx.chat.type == "dm":
+    if everything and ctx.clearance.is_owner:
         return None
     return [ctx.chat.id]
+
+
+def shortest_gap_s(expression: str, now: float, fires: int = 50) -> float:
+    """The shortest time between two of the next ``fires`` runs of a cron expression."""
+    times = [next_cron(expression, now)]
+    for _ in range(fires - 1):
+        times.append(next_cron(expression, times[-1]))
+    return min(b - a for a, b in pairwise(times))
+
+
+async def _check_limits(ctx: ToolContext, store: TaskStore, repeat: str | None, limits: TaskLimits) -> None:
+    if ctx.clearance.is_owner:
+        return
+    if repeat is not None and shortest_gap_s(repeat, time.time()) < limits.min_repeat_minutes * 60:
+        raise TaskError(
+            f"a task here may repeat at most every {limits.min_repeat_minutes} minutes "
+            "(scheduler.min_repeat_minutes); only the owner can schedule more often"
+        )
+    in_chat = await store.count_active(chat_id=ctx.chat.id)
+    if in_chat >= limits.max_active_per_chat:
+        raise TaskError(
+            f"this chat already has {in_chat} active tasks (limit {limits.max_active_per_chat}); "
+            "cancel one or wait for one to finish"
+        )
+    if ctx.sender is not None:
+        mine = await store.count_active(principal_id=ctx.sender.id)
+        if mine >= limits.max_active_per_user:
+            raise TaskError(
+                f"you already have {mine} active tasks (limit {limits.max_active_per_user}); "
+                "cancel one or wait for one to finish"
+            )
 
 
 def describe(task: TaskRecord) -> str:
@@ -83,14 +131,15 @@ def describe(task: TaskRecord) -> str:
     return " | ".join(parts)
 
 
-async def schedule_task(args: dict[str, Any], ctx: ToolContext) -> str | ToolResult:
+async def schedule_task(args: dict[str, Any], ctx: ToolContext, limits: TaskLimits) -> str | ToolResult:
     store = _store(ctx)
     try:
         run_at, repeat = parse_when(args, time.time())
+        await _check_limits(ctx, store, repeat, limits)
         deps = tuple(int(d) for d in args.get("depends_on") or ())
         for dep_id in deps:
             dep = await store.get(dep_id)
-            if dep is None or (dep.chat_id != ctx.chat.id and not ctx.is_admin):
+            if dep is None or (dep.chat_id != ctx.chat.id and not ctx.clearance.is_owner):
                 raise TaskError(f"task #{dep_id} does not exist in this chat")
         kind, payload = _action(args, ctx)
         task = await store.add(
@@ -102,6 +151,9 @@ async def schedule_task(args: dict[str, Any], ctx: ToolContext) -> str | ToolRes
                 chat_id=ctx.chat.id,
                 repeat=repeat,
                 depends_on=deps,
+                clearance=ctx.clearance.label,
+                principal_id=ctx.sender.id if ctx.sender else None,
+                principal_admin=ctx.is_admin,
             )
         )
     except TaskError as exc:
@@ -114,22 +166,20 @@ async def schedule_task(args: dict[str, Any], ctx: ToolContext) -> str | ToolRes
 
 def _action(args: dict[str, Any], ctx: ToolContext) -> tuple[str, dict[str, Any]]:
     tool_name = args.get("tool")
-    # Who asked, so the run gets that person's rights and no more (see scheduler.current_task).
-    origin = {"admin": ctx.is_admin, "sender_id": ctx.sender.id if ctx.sender else None}
     if not tool_name:
-        return "agent", {"prompt": args.get("prompt") or args["description"], **origin}
+        return "agent", {"prompt": args.get("prompt") or args["description"]}
     scheduler = _scheduler(ctx)
     registry = getattr(scheduler, "registry", None)
     if registry is None:
         raise TaskError("tool tasks need the scheduler; schedule a prompt instead")
     tool = registry.get(tool_name)
-    if tool is None or not registry.allowed(tool_name, ctx.chat, ctx.is_admin):
+    if tool is None or not registry.allowed(tool_name, ctx.chat, ctx.is_admin, is_owner=ctx.clearance.is_owner):
         raise TaskError(f"tool {tool_name!r} is not available in this chat")
     tool_input = args.get("tool_input") or {}
     problem = validation_error(tool.input_schema, tool_input)
     if problem:
         raise TaskError(f"invalid tool_input for {tool_name}: {problem}")
-    return "tool", {"tool": tool_name, "input": tool_input, **origin}
+    return "tool", {"tool": tool_name, "input": tool_input}
 
 
 async def list_tasks(args: dict[str, Any], ctx: ToolContext) -> str:
@@ -157,7 +207,10 @@ async def cancel_task(args: dict[str, Any], ctx: ToolContext) -> str | ToolResul
     return "Cancelled: " + describe(cancelled)
 
 
-def task_tools() -> list[Tool]:
+def task_tools(limits: TaskLimits = TaskLimits()) -> list[Tool]:
+    async def schedule(args: dict[str, Any], ctx: ToolContext) -> str | ToolResult:
+        return await schedule_task(args, ctx, limits)
+
     return [
         Tool(
             name="schedule_task",
@@ -196,7 +249,7 @@ def task_tools() -> list[Tool]:
                 "required": ["description"],
                 "additionalProperties": False,
             },
-            handler=schedule_task,
+            handler=schedule,
             category="tasks",
         ),
         Tool(
@@ -206,7 +259,7 @@ def task_tools() -> list[Tool]:
                 "type": "object",
                 "properties": {
                     "include_finished": {"type": "boolean"},
-                    "all_chats": {"type": "boolean", "description": "admin in a private chat: every chat"},
+                    "all_chats": {"type": "boolean", "description": "the owner in their own chat: every chat"},
                 },
                 "additionalProperties": False,
             },

@@ -1,12 +1,15 @@
 """Telegram tools: thin wrappers over the Gateway contract and the feed archive (never Telethon).
 
 Rules that keep one chat from reaching into another (DESIGN §8), checked in the handlers:
-- reading another chat (history, search, info, participants, forwarding from it) needs ``Access`` to it;
-- acting in another chat (sending, forwarding to it) needs an admin;
+- reading another chat (history, search, info, participants, forwarding from it) needs the turn's clearance
+  to read that chat's label, and what is read is recorded in the turn's exposure;
+- acting in another chat (sending, forwarding to it) needs an admin AND goes through the outbox, which holds
+  the send for the owner's approval when the target may not see what the turn has seen;
 - in a group, only an admin may delete messages that are not the agent's own;
 - moderation (kick, ban, unban) is admin-only by scope AND only in a group, checked in the handler
   (a tool has one scope; the second condition lives here and is tested on its own);
-- files sent from the workspace obey the workspace rules, so MEMORY.md cannot be posted to a group.
+- files sent from the workspace obey the workspace labels, so MEMORY.md cannot be posted to a group;
+  downloads land in ``downloads/<chat id>/`` (that chat's label), 0600.
 Gateway failures (``GatewayError``) become error results the model can read.
 """
 
@@ -26,6 +29,9 @@ from teleton.llm.tool_loop import ToolResult
 from teleton.memory.feed_archive import is_our_message
 from teleton.memory.feed_search import search_feed
 from teleton.memory.hybrid_search import SearchParams
+from teleton.privacy import chat_dir
+from teleton.storage.private_files import make_private, private_dir
+from teleton.tools.outbox import EgressRefused, Outgoing
 from teleton.tools.registry import Tool, ToolContext
 from teleton.tools.workspace_paths import PathRefused, check_readable, resolve
 
@@ -53,7 +59,7 @@ def _guarded(fn: Handler) -> Handler:
     async def handler(args: dict[str, Any], ctx: ToolContext) -> str | ToolResult:
         try:
             return await fn(args, ctx)
-        except (Refused, PathRefused) as exc:
+        except (Refused, PathRefused, EgressRefused) as exc:
             return ToolResult.error(str(exc))
         except GatewayError as exc:
             return ToolResult.error(f"Telegram: {exc}")
@@ -68,9 +74,12 @@ def _gateway(ctx: ToolContext) -> Gateway:
 
 
 def _readable_chat(args: dict[str, Any], ctx: ToolContext) -> int:
+    """The chat a read is about, if this turn may read it; what is read from it enters the exposure."""
     chat_id = int(args.get("chat_id", ctx.chat.id))
-    if chat_id != ctx.chat.id and not ctx.access.may_read_chat(chat_id):
+    label = ctx.deps.principals.chat_label(chat_id)
+    if chat_id != ctx.chat.id and not ctx.clearance.may_read(label):
         raise Refused("Other chats cannot be read from this chat.")
+    ctx.shown(label)
     return chat_id
 
 
@@ -91,8 +100,16 @@ def _target_message(args: dict[str, Any], ctx: ToolContext) -> int:
 # -- sending -------------------------------------------------------------------------------------------
 async def send_message(args: dict[str, Any], ctx: ToolContext) -> str:
     chat_id = _writable_chat(args, ctx)
+    if chat_id != ctx.chat.id:
+        return await _outbox(ctx).send(ctx.chat.id, ctx.exposure, Outgoing("message", chat_id, {"text": args["text"]}))
     sent = await _gateway(ctx).send_message(chat_id, args["text"])
     return f"Sent message {sent.message_id} to chat {chat_id}."
+
+
+def _outbox(ctx: ToolContext) -> Any:
+    if ctx.deps.outbox is None:
+        raise Refused("Sending to other chats is not available here.")
+    return ctx.deps.outbox
 
 
 async def reply(args: dict[str, Any], ctx: ToolContext) -> str:
@@ -124,8 +141,15 @@ async def delete_message(args: dict[str, Any], ctx: ToolContext) -> str:
 async def forward_message(args: dict[str, Any], ctx: ToolContext) -> str:
     from_chat = _readable_chat({"chat_id": args.get("from_chat_id", ctx.chat.id)}, ctx)
     to_chat = _writable_chat(args, ctx, "to_chat_id")
-    sent = await _gateway(ctx).forward_message(from_chat, int(args["message_id"]), to_chat)
-    return f"Forwarded message {args['message_id']} to chat {to_chat} (now message {sent.message_id})."
+    message_id = int(args["message_id"])
+    if to_chat != ctx.chat.id:
+        row = await ctx.deps.db.fetchone(
+            "select text from tg_messages where chat_id = ? and message_id = ?", (from_chat, message_id)
+        )
+        payload = {"from_chat_id": from_chat, "message_id": message_id, "text": row["text"] if row else ""}
+        return await _outbox(ctx).send(ctx.chat.id, ctx.exposure, Outgoing("forward", to_chat, payload))
+    sent = await _gateway(ctx).forward_message(from_chat, message_id, to_chat)
+    return f"Forwarded message {message_id} to chat {to_chat} (now message {sent.message_id})."
 
 
 async def pin_message(args: dict[str, Any], ctx: ToolContext) -> str:
@@ -148,7 +172,7 @@ async def send_poll(args: dict[str, Any], ctx: ToolContext) -> str:
 
 async def send_file(args: dict[str, Any], ctx: ToolContext) -> str:
     target = await asyncio.to_thread(resolve, ctx.deps.workspace, args["path"])
-    check_readable(target, ctx.access)  # a private file never leaves a chat that may not read it
+    check_readable(target, ctx)  # a private file never leaves a chat that may not read it
     if not await asyncio.to_thread(target.real.is_file):
         raise Refused(f"{target.name} is not a file in the workspace.")
     sent = await _gateway(ctx).send_file(ctx.chat.id, target.real, caption=args.get("caption", ""))
@@ -159,11 +183,15 @@ def _download_tool(settings: TelegramToolSettings) -> Handler:
     async def download_media(args: dict[str, Any], ctx: ToolContext) -> str:
         chat_id = _readable_chat(args, ctx)
         message_id = _target_message(args, ctx)
-        dest = ctx.deps.workspace / DOWNLOAD_DIR
+        # downloads/<chat id>/ carries that chat's label: a group's file stays readable by the group only.
+        folder = chat_dir(DOWNLOAD_DIR, chat_id).as_posix()
+        dest = ctx.deps.workspace / folder
+        await asyncio.to_thread(private_dir, dest, stop_at=ctx.deps.workspace)
         path = await _gateway(ctx).download_media(chat_id, message_id, dest, settings.download_max_bytes)
         shown = await asyncio.to_thread(_relative, path, ctx.deps.workspace)
-        if not shown.startswith(DOWNLOAD_DIR + os.sep):  # a crafted file name must not land elsewhere
-            raise Refused(f"the download was written outside {DOWNLOAD_DIR}/ ({shown}); refusing to use it")
+        if not shown.startswith(folder + os.sep):  # a crafted file name must not land elsewhere
+            raise Refused(f"the download was written outside {folder}/ ({shown}); refusing to use it")
+        await asyncio.to_thread(make_private, path)
         return f"Saved to {shown} in the workspace."
 
     return download_media
@@ -210,11 +238,14 @@ async def search_messages(args: dict[str, Any], ctx: ToolContext) -> str:
     if "chat_id" in args:
         scope: list[int] | None = [_readable_chat(args, ctx)]
     else:
-        scope = None if ctx.access.feed_chats is None else list(ctx.access.feed_chats)
+        chats = ctx.clearance.readable_chats()
+        scope = None if chats is None else list(chats)
     params = SearchParams(limit=int(args.get("limit", 10)))
     hits = await search_feed(ctx.deps.db, query, chat_ids=scope, provider=ctx.deps.embedder, params=params)
+    hits = [h for h in hits if ctx.clearance.may_read(ctx.deps.principals.chat_label(h.chat_id))]
     if not hits:
         return "No matching messages."
+    ctx.shown(*{ctx.deps.principals.chat_label(h.chat_id) for h in hits})
     lines = []
     for hit in hits:
         when = datetime.fromtimestamp(hit.date).astimezone()
@@ -247,7 +278,7 @@ async def get_user_info(args: dict[str, Any], ctx: ToolContext) -> str:
 
 
 async def list_dialogs(args: dict[str, Any], ctx: ToolContext) -> str:
-    if ctx.access.feed_chats is not None:
+    if not ctx.clearance.is_owner:
         raise Refused("The list of all chats is only shown to the owner in a private chat.")
     chats = await _gateway(ctx).list_dialogs(int(args.get("limit", 50)))
     return "\n".join(_chat_line(c) for c in chats) or "No chats."

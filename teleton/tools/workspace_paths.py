@@ -1,7 +1,10 @@
-"""Where a tool may touch the workspace: confinement, read-only files and private files (DESIGN §8, §10).
+"""Where a tool may touch the workspace: confinement, read-only files and labels (DESIGN §8, §10).
 
-Pure rules over paths, shared by the workspace tools and by the Telegram tools that send or download files,
-so "MEMORY.md cannot leave a DM" holds whichever tool the model picks.
+Rules over paths, shared by the workspace tools and by the Telegram tools that send or download files, so
+"MEMORY.md cannot leave the owner's DM" holds whichever tool the model picks. A file's label comes from its
+real path (``teleton.privacy.path_label``: default-deny, only ``public/`` and shared files are public);
+reading needs the turn's clearance to read that label, writing needs the label to be the turn's own (the
+owner writes anything that is not read-only).
 
 Confinement: a path given by the model is relative to the workspace; absolute paths and any ``..`` part are
 refused outright, and the real path (symlinks followed) must still lie inside the real workspace, so a
@@ -15,11 +18,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from teleton.tools.registry import Access
+from teleton.tools.registry import ToolContext
 
 READ_ONLY = frozenset({"SOUL.md", "STRATEGY.md", "SECURITY.md"})  # at the workspace root
-PRIVATE_FILES = frozenset({"MEMORY.md", "USER.md", "STRATEGY.md"})  # at the workspace root
-PRIVATE_DIRS = frozenset({"memory"})  # daily logs memory/YYYY-MM-DD.md and topic notes
 
 
 class PathRefused(ValueError):
@@ -58,33 +59,29 @@ def is_read_only(path: WorkspacePath) -> bool:
     return len(path.rel.parts) == 1 and path.rel.parts[0] in READ_ONLY
 
 
-def is_private(path: WorkspacePath) -> bool:
-    parts = path.rel.parts
-    if not parts:
-        return False
-    if len(parts) == 1 and parts[0] in PRIVATE_FILES:
-        return True
-    return parts[0] in PRIVATE_DIRS
+def may_see(path: WorkspacePath, ctx: ToolContext) -> bool:
+    return ctx.clearance.may_read(ctx.deps.label_of_path(path.rel))
 
 
-def may_see(path: WorkspacePath, access: Access) -> bool:
-    """Private files are for chats that may read memory files and daily logs (a DM with the owner)."""
-    if not is_private(path):
-        return True
-    if path.rel.parts[0] in PRIVATE_DIRS:
-        return access.daily_logs and access.memory_files
-    return access.memory_files
-
-
-def check_readable(path: WorkspacePath, access: Access) -> None:
-    if not may_see(path, access):
+def check_readable(path: WorkspacePath, ctx: ToolContext) -> str:
+    """Refuse a file this turn may not read; otherwise record it as shown and return its label."""
+    label = ctx.deps.label_of_path(path.rel)
+    if not ctx.clearance.may_read(label):
         raise PathRefused(f"{path.name} is private and cannot be read in this chat")
+    ctx.shown(label)
+    return label
 
 
-def check_writable(path: WorkspacePath, access: Access) -> None:
+def check_writable(path: WorkspacePath, ctx: ToolContext) -> None:
     if path.rel == PurePosixPath("."):
         raise PathRefused("the workspace root itself cannot be changed")
     if is_read_only(path):
         raise PathRefused(f"{path.name} is read-only to the agent; the owner edits it by hand")
-    if not may_see(path, access):
-        raise PathRefused(f"{path.name} is private and cannot be changed from this chat")
+    label = ctx.deps.label_of_path(path.rel)
+    if not (ctx.clearance.is_owner or label == ctx.clearance.label):
+        raise PathRefused(f"{path.name} cannot be changed from this chat (its files live in {own_folder(ctx)}/)")
+
+
+def own_folder(ctx: ToolContext) -> str:
+    """Where a turn that is not the owner's may keep files: chats/<chat id>/ (labelled as this chat)."""
+    return f"chats/{ctx.chat.id}"

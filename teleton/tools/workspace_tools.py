@@ -2,13 +2,15 @@
 
 | tool | scope | why |
 |---|---|---|
-| workspace_list, workspace_read | dm-only | the workspace is the owner's notebook; groups do not browse it |
-| workspace_write, workspace_delete, workspace_rename | admin-only | changing files is the owner's call |
+| workspace_list, workspace_read | always | each turn sees what its clearance reads (others: public/, chats/<id>/) |
+| workspace_write, workspace_delete, workspace_rename | admin-only | changing files is a control right |
 
-Scopes are the first gate. The second is in every handler: private files (MEMORY.md, USER.md, STRATEGY.md,
-memory/*) are refused unless the chat's ``Access`` allows memory files, so an admin in a group, or a scope
-widened by an admin override, still cannot pull them into a group. SOUL.md, STRATEGY.md and SECURITY.md
-are read-only. All file I/O runs in a thread.
+Scopes are the first gate. The second is in every handler and does not depend on the scope: a file's
+label comes from its real path (``teleton.privacy.path_label``, default-deny: anything outside ``public/``
+and the chat folders is the owner's), a read needs the turn's clearance to read it, a write needs the label
+to be the turn's own. So an admin in a group, or a scope widened by an override, still cannot pull
+MEMORY.md, learnings/ or a download of another chat into a group. SOUL.md, STRATEGY.md and SECURITY.md
+are read-only. Binary files are not read as text. Files are written 0600. All file I/O runs in a thread.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from teleton.llm.tool_loop import ToolResult
+from teleton.storage.private_files import Unreadable, private_dir, read_confined, write_private
 from teleton.tools.registry import Tool, ToolContext
 from teleton.tools.workspace_paths import (
     PathRefused,
@@ -55,7 +58,7 @@ def _refusal(exc: PathRefused) -> ToolResult:
 async def workspace_list(args: dict[str, Any], ctx: ToolContext, limits: Limits) -> str | ToolResult:
     try:
         target = await _resolve(ctx, args.get("path", "."))
-        check_readable(target, ctx.access)
+        check_readable(target, ctx)
     except PathRefused as exc:
         return _refusal(exc)
 
@@ -69,7 +72,7 @@ async def workspace_list(args: dict[str, Any], ctx: ToolContext, limits: Limits)
                 child = resolve(root, (target.rel / entry.name).as_posix())
             except PathRefused:
                 continue  # a symlink out of the workspace is not shown
-            if not may_see(child, ctx.access):
+            if not may_see(child, ctx):
                 continue
             if entry.is_dir():
                 lines.append(f"{child.name}/")
@@ -90,7 +93,7 @@ async def workspace_list(args: dict[str, Any], ctx: ToolContext, limits: Limits)
 async def workspace_read(args: dict[str, Any], ctx: ToolContext, limits: Limits) -> str | ToolResult:
     try:
         target = await _resolve(ctx, args["path"])
-        check_readable(target, ctx.access)
+        check_readable(target, ctx)
     except PathRefused as exc:
         return _refusal(exc)
     offset = int(args.get("offset", 0))
@@ -98,11 +101,14 @@ async def workspace_read(args: dict[str, Any], ctx: ToolContext, limits: Limits)
     def _read() -> str | None:
         if not target.real.is_file():
             return None
-        with target.real.open("r", encoding="utf-8", errors="replace") as fh:
-            text = fh.read(offset + limits.read_cap + 1)
-        return text[offset:]
+        # Characters, not bytes, are asked for: 4 bytes per character at most.
+        text, _ = read_confined(ctx.deps.workspace, target.real, limit=4 * (offset + limits.read_cap + 1))
+        return text[offset : offset + limits.read_cap + 1]
 
-    text = await asyncio.to_thread(_read)
+    try:
+        text = await asyncio.to_thread(_read)
+    except Unreadable as exc:
+        return ToolResult.error(f"{target.name} cannot be read as text: {exc}")
     if text is None:
         return ToolResult.error(f"{target.name} is not a file")
     if len(text) > limits.read_cap:
@@ -117,7 +123,7 @@ async def workspace_write(args: dict[str, Any], ctx: ToolContext, limits: Limits
         return ToolResult.error(f"content is {len(content)} characters; the limit is {limits.write_cap}")
     try:
         target = await _resolve(ctx, args["path"])
-        check_writable(target, ctx.access)
+        check_writable(target, ctx)
     except PathRefused as exc:
         return _refusal(exc)
     append = bool(args.get("append", False))
@@ -125,9 +131,7 @@ async def workspace_write(args: dict[str, Any], ctx: ToolContext, limits: Limits
     def _write() -> str | None:
         if target.real.is_dir():
             return f"{target.name} is a directory"
-        target.real.parent.mkdir(parents=True, exist_ok=True)
-        with target.real.open("a" if append else "w", encoding="utf-8") as fh:
-            fh.write(content)
+        write_private(target.real, content, append=append, stop_at=ctx.deps.workspace)
         return None
 
     problem = await asyncio.to_thread(_write)
@@ -140,7 +144,7 @@ async def workspace_write(args: dict[str, Any], ctx: ToolContext, limits: Limits
 async def workspace_delete(args: dict[str, Any], ctx: ToolContext, limits: Limits) -> str | ToolResult:
     try:
         target = await _resolve(ctx, args["path"])
-        check_writable(target, ctx.access)
+        check_writable(target, ctx)
     except PathRefused as exc:
         return _refusal(exc)
 
@@ -166,8 +170,8 @@ async def workspace_rename(args: dict[str, Any], ctx: ToolContext, limits: Limit
     try:
         source = await _resolve(ctx, args["path"])
         dest = await _resolve(ctx, args["new_path"])
-        check_writable(source, ctx.access)
-        check_writable(dest, ctx.access)
+        check_writable(source, ctx)
+        check_writable(dest, ctx)
     except PathRefused as exc:
         return _refusal(exc)
 
@@ -176,7 +180,7 @@ async def workspace_rename(args: dict[str, Any], ctx: ToolContext, limits: Limit
             return f"{source.name} does not exist"
         if dest.real.exists():
             return f"{dest.name} already exists; delete it first or pick another name"
-        dest.real.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(dest.real.parent, stop_at=ctx.deps.workspace)
         source.real.rename(dest.real)
         return None
 
@@ -188,9 +192,9 @@ async def workspace_rename(args: dict[str, Any], ctx: ToolContext, limits: Limit
 
 
 async def _reindex_if_memory(parts: tuple[str, ...], ctx: ToolContext) -> None:
-    # DESIGN §4: a write through a tool is searchable at once; the knowledge index follows MEMORY.md, memory/.
+    # DESIGN §4: a write through a tool is searchable at once; the index follows MEMORY.md, memory/, public/.
     index = ctx.deps.knowledge
-    if index is None or not hasattr(index, "reindex") or not ({"MEMORY.md", "memory"} & set(parts)):
+    if index is None or not hasattr(index, "reindex") or not ({"MEMORY.md", "memory", "public"} & set(parts)):
         return
     try:
         await index.reindex()
@@ -228,7 +232,6 @@ def workspace_tools(limits: Limits = Limits()) -> list[Tool]:
                 "additionalProperties": False,
             },
             handler=bind(workspace_list),
-            scope="dm-only",
             category="workspace",
         ),
         Tool(
@@ -247,7 +250,6 @@ def workspace_tools(limits: Limits = Limits()) -> list[Tool]:
                 "additionalProperties": False,
             },
             handler=bind(workspace_read),
-            scope="dm-only",
             category="workspace",
         ),
         Tool(

@@ -1,14 +1,19 @@
-"""Create a workspace from the bundled template without touching anything that already exists."""
+"""Create a workspace from the bundled template without touching anything that already exists.
+
+The workspace holds the owner's private notes, so it and every folder and file created here are 0700/0600
+whatever the umask (existing files keep their content; their modes are narrowed).
+"""
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+from teleton.storage.private_files import make_private, private_dir, write_private
+
 PROMPT_FILES = ("SOUL.md", "IDENTITY.md", "USER.md", "MEMORY.md", "STRATEGY.md", "SECURITY.md", "HEARTBEAT.md")
-SUBDIRS = ("memory", "learnings", "downloads")
+SUBDIRS = ("memory", "learnings", "downloads", "public")
 
 
 def template_dir() -> Path:
@@ -24,18 +29,19 @@ class InitResult:
 def create_workspace(dest: Path) -> InitResult:
     """Copy each template file that is missing in ``dest``; existing files are kept as they are."""
     result = InitResult()
-    dest.mkdir(parents=True, exist_ok=True)
+    private_dir(dest)
     for sub in SUBDIRS:
-        (dest / sub).mkdir(exist_ok=True)
+        private_dir(dest / sub)
     source = template_dir()
     for src in sorted(source.rglob("*")):
         if not src.is_file() or src.name == ".gitkeep":
             continue
         target = dest / src.relative_to(source)
         if target.exists():
+            if target.is_file() and not target.is_symlink():
+                make_private(target)
             result.kept.append(target)
             continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src, target)
+        write_private(target, src.read_text(encoding="utf-8"), stop_at=dest)
         result.created.append(target)
     return result

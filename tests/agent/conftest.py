@@ -20,6 +20,7 @@ from teleton.gateway.terminal import TerminalGateway
 from teleton.llm import LLMClient, LLMSettings
 from teleton.memory import feed_archive as fa
 from teleton.memory.facts import FactStore
+from teleton.privacy import Principals
 from teleton.storage import Database
 from teleton.tools.memory_tools import memory_tools
 from teleton.tools.registry import ToolRegistry
@@ -137,8 +138,9 @@ async def build_harness(
         workspace=workspace,
         facts=FactStore(db),
         owner=OWNER,
+        principals=Principals(owner_id=OWNER.id),
     )
-    settings = settings or AgentSettings(owner_id=OWNER.id, session_reset_hour=None, session_idle_minutes=None)
+    settings = settings or AgentSettings(session_reset_hour=None, session_idle_minutes=None)
     harness = Harness(
         tmp_path=tmp_path, db=db, fake=fake, agent=Agent(deps, settings), gateway=gateway, llm=llm, console_out=out
     )

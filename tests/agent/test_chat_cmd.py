@@ -125,4 +125,4 @@ def test_settings_follow_the_config() -> None:
     assert settings.context.feed == 3 and settings.context.params.min_score == 0.2
     assert settings.limits.max_iterations == 4 and settings.limits.tool_timeout_s == 90
     assert settings.thresholds == type(settings.thresholds)(200_000, 0.5, 0.75, 200, 20)
-    assert settings.owner_id == 9 and settings.masking_keep == 10 and settings.daily_log_lines == 100
+    assert settings.masking_keep == 10 and settings.daily_log_lines == 100

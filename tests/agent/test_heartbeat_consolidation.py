@@ -11,13 +11,13 @@ from teleton.agent.heartbeat import SILENT, Heartbeat
 from teleton.agent.runtime import AgentSettings
 from teleton.memory.facts import Fact, FactStore
 from teleton.storage import Database
-from tests.agent.conftest import OWNER, Harness, build_harness
+from tests.agent.conftest import Harness, build_harness
 from tests.fakes.anthropic_server import FakeAnthropic, last_user_text, text
 
 
 async def test_heartbeat_stays_silent_unless_a_rule_fires(harness: Harness, fake_api: FakeAnthropic) -> None:
     (harness.workspace / "HEARTBEAT.md").write_text("- If a scheduled task failed, tell the owner.\n")
-    heartbeat = Heartbeat(harness.agent, OWNER.id, harness.workspace)
+    heartbeat = Heartbeat(harness.agent, harness.agent.principals, harness.workspace)
     harness.main = lambda body: text(SILENT)
     assert await heartbeat.beat() is None
     assert "HEARTBEAT" not in harness.console_out.getvalue()
@@ -31,14 +31,14 @@ async def test_heartbeat_stays_silent_unless_a_rule_fires(harness: Harness, fake
 
 
 async def test_heartbeat_without_rules_does_not_call_the_model(harness: Harness, fake_api: FakeAnthropic) -> None:
-    assert await Heartbeat(harness.agent, OWNER.id, harness.workspace).beat() is None
+    assert await Heartbeat(harness.agent, harness.agent.principals, harness.workspace).beat() is None
     assert fake_api.requests == []
 
 
 async def test_consolidation_summarises_idle_sessions_once_per_interval(
     tmp_path: Path, db: Database, fake_api: FakeAnthropic
 ) -> None:
-    settings = AgentSettings(owner_id=OWNER.id, session_reset_hour=None, session_idle_minutes=30)
+    settings = AgentSettings(session_reset_hour=None, session_idle_minutes=30)
     h = await build_harness(tmp_path, db, fake_api, settings)
     await h.dm("the plumber comes on Thursday at 9")
     await db.execute("update sessions set updated_at = updated_at - 3600 where active = 1")

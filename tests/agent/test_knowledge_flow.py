@@ -59,5 +59,5 @@ async def test_compaction_summary_goes_into_the_index(tmp_path: Path, db: Databa
     rows = await db.fetchall("select source, path, text from knowledge where source = 'session'")
     assert len(rows) == 1 and rows[0]["path"].startswith(f"sessions/{OWNER.id}/")
     assert "sailing lesson" in rows[0]["text"]
-    hits = await index.search("sailing lessons summary")
+    hits = await index.search("sailing lessons summary", labels=None)
     assert any("sailing lesson" in hit.text for hit in hits)

@@ -146,7 +146,7 @@ async def test_a_250_message_session_is_compacted(harness: Harness) -> None:
     requests = h.fake.requests[start:]
     kinds = ["facts" if "Extract the durable" in json.dumps(b) else b["model"] for b in requests]
     assert kinds == ["facts", "claude-test-small", "claude-test"]
-    assert [f.value for f in await h.agent.deps.facts.recall("topic 7", ["user"])] == ["The user likes topic 7"]
+    assert [f.value for f in await h.agent.deps.facts.recall("topic 7", ["owner"])] == ["The user likes topic 7"]
     log = today_log(h)
     assert "Session compacted (compacted)\nSummary: the user asked about topics" in log
     kb = await h.db.fetchone("select source, text from knowledge where source = 'session'")
@@ -202,7 +202,6 @@ async def test_old_tool_results_are_masked_in_what_the_model_gets(harness: Harne
 
 async def test_soft_threshold_flushes_memory_once(tmp_path: Path, db: Database, fake_api: FakeAnthropic) -> None:
     settings = AgentSettings(
-        owner_id=OWNER.id,
         session_reset_hour=None,
         session_idle_minutes=None,
         thresholds=Thresholds(context_window=8000),
@@ -230,7 +229,7 @@ async def test_soft_threshold_flushes_memory_once(tmp_path: Path, db: Database, 
 async def test_idle_and_daily_reset_end_the_session_with_a_summary(
     tmp_path: Path, db: Database, fake_api: FakeAnthropic
 ) -> None:
-    settings = AgentSettings(owner_id=OWNER.id, session_reset_hour=None, session_idle_minutes=30)
+    settings = AgentSettings(session_reset_hour=None, session_idle_minutes=30)
     h = await build_harness(tmp_path, db, fake_api, settings)
     await h.dm("we planned the garden party for Saturday")
     old = await h.agent.sessions.active(OWNER_DM.id)
@@ -242,9 +241,7 @@ async def test_idle_and_daily_reset_end_the_session_with_a_summary(
     assert row["end_reason"] == "idle" and "garden party" in row["summary"]
     assert "Session ended (idle)" in today_log(h)
 
-    h.agent.settings = AgentSettings(
-        owner_id=OWNER.id, session_reset_hour=datetime.now().hour, session_idle_minutes=None
-    )
+    h.agent.settings = AgentSettings(session_reset_hour=datetime.now().hour, session_idle_minutes=None)
     await db.execute("update sessions set updated_at = ? where id = ?", (time.time() - 3700, new.id))
     await h.dm("good morning")
     row = await db.fetchone("select end_reason from sessions where id = ?", (new.id,))
@@ -288,7 +285,7 @@ async def test_exchanges_feed_the_distiller_and_tool_errors_the_learnings(
     h.main = sequence(tool_use(("memory_recall", {})), text("noted"))
     await h.dm("I'm allergic to peanuts, by the way")
     await distiller.drain()
-    facts = await h.agent.deps.facts.recall("peanuts", ["user"])
+    facts = await h.agent.deps.facts.recall("peanuts", ["owner"])
     assert [f.value for f in facts] == ["Olga is allergic to peanuts"]
     start = len(fake_api.requests)
     await h.dm("what should I cook tonight?")
@@ -302,7 +299,7 @@ async def test_exchanges_feed_the_distiller_and_tool_errors_the_learnings(
 async def test_sweep_ends_idle_sessions_without_waiting_for_a_message(
     tmp_path: Path, db: Database, fake_api: FakeAnthropic
 ) -> None:
-    settings = AgentSettings(owner_id=OWNER.id, session_reset_hour=None, session_idle_minutes=30)
+    settings = AgentSettings(session_reset_hour=None, session_idle_minutes=30)
     h = await build_harness(tmp_path, db, fake_api, settings)
     await h.dm("the plumber comes on Thursday at 9")
     await h.group("book club moved to the library")

@@ -7,8 +7,9 @@ from pathlib import Path
 
 from teleton.memory.compaction import cut_index, is_user_turn, split, truncation_summary
 from teleton.memory.daily_logs import DailyLogs, exchange_line
-from teleton.memory.facts import Fact, FactStore, chat_scope
+from teleton.memory.facts import Fact, FactStore
 from teleton.memory.observation_masking import mask_observations
+from teleton.privacy import group_label as chat_scope
 from teleton.storage import Database
 
 
@@ -90,13 +91,13 @@ async def test_facts_dedup_update_scope_and_recall(db: Database) -> None:
     assert updated == type(updated)(first.id, "updated")
     await facts.save(Fact("Group deadline is Friday", scope=chat_scope(-100), importance=0.9))
     assert await facts.count() == 2
-    found = await facts.recall("what is my cat's name?", ["user"])
+    found = await facts.recall("what is my cat's name?", ["owner"])
     assert [f.value for f in found] == ["The cat is called Whiskerino II"]
-    assert found[0].access_count == 0 and (await facts.recall("cat", ["user"]))[0].access_count == 1
+    assert found[0].access_count == 0 and (await facts.recall("cat", ["owner"]))[0].access_count == 1
     assert await facts.recall("cat", [chat_scope(-100)]) == []
-    assert await facts.recall("deadline", ["user"]) == []
+    assert await facts.recall("deadline", ["owner"]) == []
     assert [f.value for f in await facts.salient([chat_scope(-100)])] == ["Group deadline is Friday"]
-    assert await facts.salient(["user"]) == []
+    assert await facts.salient(["owner"]) == []
     assert not await facts.remove(first.id, [chat_scope(-100)])
-    assert await facts.remove(first.id, ["user"])
-    assert await facts.count(["user"]) == 0
+    assert await facts.remove(first.id, ["owner"])
+    assert await facts.count(["owner"]) == 0

@@ -1,14 +1,14 @@
-"""memory_read's recent/list modes, memory_save scopes and memory_remove, each within the chat's access."""
+"""memory_read's recent/list modes, memory_save labels and memory_remove, each within the turn's clearance."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from teleton.agent.privacy import access_for
 from teleton.gateway.contract import ChatInfo, UserInfo
 from teleton.llm.tool_loop import ToolCall
 from teleton.memory.daily_logs import DailyLogs
 from teleton.memory.facts import FactStore
+from teleton.privacy import Principals
 from teleton.storage import Database
 from teleton.tools.memory_tools import memory_tools
 from teleton.tools.registry import ToolContext, ToolDeps, ToolRegistry
@@ -17,10 +17,15 @@ OWNER_DM = ChatInfo(4242, "dm")
 GROUP = ChatInfo(-100, "group", "Friends")
 
 
+ADMIN_DM = ChatInfo(5151, "dm")  # an admin's own DM: control rights, not the owner's memory
+PRINCIPALS = Principals(owner_id=OWNER_DM.id, admin_ids=frozenset({ADMIN_DM.id}))
+
+
 def _ctx(chat: ChatInfo, db: Database, workspace: Path, admin: bool) -> ToolContext:
-    deps = ToolDeps(db=db, workspace=workspace, facts=FactStore(db), daily_logs=DailyLogs(workspace / "memory"))
-    return ToolContext(chat=chat, sender=UserInfo(4242), is_admin=admin, access=access_for(chat, is_admin=admin),
-                       deps=deps)  # fmt: skip
+    deps = ToolDeps(db=db, workspace=workspace, facts=FactStore(db), daily_logs=DailyLogs(workspace / "memory"),
+                    principals=PRINCIPALS)  # fmt: skip
+    return ToolContext(chat=chat, sender=UserInfo(chat.id if chat.type == "dm" else 4242), is_admin=admin,
+                       clearance=PRINCIPALS.clearance(chat.id), deps=deps)  # fmt: skip
 
 
 async def test_read_recent_and_list(db: Database, tmp_path: Path) -> None:
@@ -33,29 +38,42 @@ async def test_read_recent_and_list(db: Database, tmp_path: Path) -> None:
     assert "MEMORY.md" in listing.content and "memory/" in listing.content
 
 
-async def test_save_scopes_and_remove(db: Database, tmp_path: Path) -> None:
+async def test_save_labels_and_remove(db: Database, tmp_path: Path) -> None:
     reg = ToolRegistry(memory_tools())
     dm, group = _ctx(OWNER_DM, db, tmp_path, admin=True), _ctx(GROUP, db, tmp_path, admin=False)
-    await reg.execute(ToolCall("a", "memory_save", {"value": "Water boils at 100 C", "scope": "global"}), dm)
+    admin_dm = _ctx(ADMIN_DM, db, tmp_path, admin=True)
+    await reg.execute(ToolCall("a", "memory_save", {"value": "Water boils at 100 C", "visibility": "public"}), dm)
     await reg.execute(ToolCall("b", "memory_save", {"value": "Olga's PIN hint is 'blue'"}), dm)
-    await reg.execute(ToolCall("c", "memory_save", {"value": "Meetups are on Tuesdays", "scope": "global"}), group)
+    await reg.execute(ToolCall("c", "memory_save", {"value": "Meetups are on Tuesdays"}), group)
+    await reg.execute(ToolCall("c2", "memory_save", {"value": "Ada likes tea"}), admin_dm)
+    # Only the owner makes a fact public; a group asking for it is refused, not quietly widened.
+    refused = await reg.execute(ToolCall("c3", "memory_save", {"value": "x", "visibility": "public"}), group)
+    assert refused.is_error and "owner" in refused.content
     scopes = {r[1]: r[0] for r in await db.fetchall("select scope, value from facts")}
-    assert scopes == {"Water boils at 100 C": "global", "Olga's PIN hint is 'blue'": "user",
-                      "Meetups are on Tuesdays": "chat:-100"}  # fmt: skip
-    private_id = (await db.fetchone("select id from facts where scope = 'user'"))[0]
-    refused = await reg.execute(ToolCall("d", "memory_remove", {"id": private_id}), group)
-    assert refused.is_error and "PIN" not in refused.content
+    assert scopes == {"Water boils at 100 C": "public", "Olga's PIN hint is 'blue'": "owner",
+                      "Meetups are on Tuesdays": "chat:-100", "Ada likes tea": "user:5151"}  # fmt: skip
+    private_id = (await db.fetchone("select id from facts where scope = 'owner'"))[0]
+    public_id = (await db.fetchone("select id from facts where scope = 'public'"))[0]
+    for attempt, fact_id in (("d", private_id), ("d2", public_id)):  # neither is the group's to delete
+        refused = await reg.execute(ToolCall(attempt, "memory_remove", {"id": fact_id}), group)
+        assert refused.is_error and "PIN" not in refused.content
     assert (await db.fetchone("select count(*) from facts where id = ?", (private_id,)))[0] == 1
+    # The admin's DM recalls the admin's own and public facts, never the owner's.
+    recalled = await reg.execute(ToolCall("r", "memory_recall", {"query": "PIN hint tea water"}), admin_dm)
+    assert "Ada likes tea" in recalled.content and "Water boils" in recalled.content
+    assert "PIN" not in recalled.content
     removed = await reg.execute(ToolCall("e", "memory_remove", {"id": private_id}), dm)
     assert removed.content == f"Removed fact #{private_id}."
-    assert await FactStore(db).count() == 2
+    assert await FactStore(db).count() == 3
 
 
-async def test_group_cannot_list_or_read_recent_logs(db: Database, tmp_path: Path) -> None:
+async def test_only_the_owner_lists_or_reads_the_logs(db: Database, tmp_path: Path) -> None:
     reg = ToolRegistry(memory_tools())
-    reg.set_override("memory_read", scope="always")  # even widened by an admin, Access still refuses
-    group = _ctx(GROUP, db, tmp_path, admin=False)
+    reg.set_override("memory_read", scope="always")  # even widened by an admin, the clearance refuses
+    group = _ctx(GROUP, db, tmp_path, admin=True)
     await group.deps.daily_logs.append_exchange("my secret plan", "ok")
-    for target in ("recent", "list"):
-        result = await reg.execute(ToolCall("t", "memory_read", {"target": target}), group)
-        assert result.is_error and "secret" not in result.content
+    (tmp_path / "MEMORY.md").write_text("secret memory")
+    for ctx in (group, _ctx(ADMIN_DM, db, tmp_path, admin=True)):
+        for target in ("recent", "list", "memory", "daily"):
+            result = await reg.execute(ToolCall("t", "memory_read", {"target": target}), ctx)
+            assert result.is_error and "secret" not in result.content, (ctx.chat, target)

@@ -11,8 +11,9 @@ from pathlib import Path
 from teleton.agent.distiller import Distiller
 from teleton.agent.runtime import AgentSettings
 from teleton.memory.compaction import Thresholds
-from teleton.memory.facts import Fact, chat_scope
+from teleton.memory.facts import Fact
 from teleton.memory.learnings import Learnings
+from teleton.privacy import group_label as chat_scope
 from teleton.storage import Database
 from tests.agent.conftest import ALICE, GROUP, MALLORY, OTHER_GROUP, OWNER, Harness, build_harness
 from tests.fakes.anthropic_server import (
@@ -119,7 +120,6 @@ async def seed_private_memory(h: Harness) -> None:
 async def test_no_dm_content_reaches_a_group_request(tmp_path: Path, db: Database, fake_api: FakeAnthropic) -> None:
     # Small thresholds so group turns also run memory flushes and compactions (utility-model requests).
     settings = AgentSettings(
-        owner_id=OWNER.id,
         session_reset_hour=None,
         session_idle_minutes=None,
         thresholds=Thresholds(context_window=6000, max_messages=12, keep_last=4),
@@ -150,7 +150,8 @@ async def test_no_dm_content_reaches_a_group_request(tmp_path: Path, db: Databas
         "learnings",
     ):
         assert SECRETS[name] in dm_body, f"sanity: the DM should see the {name}"
-    assert "Chess (-100888)" in dm_body  # a line from another chat says which chat
+    # A line from another chat is quoted data that says where it came from.
+    assert "> (from group 'Chess' (chat:-100888))" in dm_body
     await h.dm("/new")
     await h.agent.deps.distiller.drain()
 

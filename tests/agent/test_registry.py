@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from teleton.agent.privacy import access_for
 from teleton.gateway.contract import ChatInfo, UserInfo
 from teleton.llm.tool_loop import ToolCall
+from teleton.privacy import Principals
 from teleton.storage import Database
 from teleton.tools.memory_tools import memory_tools
 from teleton.tools.registry import Tool, ToolContext, ToolDeps, ToolRegistry, scope_allows
 
 DM = ChatInfo(1, "dm")
 GROUP = ChatInfo(-100, "group", "Friends")
+PRINCIPALS = Principals(owner_id=DM.id)  # DM is the owner's own chat
 
 
 async def echo(args: dict, ctx: ToolContext) -> str:
@@ -38,8 +39,8 @@ def ctx(chat: ChatInfo, db: Database, tmp_path: Path, admin: bool = False) -> To
         chat=chat,
         sender=UserInfo(7),
         is_admin=admin,
-        access=access_for(chat, is_admin=admin),
-        deps=ToolDeps(db=db, workspace=tmp_path),
+        clearance=PRINCIPALS.clearance(chat.id),
+        deps=ToolDeps(db=db, workspace=tmp_path, principals=PRINCIPALS),
     )
 
 
@@ -85,7 +86,7 @@ async def test_overrides_disable_and_rescope(db: Database, tmp_path: Path) -> No
     reg.set_override("echo", enabled=False)
     assert "echo" not in {t["name"] for t in reg.schemas(DM, True)}
     assert (await reg.execute(ToolCall("t", "echo", {"word": "x"}), ctx(DM, db, tmp_path, True))).is_error
-    reg.set_override("memory_read", scope="always")  # even widened, the tool's own Access check holds
+    reg.set_override("memory_read", scope="always")  # even widened, the tool's own clearance check holds
     (tmp_path / "MEMORY.md").write_text("secret")
     result = await reg.execute(ToolCall("t", "memory_read", {"target": "memory"}), ctx(GROUP, db, tmp_path))
     assert result.is_error and "secret" not in result.content

@@ -10,6 +10,7 @@ from telethon.tl import types
 from teleton.agent.runtime import Agent, AgentDeps, AgentSettings
 from teleton.llm import LLMClient
 from teleton.memory.facts import FactStore
+from teleton.privacy import Principals
 from teleton.storage import Database
 from teleton.telegram.gateway import TelegramGateway
 from teleton.tools.memory_tools import memory_tools
@@ -36,8 +37,9 @@ async def test_a_telegram_dm_and_group_mention_are_answered(
             registry=ToolRegistry(memory_tools()),
             workspace=tmp_path / "ws",
             facts=FactStore(db),
+            principals=Principals(owner_id=ADMIN.id),
         ),
-        AgentSettings(owner_id=ADMIN.id, session_reset_hour=None, session_idle_minutes=None),
+        AgentSettings(session_reset_hour=None, session_idle_minutes=None),
     )
     dispatcher = gateway.on_message(agent.handle)
     gateway.install()

@@ -234,7 +234,10 @@ async def test_group_replies_quote_the_message_and_log_with_the_group(harness: H
     h = harness
     await h.group("hey bot, what's up?")
     assert h.gateway.sent[-1].chat_id == GROUP.id
-    assert "(Book club) Alice (@alice): hey bot" in today_log(h)
+    # The owner's log keeps the group's exchange as quoted data, with where it came from.
+    assert "> [" in today_log(
+        h
+    ) and '(from group "Book club" (chat:-100777)) User: Alice (@alice): hey bot' in today_log(h)
     assert "Alice (@alice): hey bot, what's up?" in last_user_text(h.fake.requests[-1])
     assert "Book club" in body_text(h.fake.requests[-1]["system"])
 
@@ -296,7 +299,8 @@ async def test_tool_rag_pick_limits_the_tools_sent(harness: Harness) -> None:
 
 
 async def test_a_group_sees_its_own_facts_in_context(harness: Harness) -> None:
-    from teleton.memory.facts import Fact, chat_scope
+    from teleton.memory.facts import Fact
+    from teleton.privacy import group_label as chat_scope
 
     h = harness
     facts = h.agent.deps.facts

@@ -66,10 +66,11 @@ def test_synthetic_migration_step_upgrades_and_rolls_back(tmp_path: Path) -> Non
     def add_column(c) -> None:
         c.execute("alter table tg_chats add column color text not null default 'blue'")
 
-    assert schema_mod.migrate(conn, [*schema_mod.MIGRATIONS, add_column]) == (1, 2)
+    v = schema_mod.SCHEMA_VERSION
+    assert schema_mod.migrate(conn, [*schema_mod.MIGRATIONS, add_column]) == (v, v + 1)
     assert conn.execute("select title, color from tg_chats where id = 7").fetchone()[:] == ("Trip", "blue")
     # Running again is a no-op.
-    assert schema_mod.migrate(conn, [*schema_mod.MIGRATIONS, add_column]) == (2, 2)
+    assert schema_mod.migrate(conn, [*schema_mod.MIGRATIONS, add_column]) == (v + 1, v + 1)
 
     def broken(c) -> None:
         c.execute("create table half_done(x)")
@@ -77,7 +78,7 @@ def test_synthetic_migration_step_upgrades_and_rolls_back(tmp_path: Path) -> Non
 
     with pytest.raises(RuntimeError, match="step failed"):
         schema_mod.migrate(conn, [*schema_mod.MIGRATIONS, add_column, broken])
-    assert schema_mod.current_version(conn) == 2
+    assert schema_mod.current_version(conn) == v + 1
     assert "half_done" not in _tables(conn)  # the failed step left nothing behind
     # A database from a newer Teleton is refused, not damaged.
     with pytest.raises(RuntimeError, match="newer than this Teleton supports"):
@@ -114,7 +115,7 @@ async def test_model_change_drops_vectors_instead_of_mixing(tmp_path: Path) -> N
     )
     await db.write(
         lambda c: c.execute(
-            "insert into knowledge_vec(id, source, embedding) values (1, 'memory', ?)", (_vec(1, 0, 0, 0),)
+            "insert into knowledge_vec(id, label, embedding) values (1, 'owner', ?)", (_vec(1, 0, 0, 0),)
         )
     )
     await db.close()
@@ -122,7 +123,7 @@ async def test_model_change_drops_vectors_instead_of_mixing(tmp_path: Path) -> N
     assert db.info.vectors_reset
     assert (await db.fetchone("select count(*) from knowledge_vec"))[0] == 0
     assert (await db.fetchone("select embedded from knowledge"))[0] == 0  # queued for re-embedding
-    await db.execute("insert into knowledge_vec(id, source, embedding) values (1, 'memory', ?)", (_vec(*[0.5] * 8),))
+    await db.execute("insert into knowledge_vec(id, label, embedding) values (1, 'owner', ?)", (_vec(*[0.5] * 8),))
     await db.close()
     db = await Database.open(path, embedding=("model-b", 8))
     assert not db.info.vectors_reset  # same model again: index kept

@@ -7,8 +7,9 @@ import time
 
 from teleton.memory.embeddings.local import LocalEmbedder
 from teleton.memory.fact_recall import category_key, label_overlap, pick_categories
-from teleton.memory.facts import Fact, FactStore, chat_scope
+from teleton.memory.facts import Fact, FactStore
 from teleton.memory.hybrid_search import FACTS, SearchParams, hybrid_search
+from teleton.privacy import group_label as chat_scope
 from teleton.storage import Database
 
 PERSONAL = [
@@ -20,7 +21,7 @@ PERSONAL = [
 ]
 
 
-async def seed(store: FactStore, facts: list[tuple[str, str]], scope: str = "user") -> None:
+async def seed(store: FactStore, facts: list[tuple[str, str]], scope: str = "owner") -> None:
     for category, value in facts:
         await store.save(Fact(value, category=category, scope=scope))
 
@@ -53,14 +54,14 @@ async def test_a_pet_query_picks_the_pet_category_past_thirty_stronger_keyword_m
     await store.save(Fact("The group's dog is called Pluto", category="pet", scope=chat_scope(-5)))
     query = "What is my dog's name?"
     # A flat search ranks the 30 facts sharing the word "name" first; the dog fact is cut from the top 20.
-    assert "Rex is a golden retriever who loves the beach" not in await flat_top(mdb, store, query, ["user"])
+    assert "Rex is a golden retriever who loves the beach" not in await flat_top(mdb, store, query, ["owner"])
 
-    found = await store.retrieve(query, ["user"], limit=3)
+    found = await store.retrieve(query, ["owner"], limit=3)
     assert found.categories == ("pet",)
     assert found.facts[0].value == "Rex is a golden retriever who loves the beach"
     # One pet fact is too few for three: the rest comes from every fact in scope, never from another scope.
     assert found.fell_back and len(found.facts) == 3
-    assert all(f.scope == "user" for f in found.facts)
+    assert all(f.scope == "owner" for f in found.facts)
     assert "Pluto" not in " ".join(f.value for f in found.facts)
 
 
@@ -71,18 +72,18 @@ async def test_too_few_in_the_categories_falls_back_to_all_facts_in_scope(
     await seed(store, PERSONAL)
     await store.save(Fact("The chess tournament is in May", category="hobby", scope=chat_scope(-7)))
 
-    allergy = await store.retrieve("am I allergic to anything?", ["user"], limit=1)
+    allergy = await store.retrieve("am I allergic to anything?", ["owner"], limit=1)
     assert allergy.categories == ("health",) and not allergy.fell_back
     assert [f.value for f in allergy.facts] == ["Olga is allergic to peanuts"]
 
-    about_olga = await store.retrieve("what does Olga eat?", ["user"], limit=3)
+    about_olga = await store.retrieve("what does Olga eat?", ["owner"], limit=3)
     assert about_olga.categories == ("food",) and about_olga.fell_back
     assert about_olga.facts[0].value == "Olga's favourite dish is ramen"
     assert {f.category for f in about_olga.facts[1:]} <= {"health", "work", "travel", "pet"}
     assert len(about_olga.facts) == 3
 
     # A query no category is about searches everything in scope, and only in scope.
-    vague = await store.retrieve("anything about May?", ["user"], limit=10)
+    vague = await store.retrieve("anything about May?", ["owner"], limit=10)
     assert vague.categories == () and vague.fell_back
     assert [f.value for f in vague.facts] == ["Flight to Lisbon on May 3"]
     everywhere = await store.retrieve("anything about May?", None, limit=10)
@@ -95,13 +96,13 @@ async def test_an_explicit_category_filters_inside_the_search(mdb: Database, emb
     await store.save(Fact("Rex gets nervous when meeting other dogs", category="pet"))
     await store.save(Fact("Pluto loves meeting new people", category="pet", scope=chat_scope(-5)))
     query = "Where is the team meeting on Monday?"
-    assert "Rex gets nervous when meeting other dogs" not in await flat_top(mdb, store, query, ["user"])
+    assert "Rex gets nervous when meeting other dogs" not in await flat_top(mdb, store, query, ["owner"])
 
-    found = await store.recall(query, ["user"], category="pet")
+    found = await store.recall(query, ["owner"], category="pet")
     assert [f.value for f in found] == ["Rex gets nervous when meeting other dogs"]
-    assert [f.value for f in await store.recall(query, ["user"], category=" Pet ")] == [found[0].value]
-    assert await store.recall(query, ["user"], category="travel") == []  # a filter, never a fallback
-    work = await store.recall(query, ["user"], category="work", limit=5)
+    assert [f.value for f in await store.recall(query, ["owner"], category=" Pet ")] == [found[0].value]
+    assert await store.recall(query, ["owner"], category="travel") == []  # a filter, never a fallback
+    work = await store.recall(query, ["owner"], category="work", limit=5)
     assert len(work) == 5 and all(f.category == "work" for f in work)
 
 
@@ -109,10 +110,10 @@ async def test_the_category_filter_also_works_keyword_only(db: Database) -> None
     store = FactStore(db)  # no embedder: FTS alone
     await seed(store, [("work", f"The team meeting number {n} is on Monday in room {n}") for n in range(30)])
     await store.save(Fact("Rex gets nervous when meeting other dogs", category="pet"))
-    found = await store.recall("team meeting Monday", ["user"], category="pet")
+    found = await store.recall("team meeting Monday", ["owner"], category="pet")
     assert [f.value for f in found] == ["Rex gets nervous when meeting other dogs"]
     # Keyword-only, a category is picked when the query names it.
-    picked = await store.retrieve("which pet gets nervous at meetings?", ["user"], limit=1)
+    picked = await store.retrieve("which pet gets nervous at meetings?", ["owner"], limit=1)
     assert picked.categories == ("pet",) and picked.facts[0].category == "pet"
 
 
@@ -129,7 +130,7 @@ async def test_access_boost_and_recency_decay_reorder_close_calls(mdb: Database,
         )
 
     async def order(s: FactStore = store) -> list[int]:
-        return [f.id for f in await s.recall(query, ["user"], limit=2)]
+        return [f.id for f in await s.recall(query, ["owner"], limit=2)]
 
     await state(green, 0, 0)
     await state(black, 0, 0)
@@ -152,7 +153,7 @@ async def test_recall_bumps_access_of_what_it_returns(mdb: Database, embedder: L
     store = FactStore(mdb, embedder)
     await seed(store, PERSONAL)
     before = time.time()
-    found = await store.recall("am I allergic to anything?", ["user"], limit=1)
+    found = await store.recall("am I allergic to anything?", ["owner"], limit=1)
     row = await mdb.fetchone("select access_count, last_access from facts where id = ?", (found[0].id,))
     assert row["access_count"] == 1 and row["last_access"] >= before
     untouched = await mdb.fetchone("select sum(access_count) from facts where id != ?", (found[0].id,))

@@ -15,7 +15,7 @@ from teleton.scheduler.task_store import NewTask, TaskStore
 from teleton.storage import Database
 from teleton.tools.registry import Tool, ToolContext, ToolDeps, ToolRegistry
 from teleton.tools.task_tools import parse_when, task_tools
-from tests.tools.conftest import DM, GROUP, call, make_ctx
+from tests.tools.conftest import DM, GROUP, call, make_ctx, principals
 
 
 class Agent:
@@ -25,15 +25,11 @@ class Agent:
         self.turns: list[tuple[int, str]] = []
         self.origins: list[tuple[Any, Any]] = []
 
-    async def run_turn(self, chat_id: int, text: str) -> str:
-        from teleton.scheduler.scheduler import current_task
-
-        task = current_task.get()
-        assert task is not None
-        self.origins.append((task.payload.get("admin"), task.payload.get("sender_id")))
+    async def run_turn(self, task: Any, text: str) -> str:
+        self.origins.append((task.clearance, task.principal_admin, task.principal_id))
         header, text = text.split("\n", 1)
         assert header.startswith("[Scheduled task #") and header.endswith("]")
-        self.turns.append((chat_id, text))
+        self.turns.append((task.chat_id, text))
         if "FAIL" in text:
             raise RuntimeError(f"could not do {text}")
         return f"did {text}"
@@ -53,7 +49,7 @@ class Harness:
         self.agent = Agent()
         self.notes: list[str] = []
         self.registry = ToolRegistry([*task_tools(), note_tool(self.notes)])
-        self.deps = ToolDeps(db=db, workspace=workspace)
+        self.deps = ToolDeps(db=db, workspace=workspace, principals=principals())
         self.scheduler = Scheduler(
             db,
             run_agent_turn=self.agent.run_turn,
@@ -63,9 +59,9 @@ class Harness:
         )
         self.deps.extras["scheduler"] = self.scheduler
 
-    async def context_for(self, chat_id: int, is_admin: bool) -> ToolContext:
-        chat = DM if chat_id == DM.id else GROUP
-        return make_ctx(self.deps, chat, admin=is_admin)
+    async def context_for(self, task: Any) -> ToolContext:
+        chat = DM if task.chat_id == DM.id else GROUP
+        return make_ctx(self.deps, chat, admin=task.principal_admin)
 
     async def tool(self, name: str, chat: Any = DM, admin: bool = True, **args: Any) -> ToolResult:
         return await call(self.registry, make_ctx(self.deps, chat, admin=admin), name, **args)
@@ -86,7 +82,8 @@ async def h(db: Database, tmp_path: Path) -> Harness:
     return Harness(db, tmp_path)
 
 
-async def until(predicate: Any, limit_s: float = 5.0) -> None:
+async def until(predicate: Any, limit_s: float = 60.0) -> None:
+    """Wait for a state; the bound only turns a hang into a failure (no timing is asserted)."""
     deadline = time.monotonic() + limit_s
     while not await predicate():
         assert time.monotonic() < deadline, "timed out waiting"
@@ -127,7 +124,7 @@ async def test_chain_runs_in_order_when_all_succeed(h: Harness) -> None:
     finally:
         await h.scheduler.stop()
     assert [text for _, text in h.agent.turns] == ["A", "B", "C"]
-    assert h.agent.origins == [(True, 1000)] * 3  # scheduled by the owner (admin) in the DM
+    assert h.agent.origins == [("owner", True, 1000)] * 3  # scheduled by the owner (admin) in their DM
     assert "did C" in (await h.tool("list_tasks")).content
 
 

@@ -12,9 +12,9 @@ import pytest
 from telethon import TelegramClient, functions, types
 from telethon.sessions import MemorySession
 
-from teleton.agent.privacy import access_for
 from teleton.gateway.contract import ChatInfo, UserInfo
 from teleton.llm.tool_loop import ToolCall, ToolResult
+from teleton.privacy import Principals
 from teleton.storage import Database
 from teleton.tools.registry import ToolContext, ToolDeps, ToolRegistry
 from teleton.workspace.template import create_workspace
@@ -47,11 +47,12 @@ BASIC_GROUP = types.Chat(
 
 
 def make_ctx(deps: ToolDeps, chat: ChatInfo, *, admin: bool, message_id: int | None = 10) -> ToolContext:
+    """A turn in ``chat``: its clearance is the chat's (the owner's DM reads everything), ``admin`` its rights."""
     return ToolContext(
         chat=chat,
         sender=OWNER if admin else STRANGER,
         is_admin=admin,
-        access=access_for(chat, is_admin=admin),
+        clearance=deps.principals.clearance(chat.id),
         deps=deps,
         message_id=message_id,
     )
@@ -71,7 +72,12 @@ def workspace(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def deps(db: Database, workspace: Path) -> ToolDeps:
-    return ToolDeps(db=db, workspace=workspace)
+    return ToolDeps(db=db, workspace=workspace, principals=principals())
+
+
+def principals() -> Principals:
+    """OWNER is the owner: their DM (chat 1000) has the owner's clearance; any other chat its own."""
+    return Principals(owner_id=OWNER.id)
 
 
 class RecordingClient(TelegramClient):

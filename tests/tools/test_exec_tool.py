@@ -1,4 +1,5 @@
-"""exec: off by default, admin-only, timeout kills the whole process group, every run audited."""
+"""exec: off by default, the owner's alone, scrubbed environment, timeout kills the whole process group,
+every run audited."""
 
 from __future__ import annotations
 
@@ -6,12 +7,15 @@ import asyncio
 import os
 from pathlib import Path
 
+import pytest
+
 from teleton.config.schema import Config
+from teleton.llm.tool_loop import ToolResult
 from teleton.storage import Database
 from teleton.tools.exec_tool import ExecSettings, exec_tools, run_command
 from teleton.tools.registry import ToolDeps, ToolRegistry
 from teleton.tools.suite import build_registry
-from tests.tools.conftest import DM, GROUP, call, make_ctx
+from tests.tools.conftest import BOB_DM, DM, GROUP, call, make_ctx, principals
 
 
 def group_members(pgid: int) -> list[int]:
@@ -60,7 +64,7 @@ def test_exec_is_not_registered_unless_enabled() -> None:
 
 async def test_timeout_kills_children_and_is_audited(db: Database, workspace: Path) -> None:
     registry = ToolRegistry(exec_tools(ExecSettings(timeout_s=3.0)))
-    deps = ToolDeps(db=db, workspace=workspace)
+    deps = ToolDeps(db=db, workspace=workspace, principals=principals())
     ctx = make_ctx(deps, DM, admin=True)
     running = asyncio.create_task(call(registry, ctx, "exec", command="sh -c 'sleep 60 & sleep 60'"))
     for _ in range(125):  # a loaded machine can take a while to start three processes
@@ -93,7 +97,7 @@ async def test_timeout_leaves_no_process_of_the_group(workspace: Path) -> None:
 
 async def test_output_cap_exit_code_and_cwd(db: Database, workspace: Path) -> None:
     registry = ToolRegistry(exec_tools(ExecSettings(timeout_s=5, output_cap=100)))
-    ctx = make_ctx(ToolDeps(db=db, workspace=workspace), DM, admin=True)
+    ctx = make_ctx(ToolDeps(db=db, workspace=workspace, principals=principals()), DM, admin=True)
     result = await call(registry, ctx, "exec", command="pwd; head -c 100000 /dev/zero | tr '\\0' x; exit 3")
     assert result.is_error and "exit code 3" in result.content
     assert os.path.realpath(workspace) in result.content  # noqa: ASYNC240 and "[output truncated]" in result.content
@@ -104,25 +108,51 @@ async def test_output_cap_exit_code_and_cwd(db: Database, workspace: Path) -> No
     assert [r["exit_code"] for r in rows] == [3, 0] and rows[1]["stderr"] == "hello\n"
 
 
-async def test_exec_is_admin_only_even_when_called_by_name(db: Database, workspace: Path) -> None:
+async def test_exec_is_the_owners_alone_even_when_called_by_name(db: Database, workspace: Path) -> None:
     registry = ToolRegistry(exec_tools())
-    deps = ToolDeps(db=db, workspace=workspace)
-    for ctx in (make_ctx(deps, DM, admin=False), make_ctx(deps, GROUP, admin=False)):
-        assert "exec" not in [t.name for t in registry.available(ctx.chat, ctx.is_admin)]
+    deps = ToolDeps(db=db, workspace=workspace, principals=principals())
+    owner = make_ctx(deps, DM, admin=True)
+    assert "exec" in [t.name for t in registry.available(owner.chat, owner.is_admin, is_owner=True)]
+    # An admin in their own DM, an admin in a group, a stranger in a group: none is the owner's clearance.
+    others = [make_ctx(deps, BOB_DM, admin=True), make_ctx(deps, GROUP, admin=True), make_ctx(deps, GROUP, admin=False)]
+    for ctx in others:
+        offered = registry.available(ctx.chat, ctx.is_admin, is_owner=ctx.clearance.is_owner)
+        assert "exec" not in [t.name for t in offered]
         result = await call(registry, ctx, "exec", command="touch pwned")
         assert result.is_error
     registry.set_override("exec", scope="always")  # a careless override still does not open a shell
-    result = await call(registry, make_ctx(deps, GROUP, admin=False), "exec", command="touch pwned")
-    assert result.is_error and "admin" in result.content
+    tool = registry.get("exec")
+    assert tool is not None
+    for ctx in others:
+        assert "exec" not in [t.name for t in registry.available(ctx.chat, ctx.is_admin)]
+        result = await call(registry, ctx, "exec", command="touch pwned")
+        assert result.is_error
+        # The handler checks again, should a caller ever skip the registry's door.
+        direct = await tool.handler({"command": "touch pwned"}, ctx)
+        assert isinstance(direct, ToolResult) and direct.is_error and "owner" in direct.content
     assert not (workspace / "pwned").exists()
     assert (await db.fetchone("select count(*) from exec_audit"))[0] == 0  # refused calls never ran
+
+
+async def test_exec_runs_with_a_scrubbed_environment(
+    db: Database, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-SECRET-KEY")
+    monkeypatch.setenv("TELETON_TELEGRAM__BOT_TOKEN", "123:SECRET-TOKEN")
+    monkeypatch.setenv("TELETON_CONFIG", "/etc/teleton/config.yaml")
+    registry = ToolRegistry(exec_tools(ExecSettings(timeout_s=10)))
+    ctx = make_ctx(ToolDeps(db=db, workspace=workspace, principals=principals()), DM, admin=True)
+    result = await call(registry, ctx, "exec", command="env; echo PATH-IS=$PATH")
+    assert not result.is_error
+    assert "SECRET" not in result.content and "TELETON_" not in result.content and "ANTHROPIC" not in result.content
+    assert "PATH-IS=/" in result.content  # commands still find their programs
 
 
 async def test_a_turn_timeout_cancelling_exec_still_kills_and_audits(db: Database, workspace: Path) -> None:
     from teleton.llm.tool_loop import LoopLimits, ToolCall, run_one
 
     registry = ToolRegistry(exec_tools(ExecSettings(timeout_s=30)))
-    ctx = make_ctx(ToolDeps(db=db, workspace=workspace), DM, admin=True)
+    ctx = make_ctx(ToolDeps(db=db, workspace=workspace, principals=principals()), DM, admin=True)
     marker = workspace / "started"
     command = f"touch {marker}; sleep 60 & sleep 60"
     outcome = await run_one(

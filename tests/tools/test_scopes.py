@@ -5,7 +5,7 @@ from __future__ import annotations
 from teleton.config.schema import Config
 from teleton.tools.registry import ToolDeps
 from teleton.tools.suite import build_registry
-from tests.tools.conftest import DM, GROUP, call, make_ctx
+from tests.tools.conftest import BOB_DM, DM, GROUP, call, make_ctx
 
 
 def full_config() -> Config:
@@ -18,7 +18,7 @@ async def test_dm_only_and_admin_only_tools_are_hidden_and_refused(deps: ToolDep
     registry = build_registry(full_config())
     dm_only = [n for n in registry.names if registry.scope_of(n) == "dm-only"]
     admin_only = [n for n in registry.names if registry.scope_of(n) == "admin-only"]
-    assert {"workspace_read", "workspace_list", "list_dialogs", "memory_read"} <= set(dm_only)
+    assert {"list_dialogs", "memory_read", "memory_write"} <= set(dm_only)
     assert {"exec", "kick_user", "ban_user", "unban_user", "workspace_write"} <= set(admin_only)
 
     offered_in_group = {s["name"] for s in registry.schemas(GROUP, is_admin=True)}
@@ -27,7 +27,7 @@ async def test_dm_only_and_admin_only_tools_are_hidden_and_refused(deps: ToolDep
     assert not offered_to_member & (set(dm_only) | set(admin_only))
 
     group_admin = make_ctx(deps, GROUP, admin=True)
-    member_dm = make_ctx(deps, DM, admin=False)
+    member_dm = make_ctx(deps, BOB_DM, admin=False)
     for name in dm_only:
         result = await call(registry, group_admin, name)
         assert result.is_error and "not available" in result.content, name

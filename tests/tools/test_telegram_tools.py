@@ -11,6 +11,7 @@ from telethon import functions, types
 
 from teleton.memory.feed_archive import MessageRecord, insert_message
 from teleton.storage import Database
+from teleton.tools.outbox import Outbox, OutboxSettings
 from teleton.tools.registry import ToolDeps, ToolRegistry
 from teleton.tools.telegram_tools import TelegramToolSettings, telegram_tools
 from tests.tools.conftest import BOB, BOB_DM, DM, GROUP, OTHER_GROUP, call, make_ctx
@@ -24,6 +25,7 @@ def registry() -> ToolRegistry:
 @pytest.fixture
 def tg_deps(deps: ToolDeps, telegram: Any) -> ToolDeps:
     deps.gateway = telegram[0]
+    deps.outbox = Outbox(deps.db, deps.gateway, deps.principals)  # privacy.cross_chat_sends: approve
     return deps
 
 
@@ -44,13 +46,23 @@ async def test_send_and_reply_build_real_requests(registry, tg_deps, client) -> 
     assert client.sent(functions.messages.SendMessageRequest)[-1].reply_to.reply_to_msg_id == 77
 
 
-async def test_sending_elsewhere_needs_an_admin(registry, tg_deps, client) -> None:
+async def test_sending_elsewhere_needs_an_admin_and_the_owners_approval(registry, tg_deps, client) -> None:
     stranger = make_ctx(tg_deps, GROUP, admin=False)
     result = await call(registry, stranger, "send_message", text="spam", chat_id=BOB.id)
     assert result.is_error and "admin" in result.content
     assert not client.requests
+    # The owner's chat has seen the owner's memory, which Bob may not read: the send waits for approval,
+    # and the owner is told exactly what would go out (in their own DM, through Telegram).
     owner = make_ctx(tg_deps, DM, admin=True)
-    assert not (await call(registry, owner, "send_message", text="hi", chat_id=BOB.id)).is_error
+    result = await call(registry, owner, "send_message", text="meeting moved to 5", chat_id=BOB.id)
+    assert not result.is_error and "Held for the owner's approval (#1)" in result.content
+    notice = client.sent(functions.messages.SendMessageRequest)[-1]
+    assert notice.peer.user_id == DM.id and "meeting moved to 5" in notice.message and "/approve 1" in notice.message
+    assert all(r.peer.user_id != BOB.id for r in client.sent(functions.messages.SendMessageRequest))
+    assert await tg_deps.outbox.approve(1, by=DM.id) == f"Sent #1 to chat {BOB.id}."
+    sent = client.sent(functions.messages.SendMessageRequest)[-1]
+    assert sent.peer.user_id == BOB.id and sent.message == "meeting moved to 5"
+    assert "already sent" in await tg_deps.outbox.approve(1, by=DM.id)  # approved once, sent once
 
 
 async def test_edit_pin_unpin_react(registry, tg_deps, client) -> None:
@@ -79,11 +91,18 @@ async def test_poll(registry, tg_deps, client) -> None:
 
 
 async def test_forward(registry, tg_deps, client) -> None:
+    # A group's message forwarded to Bob: Bob may not read the group, so the owner decides.
     ctx = make_ctx(tg_deps, GROUP, admin=True)
     result = await call(registry, ctx, "forward_message", message_id=12, to_chat_id=BOB.id)
-    assert not result.is_error, result
+    assert not result.is_error and "Held" in result.content, result
+    assert not client.sent(functions.messages.ForwardMessagesRequest)
+    assert "Sent #1" in await tg_deps.outbox.approve(1, by=DM.id)
     fwd = client.sent(functions.messages.ForwardMessagesRequest)[-1]
     assert fwd.id == [12] and fwd.to_peer.user_id == BOB.id
+    # With privacy.cross_chat_sends: allow the owner chose to let such sends through.
+    tg_deps.outbox.settings = OutboxSettings(mode="allow")
+    assert not (await call(registry, ctx, "forward_message", message_id=13, to_chat_id=BOB.id)).is_error
+    assert client.sent(functions.messages.ForwardMessagesRequest)[-1].id == [13]
     # Forwarding OUT of another chat needs access to it: a group member cannot pull from Bob's DM.
     member = make_ctx(tg_deps, GROUP, admin=False)
     result = await call(registry, member, "forward_message", message_id=1, from_chat_id=BOB.id, to_chat_id=GROUP.id)
@@ -108,15 +127,27 @@ async def test_delete_in_a_group_only_own_messages_unless_admin(registry, tg_dep
     assert not (await call(registry, admin, "delete_message", message_ids=[51])).is_error
 
 
-async def test_send_file_from_workspace_respects_privacy(registry, tg_deps, client) -> None:
-    (tg_deps.workspace / "photo.txt").write_text("a picture, honestly")
+async def test_send_file_from_workspace_respects_labels(registry, tg_deps, client) -> None:
+    ws = tg_deps.workspace
+    (ws / "public").mkdir(exist_ok=True)
+    (ws / "public" / "photo.txt").write_text("a picture, honestly")
+    (ws / "chats" / str(GROUP.id)).mkdir(parents=True)
+    (ws / "chats" / str(GROUP.id) / "agenda.txt").write_text("the group's own agenda")
+    (ws / "photo.txt").write_text("a file at the root is the owner's")
+    (ws / "learnings" / "errors.md").write_text("owner's tool errors")
+    (ws / "downloads" / str(BOB.id)).mkdir(parents=True)
+    (ws / "downloads" / str(BOB.id) / "scan.txt").write_text("Bob's passport scan")
     group_admin = make_ctx(tg_deps, GROUP, admin=True)
-    result = await call(registry, group_admin, "send_file", path="photo.txt", caption="look")
-    assert not result.is_error, result
-    assert client.sent(functions.upload.SaveFilePartRequest)
-    assert client.sent(functions.messages.SendMediaRequest)[-1].message == "look"
+    for path, caption in (("public/photo.txt", "look"), (f"chats/{GROUP.id}/agenda.txt", "agenda")):
+        result = await call(registry, group_admin, "send_file", path=path, caption=caption)
+        assert not result.is_error, result
+        assert client.sent(functions.messages.SendMediaRequest)[-1].message == caption
     before = len(client.requests)
-    for path in ("MEMORY.md", "memory/2026-01-01.md", "../etc/passwd", "/etc/passwd"):
+    refused = (
+        "photo.txt", "MEMORY.md", "HEARTBEAT.md", "learnings/errors.md", "learnings/corrections.md",
+        f"downloads/{BOB.id}/scan.txt", "memory/2026-01-01.md", "../etc/passwd", "/etc/passwd",
+    )  # fmt: skip
+    for path in refused:
         result = await call(registry, group_admin, "send_file", path=path)
         assert result.is_error, path
     assert len(client.requests) == before
@@ -153,12 +184,14 @@ async def test_download_media_is_capped_and_lands_in_downloads(registry, tg_deps
     )
     result = await call(registry, ctx, "download_media")
     assert not result.is_error, result
-    assert "downloads/notes.txt" in result.content
-    assert (tg_deps.workspace / "downloads" / "notes.txt").read_bytes() == b"hello notes"
+    folder = tg_deps.workspace / "downloads" / str(GROUP.id)  # the group's label, not the owner's
+    assert f"downloads/{GROUP.id}/notes.txt" in result.content
+    assert (folder / "notes.txt").read_bytes() == b"hello notes"
+    assert (folder / "notes.txt").stat().st_mode & 0o777 == 0o600 and folder.stat().st_mode & 0o777 == 0o700
     # A sender-chosen file name cannot steer the download out of downloads/ (or onto MEMORY.md).
     client.answers[functions.channels.GetMessagesRequest] = lambda r: message_with(11, "../../MEMORY.md")
     result = await call(registry, ctx, "download_media")
-    assert not result.is_error and "downloads/MEMORY.md" in result.content, result
+    assert not result.is_error and f"downloads/{GROUP.id}/MEMORY.md" in result.content, result
     assert "hello notes" not in (tg_deps.workspace / "MEMORY.md").read_text()
 
 

@@ -40,7 +40,7 @@ def test_apply_is_pure_over_the_registry() -> None:
     reply, change = apply_tool_command(registry, ToolCommand("disable", "nope"))
     assert change is None and "No tool" in reply
     listing, _ = apply_tool_command(registry, ToolCommand("list"))
-    assert "react [on, always]" in listing and "telegram:" in listing and "workspace_read [on, dm-only]" in listing
+    assert "react [on, always]" in listing and "telegram:" in listing and "memory_read [on, dm-only]" in listing
 
 
 async def test_overrides_survive_a_restart(tmp_path: Path) -> None:

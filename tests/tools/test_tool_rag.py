@@ -56,12 +56,12 @@ async def test_selection_respects_scope_and_always_includes(db: Database, embedd
     registry = full_registry()
     index = ToolIndex(db, embedder, ToolRagSettings(top_k=5))
     await index.sync(registry)
-    picked = await index.select(registry, GROUP, False, "read my notes file and kick the spammer")
-    assert "workspace_read" not in picked and "kick_user" not in picked  # dm-only / admin-only
+    picked = await index.select(registry, GROUP, False, "list all my chats and kick the spammer")
+    assert "list_dialogs" not in picked and "kick_user" not in picked  # dm-only / admin-only
     assert {"send_message", "reply", "memory_search"} <= set(picked)
     assert len(picked) <= 5 + 3
-    owner = await index.select(registry, DM, True, "read my notes file and kick the spammer")
-    assert {"workspace_read", "kick_user"} <= set(owner)
+    owner = await index.select(registry, DM, True, "list all my chats and kick the spammer")
+    assert {"list_dialogs", "kick_user"} <= set(owner)
     registry.set_override("kick_user", enabled=False)
     assert "kick_user" not in await index.select(registry, DM, True, "kick the spammer")
 

@@ -9,7 +9,7 @@ import pytest
 from teleton.tools.registry import ToolDeps, ToolRegistry
 from teleton.tools.workspace_paths import PathRefused, resolve
 from teleton.tools.workspace_tools import Limits, workspace_tools
-from tests.tools.conftest import DM, GROUP, call, make_ctx
+from tests.tools.conftest import BOB_DM, DM, GROUP, call, make_ctx
 
 
 @pytest.fixture
@@ -101,40 +101,44 @@ async def test_prompt_files_are_read_only(registry, deps: ToolDeps, name: str) -
     assert not (await call(registry, ctx, "workspace_read", path=name)).is_error
 
 
-async def test_private_files_never_reach_a_group(deps: ToolDeps) -> None:
+async def test_only_public_and_own_files_reach_a_group(deps: ToolDeps) -> None:
     registry = ToolRegistry(workspace_tools())
-    (deps.workspace / "MEMORY.md").write_text("owner's bank is X")
-    (deps.workspace / "memory" / "2026-01-01.md").write_text("[10:00] User: secret")
-    (deps.workspace / "public.md").write_text("hello group")
+    ws = deps.workspace
+    (ws / "MEMORY.md").write_text("owner's bank is X")
+    (ws / "memory" / "2026-01-01.md").write_text("[10:00] User: secret")
+    (ws / "notes.md").write_text("a note nobody classified")  # default-deny: the owner's
+    (ws / "learnings" / "corrections.md").write_text("- 2026-01-01: owner's correction")
+    (ws / "public" / "faq.md").write_text("hello group")
     admin_in_group = make_ctx(deps, GROUP, admin=True)
-    # Read tools are dm-only: not offered in a group and refused when called by name anyway.
-    offered = {t.name for t in registry.available(GROUP, is_admin=True)}
-    assert "workspace_read" not in offered and "workspace_list" not in offered
-    refused = await call(registry, admin_in_group, "workspace_read", path="public.md")
-    assert refused.is_error and "not available" in refused.content
-    # Even with the scope widened by an admin override, private files stay out of the group.
+    # Reading is offered everywhere; what may be read is the clearance's call, whatever the scope says.
     registry.set_override("workspace_read", scope="always")
-    registry.set_override("workspace_list", scope="always")
-    for path in ["MEMORY.md", "USER.md", "STRATEGY.md", "memory/2026-01-01.md"]:
+    private = ["MEMORY.md", "USER.md", "STRATEGY.md", "HEARTBEAT.md", "notes.md", "memory/2026-01-01.md",
+               "learnings/corrections.md", "learnings", "downloads", "."]  # fmt: skip
+    for path in private:
         result = await call(registry, admin_in_group, "workspace_read", path=path)
         assert result.is_error and "private" in result.content, path
-    assert (await call(registry, admin_in_group, "workspace_read", path="public.md")).content == "hello group"
-    listing = (await call(registry, admin_in_group, "workspace_list")).content
-    assert "public.md" in listing
-    for hidden in ("MEMORY.md", "USER.md", "STRATEGY.md", "memory/"):
-        assert hidden not in listing
-    # Writing is refused in a group as well (admin-only scope does not open private files).
-    result = await call(registry, admin_in_group, "workspace_write", path="MEMORY.md", content="x")
-    assert result.is_error and "private" in result.content
+    assert (await call(registry, admin_in_group, "workspace_read", path="public/faq.md")).content == "hello group"
+    listing = (await call(registry, admin_in_group, "workspace_list", path="public")).content
+    assert "faq.md" in listing
+    assert (await call(registry, admin_in_group, "workspace_list")).is_error  # the root is the owner's
+    # Writing: only into the group's own folder (admin-only scope does not open anything else).
+    for path in ("MEMORY.md", "public/faq.md", "HEARTBEAT.md", "learnings/errors.md", "chats/-1/x.md"):
+        result = await call(registry, admin_in_group, "workspace_write", path=path, content="planted")
+        assert result.is_error and "cannot be changed" in result.content, path
+    own = f"chats/{GROUP.id}/minutes.md"
+    assert not (await call(registry, admin_in_group, "workspace_write", path=own, content="minutes")).is_error
+    assert (await call(registry, admin_in_group, "workspace_read", path=own)).content == "minutes"
+    assert (ws / own).stat().st_mode & 0o777 == 0o600
     # In the owner's DM everything is readable.
     dm = make_ctx(deps, DM, admin=True)
     assert (await call(registry, dm, "workspace_read", path="MEMORY.md")).content == "owner's bank is X"
+    assert (await call(registry, dm, "workspace_read", path=own)).content == "minutes"
 
 
 async def test_write_tools_are_admin_only(deps: ToolDeps) -> None:
     registry = ToolRegistry(workspace_tools())
-    stranger_dm = make_ctx(deps, DM, admin=False)
-    assert "workspace_write" not in {t.name for t in registry.available(DM, is_admin=False)}
+    stranger_dm = make_ctx(deps, BOB_DM, admin=False)
+    assert "workspace_write" not in {t.name for t in registry.available(BOB_DM, is_admin=False)}
     result = await call(registry, stranger_dm, "workspace_write", path="x.md", content="x")
     assert result.is_error
     assert not (deps.workspace / "x.md").exists()

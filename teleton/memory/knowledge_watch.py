@@ -1,0 +1,81 @@
+"""Following the knowledge files while the daemon runs: an edit is searchable within about a second."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import structlog
+
+from teleton.memory.knowledge_index import PUBLIC_DIR
+
+if TYPE_CHECKING:
+    from teleton.memory.knowledge_index import KnowledgeIndex
+
+log = structlog.get_logger(__name__)
+
+
+class KnowledgeWatcher:
+    """Re-indexes after the knowledge files change; ``await stop()`` ends it.
+
+    Uses filesystem notifications (watchfiles), debounced so an editor's save burst is one re-index.
+    Only ``MEMORY.md``, ``memory/*.md`` and ``public/**/*.md`` count; the reindex only embeds changed chunks.
+    """
+
+    def __init__(self, index: KnowledgeIndex, debounce_ms: int = 500) -> None:
+        self.index = index
+        self.debounce_ms = debounce_ms
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.reindexes = 0
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="knowledge-watcher")
+
+    async def stop(self) -> None:
+        self._stop.set()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    def _relevant(self, path: str) -> bool:
+        p, workspace = Path(path), self.index.workspace.resolve()
+        return p.suffix == ".md" and (
+            p == workspace / "MEMORY.md" or p.parent == workspace / "memory" or p.is_relative_to(workspace / PUBLIC_DIR)
+        )
+
+    async def _run(self) -> None:
+        workspace = self.index.workspace.resolve()
+        await asyncio.to_thread(lambda: (workspace / "memory").mkdir(parents=True, exist_ok=True))
+        try:
+            await self._watch(workspace, force_polling=False)
+        except (OSError, RuntimeError) as exc:
+            # inotify can be unavailable (container limits, network filesystems): poll instead.
+            log.warning("knowledge_watch_polling", reason=str(exc))
+            await self._watch(workspace, force_polling=True)
+
+    async def _watch(self, workspace: Path, *, force_polling: bool) -> None:
+        from watchfiles import awatch
+
+        # Recursive: public/ may hold folders; events elsewhere in the workspace are filtered out below.
+        async for changes in awatch(
+            workspace,
+            debounce=self.debounce_ms,
+            step=50,
+            recursive=True,
+            stop_event=self._stop,
+            force_polling=force_polling,
+            poll_delay_ms=300,
+        ):
+            if not any(self._relevant(path) for _, path in changes):
+                continue
+            try:
+                await self.index.reindex()
+                self.reindexes += 1
+            except Exception:
+                log.exception("knowledge_watch_reindex_failed")

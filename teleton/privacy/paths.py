@@ -1,0 +1,50 @@
+"""The label of a workspace file, from its real path (symlinks already resolved by the caller).
+
+Default-deny: a file is the owner's unless a rule below names it, so a file nobody thought of (a new
+folder, a note the agent wrote, ``learnings/``, ``HEARTBEAT.md``) never leaves the owner's clearance.
+
+| path | label |
+|---|---|
+| ``public/**``, the persona files SOUL.md, IDENTITY.md, SECURITY.md, ``privacy.shared_paths`` | public |
+| ``downloads/<chat id>/**``, ``chats/<chat id>/**`` | that chat's label |
+| everything else | owner |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from fnmatch import fnmatchcase
+from pathlib import PurePosixPath
+
+from teleton.privacy.labels import OWNER, PUBLIC, Principals
+
+PUBLIC_DIR = "public"
+PERSONA_FILES = frozenset({"SOUL.md", "IDENTITY.md", "SECURITY.md"})
+CHAT_DIRS = frozenset({"downloads", "chats"})  # <dir>/<chat id>/…: files of that chat
+
+
+def path_label(rel: PurePosixPath | str, principals: Principals, shared: Sequence[str] = ()) -> str:
+    """``rel`` is relative to the workspace root and already resolved (no ``..``, no symlink in it)."""
+    path = PurePosixPath(rel)
+    parts = path.parts
+    if not parts or parts == (".",):
+        return OWNER
+    if parts[0] == PUBLIC_DIR or (len(parts) == 1 and parts[0] in PERSONA_FILES):
+        return PUBLIC
+    if any(fnmatchcase(path.as_posix(), pattern.strip("/")) for pattern in shared):
+        return PUBLIC
+    if len(parts) >= 2 and parts[0] in CHAT_DIRS and _is_chat_id(parts[1]):
+        return principals.chat_label(int(parts[1]))
+    return OWNER
+
+
+def chat_dir(kind: str, chat_id: int) -> PurePosixPath:
+    """Where files of one chat live (``downloads/<id>`` or ``chats/<id>``); their label is the chat's."""
+    if kind not in CHAT_DIRS:
+        raise ValueError(kind)
+    return PurePosixPath(kind, str(int(chat_id)))
+
+
+def _is_chat_id(part: str) -> bool:
+    digits = part[1:] if part.startswith("-") else part
+    return digits.isdigit() and not digits.startswith("0")

@@ -1,0 +1,87 @@
+"""Files and folders only their owner may read: 0600 / 0700 whatever the process umask is.
+
+Everything the daemon writes that can hold private data — the workspace and its files, daily logs,
+learnings, downloads, the status file — is created through these helpers. ``os.open`` with mode 0600 can
+only lose bits to the umask, and the explicit ``fchmod`` also narrows a file that already existed wider.
+Sync on purpose: callers run them in a worker thread.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TextIO
+
+FILE_MODE = 0o600
+DIR_MODE = 0o700
+
+
+def private_dir(path: Path, *, stop_at: Path | None = None) -> Path:
+    """Create ``path`` and any missing parents (up to ``stop_at``) as 0700; narrow ``path`` if it exists."""
+    path = Path(path)
+    missing = []
+    current = path
+    while not current.exists() and current != current.parent and current != stop_at:
+        missing.append(current)
+        current = current.parent
+    for directory in reversed(missing):
+        try:
+            directory.mkdir(mode=DIR_MODE)
+        except FileExistsError:
+            pass
+    os.chmod(path, DIR_MODE)
+    return path
+
+
+def open_private(path: Path, mode: str = "w", *, stop_at: Path | None = None) -> TextIO:
+    """``open(path, mode)`` for text, creating the file 0600 (and its folder 0700)."""
+    if mode not in ("w", "a"):
+        raise ValueError(f"mode must be 'w' or 'a', not {mode!r}")
+    path = Path(path)
+    if not path.parent.exists():
+        private_dir(path.parent, stop_at=stop_at)
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if mode == "a" else os.O_TRUNC)
+    fd = os.open(path, flags, FILE_MODE)
+    try:
+        os.fchmod(fd, FILE_MODE)
+        return os.fdopen(fd, mode, encoding="utf-8")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def write_private(path: Path, text: str, *, append: bool = False, stop_at: Path | None = None) -> None:
+    with open_private(path, "a" if append else "w", stop_at=stop_at) as fh:
+        fh.write(text)
+
+
+def make_private(path: Path) -> None:
+    """Narrow a file someone else created (a download) to 0600."""
+    os.chmod(path, FILE_MODE)
+
+
+class Unreadable(ValueError):
+    """A workspace file that is not read as text; the message says why."""
+
+
+def read_confined(root: Path, path: Path, *, limit: int | None = None) -> tuple[str, str]:
+    """(text, real path relative to ``root``) of a text file that really lies inside ``root``.
+
+    Symlinks are followed first, so a link pointing out of the workspace is refused, and a link inside it
+    is reported by its target (whose label is what counts). A binary or non-UTF-8 file is ``Unreadable``.
+    """
+    real_root = Path(os.path.realpath(root))
+    real = Path(os.path.realpath(path))
+    if not real.is_relative_to(real_root):
+        raise Unreadable("it leads outside the workspace")
+    with real.open("rb") as fh:
+        data = fh.read() if limit is None else fh.read(limit)
+    if b"\x00" in data[:8192]:
+        raise Unreadable("binary file")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if limit is None or exc.start < len(data) - 4:  # a cut at the limit may split one character
+            raise Unreadable("not UTF-8 text") from exc
+        text = data[: exc.start].decode("utf-8")
+    return text, real.relative_to(real_root).as_posix()
