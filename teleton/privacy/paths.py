@@ -27,8 +27,8 @@ def path_label(rel: PurePosixPath | str, principals: Principals, shared: Sequenc
     """``rel`` is relative to the workspace root and already resolved (no ``..``, no symlink in it)."""
     path = PurePosixPath(rel)
     parts = path.parts
-    if not parts or parts == (".",):
-        return OWNER
+    if not parts or parts == (".",) or ".." in parts or path.is_absolute():
+        return OWNER  # not a resolved workspace path: nothing is public about it
     if parts[0] == PUBLIC_DIR or (len(parts) == 1 and parts[0] in PERSONA_FILES):
         return PUBLIC
     if any(fnmatchcase(path.as_posix(), pattern.strip("/")) for pattern in shared):

@@ -1,0 +1,137 @@
+"""The privacy rules as a table (DESIGN §8): every (clearance, label) pair, path labels, the egress verdict."""
+
+from __future__ import annotations
+
+import pytest
+
+from teleton.privacy import OWNER, PUBLIC, Clearance, Exposure, Principals, decide, is_label, path_label
+
+OWNER_ID, BOB, ADA, GROUP, OTHER_GROUP = 1001, 2002, 3003, -100500, -100600
+P = Principals(owner_id=OWNER_ID, admin_ids=frozenset({BOB}), owner_chats=frozenset({1}))
+
+CLEARANCES = {
+    "owner": Clearance(OWNER),
+    "bob (an admin)": Clearance(f"user:{BOB}"),
+    "ada": Clearance(f"user:{ADA}"),
+    "group": Clearance(f"chat:{GROUP}"),
+}
+LABELS = [OWNER, PUBLIC, f"user:{BOB}", f"user:{ADA}", f"chat:{GROUP}", f"chat:{OTHER_GROUP}"]
+MALFORMED = ["", "user", "global", "chat:", "user:abc", "chat:1 or 1", "OWNER", " owner", "user:-5", "user:0", None, 7]
+
+# Who reads what: owner everything; anyone else public and their own label, nothing more.
+READS = {
+    "owner": set(LABELS),
+    "bob (an admin)": {PUBLIC, f"user:{BOB}"},
+    "ada": {PUBLIC, f"user:{ADA}"},
+    "group": {PUBLIC, f"chat:{GROUP}"},
+}
+
+
+@pytest.mark.parametrize("who", list(CLEARANCES))
+@pytest.mark.parametrize("label", LABELS)
+def test_read_rule_for_every_pair(who: str, label: str) -> None:
+    assert CLEARANCES[who].may_read(label) is (label in READS[who])
+
+
+@pytest.mark.parametrize("who", list(CLEARANCES))
+@pytest.mark.parametrize("label", MALFORMED, ids=repr)
+def test_an_unknown_label_is_readable_by_nobody(who: str, label: object) -> None:
+    assert not is_label(label)
+    assert not CLEARANCES[who].may_read(label)
+
+
+def test_sql_forms_agree_with_the_rule() -> None:
+    for who, clearance in CLEARANCES.items():
+        readable = clearance.readable()
+        if who == "owner":
+            assert readable is None and clearance.readable_chats() is None
+            continue
+        assert readable is not None and set(readable) == READS[who]
+        assert clearance.readable_chats() == (int(clearance.label.split(":")[1]),)
+
+
+def test_the_chat_decides_the_clearance_not_the_speaker() -> None:
+    assert P.clearance(OWNER_ID) == Clearance(OWNER)  # the owner's DM
+    assert P.clearance(1) == Clearance(OWNER)  # the terminal of `teleton chat`
+    assert P.clearance(BOB) == Clearance(f"user:{BOB}")  # an admin's DM reads only Bob's things
+    assert P.clearance(GROUP) == Clearance(f"chat:{GROUP}")  # the owner speaking in a group too
+    assert P.is_admin(BOB) and P.is_admin(OWNER_ID) and not P.is_admin(ADA) and not P.is_admin(None)
+    assert P.notice_chat() == 1  # held sends are announced in the terminal when there is one
+    with pytest.raises(ValueError):
+        Clearance(PUBLIC)  # public is a label, never a turn's clearance
+    with pytest.raises(ValueError):
+        Clearance("global")
+
+
+def test_principals_change_in_place() -> None:
+    p = Principals(owner_id=OWNER_ID)
+    held = p  # every holder keeps this object
+    p.update(ADA, [BOB])
+    assert held.clearance(ADA).is_owner and not held.clearance(OWNER_ID).is_owner
+    assert held.is_admin(BOB) and held.notice_chat() == ADA
+
+
+@pytest.mark.parametrize(
+    ("path", "label"),
+    [
+        ("public/faq.md", PUBLIC),
+        ("public/docs/deep/guide.md", PUBLIC),
+        ("SOUL.md", PUBLIC),
+        ("IDENTITY.md", PUBLIC),
+        ("SECURITY.md", PUBLIC),
+        ("MEMORY.md", OWNER),
+        ("USER.md", OWNER),
+        ("STRATEGY.md", OWNER),
+        ("HEARTBEAT.md", OWNER),
+        ("memory/2026-11-22.md", OWNER),
+        ("learnings/errors.md", OWNER),
+        ("learnings/corrections.md", OWNER),
+        ("notes.txt", OWNER),  # default-deny: nobody classified it
+        ("some/new/folder/x.md", OWNER),
+        ("memory/SOUL.md", OWNER),  # a persona name only counts at the root
+        (f"downloads/{GROUP}/photo.jpg", f"chat:{GROUP}"),
+        (f"downloads/{BOB}/scan.pdf", f"user:{BOB}"),
+        (f"downloads/{OWNER_ID}/passport.pdf", OWNER),
+        (f"chats/{GROUP}/minutes.md", f"chat:{GROUP}"),
+        (f"chats/{GROUP}", f"chat:{GROUP}"),
+        ("downloads", OWNER),
+        ("downloads/photo.jpg", OWNER),
+        ("downloads/0123/x", OWNER),  # not a chat id
+        ("downloads/abc/x", OWNER),
+        (".", OWNER),
+        ("shared/agenda.md", PUBLIC),  # privacy.shared_paths
+        ("shared/../MEMORY.md", OWNER),  # (callers resolve first; a literal ".." never matches a pattern)
+    ],
+)
+def test_path_labels(path: str, label: str) -> None:
+    assert path_label(path, P, shared=["shared/*.md"]) == label
+
+
+def _exposure(*labels: str) -> Exposure:
+    return Exposure(labels)
+
+
+@pytest.mark.parametrize("mode", ["approve", "deny", "allow"])
+def test_egress_verdicts(mode: str) -> None:
+    owner_turn = _exposure(OWNER)
+    group_turn = _exposure(f"chat:{GROUP}", PUBLIC)
+    blocked = {"approve": "hold", "deny": "deny", "allow": "send"}[mode]
+    # The turn's own chat: never held, whatever it saw.
+    assert decide(mode, owner_turn, P.clearance(OWNER_ID), own_chat=True) == "send"
+    assert decide(mode, group_turn, P.clearance(GROUP), own_chat=True) == "send"
+    # To the owner: the owner may read everything.
+    assert decide(mode, group_turn, P.clearance(OWNER_ID), own_chat=False) == "send"
+    # The owner's turn to a group or to Bob: they may not read the owner's memory.
+    assert decide(mode, owner_turn, P.clearance(GROUP), own_chat=False) == blocked
+    assert decide(mode, owner_turn, P.clearance(BOB), own_chat=False) == blocked
+    # A group's turn to another group or to Bob: they may not read the group.
+    assert decide(mode, group_turn, P.clearance(OTHER_GROUP), own_chat=False) == blocked
+    assert decide(mode, group_turn, P.clearance(BOB), own_chat=False) == blocked
+    # A turn that saw only public things may send anywhere.
+    assert decide(mode, _exposure(PUBLIC), P.clearance(OTHER_GROUP), own_chat=False) == "send"
+    # Seeing one more label is enough to hold it.
+    mixed = _exposure(PUBLIC, f"chat:{OTHER_GROUP}")
+    assert decide(mode, mixed, P.clearance(OTHER_GROUP), own_chat=False) == "send"
+    mixed.add(f"user:{ADA}")
+    assert decide(mode, mixed, P.clearance(OTHER_GROUP), own_chat=False) == blocked
+    assert mixed.unreadable_by(P.clearance(OTHER_GROUP)) == {f"user:{ADA}"}
