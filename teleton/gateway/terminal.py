@@ -63,6 +63,9 @@ class TerminalGateway:
         self.console.print(Panel(Markdown(text), title=title, title_align="left", border_style="cyan"))
         return sent
 
+    async def send_choice(self, chat_id: int, text: str, choices: Sequence[tuple[str, str]]) -> SentMessage:
+        return await self.send_message(chat_id, text)  # the text names the commands to type
+
     async def edit_message(self, chat_id: int, message_id: int, text: str) -> None:
         self.console.print(Panel(Markdown(text), title=f"(edited #{message_id})", border_style="cyan"))
 

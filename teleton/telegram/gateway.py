@@ -26,11 +26,12 @@ import structlog
 from telethon import TelegramClient, errors, functions, utils
 from telethon.tl import types
 
-from teleton.gateway.contract import ChatInfo, GatewayError, IncomingHandler, SentMessage, UserInfo
+from teleton.gateway.contract import ChatInfo, GatewayError, IncomingHandler, IncomingMessage, SentMessage, UserInfo
 from teleton.memory.feed_archive import MessageRecord
 from teleton.privacy import Principals
 from teleton.storage import Database
 from teleton.telegram import convert
+from teleton.telegram.approvals import ChoiceButtons, inline_buttons
 from teleton.telegram.archiver import ArchiveBatcher
 from teleton.telegram.dispatch import DebounceConfig, Dispatcher
 from teleton.telegram.flood import with_flood_retry
@@ -46,6 +47,7 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 
 _BIG_TEXT = 50_000  # replies longer than this are prepared on a worker thread
+CHOICE_TEXT_MAX = 4000  # a message with buttons is one message: longer text goes first on its own
 
 
 @dataclass(frozen=True)
@@ -192,6 +194,7 @@ class TelegramGateway:
         """Register the update handlers on the client (idempotent)."""
         if not self._installed:
             self.handlers.install(self.client)
+            ChoiceButtons(self._offer).install(self.client)
             self._installed = True
         self.batcher.start()
 
@@ -314,6 +317,26 @@ class TelegramGateway:
             first = first or sent
             await self._archive_sent(chat_id, sent, part.text, reply_to if i == 0 else None)
         return SentMessage(chat_id=chat_id, message_id=int(first.id), text=text)
+
+    async def send_choice(self, chat_id: int, text: str, choices: Sequence[tuple[str, str]]) -> SentMessage:
+        """Buttons on a bot account (see ``approvals``); a user account cannot send them: the text alone."""
+        if self.settings.mode != "bot" or len(text) > CHOICE_TEXT_MAX:
+            sent = await self.send_message(chat_id, text)
+            if self.settings.mode != "bot":
+                return sent
+            text = "Your decision:"  # the long text went above; the buttons come in a short message
+        peer = await self._peer(chat_id)
+        message = await self._call(
+            lambda: self.client.send_message(
+                peer, text, parse_mode=None, link_preview=False, buttons=inline_buttons(choices)
+            ),
+            "send message",
+        )
+        await self._archive_sent(chat_id, message, text, None)
+        return SentMessage(chat_id=chat_id, message_id=int(message.id), text=text)
+
+    def _offer(self, msg: IncomingMessage) -> Any:
+        return None if self.dispatcher is None else self.dispatcher.offer(msg)
 
     async def _send_part(self, peer: Any, part: Part, reply_to: int | None) -> Any:
         entities = [_tl_entity(s) for s in part.spans]

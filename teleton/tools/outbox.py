@@ -101,8 +101,9 @@ class Outbox:
             lambda conn: _hold(conn, from_chat_id, out, unreadable, now, now + self.settings.expiry_s)
         )
         log.info("send_held", held=held_id, to_chat_id=out.to_chat_id, unreadable=unreadable)
+        choices = [("Approve", f"/approve {held_id}"), ("Deny", f"/deny {held_id}")]
         try:
-            await self._gateway().send_message(notice_chat, self._notice(held_id, from_chat_id, out))
+            await self._gateway().send_choice(notice_chat, self._notice(held_id, from_chat_id, out), choices)
         except Exception as exc:  # the held row stays; /held shows it
             log.warning("held_notice_failed", held=held_id, error=repr(exc))
         return (

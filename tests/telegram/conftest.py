@@ -75,7 +75,7 @@ class RecordingClient(TelegramClient):
             )
         if isinstance(request, functions.users.GetUsersRequest):
             return [ME]
-        if isinstance(request, (functions.messages.SetTypingRequest,)):
+        if isinstance(request, (functions.messages.SetTypingRequest, functions.messages.SetBotCallbackAnswerRequest)):
             return True
         if isinstance(request, functions.messages.DeleteMessagesRequest):
             return types.messages.AffectedMessages(pts=2, pts_count=len(request.id))
