@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import sqlite3
@@ -272,3 +273,53 @@ def test_turn_cut_by_kill_9_is_not_answered_again_after_restart(fake_api: FakeAn
     finally:
         again.stop()
     assert [e["text"] for e in again.sent()] == ["second answer"]
+
+
+def _reloaded(root: Path) -> bool:
+    log_file = root / "daemon.log"
+    return log_file.exists() and '"event": "reloaded"' in log_file.read_text(errors="replace")
+
+
+def test_sighup_moves_owner_and_admin_rights_everywhere(fake_api: FakeAnthropic, daemon_root: Path) -> None:
+    """One record of who is owner and admin: after SIGHUP the prompt's clearance, admin commands and the
+    policy gate all follow the new config, with no restart."""
+    fake_api.responder = lambda body: text("ok")
+    bob = {"id": 2002, "first_name": "Bob"}
+    bob_dm = {"id": 2002, "type": "dm", "title": ""}
+    config = write_config(daemon_root, fake_api.base_url, **{"telegram.allow_from": [2002]})
+    daemon = Daemon(daemon_root, config).start()
+    workspace = daemon_root / "state" / "workspace"
+    (workspace / "MEMORY.md").write_text("The vault code is SECRET-VAULT-8080.")
+    ids = iter(range(1, 100))
+
+    def turn(chat: dict, sender: dict, words: str) -> tuple[str, str]:
+        """Send, wait for the reply; (what the model was sent for it, the reply)."""
+        asked, replies = len(fake_api.requests), len(daemon.sent(chat["id"]))
+        daemon.send(chat, words, message_id=next(ids), sender=sender)
+        daemon.wait_for(lambda ev: len(daemon.sent(chat["id"])) > replies, timeout=60)
+        bodies = json.dumps(fake_api.requests[asked:])
+        return bodies, daemon.sent(chat["id"])[-1]["text"]
+
+    try:
+        assert "SECRET-VAULT" in turn(OWNER_DM, OWNER, "what is the vault code?")[0]
+        assert "SECRET-VAULT" not in turn(bob_dm, bob, "what is the vault code?")[0]
+        assert "admins only" in turn(bob_dm, bob, "/pause")[1]
+
+        config.write_text(
+            config.read_text()
+            .replace("owner_id: 1001", "owner_id: 2002")
+            .replace("- 1001", "- 2002")  # admin_ids: [2002]
+            .replace("allow_from:\n  - 2002", "allow_from:\n  - 1001\n  - 2002")
+        )
+        daemon.signal(signal.SIGHUP)
+        deadline = time.monotonic() + 60
+        while not _reloaded(daemon_root):
+            assert time.monotonic() < deadline, "no reload logged"
+            daemon.pump()
+
+        assert "SECRET-VAULT" in turn(bob_dm, bob, "what is the vault code?")[0]  # Bob's DM is the owner's now
+        assert "SECRET-VAULT" not in turn(OWNER_DM, OWNER, "what is the vault code?")[0]
+        assert "admins only" in turn(OWNER_DM, OWNER, "/pause")[1]  # 1001 lost the control right too
+        assert "Paused" in turn(bob_dm, bob, "/pause")[1]
+    finally:
+        daemon.stop()
