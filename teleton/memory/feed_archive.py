@@ -232,7 +232,8 @@ class FeedStats:
 
 def stats(conn: Connection, top: int = 10) -> FeedStats:
     m = conn.execute(
-        "select count(*), coalesce(sum(edited),0), coalesce(sum(deleted),0), coalesce(sum(embedded),0) from tg_messages"
+        "select count(*), coalesce(sum(edited),0), coalesce(sum(deleted),0), coalesce(sum(embedded = 1),0) "
+        "from tg_messages"
     ).fetchone()
     chats = conn.execute("select count(*) from tg_chats").fetchone()[0]
     users = conn.execute("select count(*) from tg_users").fetchone()[0]

@@ -11,7 +11,10 @@ On LoCoMo this record design lifts hybrid R@5 from 0.56 to 0.71 (scripts/eval_lo
 script builds its records with these very functions.
 
 Embedding never happens on the receive path: the archive inserts rows with ``embedded = 0`` and
-``embed_pending`` (or the ``FeedEmbedder`` task) picks them up in batches.
+``embed_pending`` (or the ``FeedEmbedder`` task) picks them up in batches. A text the embedder rejects does
+not hold up the rest: when a batch fails, its texts are tried one by one, and one that fails while others
+succeed is quarantined (``embedded = -1``, its error in ``quarantine``); when every text fails, the provider
+is down and the batch waits for the next try.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import structlog
 from teleton.memory.embeddings.provider import EmbeddingProvider
 from teleton.memory.hybrid_search import FEED, chat_token
 from teleton.memory.vector_store import check_model, write_vectors
+from teleton.storage import quarantine
 from teleton.storage.database import Database
 from teleton.storage.schema import FEED_CONTEXT_MESSAGES, FEED_CONTEXT_SECONDS
 from teleton.storage.sqlite_driver import Connection
@@ -103,18 +107,33 @@ def read_pending(conn: Connection, limit: int) -> PendingBatch:
     return PendingBatch(messages, [load_context(conn, m) for m in messages])
 
 
-def store_batch(conn: Connection, batch: PendingBatch, vectors: np.ndarray | None, model: tuple[str, int]) -> int:
-    """Write vectors and refreshed keyword context; skip rows edited meanwhile (they stay pending)."""
+QUARANTINED = -1  # tg_messages.embedded of a row whose text the embedder rejects
+
+
+def store_batch(
+    conn: Connection,
+    batch: PendingBatch,
+    vectors: Sequence[np.ndarray | None] | np.ndarray | None,
+    model: tuple[str, int],
+    rejected: dict[int, str] | None = None,
+) -> int:
+    """Write vectors and refreshed keyword context; skip rows edited meanwhile (they stay pending).
+    ``rejected`` (row id -> error) are quarantined: keyword-searchable, never embedded."""
     check_model(conn, *model)
     stored = 0
     vector_rows = []
+    for message_id, error in (rejected or {}).items():
+        quarantine.put(conn, "embedding", message_id, error)
+        conn.execute("update tg_messages set embedded = ? where id = ? and embedded = 0", (QUARANTINED, message_id))
     for i, (message, context) in enumerate(zip(batch.messages, batch.contexts, strict=True)):
+        if rejected and message.id in rejected:
+            continue
         unchanged = conn.execute(
             "select 1 from tg_messages where id = ? and text = ? and embedded = 0", (message.id, message.text)
         ).fetchone()
         if unchanged is None:
             continue
-        if vectors is not None and is_indexable(message):
+        if vectors is not None and vectors[i] is not None and is_indexable(message):
             vector_rows.append((message.id, message.chat_id, vectors[i]))
         conn.execute("delete from tg_messages_fts where rowid = ?", (message.id,))
         conn.execute(
@@ -137,13 +156,49 @@ async def embed_pending(db: Database, provider: EmbeddingProvider, batch: int = 
         if not pending.messages:
             return total
         texts = [index_text(m, c) for m, c in zip(pending.messages, pending.contexts, strict=True)]
-        vectors = await provider.embed(texts)
+        alone = [message_line(m) for m in pending.messages]  # without the context, should a neighbour be bad
+        vectors, rejected = await embed_or_isolate(provider, texts, [m.id for m in pending.messages], alone)
         model = (provider.model_id, provider.dims)
-        stored = await db.write(lambda conn, p=pending, v=vectors, m=model: store_batch(conn, p, v, m))
+        stored = await db.write(lambda conn, p=pending, v=vectors, m=model, r=rejected: store_batch(conn, p, v, m, r))
+        if rejected:
+            log.warning("feed_embedding_quarantined", messages=sorted(rejected), error=next(iter(rejected.values())))
         total += stored
         if stored == 0:
             # Every row changed under us; they are still pending, so yield before reading them again.
             await asyncio.sleep(0.05)
+
+
+async def embed_or_isolate(
+    provider: EmbeddingProvider, texts: list[str], ids: list[int], alone: list[str]
+) -> tuple[list[np.ndarray | None], dict[int, str]]:
+    """Vectors for ``texts``. If the batch fails, each text on its own, and a text that still fails once
+    more without its context (``alone``: a bad neighbour is in the context of the next messages too).
+    Returns (vectors, None for the rejected; id -> error of the rejected). When every text fails, the
+    provider is down: the batch's error is raised and nothing is quarantined."""
+    try:
+        return list(await provider.embed(texts)), {}
+    except Exception as batch_error:
+        if len(texts) == 1:
+            raise
+        vectors: list[np.ndarray | None] = []
+        rejected: dict[int, str] = {}
+        for text, row_id, bare in zip(texts, ids, alone, strict=True):
+            vector, error = await _embed_one(provider, text)
+            if vector is None and bare != text:
+                vector, error = await _embed_one(provider, bare)
+            vectors.append(vector)
+            if vector is None:
+                rejected[row_id] = error
+        if len(rejected) == len(texts):
+            raise batch_error from None
+        return vectors, rejected
+
+
+async def _embed_one(provider: EmbeddingProvider, text: str) -> tuple[np.ndarray | None, str]:
+    try:
+        return (await provider.embed([text]))[0], ""
+    except Exception as exc:
+        return None, f"{type(exc).__name__}: {exc}"
 
 
 class FeedEmbedder:

@@ -168,14 +168,18 @@ class Database:
         return await loop.run_in_executor(self._writer, self._transaction, fn)
 
     def _transaction(self, fn: Callable[[Connection], T]) -> T:
+        """One transaction. Any failure — of ``fn`` or of the COMMIT itself (a full disk, a deferred
+        constraint) — rolls back, so the writer never stays inside a dead transaction and keeps serving."""
         conn = self._write_conn
+        if conn.in_transaction:  # left open by a failure we could not roll back at the time
+            _rollback(conn)
         conn.execute("begin immediate")
         try:
             result = fn(conn)
+            conn.execute("commit")
         except BaseException:
-            conn.execute("rollback")
+            _rollback(conn)
             raise
-        conn.execute("commit")
         return result
 
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
@@ -237,6 +241,14 @@ class Database:
     def _check_open(self) -> None:
         if self._closed:
             raise RuntimeError("database is closed")
+
+
+def _rollback(conn: Connection) -> None:
+    try:
+        if conn.in_transaction:
+            conn.execute("rollback")
+    except Exception as exc:  # the next transaction checks again
+        log.warning("rollback_failed", error=str(exc))
 
 
 def _vec_version(conn: Connection) -> str | None:

@@ -1,4 +1,5 @@
-"""Schema step 1 -> 2: privacy labels on stored data, clearances on tasks, held cross-chat sends (DESIGN §8).
+"""Schema step 1 -> 2: privacy labels on stored data, clearances on tasks, held cross-chat sends (DESIGN §8),
+and the delivery record of DESIGN §11 (a message's answer state, a task's delivery, quarantined items).
 
 Existing data is labelled conservatively: whatever cannot be shown to belong to a group or to another
 person becomes the owner's.
@@ -12,6 +13,10 @@ person becomes the owner's.
 - tasks: the clearance, principal and admin flag of the turn that scheduled them (NULL clearance on old
   rows: the chat's clearance is used when they run).
 - pending_sends: sends to another chat held for the owner's approval.
+- tg_messages.agent_note: why a message was not answered, or when its reply started to go out.
+- tasks.interrupted / sending_at / delivered_at: a task cut by a crash runs again at most once, and its
+  reply is sent once.
+- quarantine: items that fail every time (a text the embedder rejects, …), kept aside with their error.
 
 Archive rows and sessions carry no column of their own: their label is their chat's (``chat_id``), mapped
 by ``teleton.privacy``.
@@ -50,6 +55,23 @@ create table if not exists pending_sends (
     decided_by   integer
 );
 create index if not exists pending_sends_status on pending_sends(status, expires_at);
+
+alter table tg_messages add column agent_note text;
+create index if not exists tg_messages_agent_state on tg_messages(agent_state, date)
+    where agent_state in ('archived', 'accepted', 'sending');
+
+alter table tasks add column interrupted integer not null default 0;
+alter table tasks add column sending_at real;
+alter table tasks add column delivered_at real;
+
+create table if not exists quarantine (
+    id         integer primary key,
+    kind       text not null,
+    item_id    integer not null,
+    error      text not null,
+    created_at real not null,
+    unique (kind, item_id)
+);
 """
 
 

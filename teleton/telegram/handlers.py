@@ -40,16 +40,16 @@ class FeedHandlers:
     async def on_new_message(self, event: events.NewMessage.Event) -> None:
         # Not awaited: the pipeline commits it with its batch and then offers it on; this update's task
         # ends here instead of waiting (thousands of waiting tasks are what a burst would cost otherwise).
-        self.submit(event.message).add_done_callback(_report_failure)
+        (await self.submit(event.message)).add_done_callback(_report_failure)
 
     async def ingest(self, msg: Any) -> None:
         """Archive one message (live, or fetched by catch-up) and offer it to the agent if it is new."""
         if isinstance(msg, types.MessageService):
             await self.ingest_service(msg, _entities_of(msg))
             return
-        await self.submit(msg)
+        await (await self.submit(msg))
 
-    def submit(self, msg: Any) -> Any:
+    async def submit(self, msg: Any) -> Any:
         chat, users, sender, record = self._records(msg)
         me = self.me()
         me_id, me_username = (me.id, me.username) if me else (None, None)
@@ -63,7 +63,7 @@ class FeedHandlers:
             mentions=convert.mentions_us(msg, me_id, me_username) or (flagged and not replying),
             reply_to_us=flagged and replying,
         )
-        return self.pipeline.submit(record, chat=chat, users=users, incoming=incoming)
+        return await self.pipeline.submit(record, chat=chat, users=users, incoming=incoming)
 
     async def on_edit(self, event: events.MessageEdited.Event) -> None:
         chat, users, _sender, record = self._records(event.message)

@@ -54,9 +54,9 @@ class FeedPipeline:
         incoming: IncomingMessage | None = None,
     ) -> fa.ArchiveResult:
         """Archive one message; then offer it to the agent if it is new, live and from someone else."""
-        return await self.submit(record, chat=chat, users=users, incoming=incoming)
+        return await (await self.submit(record, chat=chat, users=users, incoming=incoming))
 
-    def submit(
+    async def submit(
         self,
         record: fa.MessageRecord,
         *,
@@ -64,7 +64,8 @@ class FeedPipeline:
         users: Sequence[fa.UserRecord] = (),
         incoming: IncomingMessage | None = None,
     ) -> asyncio.Future[fa.ArchiveResult]:
-        """``message`` without waiting: the returned future resolves once the row is committed and offered.
+        """``message`` without waiting for the commit: the returned future resolves once the row is committed
+        and offered (this waits only while the archive's queue is full: back-pressure).
 
         The Telethon handler uses this so an update costs nothing while it waits for its batch: no task,
         no frames. The offer runs in the commit's callback, so offers happen in commit order (which is
@@ -104,7 +105,7 @@ class FeedPipeline:
             if not done.done():
                 done.set_result(result)
 
-        self.batcher.submit(op).add_done_callback(committed)
+        (await self.batcher.put(op)).add_done_callback(committed)
         return done
 
     def _after_commit(

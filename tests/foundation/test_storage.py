@@ -213,3 +213,26 @@ async def test_database_and_backup_are_private(tmp_path: Path) -> None:
     assert (await copy.fetchone("select title from tg_chats"))[0] == "kept"
     assert (await copy.fetchone("pragma integrity_check"))[0] == "ok"
     await copy.close()
+
+
+async def test_a_failed_commit_rolls_back_and_the_writer_keeps_serving(tmp_path: Path) -> None:
+    db = await Database.open(tmp_path / "c.db")
+    now = 1.0
+
+    def dangling(conn) -> None:
+        # A deferred foreign key is checked at COMMIT: the commit itself fails, as it does on a full disk.
+        conn.execute("pragma defer_foreign_keys = on")
+        conn.execute(
+            "insert into tasks(description, kind, created_at, updated_at) values ('kept?', 'agent', ?, ?)",
+            (now, now),
+        )
+        conn.execute("insert into task_dependencies(task_id, depends_on) values (last_insert_rowid(), 999)")
+
+    with pytest.raises(Exception, match="FOREIGN KEY"):
+        await db.write(dangling)
+    # Nothing of the failed transaction stayed, and the next writes work (no "transaction within a
+    # transaction" from a COMMIT that was never rolled back).
+    assert (await db.fetchone("select count(*) from tasks"))[0] == 0
+    await db.execute("insert into tg_chats(id, type, title, updated_at) values (5, 'dm', 'ok', 0)")
+    assert (await db.fetchone("select title from tg_chats where id = 5"))[0] == "ok"
+    await db.close()
