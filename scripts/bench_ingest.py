@@ -48,7 +48,7 @@ async def run(total: int, chats: int, provider: Any | None) -> dict[str, float]:
         db = await Database.open(Path(tmp) / "bench.db", embedding=emb)
         h = await make_harness(db, require_mention=False, rate_limit_per_chat=10**6, rate_limit_global=10**6)
         if provider is not None:
-            h.gateway.start_embedder(provider)  # the daemon's wiring: woken by each commit
+            h.gateway.pipeline.start_embedder(provider)  # the daemon's wiring: woken by each commit
         turns = 0
 
         async def agent(msg: Any) -> None:  # counts, keeps nothing: the heap stays the daemon's own

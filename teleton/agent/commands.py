@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Protocol
 from teleton.gateway.contract import IncomingMessage
 
 if TYPE_CHECKING:
-    from teleton.agent.runtime import Agent, Turn
+    from teleton.agent.compactor import CompactionOutcome
+    from teleton.agent.runtime import Agent
+    from teleton.agent.turn import Turn
     from teleton.privacy import Clearance
 
 _COMMAND = re.compile(r"^/([a-zA-Z_]+)(?:@\w+)?(?:\s+(.*))?$", re.DOTALL)
@@ -61,7 +63,7 @@ class CommandSpec:
 
 
 async def cmd_new(agent: Agent, turn: Turn, args: str) -> str:
-    summary = await agent.end_session(turn, "new")
+    summary = await end_session(agent, turn, "new")
     return "Started a new conversation." + (" The last one is summarised in memory." if summary else "")
 
 
@@ -71,7 +73,7 @@ async def cmd_compact(agent: Agent, turn: Turn, args: str) -> str:
         if not args.isdigit() or int(args) < 1:
             return "Usage: /compact [N] — N is how many recent messages to keep (a positive number)."
         keep = int(args)
-    outcome = await agent.compact(turn, keep)
+    outcome = await compact_now(agent, turn, keep)
     if outcome is None or outcome.dropped == 0:
         return "Nothing to compact."
     how = " (model unavailable: truncated)" if outcome.fell_back else ""
@@ -176,6 +178,40 @@ COMMANDS: dict[str, CommandSpec] = {
         ),
     )
 }
+
+
+async def run_command(agent: Agent, turn: Turn, spec: CommandSpec, args: str) -> None:
+    """Answer a slash command in the chat, after the rights it needs are checked."""
+    shared = turn.msg.chat.type != "dm"
+    if spec.owner and not turn.clearance.is_owner:
+        text = f"/{spec.name} works only in the owner's own chat with me."
+    elif (spec.admin or (spec.group_admin and shared)) and not turn.is_admin:
+        text = f"/{spec.name} is for admins only" + (" in a group." if not spec.admin else ".")
+    elif spec.needs_lock:
+        async with agent.locks.hold(turn.msg.chat.id):
+            text = await spec.handler(agent, turn, args)
+    else:
+        text = await spec.handler(agent, turn, args)
+    turn.reply = text
+    await agent.reply(turn, text)
+
+
+async def end_session(agent: Agent, turn: Turn, reason: str) -> str:
+    session = await agent.sessions.active(turn.msg.chat.id)
+    if session is None:
+        return ""
+    agent.forget(session.id)
+    return (await agent.compactor.close(session, turn.clearance, reason)).summary
+
+
+async def compact_now(agent: Agent, turn: Turn, keep: int) -> CompactionOutcome | None:
+    session = await agent.sessions.active(turn.msg.chat.id)
+    if session is None:
+        return None
+    outcome = await agent.compactor.compact(session, turn.clearance, keep, reason="manual")
+    if outcome.session.id != session.id:
+        agent.forget(session.id)
+    return outcome
 
 
 def command_of(msg: IncomingMessage) -> tuple[CommandSpec, str] | None:

@@ -20,6 +20,7 @@ from typing import Any
 import structlog
 
 from teleton.agent.distiller import Distiller, Transcript
+from teleton.agent.messages import archived_chat
 from teleton.agent.privacy import origin
 from teleton.agent.sessions import Session, SessionStore
 from teleton.gateway.contract import ChatInfo
@@ -31,6 +32,12 @@ from teleton.privacy import Clearance
 from teleton.storage.database import Database
 
 log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class Closed:
+    summary: str
+    successor: Session | None  # the chat's new (empty) session, when one was asked for
 
 
 @dataclass(frozen=True)
@@ -71,10 +78,12 @@ class Compactor:
         if not old:
             return CompactionOutcome(session, session.summary, 0, 0, False)
         saved, summary, fell_back = await self._preserve(session, old, clearance, f"Session compacted ({reason})")
-        await self.sessions.end(session, reason, summary)
-        new = await self.sessions.create(
-            session.chat_id,
-            summary=summary,
+        # One transaction: a crash can never leave the chat with no session, or with two.
+        new = await self.sessions.replace(
+            session,
+            reason,
+            summary,
+            carried=summary,
             messages=kept,
             last_input_tokens=compaction.estimate_tokens([summary, kept]),
         )
@@ -90,14 +99,19 @@ class Compactor:
         )
         return CompactionOutcome(new, summary, len(old), saved, fell_back)
 
-    async def close(self, session: Session, clearance: Clearance, reason: str) -> str:
-        """End a session for good (/new, daily reset, idle expiry), saving what it held first."""
+    async def close(self, session: Session, clearance: Clearance, reason: str, *, successor: bool = False) -> Closed:
+        """End a session for good (/new, daily reset, idle expiry), saving what it held first; with
+        ``successor`` the chat's next session is created in the same transaction as the end."""
         summary = ""
         if any(compaction.is_user_turn(m) for m in session.messages):
             _, summary, _ = await self._preserve(session, session.messages, clearance, f"Session ended ({reason})")
-        await self.sessions.end(session, reason, summary)
+        new = None
+        if successor:
+            new = await self.sessions.replace(session, reason, summary)
+        else:
+            await self.sessions.end(session, reason, summary)
         log.info("session_ended", chat_id=session.chat_id, session=session.id, reason=reason)
-        return summary
+        return Closed(summary, new)
 
     async def flush(self, session: Session, clearance: Clearance) -> int:
         """The soft-threshold memory flush: save facts of the session so far, note it in the daily log."""
@@ -134,10 +148,7 @@ class Compactor:
         return len(stats.kept), [f"[{fact.category}] {fact.value}" for fact in stats.kept]
 
     async def _chat(self, chat_id: int) -> ChatInfo:
-        row = await self.db.fetchone("select type, title from tg_chats where id = ?", (chat_id,))
-        if row is None:
-            return ChatInfo(id=chat_id, type="dm" if chat_id > 0 else "group")
-        return ChatInfo(id=chat_id, type=row["type"], title=row["title"] or "")
+        return await archived_chat(self.db, chat_id)
 
     async def _log_section(self, title: str, body: str, where: str | None) -> None:
         try:

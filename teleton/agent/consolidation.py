@@ -45,7 +45,7 @@ class Consolidation:
         return await self.run(now, last)
 
     async def run(self, now: float, last: float | None) -> ConsolidationReport:
-        ended = await self.agent.sweep_sessions()  # type: ignore[attr-defined]
+        ended = await self.agent.scheduled.sweep_sessions()  # type: ignore[attr-defined]
         elapsed = self.interval_s if last is None else now - last
 
         def _decay_and_mark(conn: object) -> int:

@@ -17,13 +17,14 @@ from __future__ import annotations
 import asyncio
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import jsonschema
 import structlog
 
+from teleton.agent.locks import KeyedLocks
 from teleton.gateway.contract import ChatInfo
 from teleton.llm.client import LLMClient, LLMError
 from teleton.memory.compaction import Message, is_user_turn, transcript
@@ -121,7 +122,8 @@ class Distiller:
         self.learnings = learnings
         self.enabled = enabled
         self.near_duplicate = near_duplicate
-        self._locks: dict[int, asyncio.Lock] = {}
+        self._locks = KeyedLocks()
+        self.on_error: Callable[[BaseException], None] | None = None  # the daemon's health record
         self._tasks: set[asyncio.Task[DistillStats]] = set()
         self._malformed_streak = 0
         self.totals = DistillStats()
@@ -142,15 +144,14 @@ class Distiller:
     def should_distill(self, exchange: Exchange) -> bool:
         return self.enabled and not OFF_SWITCH.search(exchange.user_text) and bool(exchange.user_text.strip())
 
-    def _lock(self, chat_id: int) -> asyncio.Lock:
-        return self._locks.setdefault(chat_id, asyncio.Lock())
-
     async def _serialised(self, exchange: Exchange) -> DistillStats:
-        async with self._lock(exchange.chat.id):
+        async with self._locks.hold(exchange.chat.id):
             try:
                 return await self.distill(exchange)
             except Exception as exc:  # a background job must never take the daemon down
                 log.warning("memory.commit_failed", chat_id=exchange.chat.id, error=str(exc))
+                if self.on_error is not None:
+                    self.on_error(exc)
                 return DistillStats(skipped=f"error: {exc}")
 
     async def distill(self, exchange: Exchange) -> DistillStats:
@@ -169,7 +170,7 @@ class Distiller:
         messages = without_off_switched(transcript.messages)
         if not any(is_user_turn(m) for m in messages):
             return DistillStats(skipped="nothing to distil")
-        async with self._lock(transcript.chat.id):
+        async with self._locks.hold(transcript.chat.id):
             return await self._extract(
                 _render_transcript(transcript, messages),
                 transcript.chat,

@@ -1,9 +1,11 @@
 """How messages cross between the chat and the model: the user's text as the model reads it, who spoke,
-whether a send tool already answered, and long answers cut to Telegram's size. Pure functions."""
+whether a send tool already answered, long answers cut to Telegram's size, and the chat a turn runs in."""
 
 from __future__ import annotations
 
-from teleton.gateway.contract import IncomingMessage, UserInfo
+from typing import Any
+
+from teleton.gateway.contract import ChatInfo, IncomingMessage, UserInfo
 from teleton.llm.tool_loop import LoopResult
 
 TELEGRAM_LIMIT = 4000  # Telegram's cap is 4096 characters; leave room for entities
@@ -57,3 +59,29 @@ def sender_label(user: UserInfo | None) -> str:
     if user is None:
         return "someone"
     return user.display_name + (f" (@{user.username})" if user.username else "")
+
+
+async def archived_chat(db: Any, chat_id: int) -> ChatInfo:
+    """A chat as the feed archive knows it (scheduled turns, summaries of idle sessions). A chat the
+    archive has never seen is a DM when its id is positive (Telegram's user ids), a group otherwise."""
+    row = await db.fetchone("select type, title, username, member_count from tg_chats where id = ?", (chat_id,))
+    if row is None:
+        return ChatInfo(id=chat_id, type="dm" if chat_id > 0 else "group")
+    return ChatInfo(
+        id=chat_id, type=row["type"], title=row["title"] or "", username=row["username"],
+        member_count=row["member_count"],
+    )  # fmt: skip
+
+
+async def quoted_referent(db: Any, msg: IncomingMessage) -> str:
+    """The message this one replies to (same chat only), so "yes, that one" has its referent."""
+    if msg.reply_to_id is None:
+        return ""
+    row = await db.fetchone(
+        "select sender_name, is_outgoing, text from tg_messages where chat_id = ? and message_id = ?",
+        (msg.chat.id, msg.reply_to_id),
+    )
+    if row is None or not row["text"]:
+        return ""
+    who = "you" if row["is_outgoing"] else (row["sender_name"] or "someone")
+    return f"{who}: {' '.join(row['text'].split())[:300]}"

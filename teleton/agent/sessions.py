@@ -83,37 +83,21 @@ class SessionStore:
         )
 
         def _create(conn: Connection) -> None:
-            # One active session per chat: a crash between end and create must not leave two.
-            conn.execute(
-                "update sessions set active = 0, ended_at = ?, end_reason = coalesce(end_reason, "
-                "'superseded') where chat_id = ? and active = 1",
-                (now, chat_id),
-            )
-            conn.execute(
-                "insert into sessions(id, chat_id, active, messages_json, summary, last_input_tokens, "
-                "created_at, updated_at) values (?,?,1,?,?,?,?,?)",
-                (
-                    session.id,
-                    chat_id,
-                    json.dumps(session.messages, ensure_ascii=False),
-                    summary,
-                    last_input_tokens,
-                    now,
-                    now,
-                ),
-            )
+            _insert(conn, session)
 
         await self.db.write(_create)
         return session
 
     async def save(self, session: Session) -> None:
+        """Write the session back. A session retired meanwhile is never written into: that would lose
+        the exchange; ``SessionRetired`` says so instead."""
         session.updated_at = time.time()
         messages = list(session.messages)  # a snapshot: serialised on the writer thread, off the event loop
 
         def _save(conn: Connection) -> None:
-            conn.execute(
+            cur = conn.execute(
                 "update sessions set messages_json = ?, summary = ?, input_tokens = ?, output_tokens = ?, "
-                "cache_read_tokens = ?, last_input_tokens = ?, updated_at = ? where id = ?",
+                "cache_read_tokens = ?, last_input_tokens = ?, updated_at = ? where id = ? and active = 1",
                 (
                     json.dumps(messages, ensure_ascii=False),
                     session.summary,
@@ -125,8 +109,38 @@ class SessionStore:
                     session.id,
                 ),
             )
+            if cur.rowcount == 0:
+                raise SessionRetired(f"session {session.id} of chat {session.chat_id} is no longer active")
 
         await self.db.write(_save)
+
+    async def replace(
+        self,
+        old: Session,
+        reason: str,
+        summary: str,
+        *,
+        carried: str = "",
+        messages: list[Message] | None = None,
+        last_input_tokens: int = 0,
+    ) -> Session:
+        """End ``old`` (with its summary) and start the chat's next session (from ``carried`` and
+        ``messages``) in ONE transaction: a crash never leaves the chat without its session or with two."""
+        now = time.time()
+        new = Session(
+            id=uuid.uuid4().hex, chat_id=old.chat_id, messages=list(messages or []), summary=carried,
+            last_input_tokens=last_input_tokens, created_at=now, updated_at=now,
+        )  # fmt: skip
+
+        def _replace(conn: Connection) -> None:
+            conn.execute(
+                "update sessions set active = 0, ended_at = ?, end_reason = ?, summary = ? where id = ?",
+                (now, reason, summary, old.id),
+            )
+            _insert(conn, new)
+
+        await self.db.write(_replace)
+        return new
 
     async def end(self, session: Session, reason: str, summary: str | None = None) -> None:
         await self.db.execute(
@@ -147,6 +161,32 @@ class SessionStore:
             "output_tokens": int(row[2]),
             "cache_read_tokens": int(row[3]),
         }
+
+
+class SessionRetired(RuntimeError):
+    """A write was aimed at a session that has ended (the chat moved on to a new one)."""
+
+
+def _insert(conn: Connection, session: Session) -> None:
+    # One active session per chat: whatever was active is retired in the same transaction.
+    conn.execute(
+        "update sessions set active = 0, ended_at = ?, end_reason = coalesce(end_reason, 'superseded') "
+        "where chat_id = ? and active = 1",
+        (session.created_at, session.chat_id),
+    )
+    conn.execute(
+        "insert into sessions(id, chat_id, active, messages_json, summary, last_input_tokens, created_at, "
+        "updated_at) values (?,?,1,?,?,?,?,?)",
+        (
+            session.id,
+            session.chat_id,
+            json.dumps(session.messages, ensure_ascii=False),
+            session.summary,
+            session.last_input_tokens,
+            session.created_at,
+            session.updated_at,
+        ),
+    )
 
 
 def expiry_reason(session: Session, now: float, *, reset_hour: int | None, idle_minutes: int | None) -> str | None:

@@ -83,6 +83,7 @@ def start(
     ] = None,
 ) -> None:
     """Run the daemon: archive, answer, remember. Stops cleanly on SIGTERM/SIGINT; SIGHUP reloads config."""
+    from teleton.daemon.health import StartupError
     from teleton.daemon.instance_lock import AlreadyRunning
     from teleton.daemon.runner import run_daemon
     from teleton.gateway.contract import GatewayError
@@ -90,8 +91,8 @@ def start(
     config = cli_config(ctx)
     try:
         code = run_daemon(config, transport)
-    except (AlreadyRunning, GatewayError) as exc:
-        # Not a crash: a second instance, or Telegram refusing the login (run `teleton setup`).
+    except (AlreadyRunning, GatewayError, StartupError) as exc:
+        # Not a crash: a second instance, Telegram refusing the login, a damaged database.
         print(f"error: {exc}", file=sys.stderr)
         raise typer.Exit(1) from None
     raise typer.Exit(code)

@@ -53,6 +53,7 @@ class TelegramConfig(Section):
     flood_wait_max_s: int = Field(default=600, ge=0)
     reconnect_max_delay_s: int = Field(default=300, ge=1)
     typing_indicator: bool = True
+    recovery_window_minutes: int = Field(default=30, ge=0)
 
 
 class EmbeddingConfig(Section):

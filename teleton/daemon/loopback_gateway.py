@@ -19,6 +19,7 @@ import contextlib
 import itertools
 import json
 import time
+from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,7 @@ log = structlog.get_logger(__name__)
 
 ME = UserInfo(id=777_000_001, first_name="Teleton", username="teleton_agent", is_bot=False)
 MAX_LINE = 16 * 1024 * 1024
+UNHEARD_MAX = 10_000  # events kept for the first listener
 
 
 class LoopbackGateway:
@@ -52,6 +54,7 @@ class LoopbackGateway:
         self._writers: set[asyncio.StreamWriter] = set()
         self._ids = itertools.count(int(time.time() * 1000) % 1_000_000_000 + 1_000_000_000)
         self._chats: dict[int, ChatInfo] = {}
+        self._unheard: deque[bytes] = deque(maxlen=UNHEARD_MAX)
 
     # ---- wiring and life cycle (as TelegramGateway) -------------------------------------------------
 
@@ -60,8 +63,10 @@ class LoopbackGateway:
         self.pipeline.dispatcher = self.dispatcher
         return self.dispatcher
 
-    async def start(self) -> None:
+    async def start(self, supervisor: Any = None) -> None:
         self.batcher.start()
+        if self.dispatcher is not None:
+            await self.pipeline.recover(self.settings.recovery_window_s, ME)
         self.socket_path.unlink(missing_ok=True)
         self._server = await asyncio.start_unix_server(self._serve, path=str(self.socket_path), limit=MAX_LINE)
         log.info("loopback_gateway_listening", socket=str(self.socket_path))
@@ -71,6 +76,7 @@ class LoopbackGateway:
             self._server.close()
         if self.dispatcher is not None:
             await self.dispatcher.close(grace_s)
+        await self.pipeline.settle()
         await self.batcher.close()
         for writer in list(self._writers):
             writer.close()
@@ -80,6 +86,8 @@ class LoopbackGateway:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writers.add(writer)
+        while self._unheard:  # what happened before anyone listened (replies of recovered turns)
+            writer.write(self._unheard.popleft())
         try:
             while line := await reader.readline():
                 try:
@@ -125,6 +133,9 @@ class LoopbackGateway:
 
     def _emit(self, event: dict[str, Any]) -> None:
         line = (json.dumps(event, ensure_ascii=False) + "\n").encode()
+        if not any(not w.is_closing() for w in self._writers):
+            self._unheard.append(line)
+            return
         for writer in list(self._writers):
             if writer.is_closing():
                 self._writers.discard(writer)

@@ -1,10 +1,14 @@
 """`teleton start`: everything in one asyncio loop, from start-up to a clean exit.
 
-start-up   lock -> store -> embeddings -> knowledge index + watcher -> gateway -> agent -> scheduler
-           -> READY (systemd) with a one-line summary of what is enabled
-running    status file every few seconds, systemd watchdog pings, SIGHUP reloads config and prompts
-shutdown   SIGTERM/SIGINT: stop taking work, let running turns finish (bounded, then cancel), flush
-           the archive and the embedding queue, checkpoint the WAL, close Telegram, exit 0
+start-up   lock -> store (checked) -> embeddings -> knowledge index + watcher -> gateway -> agent
+           -> scheduler -> READY (systemd) with a one-line summary of what is enabled
+running    every loop (Telegram, embedding, scheduler, knowledge watcher) under one supervisor: retried
+           with backoff, fatal errors (a revoked session) stop the daemon with one line and exit 78;
+           status file every few seconds; systemd watchdog pings only while no loop stays down;
+           SIGHUP reloads config and prompts
+shutdown   SIGTERM/SIGINT: the scheduler stops first, then new messages; running turns finish
+           (bounded, then cancel: their messages stay accepted and are answered at the next start),
+           flush the archive and the embedding queue, checkpoint the WAL, close Telegram, exit 0
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import contextlib
 import gc
 import os
 import signal
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,12 +27,14 @@ from typing import Any
 import structlog
 
 from teleton.config import Config, load_config, require_llm, require_telegram
+from teleton.daemon.health import gather_status, open_checked
 from teleton.daemon.instance_lock import InstanceLock
 from teleton.daemon.loop_lag import LoopLagMonitor
 from teleton.daemon.memory_tuning import limit_malloc_arenas
 from teleton.daemon.status_file import DaemonStatus, write_status
 from teleton.daemon.systemd_notify import Notifier
 from teleton.observability.logging import configure_logging
+from teleton.observability.supervisor import Supervisor
 from teleton.privacy import Principals
 from teleton.storage import Database
 from teleton.workspace.template import create_workspace
@@ -37,6 +44,8 @@ log = structlog.get_logger(__name__)
 TURN_GRACE_S = 6.0  # a running turn may finish within this on SIGTERM; the whole stop stays under 10 s
 STATUS_EVERY_S = 5.0
 EMBED_FLUSH_S = 1.5
+WATCHDOG_GRACE_S = 600.0  # a loop down this long: the watchdog ping stops, systemd restarts the daemon
+EXIT_FATAL = 78  # EX_CONFIG: a restart cannot help (systemd's RestartPreventExitStatus)
 
 
 @dataclass
@@ -49,6 +58,8 @@ class Daemon:
     lag: LoopLagMonitor = field(default_factory=LoopLagMonitor)
     _tasks: list[asyncio.Task[Any]] = field(default_factory=list)
     principals: Principals = field(init=False)
+    supervisor: Supervisor = field(init=False)
+    fatal: str | None = None  # why the daemon stopped itself (a loop's fatal error)
     # Set as start-up reaches them; shutdown closes whatever exists, in reverse dependency order.
     db: Database | None = None
     gateway: Any = None
@@ -60,6 +71,7 @@ class Daemon:
 
     def __post_init__(self) -> None:
         self.principals = Principals.from_telegram(self.config.telegram)
+        self.supervisor = Supervisor(self._on_fatal, max_backoff_s=self.config.telegram.reconnect_max_delay_s)
 
     async def run(self) -> int:
         started = time.monotonic()
@@ -73,7 +85,15 @@ class Daemon:
         finally:
             await self._shutdown()
             await asyncio.to_thread(lock.release)
-        return 0
+        return EXIT_FATAL if self.fatal else 0
+
+    def _on_fatal(self, loop: str, reason: str) -> None:
+        """A loop hit an error no retry can fix: stop, say why in one line, exit non-zero."""
+        if self.fatal is None:
+            self.fatal = f"{loop}: {reason}"
+            self._note_error(self.fatal)
+            self.status.state = "stopping"
+            self.stop_event.set()
 
     # ---- start-up -------------------------------------------------------------------------------------
 
@@ -89,7 +109,7 @@ class Daemon:
 
         provider = await asyncio.to_thread(create_provider, config.embedding)
         embedding = (provider.model_id, provider.dims) if provider is not None else None
-        db = self.db = await Database.open(config.storage.database, embedding=embedding)
+        db = self.db = await open_checked(config.storage.database, embedding)
         # Knowledge, queries and tools go through the embedding cache; the feed embedder does not: every
         # message is new text, and caching it would only evict entries that get reused.
         embedder = with_cache(provider, db, config.embedding) if db.vectors else None
@@ -115,17 +135,17 @@ class Daemon:
         )
         self.dispatcher = gateway.on_message(stack.agent.handle)
         self.dispatcher.immediate = stack.agent.wants_immediate
-        if embedder is not None and provider is not None:
-            from teleton.memory.feed_embedding import FeedEmbedder
-
-            self.feed_embedder = FeedEmbedder(db, provider, batch=config.embedding.batch_size)
-            gateway.pipeline.on_archived = self.feed_embedder.notify
-            self.feed_embedder.start()
+        self.feed_embedder = gateway.pipeline.start_embedder(
+            provider if embedder is not None else None, batch=config.embedding.batch_size, supervisor=self.supervisor
+        )
+        if stack.agent.deps.distiller is not None:
+            stack.agent.deps.distiller.on_error = lambda exc: self.supervisor.report("distiller", exc)
+        stack.agent.deps.report = self.supervisor.report
         await self._start_scheduler(db, stack)
-        await gateway.start()
+        await gateway.start(self.supervisor)
 
         self._tasks.append(asyncio.create_task(self._status_loop(), name="status-file"))
-        self._tasks.append(asyncio.create_task(self.notifier.watchdog_loop(), name="watchdog"))
+        self._tasks.append(asyncio.create_task(self.notifier.watchdog_loop(self._healthy), name="watchdog"))
         self._tasks.append(asyncio.create_task(self.lag.run(), name="loop-lag"))
         # Start-up objects (model, tool index, caches) live for the whole run: moving them out of the
         # collector's reach keeps full collections during a message burst short.
@@ -158,7 +178,7 @@ class Daemon:
         index = KnowledgeIndex.from_config(db, self.config, embedder, self.principals)
         counts = await index.reindex()
         log.info("knowledge_indexed", **counts.as_dict())
-        self.watcher = index.watch(debounce_ms=self.config.memory.watch_debounce_ms)
+        self.watcher = index.watch(self.config.memory.watch_debounce_ms, self.supervisor)
         return index
 
     def _make_gateway(self, db: Database) -> Any:
@@ -186,7 +206,11 @@ class Daemon:
 
         agent = stack.agent
         scheduler = Scheduler(
-            db, run_agent_turn=agent.run_task, registry=stack.registry, context_for=agent.task_context
+            db,
+            run_agent_turn=agent.scheduled.run_task,
+            registry=stack.registry,
+            context_for=agent.scheduled.task_context,
+            tell_owner=self._tell_owner,
         )
         agent.tool_deps.extras["scheduler"] = scheduler
         memory = self.config.memory
@@ -208,7 +232,7 @@ class Daemon:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._on_stop_signal, sig)
-        loop.add_signal_handler(signal.SIGHUP, lambda: asyncio.ensure_future(self.reload()))
+        loop.add_signal_handler(signal.SIGHUP, lambda: self._tasks.append(asyncio.ensure_future(self.reload())))
 
     def _on_stop_signal(self, sig: int) -> None:
         if self.stop_event.is_set():
@@ -246,16 +270,17 @@ class Daemon:
                 await self._write_status()
 
     async def _write_status(self) -> None:
-        if self.db is not None:
-            row = await self.db.fetchone("select max(id) from tg_messages")
-            self.status.archived_messages = int(row[0] or 0)
-        if self.dispatcher is not None:
-            self.status.queue_depth = self.dispatcher.queue_depth()
-        if self.stack is not None:
-            self.status.turns = self.stack.agent.turns
-        self.status.details["loop_lag_p99_ms"] = round(self.lag.p99_ms(), 1)
-        self.status.details["loop_lag_max_ms"] = round(self.lag.worst_s * 1000, 1)
+        await gather_status(self)
         await asyncio.to_thread(write_status, self.config.storage.data_dir / "status.json", self.status)
+
+    def _healthy(self) -> bool:
+        """Whether the watchdog may ping: no loop has been down for longer than the grace period."""
+        return not self.supervisor.down_longer_than(WATCHDOG_GRACE_S)
+
+    async def _tell_owner(self, text: str) -> None:
+        chat = self.principals.notice_chat()
+        if chat is not None and self.gateway is not None:
+            await self.gateway.send_message(chat, text)
 
     def _note_error(self, text: str) -> None:
         self.status.last_error, self.status.last_error_at = text, time.time()
@@ -265,14 +290,16 @@ class Daemon:
     async def _shutdown(self) -> None:
         for task in self._tasks:
             task.cancel()
-        # New work stops first (gateway: no more updates; running turns get TURN_GRACE_S), then what the
-        # turns used, and the database last so every step before it can still write.
+        # New work stops first — scheduled tasks (they may still send while Telegram is up), then the
+        # gateway (no more updates; running turns get TURN_GRACE_S) — then what the turns used, and the
+        # database last so every step before it can still write.
         steps = [
+            ("scheduler", self.scheduler and (lambda: self.scheduler.stop(2.0))),
             ("gateway", self.gateway and (lambda: self.gateway.stop(TURN_GRACE_S))),
             ("agent", self.stack and (lambda: self.stack.close(1.0))),
-            ("scheduler", self.scheduler and (lambda: self.scheduler.stop(1.0))),
             ("knowledge watcher", self.watcher and self.watcher.stop),
             ("feed embedder", self.feed_embedder and (lambda: self.feed_embedder.stop(EMBED_FLUSH_S))),
+            ("supervisor", self.supervisor.stop),
             ("database", self.db and self.db.close),
         ]
         for name, close in steps:
@@ -294,4 +321,8 @@ def run_daemon(config: Config, transport: str | None = None) -> int:
     require_llm(config)
     limit_malloc_arenas()
     configure_logging(config.logging.level, config.logging.format, config.logging.file)
-    return asyncio.run(Daemon(config, transport).run())
+    daemon = Daemon(config, transport)
+    code = asyncio.run(daemon.run())
+    if daemon.fatal:
+        print(f"teleton stopped: {daemon.fatal}", file=sys.stderr, flush=True)
+    return code

@@ -30,6 +30,11 @@ class DaemonStatus:
     last_error: str | None = None
     last_error_at: float | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    loops: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> LoopHealth.as_dict()
+    errors: dict[str, list[Any]] = field(default_factory=dict)  # kind -> [last error, when]
+    queues: dict[str, int] = field(default_factory=dict)
+    quarantined: dict[str, int] = field(default_factory=dict)
+    messages: dict[str, int] = field(default_factory=dict)  # open (archived/accepted/sending) and failed
 
 
 def write_status(path: Path, status: DaemonStatus) -> None:
@@ -74,10 +79,30 @@ def describe(status: DaemonStatus | None, now: float | None = None) -> tuple[boo
         )
         if "loop_lag_p99_ms" in status.details:
             text += f"; event-loop lag p99 {status.details['loop_lag_p99_ms']} ms"
+        text += _health(status, now)
     if status.last_error:
         text += f"\nlast error ({_ago(now - (status.last_error_at or now))} ago): {status.last_error}"
     running = pid_alive(status.pid) and now - status.updated_at <= STALE_AFTER_S
     return running, text
+
+
+def _health(status: DaemonStatus, now: float) -> str:
+    lines = []
+    for name, loop in sorted(status.loops.items()):
+        line = f"{name}: {loop['state']} since {_ago(now - loop['since'])} ago"
+        if loop["state"] != "up" and loop.get("last_error"):
+            line += f" ({loop['last_error']})"
+        lines.append(line)
+    if status.queues:
+        lines.append("queues: " + ", ".join(f"{k} {v}" for k, v in sorted(status.queues.items())))
+    if status.messages:
+        waiting = sum(v for k, v in status.messages.items() if k != "failed")
+        lines.append(f"messages: {waiting} waiting for an answer, {status.messages.get('failed', 0)} failed")
+    if status.quarantined:
+        lines.append("quarantined: " + ", ".join(f"{v} {k}" for k, v in sorted(status.quarantined.items())))
+    for kind, (error, at) in sorted(status.errors.items()):
+        lines.append(f"last {kind} error ({_ago(now - at)} ago): {error}")
+    return "".join(f"\n  {line}" for line in lines)
 
 
 def _ago(seconds: float) -> str:

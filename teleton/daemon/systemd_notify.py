@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import structlog
 
@@ -49,10 +49,12 @@ class Notifier:
     def status(self, text: str) -> None:
         self.notify(f"STATUS={text}")
 
-    async def watchdog_loop(self) -> None:
-        """Ping the watchdog at half its interval for as long as the event loop is healthy."""
+    async def watchdog_loop(self, healthy: Callable[[], bool] = lambda: True) -> None:
+        """Ping the watchdog at half its interval while the event loop runs and ``healthy()`` holds (no
+        loop stuck down): a withheld ping makes systemd restart the daemon."""
         if self.watchdog_interval is None or not self.enabled:
             return
         while True:
-            self.notify("WATCHDOG=1")
+            if healthy():
+                self.notify("WATCHDOG=1")
             await asyncio.sleep(self.watchdog_interval)

@@ -58,6 +58,12 @@ class IncomingMessage:
     media_kind: str | None = None
     # Group messages that arrived since the agent last spoke there and did not trigger a reply.
     earlier_context: Sequence[IncomingMessage] = field(default_factory=tuple)
+    # The accepted messages this turn answers (a debounced group burst is one turn); empty: just this one.
+    answering: tuple[int, ...] = ()
+
+    @property
+    def answers(self) -> tuple[int, ...]:
+        return self.answering or ((self.message_id,) if self.message_id > 0 else ())
 
 
 @dataclass(frozen=True)

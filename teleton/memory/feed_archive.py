@@ -9,6 +9,7 @@ transaction, so the write-behind batcher can apply many of them in one commit.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -17,9 +18,17 @@ from teleton.memory.hybrid_search import FEED
 from teleton.memory.vector_store import delete_vectors
 from teleton.storage.sqlite_driver import Connection
 
-# agent_state values: NULL = archived, not yet seen by the policy gate. Anything else = already decided,
-# so a replay of the same update is not handed to the agent a second time.
-STATE_HISTORY = "history"  # imported by backfill or catch-up; never answered
+# agent_state: the durable life of a message the agent may answer (DESIGN §11):
+#   archived -> accepted -> sending -> answered | failed (agent_note says why), or archived -> ignored.
+# Only archived, accepted and sending are open: a restart (or a replay of the update) picks them up.
+STATE_HISTORY = "history"  # imported by backfill or catch-up, our own messages: never answered
+STATE_ARCHIVED = "archived"  # live, committed, not yet through the policy gate
+STATE_IGNORED = "ignored"  # the gate said no (policy, not addressed, rate limit)
+STATE_ACCEPTED = "accepted"  # the gate said yes: queued for the agent
+STATE_SENDING = "sending"  # its reply is going out (agent_note: since when)
+STATE_ANSWERED = "answered"
+STATE_FAILED = "failed"
+OPEN_STATES = (STATE_ARCHIVED, STATE_ACCEPTED, STATE_SENDING)
 
 
 @dataclass(frozen=True)
@@ -177,11 +186,89 @@ def mark_deleted(conn: Connection, chat_id: int | None, message_ids: Sequence[in
     return total
 
 
-def set_agent_state(conn: Connection, chat_id: int, message_ids: Sequence[int], state: str) -> None:
-    conn.executemany(
-        "update tg_messages set agent_state = ? where chat_id = ? and message_id = ?",
-        [(state, chat_id, mid) for mid in message_ids],
+def set_answer_state(
+    conn: Connection, chat_id: int, message_ids: Sequence[int], state: str, note: str | None = None
+) -> int:
+    """Move open messages (archived / accepted / sending) to ``state``; closed ones are never reopened."""
+    if not message_ids:
+        return 0
+    cur = conn.execute(
+        "update tg_messages set agent_state = ?, agent_note = ? where chat_id = ? "
+        "and message_id in (select value from json_each(?)) and agent_state in (select value from json_each(?))",
+        (state, note, chat_id, json.dumps(list(message_ids)), json.dumps(OPEN_STATES)),
     )
+    return int(cur.rowcount)
+
+
+@dataclass(frozen=True)
+class OpenMessage:
+    """A message still owed an answer, as the archive knows it (for recovery after a restart)."""
+
+    chat_id: int
+    chat_type: str
+    chat_title: str
+    message_id: int
+    date: float
+    text: str
+    state: str
+    note: str | None
+    sender: UserRecord | None
+    reply_to_id: int | None
+
+
+def open_messages(conn: Connection) -> list[OpenMessage]:
+    """Every message in an open state, oldest first within each chat."""
+    rows = conn.execute(
+        "select m.chat_id, coalesce(c.type, case when m.chat_id > 0 then 'dm' else 'group' end) as chat_type, "
+        "coalesce(c.title, '') as title, m.message_id, m.date, m.text, m.agent_state, m.agent_note, "
+        "m.sender_id, m.reply_to_id, u.first_name, u.last_name, u.username, u.phone, u.is_bot "
+        "from tg_messages m left join tg_chats c on c.id = m.chat_id left join tg_users u on u.id = m.sender_id "
+        "where m.agent_state in (select value from json_each(?)) order by m.chat_id, m.date, m.message_id",
+        (json.dumps(OPEN_STATES),),
+    ).fetchall()
+    return [
+        OpenMessage(
+            chat_id=int(r["chat_id"]),
+            chat_type=str(r["chat_type"]),
+            chat_title=str(r["title"]),
+            message_id=int(r["message_id"]),
+            date=float(r["date"]),
+            text=str(r["text"]),
+            state=str(r["agent_state"]),
+            note=r["agent_note"],
+            sender=None
+            if r["sender_id"] is None
+            else UserRecord(
+                id=int(r["sender_id"]),
+                first_name=r["first_name"] or "",
+                last_name=r["last_name"] or "",
+                username=r["username"],
+                phone=r["phone"],
+                is_bot=bool(r["is_bot"]),
+            ),
+            reply_to_id=r["reply_to_id"],
+        )
+        for r in rows
+    ]
+
+
+def our_message_since(conn: Connection, chat_id: int, since: float) -> bool:
+    """Whether we sent anything in the chat at or after ``since`` (a reply that went out before a crash)."""
+    row = conn.execute(
+        "select 1 from tg_messages where chat_id = ? and is_outgoing = 1 and date >= ? limit 1", (chat_id, since)
+    ).fetchone()
+    return row is not None
+
+
+def answer_counts(conn: Connection) -> dict[str, int]:
+    """How many messages are in each answer state (for `teleton status`)."""
+    return {
+        str(state): int(n)
+        for state, n in conn.execute(
+            "select agent_state, count(*) from tg_messages where agent_state in "
+            "('archived', 'accepted', 'sending', 'failed') group by agent_state"
+        )
+    }
 
 
 def set_chat_title(conn: Connection, chat_id: int, title: str, now: float) -> None:

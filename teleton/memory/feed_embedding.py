@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +31,7 @@ import structlog
 from teleton.memory.embeddings.provider import EmbeddingProvider
 from teleton.memory.hybrid_search import FEED, chat_token
 from teleton.memory.vector_store import check_model, write_vectors
+from teleton.observability.supervisor import Supervisor
 from teleton.storage import quarantine
 from teleton.storage.database import Database
 from teleton.storage.schema import FEED_CONTEXT_MESSAGES, FEED_CONTEXT_SECONDS
@@ -202,10 +203,11 @@ async def _embed_one(provider: EmbeddingProvider, text: str) -> tuple[np.ndarray
 
 
 class FeedEmbedder:
-    """A background task that embeds new feed messages shortly after they arrive.
+    """A background loop that embeds new feed messages shortly after they arrive.
 
     ``notify()`` after inserting messages wakes it (cheap, never blocks); it also polls every
-    ``interval`` seconds so rows written by anything else are picked up too.
+    ``interval`` seconds so rows written by anything else are picked up too. It runs under the daemon's
+    supervisor: a failing provider is retried with backoff and shows in ``teleton status``.
     """
 
     def __init__(self, db: Database, provider: EmbeddingProvider, *, batch: int = 64, interval: float = 5.0):
@@ -213,9 +215,10 @@ class FeedEmbedder:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
-    def start(self) -> None:
+    def start(self, supervisor: Supervisor | None = None) -> None:
         if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="feed-embedder")
+            supervisor = supervisor or Supervisor(lambda name, reason: None)
+            self._task = supervisor.run("embedding", self._loop)
 
     def notify(self) -> None:
         self._wake.set()
@@ -223,7 +226,7 @@ class FeedEmbedder:
     async def stop(self, flush_s: float = 0.0) -> None:
         """Stop; first embed what is still pending for up to ``flush_s`` (the rest stays marked for next start)."""
         if flush_s > 0:
-            with contextlib.suppress(TimeoutError):
+            with contextlib.suppress(Exception):
                 await asyncio.wait_for(embed_pending(self._db, self._provider, self._batch), flush_s)
         if self._task is not None:
             self._task.cancel()
@@ -231,16 +234,12 @@ class FeedEmbedder:
                 await self._task
             self._task = None
 
-    async def _run(self) -> None:
+    async def _loop(self, up: Callable[[], None]) -> None:
+        up()
         while True:
             self._wake.clear()
-            try:
-                count = await embed_pending(self._db, self._provider, self._batch)
-                if count:
-                    log.debug("feed_embedded", messages=count)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("feed_embedding_failed")
+            count = await embed_pending(self._db, self._provider, self._batch)
+            if count:
+                log.debug("feed_embedded", messages=count)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self._interval)

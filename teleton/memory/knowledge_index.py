@@ -341,12 +341,12 @@ class KnowledgeIndex:
             hits = [h for h in hits if h.meta["source"] in sources]
         return hits[:wanted]
 
-    def watch(self, debounce_ms: int = 500) -> Any:
+    def watch(self, debounce_ms: int = 500, supervisor: Any = None) -> Any:
         """Follow the files while the daemon runs (a ``KnowledgeWatcher``; ``await stop()`` ends it)."""
         from teleton.memory.knowledge_watch import KnowledgeWatcher
 
         watcher = KnowledgeWatcher(self, debounce_ms)
-        watcher.start()
+        watcher.start(supervisor)
         return watcher
 
 

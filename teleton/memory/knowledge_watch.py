@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import structlog
 
 from teleton.memory.knowledge_index import PUBLIC_DIR
+from teleton.observability.supervisor import Supervisor
 
 if TYPE_CHECKING:
     from teleton.memory.knowledge_index import KnowledgeIndex
@@ -31,9 +33,10 @@ class KnowledgeWatcher:
         self._task: asyncio.Task[None] | None = None
         self.reindexes = 0
 
-    def start(self) -> None:
+    def start(self, supervisor: Supervisor | None = None) -> None:
         if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="knowledge-watcher")
+            supervisor = supervisor or Supervisor(lambda name, reason: None)
+            self._task = supervisor.run("knowledge watcher", self._run)
 
     async def stop(self) -> None:
         self._stop.set()
@@ -49,9 +52,10 @@ class KnowledgeWatcher:
             p == workspace / "MEMORY.md" or p.parent == workspace / "memory" or p.is_relative_to(workspace / PUBLIC_DIR)
         )
 
-    async def _run(self) -> None:
+    async def _run(self, up: Callable[[], None]) -> None:
         workspace = self.index.workspace.resolve()
         await asyncio.to_thread(lambda: (workspace / "memory").mkdir(parents=True, exist_ok=True))
+        up()
         try:
             await self._watch(workspace, force_polling=False)
         except (OSError, RuntimeError) as exc:
@@ -74,8 +78,5 @@ class KnowledgeWatcher:
         ):
             if not any(self._relevant(path) for _, path in changes):
                 continue
-            try:
-                await self.index.reindex()
-                self.reindexes += 1
-            except Exception:
-                log.exception("knowledge_watch_reindex_failed")
+            await self.index.reindex()  # a failure goes to the supervisor: retried, shown in status
+            self.reindexes += 1

@@ -25,12 +25,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
-from croniter import croniter
 
-from teleton.gateway.contract import ChatInfo
 from teleton.llm.tool_loop import ToolCall, ToolResult
+from teleton.observability.supervisor import Supervisor
 from teleton.scheduler import task_store
-from teleton.scheduler.task_store import TaskRecord, TaskStore
+from teleton.scheduler.task_store import TaskRecord, TaskStore, next_cron
 
 log = structlog.get_logger(__name__)
 
@@ -38,29 +37,16 @@ RunAgentTurn = Callable[[TaskRecord, str], Awaitable[Any]]
 ContextFor = Callable[[TaskRecord], Awaitable[Any]]  # the task -> the ToolContext its tool call runs in
 PeriodicJob = Callable[[], Awaitable[Any]]
 NOT_NOW_DELAY_S = 60.0
+DELIVERY_ATTEMPTS = 5  # tries to deliver a task's reply before it fails (and the owner is told)
+DELIVERY_RETRY_S = (30.0, 120.0, 600.0, 1800.0)  # waits between them
 
 
 class NotNow(Exception):
     """A task may not run now (a rate limit); it is tried again later without counting as a run."""
 
 
-def next_cron(expression: str, after: float) -> float:
-    """The first time strictly after ``after`` (epoch seconds, local time zone) that ``expression`` names."""
-    from datetime import datetime
-
-    base = datetime.fromtimestamp(after).astimezone()
-    return float(croniter(expression, base).get_next(float))
-
-
-async def archived_chat(db: Any, chat_id: int) -> ChatInfo:
-    """The chat a task runs in, as the feed archive knows it (for the daemon's ``context_for``). A chat the
-    archive has never seen is taken for a DM when its id is positive (Telegram's user ids), a group otherwise."""
-    row = await db.fetchone("select type, title, username, member_count from tg_chats where id = ?", (chat_id,))
-    if row is None:
-        return ChatInfo(id=chat_id, type="dm" if chat_id > 0 else "group")
-    return ChatInfo(
-        id=chat_id, type=row["type"], title=row["title"], username=row["username"], member_count=row["member_count"]
-    )
+class NotDelivered(Exception):
+    """A task ran but its reply did not reach the chat: tried again later, up to DELIVERY_ATTEMPTS."""
 
 
 def task_prompt(task: TaskRecord) -> str:
@@ -98,6 +84,7 @@ class Scheduler:
         context_for: ContextFor | None = None,
         settings: SchedulerSettings = SchedulerSettings(),
         clock: Callable[[], float] = time.time,
+        tell_owner: Callable[[str], Awaitable[Any]] | None = None,
     ) -> None:
         self.store = TaskStore(db)
         self.db = db
@@ -111,6 +98,8 @@ class Scheduler:
         self._periodic: dict[str, _Periodic] = {}
         self._loop_task: asyncio.Task[None] | None = None
         self._stopping = False
+        self.tell_owner = tell_owner  # a task that finally fails is told to the owner
+        self.supervisor: Supervisor | None = None
 
     # -- periodic jobs -------------------------------------------------------------------------------
     def add_periodic(self, name: str, interval_s: float, coro_fn: PeriodicJob, *, run_at_start: bool = False) -> None:
@@ -145,6 +134,8 @@ class Scheduler:
             except Exception as exc:  # a failing job logs and tries again next interval
                 job.last_error = repr(exc)
                 log.warning("periodic_job_failed", job=job.name, error=repr(exc))
+                if self.supervisor is not None:
+                    self.supervisor.report(job.name, exc)
             finally:
                 job.runs += 1
 
@@ -157,13 +148,15 @@ class Scheduler:
             await asyncio.sleep(job.interval_s)
 
     # -- life cycle ----------------------------------------------------------------------------------
-    async def start(self) -> None:
-        """Re-queue tasks a crash left running, then run the task loop and every periodic job."""
-        requeued = await self.db.write(lambda c: task_store.recover_interrupted(c, self.clock()))
-        if requeued:
-            log.warning("tasks_requeued", ids=requeued)
+    async def start(self, supervisor: Supervisor | None = None) -> None:
+        """Settle tasks a crash left running (each runs again at most once; one whose reply already went
+        out is done), then run the task loop (supervised) and every periodic job."""
+        outcome = await self.db.write(lambda c: task_store.recover_interrupted(c, self.clock()))
+        if any(outcome.values()):
+            log.warning("tasks_recovered", **outcome)
         loop = asyncio.get_running_loop()
-        self._loop_task = loop.create_task(self._task_loop(), name="scheduler")
+        self.supervisor = supervisor or Supervisor(lambda name, reason: None)
+        self._loop_task = self.supervisor.run("scheduler", self._task_loop)
         for job in self._periodic.values():
             job.loop_task = loop.create_task(self._periodic_loop(job), name=f"job-{job.name}")
 
@@ -187,14 +180,10 @@ class Scheduler:
                 await task
 
     # -- tasks ---------------------------------------------------------------------------------------
-    async def _task_loop(self) -> None:
+    async def _task_loop(self, up: Callable[[], None]) -> None:
+        up()
         while not self._stopping:
-            try:
-                await self.run_due()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # a database hiccup must not end scheduling
-                log.error("scheduler_pass_failed", error=repr(exc))
+            await self.run_due()  # a failure (a database hiccup) goes to the supervisor: retried with backoff
             await self._sleep_until_next()
 
     async def _sleep_until_next(self) -> None:
@@ -250,13 +239,32 @@ class Scheduler:
             await self.db.write(lambda c: task_store.postpone(c, task.id, now + NOT_NOW_DELAY_S, reason, now))
             log.info("task_postponed", task=task.id, reason=str(exc))
             return
+        except NotDelivered as exc:
+            if task.attempts < DELIVERY_ATTEMPTS:
+                now = self.clock()
+                wait = DELIVERY_RETRY_S[min(task.attempts - 1, len(DELIVERY_RETRY_S) - 1)]
+                reason = f"reply not delivered (try {task.attempts} of {DELIVERY_ATTEMPTS}): {exc}"
+                await self.db.write(lambda c: task_store.retry_later(c, task.id, now + wait, reason, now))
+                log.warning("task_delivery_failed", task=task.id, attempt=task.attempts, error=str(exc))
+                return
+            text = f"reply not delivered after {DELIVERY_ATTEMPTS} tries: {exc}"
         except Exception as exc:
             text = f"{type(exc).__name__}: {exc}"
         next_run = next_cron(task.repeat, self.clock()) if task.repeat else None
         now = self.clock()
         await self.db.write(lambda c: task_store.finish(c, task.id, ok, text, now, next_run))
         log.info("task_ran", task=task.id, kind=task.kind, ok=ok, repeat=bool(task.repeat))
+        if not ok:
+            await self._tell_owner(f"Scheduled task #{task.id} ({task.description}) failed: {text}")
         self.wake()  # dependants may be due now
+
+    async def _tell_owner(self, text: str) -> None:
+        if self.tell_owner is None:
+            return
+        try:
+            await self.tell_owner(text)
+        except Exception as exc:  # the failure stays in the task's row and the log
+            log.warning("owner_not_told", error=repr(exc))
 
     async def _execute(self, task: TaskRecord) -> tuple[bool, str]:
         if task.kind == "agent":

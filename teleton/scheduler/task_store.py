@@ -19,8 +19,12 @@ import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
+from croniter import croniter
+
+from teleton.memory.feed_archive import our_message_since
 from teleton.storage.sqlite_driver import Connection
 
 FINAL = ("done", "failed", "blocked", "cancelled")
@@ -170,8 +174,8 @@ def next_run_at(conn: Connection) -> float | None:
 def claim(conn: Connection, task_id: int, now: float) -> bool:
     """pending -> running; False when someone else (a cancel) changed it first."""
     cur = conn.execute(
-        "update tasks set status = 'running', attempts = attempts + 1, last_run_at = ?, updated_at = ? "
-        "where id = ? and status = 'pending'",
+        "update tasks set status = 'running', attempts = attempts + 1, last_run_at = ?, updated_at = ?, "
+        "sending_at = null, delivered_at = null where id = ? and status = 'pending'",
         (now, now, task_id),
     )
     return cur.rowcount == 1
@@ -190,7 +194,7 @@ def finish(conn: Connection, task_id: int, ok: bool, result: str, now: float, ne
         return
     status = "done" if ok else "failed"
     conn.execute(
-        "update tasks set status = ?, result = ?, updated_at = ? where id = ? and status = 'running'",
+        "update tasks set status = ?, result = ?, updated_at = ?, interrupted = 0 where id = ? and status = 'running'",
         (status, result, now, task_id),
     )
     if not ok:
@@ -265,16 +269,55 @@ def postpone(conn: Connection, task_id: int, run_at: float, reason: str, now: fl
     )
 
 
-def recover_interrupted(conn: Connection, now: float) -> list[int]:
-    """Tasks left 'running' by a crash or kill run again at start (at least once beats never)."""
-    ids = [int(r[0]) for r in conn.execute("select id from tasks where status = 'running'")]
-    for task_id in ids:
-        conn.execute(
-            "update tasks set status = 'pending', result = 'interrupted by a restart; will run again', "
-            "updated_at = ? where id = ?",
-            (now, task_id),
+def retry_later(conn: Connection, task_id: int, run_at: float, reason: str, now: float) -> None:
+    """running -> pending at ``run_at``: its reply did not get through; the attempt counts."""
+    conn.execute(
+        "update tasks set status = 'pending', run_at = ?, result = ?, updated_at = ? "
+        "where id = ? and status = 'running'",
+        (run_at, reason, now, task_id),
+    )
+
+
+INTERRUPTED_TWICE = "interrupted by a restart twice; not run again"
+CUT_WHILE_SENDING = "a restart cut its reply while it went out; not sent again"
+
+
+def recover_interrupted(conn: Connection, now: float) -> dict[str, int]:
+    """Settle the tasks a crash left 'running': a task runs again at most once, and a reply is sent once.
+
+    - its reply was recorded delivered, or a message of ours reached its chat after it began sending:
+      the run is over (done; a repeating task goes on at its next time);
+    - it began sending but nothing of ours is in the chat: failed, not sent again;
+    - cut before sending: pending again, once; cut a second time: failed.
+    """
+    outcome = {"done": 0, "again": 0, "failed": 0}
+    rows = conn.execute(
+        "select id, chat_id, repeat, interrupted, sending_at, delivered_at from tasks where status = 'running'"
+    ).fetchall()
+    for task_id, chat_id, repeat, interrupted, sending_at, delivered_at in rows:
+        went_out = delivered_at is not None or (
+            sending_at is not None and chat_id is not None and our_message_since(conn, int(chat_id), sending_at)
         )
-    return ids
+        if went_out:
+            finish(conn, task_id, True, "delivered (before a restart)", now, next_cron(repeat, now) if repeat else None)
+            outcome["done"] += 1
+        elif sending_at is not None or interrupted:
+            finish(conn, task_id, False, CUT_WHILE_SENDING if sending_at is not None else INTERRUPTED_TWICE, now)
+            outcome["failed"] += 1
+        else:
+            conn.execute(
+                "update tasks set status = 'pending', interrupted = 1, result = 'interrupted by a restart; runs "
+                "again once', updated_at = ? where id = ?",
+                (now, task_id),
+            )
+            outcome["again"] += 1
+    return outcome
+
+
+def next_cron(expression: str, after: float) -> float:
+    """The first time strictly after ``after`` (epoch seconds, local time zone) that ``expression`` names."""
+    base = datetime.fromtimestamp(after).astimezone()
+    return float(croniter(expression, base).get_next(float))
 
 
 def list_tasks(

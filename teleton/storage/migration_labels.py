@@ -58,7 +58,7 @@ create index if not exists pending_sends_status on pending_sends(status, expires
 
 alter table tg_messages add column agent_note text;
 create index if not exists tg_messages_agent_state on tg_messages(agent_state, date)
-    where agent_state in ('archived', 'accepted', 'sending');
+    where agent_state in ('archived', 'accepted', 'sending', 'failed');
 
 alter table tasks add column interrupted integer not null default 0;
 alter table tasks add column sending_at real;

@@ -5,13 +5,19 @@ chats run in parallel. In groups, a burst of addressed messages is collected for
 each new message, capped at ``max_factor`` times the window or ``max_messages`` messages) and handed over
 as one turn. Group messages that did not trigger a reply wait in a per-chat buffer and ride along as
 ``earlier_context`` the next time the agent is addressed there. Nothing here knows Telethon.
+
+A message is "in flight" from its acceptance until its turn ends; offering it again meanwhile (a replay of
+the update, recovery after a restart) is refused, so it is never queued twice. Recovered messages, already
+accepted before the restart, are offered with ``accepted=True`` and skip the gate. Per-chat buffers are
+bounded in number (least recently used dropped first) and lanes end when idle, so a month of traffic from
+20,000 chats keeps memory flat.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections import Counter, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 
@@ -26,6 +32,9 @@ log = structlog.get_logger(__name__)
 LANE_IDLE_S = 60.0  # a lane's worker exits after this long without messages
 TYPING_EVERY_S = 4.5  # Telegram shows "typing…" for about 5 s per action
 CONTEXT_CAP = 50  # unanswered group messages kept per chat
+IN_PROGRESS = "already in progress"
+FINISHED_KEPT = 20_000  # turns finished in this process, remembered so a late replay is not answered again
+CONTEXT_CHATS = 2_000  # chats whose unanswered messages are kept (the least recently active are dropped)
 
 
 @dataclass(frozen=True)
@@ -54,24 +63,36 @@ class Dispatcher:
     context_cap: int = CONTEXT_CAP
     # Messages that must not wait behind the chat's running turn (/stop): handled at once, outside the lane.
     immediate: Callable[[IncomingMessage], bool] | None = None
+    context_chats: int = CONTEXT_CHATS
     _urgent: set[asyncio.Task[None]] = field(default_factory=set)
     _lanes: dict[int, _Lane] = field(default_factory=dict)
-    _context: dict[int, deque[IncomingMessage]] = field(default_factory=dict)
+    _context: OrderedDict[int, deque[IncomingMessage]] = field(default_factory=OrderedDict)
+    _inflight: set[tuple[int, int]] = field(default_factory=set)
+    # A replay can race the end of its turn (read "accepted" just before "answered" was committed).
+    _finished: OrderedDict[tuple[int, int], None] = field(default_factory=OrderedDict)
     _closing: bool = False
     turns: int = 0
     failures: int = 0
     decisions: Counter[str] = field(default_factory=Counter)
 
-    def offer(self, msg: IncomingMessage) -> Decision:
-        """Gate one archived message; queue it for the agent or keep it as context. Never blocks."""
-        decision = decide(msg, self.policy, self.me_id())
-        if decision.accept and not self.policy.is_admin(msg.sender.id if msg.sender else None):
+    def offer(self, msg: IncomingMessage, *, accepted: bool = False) -> Decision:
+        """Gate one archived message; queue it for the agent or keep it as context. Never blocks.
+
+        ``accepted``: the gate already said yes before a restart (recovery): queue it without asking again.
+        """
+        key = (msg.chat.id, msg.message_id)
+        if key in self._inflight or key in self._finished:
+            return Decision(False, IN_PROGRESS)
+        decision = Decision(True, "recovered") if accepted else decide(msg, self.policy, self.me_id())
+        if decision.accept and not accepted and not self.policy.is_admin(msg.sender.id if msg.sender else None):
             # Admins are never rate-limited: the owner must always be able to reach (and stop) the agent.
             limited = self.limiter.allow(msg.chat.id)
             if limited:
                 decision = Decision(False, limited, keep_as_context=msg.chat.type == "group")
         if self._closing:
             decision = Decision(False, "shutting down")
+        if decision.accept:
+            self._inflight.add(key)
         if decision.accept and self.immediate is not None and self.immediate(msg):
             task = asyncio.get_running_loop().create_task(self._urgent_turn(msg), name=f"urgent-{msg.chat.id}")
             self._urgent.add(task)
@@ -81,7 +102,7 @@ class Dispatcher:
             lane.pending += 1
             lane.queue.put_nowait(msg)
         elif decision.keep_as_context:
-            self._context.setdefault(msg.chat.id, deque(maxlen=self.context_cap)).append(msg)
+            self._keep_context(msg)
         # Counted, not logged: a log line per message would cost more than the gate itself under a burst.
         self.decisions[decision.reason] += 1
         return decision
@@ -92,6 +113,25 @@ class Dispatcher:
 
     def pending_context(self, chat_id: int) -> list[IncomingMessage]:
         return list(self._context.get(chat_id, ()))
+
+    def in_flight(self, chat_id: int, message_id: int) -> bool:
+        return (chat_id, message_id) in self._inflight
+
+    def _done(self, keys: list[tuple[int, int]]) -> None:
+        for key in keys:
+            self._inflight.discard(key)
+            self._finished[key] = None
+        while len(self._finished) > FINISHED_KEPT:
+            self._finished.popitem(last=False)
+
+    def _keep_context(self, msg: IncomingMessage) -> None:
+        buffer = self._context.get(msg.chat.id)
+        if buffer is None:
+            buffer = self._context[msg.chat.id] = deque(maxlen=self.context_cap)
+        self._context.move_to_end(msg.chat.id)
+        buffer.append(msg)
+        while len(self._context) > self.context_chats:
+            self._context.popitem(last=False)
 
     def busy(self) -> bool:
         return any(lane.pending > 0 and lane.task is not None and not lane.task.done() for lane in self._lanes.values())
@@ -107,9 +147,10 @@ class Dispatcher:
         tasks = [lane.task for lane in self._lanes.values() if lane.task is not None]
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.idle(), grace_s)
-        for task in tasks:
+        urgent = list(self._urgent)
+        for task in [*tasks, *urgent]:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, *urgent, return_exceptions=True)
         self._lanes.clear()
 
     def _lane(self, chat_id: int) -> _Lane:
@@ -154,11 +195,13 @@ class Dispatcher:
             await self.handler(msg)
         except Exception:
             log.exception("agent_turn_failed", chat_id=msg.chat.id, message_id=msg.message_id)
+        finally:
+            self._done([(msg.chat.id, msg.message_id)])
 
     async def _turn(self, chat_id: int, batch: list[IncomingMessage]) -> None:
         context = list(self._context.pop(chat_id, ())) + batch[:-1]
         context.sort(key=lambda m: (m.date, m.message_id))
-        msg = replace(batch[-1], earlier_context=tuple(context))
+        msg = replace(batch[-1], earlier_context=tuple(context), answering=tuple(m.message_id for m in batch))
         typing = asyncio.get_running_loop().create_task(self._keep_typing(chat_id)) if self.typing else None
         try:
             await self.handler(msg)
@@ -170,6 +213,7 @@ class Dispatcher:
             self.failures += 1
             log.exception("agent_turn_failed", chat_id=chat_id, message_id=msg.message_id)
         finally:
+            self._done([(chat_id, m.message_id) for m in batch])
             if typing is not None:
                 typing.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

@@ -28,19 +28,20 @@ from telethon.tl import types
 
 from teleton.gateway.contract import ChatInfo, GatewayError, IncomingHandler, IncomingMessage, SentMessage, UserInfo
 from teleton.memory.feed_archive import MessageRecord
+from teleton.observability.supervisor import Supervisor
 from teleton.privacy import Principals
 from teleton.storage import Database
 from teleton.telegram import convert
 from teleton.telegram.approvals import ChoiceButtons, inline_buttons
 from teleton.telegram.archiver import ArchiveBatcher
 from teleton.telegram.dispatch import DebounceConfig, Dispatcher
+from teleton.telegram.faults import NotLoggedIn, fatal_reason
 from teleton.telegram.flood import with_flood_retry
 from teleton.telegram.handlers import FeedHandlers
 from teleton.telegram.markdown import Span
 from teleton.telegram.pipeline import FeedPipeline
 from teleton.telegram.policy import PolicyConfig
 from teleton.telegram.ratelimit import RateLimiter
-from teleton.telegram.reconnect import Backoff, keep_connected
 from teleton.telegram.split import Part, plan_reply
 
 log = structlog.get_logger(__name__)
@@ -62,6 +63,7 @@ class GatewaySettings:
     reconnect_max_delay_s: float = 300
     typing_indicator: bool = True
     session_file: Path | None = None
+    recovery_window_s: float = 1800.0
 
     @classmethod
     def from_telegram(cls, tg: Any, principals: Principals | None = None) -> GatewaySettings:
@@ -77,6 +79,7 @@ class GatewaySettings:
             reconnect_max_delay_s=tg.reconnect_max_delay_s,
             typing_indicator=tg.typing_indicator,
             session_file=session_file(tg.session_path) if tg.session_path else None,
+            recovery_window_s=tg.recovery_window_minutes * 60.0,
         )
 
     def dispatcher(
@@ -151,10 +154,10 @@ class TelegramGateway:
         self.pipeline = FeedPipeline(db, self.batcher)
         self.handlers = FeedHandlers(self.pipeline, lambda: self.me)
         self.dispatcher: Dispatcher | None = None
-        self.embedder: Any = None
         self._installed = False
-        self._stop = asyncio.Event()
+        self._recovered = False
         self._runner: asyncio.Task[None] | None = None
+        self._supervisor: Supervisor | None = None
         self._catchup: asyncio.Task[int] | None = None
         self._sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
         # Telethon would otherwise sleep through FloodWaits silently and without a bound.
@@ -176,20 +179,6 @@ class TelegramGateway:
         self.pipeline.dispatcher = self.dispatcher
         return self.dispatcher
 
-    def start_embedder(self, provider: Any, *, batch: int = 64) -> Any:
-        """Embed archived messages in the background (the memory engine's FeedEmbedder), off the receive path.
-
-        Each commit of new or edited messages wakes it. ``provider`` None, or no sqlite-vec: keyword-only.
-        """
-        from teleton.memory.feed_embedding import FeedEmbedder
-
-        if provider is None or not self.db.vectors:
-            return None
-        self.embedder = FeedEmbedder(self.db, provider, batch=batch)
-        self.pipeline.on_archived = self.embedder.notify
-        self.embedder.start()
-        return self.embedder
-
     def install(self) -> None:
         """Register the update handlers on the client (idempotent)."""
         if not self._installed:
@@ -205,48 +194,44 @@ class TelegramGateway:
 
     # ---- life cycle ---------------------------------------------------------------------------------
 
-    async def start(self) -> None:
-        """Connect and log in (bot token, or the session `teleton setup` created), then run in background.
+    async def start(self, supervisor: Supervisor | None = None) -> None:
+        """Connect and log in (bot token, or the session `teleton setup` created), then stay connected under
+        ``supervisor`` (the daemon's; a private one otherwise): drops and unreachable networks are retried
+        with backoff, FloodWait is slept as Telegram says, a revoked session or banned account is fatal.
 
-        Returns once connected, or after a first failed attempt (Telegram unreachable: the supervisor keeps
-        retrying with backoff and the rest of the daemon runs meanwhile). A login problem raises.
+        Returns once connected, or after a first failed attempt (Telegram unreachable: retries go on in the
+        background while the rest of the daemon runs). A fatal error on the first attempt raises.
         """
         self.install()
         first_attempt = asyncio.Event()
-        failure: list[BaseException] = []
+        failure: list[str] = []
+        if supervisor is None:
+            supervisor = Supervisor(lambda name, reason: failure.append(reason),
+                                    max_backoff_s=self.settings.reconnect_max_delay_s)  # fmt: skip
+        self._supervisor = supervisor
 
-        async def connect() -> None:
+        async def connection(up: Callable[[], None]) -> None:
             try:
                 await self.client.connect()
                 await self._ensure_login()
             finally:
                 first_attempt.set()
             secure_session(self.settings.session_file)
+            up()
+            await self.client.disconnected  # returns when the connection drops: connected again at once
 
-        def retrying(failures: int, delay: float, error: BaseException | None) -> None:
-            first_attempt.set()
-
-        async def supervise() -> None:
-            try:
-                await keep_connected(
-                    connect,
-                    self._disconnected,
-                    self._stop,
-                    backoff=Backoff(max_s=self.settings.reconnect_max_delay_s),
-                    fatal=(GatewayError, errors.AuthKeyError, errors.UnauthorizedError),
-                    on_retry=retrying,
-                )
-            except BaseException as exc:
-                failure.append(exc)
+        def fatal(exc: BaseException) -> str | None:
+            reason = fatal_reason(exc)
+            if reason is not None:
+                failure.append(reason)
                 first_attempt.set()
-                if not isinstance(exc, asyncio.CancelledError):
-                    log.error("telegram_stopped", error=str(exc))
+            return reason
 
-        self._runner = asyncio.get_running_loop().create_task(supervise(), name="telegram-gateway")
+        self._runner = supervisor.run("telegram", connection, classify=fatal)
         await first_attempt.wait()
         await asyncio.sleep(0)  # let a fatal error from that attempt reach `failure`
         if failure:
-            raise GatewayError(f"Telegram login failed: {failure[0]}") from failure[0]
+            raise GatewayError(f"Telegram login failed: {failure[0]}")
         if self.me is None:
             log.warning("telegram_unreachable", effect="retrying in the background")
         else:
@@ -257,13 +242,18 @@ class TelegramGateway:
             if self.settings.mode == "bot" and self.settings.bot_token:
                 await self.client.sign_in(bot_token=self.settings.bot_token)
             else:
-                raise GatewayError("this Telegram session is not logged in: run `teleton setup`")
+                raise NotLoggedIn("this Telegram session is not logged in")
         me = await self.client.get_me()
         if not isinstance(me, types.User):
             raise GatewayError("could not read our own Telegram account")
         self.set_me(me)
-        with contextlib.suppress(Exception):  # Telethon's own catch-up: missed updates via getDifference
+        if not self._recovered and self.dispatcher is not None:  # once per start, when we can send again
+            self._recovered = True
+            await self.pipeline.recover(self.settings.recovery_window_s, self.me)
+        try:  # Telethon's own catch-up: missed updates via getDifference
             await self.client.catch_up()
+        except Exception as exc:  # the archive catch-up below and live updates still run
+            log.warning("telegram_catch_up_failed", error=f"{type(exc).__name__}: {exc}")
         # Bots may not read dialogs or history; Telethon's getDifference catch-up above covers them.
         if not me.bot and (self._catchup is None or self._catchup.done()):
             self._catchup = asyncio.get_running_loop().create_task(self.catch_up_archive(), name="catch-up")
@@ -280,25 +270,20 @@ class TelegramGateway:
             log.warning("catch_up_failed", error=str(exc))
             return 0
 
-    async def _disconnected(self) -> None:
-        await self.client.disconnected
-
     async def stop(self, grace_s: float = 5.0) -> None:
         """Finish or cancel running turns (they may still send), disconnect, then commit what was received."""
-        self._stop.set()
         if self._catchup is not None:
             self._catchup.cancel()
         if self.dispatcher is not None:
             await self.dispatcher.close(grace_s)
-        with contextlib.suppress(Exception):
-            await self.client.disconnect()
-        if self._runner is not None:
+        if self._runner is not None:  # first: a disconnect must not look like a drop to reconnect from
             self._runner.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._runner
+        with contextlib.suppress(Exception):
+            await self.client.disconnect()
+        await self.pipeline.settle()
         await self.batcher.close()  # after the disconnect: no update can arrive behind the last commit
-        if self.embedder is not None:
-            await self.embedder.stop()
         secure_session(self.settings.session_file)
 
     # ---- actions (the Gateway protocol) -------------------------------------------------------------

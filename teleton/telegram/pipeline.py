@@ -1,9 +1,12 @@
-"""The receive path after conversion: archive first, then (for new messages only) the dispatcher.
+"""The receive path after conversion: archive first, then the dispatcher; and recovery after a restart.
 
-``FeedPipeline.message`` returns only after the message is committed, and a message is offered to the
-agent only the first time the archive sees it: the insert is the deduplication, so a replayed update, a
-catch-up after a restart, or our own sent message echoing back are archived once and answered at most once.
-No Telethon here; the Telethon handlers build the records and call in.
+``FeedPipeline.message`` returns only after the message is committed, and the insert is the deduplication:
+a replayed update, a catch-up after a restart, or our own sent message echoing back are archived once. A
+live message is archived ``archived``; the gate's verdict follows as ``accepted`` or ``ignored``, and the
+agent's runtime closes it as ``answered`` or ``failed`` (``feed_archive``). A message still open — accepted
+before a crash or a SIGTERM and never answered — is offered again when its update is replayed, and at
+start by ``recover``: once, in order per chat, if younger than the recovery window; older ones are marked
+failed and counted. No Telethon here; the Telethon handlers build the records and call in.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import structlog
 
@@ -21,13 +25,15 @@ from teleton.memory import feed_archive as fa
 from teleton.storage import Database
 from teleton.storage.sqlite_driver import Connection
 from teleton.telegram.archiver import ArchiveBatcher
-from teleton.telegram.dispatch import Dispatcher
+from teleton.telegram.dispatch import IN_PROGRESS, Dispatcher
+from teleton.telegram.recovery import recover_open
 
 log = structlog.get_logger(__name__)
 
-STATE_SEEN = "seen"  # archived live and offered to the gate
 STALE_AFTER_S = 3600.0  # older messages surfacing in a catch-up are archived, not answered
+RECOVERY_WINDOW_S = 1800.0  # accepted messages younger than this are answered after a restart
 _OURS_PER_CHAT = 200
+_OURS_CHATS = 5_000  # chats whose recent messages of ours are remembered (the least recent forgotten)
 _ENTITY_CACHE = 50_000
 
 
@@ -41,7 +47,8 @@ class FeedPipeline:
     # Called after rows needing embeddings were committed (the background embedder's wake-up).
     on_archived: Callable[[], None] | None = None
     _written: OrderedDict[tuple[str, int], object] = field(default_factory=OrderedDict)
-    _ours: dict[int, deque[int]] = field(default_factory=dict)
+    _ours: OrderedDict[int, deque[int]] = field(default_factory=OrderedDict)
+    _writes: set[asyncio.Future[Any]] = field(default_factory=set)
     archived: int = 0
     duplicates: int = 0
 
@@ -74,7 +81,8 @@ class FeedPipeline:
         """
         meta = self._unwritten(chat, users)
         offer = incoming is not None and not record.is_outgoing and self.dispatcher is not None
-        state = STATE_SEEN if offer else fa.STATE_HISTORY
+        offer = offer and self.clock() - record.date <= self.stale_after_s
+        state = fa.STATE_ARCHIVED if offer else fa.STATE_HISTORY
         reply_id = incoming.reply_to_id if offer and incoming is not None and not incoming.reply_to_us else None
         if reply_id is not None and reply_id in self._ours.get(record.chat_id, ()):
             incoming = replace(incoming, reply_to_us=True)  # type: ignore[arg-type]
@@ -122,11 +130,14 @@ class FeedPipeline:
             self._note_ours(record.chat_id, record.message_id)
         if not result.new:
             self.duplicates += 1
+            if incoming is not None and result.agent_state in (fa.STATE_ARCHIVED, fa.STATE_ACCEPTED):
+                # A replay of a message still owed an answer (a restart cut its turn): offer it again.
+                self._offer(incoming, accepted=result.agent_state == fa.STATE_ACCEPTED)
             return
         self.archived += 1
         if self.on_archived is not None:
             self.on_archived()
-        if incoming is None or self.dispatcher is None or self.clock() - record.date > self.stale_after_s:
+        if incoming is None or self.dispatcher is None:
             return
         if reply_is_ours:
             incoming = replace(incoming, reply_to_us=True)
@@ -142,7 +153,51 @@ class FeedPipeline:
                     is_bot=known.is_bot,
                 ),
             )
-        self.dispatcher.offer(incoming)
+        self._offer(incoming)
+
+    def _offer(self, incoming: IncomingMessage, *, accepted: bool = False) -> None:
+        """Through the gate (unless ``accepted`` before), then the verdict into the message's record."""
+        assert self.dispatcher is not None
+        decision = self.dispatcher.offer(incoming, accepted=accepted)
+        if decision.reason == IN_PROGRESS or (accepted and decision.accept):
+            return  # its record already says accepted
+        state = fa.STATE_ACCEPTED if decision.accept else fa.STATE_IGNORED
+        note = None if decision.accept else decision.reason
+        self._record(incoming.chat.id, incoming.message_id, state, note)
+
+    def _record(self, chat_id: int, message_id: int, state: str, note: str | None) -> None:
+        # Written with the next batch; a crash first leaves it archived, and recovery gates it again.
+        write = asyncio.ensure_future(
+            self.batcher.put(lambda conn: fa.set_answer_state(conn, chat_id, [message_id], state, note))
+        )
+        self._writes.add(write)
+        write.add_done_callback(self._writes.discard)
+
+    async def settle(self) -> None:
+        """Wait until every verdict written so far is committed (tests, shutdown)."""
+        while self._writes:
+            await asyncio.gather(*list(self._writes), return_exceptions=True)
+        await self.batcher.drain()
+
+    async def recover(self, window_s: float = RECOVERY_WINDOW_S, me: UserInfo | None = None) -> dict[str, int]:
+        """Answer what a restart left open: once, in order per chat; too old or half-sent ones fail."""
+        assert self.dispatcher is not None
+        report = await recover_open(self.db, self.dispatcher, self._offer, window_s, self.clock(), me)
+        if any(report.values()):
+            log.warning("messages_recovered", window_min=round(window_s / 60), **report)
+        return report
+
+    def start_embedder(self, provider: Any, *, batch: int = 64, supervisor: Any = None) -> Any:
+        """Embed archived messages in the background (the memory engine's FeedEmbedder), off the receive
+        path; each commit of new or edited messages wakes it. No provider or no sqlite-vec: keyword-only."""
+        from teleton.memory.feed_embedding import FeedEmbedder
+
+        if provider is None or not self.db.vectors:
+            return None
+        embedder = FeedEmbedder(self.db, provider, batch=batch)
+        self.on_archived = embedder.notify
+        embedder.start(supervisor)
+        return embedder
 
     async def edit(
         self, record: fa.MessageRecord, *, chat: fa.ChatRecord | None = None, users: Sequence[fa.UserRecord] = ()
@@ -190,7 +245,13 @@ class FeedPipeline:
         return result
 
     def _note_ours(self, chat_id: int, message_id: int) -> None:
-        self._ours.setdefault(chat_id, deque(maxlen=_OURS_PER_CHAT)).append(message_id)
+        ours = self._ours.get(chat_id)
+        if ours is None:
+            ours = self._ours[chat_id] = deque(maxlen=_OURS_PER_CHAT)
+        self._ours.move_to_end(chat_id)
+        ours.append(message_id)
+        while len(self._ours) > _OURS_CHATS:
+            self._ours.popitem(last=False)
 
     def _unwritten(self, chat: fa.ChatRecord | None, users: Sequence[fa.UserRecord]) -> list[object]:
         # Chat and user rows change rarely; writing them with every message would double the write load.

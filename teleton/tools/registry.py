@@ -62,6 +62,9 @@ class ToolContext:
     deps: ToolDeps
     message_id: int | None = None
     exposure: Exposure = field(default_factory=Exposure)
+    # Sends to the turn's own chat (the runtime's, which writes the delivery record first); None: straight
+    # to the gateway (tool tasks, tests).
+    say: Callable[[str, int | None], Awaitable[Any]] | None = None
 
     def __post_init__(self) -> None:
         self.exposure.add(self.clearance.label)  # a turn has always seen its own chat

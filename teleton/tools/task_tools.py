@@ -23,8 +23,7 @@ from typing import Any
 from croniter import croniter
 
 from teleton.llm.tool_loop import ToolResult
-from teleton.scheduler.scheduler import next_cron
-from teleton.scheduler.task_store import NewTask, TaskError, TaskRecord, TaskStore
+from teleton.scheduler.task_store import NewTask, TaskError, TaskRecord, TaskStore, next_cron
 from teleton.tools.registry import Tool, ToolContext, validation_error
 
 SCHEDULER_KEY = "scheduler"

@@ -102,8 +102,18 @@ async def send_message(args: dict[str, Any], ctx: ToolContext) -> str:
     chat_id = _writable_chat(args, ctx)
     if chat_id != ctx.chat.id:
         return await _outbox(ctx).send(ctx.chat.id, ctx.exposure, Outgoing("message", chat_id, {"text": args["text"]}))
-    sent = await _gateway(ctx).send_message(chat_id, args["text"])
+    sent = await _say(ctx, args["text"])
     return f"Sent message {sent.message_id} to chat {chat_id}."
+
+
+async def _say(ctx: ToolContext, text: str, reply_to: int | None = None) -> Any:
+    """A send to the turn's own chat: through the runtime (its delivery record) when there is one."""
+    if ctx.say is not None:
+        try:
+            return await ctx.say(text, reply_to)
+        except Exception as exc:  # DeliveryFailed: the model is told, like any gateway failure
+            raise GatewayError(str(exc)) from exc
+    return await _gateway(ctx).send_message(ctx.chat.id, text, reply_to=reply_to)
 
 
 def _outbox(ctx: ToolContext) -> Any:
@@ -114,7 +124,7 @@ def _outbox(ctx: ToolContext) -> Any:
 
 async def reply(args: dict[str, Any], ctx: ToolContext) -> str:
     message_id = _target_message(args, ctx)
-    sent = await _gateway(ctx).send_message(ctx.chat.id, args["text"], reply_to=message_id)
+    sent = await _say(ctx, args["text"], message_id)
     return f"Replied to message {message_id} (sent {sent.message_id})."
 
 

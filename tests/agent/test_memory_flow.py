@@ -303,9 +303,9 @@ async def test_sweep_ends_idle_sessions_without_waiting_for_a_message(
     h = await build_harness(tmp_path, db, fake_api, settings)
     await h.dm("the plumber comes on Thursday at 9")
     await h.group("book club moved to the library")
-    assert await h.agent.sweep_sessions() == 0
+    assert await h.agent.scheduled.sweep_sessions() == 0
     await db.execute("update sessions set updated_at = ?", (time.time() - 3600,))
-    assert await h.agent.sweep_sessions() == 2
+    assert await h.agent.scheduled.sweep_sessions() == 2
     assert await h.agent.sessions.active(OWNER.id) is None
     log = today_log(h)
     assert log.count("Session ended (idle)") == 2 and "plumber comes on Thursday" in log

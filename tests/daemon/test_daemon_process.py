@@ -19,7 +19,7 @@ import pytest
 from teleton.storage import connect
 from teleton.storage.sqlite_driver import pick_driver
 from tests.daemon.harness import OWNER, Daemon, write_config
-from tests.fakes.anthropic_server import FakeAnthropic, Reply, last_user_text, overloaded, text
+from tests.fakes.anthropic_server import FakeAnthropic, Reply, last_user_text, overloaded, text, user_said
 
 OWNER_DM = {"id": OWNER["id"], "type": "dm", "title": ""}
 
@@ -243,36 +243,40 @@ def test_sighup_reloads_policy_and_status_sees_the_running_daemon(fake_api: Fake
     assert after.returncode == 1 and "not running" in after.stdout
 
 
-def test_turn_cut_by_kill_9_is_not_answered_again_after_restart(fake_api: FakeAnthropic, daemon_root: Path) -> None:
+def _answer_states(root: Path) -> dict[int, tuple[str, str | None]]:
+    rows = _db_rows(root, "select message_id, agent_state, agent_note from tg_messages where is_outgoing = 0")
+    return {int(r[0]): (r[1], r[2]) for r in rows}
+
+
+def test_turn_cut_by_kill_9_is_answered_once_after_restart(fake_api: FakeAnthropic, daemon_root: Path) -> None:
     fake_api.responder = lambda body: Reply(
         body={"content": [{"type": "text", "text": "late answer"}], "stop_reason": "end_turn"}, delay=30
     )
     config = write_config(daemon_root, fake_api.base_url)
     daemon = Daemon(daemon_root, config).start()
     daemon.send(OWNER_DM, "tell me a long story", message_id=7)
-    deadline = time.monotonic() + 20
-    while not fake_api.requests and time.monotonic() < deadline:
+    deadline = time.monotonic() + 60
+    while not fake_api.requests:
+        assert time.monotonic() < deadline, "the turn never reached the model"
         daemon.pump()
-    assert fake_api.requests, "the turn never reached the model"
     daemon.signal(signal.SIGKILL)
-    daemon.wait(timeout=10)
-    asked = len(fake_api.requests)
+    daemon.wait(timeout=30)
+    assert _answer_states(daemon_root)[7][0] == "accepted"  # owed an answer, durably
 
-    fake_api.responder = lambda body: text("second answer")
+    fake_api.responder = lambda body: text("answer to " + user_said(body))
     again = Daemon(daemon_root, config).start()
     try:
-        again.send(OWNER_DM, "tell me a long story", message_id=7)  # Telegram's catch-up replays the update
-        again.wait_for(lambda ev: any(e["op"] == "archived" for e in ev))
-        time.sleep(2.0)
-        again.pump()
-        assert [e["new"] for e in again.events if e["op"] == "archived"] == [False]
-        assert again.sent() == []  # not answered a second time
-        assert len(fake_api.requests) == asked
+        # The restart answers it (it is younger than the recovery window) ...
+        again.wait_for(lambda ev: len(again.sent(OWNER["id"])) == 1, timeout=60)
+        # ... and Telegram's catch-up replaying the update does not make it a second time.
+        again.send(OWNER_DM, "tell me a long story", message_id=7)
         again.send(OWNER_DM, "and now?", message_id=8)
-        again.wait_for(lambda ev: len([e for e in ev if e["op"] == "send_message"]) == 1)
+        again.wait_for(lambda ev: len(again.sent(OWNER["id"])) == 2, timeout=60)
     finally:
         again.stop()
-    assert [e["text"] for e in again.sent()] == ["second answer"]
+    assert [e["new"] for e in again.events if e["op"] == "archived"] == [False, True]
+    assert [e["text"] for e in again.sent()] == ["answer to tell me a long story", "answer to and now?"]
+    assert _answer_states(daemon_root) == {7: ("answered", None), 8: ("answered", None)}
 
 
 def _reloaded(root: Path) -> bool:

@@ -45,9 +45,9 @@ async def _wired(
     h.agent.deps.registry = registry
     scheduler = Scheduler(
         db,
-        run_agent_turn=h.agent.run_task,
+        run_agent_turn=h.agent.scheduled.run_task,
         registry=registry,
-        context_for=h.agent.task_context,
+        context_for=h.agent.scheduled.task_context,
         settings=SchedulerSettings(max_sleep_s=0.1),
     )
     h.agent.tool_deps.extras["scheduler"] = scheduler

@@ -76,7 +76,7 @@ async def _burst_with_embeddings(
     db = await Database.open(tmp_path / "vec.db", embedding=(provider.model_id, provider.dims))
     assert db.vectors
     h = await make_harness(db, require_mention=False, rate_limit_per_chat=10_000, rate_limit_global=100_000)
-    h.gateway.start_embedder(provider)
+    h.gateway.pipeline.start_embedder(provider)
     try:
         settle_heap()
         meter = LagMeter().start()

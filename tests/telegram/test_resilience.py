@@ -1,4 +1,5 @@
-"""Dropped connections and a Telegram that cannot be reached: reconnect with backoff, never crash."""
+"""Dropped connections and a Telegram that cannot be reached: retried with backoff under the supervisor,
+FloodWait slept as Telegram asks, errors a retry cannot fix stop the loop with a reason; never a crash."""
 
 from __future__ import annotations
 
@@ -8,64 +9,97 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from telethon import TelegramClient
+from telethon import TelegramClient, errors
 from telethon.sessions import MemorySession
 
 from teleton.gateway.contract import GatewayError
+from teleton.observability.supervisor import Supervisor
 from teleton.storage import Database
+from teleton.telegram.faults import fatal_reason
 from teleton.telegram.gateway import GatewaySettings, TelegramGateway, make_client
-from teleton.telegram.reconnect import Backoff, keep_connected
 
 
-def test_backoff_doubles_up_to_the_cap() -> None:
-    b = Backoff(base_s=1, max_s=10, jitter=0)
-    assert [b.delay(n) for n in range(1, 7)] == [1, 2, 4, 8, 10, 10]
-    jittered = Backoff(base_s=4, max_s=100, jitter=0.25)
-    assert all(3 <= jittered.delay(1) <= 5 for _ in range(50))
+async def _until(predicate: Any) -> None:
+    for _ in range(20_000):  # a bound so a broken loop fails instead of hanging; no timing asserted
+        if predicate():
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError("timed out waiting")
 
 
-async def test_drops_are_reconnected_with_growing_delays_and_a_good_connection_resets_them() -> None:
-    stop = asyncio.Event()
-    delays: list[float] = []
-    script = ["fail", "fail", "ok-then-drop", "fail", "ok-stay"]
-    attempts = 0
+async def test_backoff_grows_and_starts_over_after_a_good_connection() -> None:
+    fatal: list[str] = []
+    sup = Supervisor(lambda name, why: fatal.append(why), first_backoff_s=0.01, max_backoff_s=0.04, jitter_s=0)
+    script = iter(["fail", "fail", "fail", "fail", "up-then-drop", "fail", "up-stay"])
+    waits: list[float | None] = []
+    stay = asyncio.Event()
 
-    async def connect() -> None:
-        nonlocal attempts
-        attempts += 1
-        step = script[min(attempts, len(script)) - 1]
+    async def connection(up: Any) -> None:
+        step = next(script)
         if step == "fail":
             raise ConnectionError("network is down")
+        up()
+        if step == "up-stay":
+            stay.set()
+            await asyncio.sleep(3600)
 
-    async def disconnected() -> None:
-        if script[attempts - 1] == "ok-then-drop":
-            return  # the connection dropped right away
-        await asyncio.sleep(0.05)
-        stop.set()
+    def record() -> bool:
+        health = sup.loops["telegram"]
+        if health.state == "down" and (not waits or waits[-1] != (health.restarts, health.retry_in_s)):
+            waits.append((health.restarts, health.retry_in_s))  # type: ignore[arg-type]
+        return stay.is_set()
 
-    await asyncio.wait_for(
-        keep_connected(
-            connect,
-            disconnected,
-            stop,
-            backoff=Backoff(base_s=0.01, max_s=0.04, jitter=0),
-            on_retry=lambda n, d, e: delays.append(d),
-        ),
-        timeout=5,
-    )
-    assert attempts == 5
-    assert delays == [0.01, 0.02, 0.01, 0.02]  # after the good connection the backoff starts over
+    sup.run("telegram", connection, classify=fatal_reason)
+    await _until(record)
+    assert sup.loops["telegram"].state == "up" and not fatal
+    # 0.01, 0.02, 0.04, 0.04 (capped); after the good connection it starts over at 0.01.
+    assert [w for _, w in waits] == [0.01, 0.02, 0.04, 0.04, 0.01]
+    await sup.stop()
 
 
-async def test_fatal_errors_are_not_retried() -> None:
-    async def connect() -> None:
-        raise GatewayError("not logged in")
+async def test_flood_wait_and_telethon_giving_up_are_retried_not_fatal() -> None:
+    fatal: list[str] = []
+    sup = Supervisor(lambda name, why: fatal.append(why), first_backoff_s=0.01, jitter_s=0)
+    flood = errors.FloodWaitError(request=None, capture=1)  # FloodWait on get_me() after a reconnect
+    failures = iter([flood, asyncio.IncompleteReadError(b"", 1347703872), OSError("reset")])
+    seen: list[float | None] = []
+    connected = asyncio.Event()
 
-    async def never() -> None:
+    async def connection(up: Any) -> None:
+        failure = next(failures, None)
+        if failure is not None:
+            raise failure
+        up()
+        connected.set()
         await asyncio.sleep(3600)
 
-    with pytest.raises(GatewayError):
-        await keep_connected(connect, never, asyncio.Event(), backoff=Backoff(base_s=0.01))
+    sup.run("telegram", connection, classify=fatal_reason)
+    await _until(lambda: seen.append(sup.loops["telegram"].retry_in_s) or connected.is_set())
+    assert not fatal and sup.loops["telegram"].restarts == 3
+    assert 1.0 in seen  # the FloodWait's own delay, exactly
+    await sup.stop()
+
+
+@pytest.mark.parametrize(
+    "error",
+    [errors.SessionRevokedError(request=None), errors.AuthKeyUnregisteredError(request=None),
+     errors.UserDeactivatedBanError(request=None), errors.AccessTokenInvalidError(request=None)],
+    ids=lambda e: type(e).__name__,
+)  # fmt: skip
+async def test_a_revoked_session_or_banned_account_is_fatal_and_not_retried(error: Exception) -> None:
+    fatal: list[tuple[str, str]] = []
+    sup = Supervisor(lambda name, why: fatal.append((name, why)), first_backoff_s=0.01)
+    calls = 0
+
+    async def connection(up: Any) -> None:
+        nonlocal calls
+        calls += 1
+        raise error
+
+    task = sup.run("telegram", connection, classify=fatal_reason)
+    await task
+    assert calls == 1 and len(fatal) == 1 and fatal[0][0] == "telegram"
+    assert "teleton setup" in fatal[0][1] and sup.loops["telegram"].state == "fatal"
 
 
 def _closed_port() -> int:

@@ -1,0 +1,94 @@
+"""After the reply: what a turn leaves behind (session, daily log, learnings, the distiller's input).
+
+Every write takes its label from the turn (DESIGN §8): the daily-log line of a group or another person's
+DM is quoted with its origin, only the owner's own tool errors become learnings, and the distiller stores
+what it finds under the turn's label.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import structlog
+
+from teleton.agent.distiller import Exchange
+from teleton.agent.messages import sender_label
+from teleton.agent.privacy import origin
+from teleton.agent.turn import Turn, required
+from teleton.memory.observation_masking import mask_observations
+
+if TYPE_CHECKING:
+    from teleton.agent.runtime import Agent
+
+log = structlog.get_logger(__name__)
+STOPPED = "(stopped by the user before answering)"
+
+
+async def persist(agent: Agent, turn: Turn) -> None:
+    session = required(turn.session)
+    if turn.result is None:
+        return  # the model never answered: keep the session as it was; the feed still has the message
+    session.messages = mask_observations(
+        [*session.messages, required(turn.stored_user), *turn.result.new_messages], agent.settings.masking_keep
+    )
+    session.account(turn.result.usage, turn.result.last_usage)
+    await agent.sessions.save(session)
+    await log_exchange(agent, turn)
+    await learn(agent, turn)
+
+
+async def persist_stopped(agent: Agent, turn: Turn) -> None:
+    """/stop: keep the user's message and a marker, so the history stays well-formed and honest."""
+    session = turn.session
+    if session is None or turn.stored_user is None:
+        return
+    session.messages = [*session.messages, turn.stored_user, {"role": "assistant", "content": STOPPED}]
+    try:
+        await agent.sessions.save(session)
+    except Exception as exc:
+        log.warning("stopped_turn_not_saved", error=repr(exc))
+
+
+async def learn(agent: Agent, turn: Turn) -> None:
+    """Tool errors to the learnings (the owner's own turns only), the exchange to the distiller."""
+    result = required(turn.result)
+    msg = turn.msg
+    # A group could otherwise write into the owner's prompt through an error message it provoked.
+    if agent.deps.learnings is not None and turn.clearance.is_owner:
+        calls = {c.id: c for c in result.tool_calls}
+        for message in result.new_messages:
+            for block in message["content"] if isinstance(message["content"], list) else []:
+                call = calls.get(block.get("tool_use_id", ""))
+                if block.get("type") == "tool_result" and block.get("is_error") and call is not None:
+                    try:
+                        await agent.deps.learnings.record_error(call.name, str(call.input), block["content"])
+                    except Exception as exc:
+                        log.warning("learning_not_recorded", error=repr(exc))
+    if agent.deps.distiller is not None and not turn.failed:
+        agent.deps.distiller.schedule(
+            Exchange(
+                chat=msg.chat,
+                user_name=sender_label(msg.sender),
+                user_text=msg.text,
+                assistant_text=turn.reply or result.text,
+                label=turn.clearance.label,
+            )
+        )
+
+
+async def log_exchange(agent: Agent, turn: Turn) -> None:
+    msg = turn.msg
+    said = msg.text if msg.chat.type == "dm" else f"{sender_label(msg.sender)}: {msg.text}"
+    answer = turn.reply or (turn.result.text if turn.result else "") or "(answered with tools)"
+    where = origin(msg.chat, turn.clearance, sender_label(msg.sender))
+    try:
+        await agent.daily_logs.append_exchange(said, answer, origin=where)
+    except Exception as exc:  # seed 003: persistence is fail-safe, never blocks a reply
+        # Logged once per failure streak: a full disk must not also flood the log it cannot write.
+        if not agent.daily_log_failing:
+            log.error("daily_log_write_failed", error=f"{type(exc).__name__}: {exc}")
+        agent.daily_log_failing = True
+    else:
+        if agent.daily_log_failing:
+            log.info("daily_log_write_recovered")
+        agent.daily_log_failing = False

@@ -1,0 +1,106 @@
+"""What the agent is built from: its settings (from the config) and the services the daemon injects."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from teleton.agent.commands import PolicyControl
+from teleton.agent.context import ContextSettings
+from teleton.gateway.contract import ChatInfo, Gateway, UserInfo
+from teleton.llm.client import LLMClient
+from teleton.llm.tool_loop import LoopLimits
+from teleton.memory.compaction import Thresholds
+from teleton.memory.daily_logs import DailyLogs
+from teleton.memory.facts import FactStore
+from teleton.memory.hybrid_search import SearchParams
+from teleton.privacy import Principals
+from teleton.storage.database import Database
+from teleton.tools.registry import ToolRegistry
+
+# Tools that speak in the chat themselves; when the model used one, its final text is not sent again.
+SEND_TOOLS = frozenset({"send_message", "reply", "telegram_send_message", "telegram_reply"})
+
+# (query, query vector, chat, is_admin) -> names of the tools to offer, or None for all allowed ones.
+ToolSelector = Callable[[str, Any, ChatInfo, bool], Awaitable[Sequence[str] | None]]
+# (chat id, principal id) -> None when a scheduled turn may run now, else which rate limit it hit.
+RateCheck = Callable[[int, int | None], str | None]
+
+
+@dataclass(frozen=True)
+class AgentSettings:
+    limits: LoopLimits = field(default_factory=LoopLimits)
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    context: ContextSettings = field(default_factory=ContextSettings)
+    masking_keep: int = 10
+    daily_log_lines: int = 100
+    salience_threshold: float = 0.85
+    session_reset_hour: int | None = 4
+    session_idle_minutes: int | None = 720
+    send_tools: frozenset[str] = SEND_TOOLS
+
+    @classmethod
+    def from_config(cls, config: Any) -> AgentSettings:
+        """From a ``teleton.config.schema.Config``."""
+        a, m = config.agent, config.memory
+        return cls(
+            limits=LoopLimits(a.max_iterations, a.tool_timeout_s, a.tool_output_cap),
+            thresholds=Thresholds(
+                a.context_window, m.soft_threshold, m.hard_threshold, m.hard_max_messages, m.keep_last
+            ),
+            context=ContextSettings(
+                recent=m.context_recent,
+                knowledge=m.context_knowledge,
+                feed=m.context_feed,
+                params=SearchParams(
+                    vector_weight=m.vector_weight,
+                    keyword_weight=m.keyword_weight,
+                    vector_candidates=m.vector_candidates,
+                    keyword_candidates=m.vector_candidates,
+                    limit=m.result_limit,
+                    min_score=m.min_score,
+                ),
+            ),
+            masking_keep=m.masking_keep,
+            daily_log_lines=m.daily_log_lines,
+            salience_threshold=m.salience_threshold,
+            session_reset_hour=m.session_reset_hour,
+            session_idle_minutes=m.session_idle_minutes,
+        )
+
+
+@dataclass
+class AgentDeps:
+    """What the daemon (or ``teleton chat``) injects."""
+
+    db: Database
+    llm: LLMClient
+    gateway: Gateway
+    registry: ToolRegistry
+    workspace: Path
+    facts: FactStore | None = None
+    daily_logs: DailyLogs | None = None
+    embedder: Any = None  # EmbeddingProvider or None (keyword-only)
+    knowledge: Any = None  # KnowledgeIndex or None
+    policy: PolicyControl | None = None
+    tool_selector: ToolSelector | None = None
+    owner: UserInfo | None = None
+    distiller: Any = None  # teleton.agent.distiller.Distiller: facts from each exchange, in the background
+    learnings: Any = None  # teleton.memory.learnings.Learnings: tool errors and corrections for the DM prompt
+    principals: Principals = field(default_factory=Principals)  # owner and admins: the one shared source
+    outbox: Any = None  # teleton.tools.outbox.Outbox: sends to other chats (held for approval when needed)
+    shared_paths: tuple[str, ...] = ()  # privacy.shared_paths
+    rate_check: RateCheck | None = None  # the gateway's rate limiter, for scheduled turns
+    report: Callable[[str, Any], None] | None = None  # (kind, error) -> the daemon's health record
+
+
+async def load_owner(db: Database, owner_id: int | None) -> UserInfo | None:
+    """The owner as the archive knows them (name, username), for the system prompt."""
+    if owner_id is None:
+        return None
+    row = await db.fetchone("select first_name, last_name, username from tg_users where id = ?", (owner_id,))
+    if row is None:
+        return UserInfo(id=owner_id)
+    return UserInfo(id=owner_id, first_name=row["first_name"], last_name=row["last_name"], username=row["username"])

@@ -1,0 +1,50 @@
+"""One turn: everything the runtime's stages build up, and who it answers for."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from teleton.agent.context import RagContext
+from teleton.agent.delivery import Delivery, NoRecord
+from teleton.agent.sessions import Session
+from teleton.gateway.contract import IncomingMessage
+from teleton.llm.client import Message
+from teleton.llm.tool_loop import LoopResult
+from teleton.privacy import Clearance, Exposure
+
+
+@dataclass
+class Turn:
+    """Everything one turn builds up as it passes the stages."""
+
+    msg: IncomingMessage
+    is_admin: bool
+    clearance: Clearance
+    exposure: Exposure
+    delivery: Delivery = field(default_factory=NoRecord)
+    started: float = field(default_factory=time.monotonic)
+    session: Session | None = None
+    flush_note: str = ""
+    rag: RagContext | None = None
+    system: list[dict[str, Any]] = field(default_factory=list)
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    stored_user: Message | None = None  # the user message as kept in the session (no RAG blocks)
+    sent_user: Message | None = None  # the same with this turn's RAG blocks, as sent to the model
+    result: LoopResult | None = None
+    reply: str = ""
+    failed: str | None = None  # why the model gave no answer (the user got an apology instead)
+    undelivered: str | None = None  # why the reply did not reach the chat
+    timings: dict[str, float] = field(default_factory=dict)  # stage -> ms, logged with turn_done
+    silent_token: str | None = None  # a reply that is exactly this is not sent (heartbeat: nothing fired)
+    # A session swap in progress (compaction, expiry): it must finish, even when the turn is stopped,
+    # before the chat's next turn may start.
+    swapping: asyncio.Task[Any] | None = None
+
+
+def required(value: Any) -> Any:
+    if value is None:
+        raise RuntimeError("pipeline stage ran out of order")
+    return value

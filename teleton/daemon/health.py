@@ -1,0 +1,71 @@
+"""What the daemon knows about its own health: the database it starts on, and the status it reports.
+
+``open_checked``: a database that is not one, or fails ``PRAGMA quick_check``, stops the start with one
+line saying what to do (restore the last ``teleton backup``), instead of a daemon that says ready and then
+answers nobody. ``gather_status``: per loop health, queue depths, the last error of each kind, quarantined
+items and messages still owed an answer, for ``teleton status``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from teleton.memory import feed_archive as fa
+from teleton.storage import quarantine
+from teleton.storage.database import Database
+
+RESTORE = "restore the last copy made with `teleton backup PATH` (stop the daemon, copy it over the database file)"
+
+
+class StartupError(RuntimeError):
+    """The daemon cannot start; the message is one line that says why and what to do."""
+
+
+async def open_checked(path: Path, embedding: tuple[str, int] | None) -> Database:
+    try:
+        db = await Database.open(path, embedding=embedding)
+    except Exception as exc:  # "file is not a database", a truncated header, I/O errors
+        raise StartupError(f"the database {path} cannot be opened ({exc}); {RESTORE}") from exc
+    problems = await quick_check(db)
+    if problems:
+        await db.close()
+        raise StartupError(f"the database {path} is damaged ({problems[0]}); {RESTORE}")
+    return db
+
+
+async def quick_check(db: Database) -> list[str]:
+    """The problems ``PRAGMA quick_check`` reports (empty: sound)."""
+    try:
+        rows = await db.fetchall("pragma quick_check")
+    except Exception as exc:
+        return [str(exc)]
+    found = [str(r[0]) for r in rows]
+    return [] if found == ["ok"] else found
+
+
+async def gather_status(daemon: Any) -> None:
+    status, db = daemon.status, daemon.db
+    if db is not None:
+
+        def _counts(conn: Any) -> tuple[int, dict[str, int], dict[str, int]]:
+            newest = conn.execute("select max(id) from tg_messages").fetchone()[0]
+            return int(newest or 0), fa.answer_counts(conn), quarantine.counts(conn)
+
+        status.archived_messages, status.messages, status.quarantined = await db.read(_counts)
+    queues: dict[str, int] = {}
+    if daemon.dispatcher is not None:
+        status.queue_depth = queues["turns"] = daemon.dispatcher.queue_depth()
+    if daemon.gateway is not None:
+        queues["archive"] = daemon.gateway.batcher.depth
+        if daemon.gateway.batcher.failing_since is not None:
+            daemon.supervisor.report("storage", daemon.gateway.batcher.last_error or "archive writes failing")
+    status.queues = queues
+    if daemon.stack is not None:
+        status.turns = daemon.stack.agent.turns
+    status.loops = {name: h.as_dict() for name, h in daemon.supervisor.loops.items()}
+    status.errors = {kind: [error, at] for kind, (error, at) in daemon.supervisor.errors.items()}
+    status.details["loop_lag_p99_ms"] = round(daemon.lag.p99_ms(), 1)
+    status.details["loop_lag_max_ms"] = round(daemon.lag.worst_s * 1000, 1)
+    await asyncio.sleep(0)
