@@ -16,6 +16,7 @@ from teleton.agent.messages import sender_label
 from teleton.agent.privacy import origin
 from teleton.agent.turn import Turn, required
 from teleton.memory.observation_masking import mask_observations
+from teleton.privacy import PUBLIC
 
 if TYPE_CHECKING:
     from teleton.agent.runtime import Agent
@@ -53,8 +54,10 @@ async def learn(agent: Agent, turn: Turn) -> None:
     """Tool errors to the learnings (the owner's own turns only), the exchange to the distiller."""
     result = required(turn.result)
     msg = turn.msg
-    # A group could otherwise write into the owner's prompt through an error message it provoked.
-    if agent.deps.learnings is not None and turn.clearance.is_owner:
+    # A group could otherwise write into the owner's prompt through an error message it provoked; and an
+    # owner's turn that was shown another chat's words may have been steered by them (a planted call).
+    steered = bool(untrusted_labels(turn))
+    if agent.deps.learnings is not None and turn.clearance.is_owner and not steered:
         calls = {c.id: c for c in result.tool_calls}
         for message in result.new_messages:
             for block in message["content"] if isinstance(message["content"], list) else []:
@@ -70,10 +73,17 @@ async def learn(agent: Agent, turn: Turn) -> None:
                 chat=msg.chat,
                 user_name=sender_label(msg.sender),
                 user_text=msg.text,
-                assistant_text=turn.reply or result.text,
+                # An answer built from another chat's words is not distilled into this label's memory:
+                # only what the person here said is.
+                assistant_text="" if steered else (turn.reply or result.text),
                 label=turn.clearance.label,
             )
         )
+
+
+def untrusted_labels(turn: Turn) -> set[str]:
+    """Labels the turn was shown besides its own and public ones: words it did not get from here."""
+    return set(turn.exposure.labels) - {turn.clearance.label, PUBLIC}
 
 
 async def log_exchange(agent: Agent, turn: Turn) -> None:

@@ -23,6 +23,7 @@ from teleton.memory.facts import FactStore
 from teleton.privacy import Principals
 from teleton.storage.database import Database
 from teleton.tools.outbox import Outbox, OutboxSettings
+from teleton.tools.publish import performer
 from teleton.tools.registry import ToolRegistry
 
 log = structlog.get_logger(__name__)
@@ -91,7 +92,10 @@ async def build_agent(
         shared_paths=tuple(config.privacy.shared_paths),
         rate_check=rate_check,
     )
-    return AgentStack(agent=Agent(deps, settings), llm=llm, registry=registry, tool_index=index)
+    agent = Agent(deps, settings)
+    if deps.outbox is not None:
+        deps.outbox.perform = performer(agent.tool_deps)  # approved writes are the tools' own writes
+    return AgentStack(agent=agent, llm=llm, registry=registry, tool_index=index)
 
 
 def _distiller(config: Any, llm: LLMClient, facts: FactStore, workspace: Path) -> tuple[Any, Any]:

@@ -131,6 +131,7 @@ class Agent:
         clearance: Clearance | None = None,
         is_admin: bool | None = None,
         delivery: Delivery | None = None,
+        from_task: bool = False,
     ) -> Turn | None:
         """One turn, its delivery record kept from acceptance to answer.
 
@@ -146,6 +147,7 @@ class Agent:
             exposure=Exposure({clearance.label}),  # its own chat and session
             delivery=delivery or MessageDelivery(self.deps.db, msg.chat.id, msg.answers),
             silent_token=silent_token,
+            from_task=from_task,
         )
         found = command_of(msg)
         if found is not None:
@@ -362,6 +364,7 @@ class Agent:
             message_id=turn.msg.message_id,
             exposure=turn.exposure,
             say=lambda text, reply_to: self.say(turn, text, reply_to=reply_to),
+            from_task=turn.from_task,
         )
 
         async def execute(call: ToolCall) -> ToolResult:

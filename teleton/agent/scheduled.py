@@ -55,7 +55,12 @@ class ScheduledTurns:
             date=time.time(),
         )
         turn = await agent.handle_turn(
-            msg, silent_token=silent_token, clearance=clearance, is_admin=is_admin, delivery=delivery or NoRecord()
+            msg,
+            silent_token=silent_token,
+            clearance=clearance,
+            is_admin=is_admin,
+            delivery=delivery or NoRecord(),
+            from_task=True,
         )
         if turn is not None and turn.undelivered:
             raise DeliveryFailed(turn.undelivered)
@@ -100,4 +105,5 @@ class ScheduledTurns:
             clearance=clearance,
             deps=self.agent.tool_deps,
             exposure=Exposure({clearance.label}),
+            from_task=True,
         )

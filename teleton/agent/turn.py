@@ -39,6 +39,7 @@ class Turn:
     undelivered: str | None = None  # why the reply did not reach the chat
     timings: dict[str, float] = field(default_factory=dict)  # stage -> ms, logged with turn_done
     silent_token: str | None = None  # a reply that is exactly this is not sent (heartbeat: nothing fired)
+    from_task: bool = False  # a scheduled task's turn
     # A session swap in progress (compaction, expiry): it must finish, even when the turn is stopped,
     # before the chat's next turn may start.
     swapping: asyncio.Task[Any] | None = None

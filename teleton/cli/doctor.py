@@ -115,6 +115,28 @@ def check_anthropic_key(config: Config) -> Check:
     )
 
 
+def check_database(config: Config) -> Check:
+    """``PRAGMA quick_check`` on the database (read-only; safe while the daemon runs)."""
+    from teleton.storage.database import connect
+
+    path = config.storage.database
+    assert path is not None
+    if not path.exists():
+        return Check("Database", True, f"{path} (not created yet)")
+    fix = "stop the daemon and restore the last copy made with `teleton backup PATH` over the database file"
+    try:
+        conn = connect(path, pick_driver(), vectors=False, readonly=True)
+        try:
+            found = [str(r[0]) for r in conn.execute("pragma quick_check").fetchall()]
+        finally:
+            conn.close()
+    except Exception as exc:  # not a database at all, unreadable
+        return Check("Database", False, f"{path}: {exc}", fix)
+    if found != ["ok"]:
+        return Check("Database", False, f"{path}: damaged ({found[0]})", fix)
+    return Check("Database", True, f"{path} (quick_check ok)")
+
+
 def check_config_mode(config: Config) -> Check | None:
     if config.source is None:
         return None
@@ -132,6 +154,7 @@ def run_checks(config_path: Path | None) -> list[Check]:
             check_config_mode,
             check_embedding_model,
             check_workspace,
+            check_database,
             check_telegram_session,
             check_anthropic_key,
         ]

@@ -28,6 +28,8 @@ import structlog
 
 from teleton.llm.tool_loop import ToolCall, ToolResult
 from teleton.observability.supervisor import Supervisor
+from teleton.privacy import OWNER
+from teleton.privacy.quoting import label_origin, quote
 from teleton.scheduler import task_store
 from teleton.scheduler.task_store import TaskRecord, TaskStore, next_cron
 
@@ -47,6 +49,16 @@ class NotNow(Exception):
 
 class NotDelivered(Exception):
     """A task ran but its reply did not reach the chat: tried again later, up to DELIVERY_ATTEMPTS."""
+
+
+def failure_notice(task: TaskRecord, error: str) -> str:
+    """What the owner is told when a task fails. Its words came from whoever scheduled it: unless that was
+    the owner, they are quoted with their origin, so the owner's chat never holds them as instructions."""
+    detail = f"({task.description}) failed: {error}"
+    if task.clearance == OWNER or (task.clearance is None and task.chat_id is None):
+        return f"Scheduled task #{task.id} {detail}"
+    origin = label_origin(task.clearance or f"chat:{task.chat_id}", str(task.chat_id))
+    return f"Scheduled task #{task.id} failed:\n{quote(detail, origin)}"
 
 
 def task_prompt(task: TaskRecord) -> str:
@@ -255,7 +267,7 @@ class Scheduler:
         await self.db.write(lambda c: task_store.finish(c, task.id, ok, text, now, next_run))
         log.info("task_ran", task=task.id, kind=task.kind, ok=ok, repeat=bool(task.repeat))
         if not ok:
-            await self._tell_owner(f"Scheduled task #{task.id} ({task.description}) failed: {text}")
+            await self._tell_owner(failure_notice(task, text))
         self.wake()  # dependants may be due now
 
     async def _tell_owner(self, text: str) -> None:

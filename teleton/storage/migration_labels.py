@@ -42,7 +42,7 @@ create table if not exists pending_sends (
     id           integer primary key,
     from_chat_id integer not null,
     to_chat_id   integer not null,
-    kind         text not null check (kind in ('message', 'file', 'forward', 'poll')),
+    kind         text not null check (kind in ('message', 'forward', 'write', 'rename', 'fact')),
     payload      text not null,
     preview      text not null,
     exposure     text not null default '[]',

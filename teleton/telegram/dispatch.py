@@ -33,6 +33,8 @@ LANE_IDLE_S = 60.0  # a lane's worker exits after this long without messages
 TYPING_EVERY_S = 4.5  # Telegram shows "typing…" for about 5 s per action
 CONTEXT_CAP = 50  # unanswered group messages kept per chat
 IN_PROGRESS = "already in progress"
+SHUTTING_DOWN = "shutting down"
+UNDECIDED = (IN_PROGRESS, SHUTTING_DOWN)  # not a verdict on the message: its record stays as it is
 FINISHED_KEPT = 20_000  # turns finished in this process, remembered so a late replay is not answered again
 CONTEXT_CHATS = 2_000  # chats whose unanswered messages are kept (the least recently active are dropped)
 
@@ -90,7 +92,7 @@ class Dispatcher:
             if limited:
                 decision = Decision(False, limited, keep_as_context=msg.chat.type == "group")
         if self._closing:
-            decision = Decision(False, "shutting down")
+            decision = Decision(False, SHUTTING_DOWN)
         if decision.accept:
             self._inflight.add(key)
         if decision.accept and self.immediate is not None and self.immediate(msg):

@@ -25,7 +25,7 @@ from teleton.memory import feed_archive as fa
 from teleton.storage import Database
 from teleton.storage.sqlite_driver import Connection
 from teleton.telegram.archiver import ArchiveBatcher
-from teleton.telegram.dispatch import IN_PROGRESS, Dispatcher
+from teleton.telegram.dispatch import UNDECIDED, Dispatcher
 from teleton.telegram.recovery import recover_open
 
 log = structlog.get_logger(__name__)
@@ -159,8 +159,8 @@ class FeedPipeline:
         """Through the gate (unless ``accepted`` before), then the verdict into the message's record."""
         assert self.dispatcher is not None
         decision = self.dispatcher.offer(incoming, accepted=accepted)
-        if decision.reason == IN_PROGRESS or (accepted and decision.accept):
-            return  # its record already says accepted
+        if decision.reason in UNDECIDED or (accepted and decision.accept):
+            return  # its record stays (accepted, or archived for the next start to decide)
         state = fa.STATE_ACCEPTED if decision.accept else fa.STATE_IGNORED
         note = None if decision.accept else decision.reason
         self._record(incoming.chat.id, incoming.message_id, state, note)

@@ -31,6 +31,8 @@ from teleton.memory.hybrid_search import FEED, KNOWLEDGE, SearchParams, hybrid_s
 from teleton.privacy import OWNER, PUBLIC
 from teleton.privacy.quoting import label_origin, quote
 from teleton.storage.private_files import write_private
+from teleton.tools.outbox import EgressRefused, Outgoing
+from teleton.tools.publish import guard
 from teleton.tools.registry import Tool, ToolContext
 
 log = structlog.get_logger(__name__)
@@ -104,6 +106,14 @@ async def memory_save(args: dict[str, Any], ctx: ToolContext) -> str | ToolResul
     visibility = args.get("visibility", "private")
     if visibility == "public" and not ctx.clearance.is_owner:
         return ToolResult.error("Only the owner, in their own chat, can make a fact public.")
+    if visibility == "public":  # every chat will read it: the egress rule
+        payload = {k: args[k] for k in ("value", "category", "key", "importance") if k in args}
+        try:
+            held = await guard(ctx, Outgoing("fact", None, payload, PUBLIC))
+        except EgressRefused as exc:
+            return ToolResult.error(str(exc))
+        if held is not None:
+            return held
     fact = Fact(
         value=args["value"],
         category=_slug(args.get("category") or "general"),

@@ -65,6 +65,7 @@ class ToolContext:
     # Sends to the turn's own chat (the runtime's, which writes the delivery record first); None: straight
     # to the gateway (tool tasks, tests).
     say: Callable[[str, int | None], Awaitable[Any]] | None = None
+    from_task: bool = False  # a scheduled task's turn or tool call (what it schedules is rate-bound)
 
     def __post_init__(self) -> None:
         self.exposure.add(self.clearance.label)  # a turn has always seen its own chat

@@ -91,9 +91,17 @@ def shortest_gap_s(expression: str, now: float, fires: int = 50) -> float:
     return min(b - a for a, b in pairwise(times))
 
 
-async def _check_limits(ctx: ToolContext, store: TaskStore, repeat: str | None, limits: TaskLimits) -> None:
+async def _check_limits(
+    ctx: ToolContext, store: TaskStore, run_at: float, repeat: str | None, limits: TaskLimits
+) -> None:
     if ctx.clearance.is_owner:
         return
+    # A task that schedules a task is a repeat in disguise: the same interval floor applies to it.
+    if ctx.from_task and run_at - time.time() < limits.min_repeat_minutes * 60:
+        raise TaskError(
+            f"a task started by a scheduled task must wait at least {limits.min_repeat_minutes} minutes "
+            "(scheduler.min_repeat_minutes); only the owner can chain tasks faster"
+        )
     if repeat is not None and shortest_gap_s(repeat, time.time()) < limits.min_repeat_minutes * 60:
         raise TaskError(
             f"a task here may repeat at most every {limits.min_repeat_minutes} minutes "
@@ -134,7 +142,7 @@ async def schedule_task(args: dict[str, Any], ctx: ToolContext, limits: TaskLimi
     store = _store(ctx)
     try:
         run_at, repeat = parse_when(args, time.time())
-        await _check_limits(ctx, store, repeat, limits)
+        await _check_limits(ctx, store, run_at, repeat, limits)
         deps = tuple(int(d) for d in args.get("depends_on") or ())
         for dep_id in deps:
             dep = await store.get(dep_id)

@@ -24,6 +24,8 @@ from typing import Any
 
 from teleton.llm.tool_loop import ToolResult
 from teleton.storage.private_files import Unreadable, private_dir, read_confined, write_private
+from teleton.tools.outbox import EgressRefused, Outgoing
+from teleton.tools.publish import guard
 from teleton.tools.registry import Tool, ToolContext
 from teleton.tools.workspace_paths import (
     PathRefused,
@@ -127,6 +129,13 @@ async def workspace_write(args: dict[str, Any], ctx: ToolContext, limits: Limits
     except PathRefused as exc:
         return _refusal(exc)
     append = bool(args.get("append", False))
+    try:  # into public/ or a chat's folder: others will read it (the egress rule)
+        held = await guard(ctx, Outgoing("write", None, {"path": target.name, "content": content, "append": append},
+                                         ctx.deps.label_of_path(target.rel)))  # fmt: skip
+    except EgressRefused as exc:
+        return ToolResult.error(str(exc))
+    if held is not None:
+        return held
 
     def _write() -> str | None:
         if target.real.is_dir():
@@ -174,6 +183,14 @@ async def workspace_rename(args: dict[str, Any], ctx: ToolContext, limits: Limit
         check_writable(dest, ctx)
     except PathRefused as exc:
         return _refusal(exc)
+    ctx.shown(ctx.deps.label_of_path(source.rel))  # what is moved is the file's content
+    try:
+        held = await guard(ctx, Outgoing("rename", None, {"path": source.name, "new_path": dest.name},
+                                         ctx.deps.label_of_path(dest.rel)))  # fmt: skip
+    except EgressRefused as exc:
+        return ToolResult.error(str(exc))
+    if held is not None:
+        return held
 
     def _rename() -> str | None:
         if not source.real.exists():

@@ -11,6 +11,8 @@ from teleton.memory.facts import FactStore
 from teleton.privacy import Principals
 from teleton.storage import Database
 from teleton.tools.memory_tools import memory_tools
+from teleton.tools.outbox import Outbox
+from teleton.tools.publish import performer
 from teleton.tools.registry import ToolContext, ToolDeps, ToolRegistry
 
 OWNER_DM = ChatInfo(4242, "dm")
@@ -42,7 +44,15 @@ async def test_save_labels_and_remove(db: Database, tmp_path: Path) -> None:
     reg = ToolRegistry(memory_tools())
     dm, group = _ctx(OWNER_DM, db, tmp_path, admin=True), _ctx(GROUP, db, tmp_path, admin=False)
     admin_dm = _ctx(ADMIN_DM, db, tmp_path, admin=True)
-    await reg.execute(ToolCall("a", "memory_save", {"value": "Water boils at 100 C", "visibility": "public"}), dm)
+    # Public means every chat reads it, and the owner's turn has seen the owner's memory: it waits for the
+    # owner's approval, then is saved exactly as shown.
+    dm.deps.outbox = Outbox(db, None, PRINCIPALS)
+    held = await reg.execute(
+        ToolCall("a", "memory_save", {"value": "Water boils at 100 C", "visibility": "public"}), dm
+    )
+    assert "Held for the owner's approval (#1)" in held.content
+    dm.deps.outbox.perform = performer(dm.deps)
+    assert (await dm.deps.outbox.approve(1, by=OWNER_DM.id)).startswith("Done #1: saved fact")
     await reg.execute(ToolCall("b", "memory_save", {"value": "Olga's PIN hint is 'blue'"}), dm)
     await reg.execute(ToolCall("c", "memory_save", {"value": "Meetups are on Tuesdays"}), group)
     await reg.execute(ToolCall("c2", "memory_save", {"value": "Ada likes tea"}), admin_dm)

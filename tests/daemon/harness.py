@@ -79,9 +79,10 @@ class Daemon:
         path = self.root / "stderr.log"
         return path.read_text(errors="replace") if path.exists() else ""
 
-    def send(self, chat: dict[str, Any], text: str, message_id: int, sender: dict[str, Any] | None = None,
+    def send(self, chat: dict[str, Any], text: str, message_id: int, sender: dict[str, Any] | None = OWNER,
              **extra: Any) -> None:  # fmt: skip
-        event = {"op": "message", "chat": chat, "sender": sender or OWNER, "message_id": message_id,
+        """A message from ``sender`` (the owner by default; None: a message with no sender)."""
+        event = {"op": "message", "chat": chat, "sender": sender, "message_id": message_id,
                  "text": text, "date": time.time(), **extra}  # fmt: skip
         assert self.sock is not None
         self.sock.sendall((json.dumps(event) + "\n").encode())

@@ -55,6 +55,13 @@ def _open_messages(root: Path) -> int:
     return _rows(root, sql)[0][0]
 
 
+def _settled(root: Path, daemon: Daemon, expected: set[tuple[int, int]]) -> bool:
+    """Everything this run sent is acknowledged and no message is still owed an answer (pumps meanwhile)."""
+    for _ in range(3):
+        daemon.pump()
+    return expected <= set(daemon.acked()) and _open_messages(root) == 0
+
+
 def _config(root: Path, api: FakeAnthropic) -> Path:
     return write_config(
         root, api.base_url,
@@ -79,26 +86,31 @@ def _run(root: Path, api: FakeAnthropic, *, kills: int, terms: int, outage_s: fl
     stops = [signal.SIGKILL] * kills + [signal.SIGTERM] * terms
     rng.shuffle(stops)
     acked: set[tuple[int, int]] = set()
-    for stop in [*stops, None]:
+    runs = len(stops) + 1
+    chunk = -(-len(MESSAGES) // runs)
+    for index, stop in enumerate([*stops, None]):
         daemon = Daemon(root, config).start()
         if outage_s:
             down_until[0] = time.monotonic() + outage_s
-        pending = [(u, n) for u, n in MESSAGES if (u["id"], n) not in acked]
-        # Telegram redelivers what we never acknowledged; replays of acknowledged ones come too.
-        replays = rng.sample(MESSAGES, 5)
+        sent_so_far = MESSAGES[: (index + 1) * chunk] if stop is not None else MESSAGES
+        # This run's new slice, everything sent before but never acknowledged (Telegram redelivers it),
+        # and a few replays of acknowledged ones.
+        pending = [(u, n) for u, n in sent_so_far if (u["id"], n) not in acked]
+        replays = rng.sample(MESSAGES[: index * chunk], min(5, index * chunk))
         for user, n in [*pending, *replays]:
             daemon.send({"id": user["id"], "type": "dm", "title": ""}, _said(user, n), n, sender=user)
+        expected = {(u["id"], n) for u, n in [*pending, *replays]}
         try:
+            deadline = time.monotonic() + 240 + outage_s
             if stop is None:
-                deadline = time.monotonic() + 240 + outage_s
-                while _open_messages(root) or len(acked | set(daemon.acked())) < len(MESSAGES):
+                while not _settled(root, daemon, expected):
                     assert time.monotonic() < deadline, f"messages left open: {_open_messages(root)}"
-                    daemon.pump()
             else:
-                kind, count = rng.choice(["archived", "send_message"]), rng.randint(1, 40)
-                deadline = time.monotonic() + 60 + outage_s
-                while sum(e["op"] == kind for e in daemon.events) < count and time.monotonic() < deadline:
-                    daemon.pump()
+                # Cut after a random number of acks (mid-archive) or replies (mid-turn), or once it is all
+                # done anyway: the cuts land everywhere from the receive path to the send.
+                kind, count = rng.choice(["archived", "send_message"]), rng.randint(1, max(1, len(pending)))
+                while sum(e["op"] == kind for e in daemon.events) < count and not _settled(root, daemon, expected):
+                    assert time.monotonic() < deadline, "the daemon made no progress"
                 daemon.signal(stop)
                 assert daemon.wait(timeout=30) == (0 if stop == signal.SIGTERM else -signal.SIGKILL)
                 daemon.pump()

@@ -115,3 +115,44 @@ def test_backup_while_writing(isolated_home: Path) -> None:
     assert ok == "ok"
     assert count % 500 == 0  # a consistent snapshot: whole transactions only
     assert _cli(isolated_home, "backup", str(copy)).returncode == 1  # never overwrites
+
+
+def _damage(path: Path) -> None:
+    """Overwrite the middle of the file, as a failing disk or a stray write would."""
+    size = path.stat().st_size
+    with path.open("r+b") as fh:
+        fh.seek(size // 2)
+        fh.write(b"\xff" * min(8192, size // 4))
+
+
+def test_a_damaged_database_is_named_by_doctor_and_refused_at_start(isolated_home: Path) -> None:
+    data = isolated_home / ".teleton"
+    data.mkdir()
+    config = data / "config.yaml"
+    config.write_text("agent:\n  api_key: sk-ant-test\n")
+    config.chmod(0o600)
+    path = data / "teleton.db"
+
+    async def fill() -> None:
+        db = await Database.open(path)
+        for chunk in range(20):
+            await db.write(
+                lambda c, k=chunk: c.executemany(
+                    "insert into tg_messages(chat_id, message_id, date, text) values (?, ?, 0, ?)",
+                    [(k, i, f"message {i} of chat {k} " * 5) for i in range(200)],
+                )
+            )
+        await db.close()
+
+    asyncio.run(fill())
+    assert "OK   Database" in _cli(isolated_home, "doctor").stdout
+    for damage, words in ((_damage, "damaged"), (lambda p: p.write_bytes(os.urandom(65536)), "cannot be opened")):
+        damage(path)
+        doctor = _cli(isolated_home, "doctor")
+        assert "FAIL Database" in doctor.stdout and "teleton backup" in doctor.stdout, doctor.stdout
+        start = _cli(isolated_home, "start", "--transport", f"loopback:{isolated_home / 'x.sock'}")
+        assert start.returncode == 1
+        errors = [line for line in start.stderr.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1 and words in errors[0] and "teleton backup" in errors[0], start.stderr
+        assert "Traceback" not in start.stderr
+        assert not (isolated_home / "x.sock").exists()  # never got as far as serving

@@ -68,7 +68,11 @@ async def _tasks(db: Database) -> list:
 async def test_a_task_from_a_group_runs_as_that_group(tmp_path: Path, db: Database, fake_api: FakeAnthropic) -> None:
     h, scheduler = await _wired(tmp_path, db, fake_api, TaskLimits())
     nested = 'CALL memory_read {"target": "memory"}\nCALL workspace_read {"path": "MEMORY.md"}'
-    prompt = f'CALL schedule_task {{"description": "nested", "delay_minutes": 0, "prompt": {json.dumps(nested)}}}'
+    # A task the reminder makes: at once (refused: a chain of tasks is a repeat in disguise), and later.
+    prompt = "\n".join(
+        f'CALL schedule_task {{"description": "{name}", "delay_minutes": {delay}, "prompt": {json.dumps(nested)}}}'
+        for name, delay in (("nested now", 0), ("nested later", 61))
+    )
     plan = {"description": "reminder", "delay_minutes": 0, "prompt": prompt}
     tool_task = {"description": "read it", "delay_minutes": 0, "tool": "workspace_read",
                  "tool_input": {"path": "MEMORY.md"}}  # fmt: skip
@@ -82,6 +86,11 @@ async def test_a_task_from_a_group_runs_as_that_group(tmp_path: Path, db: Databa
     start = len(fake_api.requests)
     await scheduler.start()
     try:
+        await _until(lambda: _finished_but(db, "nested later"))
+        refusals = [str(r["content"]) for b in fake_api.requests[start:] for r in tool_results(b)]
+        assert any("must wait at least 60 minutes" in r for r in refusals)
+        await db.execute("update tasks set run_at = 0 where description = 'nested later'")  # it is due now
+        scheduler.wake()
         await _until(lambda: _all_finished(db, 4))
     finally:
         await scheduler.stop()
@@ -99,6 +108,16 @@ async def test_a_task_from_a_group_runs_as_that_group(tmp_path: Path, db: Databa
         assert "memory_read" not in {t["name"] for t in body.get("tools", [])}
     assert all(SECRET not in sent.text for sent in h.gateway.sent)
     await h.llm.close()
+
+
+async def _finished_but(db: Database, description: str) -> bool:
+    rows = await db.fetchall("select description, status from tasks")
+    waiting = [r for r in rows if r["description"] == description and r["status"] == "pending"]
+    return (
+        len(rows) == 4
+        and len(waiting) == 1
+        and all(r["status"] in ("done", "failed") for r in rows if r not in waiting)
+    )
 
 
 async def _all_finished(db: Database, count: int) -> bool:
