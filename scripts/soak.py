@@ -5,9 +5,12 @@ pre-fills the archive, then drives traffic and samples the daemon: RSS over time
 the daemon's own monitor, via its status file), turns/s, and errors (error lines and tracebacks in its log).
 
     python scripts/soak.py --minutes 20 --prefill 100000 --rate 4
+    python scripts/soak.py --minutes 20 --prefill 100000 --rate 20 --chats 20000   # many distinct chats
 
-Floors checked at the end: RSS growth < 10% after the first 5 minutes (runs of 10+ minutes), RSS <= 400 MB,
-zero unhandled exceptions.
+With ``--chats N`` the traffic walks through N distinct chats (new groups and new DM users in turn), so
+per-chat state — lanes, locks, rate-limit windows, context buffers, caches — is exercised as a month of
+traffic from N chats would. Floors checked at the end: RSS growth < 10% after the first 5 minutes (runs of
+10+ minutes), RSS <= 400 MB, zero unhandled exceptions, every accepted message answered or failed.
 """
 
 from __future__ import annotations
@@ -77,6 +80,7 @@ def main() -> int:
     parser.add_argument("--prefill", type=int, default=100_000, help="archived messages loaded before the soak")
     parser.add_argument("--rate", type=float, default=4.0, help="incoming messages per second during the soak")
     parser.add_argument("--sample-s", type=float, default=15.0)
+    parser.add_argument("--chats", type=int, default=0, help="walk through this many distinct chats (0: 14 fixed ones)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     args = parser.parse_args()
     console = Console()
@@ -103,10 +107,21 @@ def main() -> int:
                 sent["n"] += 1
                 daemon.send(chat, body, sent["n"], sender=sender, **extra)
 
+        walk = {"n": 0}
+
+        def next_chat() -> tuple[list[dict], list[dict]]:
+            """With --chats: the next distinct group and DM user of the walk (it wraps after --chats)."""
+            walk["n"] = (walk["n"] + 1) % max(args.chats, 1)
+            k = walk["n"]
+            return ([{"id": -10_000_000 - k, "type": "group", "title": f"walk group {k}"}],
+                    [{"id": 50_000_000 + k, "first_name": f"walker{k}"}])  # fmt: skip
+
         def traffic() -> None:
             groups = [{"id": -500 - i, "type": "group", "title": f"group {i}"} for i in range(8)]
             users = [{"id": 3000 + i, "first_name": f"user{i}"} for i in range(6)]
             while not stop.is_set():
+                if args.chats:
+                    groups, users = next_chat()
                 roll = rng.random()
                 if roll < 0.35:
                     send({"id": OWNER["id"], "type": "dm", "title": ""}, f"remember {sentence(rng)}", OWNER)
@@ -143,10 +158,12 @@ def main() -> int:
             replies = len(daemon.sent()) - base_replies
             daemon.signal(signal.SIGTERM)
             code = daemon.wait(20)
+    states = _answer_states(root / "state" / "teleton.db")
     log_text = (root / "daemon.log").read_text(errors="replace")
     errors = [line for line in log_text.splitlines() if '"level": "error"' in line or "Traceback" in line]
 
-    table = Table(title=f"soak: {args.minutes:g} min, {args.prefill:,} pre-archived, {args.rate:g} msg/s")
+    chats = f", {args.chats:,} distinct chats" if args.chats else ""
+    table = Table(title=f"soak: {args.minutes:g} min, {args.prefill:,} pre-archived, {args.rate:g} msg/s{chats}")
     table.add_column("minute", justify="right")
     table.add_column("RSS MB", justify="right")
     table.add_column("loop lag p99 ms", justify="right")
@@ -165,12 +182,37 @@ def main() -> int:
     for line in errors[:5]:
         console.print(f"  {line[:300]}")
     console.print(f"daemon exit code after SIGTERM: {code}")
+    console.print(f"answer states after the stop: {states}  (open ones are answered at the next start)")
+    console.print(f"distinct chats: {_distinct_chats(root / 'state' / 'teleton.db'):,}")
     ok = (growth < 10 or growth != growth) and peak <= 400 and not errors and code == 0
     if not args.keep:
         shutil.rmtree(root, ignore_errors=True)
     else:
         console.print(f"kept: {root}")
     return 0 if ok else 1
+
+
+def _answer_states(path: Path) -> dict[str, int]:
+    from teleton.storage import connect
+    from teleton.storage.sqlite_driver import pick_driver
+
+    conn = connect(path, pick_driver(), vectors=False, readonly=True)
+    try:
+        rows = conn.execute("select agent_state, count(*) from tg_messages group by agent_state").fetchall()
+        return {str(r[0]): int(r[1]) for r in rows}
+    finally:
+        conn.close()
+
+
+def _distinct_chats(path: Path) -> int:
+    from teleton.storage import connect
+    from teleton.storage.sqlite_driver import pick_driver
+
+    conn = connect(path, pick_driver(), vectors=False, readonly=True)
+    try:
+        return int(conn.execute("select count(distinct chat_id) from tg_messages").fetchone()[0])
+    finally:
+        conn.close()
 
 
 if __name__ == "__main__":
