@@ -1,7 +1,7 @@
 """The one place Teleton talks to the Anthropic Messages API.
 
-The SDK's own retries are switched off (``max_retries=0``) and done here instead, so that every retry is
-logged, the delays are configurable (tests run a 529 storm in milliseconds) and a ``retry-after`` from the
+The SDK's own retries are switched off (``max_retries=0``) and done here instead (tenacity), so that every
+retry is logged, the delays are configurable (tests run a 529 storm in milliseconds) and a ``retry-after`` from the
 server is honoured up to a cap. Retried: 429, 500-class (529 "overloaded" included), timeouts and dropped
 connections. A "prompt is too long" answer becomes ``ContextOverflowError`` so the runtime can compact
 and try once more.
@@ -9,14 +9,19 @@ and try once more.
 
 from __future__ import annotations
 
-import asyncio
-import random
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import anthropic
 import structlog
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_random_exponential,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -98,19 +103,26 @@ class ContextOverflowError(LLMError):
     """The request does not fit the model's context window."""
 
 
-@dataclass
-class RetryPolicy:
-    max_retries: int
-    base_delay_s: float
-    max_delay_s: float
-    attempts_made: list[float] = field(default_factory=list)  # delays slept, for observability
+class _Transient(Exception):
+    """A failure worth retrying (429, 5xx, 529, a dropped connection); carries the SDK's exception."""
 
-    def delay(self, attempt: int, retry_after: float | None) -> float:
-        """Exponential backoff with full jitter, or the server's retry-after when it sent one."""
+    def __init__(self, cause: Exception) -> None:
+        super().__init__(_describe(cause))
+        self.cause = cause
+
+
+def _backoff(base_s: float, max_s: float) -> Callable[[RetryCallState], float]:
+    """Exponential backoff with full jitter, or the server's retry-after when it sent one."""
+    jittered = wait_random_exponential(multiplier=base_s, max=max_s)
+
+    def wait(state: RetryCallState) -> float:
+        error = state.outcome.exception() if state.outcome else None
+        retry_after = _retry_after(error.cause) if isinstance(error, _Transient) else None
         if retry_after is not None and retry_after >= 0:
-            return min(retry_after, self.max_delay_s)
-        ceiling = min(self.base_delay_s * (2**attempt), self.max_delay_s)
-        return random.uniform(ceiling / 2, ceiling)
+            return min(retry_after, max_s)
+        return float(jittered(state))
+
+    return wait
 
 
 class LLMClient:
@@ -160,27 +172,44 @@ class LLMClient:
             kwargs["tools"] = list(tools)
             if tool_choice:
                 kwargs["tool_choice"] = tool_choice
-        policy = RetryPolicy(
-            self.settings.max_retries, self.settings.retry_base_delay_s, self.settings.retry_max_delay_s
+
+        def retrying_log(state: RetryCallState) -> None:
+            self.retries += 1
+            wait = state.next_action.sleep if state.next_action else 0.0
+            log.warning(
+                "llm_retry",
+                attempt=state.attempt_number,
+                wait_s=round(wait, 3),
+                reason=str(state.outcome.exception()) if state.outcome else "",
+            )
+
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self.settings.max_retries + 1),
+            wait=_backoff(self.settings.retry_base_delay_s, self.settings.retry_max_delay_s),
+            retry=retry_if_exception_type(_Transient),
+            before_sleep=retrying_log,
+            reraise=True,
         )
-        attempt = 0
-        while True:
-            try:
-                message = await self._sdk.messages.create(**kwargs)
-                return _to_response(message)
-            except (anthropic.APIStatusError, anthropic.APIConnectionError) as exc:
-                status = getattr(exc, "status_code", None)
-                if isinstance(exc, anthropic.BadRequestError) and _is_overflow(exc):
-                    raise ContextOverflowError(str(exc)) from exc
-                if status is not None and status not in RETRYABLE and status < 500:
-                    raise LLMError(f"API error {status}: {_message_of(exc)}") from exc
-                if attempt >= policy.max_retries:
-                    raise LLMError(f"model unavailable after {attempt + 1} attempts: {_describe(exc)}") from exc
-                wait = policy.delay(attempt, _retry_after(exc))
-                log.warning("llm_retry", attempt=attempt + 1, wait_s=round(wait, 3), reason=_describe(exc))
-                self.retries += 1
-                attempt += 1
-                await asyncio.sleep(wait)
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    message = await self._call(kwargs)
+        except _Transient as exc:
+            tries = self.settings.max_retries + 1
+            raise LLMError(f"model unavailable after {tries} attempts: {exc}") from exc.cause
+        return _to_response(message)
+
+    async def _call(self, kwargs: dict[str, Any]) -> Any:
+        """One request; its failure mapped to what the caller does with it (retry, compact, give up)."""
+        try:
+            return await self._sdk.messages.create(**kwargs)
+        except (anthropic.APIStatusError, anthropic.APIConnectionError) as exc:
+            status = getattr(exc, "status_code", None)
+            if isinstance(exc, anthropic.BadRequestError) and _is_overflow(exc):
+                raise ContextOverflowError(str(exc)) from exc
+            if status is not None and status not in RETRYABLE and status < 500:
+                raise LLMError(f"API error {status}: {_message_of(exc)}") from exc
+            raise _Transient(exc) from exc
 
     async def complete(self, prompt: str, *, system: str = "", max_tokens: int = 1024) -> str:
         """A one-shot text completion on the utility model (summaries, fact extraction)."""

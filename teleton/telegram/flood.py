@@ -8,6 +8,7 @@ from typing import TypeVar
 
 import structlog
 from telethon import errors
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from teleton.gateway.contract import GatewayError
 
@@ -30,18 +31,31 @@ async def with_flood_retry(
     A wait longer than ``max_wait_s``, or one more flood after the last try, becomes a GatewayError that
     says how long Telegram asked to wait, so the agent can tell the user instead of the daemon dying.
     """
-    for attempt in range(1, attempts + 1):
-        try:
-            return await call()
-        except errors.FloodError as exc:
-            seconds = int(getattr(exc, "seconds", 0) or 0)
-            if seconds > max_wait_s:
-                raise GatewayError(
-                    f"Telegram rate limit on {what}: asked to wait {seconds} s (more than the allowed "
-                    f"{int(max_wait_s)} s); not retried"
-                ) from exc
-            if attempt == attempts:
-                raise GatewayError(f"Telegram rate limit on {what}: still limited after {attempts} tries") from exc
-            log.warning("flood_wait", what=what, seconds=seconds, attempt=attempt)
-            await sleep(seconds)
+
+    def seconds(exc: BaseException | None) -> int:
+        return int(getattr(exc, "seconds", 0) or 0)
+
+    def waited(state: RetryCallState) -> None:
+        error = state.outcome.exception() if state.outcome else None
+        log.warning("flood_wait", what=what, seconds=seconds(error), attempt=state.attempt_number)
+
+    retrying = AsyncRetrying(
+        stop=stop_after_attempt(attempts),
+        wait=lambda state: float(seconds(state.outcome.exception() if state.outcome else None)),
+        retry=retry_if_exception(lambda exc: isinstance(exc, errors.FloodError) and seconds(exc) <= max_wait_s),
+        before_sleep=waited,
+        sleep=sleep,
+        reraise=True,
+    )
+    try:
+        async for attempt in retrying:
+            with attempt:
+                return await call()
+    except errors.FloodError as exc:
+        if seconds(exc) > max_wait_s:
+            raise GatewayError(
+                f"Telegram rate limit on {what}: asked to wait {seconds(exc)} s (more than the allowed "
+                f"{int(max_wait_s)} s); not retried"
+            ) from exc
+        raise GatewayError(f"Telegram rate limit on {what}: still limited after {attempts} tries") from exc
     raise AssertionError("unreachable")
