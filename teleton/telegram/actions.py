@@ -1,0 +1,275 @@
+"""The Telethon implementation of the Gateway contract's actions: what the agent and its tools may do.
+
+Every action goes through ``_call``: FloodWait is slept and retried (bounded), and any Telegram error becomes
+a ``GatewayError`` the agent can report, never an exception that takes the daemon down. Sent messages are
+archived as ours, so the next turn sees them as context. ``TelegramGateway`` (the life cycle) builds on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import structlog
+from telethon import TelegramClient, errors, functions, utils
+from telethon.tl import types
+
+from teleton.gateway.contract import ChatInfo, GatewayError, IncomingMessage, SentMessage, UserInfo
+from teleton.memory.feed_archive import MessageRecord
+from teleton.telegram import convert
+from teleton.telegram.approvals import inline_buttons
+from teleton.telegram.dispatch import Dispatcher
+from teleton.telegram.flood import with_flood_retry
+from teleton.telegram.markdown import Span
+from teleton.telegram.pipeline import FeedPipeline
+from teleton.telegram.split import Part, plan_reply
+
+log = structlog.get_logger(__name__)
+T = TypeVar("T")
+
+_BIG_TEXT = 50_000  # replies longer than this are prepared on a worker thread
+CHOICE_TEXT_MAX = 4000  # a message with buttons is one message: longer text goes first on its own
+
+
+class TelegramActions:
+    client: TelegramClient
+    settings: Any  # GatewaySettings
+    pipeline: FeedPipeline
+    dispatcher: Dispatcher | None
+    me: UserInfo | None
+    _sleep: Callable[[float], Awaitable[None]]
+
+    async def send_message(self, chat_id: int, text: str, *, reply_to: int | None = None) -> SentMessage:
+        if len(text) > _BIG_TEXT:
+            parts = await asyncio.to_thread(plan_reply, text)
+        else:
+            parts = plan_reply(text)
+        if not parts:
+            raise GatewayError("cannot send an empty message")
+        peer = await self._peer(chat_id)
+        first: Any = None
+        for i, part in enumerate(parts):
+            sent = await self._send_part(peer, part, reply_to if i == 0 else None)
+            first = first or sent
+            await self._archive_sent(chat_id, sent, part.text, reply_to if i == 0 else None)
+        return SentMessage(chat_id=chat_id, message_id=int(first.id), text=text)
+
+    async def send_choice(self, chat_id: int, text: str, choices: Sequence[tuple[str, str]]) -> SentMessage:
+        """Buttons on a bot account (see ``approvals``); a user account cannot send them: the text alone."""
+        if self.settings.mode != "bot" or len(text) > CHOICE_TEXT_MAX:
+            sent = await self.send_message(chat_id, text)
+            if self.settings.mode != "bot":
+                return sent
+            text = "Your decision:"  # the long text went above; the buttons come in a short message
+        peer = await self._peer(chat_id)
+        message = await self._call(
+            lambda: self.client.send_message(
+                peer, text, parse_mode=None, link_preview=False, buttons=inline_buttons(choices)
+            ),
+            "send message",
+        )
+        await self._archive_sent(chat_id, message, text, None)
+        return SentMessage(chat_id=chat_id, message_id=int(message.id), text=text)
+
+    def _offer(self, msg: IncomingMessage) -> Any:
+        return None if self.dispatcher is None else self.dispatcher.offer(msg)
+
+    async def _send_part(self, peer: Any, part: Part, reply_to: int | None) -> Any:
+        entities = [_tl_entity(s) for s in part.spans]
+
+        def send(formatting: list[Any]) -> Callable[[], Awaitable[Any]]:
+            return lambda: self.client.send_message(
+                peer,
+                part.text,
+                formatting_entities=formatting,
+                parse_mode=None,
+                reply_to=reply_to,
+                link_preview=False,
+            )
+
+        if entities:
+            try:
+                return await self._call(send(entities), "send message")
+            except GatewayError as exc:
+                if not isinstance(exc.__cause__, errors.BadRequestError):
+                    raise
+                # Formatting must never cost the user the reply: send the same words unformatted.
+                log.warning("formatting_rejected", error=str(exc))
+        return await self._call(send([]), "send message")
+
+    async def _archive_sent(self, chat_id: int, sent: Any, text: str, reply_to: int | None) -> None:
+        me = self.me
+        record = MessageRecord(
+            chat_id=chat_id,
+            message_id=int(sent.id),
+            date=sent.date.timestamp() if getattr(sent, "date", None) else 0.0,
+            text=text,
+            sender_id=me.id if me else None,
+            sender_name=me.display_name if me else "",
+            is_outgoing=True,
+            reply_to_id=reply_to,
+        )
+        try:
+            await self.pipeline.message(record)
+        except Exception as exc:  # the message was delivered; a failed archive write must not hide that
+            log.error("archive_sent_failed", chat_id=chat_id, error=str(exc))
+
+    async def edit_message(self, chat_id: int, message_id: int, text: str) -> None:
+        part = plan_reply(text, max_parts=1)[0] if text.strip() else None
+        if part is None:
+            raise GatewayError("cannot edit a message to empty text")
+        peer = await self._peer(chat_id)
+        await self._call(
+            lambda: self.client.edit_message(
+                peer,
+                message_id,
+                part.text,
+                formatting_entities=[_tl_entity(s) for s in part.spans],
+                parse_mode=None,
+                link_preview=False,
+            ),
+            "edit message",
+        )
+
+    async def delete_messages(self, chat_id: int, message_ids: Sequence[int]) -> None:
+        peer = await self._peer(chat_id)
+        await self._call(lambda: self.client.delete_messages(peer, list(message_ids)), "delete messages")
+        await self.pipeline.delete(None if chat_id > -(10**12) else chat_id, list(message_ids))
+
+    async def forward_message(self, from_chat_id: int, message_id: int, to_chat_id: int) -> SentMessage:
+        src, dst = await self._peer(from_chat_id), await self._peer(to_chat_id)
+        msg = await self._call(lambda: self.client.forward_messages(dst, message_id, src), "forward message")
+        msg = msg[0] if isinstance(msg, list) else msg
+        return SentMessage(chat_id=to_chat_id, message_id=int(msg.id), text=getattr(msg, "message", "") or "")
+
+    async def pin_message(self, chat_id: int, message_id: int, *, unpin: bool = False) -> None:
+        peer = await self._peer(chat_id)
+        if unpin:
+            await self._call(lambda: self.client.unpin_message(peer, message_id), "unpin message")
+        else:
+            await self._call(lambda: self.client.pin_message(peer, message_id, notify=False), "pin message")
+
+    async def react(self, chat_id: int, message_id: int, emoji: str) -> None:
+        peer = await self._peer(chat_id)
+        request = functions.messages.SendReactionRequest(
+            peer=peer, msg_id=message_id, reaction=[types.ReactionEmoji(emoticon=emoji)]
+        )
+        await self._call(lambda: self.client(request), "react")
+
+    async def send_poll(self, chat_id: int, question: str, options: Sequence[str]) -> SentMessage:
+        if not 2 <= len(options) <= 10:
+            raise GatewayError("a poll needs 2 to 10 options")
+        peer = await self._peer(chat_id)
+        poll = types.InputMediaPoll(
+            poll=types.Poll(
+                id=0,
+                question=types.TextWithEntities(question, []),
+                answers=[types.PollAnswer(types.TextWithEntities(o, []), bytes([i])) for i, o in enumerate(options)],
+                hash=0,  # a new poll has no hash yet
+            )
+        )
+        msg = await self._call(lambda: self.client.send_message(peer, file=poll), "send poll")
+        return SentMessage(chat_id=chat_id, message_id=int(msg.id), text=question)
+
+    async def send_file(self, chat_id: int, path: Path, *, caption: str = "") -> SentMessage:
+        if not await asyncio.to_thread(Path(path).is_file):
+            raise GatewayError(f"no such file: {path}")
+        peer = await self._peer(chat_id)
+        msg = await self._call(lambda: self.client.send_file(peer, str(path), caption=caption[:1024]), "send file")
+        return SentMessage(chat_id=chat_id, message_id=int(msg.id), text=caption)
+
+    async def download_media(self, chat_id: int, message_id: int, dest_dir: Path, max_bytes: int) -> Path:
+        peer = await self._peer(chat_id)
+        msg = await self._call(lambda: self.client.get_messages(peer, ids=message_id), "get message")
+        if msg is None or msg.media is None:
+            raise GatewayError("that message has no media")
+        size = getattr(getattr(msg, "file", None), "size", None) or 0
+        if size > max_bytes:
+            raise GatewayError(f"media is {size} bytes, over the {max_bytes} byte limit")
+        await asyncio.to_thread(Path(dest_dir).mkdir, parents=True, exist_ok=True)
+        out = await self._call(lambda: self.client.download_media(msg, file=str(dest_dir)), "download media")
+        if not out:
+            raise GatewayError("download failed")
+        return Path(out)
+
+    async def get_chat(self, chat_id: int) -> ChatInfo:
+        entity = await self._call(lambda: self.client.get_entity(chat_id), "get chat")
+        peer = utils.get_peer(entity)
+        return convert.chat_info(convert.chat_record(chat_id, convert.chat_type(peer, entity), entity))
+
+    async def get_user(self, user: int | str) -> UserInfo:
+        entity = await self._call(lambda: self.client.get_entity(user), "get user")
+        if not isinstance(entity, types.User):
+            raise GatewayError(f"{user} is not a user")
+        return convert.user_info(convert.user_record(entity))
+
+    async def list_dialogs(self, limit: int = 50) -> list[ChatInfo]:
+        dialogs = await self._call(lambda: self.client.get_dialogs(limit=limit), "list dialogs")
+        out = []
+        for d in dialogs:
+            peer = utils.get_peer(d.entity)
+            out.append(convert.chat_info(convert.chat_record(int(d.id), convert.chat_type(peer, d.entity), d.entity)))
+        return out
+
+    async def get_participants(self, chat_id: int, limit: int = 200) -> list[UserInfo]:
+        peer = await self._peer(chat_id)
+        users = await self._call(lambda: self.client.get_participants(peer, limit=limit), "get participants")
+        return [convert.user_info(convert.user_record(u)) for u in users]
+
+    async def kick(self, chat_id: int, user_id: int) -> None:
+        peer = await self._peer(chat_id)
+        await self._call(lambda: self.client.kick_participant(peer, user_id), "kick")
+
+    async def ban(self, chat_id: int, user_id: int, *, unban: bool = False) -> None:
+        peer = await self._peer(chat_id)
+        await self._call(
+            lambda: self.client.edit_permissions(peer, user_id, view_messages=unban), "unban" if unban else "ban"
+        )
+
+    async def typing(self, chat_id: int) -> None:
+        peer = await self._peer(chat_id)
+        request = functions.messages.SetTypingRequest(peer=peer, action=types.SendMessageTypingAction())
+        await self._call(lambda: self.client(request), "typing", attempts=1)  # cosmetic: never wait for it
+
+    # ---- plumbing -----------------------------------------------------------------------------------
+
+    async def _peer(self, chat_id: int) -> Any:
+        peer = self.handlers.peers.get(chat_id)
+        if peer is not None:
+            return peer
+        return await self._call(lambda: self.client.get_input_entity(chat_id), "resolve chat")
+
+    async def _call(self, call: Callable[[], Awaitable[T]], what: str, *, attempts: int = 3) -> T:
+        try:
+            return await with_flood_retry(
+                call, max_wait_s=self.settings.flood_wait_max_s, attempts=attempts, what=what, sleep=self._sleep
+            )
+        except GatewayError:
+            raise
+        except errors.RPCError as exc:
+            raise GatewayError(f"{what} failed: {exc.message or type(exc).__name__}") from exc
+        except ValueError as exc:  # Telethon: unknown entity, bad argument
+            raise GatewayError(f"{what} failed: {exc}") from exc
+        except ConnectionError as exc:
+            raise GatewayError(f"{what} failed: not connected to Telegram") from exc
+
+
+def _tl_entity(span: Span) -> Any:
+    o, n = span.offset, span.length
+    if span.kind == "bold":
+        return types.MessageEntityBold(o, n)
+    if span.kind == "italic":
+        return types.MessageEntityItalic(o, n)
+    if span.kind == "strike":
+        return types.MessageEntityStrike(o, n)
+    if span.kind == "code":
+        return types.MessageEntityCode(o, n)
+    if span.kind == "pre":
+        return types.MessageEntityPre(o, n, span.language or "")
+    if span.kind == "link":
+        return types.MessageEntityTextUrl(o, n, span.url or "")
+    if span.kind == "blockquote":
+        return types.MessageEntityBlockquote(o, n)
+    return types.MessageEntityUnknown(o, n)
