@@ -4,7 +4,9 @@
 |---|---|
 | registry | Tool, ToolRegistry, scopes, ToolContext with the turn's clearance and exposure (the core) |
 | outbox | sends to other chats: the egress check, held sends and their approval |
-| telegram_tools | send/reply/edit/delete/forward/pin/react/poll/file/download, history, search, info, moderation |
+| telegram_tools | send/reply/edit/delete/forward/pin/react/poll/file/download (+ the list of all Telegram tools) |
+| telegram_reads | history, search, chat/user info, dialogs, participants, moderation |
+| telegram_common | the chat rules every Telegram tool obeys, refusals as error results |
 | memory_tools | memory_read/write/save/recall/search |
 | workspace_tools | workspace_list/read/write/delete/rename (rules in workspace_paths) |
 | web_fetch | web_fetch with SSRF checks |

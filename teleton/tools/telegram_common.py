@@ -1,0 +1,89 @@
+"""What every Telegram tool shares: the chat rules, the gateway, refusals as error results, the schema parts.
+
+Rules that keep one chat from reaching into another (DESIGN §8), checked in the handlers:
+- reading another chat (history, search, info, participants, forwarding from it) needs the turn's clearance
+  to read that chat's label, and what is read is recorded in the turn's exposure;
+- acting in another chat (sending, forwarding to it) needs an admin AND goes through the outbox, which holds
+  the send for the owner's approval when the target may not see what the turn has seen;
+- in a group, only an admin may delete messages that are not the agent's own;
+- moderation (kick, ban, unban) is admin-only by scope AND only in a group, checked in the handler
+  (a tool has one scope; the second condition lives there and is tested on its own);
+- files sent from the workspace obey the workspace labels, so MEMORY.md cannot be posted to a group;
+  downloads land in ``downloads/<chat id>/`` (that chat's label), 0600.
+Gateway failures (``GatewayError``) become error results the model can read.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from teleton.gateway.contract import Gateway, GatewayError
+from teleton.llm.tool_loop import ToolResult
+from teleton.tools.outbox import EgressRefused
+from teleton.tools.registry import Tool, ToolContext
+from teleton.tools.workspace_paths import PathRefused
+
+CHAT_ID = {"type": "integer", "description": "another chat's id (default: this chat)"}
+MESSAGE_ID = {"type": "integer", "description": "the message's id (default: the message being answered)"}
+
+
+class Refused(Exception):
+    """A rule of the Telegram tools says no; the message goes to the model as an error result."""
+
+
+Handler = Callable[[dict[str, Any], ToolContext], Awaitable["str | ToolResult"]]
+
+
+def _guarded(fn: Handler) -> Handler:
+    """Turn refusals and gateway failures into error results (the model is told, the turn goes on)."""
+
+    @functools.wraps(fn)
+    async def handler(args: dict[str, Any], ctx: ToolContext) -> str | ToolResult:
+        try:
+            return await fn(args, ctx)
+        except (Refused, PathRefused, EgressRefused) as exc:
+            return ToolResult.error(str(exc))
+        except GatewayError as exc:
+            return ToolResult.error(f"Telegram: {exc}")
+
+    return handler
+
+
+def tool(name: str, description: str, schema: dict[str, Any], handler: Handler, scope: str = "always") -> Tool:
+    return Tool(name, description, schema, _guarded(handler), scope, "telegram")  # type: ignore[arg-type]
+
+
+def schema(props: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {"type": "object", "properties": props, "required": list(required), "additionalProperties": False}
+
+
+def gateway(ctx: ToolContext) -> Gateway:
+    if ctx.deps.gateway is None:
+        raise Refused("Telegram is not connected.")
+    return ctx.deps.gateway
+
+
+def readable_chat(args: dict[str, Any], ctx: ToolContext) -> int:
+    """The chat a read is about, if this turn may read it; what is read from it enters the exposure."""
+    chat_id = int(args.get("chat_id", ctx.chat.id))
+    label = ctx.deps.principals.chat_label(chat_id)
+    if chat_id != ctx.chat.id and not ctx.clearance.may_read(label):
+        raise Refused("Other chats cannot be read from this chat.")
+    ctx.shown(label)
+    return chat_id
+
+
+def writable_chat(args: dict[str, Any], ctx: ToolContext, key: str = "chat_id") -> int:
+    chat_id = int(args.get(key, ctx.chat.id))
+    if chat_id != ctx.chat.id and not ctx.is_admin:
+        raise Refused("Only an admin can make me act in another chat.")
+    return chat_id
+
+
+def target_message(args: dict[str, Any], ctx: ToolContext) -> int:
+    message_id = args.get("message_id", ctx.message_id)
+    if message_id is None:
+        raise Refused("Which message? Give message_id.")
+    return int(message_id)
