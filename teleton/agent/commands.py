@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from teleton.agent import answering
 from teleton.gateway.contract import IncomingMessage
 
 if TYPE_CHECKING:
@@ -193,7 +194,7 @@ async def run_command(agent: Agent, turn: Turn, spec: CommandSpec, args: str) ->
     else:
         text = await spec.handler(agent, turn, args)
     turn.reply = text
-    await agent.reply(turn, text)
+    await answering.reply(agent, turn, text)
 
 
 async def end_session(agent: Agent, turn: Turn, reason: str) -> str:

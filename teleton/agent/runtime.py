@@ -5,8 +5,8 @@
       session         the chat's session; daily reset / idle expiry end it with a summary first
       compaction      hard threshold -> write-then-compact; soft threshold -> memory flush
       context         privacy-gated RAG blocks + the system prompt
-      answer          the tool loop (overflow -> compact and one retry)
-      reply           the final text goes to the chat unless a send tool already spoke
+      answer          the tool loop (overflow -> compact and one retry)   (``answering``)
+      reply           the final text goes to the chat unless a send tool already spoke (``answering``)
       persist         observation masking, session saved, daily-log line (``aftercare``)
 
 The read path (context) runs before the write path (persist), so the model sees memory as it was before
@@ -26,27 +26,24 @@ from typing import Any
 
 import structlog
 
-from teleton.agent import aftercare
+from teleton.agent import aftercare, answering
 from teleton.agent.commands import command_of, run_command
 from teleton.agent.compactor import Compactor
 from teleton.agent.context import ContextBuilder
-from teleton.agent.delivery import Delivery, DeliveryFailed, MessageDelivery
+from teleton.agent.delivery import Delivery, MessageDelivery
 from teleton.agent.deps import AgentDeps, AgentSettings, load_owner
 from teleton.agent.locks import KeyedLocks
-from teleton.agent.messages import quoted_referent, split_message, spoke_here, user_text
+from teleton.agent.messages import quoted_referent, user_text
 from teleton.agent.prompt import PromptBuilder, PromptInputs
 from teleton.agent.scheduled import ScheduledTurns
 from teleton.agent.sessions import Session, SessionStore, expiry_reason
 from teleton.agent.turn import Turn, required
-from teleton.gateway.contract import IncomingMessage, SentMessage, UserInfo
-from teleton.llm.client import ContextOverflowError, LLMError
-from teleton.llm.tool_loop import ToolCall, ToolResult, run_tool_loop
+from teleton.gateway.contract import IncomingMessage, UserInfo
 from teleton.memory import feed_archive as fa
 from teleton.memory.compaction import needs_hard, needs_soft
 from teleton.memory.daily_logs import DailyLogs
-from teleton.memory.observation_masking import mask_observations
 from teleton.privacy import Clearance, Exposure
-from teleton.tools.registry import ToolContext, ToolDeps
+from teleton.tools.registry import ToolDeps
 
 __all__ = ["Agent", "AgentDeps", "AgentSettings"]
 
@@ -160,7 +157,7 @@ class Agent:
             async with self.locks.hold(msg.chat.id):
                 if not await self._run_pipeline(turn):
                     return turn
-        state, note = _outcome(turn)
+        state, note = answering.outcome(turn)
         await turn.delivery.finished(state, note)
         return turn
 
@@ -220,8 +217,8 @@ class Agent:
             ("session", self._stage_session),
             ("compaction", self._stage_compaction),
             ("context", self._stage_context),
-            ("answer", self._stage_answer),
-            ("reply", self._stage_reply),
+            ("answer", lambda t: answering.answer(self, t)),
+            ("reply", lambda t: answering.deliver(self, t)),
             ("persist", lambda t: aftercare.persist(self, t)),
         )
         try:
@@ -284,13 +281,14 @@ class Agent:
         session = required(turn.session)
         t = self.settings.thresholds
         if needs_hard(len(session.messages), session.last_input_tokens, t):
-            await self._compact(turn, t.keep_last)
+            await self.compact(turn, t.keep_last)
         elif needs_soft(session.last_input_tokens, t) and session.id not in self._flushed:
             self._flushed.add(session.id)
             await self.compactor.flush(session, turn.clearance)
             turn.flush_note = FLUSH_NOTE
 
-    async def _compact(self, turn: Turn, keep: int) -> None:
+    async def compact(self, turn: Turn, keep: int) -> None:
+        """Compact the turn's session mid-turn, keeping the last ``keep`` messages."""
         old = required(turn.session)
 
         async def compact() -> Session:
@@ -307,9 +305,7 @@ class Agent:
             return None if selector is None else await selector(msg.text, vector, msg.chat, turn.is_admin)
 
         # Retrieval, tool choice and the system prompt do not depend on each other: built concurrently.
-        turn.rag, _ = await asyncio.gather(
-            self.context.build(msg, turn.clearance, pick_tools), self._build_system(turn)
-        )
+        turn.rag, _ = await asyncio.gather(self.context.build(msg, turn.clearance, pick_tools), self.build_system(turn))
         turn.exposure.add(*turn.rag.labels())
         text = user_text(msg, await quoted_referent(self.deps.db, msg))
         turn.stored_user = {"role": "user", "content": text}
@@ -342,7 +338,7 @@ class Agent:
         self._offered[session_id] = offered
         return sorted(offered)
 
-    async def _build_system(self, turn: Turn) -> None:
+    async def build_system(self, turn: Turn) -> None:
         turn.system = await self.prompt.build(
             PromptInputs(
                 chat=turn.msg.chat,
@@ -354,93 +350,7 @@ class Agent:
             )
         )
 
-    async def _stage_answer(self, turn: Turn) -> None:
-        ctx = ToolContext(
-            chat=turn.msg.chat,
-            sender=turn.msg.sender,
-            is_admin=turn.is_admin,
-            clearance=turn.clearance,
-            deps=self.tool_deps,
-            message_id=turn.msg.message_id,
-            exposure=turn.exposure,
-            say=lambda text, reply_to: self.say(turn, text, reply_to=reply_to),
-            from_task=turn.from_task,
-        )
-
-        async def execute(call: ToolCall) -> ToolResult:
-            return await self.deps.registry.execute(call, ctx)
-
-        keep = self.settings.masking_keep
-        for attempt in range(2):
-            session = required(turn.session)
-            try:
-                turn.result = await run_tool_loop(
-                    self.deps.llm,
-                    system=turn.system,
-                    messages=[*session.messages, required(turn.sent_user)],
-                    tools=turn.tools,
-                    execute=execute,
-                    limits=self.settings.limits,
-                    prepare=lambda messages: mask_observations(messages, keep),
-                )
-                return
-            except ContextOverflowError:
-                if attempt:
-                    log.error("context_overflow_after_compaction", chat_id=turn.msg.chat.id)
-                    turn.failed, turn.reply = "too long for the model, even after compacting", TOO_LONG
-                    return
-                log.warning("context_overflow", chat_id=turn.msg.chat.id, messages=len(session.messages))
-                await self._compact(turn, max(1, self.settings.thresholds.keep_last // 2))
-                await self._build_system(turn)  # the summary changed
-            except LLMError as exc:
-                log.error("llm_failed", chat_id=turn.msg.chat.id, error=str(exc))
-                turn.failed = f"model unavailable: {exc}"[:300]
-                self._report("model", exc)
-                break
-        turn.reply = UNAVAILABLE
-
-    async def _stage_reply(self, turn: Turn) -> None:
-        result = turn.result
-        if result is not None:
-            if spoke_here(result, self.settings.send_tools, turn.msg.chat.id):
-                turn.reply = ""  # the model already spoke through a tool
-                return
-            turn.reply = result.text
-        if turn.silent_token and turn.reply.strip().strip(".").upper() == turn.silent_token.upper():
-            log.info("turn_silent", chat_id=turn.msg.chat.id)
-            turn.reply = ""
-            return
-        await self.reply(turn, turn.reply)
-
-    async def say(self, turn: Turn, text: str, *, reply_to: int | None = None) -> SentMessage:
-        """Every word a turn sends to its own chat goes through here: the delivery record first."""
-        await turn.delivery.sending()
-        try:
-            return await self.deps.gateway.send_message(turn.msg.chat.id, text, reply_to=reply_to)
-        except Exception as exc:
-            raise DeliveryFailed(f"{type(exc).__name__}: {exc}") from exc
-
-    async def reply(self, turn: Turn, text: str) -> None:
-        msg = turn.msg
-        reply_to = msg.message_id if msg.chat.type != "dm" and msg.message_id > 0 else None
-        for i, chunk in enumerate(split_message(text) if text else []):
-            try:
-                await self.say(turn, chunk, reply_to=reply_to if i == 0 else None)
-            except DeliveryFailed as exc:
-                log.error("send_failed", chat_id=msg.chat.id, error=str(exc))
-                turn.undelivered = str(exc)[:300]
-                self._report("telegram", exc)
-                return
-
-    def _report(self, kind: str, error: Any) -> None:
+    def report(self, kind: str, error: Any) -> None:
+        """A model or Telegram failure for the status file (``teleton status``)."""
         if self.deps.report is not None:
             self.deps.report(kind, error)
-
-
-def _outcome(turn: Turn) -> tuple[str, str | None]:
-    """What a finished turn's messages are now: answered, or failed and why."""
-    if turn.undelivered:
-        return fa.STATE_FAILED, f"reply not delivered: {turn.undelivered}"
-    if turn.failed:
-        return fa.STATE_FAILED, turn.failed
-    return fa.STATE_ANSWERED, None

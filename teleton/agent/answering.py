@@ -1,0 +1,122 @@
+"""The answer and reply stages of a turn, and every word a turn sends to its own chat.
+
+The tool loop answers (a context overflow compacts and retries once; a model failure becomes an apology and
+a failed record); the reply goes out in Telegram-sized chunks, each after the delivery record says
+``sending``; the outcome of the turn is what its messages become: answered, or failed and why.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import structlog
+
+from teleton.agent.delivery import DeliveryFailed
+from teleton.agent.messages import split_message, spoke_here
+from teleton.agent.turn import Turn, required
+from teleton.gateway.contract import SentMessage
+from teleton.llm.client import ContextOverflowError, LLMError
+from teleton.llm.tool_loop import ToolCall, ToolResult, run_tool_loop
+from teleton.memory import feed_archive as fa
+from teleton.memory.observation_masking import mask_observations
+from teleton.tools.registry import ToolContext
+
+if TYPE_CHECKING:
+    from teleton.agent.runtime import Agent
+
+log = structlog.get_logger(__name__)
+
+UNAVAILABLE = "Sorry — I can't reach my language model right now. Please try again in a moment."
+TOO_LONG = "That is more than I can read at once, even after compacting. Try a shorter message, or /new."
+
+
+async def answer(agent: Agent, turn: Turn) -> None:
+    ctx = ToolContext(
+        chat=turn.msg.chat,
+        sender=turn.msg.sender,
+        is_admin=turn.is_admin,
+        clearance=turn.clearance,
+        deps=agent.tool_deps,
+        message_id=turn.msg.message_id,
+        exposure=turn.exposure,
+        say=lambda text, reply_to: say(agent, turn, text, reply_to=reply_to),
+        from_task=turn.from_task,
+    )
+
+    async def execute(call: ToolCall) -> ToolResult:
+        return await agent.deps.registry.execute(call, ctx)
+
+    keep = agent.settings.masking_keep
+    for attempt in range(2):
+        session = required(turn.session)
+        try:
+            turn.result = await run_tool_loop(
+                agent.deps.llm,
+                system=turn.system,
+                messages=[*session.messages, required(turn.sent_user)],
+                tools=turn.tools,
+                execute=execute,
+                limits=agent.settings.limits,
+                prepare=lambda messages: mask_observations(messages, keep),
+            )
+            return
+        except ContextOverflowError:
+            if attempt:
+                log.error("context_overflow_after_compaction", chat_id=turn.msg.chat.id)
+                turn.failed, turn.reply = "too long for the model, even after compacting", TOO_LONG
+                return
+            log.warning("context_overflow", chat_id=turn.msg.chat.id, messages=len(session.messages))
+            await agent.compact(turn, max(1, agent.settings.thresholds.keep_last // 2))
+            await agent.build_system(turn)  # the summary changed
+        except LLMError as exc:
+            log.error("llm_failed", chat_id=turn.msg.chat.id, error=str(exc))
+            turn.failed = f"model unavailable: {exc}"[:300]
+            agent.report("model", exc)
+            break
+    turn.reply = UNAVAILABLE
+
+
+async def deliver(agent: Agent, turn: Turn) -> None:
+    """The reply stage: the final text goes to the chat unless a send tool already spoke or it is silent."""
+    result = turn.result
+    if result is not None:
+        if spoke_here(result, agent.settings.send_tools, turn.msg.chat.id):
+            turn.reply = ""  # the model already spoke through a tool
+            return
+        turn.reply = result.text
+    if turn.silent_token and turn.reply.strip().strip(".").upper() == turn.silent_token.upper():
+        log.info("turn_silent", chat_id=turn.msg.chat.id)
+        turn.reply = ""
+        return
+    await reply(agent, turn, turn.reply)
+
+
+async def say(agent: Agent, turn: Turn, text: str, *, reply_to: int | None = None) -> SentMessage:
+    """Every word a turn sends to its own chat goes through here: the delivery record first."""
+    await turn.delivery.sending()
+    try:
+        return await agent.deps.gateway.send_message(turn.msg.chat.id, text, reply_to=reply_to)
+    except Exception as exc:
+        raise DeliveryFailed(f"{type(exc).__name__}: {exc}") from exc
+
+
+async def reply(agent: Agent, turn: Turn, text: str) -> None:
+    msg = turn.msg
+    reply_to = msg.message_id if msg.chat.type != "dm" and msg.message_id > 0 else None
+    for i, chunk in enumerate(split_message(text) if text else []):
+        try:
+            await say(agent, turn, chunk, reply_to=reply_to if i == 0 else None)
+        except DeliveryFailed as exc:
+            log.error("send_failed", chat_id=msg.chat.id, error=str(exc))
+            turn.undelivered = str(exc)[:300]
+            agent.report("telegram", exc)
+            return
+
+
+def outcome(turn: Turn) -> tuple[str, str | None]:
+    """What a finished turn's messages are now: answered, or failed and why."""
+    if turn.undelivered:
+        return fa.STATE_FAILED, f"reply not delivered: {turn.undelivered}"
+    if turn.failed:
+        return fa.STATE_FAILED, turn.failed
+    return fa.STATE_ANSWERED, None
