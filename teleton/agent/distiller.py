@@ -194,6 +194,8 @@ class Distiller:
         except LLMError as exc:
             stats.skipped = f"model unavailable: {exc}"
             log.warning("memory.commit_skipped", chat_id=chat.id, reason=stats.skipped)
+            if self.on_error is not None:  # `teleton status` shows why memory stopped growing
+                self.on_error(exc)
             return stats
         items = _facts_of(response.tool_uses)
         if items is None:

@@ -263,6 +263,9 @@ class Agent:
         )  # fmt: skip
 
     async def _stage_session(self, turn: Turn) -> None:
+        # The user's words first: a /stop during the session swap below still keeps them (persist_stopped).
+        text = user_text(turn.msg, await quoted_referent(self.deps.db, turn.msg))
+        turn.stored_user = {"role": "user", "content": text}
         chat_id = turn.msg.chat.id
         session = await self.sessions.active(chat_id)
         reason = self.expiry(session)
@@ -307,8 +310,7 @@ class Agent:
         # Retrieval, tool choice and the system prompt do not depend on each other: built concurrently.
         turn.rag, _ = await asyncio.gather(self.context.build(msg, turn.clearance, pick_tools), self.build_system(turn))
         turn.exposure.add(*turn.rag.labels())
-        text = user_text(msg, await quoted_referent(self.deps.db, msg))
-        turn.stored_user = {"role": "user", "content": text}
+        text = required(turn.stored_user)["content"]
         rag_text = turn.rag.render(turn.clearance.label)
         turn.sent_user = (
             turn.stored_user

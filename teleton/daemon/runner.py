@@ -1,7 +1,7 @@
 """`teleton start`: everything in one asyncio loop, from start-up to a clean exit.
 
-start-up   lock -> store (checked) -> embeddings -> knowledge index + watcher -> gateway -> agent
-           -> scheduler -> READY (systemd) with a one-line summary of what is enabled
+start-up   lock -> store (checked) -> embeddings -> knowledge index + watcher -> gateway + agent -> Telegram
+           connected -> scheduler -> READY (systemd) with a one-line summary of what is enabled
 running    every loop (Telegram, embedding, scheduler, knowledge watcher) under one supervisor: retried
            with backoff, fatal errors (a revoked session) stop the daemon with one line and exit 78;
            status file every few seconds; systemd watchdog pings only while no loop stays down;
@@ -82,6 +82,10 @@ class Daemon:
         try:
             await self._start(started)
             await self.stop_event.wait()
+        except Exception:
+            if self.fatal is None:
+                raise
+            # A fatal error during start-up (a revoked session at login): the one line says it all.
         finally:
             await self._shutdown()
             await asyncio.to_thread(lock.release)
@@ -141,8 +145,9 @@ class Daemon:
         if stack.agent.deps.distiller is not None:
             stack.agent.deps.distiller.on_error = lambda exc: self.supervisor.report("distiller", exc)
         stack.agent.deps.report = self.supervisor.report
-        await self._start_scheduler(db, stack)
+        scheduler = self._make_scheduler(db, stack)
         await gateway.start(self.supervisor)
+        await scheduler.start(self.supervisor)  # after Telegram: tasks a crash failed are told to the owner
 
         self._tasks.append(asyncio.create_task(self._status_loop(), name="status-file"))
         self._tasks.append(asyncio.create_task(self.notifier.watchdog_loop(self._healthy), name="watchdog"))
@@ -199,7 +204,7 @@ class Daemon:
             return None
         return self.dispatcher.limiter.allow(chat_id)
 
-    async def _start_scheduler(self, db: Database, stack: Any) -> None:
+    def _make_scheduler(self, db: Database, stack: Any) -> Any:
         from teleton.agent.consolidation import CHECK_EVERY_S, Consolidation
         from teleton.agent.heartbeat import Heartbeat
         from teleton.scheduler.scheduler import Scheduler
@@ -223,8 +228,8 @@ class Daemon:
             scheduler.add_periodic("heartbeat", self.config.heartbeat.interval_minutes * 60, heartbeat.beat)
         elif self.config.heartbeat.enabled:
             log.warning("heartbeat_disabled", reason="telegram.owner_id is not set: nobody to check in with")
-        await scheduler.start()
         self.scheduler = scheduler
+        return scheduler
 
     # ---- running ----------------------------------------------------------------------------------------
 

@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import structlog
@@ -165,7 +165,11 @@ class Scheduler:
         out is done), then run the task loop (supervised) and every periodic job."""
         outcome = await self.db.write(lambda c: task_store.recover_interrupted(c, self.clock()))
         if any(outcome.values()):
-            log.warning("tasks_recovered", **outcome)
+            log.warning("tasks_recovered", **{k: len(v) for k, v in outcome.items()})
+        for task_id in outcome["failed"]:  # told like any other failed task
+            task = await self.db.read(lambda c, i=task_id: task_store.get_task(c, i))
+            if task is not None:
+                await self._tell_owner(failure_notice(task, task.result or "interrupted by a restart"))
         loop = asyncio.get_running_loop()
         self.supervisor = supervisor or Supervisor(lambda name, reason: None)
         self._loop_task = self.supervisor.run("scheduler", self._task_loop)
@@ -219,6 +223,7 @@ class Scheduler:
             claimed = await self.db.write(lambda c, i=task.id: task_store.claim(c, i, self.clock()))
             if not claimed:
                 continue
+            task = replace(task, attempts=task.attempts + 1)  # as claim() counted it: this run is a try
             runner = asyncio.get_running_loop().create_task(self._run_task(task), name=f"task-{task.id}")
             self._running[task.id] = runner
             runner.add_done_callback(lambda _t, i=task.id: self._running.pop(i, None))

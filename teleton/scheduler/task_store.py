@@ -282,15 +282,16 @@ INTERRUPTED_TWICE = "interrupted by a restart twice; not run again"
 CUT_WHILE_SENDING = "a restart cut its reply while it went out; not sent again"
 
 
-def recover_interrupted(conn: Connection, now: float) -> dict[str, int]:
+def recover_interrupted(conn: Connection, now: float) -> dict[str, list[int]]:
     """Settle the tasks a crash left 'running': a task runs again at most once, and a reply is sent once.
 
     - its reply was recorded delivered, or a message of ours reached its chat after it began sending:
       the run is over (done; a repeating task goes on at its next time);
     - it began sending but nothing of ours is in the chat: failed, not sent again;
     - cut before sending: pending again, once; cut a second time: failed.
+    Returns the task ids of each outcome.
     """
-    outcome = {"done": 0, "again": 0, "failed": 0}
+    outcome: dict[str, list[int]] = {"done": [], "again": [], "failed": []}
     rows = conn.execute(
         "select id, chat_id, repeat, interrupted, sending_at, delivered_at from tasks where status = 'running'"
     ).fetchall()
@@ -300,17 +301,17 @@ def recover_interrupted(conn: Connection, now: float) -> dict[str, int]:
         )
         if went_out:
             finish(conn, task_id, True, "delivered (before a restart)", now, next_cron(repeat, now) if repeat else None)
-            outcome["done"] += 1
+            outcome["done"].append(task_id)
         elif sending_at is not None or interrupted:
             finish(conn, task_id, False, CUT_WHILE_SENDING if sending_at is not None else INTERRUPTED_TWICE, now)
-            outcome["failed"] += 1
+            outcome["failed"].append(task_id)
         else:
             conn.execute(
                 "update tasks set status = 'pending', interrupted = 1, result = 'interrupted by a restart; runs "
                 "again once', updated_at = ? where id = ?",
                 (now, task_id),
             )
-            outcome["again"] += 1
+            outcome["again"].append(task_id)
     return outcome
 
 

@@ -212,6 +212,11 @@ class TelegramGateway(TelegramActions):
             secure_session(self.settings.session_file)
             up()
             await self.client.disconnected  # returns when the connection drops: connected again at once
+            # Telethon's update loop ends the connection itself when Telegram logged us out: its error
+            # (a revoked session) is fatal, anything else is retried with backoff.
+            error = getattr(self.client, "_updates_error", None)
+            if error is not None:
+                raise error
 
         def fatal(exc: BaseException) -> str | None:
             reason = fatal_reason(exc)
@@ -237,6 +242,8 @@ class TelegramGateway(TelegramActions):
             else:
                 raise NotLoggedIn("this Telegram session is not logged in")
         me = await self.client.get_me()
+        if me is None:  # Telethon's get_me answers an UnauthorizedError (revoked, logged out) with None
+            raise NotLoggedIn("Telegram no longer accepts this session (revoked or logged out)")
         if not isinstance(me, types.User):
             raise GatewayError("could not read our own Telegram account")
         self.set_me(me)
