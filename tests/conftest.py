@@ -45,7 +45,7 @@ async def llm(fake_api: FakeAnthropic) -> AsyncIterator[LLMClient]:
         model="claude-test",
         utility_model="claude-test-small",
         max_tokens=512,
-        request_timeout_s=5,
+        request_timeout_s=120,  # a hang guard: a busy machine must not turn a slow answer into a retry
         max_retries=6,
         retry_base_delay_s=0.01,
         retry_max_delay_s=0.5,

@@ -115,7 +115,7 @@ def llm_settings() -> LLMSettings:
         model=MAIN_MODEL,
         utility_model=UTILITY_MODEL,
         max_tokens=1024,
-        request_timeout_s=10,
+        request_timeout_s=120,  # a hang guard: the scripted API answers at once unless a test stalls it
         max_retries=5,
         retry_base_delay_s=0.002,
         retry_max_delay_s=0.05,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -50,9 +51,10 @@ class Daemon:
         self.proc: subprocess.Popen[bytes] | None = None
         self.sock: socket.socket | None = None
         self.events: list[dict[str, Any]] = []
+        self.socket_error: OSError | ValueError | None = None  # the last error reading the socket (see wait_for)
         self._buffer = b""
 
-    def start(self, timeout: float = 30.0) -> Daemon:
+    def start(self, timeout: float = 120.0) -> Daemon:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("TELETON_", "ANTHROPIC_"))}
         env["HOME"] = str(self.root / "home")
         self.proc = subprocess.Popen(
@@ -60,7 +62,8 @@ class Daemon:
              "--transport", f"loopback:{self.socket_path}"],
             stdout=subprocess.DEVNULL, stderr=open(self.root / "stderr.log", "ab"), env=env,
         )  # fmt: skip
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + timeout  # a hang guard, not a start-up time requirement
+        last_error: OSError | None = None
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"daemon exited with {self.proc.returncode}: {self.stderr()[-3000:]}")
@@ -68,12 +71,13 @@ class Daemon:
                 try:
                     self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
                     self.sock.connect(str(self.socket_path))
-                    self.sock.settimeout(0.2)
+                    # Blocking (pump polls with select): a send from a burst thread never gives up half-way
+                    # because the daemon was slow to read on a busy machine.
                     return self
-                except OSError:
-                    self.sock = None
+                except OSError as exc:  # the socket file exists before it listens: try again
+                    last_error, self.sock = exc, None
             time.sleep(0.05)
-        raise RuntimeError("daemon did not open its socket: " + self.stderr()[-3000:])
+        raise RuntimeError(f"daemon did not open its socket (last error: {last_error!r}): {self.stderr()[-3000:]}")
 
     def stderr(self) -> str:
         path = self.root / "stderr.log"
@@ -90,24 +94,30 @@ class Daemon:
     def pump(self) -> None:
         assert self.sock is not None
         try:
+            readable, _, _ = select.select([self.sock], [], [], 0.2)
             # One read per call: under a steady stream a read-until-idle loop would never return.
-            self._buffer += self.sock.recv(1 << 16)
-        except (TimeoutError, BlockingIOError):
-            pass
-        except OSError:
+            chunk = self.sock.recv(1 << 16) if readable else b""
+        except (OSError, ValueError) as exc:  # the daemon is gone or the socket was closed: kept for wait_for
+            self.socket_error = exc
             return
+        if readable and not chunk:
+            self.socket_error = ConnectionResetError("the daemon closed the socket")
+        self._buffer += chunk
         *lines, self._buffer = self._buffer.split(b"\n")
         self.events.extend(json.loads(line) for line in lines if line.strip())
 
-    def wait_for(self, predicate: Callable[[list[dict[str, Any]]], bool], timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
+    def wait_for(self, predicate: Callable[[list[dict[str, Any]]], bool], timeout: float = 120.0) -> None:
+        deadline = time.monotonic() + timeout  # a hang guard only
         while time.monotonic() < deadline:
             self.pump()
             if predicate(self.events):
                 return
             if self.proc is not None and self.proc.poll() is not None:
                 raise AssertionError(f"daemon exited ({self.proc.returncode}): {self.stderr()[-3000:]}")
-        raise AssertionError(f"timed out; last events: {self.events[-5:]}; stderr: {self.stderr()[-2000:]}")
+        raise AssertionError(
+            f"timed out; last events: {self.events[-5:]}; socket error: {self.socket_error!r}; "
+            f"stderr: {self.stderr()[-2000:]}"
+        )
 
     def sent(self, chat_id: int | None = None) -> list[dict[str, Any]]:
         return [e for e in self.events if e["op"] == "send_message" and chat_id in (None, e["chat_id"])]

@@ -51,27 +51,41 @@ def _db_rows(root: Path, sql: str) -> list[tuple]:
         conn.close()
 
 
+def _logged(root: Path, event: str) -> bool:
+    log_file = root / "daemon.log"
+    return log_file.exists() and f'"event": "{event}"' in log_file.read_text(errors="replace")
+
+
 def test_sigterm_during_a_turn_finishes_it_and_exits_cleanly(fake_api: FakeAnthropic, daemon_root: Path) -> None:
-    fake_api.responder = lambda body: Reply(
-        body={"content": [{"type": "text", "text": "slow answer"}], "stop_reason": "end_turn"}, delay=2.5
-    )
+    # The model's answer is held until the daemon has begun stopping: the turn is certainly running then.
+    release = threading.Event()
+
+    def held(body: dict) -> Reply:
+        release.wait(120)  # hang guard only: the test releases it
+        return text("slow answer")
+
+    fake_api.responder = held
     daemon = Daemon(daemon_root, write_config(daemon_root, fake_api.base_url)).start()
     try:
         daemon.send(OWNER_DM, "what's up?", message_id=1)
         daemon.wait_for(lambda ev: any(e["op"] == "archived" for e in ev))
-        deadline = time.monotonic() + 20
-        while not fake_api.requests and time.monotonic() < deadline:
+        deadline = time.monotonic() + 60  # only so a hang becomes a failure
+        while not fake_api.requests:
+            assert time.monotonic() < deadline, "the turn never reached the model"
             time.sleep(0.02)
-        assert fake_api.requests, "the turn never reached the model"
-        stopped_at = time.monotonic()
         daemon.signal(signal.SIGTERM)
-        code = daemon.wait(timeout=10)
-        elapsed = time.monotonic() - stopped_at
+        while not _logged(daemon_root, "stopping"):
+            assert daemon.proc is not None and daemon.proc.poll() is None, "the daemon exited before the turn ended"
+            assert time.monotonic() < deadline + 60, "SIGTERM was never handled"
+            time.sleep(0.02)
+        release.set()
+        # How long the stop takes (under 10 s by design) is a product figure, not asserted by a test.
+        code = daemon.wait(timeout=120)
         daemon.pump()
     finally:
+        release.set()
         daemon.stop()
     assert code == 0
-    assert elapsed < 10
     assert [e["text"] for e in daemon.sent()] == ["slow answer"]  # the running turn was allowed to finish
     rows = _db_rows(daemon_root, "select message_id, is_outgoing, text from tg_messages order by id")
     assert rows[0] == (1, 0, "what's up?") and rows[1][1:] == (1, "slow answer")
@@ -84,25 +98,33 @@ def test_kill_9_during_burst_loses_and_duplicates_nothing(fake_api: FakeAnthropi
     chats = [{"id": -100 - i, "type": "group", "title": f"group {i}"} for i in range(50)]
     messages = [(chats[i % 50], f"message {i} about the trip", i // 50 + 1) for i in range(5000)]
     daemon = Daemon(daemon_root, config).start()
+    errors: list[BaseException] = []  # what each sender thread ended with (nothing is swallowed)
+    killed = threading.Event()
 
-    def burst(d: Daemon) -> None:
+    def burst(d: Daemon, *, pause_at: int | None = None) -> None:
         try:
             for n, (chat, body, message_id) in enumerate(messages):
+                if n == pause_at:  # the rest of the burst only goes out once the daemon was killed
+                    assert killed.wait(300), "the daemon was never killed"
                 d.send(chat, body, message_id, sender={"id": 5000 + message_id % 7, "first_name": "m"})
-                if n % 50 == 49:
-                    time.sleep(0.02)  # a burst spread over a few seconds, so the kill lands inside it
-        except OSError:
-            pass  # the daemon was killed mid-burst
+        except BaseException as exc:  # recorded, and asserted on by the test
+            errors.append(exc)
 
-    sender = threading.Thread(target=burst, args=(daemon,), daemon=True)
+    sender = threading.Thread(target=burst, args=(daemon,), kwargs={"pause_at": 2500}, daemon=True)
     sender.start()
-    daemon.wait_for(lambda ev: sum(e["op"] == "archived" for e in ev) >= 1000, timeout=60)
-    daemon.signal(signal.SIGKILL)
-    daemon.wait(timeout=10)
+    try:
+        daemon.wait_for(lambda ev: sum(e["op"] == "archived" for e in ev) >= 1000, timeout=120)
+        daemon.signal(signal.SIGKILL)
+        daemon.wait(timeout=60)
+    finally:
+        killed.set()
     daemon.pump()
     acked = set(daemon.acked())
-    sender.join(10)
-    assert 1000 <= len(acked) < 5000
+    sender.join(60)
+    assert not sender.is_alive()
+    # The kill landed inside the burst: the first send after it hit a dead socket, and nothing else failed.
+    assert len(errors) == 1 and isinstance(errors[0], (BrokenPipeError, ConnectionResetError)), errors
+    assert 1000 <= len(acked) <= 2500
 
     assert _db_rows(daemon_root, "pragma integrity_check") == [("ok",)]
     stored = set(_db_rows(daemon_root, "select chat_id, message_id from tg_messages"))
@@ -111,12 +133,14 @@ def test_kill_9_during_burst_loses_and_duplicates_nothing(fake_api: FakeAnthropi
     # Restart and replay the whole burst, as Telegram's catch-up would: each message exactly once.
     again = Daemon(daemon_root, config).start()
     try:
+        errors.clear()
         sender = threading.Thread(target=burst, args=(again,), daemon=True)
         sender.start()
-        again.wait_for(lambda ev: sum(e["op"] == "archived" for e in ev) >= 5000, timeout=90)
-        sender.join(10)
+        again.wait_for(lambda ev: sum(e["op"] == "archived" for e in ev) >= 5000, timeout=300)
+        sender.join(60)
     finally:
         again.stop()
+    assert not sender.is_alive() and errors == []  # the replay went out whole
     replayed_new = sum(1 for e in again.events if e["op"] == "archived" and e["new"])
     assert replayed_new == 5000 - len(stored)
     counts = _db_rows(daemon_root, "select count(*), count(distinct chat_id || ':' || message_id) from tg_messages")
@@ -145,7 +169,7 @@ def test_api_outage_then_recovery_answers_every_queued_message(fake_api: FakeAnt
         daemon.send(OWNER_DM, "second question", message_id=2)
         group = {"id": -42, "type": "group", "title": "club"}
         daemon.send(group, "@teleton_agent group question", message_id=1, mentions_us=True)
-        daemon.wait_for(lambda ev: len([e for e in ev if e["op"] == "send_message"]) >= 3, timeout=outage_s + 60)
+        daemon.wait_for(lambda ev: len([e for e in ev if e["op"] == "send_message"]) >= 3, timeout=outage_s + 240)
     finally:
         daemon.stop()
     answers = sorted(e["text"] for e in daemon.sent())
@@ -178,7 +202,7 @@ def test_disk_full_on_daily_log_keeps_replying_and_logs_once(
     try:
         for i in range(1, 4):
             daemon.send(OWNER_DM, f"question {i}", message_id=i)
-            daemon.wait_for(lambda ev, n=i: len([e for e in ev if e["op"] == "send_message"]) >= n, timeout=30)
+            daemon.wait_for(lambda ev, n=i: len([e for e in ev if e["op"] == "send_message"]) >= n)
     finally:
         daemon.stop()
     answers = [e["text"] for e in daemon.sent()]
@@ -196,7 +220,7 @@ def test_second_daemon_on_same_data_dir_is_refused(fake_api: FakeAnthropic, daem
         second = Daemon(daemon_root, config)
         second.socket_path = daemon_root / "other.sock"
         with pytest.raises(RuntimeError, match="another Teleton is running"):
-            second.start(timeout=20)
+            second.start()
     finally:
         first.stop()
 
@@ -214,17 +238,30 @@ def test_sighup_reloads_policy_and_status_sees_the_running_daemon(fake_api: Fake
     try:
         daemon.send(stranger_dm, "hello?", message_id=1, sender=stranger)
         daemon.wait_for(lambda ev: any(e["op"] == "archived" for e in ev))
-        time.sleep(1.0)
+        deadline = time.monotonic() + 60  # only so a hang becomes a failure
+        while _answer_states(daemon_root).get(1, ("",))[0] != "ignored":
+            assert time.monotonic() < deadline, f"the gate never decided: {_answer_states(daemon_root)}"
+            daemon.pump()
         daemon.pump()
         assert daemon.sent() == []  # not on the allowlist: archived, not answered
+        assert _answer_states(daemon_root)[1][0] == "ignored"
 
         config.write_text(config.read_text().replace("dm_policy: allowlist", "dm_policy: open"))
         daemon.signal(signal.SIGHUP)
-        time.sleep(1.0)
+        deadline = time.monotonic() + 60
+        while not _reloaded(daemon_root):
+            assert time.monotonic() < deadline, "no reload logged"
+            daemon.pump()
         daemon.send(stranger_dm, "hello again", message_id=2, sender=stranger)
-        daemon.wait_for(lambda ev: len([e for e in ev if e["op"] == "send_message"]) == 1, timeout=20)
+        daemon.wait_for(lambda ev: len([e for e in ev if e["op"] == "send_message"]) == 1)
 
-        time.sleep(5.5)  # the status file is rewritten every 5 s
+        # The status file is rewritten every few seconds: wait for one written after the reply.
+        status_file = daemon_root / "state" / "status.json"
+        deadline = time.monotonic() + 60
+        while not _status_shows(status_file, archived=3):
+            assert time.monotonic() < deadline, f"status file never showed the reply: {_status_shows(status_file)}"
+            daemon.pump()
+            time.sleep(0.1)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("TELETON_", "ANTHROPIC_"))}
         status = subprocess.run(
             [sys.executable, "-m", "teleton.cli.main", "-c", str(config), "status"],
@@ -241,6 +278,18 @@ def test_sighup_reloads_policy_and_status_sees_the_running_daemon(fake_api: Fake
         capture_output=True, text=True, timeout=60, env=env,
     )  # fmt: skip
     assert after.returncode == 1 and "not running" in after.stdout
+
+
+def _status_shows(path: Path, archived: int | None = None) -> bool | dict:
+    """With ``archived``: whether the status file counts that many archived messages and reports the loop lag
+    (the figure `teleton status` shows); without: the file as read, for a failure message."""
+    try:
+        status = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:  # not written yet, or caught mid-replace
+        return False if archived is not None else {"unreadable": repr(exc)}
+    if archived is None:
+        return status
+    return status.get("archived_messages") == archived and "loop_lag_p99_ms" in status.get("details", {})
 
 
 def _answer_states(root: Path) -> dict[int, tuple[str, str | None]]:
@@ -260,7 +309,7 @@ def test_turn_cut_by_kill_9_is_answered_once_after_restart(fake_api: FakeAnthrop
         assert time.monotonic() < deadline, "the turn never reached the model"
         daemon.pump()
     daemon.signal(signal.SIGKILL)
-    daemon.wait(timeout=30)
+    daemon.wait(timeout=60)
     assert _answer_states(daemon_root)[7][0] == "accepted"  # owed an answer, durably
 
     fake_api.responder = lambda body: text("answer to " + user_said(body))
@@ -280,8 +329,7 @@ def test_turn_cut_by_kill_9_is_answered_once_after_restart(fake_api: FakeAnthrop
 
 
 def _reloaded(root: Path) -> bool:
-    log_file = root / "daemon.log"
-    return log_file.exists() and '"event": "reloaded"' in log_file.read_text(errors="replace")
+    return _logged(root, "reloaded")
 
 
 def test_sighup_moves_owner_and_admin_rights_everywhere(fake_api: FakeAnthropic, daemon_root: Path) -> None:

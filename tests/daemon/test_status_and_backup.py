@@ -68,7 +68,7 @@ def test_second_instance_is_refused(tmp_path: Path) -> None:
         f"try: InstanceLock(Path({str(tmp_path / 'teleton.lock')!r})).acquire()\n"
         "except AlreadyRunning as e: print(e); sys.exit(3)\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 3 and "another Teleton is running" in proc.stdout
     first.release()
     second = InstanceLock(tmp_path / "teleton.lock")

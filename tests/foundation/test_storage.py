@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
-import time
+import threading
 from pathlib import Path
 
 import pytest
@@ -155,32 +155,26 @@ async def test_keyword_only_when_sqlite_vec_cannot_load(tmp_path: Path, monkeypa
 
 async def test_readers_run_while_a_write_is_in_progress(db: Database) -> None:
     await db.execute("insert into tg_chats(id, type, title, updated_at) values (1, 'dm', 'before', 0)")
+    in_transaction, release = threading.Event(), threading.Event()
 
-    def slow_write(conn) -> None:
+    def held_write(conn) -> None:
         conn.execute("update tg_chats set title = 'after' where id = 1")
-        time.sleep(0.6)  # holds the write transaction open, on the writer thread
+        in_transaction.set()
+        assert release.wait(60), "the test never released the write"  # hang guard only
 
-    ticks = 0
-
-    async def ticker() -> None:
-        nonlocal ticks
-        while True:
-            await asyncio.sleep(0.01)
-            ticks += 1
-
-    tick_task = asyncio.create_task(ticker())
-    writer = asyncio.create_task(db.write(slow_write))
-    await asyncio.sleep(0.1)
-    started = time.perf_counter()
-    titles = await asyncio.gather(*(db.fetchone("select title from tg_chats where id = 1") for _ in range(6)))
-    read_time = time.perf_counter() - started
-    assert not writer.done()
-    assert read_time < 0.4  # readers did not wait for the writer
-    assert {t[0] for t in titles} == {"before"}  # and saw the last committed state
+    writer = asyncio.create_task(db.write(held_write))
+    try:
+        assert await asyncio.to_thread(in_transaction.wait, 60), "the write never started"
+        # The write transaction is open on the writer thread and stays open until released: readers that
+        # waited for it would never finish (the guard turns that into a failure instead of a hang).
+        reads = asyncio.gather(*(db.fetchone("select title from tg_chats where id = 1") for _ in range(6)))
+        titles = await asyncio.wait_for(reads, timeout=60)
+        assert not writer.done()
+        assert {t[0] for t in titles} == {"before"}  # and saw the last committed state
+    finally:
+        release.set()
     await writer
     assert (await db.fetchone("select title from tg_chats where id = 1"))[0] == "after"
-    tick_task.cancel()
-    assert ticks >= 30  # the event loop kept running throughout
 
 
 async def test_failed_write_rolls_back(db: Database) -> None:

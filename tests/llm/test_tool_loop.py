@@ -13,7 +13,7 @@ USER = [{"role": "user", "content": "go"}]
 
 async def execute(call: ToolCall) -> ToolResult:
     if call.name == "slow":
-        await asyncio.sleep(5)
+        await asyncio.Event().wait()  # never finishes: only the tool timeout ends it
     if call.name == "big":
         return ToolResult("x" * 200)
     if call.name == "b":

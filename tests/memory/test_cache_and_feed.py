@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import numpy as np
 
@@ -125,14 +126,14 @@ async def test_an_edit_is_reembedded(mdb: Database, embedder):
 
 
 async def test_background_embedder_catches_up_after_a_notify(mdb: Database, embedder):
-    worker = FeedEmbedder(mdb, embedder, interval=30)
+    worker = FeedEmbedder(mdb, embedder, interval=3600)  # only the notify can wake it within the test
     worker.start()
     try:
         await mdb.write(lambda conn: add(conn, 9, [f"burst message {i}" for i in range(70)]))
         worker.notify()
-        for _ in range(200):
-            if (await mdb.fetchone("select count(*) from tg_messages where embedded = 0"))[0] == 0:
-                break
+        deadline = time.monotonic() + 60  # only so a stuck worker becomes a failure
+        while (await mdb.fetchone("select count(*) from tg_messages where embedded = 0"))[0]:
+            assert time.monotonic() < deadline, "the worker never caught up"
             await asyncio.sleep(0.05)
         assert (await mdb.fetchone("select count(*) from tg_messages_vec"))[0] == 70
     finally:

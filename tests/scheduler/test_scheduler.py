@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from pathlib import Path
 from typing import Any
@@ -83,11 +84,16 @@ async def h(db: Database, tmp_path: Path) -> Harness:
 
 
 async def until(predicate: Any, limit_s: float = 60.0) -> None:
-    """Wait for a state; the bound only turns a hang into a failure (no timing is asserted)."""
+    """Wait for a state (``predicate`` sync or async); the bound only turns a hang into a failure (no timing
+    is asserted)."""
     deadline = time.monotonic() + limit_s
-    while not await predicate():
+    while not await _value(predicate()):
         assert time.monotonic() < deadline, "timed out waiting"
         await asyncio.sleep(0.02)
+
+
+async def _value(result: Any) -> Any:
+    return await result if inspect.isawaitable(result) else result
 
 
 async def test_chain_a_b_c_where_a_fails_blocks_b_and_c(h: Harness) -> None:
@@ -159,7 +165,9 @@ async def test_task_due_during_downtime_runs_once_at_start(tmp_path: Path) -> No
         await scheduler.start()
         try:
             await until(lambda s=scheduler: _all_done(s.store, [missed.id, crashed.id]))
-            await asyncio.sleep(0.3)  # a few more scheduler passes: nothing runs twice
+            for _ in range(3):  # a few more scheduler passes: nothing runs twice
+                assert await scheduler.run_due() == []
+            await scheduler.wait_idle()
         finally:
             await scheduler.stop()
             await db.close()
@@ -238,13 +246,18 @@ async def test_periodic_job_never_runs_twice_at_once(db: Database) -> None:
     active = 0
     peak = 0
     runs = 0
+    started, release = asyncio.Event(), asyncio.Event()
 
     async def slow_job() -> None:
+        """The first run is held until the test releases it; later runs finish at once."""
         nonlocal active, peak, runs
         active += 1
         peak = max(peak, active)
-        await asyncio.sleep(0.15)
-        active -= 1
+        started.set()
+        try:
+            await release.wait()
+        finally:
+            active -= 1
         runs += 1
 
     async def failing_job() -> None:
@@ -256,13 +269,18 @@ async def test_periodic_job_never_runs_twice_at_once(db: Database) -> None:
         scheduler.add_periodic("consolidate", 1, slow_job)
     await scheduler.start()
     try:
-        await asyncio.sleep(0.05)
+        await asyncio.wait_for(started.wait(), timeout=60)  # hang guard only
         assert await scheduler.run_now("consolidate") is False  # running already: skipped
-        await asyncio.sleep(0.5)
+        # While the first run is held, both loops go round many 10 ms periods: the failing job keeps its
+        # rhythm, and no second consolidate run starts beside the held one.
+        await until(lambda: scheduler.job_runs("heartbeat") >= 3)
+        assert active == 1 and scheduler.job_runs("consolidate") == 0
+        release.set()
+        await until(lambda: runs >= 2)
     finally:
+        release.set()
         await scheduler.stop()
     assert peak == 1 and runs >= 2
-    assert scheduler.job_runs("heartbeat") >= 3  # a failing job keeps its rhythm
 
 
 async def test_archived_chat_for_the_context_of_a_task(db: Database) -> None:

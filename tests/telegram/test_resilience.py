@@ -113,11 +113,14 @@ async def test_unreachable_telegram_does_not_block_or_crash_the_daemon(db: Datab
     client = TelegramClient(MemorySession(), 1, "0" * 32, connection_retries=0, timeout=1)
     client.session.set_dc(2, "127.0.0.1", _closed_port())
     gateway = TelegramGateway(client, db, GatewaySettings(reconnect_max_delay_s=1))
-    await asyncio.wait_for(gateway.start(), timeout=10)
+    fatal: list[str] = []
+    sup = Supervisor(lambda name, why: fatal.append(why), max_backoff_s=1)
+    await asyncio.wait_for(gateway.start(supervisor=sup), timeout=60)  # hang guards only, here and below
     assert gateway.me is None
-    await asyncio.sleep(0.3)
+    await _until(lambda: sup.loops["telegram"].restarts >= 2)  # retried in the background after start returned
     assert gateway._runner is not None and not gateway._runner.done()  # still trying, nothing raised
-    await asyncio.wait_for(gateway.stop(), timeout=5)
+    assert sup.loops["telegram"].state == "down" and not fatal
+    await asyncio.wait_for(gateway.stop(), timeout=60)
     assert gateway._runner.done()
 
 

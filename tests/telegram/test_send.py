@@ -36,9 +36,15 @@ async def test_reply_is_sent_with_formatting_entities_and_archived(harness: Harn
 
 async def test_flood_wait_during_send_sleeps_the_stated_time_and_retries(harness: Harness) -> None:
     harness.client.failures = [flood(1)]
-    start = time.monotonic()
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:  # what the gateway sleeps, recorded instead of timed
+        slept.append(seconds)
+        await asyncio.sleep(0)
+
+    harness.gateway._sleep = sleep
     sent = await harness.gateway.send_message(ALICE.id, "after the wait")
-    assert time.monotonic() - start >= 1.0
+    assert slept == [1.0]  # the stated time, once
     assert len(harness.client.sent()) == 2  # the failed try, then the one that went through
     assert sent.message_id > 0
 
@@ -143,12 +149,10 @@ async def test_hostile_markdown_never_fails_the_reply(harness: Harness, text: st
 
 
 async def test_ten_megabyte_reply_is_capped_with_a_notice(harness: Harness) -> None:
-    start = time.monotonic()
     await harness.gateway.send_message(ALICE.id, "word " * 2_000_000)
     parts = [r.message for r in harness.client.sent()]
     assert len(parts) == 10
     assert parts[-1].startswith("[… reply truncated:")
-    assert time.monotonic() - start < 5
 
 
 async def test_empty_reply_is_refused_clearly(harness: Harness) -> None:
@@ -196,15 +200,24 @@ async def test_stop_lets_a_running_turn_finish_its_reply(db: Any) -> None:
     from tests.telegram.conftest import make_harness
 
     h = await make_harness(db)
+    started, release = asyncio.Event(), asyncio.Event()
 
     async def slow_agent(msg: Any) -> None:
-        await asyncio.sleep(0.2)
+        started.set()
+        await release.wait()  # the turn runs until the gateway is stopping
         await h.gateway.send_message(msg.chat.id, "done thinking")
 
     h.gateway.dispatcher.handler = slow_agent
     await h.dispatch(new_message(ALICE, ALICE, "question"))
-    await asyncio.sleep(0.05)  # the turn is running
-    await h.gateway.stop(grace_s=2)
+    await asyncio.wait_for(started.wait(), timeout=60)  # hang guards only
+    stopping = asyncio.create_task(h.gateway.stop(grace_s=60))
+    deadline = time.monotonic() + 60
+    while not h.gateway.dispatcher._closing:  # the stop has begun: no new turns from here on
+        assert time.monotonic() < deadline, "the gateway never began to stop"
+        await asyncio.sleep(0)
+    assert not stopping.done()  # waiting for the running turn
+    release.set()
+    await asyncio.wait_for(stopping, timeout=60)
     assert [r.message for r in h.client.sent()] == ["done thinking"]
     row = await db.fetchone("select count(*) from tg_messages where is_outgoing = 1")
     assert row[0] == 1  # the reply is archived too: the archive is flushed after the last turn
