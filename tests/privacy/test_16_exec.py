@@ -51,10 +51,13 @@ def test_exec_is_not_offered_outside_the_owners_dm(main_world: World) -> None:
 
 def test_exec_with_a_widened_scope_is_still_refused(main_world: World) -> None:
     answer = main_world.step(dm(OWNER), "/tool scope exec always", OWNER, expect="command")
-    assert "scope always" in answer.texts_to(OWNER_ID)
-    assert_refused(attack(main_world, CAT, MALLORY), "exec")
-    assert_refused(main_world.step(dm(DAVE), CAT + " ", DAVE), "exec")
-    _no_cat_ran(main_world)
+    try:
+        assert "scope always" in answer.texts_to(OWNER_ID)
+        assert_refused(attack(main_world, CAT, MALLORY), "exec")
+        assert_refused(main_world.step(dm(DAVE), CAT + " ", DAVE), "exec")
+        _no_cat_ran(main_world)
+    finally:  # the main daemon is shared with other modules, in any order
+        main_world.step(dm(OWNER), "/tool reset exec", OWNER, expect="command")
 
 
 def test_exec_through_a_scheduled_task_from_a_group_is_refused(main_world: World) -> None:

@@ -5,6 +5,7 @@ owner's DM."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -38,11 +39,13 @@ RETRIES: list[tuple[str, dict[str, Any], str, dict[str, Any]]] = [
 
 
 @pytest.fixture(scope="module")
-def widened(main_world: World) -> World:
+def widened(main_world: World) -> Iterator[World]:
     for name in WIDENED:
         step = main_world.step(dm(OWNER), f"/tool scope {name} always", OWNER, expect="command")
         assert f"{name}: enabled, scope always" in step.texts_to(OWNER_ID)
-    return main_world
+    yield main_world
+    for name in WIDENED:  # the main daemon is shared with other modules, in any order
+        main_world.step(dm(OWNER), f"/tool reset {name}", OWNER, expect="command")
 
 
 @pytest.mark.parametrize(("sender", "tool", "args"), [c[1:] for c in RETRIES], ids=[c[0] for c in RETRIES])
