@@ -24,7 +24,15 @@ import numpy as np
 
 from teleton.gateway.contract import IncomingMessage
 from teleton.memory.embeddings.query import embed_query
-from teleton.memory.hybrid_search import FACTS, FEED, KNOWLEDGE, SearchHit, SearchParams, hybrid_search
+from teleton.memory.hybrid_search import (
+    FACTS,
+    FEED,
+    KNOWLEDGE,
+    SearchHit,
+    SearchParams,
+    hybrid_search,
+    hybrid_search_db,
+)
 from teleton.privacy import PUBLIC, Clearance, Principals
 from teleton.privacy.quoting import label_origin, quote
 from teleton.storage.database import Database
@@ -212,19 +220,36 @@ class ContextBuilder:
         async def feed() -> list[FeedLine]:
             if not s.feed:
                 return []
-            return await self.db.read(lambda conn: self._feed_hits(conn, msg, vector, clearance, recent))
+            # The slowest search (every chat, for the owner): its two legs on two readers of their own.
+            scope = clearance.readable_chats()
+            hits = await hybrid_search_db(self.db, FEED, msg.text, vector, params=self._feed_params(), scope=scope)
+            return await self.db.read(lambda conn: self._feed_lines(conn, msg, hits, clearance, recent))
 
         async def extra() -> Any:
             return None if with_vector is None else await with_vector(vector)
 
-        rag.knowledge, rag.facts, rag.feed, rag.extra = await asyncio.gather(knowledge(), facts(), feed(), extra())
+        rag.feed, rag.knowledge, rag.facts, rag.extra = await asyncio.gather(feed(), knowledge(), facts(), extra())
         return rag
 
-    def _feed_hits(
+    def _feed_params(self) -> SearchParams:
+        """The feed search runs without a minimum score (see ``_feed_lines``) and for as many hits as the
+        block can use after dropping what is already shown: each candidate of either leg costs a vector
+        lookup on a 100k-message archive."""
+        s = self.settings
+        wanted = s.feed + s.recent + 1
+        return replace(
+            s.params,
+            limit=wanted,
+            min_score=0.0,
+            vector_candidates=min(wanted, s.params.vector_candidates),
+            keyword_candidates=min(wanted, s.params.keyword_candidates),
+        )
+
+    def _feed_lines(
         self,
         conn: Connection,
         msg: IncomingMessage,
-        vector: np.ndarray | None,
+        hits: list[SearchHit],
         clearance: Clearance,
         recent: list[FeedLine],
     ) -> list[FeedLine]:
@@ -236,17 +261,6 @@ class ContextBuilder:
         remaining hit.
         """
         s = self.settings
-        wanted = s.feed + s.recent + 1  # enough to fill the block after dropping what is already shown
-        # Candidates per leg: what the block can use, not the search default (each candidate of either leg
-        # costs a vector lookup on a 100k-message archive).
-        params = replace(
-            s.params,
-            limit=wanted,
-            min_score=0.0,
-            vector_candidates=min(wanted, s.params.vector_candidates),
-            keyword_candidates=min(wanted, s.params.keyword_candidates),
-        )
-        hits = hybrid_search(conn, FEED, msg.text, vector, params=params, scope=clearance.readable_chats())
         seen = {(line.chat_id, line.message_id) for line in recent}
         seen.add((msg.chat.id, msg.message_id))
         kept = [
