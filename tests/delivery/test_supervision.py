@@ -19,7 +19,9 @@ import pytest
 from telethon import errors, functions
 
 from teleton.config import load_config
+from teleton.daemon.health import gather_status
 from teleton.daemon.runner import EXIT_FATAL, WATCHDOG_GRACE_S, Daemon
+from teleton.daemon.status_file import describe
 from teleton.daemon.systemd_notify import Notifier
 from teleton.observability.supervisor import Supervisor
 from teleton.storage import Database
@@ -192,6 +194,10 @@ async def test_a_loop_down_past_the_grace_withholds_the_watchdog(
         now[0] += WATCHDOG_GRACE_S + 1
         assert daemon.supervisor.down_longer_than(WATCHDOG_GRACE_S) == ["embedding"]
         assert not daemon._healthy()  # the watchdog withholds its pings: systemd will restart the daemon
+        await gather_status(daemon)  # and `teleton status` says which loop is down, since when and why
+        daemon.status.updated_at = now[0]
+        _, shown = describe(daemon.status, now=now[0])
+        assert "embedding: down since 10m 1s ago (" in shown and "embedding provider unreachable" in shown, shown
         reachable.set()
         await until(lambda: daemon.supervisor.loops["embedding"].state == "up", "the loop to come back")
         assert daemon._healthy()
