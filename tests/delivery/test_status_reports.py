@@ -24,7 +24,7 @@ from teleton.daemon.health import gather_status
 from teleton.daemon.runner import Daemon
 from teleton.daemon.status_file import describe, read_status, write_status
 from teleton.memory import feed_archive as fa
-from teleton.storage import Database
+from teleton.storage import Database, quarantine
 from teleton.telegram.archiver import ArchiveBatcher
 from teleton.telegram.gateway import TelegramGateway
 from tests.daemon.harness import OWNER, write_config
@@ -111,12 +111,13 @@ def _commit_fails_until_task_77_exists(conn: Any) -> None:
     conn.execute("insert into task_dependencies(task_id, depends_on) values (10, 77)")
 
 
-async def test_status_shows_a_storage_error_and_counts_unanswered_messages(
+async def test_status_shows_a_storage_error_and_counts_unanswered_and_quarantined_items(
     tmp_path: Path, isolated_home: Path, db: Database
 ) -> None:
     for message_id, state in enumerate(["accepted", "archived", "sending", "failed", "answered", "ignored"], 1):
         record = fa.MessageRecord(chat_id=5, message_id=message_id, date=time.time(), text=f"m{message_id}")
         await db.write(lambda c, r=record, s=state: fa.insert_message(c, r, agent_state=s))
+    await db.write(lambda c: quarantine.put(c, "embedding", 4, "ValueError: input rejected"))  # a poison row
     daemon = Daemon(load_config(write_config(tmp_path, "http://127.0.0.1:9")))
     daemon.db = db
     batcher = ArchiveBatcher(db, retry_max_s=0.05)
@@ -137,3 +138,4 @@ async def test_status_shows_a_storage_error_and_counts_unanswered_messages(
     assert "last storage error" in shown, shown
     assert "messages: 3 waiting for an answer, 1 failed" in shown, shown
     assert "queues: archive" in shown, shown
+    assert "quarantined: 1 embedding" in shown, shown
