@@ -5,7 +5,7 @@ pre-fills the archive, then drives traffic and samples the daemon: RSS over time
 the daemon's own monitor, via its status file), turns/s, and errors (error lines and tracebacks in its log).
 
     python scripts/soak.py --minutes 20 --prefill 100000 --rate 4
-    python scripts/soak.py --minutes 20 --prefill 100000 --rate 20 --chats 20000   # many distinct chats
+    python scripts/soak.py --minutes 36 --prefill 100000 --rate 10 --chats 20000   # 20,000 distinct chats
 
 With ``--chats N`` the traffic walks through N distinct chats (new groups and new DM users in turn), so
 per-chat state — lanes, locks, rate-limit windows, context buffers, caches — is exercised as a month of
@@ -119,20 +119,26 @@ def main() -> int:
         def traffic() -> None:
             groups = [{"id": -500 - i, "type": "group", "title": f"group {i}"} for i in range(8)]
             users = [{"id": 3000 + i, "first_name": f"user{i}"} for i in range(6)]
+            # Shares of owner DMs, other DMs, group mentions (the rest: group chatter nobody asks us about).
+            # One owner types at most ~0.5 messages/s: with --chats, more traffic means more chats.
+            owner = min(0.35, 0.5 / args.rate) if args.chats else 0.35
+            other_dm, mention = owner + (1 - owner) * 0.23, owner + (1 - owner) * 0.46
+            next_at = time.monotonic()
             while not stop.is_set():
                 if args.chats:
                     groups, users = next_chat()
                 roll = rng.random()
-                if roll < 0.35:
+                if roll < owner:
                     send({"id": OWNER["id"], "type": "dm", "title": ""}, f"remember {sentence(rng)}", OWNER)
-                elif roll < 0.5:
+                elif roll < other_dm:
                     user = rng.choice(users)
                     send({"id": user["id"], "type": "dm", "title": ""}, sentence(rng), user)
-                elif roll < 0.65:
+                elif roll < mention:
                     send(rng.choice(groups), f"@teleton_agent {sentence(rng)}?", rng.choice(users), mentions_us=True)
                 else:
                     send(rng.choice(groups), sentence(rng), rng.choice(users))
-                time.sleep(1 / args.rate)
+                next_at += 1 / args.rate  # the rate asked for, whatever a send costs
+                time.sleep(max(0.0, next_at - time.monotonic()))
 
         base_replies = len(daemon.sent())
         driver = threading.Thread(target=traffic, daemon=True)

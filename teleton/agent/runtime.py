@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,7 @@ log = structlog.get_logger(__name__)
 
 UNAVAILABLE = "Sorry — I can't reach my language model right now. Please try again in a moment."
 STICKY_TOOLS_MAX = 40
+OFFERED_KEPT = 2_000  # sessions whose sticky tool picks are kept (one per active chat)
 TOO_LONG = "That is more than I can read at once, even after compacting. Try a shorter message, or /new."
 FLUSH_NOTE = (
     "## Memory flush\nThis conversation has filled half of your context window and will be compacted "
@@ -100,7 +102,8 @@ class Agent:
         self.locks = KeyedLocks()  # one turn at a time per chat
         self._running: dict[int, asyncio.Task[None]] = {}
         self._flushed: set[str] = set()  # sessions already told to flush (once per session)
-        self._offered: dict[str, set[str]] = {}  # session id -> tools offered so far (sticky tool RAG)
+        # session id -> tools offered so far (sticky tool RAG), for the most recently active sessions
+        self._offered: OrderedDict[str, set[str]] = OrderedDict()
         self.turns = 0
         self.daily_log_failing = False
         self.last_timings: dict[str, float] = {}  # stage timings of the last finished turn (bench, /status)
@@ -334,10 +337,12 @@ class Agent:
         """
         if picked is None:
             return None
-        offered = self._offered.get(session_id, set()) | set(picked)
+        offered = self._offered.pop(session_id, set()) | set(picked)
         if len(offered) > STICKY_TOOLS_MAX:
             offered = set(picked)
         self._offered[session_id] = offered
+        while len(self._offered) > OFFERED_KEPT:  # a long-quiet session just starts a new pick
+            self._offered.popitem(last=False)
         return sorted(offered)
 
     async def build_system(self, turn: Turn) -> None:

@@ -79,21 +79,7 @@ class Harness:
 
     async def archive(self, msg: IncomingMessage) -> None:
         """What the Telegram layer does before the agent sees a message."""
-        record = fa.MessageRecord(
-            chat_id=msg.chat.id,
-            message_id=msg.message_id,
-            date=msg.date,
-            text=msg.text,
-            sender_id=msg.sender.id if msg.sender else None,
-            sender_name=msg.sender.display_name if msg.sender else "",
-        )
-        chat = fa.ChatRecord(id=msg.chat.id, type=msg.chat.type, title=msg.chat.title)
-
-        def _write(conn: Any) -> None:
-            fa.upsert_chat(conn, chat, time.time())
-            fa.insert_message(conn, record)
-
-        await self.db.write(_write)
+        await archive_incoming(self.db, msg)
 
     async def send(self, chat: ChatInfo, sender: UserInfo, text_: str, **extra: Any) -> str | None:
         msg = self.message(chat, sender, text_, **extra)
@@ -153,3 +139,22 @@ async def harness(tmp_path: Path, db: Database, fake_api: FakeAnthropic) -> Asyn
     h = await build_harness(tmp_path, db, fake_api)
     yield h
     await h.llm.close()
+
+
+async def archive_incoming(db: Database, msg: IncomingMessage, agent_state: str | None = None) -> None:
+    """Archive ``msg`` as the Telegram layer does (``agent_state``: the gate's verdict already recorded)."""
+    record = fa.MessageRecord(
+        chat_id=msg.chat.id,
+        message_id=msg.message_id,
+        date=msg.date,
+        text=msg.text,
+        sender_id=msg.sender.id if msg.sender else None,
+        sender_name=msg.sender.display_name if msg.sender else "",
+    )
+    chat = fa.ChatRecord(id=msg.chat.id, type=msg.chat.type, title=msg.chat.title)
+
+    def _write(conn: Any) -> None:
+        fa.upsert_chat(conn, chat, time.time())
+        fa.insert_message(conn, record, agent_state=agent_state)
+
+    await db.write(_write)

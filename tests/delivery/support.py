@@ -16,6 +16,7 @@ from telethon import functions, types
 from teleton.gateway.contract import IncomingMessage
 from teleton.memory import feed_archive as fa
 from teleton.storage import Database
+from tests.agent.conftest import archive_incoming
 from tests.telegram.conftest import RecordingClient
 
 BOUND_S = 60.0  # never a threshold: only so that a hang fails instead of blocking the suite
@@ -60,21 +61,7 @@ class Gate:
 
 async def archive_accepted(db: Database, msg: IncomingMessage) -> None:
     """What the Telegram layer leaves behind before a turn: the message archived and accepted by the gate."""
-    record = fa.MessageRecord(
-        chat_id=msg.chat.id,
-        message_id=msg.message_id,
-        date=msg.date,
-        text=msg.text,
-        sender_id=msg.sender.id if msg.sender else None,
-        sender_name=msg.sender.display_name if msg.sender else "",
-    )
-    chat = fa.ChatRecord(id=msg.chat.id, type=msg.chat.type, title=msg.chat.title)
-
-    def _write(conn: Any) -> None:
-        fa.upsert_chat(conn, chat, time.time())
-        fa.insert_message(conn, record, agent_state=fa.STATE_ACCEPTED)
-
-    await db.write(_write)
+    await archive_incoming(db, msg, fa.STATE_ACCEPTED)
 
 
 async def answer_state(db: Database, chat_id: int, message_id: int) -> tuple[str | None, str | None]:

@@ -9,44 +9,24 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import shutil
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-from teleton.memory import feed_archive as fa
+from teleton.gateway.contract import ChatInfo, IncomingMessage, UserInfo
 from teleton.storage import Database
-from teleton.storage.sqlite_driver import Connection
 from teleton.telegram.recovery import TOO_OLD
 from tests.daemon.harness import OWNER, Daemon, write_config
-from tests.delivery.support import BOUND_S, until_sync
+from tests.delivery.support import BOUND_S, archive_accepted, until_sync
 from tests.fakes.anthropic_server import FakeAnthropic, text, user_said
-
-
-@pytest.fixture
-def daemon_root() -> Iterator[Path]:
-    root = Path(f"/tmp/tlt-rw-{os.getpid()}-{time.monotonic_ns() % 10**6}")  # short: Unix socket paths
-    (root / "home").mkdir(parents=True)
-    yield root
-    shutil.rmtree(root, ignore_errors=True)
 
 
 async def _left_by_a_crash(db_path: Path, now: float) -> None:
     db = await Database.open(db_path)
     try:
         for message_id, age_s, said in [(1, 3600, "the hour-old question"), (2, 60, "the recent question")]:
-            record = fa.MessageRecord(
-                chat_id=OWNER["id"], message_id=message_id, date=now - age_s, text=said, sender_id=OWNER["id"]
-            )
-
-            def write(conn: Connection, record: fa.MessageRecord = record) -> None:
-                fa.upsert_chat(conn, fa.ChatRecord(id=OWNER["id"], type="dm", title="Olga"), now)
-                fa.insert_message(conn, record, agent_state=fa.STATE_ACCEPTED)
-
-            await db.write(write)
+            sender = UserInfo(OWNER["id"], OWNER["first_name"])
+            chat = ChatInfo(id=OWNER["id"], type="dm")
+            await archive_accepted(db, IncomingMessage(chat, sender, message_id, said, date=now - age_s))
     finally:
         await db.close()
 

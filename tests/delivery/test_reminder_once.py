@@ -8,15 +8,12 @@ the real daemon killed (-9) while a reminder's turn waits for the model, before 
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
-
-import pytest
 
 from teleton.scheduler import task_store
 from teleton.scheduler.scheduler import Scheduler, SchedulerSettings
@@ -84,6 +81,17 @@ async def _wired(tmp_path: Path, db: Database, fake_api: FakeAnthropic) -> tuple
     return h, scheduler, told
 
 
+@asynccontextmanager
+async def _started(h: Harness, scheduler: Scheduler) -> AsyncIterator[None]:
+    """The scheduler started as at a restart (recovery first), stopped after the block."""
+    await scheduler.start()
+    try:
+        yield
+    finally:
+        await scheduler.stop()
+        await h.llm.close()
+
+
 def _reminders_sent(h: Harness) -> int:
     return sum(1 for m in h.gateway.sent if m.text == REMINDER)
 
@@ -95,14 +103,10 @@ async def test_a_reply_that_went_out_before_the_crash_is_done_and_never_sent_aga
     sending_at = time.time() - 3
     task_id = await _left_running(db, sending_at=sending_at)
     await _outgoing(db, OWNER_DM.id, REMINDER, sending_at + 0.5)  # our reply reached the chat, then the crash
-    await scheduler.start()
-    try:
+    async with _started(h, scheduler):
         assert (await _task(db, task_id))["status"] == "done"
         assert await scheduler.run_due() == []  # nothing due: it is not run again
         await scheduler.wait_idle()
-    finally:
-        await scheduler.stop()
-        await h.llm.close()
     assert (await _task(db, task_id))["result"] == "delivered (before a restart)"
     assert fake_api.requests == [] and _reminders_sent(h) == 0  # the agent was never called
 
@@ -114,13 +118,9 @@ async def test_a_reply_cut_while_sending_fails_with_a_reason_and_is_not_sent_aga
     sending_at = time.time() - 3
     task_id = await _left_running(db, sending_at=sending_at)
     await _outgoing(db, OWNER_DM.id, "an older message of ours", sending_at - 60)  # before sending_at: not it
-    await scheduler.start()
-    try:
+    async with _started(h, scheduler):
         assert await scheduler.run_due() == []
         await scheduler.wait_idle()
-    finally:
-        await scheduler.stop()
-        await h.llm.close()
     row = await _task(db, task_id)
     assert row["status"] == "failed" and row["result"] == task_store.CUT_WHILE_SENDING
     assert fake_api.requests == [] and _reminders_sent(h) == 0
@@ -133,14 +133,10 @@ async def test_a_task_cut_before_sending_runs_again_exactly_once(
 ) -> None:
     h, scheduler, _ = await _wired(tmp_path, db, fake_api)
     task_id = await _left_running(db, sending_at=None, interrupted=0)
-    await scheduler.start()
-    try:
+    async with _started(h, scheduler):
         await until(lambda: _status_in(db, task_id, ("done", "failed")), "the re-run to finish")
         await scheduler.wait_idle()
         assert await scheduler.run_due() == []
-    finally:
-        await scheduler.stop()
-        await h.llm.close()
     row = await _task(db, task_id)
     assert row["status"] == "done" and row["attempts"] == 2, row
     assert _reminders_sent(h) == 1
@@ -154,13 +150,9 @@ async def test_a_task_cut_a_second_time_fails_instead_of_running_a_third_time(
 ) -> None:
     h, scheduler, _ = await _wired(tmp_path, db, fake_api)
     task_id = await _left_running(db, sending_at=None, interrupted=1)
-    await scheduler.start()
-    try:
+    async with _started(h, scheduler):
         assert await scheduler.run_due() == []
         await scheduler.wait_idle()
-    finally:
-        await scheduler.stop()
-        await h.llm.close()
     row = await _task(db, task_id)
     assert row["status"] == "failed" and row["result"] == task_store.INTERRUPTED_TWICE
     assert fake_api.requests == [] and _reminders_sent(h) == 0
@@ -171,14 +163,6 @@ async def _status_in(db: Database, task_id: int, states: tuple[str, ...]) -> boo
 
 
 # -- the real daemon, killed -9 mid-reminder ----------------------------------------------------------------
-
-
-@pytest.fixture
-def daemon_root() -> Iterator[Path]:
-    root = Path(f"/tmp/tlt-dlv-{os.getpid()}-{time.monotonic_ns() % 10**6}")  # short: Unix socket paths
-    (root / "home").mkdir(parents=True)
-    yield root
-    shutil.rmtree(root, ignore_errors=True)
 
 
 def _config(root: Path, api: FakeAnthropic) -> Path:

@@ -9,15 +9,11 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from teleton.config import load_config
 from teleton.daemon.health import gather_status
@@ -34,14 +30,6 @@ from tests.fakes.anthropic_server import Body, FakeAnthropic, Reply, error, text
 from tests.telegram.conftest import RecordingClient
 
 GROUP = {"id": -4242, "type": "group", "title": "Garden club"}
-
-
-@pytest.fixture
-def daemon_root() -> Iterator[Path]:
-    root = Path(f"/tmp/tlt-st-{os.getpid()}-{time.monotonic_ns() % 10**6}")  # short: Unix socket paths
-    (root / "home").mkdir(parents=True)
-    yield root
-    shutil.rmtree(root, ignore_errors=True)
 
 
 def _status_json(root: Path) -> dict[str, Any]:
