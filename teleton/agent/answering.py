@@ -1,8 +1,9 @@
 """The answer and reply stages of a turn, and every word a turn sends to its own chat.
 
-The tool loop answers (a context overflow compacts and retries once; a model failure becomes an apology and
-a failed record); the reply goes out in Telegram-sized chunks, each after the delivery record says
-``sending``; the outcome of the turn is what its messages become: answered, or failed and why.
+The tool loop answers (a context overflow compacts and retries, then cuts oversized messages and retries;
+a model failure becomes an apology and a failed record); the reply goes out in Telegram-sized chunks, each
+after the delivery record says ``sending``; the outcome of the turn is what its messages become: answered,
+or failed and why.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import structlog
 
 from teleton.agent.delivery import DeliveryFailed
 from teleton.agent.messages import split_message, spoke_here
+from teleton.agent.oversize import shorten_history
 from teleton.agent.turn import Turn, required
 from teleton.gateway.contract import SentMessage
 from teleton.llm.client import ContextOverflowError, LLMError
@@ -27,7 +29,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 UNAVAILABLE = "Sorry — I can't reach my language model right now. Please try again in a moment."
-TOO_LONG = "That is more than I can read at once, even after compacting. Try a shorter message, or /new."
+TOO_LONG = "That is more than I can read at once, even after compacting. /new starts a fresh conversation."
 
 
 async def answer(agent: Agent, turn: Turn) -> None:
@@ -47,7 +49,7 @@ async def answer(agent: Agent, turn: Turn) -> None:
         return await agent.deps.registry.execute(call, ctx)
 
     keep = agent.settings.masking_keep
-    for attempt in range(2):
+    for attempt in range(3):
         session = required(turn.session)
         try:
             turn.result = await run_tool_loop(
@@ -61,13 +63,20 @@ async def answer(agent: Agent, turn: Turn) -> None:
             )
             return
         except ContextOverflowError:
-            if attempt:
-                log.error("context_overflow_after_compaction", chat_id=turn.msg.chat.id)
-                turn.failed, turn.reply = "too long for the model, even after compacting", TOO_LONG
-                return
-            log.warning("context_overflow", chat_id=turn.msg.chat.id, messages=len(session.messages))
-            await agent.compact(turn, max(1, agent.settings.thresholds.keep_last // 2))
-            await agent.build_system(turn)  # the summary changed
+            # First compact; if the session still overflows (a paste from before the input limit), cut
+            # its oversized messages to excerpts — kept so, the session is never wedged; then give up.
+            if attempt == 0:
+                log.warning("context_overflow", chat_id=turn.msg.chat.id, messages=len(session.messages))
+                await agent.compact(turn, max(1, agent.settings.thresholds.keep_last // 2))
+                await agent.build_system(turn)  # the summary changed
+                continue
+            cut = shorten_history(session.messages, agent.settings.max_input_chars) if attempt == 1 else 0
+            if cut:
+                log.warning("context_overflow_shortened", chat_id=turn.msg.chat.id, messages=cut)
+                continue
+            log.error("context_overflow_after_compaction", chat_id=turn.msg.chat.id)
+            turn.failed, turn.reply = "too long for the model, even after compacting", TOO_LONG
+            return
         except LLMError as exc:
             log.error("llm_failed", chat_id=turn.msg.chat.id, error=str(exc))
             turn.failed = f"model unavailable: {exc}"[:300]

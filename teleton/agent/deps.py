@@ -39,6 +39,7 @@ class AgentSettings:
     salience_threshold: float = 0.85
     session_reset_hour: int | None = 4
     session_idle_minutes: int | None = 720
+    max_input_chars: int = 20_000
     send_tools: frozenset[str] = SEND_TOOLS
 
     @classmethod
@@ -47,6 +48,7 @@ class AgentSettings:
         a, m = config.agent, config.memory
         return cls(
             limits=LoopLimits(a.max_iterations, a.tool_timeout_s, a.tool_output_cap),
+            max_input_chars=a.max_input_chars,
             thresholds=Thresholds(
                 a.context_window, m.soft_threshold, m.hard_threshold, m.hard_max_messages, m.keep_last
             ),

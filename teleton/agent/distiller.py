@@ -25,6 +25,7 @@ import jsonschema
 import structlog
 
 from teleton.agent.locks import KeyedLocks
+from teleton.agent.oversize import excerpt
 from teleton.gateway.contract import ChatInfo
 from teleton.llm.client import LLMClient, LLMError
 from teleton.memory.compaction import Message, is_user_turn, transcript
@@ -38,6 +39,7 @@ log = structlog.get_logger(__name__)
 OFF_SWITCH = re.compile(r"#nomem(ory)?\b", re.IGNORECASE)
 QUALITY_WARNING_STREAK = 3
 EXCHANGE_MAX_TOKENS = 1024
+EXCHANGE_CHARS = 4_000  # of each side of an exchange: a fact is in a sentence, not in a pasted log
 TRANSCRIPT_MAX_TOKENS = 2048  # a long session holds more facts than one exchange
 TRANSCRIPT_HEADER = "Extract the durable facts from this conversation"
 
@@ -291,8 +293,8 @@ def _where(chat: ChatInfo, label: str) -> str:
 def _render(exchange: Exchange) -> str:
     return (
         f"Exchange in {_where(exchange.chat, exchange.label)}:\n\n"
-        f"{exchange.user_name}: {exchange.user_text}\n\n"
-        f"Assistant: {exchange.assistant_text}"
+        f"{exchange.user_name}: {excerpt(exchange.user_text, EXCHANGE_CHARS)}\n\n"
+        f"Assistant: {excerpt(exchange.assistant_text, EXCHANGE_CHARS)}"
     )
 
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import structlog
 
-from teleton.agent import aftercare, answering
+from teleton.agent import aftercare, answering, oversize
 from teleton.agent.commands import command_of, run_command
 from teleton.agent.compactor import Compactor
 from teleton.agent.context import ContextBuilder
@@ -266,6 +266,10 @@ class Agent:
         )  # fmt: skip
 
     async def _stage_session(self, turn: Turn) -> None:
+        limit = self.settings.max_input_chars
+        if len(turn.msg.text) > limit:  # kept whole in a file; everything after this reads the excerpt
+            turn.msg = await oversize.shorten(Path(self.deps.workspace), turn.msg, limit)
+            log.info("long_message_shortened", chat_id=turn.msg.chat.id, kept_chars=limit)
         # The user's words first: a /stop during the session swap below still keeps them (persist_stopped).
         text = user_text(turn.msg, await quoted_referent(self.deps.db, turn.msg))
         turn.stored_user = {"role": "user", "content": text}

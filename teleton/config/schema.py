@@ -25,6 +25,8 @@ class AgentConfig(Section):
     max_iterations: int = Field(default=10, ge=1)
     tool_timeout_s: float = Field(default=90.0, gt=0)
     tool_output_cap: int = Field(default=50_000, ge=1000)
+    # A longer message is kept whole in the archive and the workspace; the model gets its head and tail.
+    max_input_chars: int = Field(default=20_000, ge=1000)
     context_window: int = Field(default=200_000, ge=1000)
     request_timeout_s: float = Field(default=120.0, gt=0)
     max_retries: int = Field(default=10, ge=0)
