@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -53,3 +56,12 @@ async def llm(fake_api: FakeAnthropic) -> AsyncIterator[LLMClient]:
     client = LLMClient(settings, api_key="test", base_url=fake_api.base_url)
     yield client
     await client.close()
+
+
+@pytest.fixture
+def daemon_root() -> Iterator[Path]:
+    """A data root for the real daemon: short, because its Unix socket path lives under it (~100 bytes)."""
+    root = Path(f"/tmp/tlt-{os.getpid()}-{time.monotonic_ns() % 10**6}")
+    (root / "home").mkdir(parents=True)
+    yield root
+    shutil.rmtree(root, ignore_errors=True)

@@ -6,12 +6,9 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 import signal
 import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from teleton.storage import connect
@@ -27,14 +24,6 @@ SEED = int(os.environ.get("TELETON_FAULT_SEED", "20261122"))
 
 def _said(user: dict, n: int) -> str:
     return f"question {n} from {user['id']}"
-
-
-@contextmanager
-def fault_root() -> Iterator[Path]:
-    path = Path(f"/tmp/tlt-fault-{os.getpid()}-{time.monotonic_ns() % 10**6}")  # short: Unix socket paths
-    (path / "home").mkdir(parents=True)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def _rows(root: Path, sql: str) -> list[tuple]:

@@ -5,13 +5,15 @@ after every kill; nothing is answered twice, not even when Telegram replays the 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from tests.daemon.faults import fault_root, run_with_faults
+from tests.daemon.faults import run_with_faults
 from tests.fakes.anthropic_server import FakeAnthropic
 
 
 @pytest.mark.timeout(900)  # a hang guard sized for a machine whose cores are busy elsewhere
-def test_kill_9_and_sigterm_at_random_points_answer_each_message_once() -> None:
-    with fault_root() as root, FakeAnthropic() as api:
-        run_with_faults(root, api, kills=20, terms=5)
+def test_kill_9_and_sigterm_at_random_points_answer_each_message_once(daemon_root: Path) -> None:
+    with FakeAnthropic() as api:
+        run_with_faults(daemon_root, api, kills=20, terms=5)
