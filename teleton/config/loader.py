@@ -8,11 +8,12 @@ environment: ``ANTHROPIC_API_KEY``, ``VOYAGE_API_KEY`` and ``TELETON_<SECTION>__
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, get_origin
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -50,11 +51,11 @@ def load_config(path: Path | str | None = None, env: Mapping[str, str] | None = 
         data = _read_yaml(cfg_path)
     elif explicit:
         raise ConfigError(f"{cfg_path}: config file not found (create one with `teleton setup`)")
-    _apply_env(data, env)
+    sources = _apply_env(data, env)
     try:
         config = Config.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(f"{cfg_path.name}: {_describe(exc)}") from None
+        raise ConfigError(_problems(exc, cfg_path.name, sources)) from None
     config.source = cfg_path if cfg_path.exists() else None
     return _resolve_paths(config)
 
@@ -65,7 +66,9 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read config ({exc.strerror})") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader that refuses duplicate keys
+    except _DuplicateKey as exc:
+        raise ConfigError(f"{path.name} {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -75,10 +78,32 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path.name}: the top level must be a mapping of sections (agent:, telegram:, ...)")
-    return data
+    # A section left empty (`telegram:` with every key commented out) means its defaults.
+    return {key: {} if value is None else value for key, value in data.items()}
 
 
-def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
+class _DuplicateKey(yaml.YAMLError):
+    pass
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's rule is that the last of two equal keys wins, silently: a second `telegram:` block would wipe
+    the first one's owner_id. Here it is an error naming both lines."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise _DuplicateKey(f"line {line}: duplicate key '{key}' (first at line {seen[key]})")
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> dict[str, str]:
+    """Put overrides from the environment into ``data``; returns which key each variable set."""
+    sources: dict[str, str] = {}
     for name, value in env.items():
         if name in ENV_ALIASES:
             keys: tuple[str, ...] = ENV_ALIASES[name]
@@ -92,11 +117,31 @@ def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
             if not isinstance(child, dict):
                 child = node[key] = {}
             node = child
-        # YAML scalar parsing turns "12345" into an int and "true" into a bool, as in the file.
+        # The schema types the text (a phone number "+1555…" stays a string; pydantic turns "12345" into an
+        # int where an int is wanted); only lists need parsing: JSON ("[1, 2]") or comma-separated.
+        node[keys[-1]] = _list_value(value) if _is_list(keys) else value
+        sources[".".join(keys)] = name
+    return sources
+
+
+def _is_list(keys: tuple[str, ...]) -> bool:
+    model: Any = Config
+    for key in keys:
+        field = getattr(model, "model_fields", {}).get(key)
+        if field is None:
+            return False
+        model = field.annotation
+    return get_origin(model) is list
+
+
+def _list_value(value: str) -> Any:
+    if value.strip().startswith("["):
         try:
-            node[keys[-1]] = yaml.safe_load(value) if value else value
-        except yaml.YAMLError:
-            node[keys[-1]] = value
+            return json.loads(value)
+        except ValueError:
+            return value  # reported by validation, naming the variable
+    items = [part.strip() for part in value.split(",") if part.strip()]
+    return [int(item) if item.lstrip("-").isdigit() else item for item in items]
 
 
 _TYPE_WORDS = {
@@ -114,21 +159,44 @@ _TYPE_WORDS = {
 }
 
 
-def _describe(exc: ValidationError) -> str:
-    err = exc.errors()[0]
+def _problems(exc: ValidationError, file_name: str, sources: Mapping[str, str] | None = None) -> str:
+    """Every problem of a config, on one line."""
+    problems = [_describe(err, file_name, sources or {}) for err in exc.errors()]
+    return (f"{len(problems)} problems: " if len(problems) > 1 else "") + "; ".join(problems)
+
+
+def _describe(err: Any, file_name: str, sources: Mapping[str, str]) -> str:
+    """One problem: where it is (the file, or the environment variable that set it), the key, and why."""
     loc = [str(part) for part in err["loc"] if not str(part).startswith(("int", "str", "function"))]
     # Union members (int | str, X | None) add their type name to the location; keep only real keys.
-    key = ".".join(part for part in loc if not _is_type_tag(part))
+    loc = [part for part in loc if not _is_type_tag(part)]
+    key = ".".join(loc)
+    variable = next((sources[k] for k in sources if key == k or key.startswith(k + ".")), None)
+    where = f"environment {variable} ({key})" if variable else f"{file_name}: {key}"
     kind = err["type"]
     if kind == "extra_forbidden":
-        return f"{key}: unknown key{_suggestion(loc)}"
+        return f"{where}: unknown key{_suggestion(loc)}"
     if kind == "missing":
-        return f"{key}: required value is missing"
+        return f"{where}: required value is missing"
+    got = "(hidden)" if _is_secret(loc) else repr(err["input"])
     if kind == "literal_error":
         expected = err.get("ctx", {}).get("expected", "")
-        return f"{key}: must be one of {expected}, got {err['input']!r}"
+        return f"{where}: must be one of {expected}, got {got}"
     words = _TYPE_WORDS.get(kind, err["msg"])
-    return f"{key}: {words}, got {err['input']!r}"
+    return f"{where}: {words}, got {got}"
+
+
+def _is_secret(loc: list[str]) -> bool:
+    """Keys whose values never appear in a message (the schema marks them ``repr=False``)."""
+    model: Any = Config
+    for part in loc:
+        field = getattr(model, "model_fields", {}).get(part)
+        if field is None:
+            return False
+        if not field.repr:
+            return True
+        model = field.annotation
+    return False
 
 
 def _is_type_tag(part: str) -> bool:
@@ -204,5 +272,5 @@ def write_config(path: Path, data: Mapping[str, Any]) -> None:
     try:
         Config.model_validate(dict(data))
     except ValidationError as exc:
-        raise ConfigError(f"{path.name}: {_describe(exc)}") from None
+        raise ConfigError(_problems(exc, path.name)) from None
     write_private_file(path, yaml.safe_dump(dict(data), sort_keys=False, allow_unicode=True))

@@ -94,10 +94,47 @@ def test_environment_supplies_secrets_and_overrides(isolated_home: Path, monkeyp
     assert "sk-ant-from-env" not in repr(config)
 
 
-def test_env_override_with_bad_value_names_the_key(isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_env_override_with_bad_value_names_the_variable(isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TELETON_TELEGRAM__RATE_LIMIT_GLOBAL", "many")
-    with pytest.raises(ConfigError, match=r"telegram\.rate_limit_global: expected an integer"):
+    with pytest.raises(ConfigError) as err:
         load_config()
+    expected = "environment TELETON_TELEGRAM__RATE_LIMIT_GLOBAL (telegram.rate_limit_global): expected an integer"
+    assert str(err.value) == expected + ", got 'many'"
+
+
+def test_env_overrides_are_typed_by_the_schema_not_yaml(isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TELETON_TELEGRAM__PHONE", "+15551234567")  # YAML would read an int
+    monkeypatch.setenv("TELETON_TELEGRAM__ALLOW_FROM", "@alice, 42")
+    monkeypatch.setenv("TELETON_AGENT__MODEL", "true")  # YAML would read a bool
+    config = load_config()
+    assert config.telegram.phone == "+15551234567"
+    assert config.telegram.allow_from == ["@alice", 42]
+    assert config.agent.model == "true"
+
+
+def test_duplicate_sections_and_keys_are_errors_naming_both_lines(tmp_path: Path, isolated_home: Path) -> None:
+    text = "telegram:\n  owner_id: 42\nagent:\n  model: m\ntelegram:\n  dm_policy: open\n"
+    with pytest.raises(ConfigError) as err:
+        load_config(_write(tmp_path, text))
+    assert str(err.value) == "config.yaml line 5: duplicate key 'telegram' (first at line 1)"
+    with pytest.raises(ConfigError, match=r"line 3: duplicate key 'model' \(first at line 2\)"):
+        load_config(_write(tmp_path, "agent:\n  model: a\n  model: b\n"))
+
+
+def test_empty_sections_mean_their_defaults(tmp_path: Path, isolated_home: Path) -> None:
+    config = load_config(_write(tmp_path, "telegram:\n  # owner_id: 42\nagent:\nmemory: {}\n"))
+    assert config.telegram.owner_id is None and config.agent.model == Config().agent.model
+
+
+def test_every_problem_in_the_file_is_listed_on_one_line(tmp_path: Path, isolated_home: Path) -> None:
+    text = "agent:\n  max_tokens: lots\n  api_key: sk-ant-secret\ntelegram:\n  dm_polcy: open\n  bot_token: [1]\n"
+    with pytest.raises(ConfigError) as err:
+        load_config(_write(tmp_path, text))
+    message = str(err.value)
+    assert message.startswith("3 problems: ") and "\n" not in message
+    assert "config.yaml: agent.max_tokens: expected an integer, got 'lots'" in message
+    assert "config.yaml: telegram.dm_polcy: unknown key (did you mean 'dm_policy'?)" in message
+    assert "config.yaml: telegram.bot_token: expected a string, got (hidden)" in message
 
 
 def test_paths_default_under_data_dir(tmp_path: Path, isolated_home: Path) -> None:
