@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -198,3 +201,19 @@ def test_voyage_needs_a_key(monkeypatch: pytest.MonkeyPatch) -> None:
     config = type("Cfg", (), {"provider": "anthropic", "model": None, "voyage_model": "voyage-3-lite"})()
     provider = create_provider(config)
     assert provider is not None and provider.dims == 512
+
+
+def test_the_local_model_writes_nothing_under_home(tmp_path: Path) -> None:
+    """ONNX Runtime's telemetry would leave a device id in ~/.cache/Microsoft (and upload events)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ORT_")} | {"HOME": str(home)}
+    script = (
+        "import asyncio\n"
+        "from teleton.memory.embeddings.local import LocalEmbedder\n"
+        "from teleton.memory.embeddings.model_files import packaged_model\n"
+        "print(asyncio.run(LocalEmbedder(packaged_model()).embed(['hello'])).shape)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.stdout.strip() == "(1, 384)", proc.stderr
+    assert [p.relative_to(home).as_posix() for p in home.rglob("*")] == []

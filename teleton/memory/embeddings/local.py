@@ -26,6 +26,10 @@ class LocalEmbedder:
     """An :class:`EmbeddingProvider` over an ONNX sentence-embedding model."""
 
     def __init__(self, files: ModelFiles, *, batch_size: int = DEFAULT_BATCH, threads: int | None = None) -> None:
+        # ONNX Runtime's telemetry (POSIX builds since 1.2x) writes a device id under ~/.cache/Microsoft and
+        # would upload events: a daemon holding private memory does neither. Read once, before it loads.
+        for variable in ("ORT_DISABLE_TELEMETRY", "ORT_TELEMETRY_DISABLED"):
+            os.environ.setdefault(variable, "1")
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
