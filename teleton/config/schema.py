@@ -100,6 +100,8 @@ class MemoryConfig(Section):
     distill: bool = True
     consolidation_interval_hours: float = Field(default=6.0, gt=0)
     watch_debounce_ms: int = Field(default=500, ge=0)
+    max_file_bytes: int = Field(default=2_000_000, ge=1000)
+    large_files: Literal["index", "skip"] = "index"
 
 
 class ToolRagConfig(Section):

@@ -43,6 +43,7 @@ log = structlog.get_logger(__name__)
 SOURCES = ("memory", "session", "learned")
 Progress = Callable[[int, int], None]
 EMBED_BATCH = 64
+PROGRESS_EVERY_S = 10.0  # a progress line while embedding (the log is all a service or a pipe shows)
 
 
 @dataclass
@@ -205,6 +206,9 @@ class KnowledgeIndex:
     params: SearchParams = DEFAULT_PARAMS
     principals: Principals = field(default_factory=Principals)
     shared: tuple[str, ...] = ()  # privacy.shared_paths: workspace files the owner made public
+    max_file_bytes: int = 2_000_000  # memory.max_file_bytes: a larger file is indexed with a warning, or
+    skip_large: bool = False  # skipped (memory.large_files: skip)
+    clock: Callable[[], float] = time.monotonic
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
     _refused: set[tuple[str, str]] = field(default_factory=set, repr=False)
 
@@ -221,6 +225,8 @@ class KnowledgeIndex:
             provider=provider if db.vectors else None,
             chunk_target=memory.chunk_target,
             chunk_max=memory.chunk_max,
+            max_file_bytes=memory.max_file_bytes,
+            skip_large=memory.large_files == "skip",
             params=SearchParams(
                 vector_weight=memory.vector_weight,
                 keyword_weight=memory.keyword_weight,
@@ -249,6 +255,8 @@ class KnowledgeIndex:
         for path in knowledge_files(self.workspace):
             rel = path.relative_to(self.workspace).as_posix()
             try:
+                if not self._size_ok(path, rel):
+                    continue
                 plans[rel] = plan_file(
                     self.workspace,
                     path,
@@ -260,10 +268,21 @@ class KnowledgeIndex:
             except FileNotFoundError:  # deleted between listing and reading: it is gone, like its rows
                 continue
             except (Unreadable, OSError) as exc:
-                if (rel, str(exc)) not in self._refused:  # one line per file, not one per re-index
-                    self._refused.add((rel, str(exc)))
-                    log.warning("knowledge_file_skipped", path=rel, reason=str(exc))
+                self._warn_once("knowledge_file_skipped", rel, str(exc))
         return plans
+
+    def _size_ok(self, path: Path, rel: str) -> bool:
+        size = path.stat().st_size
+        if size <= self.max_file_bytes:
+            return True
+        why = f"{size / 1e6:.1f} MB, over memory.max_file_bytes ({self.max_file_bytes / 1e6:.1f} MB)"
+        self._warn_once("knowledge_file_skipped" if self.skip_large else "knowledge_file_large", rel, why)
+        return not self.skip_large
+
+    def _warn_once(self, event: str, rel: str, reason: str) -> None:
+        if (rel, reason) not in self._refused:  # one line per file, not one per re-index
+            self._refused.add((rel, reason))
+            log.warning(event, path=rel, reason=reason)
 
     async def add_entry(
         self, text: str, source: str = "learned", path: str = "", heading: str = "", *, label: str
@@ -305,9 +324,13 @@ class KnowledgeIndex:
             return 0
         provider, total = self.provider, 0
         pending = (await self.db.fetchone("select count(*) from knowledge where embedded = 0"))[0]
+        logged = self.clock()
         while True:
             if progress is not None:
                 progress(total, max(pending, total))
+            if (now := self.clock()) - logged >= PROGRESS_EVERY_S:
+                logged = now
+                log.info("knowledge_embedding", done=total, total=max(pending, total))
             rows = await self.db.read(
                 lambda conn: conn.execute(
                     "select id, label, heading, text, hash from knowledge where embedded = 0 order by id limit ?",

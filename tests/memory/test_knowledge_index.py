@@ -6,6 +6,8 @@ import asyncio
 import time
 from pathlib import Path
 
+from structlog.testing import capture_logs
+
 from teleton.memory.knowledge_index import KnowledgeIndex
 from teleton.storage import Database
 
@@ -133,3 +135,43 @@ async def test_model_change_drops_vectors_and_reindex_reembeds_everything(tmp_pa
         assert hits[0].vector_score > 0
     finally:
         await db.close()
+
+
+async def test_a_file_over_max_file_bytes_is_indexed_with_one_warning_or_skipped(
+    tmp_path: Path, mdb: Database, counting: CountingProvider
+) -> None:
+    ws = tmp_path / "ws"
+    write(ws / "memory" / "small.md", "# Small\n\nThe cat is called Miso.\n")
+    write(ws / "memory" / "big.md", "# Big\n\n" + "".join(section(i) for i in range(40)))  # ~3.7 kB
+    index = KnowledgeIndex(mdb, ws, counting, max_file_bytes=2000)
+    with capture_logs() as logs:
+        await index.reindex()
+        await index.reindex()
+    assert [(e["event"], e["path"]) for e in logs if e["log_level"] == "warning"] == [
+        ("knowledge_file_large", "memory/big.md")
+    ]
+    assert "over memory.max_file_bytes" in logs[0]["reason"]
+    assert await index.search("tea number 33 in the morning", labels=None)
+
+    skipping = KnowledgeIndex(mdb, ws, counting, max_file_bytes=2000, skip_large=True)
+    with capture_logs() as logs:
+        counts = await skipping.reindex()
+    assert counts.removed > 30  # big.md's chunks leave the index
+    assert [(e["event"], e["path"]) for e in logs if e["log_level"] == "warning"] == [
+        ("knowledge_file_skipped", "memory/big.md")
+    ]
+    assert not await skipping.search("tea number 33 in the morning", labels=None)
+    assert await skipping.search("cat Miso", labels=None)
+
+
+async def test_embedding_a_large_knowledge_base_logs_progress(
+    tmp_path: Path, mdb: Database, counting: CountingProvider
+) -> None:
+    ws = tmp_path / "ws"
+    write(ws / "MEMORY.md", "# Memory\n\n" + "".join(section(i) for i in range(150)))
+    ticks = iter(range(0, 10_000, 11))  # every look at the clock is 11 s later: a progress line per batch
+    index = KnowledgeIndex(mdb, ws, counting, clock=lambda: float(next(ticks)))
+    with capture_logs() as logs:
+        counts = await index.reindex()
+    progress = [(e["done"], e["total"]) for e in logs if e["event"] == "knowledge_embedding"]
+    assert progress == [(0, 151), (64, 151), (128, 151), (151, 151)] and counts.embedded == 151
