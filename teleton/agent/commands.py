@@ -45,6 +45,8 @@ class PolicyControl(Protocol):
 
     def describe(self) -> str: ...
 
+    def refusals(self) -> str: ...
+
     def set_policy(self, kind: str, value: str) -> str: ...
 
 
@@ -248,6 +250,8 @@ async def status_text(agent: Agent, turn: Turn) -> str:
         f"cache reads {totals['cache_read_tokens']:,}"
     )
     lines.append("Memory: " + await memory_stats(agent, turn.clearance))
+    if turn.clearance.is_owner and agent.deps.policy is not None:
+        lines.append(agent.deps.policy.refusals())
     llm = agent.deps.llm.settings
     lines.append(
         f"Model: {llm.model} (utility {llm.utility_model}); retries since start: "

@@ -27,6 +27,7 @@ POLICIES = ["open", "allowlist", "admin-only", "disabled"]
 _BOT_TOKEN = re.compile(r"^\d{5,}:[A-Za-z0-9_-]{30,}$")
 _API_HASH = re.compile(r"^[0-9a-fA-F]{32}$")
 _PHONE = re.compile(r"^\+?[0-9 ()-]{7,20}$")
+TERMINAL = "terminal"  # the wizard's "no Telegram yet": a config and a workspace for `teleton chat`
 
 
 @dataclass
@@ -46,8 +47,10 @@ class SetupAnswers:
 def validate(a: SetupAnswers) -> list[str]:
     """Every problem with the answers, each in words a person can act on."""
     problems = []
-    if a.mode not in ("user", "bot"):
-        problems.append("--mode must be 'user' or 'bot'")
+    if a.mode not in ("user", "bot", TERMINAL):
+        problems.append(f"--mode must be 'user', 'bot' or '{TERMINAL}'")
+    if a.mode == TERMINAL:
+        return problems
     if a.api_id is None or a.api_id <= 0:
         problems.append("--api-id is required: the number from https://my.telegram.org/apps")
     if not a.api_hash or not _API_HASH.match(a.api_hash):
@@ -65,6 +68,10 @@ def validate(a: SetupAnswers) -> list[str]:
 def config_data(existing: dict[str, Any], a: SetupAnswers) -> dict[str, Any]:
     """The config to write: the existing file with the answered keys replaced."""
     data = {k: dict(v) if isinstance(v, dict) else v for k, v in existing.items()}
+    if a.api_key:
+        data.setdefault("agent", {})["api_key"] = a.api_key
+    if a.mode == TERMINAL:  # Telegram comes later: nothing of it is asked or written now
+        return data
     tg = data.setdefault("telegram", {})
     tg.update(
         {
@@ -81,9 +88,30 @@ def config_data(existing: dict[str, Any], a: SetupAnswers) -> dict[str, Any]:
         tg["bot_token"] = a.bot_token
     if a.owner_id is not None:
         tg["owner_id"] = a.owner_id
-    if a.api_key:
-        data.setdefault("agent", {})["api_key"] = a.api_key
     return data
+
+
+def policy_warnings(tg: Any) -> list[str]:
+    """Policies that answer nobody (or fewer people than one might think), said before the first silence."""
+    admins = bool(tg.admin_ids) or tg.owner_id is not None
+    warnings = []
+    if tg.dm_policy == "allowlist" and not tg.allow_from:
+        warnings.append(
+            "dm_policy is allowlist and telegram.allow_from is empty: only the owner and admins get answers in DMs"
+            if admins
+            else "dm_policy is allowlist, telegram.allow_from is empty and no owner_id is set: nobody gets answers "
+            "in DMs"
+        )
+    if tg.dm_policy == "admin-only" and not admins:
+        warnings.append("dm_policy is admin-only and no owner_id or admin_ids is set: nobody gets answers in DMs")
+    if tg.group_policy == "allowlist" and not tg.group_allow_from:
+        warnings.append(
+            "group_policy is allowlist and telegram.group_allow_from is empty: no group gets answers "
+            "(add group chat ids to it)"
+        )
+    if tg.group_policy == "admin-only" and not admins:
+        warnings.append("group_policy is admin-only and no owner_id or admin_ids is set: no group gets answers")
+    return warnings
 
 
 def ask(existing_tg: dict[str, Any]) -> SetupAnswers:
@@ -102,10 +130,14 @@ def ask(existing_tg: dict[str, Any]) -> SetupAnswers:
             choices=[
                 questionary.Choice("a Telegram user account (userbot, needs a phone)", "user"),
                 questionary.Choice("a bot (token from @BotFather)", "bot"),
+                questionary.Choice("terminal only for now (teleton chat; Telegram later)", TERMINAL),
             ],
             default=existing_tg.get("mode", "user"),
         ).ask()
     )
+    if a.mode == TERMINAL:
+        a.api_key = _ask_api_key(questionary)
+        return a
     console.print("api_id and api_hash come from https://my.telegram.org/apps (both modes need them).")
     a.api_id = int(
         need(
@@ -155,11 +187,15 @@ def ask(existing_tg: dict[str, Any]) -> SetupAnswers:
             default=existing_tg.get("group_policy", "allowlist"),
         ).ask()
     )
-    if not os.environ.get("ANTHROPIC_API_KEY"):
-        a.api_key = (
-            questionary.password("Anthropic API key (empty to set ANTHROPIC_API_KEY later)").ask() or ""
-        ).strip() or None
+    a.api_key = _ask_api_key(questionary)
     return a
+
+
+def _ask_api_key(questionary: Any) -> str | None:
+    if os.environ.get("ANTHROPIC_API_KEY"):
+        return None
+    answer = questionary.password("Anthropic API key (empty to set ANTHROPIC_API_KEY later)").ask()
+    return (answer or "").strip() or None
 
 
 def interactive_prompts() -> LoginPrompts:
@@ -235,7 +271,7 @@ async def log_in(
 def setup(
     ctx: typer.Context,
     non_interactive: Annotated[bool, typer.Option("--non-interactive", help="Take every answer from flags.")] = False,
-    mode: Annotated[str, typer.Option(help="user (a Telegram account) or bot.")] = "user",
+    mode: Annotated[str, typer.Option(help="user (a Telegram account), bot, or terminal (no Telegram yet).")] = "user",
     api_id: Annotated[int | None, typer.Option(help="api_id from my.telegram.org.")] = None,
     api_hash: Annotated[str | None, typer.Option(help="api_hash from my.telegram.org.")] = None,
     phone: Annotated[str | None, typer.Option(help="The account's phone number (user mode).")] = None,
@@ -282,6 +318,11 @@ def setup(
     assert config.storage.workspace is not None
     created = create_workspace(config.storage.workspace)
     console.print(f"[green]workspace[/] {config.storage.workspace} ({len(created.created)} files created)")
+    if answers.mode == TERMINAL:
+        console.print("Talk to it now with `teleton chat`; run `teleton setup` again to connect Telegram.")
+        return
+    for warning in policy_warnings(config.telegram):
+        console.print(f"[yellow]warning:[/] {warning}")
     if skip_login:
         return
     scripted = ScriptedLogin(code, password) if non_interactive else None

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections import Counter, OrderedDict, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
@@ -37,6 +38,7 @@ SHUTTING_DOWN = "shutting down"
 UNDECIDED = (IN_PROGRESS, SHUTTING_DOWN)  # not a verdict on the message: its record stays as it is
 FINISHED_KEPT = 20_000  # turns finished in this process, remembered so a late replay is not answered again
 CONTEXT_CHATS = 2_000  # chats whose unanswered messages are kept (the least recently active are dropped)
+REFUSAL_LOG_EVERY_S = 3600.0  # a chat the policy refuses is logged once an hour, not once per message
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,9 @@ class Dispatcher:
     turns: int = 0
     failures: int = 0
     decisions: Counter[str] = field(default_factory=Counter)
+    refused: Counter[str] = field(default_factory=Counter)  # chat type -> messages a policy refused
+    clock: Callable[[], float] = time.monotonic
+    _refusal_logged: OrderedDict[int, float] = field(default_factory=OrderedDict)
 
     def offer(self, msg: IncomingMessage, *, accepted: bool = False) -> Decision:
         """Gate one archived message; queue it for the agent or keep it as context. Never blocks.
@@ -107,7 +112,23 @@ class Dispatcher:
             self._keep_context(msg)
         # Counted, not logged: a log line per message would cost more than the gate itself under a burst.
         self.decisions[decision.reason] += 1
+        if decision.refused:
+            self._note_refusal(msg, decision.reason)
         return decision
+
+    def _note_refusal(self, msg: IncomingMessage, reason: str) -> None:
+        """Someone the policy does not answer: counted, and logged once an hour per chat (an owner who
+        wonders why a friend gets no answer finds it in the log)."""
+        self.refused[msg.chat.type] += 1
+        now, last = self.clock(), self._refusal_logged.get(msg.chat.id)
+        if last is not None and now - last < REFUSAL_LOG_EVERY_S:
+            return
+        self._refusal_logged[msg.chat.id] = now
+        self._refusal_logged.move_to_end(msg.chat.id)
+        while len(self._refusal_logged) > CONTEXT_CHATS:
+            self._refusal_logged.popitem(last=False)
+        sender = msg.sender.id if msg.sender else None
+        log.info("message_refused", chat_id=msg.chat.id, chat_type=msg.chat.type, sender_id=sender, reason=reason)
 
     def queue_depth(self) -> int:
         """Messages accepted but not yet handed to the agent, across all chats (for `teleton status`)."""

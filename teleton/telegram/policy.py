@@ -87,6 +87,8 @@ class Decision:
     reason: str
     # Not answered now, but worth showing the agent the next time it is addressed in this chat.
     keep_as_context: bool = False
+    # Refused by a policy (not merely unaddressed): logged once an hour per chat, counted in /status.
+    refused: bool = False
 
 
 def decide(msg: IncomingMessage, cfg: PolicyConfig, me_id: int | None) -> Decision:
@@ -106,11 +108,11 @@ def _dm(msg: IncomingMessage, cfg: PolicyConfig) -> Decision:
     sender_id = msg.sender.id if msg.sender else None
     policy = cfg.dm_policy
     if policy == "disabled":
-        return Decision(False, "dm_policy is disabled")
+        return Decision(False, "dm_policy is disabled", refused=True)
     if policy == "admin-only" and not cfg.is_admin(sender_id):
-        return Decision(False, "dm_policy is admin-only")
+        return Decision(False, "dm_policy is admin-only", refused=True)
     if policy == "allowlist" and not (cfg.is_admin(sender_id) or _allowed_user(msg, cfg)):
-        return Decision(False, "sender not in allow_from")
+        return Decision(False, "sender not in allow_from", refused=True)
     return Decision(True, "dm")
 
 
@@ -118,12 +120,12 @@ def _group(msg: IncomingMessage, cfg: PolicyConfig) -> Decision:
     sender_id = msg.sender.id if msg.sender else None
     policy = cfg.group_policy
     if policy == "disabled":
-        return Decision(False, "group_policy is disabled")
+        return Decision(False, "group_policy is disabled", refused=True)
     if policy == "allowlist" and msg.chat.id not in cfg.group_allow_from:
-        return Decision(False, "group not in group_allow_from")
+        return Decision(False, "group not in group_allow_from", refused=True)
     addressed = msg.mentions_us or msg.reply_to_us
     if policy == "admin-only" and not cfg.is_admin(sender_id):
-        return Decision(False, "group_policy is admin-only", keep_as_context=True)
+        return Decision(False, "group_policy is admin-only", keep_as_context=True, refused=True)
     if cfg.require_mention and not addressed:
         return Decision(False, "not addressed", keep_as_context=True)
     return Decision(True, "group")

@@ -34,6 +34,16 @@ class DispatcherPolicy:
             f"Admins: {len(p.admin_ids)}"
         )
 
+    def refusals(self) -> str:
+        dispatcher = self._dispatcher()
+        if dispatcher is None:
+            return "Refused: the policy gate is not running."
+        dms, groups = dispatcher.refused["dm"], dispatcher.refused["group"]
+        return (
+            f"Refused by policy since start: {dms} DM message{'s' * (dms != 1)}, {groups} group "
+            f"message{'s' * (groups != 1)} (each chat logged once an hour as message_refused)"
+        )
+
     def set_policy(self, kind: str, value: str) -> str:
         dispatcher = self._dispatcher()
         field_name = KINDS.get(kind.lower())

@@ -11,7 +11,12 @@ from collections.abc import Callable
 from datetime import datetime
 
 from teleton.agent.context import FEED_HEADER, KNOWLEDGE_HEADER
+from teleton.gateway.contract import ChatInfo, IncomingMessage, UserInfo
 from teleton.llm.tool_loop import ToolResult
+from teleton.telegram.dispatch import Dispatcher
+from teleton.telegram.policy import PolicyConfig
+from teleton.telegram.policy_control import DispatcherPolicy
+from teleton.telegram.ratelimit import RateLimiter
 from teleton.tools.registry import Tool, ToolContext
 from tests.agent.conftest import ALICE, GROUP, OWNER, OWNER_DM, Harness
 from tests.fakes.anthropic_server import (
@@ -415,3 +420,15 @@ async def test_tool_picks_are_sticky_so_the_prompt_cache_keeps_hitting(harness: 
     ]
     session = await h.agent.sessions.active(OWNER.id)
     assert session.cache_read_tokens > 0  # turns 3 and 4 read the cached tools + system prefix
+
+
+async def test_the_owners_status_counts_refused_messages_and_a_groups_does_not(harness: Harness) -> None:
+    h = harness
+    refusing = PolicyConfig.build(dm_policy="disabled")
+    gate = Dispatcher(handler=h.agent.handle, policy=refusing, limiter=RateLimiter(9, 9))
+    stranger = UserInfo(id=77, first_name="Stranger")
+    for i in range(2):
+        gate.offer(IncomingMessage(ChatInfo(id=77, type="dm"), stranger, i, "hello?", date=0))
+    h.agent.deps.policy = DispatcherPolicy(lambda: gate)
+    assert "Refused by policy since start: 2 DM messages, 0 group messages" in (await h.dm("/status") or "")
+    assert "Refused" not in (await h.group("/status") or "")

@@ -6,9 +6,12 @@ import asyncio
 import time
 from collections.abc import Callable
 
+from structlog.testing import capture_logs
+
 from teleton.gateway.contract import ChatInfo, IncomingMessage, UserInfo
 from teleton.telegram.dispatch import DebounceConfig, Dispatcher
 from teleton.telegram.policy import PolicyConfig
+from teleton.telegram.policy_control import DispatcherPolicy
 from teleton.telegram.ratelimit import RateLimiter
 
 GROUP = ChatInfo(id=-5, type="group", title="g")
@@ -141,3 +144,33 @@ async def test_stop_is_handled_at_once_not_behind_the_running_turn() -> None:
     release.set()
     await d.idle()
     assert seen == ["m1", "/stop", "m2"]
+
+
+async def test_refused_chats_are_logged_once_an_hour_each_and_counted() -> None:
+    now = [1000.0]
+    turns: list[IncomingMessage] = []
+    d = dispatcher(turns, DebounceConfig())
+    d.policy = PolicyConfig.build(dm_policy="allowlist", allow_from=[42], group_policy="allowlist")
+    d.clock = lambda: now[0]
+    bob, eve = UserInfo(id=8, first_name="Bob"), UserInfo(id=9, first_name="Eve")
+
+    def dm(user: UserInfo, i: int) -> IncomingMessage:
+        return IncomingMessage(chat=ChatInfo(id=user.id, type="dm"), sender=user, message_id=i, text="hi", date=0)
+
+    with capture_logs() as logs:
+        for i in range(3):
+            assert not d.offer(dm(bob, i)).accept
+        d.offer(dm(eve, 1))
+        d.offer(msg(1))  # a group not in group_allow_from
+        now[0] += 3601
+        d.offer(dm(bob, 9))
+    refused = [(e["chat_id"], e["reason"]) for e in logs if e["event"] == "message_refused"]
+    assert refused == [
+        (8, "sender not in allow_from"),
+        (9, "sender not in allow_from"),
+        (-5, "group not in group_allow_from"),
+        (8, "sender not in allow_from"),  # an hour later
+    ]
+    assert (d.refused["dm"], d.refused["group"]) == (5, 1) and turns == []
+    control = DispatcherPolicy(lambda: d)
+    assert control.refusals().startswith("Refused by policy since start: 5 DM messages, 1 group message")

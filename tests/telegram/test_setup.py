@@ -298,3 +298,45 @@ async def test_interactive_login_prompts_retry_a_wrong_code_and_ask_for_2fa() ->
             me = await login_user(client, "+15550000", interactive_prompts())
     assert me.id == ME.id
     assert any(isinstance(r, functions.auth.CheckPasswordRequest) for r in client.requests)
+
+
+def test_setup_warns_about_policies_that_answer_nobody(tmp_path: Path, monkeypatch: Any) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump({"storage": {"data_dir": str(tmp_path / "data")}}))
+    monkeypatch.setenv("TELETON_CONFIG", str(path))
+    flags = ["setup", "--non-interactive", "--mode", "bot", "--api-id", "12345", "--api-hash", "ab" * 16,
+             "--bot-token", "123456:" + "A" * 35, "--skip-login"]  # fmt: skip
+    result = CliRunner().invoke(_cli(), flags, terminal_width=200)
+    assert result.exit_code == 0, result.output
+    warnings = [line for line in result.output.splitlines() if line.startswith("warning:")]
+    assert warnings == [
+        "warning: dm_policy is allowlist, telegram.allow_from is empty and no owner_id is set: nobody gets "
+        "answers in DMs",
+        "warning: group_policy is allowlist and telegram.group_allow_from is empty: no group gets answers (add "
+        "group chat ids to it)",
+    ]
+    result = CliRunner().invoke(_cli(), [*flags, "--owner-id", "7", "--group-policy", "open"], terminal_width=200)
+    warnings = [line for line in result.output.splitlines() if line.startswith("warning:")]
+    assert warnings == [
+        "warning: dm_policy is allowlist and telegram.allow_from is empty: only the owner and admins get answers in DMs"
+    ]
+
+
+def test_the_wizard_can_set_up_the_terminal_only(tmp_path: Path, monkeypatch: Any) -> None:
+    from prompt_toolkit.application import create_app_session
+    from prompt_toolkit.input import create_pipe_input
+    from prompt_toolkit.output import DummyOutput
+
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump({"storage": {"data_dir": str(tmp_path / "data")}}))
+    monkeypatch.setenv("TELETON_CONFIG", str(path))
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    with create_pipe_input() as keys:
+        keys.send_text(_keys(DOWN + DOWN + ENTER, "sk-ant-test" + ENTER))  # terminal only; the Anthropic key
+        with create_app_session(input=keys, output=DummyOutput()):
+            result = CliRunner().invoke(_cli(), ["setup"], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    assert "Talk to it now with `teleton chat`" in result.output and "logged in" not in result.output
+    config = load_config(path)
+    assert config.agent.api_key == "sk-ant-test" and config.telegram.api_id is None
+    assert (tmp_path / "data" / "workspace" / "SOUL.md").exists()
