@@ -1,9 +1,9 @@
 """The answer and reply stages of a turn, and every word a turn sends to its own chat.
 
 The tool loop answers (a context overflow compacts and retries, then cuts oversized messages and retries;
-a model failure becomes an apology and a failed record); the reply goes out in Telegram-sized chunks, each
-after the delivery record says ``sending``; the outcome of the turn is what its messages become: answered,
-or failed and why.
+a model failure becomes an apology and a failed record); the reply goes out whole (the gateway splits it
+for its chat) after the delivery record says ``sending``; the outcome of the turn is what its messages
+become: answered, or failed and why.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from teleton.agent.delivery import DeliveryFailed
-from teleton.agent.messages import split_message, spoke_here
+from teleton.agent.messages import spoke_here
 from teleton.agent.oversize import shorten_history
 from teleton.agent.turn import Turn, required
 from teleton.gateway.contract import SentMessage
@@ -112,14 +112,14 @@ async def say(agent: Agent, turn: Turn, text: str, *, reply_to: int | None = Non
 async def reply(agent: Agent, turn: Turn, text: str) -> None:
     msg = turn.msg
     reply_to = msg.message_id if msg.chat.type != "dm" and msg.message_id > 0 else None
-    for i, chunk in enumerate(split_message(text) if text else []):
-        try:
-            await say(agent, turn, chunk, reply_to=reply_to if i == 0 else None)
-        except DeliveryFailed as exc:
-            log.error("send_failed", chat_id=msg.chat.id, error=str(exc))
-            turn.undelivered = str(exc)[:300]
-            agent.report("telegram", exc)
-            return
+    if not text.strip():
+        return
+    try:  # whole: the gateway splits it the way its chat needs (Telegram: telegram/split.py)
+        await say(agent, turn, text, reply_to=reply_to)
+    except DeliveryFailed as exc:
+        log.error("send_failed", chat_id=msg.chat.id, error=str(exc))
+        turn.undelivered = str(exc)[:300]
+        agent.report("telegram", exc)
 
 
 def outcome(turn: Turn) -> tuple[str, str | None]:

@@ -1,5 +1,5 @@
 """How messages cross between the chat and the model: the user's text as the model reads it, who spoke,
-whether a send tool already answered, long answers cut to Telegram's size, and the chat a turn runs in."""
+whether a send tool already answered, and the chat a turn runs in."""
 
 from __future__ import annotations
 
@@ -7,8 +7,6 @@ from typing import Any
 
 from teleton.gateway.contract import ChatInfo, IncomingMessage, UserInfo
 from teleton.llm.tool_loop import LoopResult
-
-TELEGRAM_LIMIT = 4000  # Telegram's cap is 4096 characters; leave room for entities
 
 
 def spoke_here(result: LoopResult, send_tools: frozenset[str], chat_id: int) -> bool:
@@ -36,23 +34,6 @@ def user_text(msg: IncomingMessage, quoted: str = "") -> str:
         lines.append(f"[In reply to {quoted}]")
     lines.append(body if msg.chat.type == "dm" else f"{sender_label(msg.sender)}: {body}")
     return "\n".join(lines)
-
-
-def split_message(text: str, limit: int = TELEGRAM_LIMIT) -> list[str]:
-    """Split at paragraph or line breaks so a long answer arrives as several readable messages."""
-    chunks: list[str] = []
-    rest = text.strip()
-    while len(rest) > limit:
-        cut = rest.rfind("\n\n", 0, limit)
-        if cut < limit // 2:
-            cut = rest.rfind("\n", 0, limit)
-        if cut < limit // 2:
-            cut = limit
-        chunks.append(rest[:cut].rstrip())
-        rest = rest[cut:].lstrip()
-    if rest:
-        chunks.append(rest)
-    return chunks
 
 
 def sender_label(user: UserInfo | None) -> str:

@@ -15,6 +15,7 @@ part put in records its label in the turn's exposure.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -65,7 +66,7 @@ class PromptBuilder:
         facts: FactStore | None,
         *,
         owner: UserInfo | None = None,
-        me: UserInfo | None = None,
+        me: Callable[[], UserInfo | None] = lambda: None,
         daily_log_lines: int = 100,
         salience_threshold: float = 0.85,
         learnings: Any = None,
@@ -76,7 +77,7 @@ class PromptBuilder:
         self.daily_logs = daily_logs
         self.facts = facts
         self.owner = owner
-        self.me = me
+        self.me = me  # read per prompt: the daemon learns its account when Telegram connects, after this
         self.daily_log_lines = daily_log_lines
         self.salience_threshold = salience_threshold
         self.learnings = learnings
@@ -103,8 +104,8 @@ class PromptBuilder:
                 parts.append(f"# {name}\n{text}")
         if not parts:
             parts.append("You are Teleton, a helpful assistant living on Telegram.")
-        if self.me is not None:
-            parts.append(f"## You\nYour Telegram account: {_who(self.me)}.")
+        if (me := self.me()) is not None:
+            parts.append(f"## You\nYour Telegram account: {_who(me)}.")
         if self.owner is not None:
             parts.append(f"## Your owner\n{_who(self.owner)}. Only the owner and admins may change your setup.")
         parts.append(HOW_TO_ANSWER)

@@ -73,7 +73,7 @@ class Agent:
             self.daily_logs,
             deps.facts,
             owner=deps.owner,
-            me=deps.gateway.me,
+            me=lambda: deps.gateway.me,
             daily_log_lines=settings.daily_log_lines,
             salience_threshold=settings.salience_threshold,
             learnings=deps.learnings,

@@ -283,14 +283,14 @@ async def test_group_context_that_did_not_trigger_a_reply_is_included(harness: H
     ]
 
 
-async def test_long_answers_are_split_for_telegram(harness: Harness) -> None:
+async def test_a_long_answer_reaches_the_gateway_whole(harness: Harness) -> None:
+    """Splitting is the gateway's: Telegram's entity-aware split (tests/telegram/test_send.py), the terminal
+    shows it whole."""
     h = harness
     long = "\n\n".join(f"Paragraph {i}. " + " ".join(["word"] * 150) for i in range(12))
     h.main = sequence(text(long))
     await h.dm("write a lot please")
-    parts = [m.text for m in h.gateway.sent]
-    assert len(parts) >= 2 and all(len(p) <= 4000 for p in parts)
-    assert "\n\n".join(parts) == long
+    assert [m.text for m in h.gateway.sent] == [long]
 
 
 async def test_tool_rag_pick_limits_the_tools_sent(harness: Harness) -> None:
@@ -432,3 +432,14 @@ async def test_the_owners_status_counts_refused_messages_and_a_groups_does_not(h
     h.agent.deps.policy = DispatcherPolicy(lambda: gate)
     assert "Refused by policy since start: 2 DM messages, 0 group messages" in (await h.dm("/status") or "")
     assert "Refused" not in (await h.group("/status") or "")
+
+
+async def test_the_agent_knows_its_account_once_telegram_has_connected(harness: Harness) -> None:
+    h = harness
+    h.gateway.me = None  # the daemon builds the agent before Telegram says who it is
+    await h.dm("hello")
+    h.gateway.me = UserInfo(id=8080, first_name="Teleton", username="teleton_agent")  # connected: get_me()
+    await h.dm("who are you?")
+    before, after = (json.dumps(b["system"]) for b in h.main_requests())
+    assert "Your Telegram account" not in before
+    assert "Your Telegram account: Teleton (@teleton_agent)" in after
