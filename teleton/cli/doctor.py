@@ -1,9 +1,16 @@
-"""`teleton doctor`: check everything the daemon needs, each line OK or FAIL with the fix."""
+"""`teleton doctor`: check everything the daemon needs, each line OK or FAIL with the fix.
+
+Every check is listed even when an earlier one fails (those that need the config say SKIP when it does not
+load). ``--online`` adds the checks that need the network: the API key with one tiny request, and the
+Telegram session by connecting and asking who it is."""
 
 from __future__ import annotations
 
+import getpass
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,9 +22,12 @@ from teleton.storage.sqlite_driver import has_fts5, load_sqlite_vec, pick_driver
 @dataclass
 class Check:
     name: str
-    ok: bool
+    ok: bool | None  # None: not checked (what it needs is missing)
     detail: str
     fix: str = ""
+
+
+MIN_FREE_BYTES = 200 * 1024 * 1024  # below this, the archive and the WAL will soon fail to write
 
 
 def check_python() -> Check:
@@ -94,6 +104,8 @@ def check_workspace(config: Config) -> Check:
 
 
 def check_telegram_session(config: Config) -> Check:
+    """Offline: the file is a Telethon session with an auth key, and a login finished in it (Telethon keeps
+    its own user id under entity 0 once logged in; a session whose login never completed has none)."""
     session = config.telegram.session_path
     assert session is not None
     path = session if session.suffix == ".session" else session.with_suffix(".session")
@@ -102,7 +114,51 @@ def check_telegram_session(config: Config) -> Check:
     mode = path.stat().st_mode & 0o777
     if mode & 0o077:
         return Check("Telegram session", False, f"{path} has mode {mode:o}", f"chmod 600 {path}")
-    return Check("Telegram session", True, str(path))
+    relogin = "run `teleton setup` to log in again"
+    try:
+        conn = pick_driver().module.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            key = conn.execute("select auth_key from sessions where auth_key is not null").fetchone()
+            me = conn.execute("select hash from entities where id = 0").fetchone()
+        finally:
+            conn.close()
+    except Exception:  # not SQLite, or not Telethon's tables
+        return Check("Telegram session", False, f"{path} is not a Telegram session file", relogin)
+    if not key:
+        return Check("Telegram session", False, f"{path} has no authorisation key", relogin)
+    if not me:
+        return Check("Telegram session", False, f"{path}: the login was never completed", relogin)
+    return Check("Telegram session", True, f"{path} (logged in as user id {me[0]})")
+
+
+def check_data_dir(config: Config) -> list[Check]:
+    """Writable, with room to write: the daemon's first failed write would otherwise be at 3 a.m."""
+    data_dir = config.storage.data_dir
+    probe = data_dir
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent  # `teleton setup` creates it: check where it will be created
+    try:
+        with tempfile.NamedTemporaryFile(dir=probe, prefix=".doctor-"):
+            pass
+        writable = Check("Data directory", True, f"{data_dir} (writable)")
+    except OSError as exc:
+        fix = f"make it writable for this user: chown -R {getpass.getuser()} {probe}"
+        writable = Check("Data directory", False, f"{probe}: not writable ({exc.strerror})", fix)
+    free = shutil.disk_usage(probe).free
+    enough = free >= MIN_FREE_BYTES
+    disk = Check(
+        "Free disk", enough, f"{free / 2**30:.1f} GiB free under {probe}", "" if enough else "free some disk space"
+    )
+    return [writable, disk]
+
+
+def check_database_mode(config: Config) -> Check | None:
+    path = config.storage.database
+    if path is None or not path.exists():
+        return None
+    mode = path.stat().st_mode & 0o777
+    ok = not mode & 0o077
+    return Check("Database file mode", ok, f"{mode:o}", "" if ok else f"chmod 600 {path}")
 
 
 def check_anthropic_key(config: Config) -> Check:
@@ -145,20 +201,33 @@ def check_config_mode(config: Config) -> Check | None:
     return Check("Config file mode", ok, f"{mode:o}", "" if ok else f"chmod 600 {config.source}")
 
 
-def run_checks(config_path: Path | None) -> list[Check]:
+LOCAL_CHECKS = ("Config file mode", "Embedding model", "Workspace", "Database", "Database file mode",
+                "Data directory", "Free disk", "Telegram session", "Anthropic API key")  # fmt: skip
+
+
+def run_checks(config_path: Path | None, *, online: bool = False) -> list[Check]:
     checks = [check_python(), *check_sqlite()]
     config_check, config = check_config(config_path)
     checks.append(config_check)
-    if config is not None:
-        extra: list[Callable[[Config], Check | None]] = [
-            check_config_mode,
-            check_embedding_model,
-            check_workspace,
-            check_database,
-            check_telegram_session,
-            check_anthropic_key,
-        ]
-        checks.extend(c for c in (fn(config) for fn in extra) if c is not None)
+    if config is None:
+        return checks + [Check(name, None, "not checked: the config did not load") for name in LOCAL_CHECKS]
+    extra: list[Callable[[Config], Check | list[Check] | None]] = [
+        check_config_mode,
+        check_embedding_model,
+        check_workspace,
+        check_database,
+        check_database_mode,
+        check_data_dir,
+        check_telegram_session,
+        check_anthropic_key,
+    ]
+    if online:
+        from teleton.cli.doctor_online import check_anthropic_online, check_telegram_online
+
+        extra += [check_anthropic_online, check_telegram_online]
+    for fn in extra:
+        result = fn(config)
+        checks.extend(result if isinstance(result, list) else [result] if result is not None else [])
     return checks
 
 

@@ -60,18 +60,28 @@ def init(ctx: typer.Context) -> None:
 
 
 @app.command()
-def doctor(ctx: typer.Context) -> None:
-    """Check Python, SQLite, FTS5, sqlite-vec, the embedding model, config, Telegram session and API key."""
+def doctor(
+    ctx: typer.Context,
+    online: Annotated[bool, typer.Option("--online", help="Also call the API and Telegram (network).")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON list of checks on stdout.")] = False,
+) -> None:
+    """Check Python, SQLite, FTS5, sqlite-vec, the embedding model, config, data dir, database, Telegram
+    session and API key; every check is listed, each OK, FAIL (with the fix) or SKIP."""
+    import json
+    from dataclasses import asdict
+
     from teleton.cli.doctor import run_checks
 
-    checks = run_checks(state(ctx).config_path)
-    for check in checks:
-        mark = "[green]OK  [/]" if check.ok else "[red]FAIL[/]"
-        line = f"{mark} {check.name:<18} {check.detail}"
-        if not check.ok and check.fix:
+    checks = run_checks(state(ctx).config_path, online=online)
+    if as_json:
+        print(json.dumps([asdict(c) for c in checks], indent=2))
+    for check in checks if not as_json else []:
+        mark = {True: "[green]OK  [/]", False: "[red]FAIL[/]", None: "[yellow]SKIP[/]"}[check.ok]
+        line = f"{mark} {check.name:<22} {check.detail}"
+        if check.ok is False and check.fix:
             line += f"\n     [yellow]fix:[/] {check.fix}"
         console.print(line, highlight=False)
-    if not all(c.ok for c in checks):
+    if any(c.ok is False for c in checks):
         raise typer.Exit(1)
 
 

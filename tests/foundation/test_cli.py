@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 from teleton.workspace.template import PROMPT_FILES
+from tests.fakes.anthropic_server import FakeAnthropic, error
 
 
 def teleton(*args: str, home: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -68,16 +70,76 @@ def test_doctor_reports_each_check(isolated_home: Path) -> None:
     assert "FAIL Workspace" in out and "teleton init" in out
 
 
+def telethon_session(path: Path, *, logged_in: bool) -> None:
+    """A real Telethon session file: an auth key, and (after a finished login) Telethon's own user id."""
+    from telethon.crypto import AuthKey
+    from telethon.sessions import SQLiteSession
+    from telethon.tl import types
+
+    session = SQLiteSession(str(path))
+    session.set_dc(2, "149.154.167.51", 443)
+    session.auth_key = AuthKey(os.urandom(256))
+    if logged_in:  # what TelegramClient saves at disconnect once signed in
+        session.process_entities(types.contacts.ResolvedPeer(None, [types.InputPeerUser(0, 777000)], []))
+    session.save()
+    session.close()
+    path.with_suffix(".session").chmod(0o600)
+
+
 def test_doctor_all_ok_when_set_up(isolated_home: Path) -> None:
     assert teleton("init", home=isolated_home).returncode == 0
     session = isolated_home / ".teleton" / "telegram.session"
-    session.write_bytes(b"")
-    session.chmod(0o600)
+    telethon_session(session, logged_in=True)
     proc = teleton("doctor", home=isolated_home, env={"ANTHROPIC_API_KEY": "sk-ant-test-key-000000000000"})
     assert proc.returncode == 0, proc.stdout
-    assert "FAIL" not in proc.stdout
+    assert "FAIL" not in proc.stdout and "logged in as user id 777000" in proc.stdout
+    assert "OK   Data directory" in proc.stdout and "OK   Free disk" in proc.stdout
+    assert "OK   Database" in proc.stdout or "not created yet" in proc.stdout
     assert "sk-ant-test" not in proc.stdout
     session.chmod(0o644)
     proc = teleton("doctor", home=isolated_home, env={"ANTHROPIC_API_KEY": "sk-ant-test-key-000000000000"})
     assert proc.returncode == 1
     assert "chmod 600" in proc.stdout
+
+
+def test_doctor_fails_a_session_whose_login_never_finished_or_that_is_not_one(isolated_home: Path) -> None:
+    assert teleton("init", home=isolated_home).returncode == 0
+    session = isolated_home / ".teleton" / "telegram.session"
+    telethon_session(session, logged_in=False)
+    proc = teleton("doctor", home=isolated_home)
+    assert "FAIL Telegram session" in proc.stdout and "the login was never completed" in proc.stdout
+    session.write_bytes(b"garbage, not a database")
+    proc = teleton("doctor", home=isolated_home)
+    assert "is not a Telegram session file" in proc.stdout and proc.returncode == 1
+
+
+def test_doctor_lists_every_check_after_a_config_error_and_speaks_json(isolated_home: Path) -> None:
+    config = isolated_home / "config.yaml"
+    config.write_text("telegram:\n  dm_polcy: open\n")
+    proc = teleton("-c", str(config), "doctor", home=isolated_home)
+    assert proc.returncode == 1 and "FAIL Config" in proc.stdout
+    for name in ("Embedding model", "Workspace", "Database", "Data directory", "Free disk", "Telegram session"):
+        assert f"SKIP {name}" in proc.stdout
+    proc = teleton("-c", str(config), "doctor", "--json", home=isolated_home)
+    checks = {c["name"]: c["ok"] for c in json.loads(proc.stdout)}
+    assert checks["Config"] is False and checks["Telegram session"] is None and checks["Python"] is True
+
+
+def test_doctor_names_a_data_dir_it_cannot_write(isolated_home: Path) -> None:
+    config = isolated_home / "config.yaml"
+    config.write_text("storage:\n  data_dir: /proc/teleton-data\n")  # not writable, not even for root
+    config.chmod(0o600)
+    proc = teleton("-c", str(config), "doctor", home=isolated_home)
+    assert "FAIL Data directory" in proc.stdout and "/proc: not writable" in proc.stdout
+
+
+def test_doctor_online_checks_the_api_key_with_one_request(isolated_home: Path, fake_api: FakeAnthropic) -> None:
+    env = {"ANTHROPIC_API_KEY": "sk-ant-test-key-000000000000", "ANTHROPIC_BASE_URL": fake_api.base_url}
+    proc = teleton("doctor", "--online", home=isolated_home, env=env)
+    assert "OK   Anthropic API (online)" in proc.stdout and len(fake_api.requests) == 1
+    assert fake_api.requests[0]["max_tokens"] == 1
+    assert "SKIP Telegram (online)" in proc.stdout  # no api_id: nothing to connect with
+    fake_api.responder = lambda body: error(401, "authentication_error", "invalid x-api-key")
+    proc = teleton("doctor", "--online", home=isolated_home, env=env)
+    assert "FAIL Anthropic API (online)" in proc.stdout and "API key rejected" in proc.stdout
+    assert len(fake_api.requests) == 2  # rejected at once: never retried
