@@ -138,6 +138,9 @@ def backup(
     if target.exists():
         console.print(f"{target} exists; choose a new file name")
         raise typer.Exit(1)
+    if not target.parent.is_dir():
+        console.print(f"{target.parent} is not a folder; create it first")
+        raise typer.Exit(1)
 
     async def _copy() -> None:
         db = await Database.open(config.storage.database)
@@ -165,13 +168,22 @@ _register_subcommands()
 
 
 def run() -> None:
-    """Console-script entry point: config problems are one line on stderr and exit code 2."""
+    """Console-script entry point: config problems are one line on stderr and exit code 2; what the machine
+    does to a command (unwritable folder, full disk, damaged database) one line and exit code 1."""
+    from teleton.cli.errors import explain
+
     try:
         app()
     except ConfigError as exc:
         # Plain print: a config error must stay one line whatever the terminal width.
         print(f"config error: {exc}", file=sys.stderr)
         sys.exit(2)
+    except Exception as exc:
+        line = explain(exc)
+        if line is None:
+            raise
+        print(f"error: {line}", file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ log = structlog.get_logger(__name__)
 
 Body = Callable[[Callable[[], None]], Awaitable[None]]
 Classify = Callable[[BaseException], str | None]
+Describe = Callable[[BaseException], str]
 
 
 def never_fatal(exc: BaseException) -> str | None:
@@ -63,9 +64,14 @@ class Supervisor:
         self._backoff = wait_exponential_jitter(multiplier=first_backoff_s, max=max_backoff_s, jitter=jitter_s)
         self._pause_s = first_backoff_s
 
-    def run(self, name: str, body: Body, *, classify: Classify = never_fatal) -> asyncio.Task[None]:
+    def run(
+        self, name: str, body: Body, *, classify: Classify = never_fatal, describe: Describe | None = None
+    ) -> asyncio.Task[None]:
+        """``describe``: the words ``teleton status`` shows for an error of this loop (default: its type and
+        text)."""
         health = self.loops[name] = LoopHealth(name, since=self.clock())
-        task = asyncio.get_running_loop().create_task(self._supervise(health, body, classify), name=f"loop-{name}")
+        work = self._supervise(health, body, classify, describe or _describe)
+        task = asyncio.get_running_loop().create_task(work, name=f"loop-{name}")
         self._tasks[name] = task
         return task
 
@@ -87,7 +93,7 @@ class Supervisor:
             if health.state != "fatal":
                 health.state = "stopped"
 
-    async def _supervise(self, health: LoopHealth, body: Body, classify: Classify) -> None:
+    async def _supervise(self, health: LoopHealth, body: Body, classify: Classify, describe: Describe) -> None:
         def up() -> None:
             if health.state != "up":
                 health.state, health.since, health.retry_in_s = "up", self.clock(), None
@@ -97,7 +103,7 @@ class Supervisor:
             if health.state != "down":
                 health.state, health.since = "down", self.clock()
             health.restarts += 1
-            health.last_error, health.last_error_at = _describe(error), self.clock()
+            health.last_error, health.last_error_at = describe(error) if error else _describe(error), self.clock()
             health.retry_in_s = state.next_action.sleep if state.next_action else None
             self.errors[health.name] = (health.last_error, self.clock())
             log.warning("loop_down", loop=health.name, error=health.last_error, attempt=state.attempt_number)

@@ -7,6 +7,8 @@ Everything else (dropped connections, FloodWait, Telethon giving up on a read, t
 
 from __future__ import annotations
 
+import asyncio
+
 from telethon import errors
 
 from teleton.gateway.contract import GatewayError
@@ -38,3 +40,13 @@ def fatal_reason(exc: BaseException) -> str | None:
         if isinstance(exc, kind):
             return f"{reason}; {FIX}"
     return None
+
+
+def describe(exc: BaseException) -> str:
+    """What ``teleton status`` says about a Telegram error: words, not Telethon's internals ("95 bytes read
+    on a total of 1347703872 expected bytes" is a connection that broke)."""
+    if isinstance(exc, errors.FloodWaitError):
+        return f"Telegram asked to wait {exc.seconds} s (FloodWaitError)"
+    if isinstance(exc, OSError | asyncio.IncompleteReadError):  # ConnectionError and TimeoutError are OSErrors
+        return f"could not reach Telegram ({type(exc).__name__})"
+    return f"{type(exc).__name__}: {exc}"[:300]

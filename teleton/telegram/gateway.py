@@ -35,7 +35,7 @@ from teleton.telegram.actions import TelegramActions
 from teleton.telegram.approvals import ChoiceButtons
 from teleton.telegram.archiver import ArchiveBatcher
 from teleton.telegram.dispatch import DebounceConfig, Dispatcher
-from teleton.telegram.faults import NotLoggedIn, fatal_reason
+from teleton.telegram.faults import NotLoggedIn, describe, fatal_reason
 from teleton.telegram.handlers import FeedHandlers
 from teleton.telegram.pipeline import FeedPipeline
 from teleton.telegram.policy import PolicyConfig
@@ -225,7 +225,7 @@ class TelegramGateway(TelegramActions):
                 first_attempt.set()
             return reason
 
-        self._runner = supervisor.run("telegram", connection, classify=fatal)
+        self._runner = supervisor.run("telegram", connection, classify=fatal, describe=describe)
         await first_attempt.wait()
         await asyncio.sleep(0)  # let a fatal error from that attempt reach `failure`
         if failure:

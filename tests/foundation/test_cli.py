@@ -143,3 +143,55 @@ def test_doctor_online_checks_the_api_key_with_one_request(isolated_home: Path, 
     proc = teleton("doctor", "--online", home=isolated_home, env=env)
     assert "FAIL Anthropic API (online)" in proc.stdout and "API key rejected" in proc.stdout
     assert len(fake_api.requests) == 2  # rejected at once: never retried
+
+
+def _config(home: Path, text: str) -> Path:
+    path = home / "config.yaml"
+    path.write_bytes(text.encode("latin-1"))
+    path.chmod(0o600)
+    return path
+
+
+def test_cli_errors_are_one_line_with_the_fix(isolated_home: Path) -> None:
+    unwritable = _config(isolated_home, "storage:\n  data_dir: /proc/teleton-data\n")
+    cases: list[tuple[tuple[str, ...], str, int]] = [
+        (("-c", str(unwritable), "init"), "error: /proc/teleton-data: No such file or directory: check the path", 1),
+        (("-c", str(unwritable), "memory", "index"), "error: /proc/teleton-data", 1),
+    ]
+    for args, expected, code in cases:
+        proc = teleton(*args, home=isolated_home)
+        assert proc.returncode == code and "Traceback" not in proc.stderr, proc.stderr
+        assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and proc.stderr.startswith(expected)
+
+    latin = _config(isolated_home, "agent:\n  model: café\n")
+    proc = teleton("-c", str(latin), "init", home=isolated_home)
+    assert proc.returncode == 2 and proc.stderr.strip() == (
+        "config error: config.yaml: not UTF-8 text (byte 0xe9 at offset 19): save the file as UTF-8"
+    )
+
+    assert teleton("init", home=isolated_home).returncode == 0
+    (isolated_home / ".teleton" / "teleton.db").write_text("garbage, not a database")
+    proc = teleton("memory", "index", home=isolated_home)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().startswith("error: the database is damaged or not a Teleton database")
+    assert "restore the last `teleton backup`" in proc.stderr
+
+    (isolated_home / ".teleton" / "teleton.db").unlink()
+    assert teleton("memory", "index", home=isolated_home).returncode == 0  # creates a good database
+    proc = teleton("backup", str(isolated_home / "missing" / "copy.db"), home=isolated_home)
+    assert proc.returncode == 1 and "missing is not a folder; create it first" in proc.stdout
+
+
+def test_a_broken_model_file_at_start_is_one_line(isolated_home: Path) -> None:
+    model = isolated_home / "model"
+    model.mkdir()
+    (model / "model.onnx").write_bytes(b"truncated")
+    (model / "tokenizer.json").write_text("{}")
+    config = _config(isolated_home, f"embedding:\n  model_path: {model}\ntelegram:\n  owner_id: 1\n")
+    socket = f"/tmp/tlt-cli-{os.getpid()}.sock"
+    proc = teleton("-c", str(config), "start", "--transport", f"loopback:{socket}", home=isolated_home,
+                   env={"ANTHROPIC_API_KEY": "sk-ant-test"})  # fmt: skip
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"error: embedding model: {model}/model.onnx is not a loadable ONNX model")
+    assert "embedding.model_path" in last

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from teleton.memory.embeddings.model_files import ModelFiles
+from teleton.memory.embeddings.model_files import ModelFiles, ModelFilesError
 
 MAX_TOKENS = 256  # all-MiniLM-L6-v2 was trained on 256-token inputs; longer text is truncated
 DEFAULT_BATCH = 64
@@ -45,9 +45,15 @@ class LocalEmbedder:
         # texts left a daemon at 1.5 GB RSS for good. Without it the memory goes back after each batch, at equal speed.
         options.enable_cpu_mem_arena = False
         options.enable_mem_pattern = False
-        self._session = ort.InferenceSession(str(files.onnx), options, providers=["CPUExecutionProvider"])
+        try:
+            self._session = ort.InferenceSession(str(files.onnx), options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # a truncated or foreign file in a configured model directory
+            raise ModelFilesError(f"{files.onnx} is not a loadable ONNX model ({_first_line(exc)})") from None
         self._inputs = {i.name for i in self._session.get_inputs()}
-        self._tokenizer = Tokenizer.from_file(str(files.tokenizer))
+        try:
+            self._tokenizer = Tokenizer.from_file(str(files.tokenizer))
+        except Exception as exc:
+            raise ModelFilesError(f"{files.tokenizer} is not a tokenizer.json ({_first_line(exc)})") from None
         self._tokenizer.enable_truncation(max_length=MAX_TOKENS)
         self._tokenizer.no_padding()  # we pad per batch ourselves, to the batch's own longest text
         self.model_id = files.model_id
@@ -115,3 +121,7 @@ def mean_pool_normalise(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
     pooled = summed / np.clip(weights.sum(axis=1), 1e-9, None)
     norms = np.linalg.norm(pooled, axis=1, keepdims=True)
     return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
