@@ -29,6 +29,10 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 UNAVAILABLE = "Sorry — I can't reach my language model right now. Please try again in a moment."
+KEY_REJECTED = (
+    "Sorry — my language model's API rejected my API key. The owner needs to set a valid ANTHROPIC_API_KEY "
+    "(or agent.api_key)."
+)
 TOO_LONG = "That is more than I can read at once, even after compacting. /new starts a fresh conversation."
 
 
@@ -81,7 +85,8 @@ async def answer(agent: Agent, turn: Turn) -> None:
             log.error("llm_failed", chat_id=turn.msg.chat.id, error=str(exc))
             turn.failed = f"model unavailable: {exc}"[:300]
             agent.report("model", exc)
-            break
+            turn.reply = KEY_REJECTED if exc.key_rejected else UNAVAILABLE  # waiting cannot fix a bad key
+            return
     turn.reply = UNAVAILABLE
 
 

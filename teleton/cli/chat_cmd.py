@@ -2,7 +2,8 @@
 
 Same database, workspace, memory, tools and privacy rules as the daemon; the terminal is just another
 implementation of the Gateway contract. Ctrl-C stops the answer being written (like /stop) and never loses
-the session; Ctrl-D or /exit leaves. Input history is kept in ``<data_dir>/chat_history``.
+the session; Ctrl-D or /exit leaves. Input history is kept in ``<data_dir>/chat_history``, the log in
+``<data_dir>/chat.log`` (or ``logging.file``); only warnings and errors reach the terminal.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from rich.console import Console
 from teleton.cli.context import cli_embedder
 from teleton.gateway.contract import UserInfo
 from teleton.gateway.terminal import TERMINAL_CHAT_ID, TerminalGateway
+from teleton.observability.logging import configure_logging
 from teleton.privacy import Principals
 
 EXIT_WORDS = {"/exit", "/quit", "exit", "quit"}
@@ -30,6 +32,7 @@ def chat(
     new: Annotated[
         bool, typer.Option("--new", help="Start a fresh conversation (the last one is summarised).")
     ] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", help="Not even warnings between the answers.")] = False,
 ) -> None:
     """Talk to the agent in the terminal, as your own DM (same memory and tools, no Telegram needed)."""
     from teleton.cli.context import cli_config
@@ -38,6 +41,9 @@ def chat(
     config = cli_config(ctx)
     require_llm(config)
     console = Console()
+    # The conversation owns the screen: the log goes to a file, only warnings and errors to the terminal.
+    log_file = config.logging.file or Path(config.storage.data_dir) / "chat.log"
+    configure_logging(config.logging.level, "json", log_file, stream_level="error" if quiet else "warning")
     history = _history(Path(config.storage.data_dir) / "chat_history")
     # input() runs on the main thread (line editing, history, Ctrl-C as KeyboardInterrupt); each turn runs
     # on one long-lived event loop between prompts.

@@ -98,6 +98,14 @@ class LLMResponse:
 class LLMError(Exception):
     """The model could not be reached or refused the request; the turn cannot get an answer."""
 
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status  # the API's HTTP status when it answered (401: the key was rejected)
+
+    @property
+    def key_rejected(self) -> bool:
+        return self.status in (401, 403)
+
 
 class ContextOverflowError(LLMError):
     """The request does not fit the model's context window."""
@@ -208,7 +216,7 @@ class LLMClient:
             if isinstance(exc, anthropic.BadRequestError) and _is_overflow(exc):
                 raise ContextOverflowError(str(exc)) from exc
             if status is not None and status not in RETRYABLE and status < 500:
-                raise LLMError(f"API error {status}: {_message_of(exc)}") from exc
+                raise LLMError(f"API error {status}: {_message_of(exc)}", status=status) from exc
             raise _Transient(exc) from exc
 
     async def complete(self, prompt: str, *, system: str = "", max_tokens: int = 1024) -> str:

@@ -26,9 +26,17 @@ def _renderer(fmt: Format, stream: TextIO) -> structlog.types.Processor:
 
 
 def configure_logging(
-    level: str = "info", fmt: Format = "auto", file: Path | None = None, stream: TextIO | None = None
+    level: str = "info",
+    fmt: Format = "auto",
+    file: Path | None = None,
+    stream: TextIO | None = None,
+    *,
+    stream_level: str | None = None,
 ) -> None:
-    """Configure structlog and the stdlib root logger. Safe to call again (e.g. on SIGHUP)."""
+    """Configure structlog and the stdlib root logger. Safe to call again (e.g. on SIGHUP).
+
+    ``stream_level`` raises the bar for the terminal only (``teleton chat`` keeps info for its file and
+    shows nothing but warnings and errors between the answers)."""
     stream = stream or sys.stderr
     shared: list[structlog.types.Processor] = [
         structlog.contextvars.merge_contextvars,
@@ -45,6 +53,8 @@ def configure_logging(
         cache_logger_on_first_use=False,
     )
     handlers: list[logging.Handler] = [logging.StreamHandler(stream)]
+    if stream_level is not None:
+        handlers[0].setLevel(stream_level.upper())
     formatters = [_renderer(fmt, stream)]
     if file is not None:
         file.parent.mkdir(parents=True, exist_ok=True)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import io
+import logging
 import time
 from pathlib import Path
 
+import structlog
 import typer
 import yaml
 from rich.console import Console
@@ -84,10 +86,18 @@ def test_chat_command_in_a_terminal(tmp_path: Path, fake_api: FakeAnthropic) -> 
         state(ctx).config_path = config_path
 
     app.command()(chat)
-    result = CliRunner().invoke(app, ["chat"], input="hi from the terminal\n/exit\n")
+    try:
+        result = CliRunner().invoke(app, ["chat"], input="hi from the terminal\n/exit\n")
+    finally:  # chat configured the process's logging for its terminal: give the next test a clean one
+        logging.getLogger().handlers.clear()
+        structlog.reset_defaults()
     assert result.exit_code == 0, result.output
     assert "You said: hi from the terminal" in result.output
     assert (tmp_path / "data" / "chat_history").exists()
+    # The conversation owns the screen: the info log went to its file, not between the answers.
+    for event in ("turn_done", "schema_migrated", "tool_index_synced"):
+        assert event not in result.output
+    assert '"event": "turn_done"' in (tmp_path / "data" / "chat.log").read_text()
 
 
 async def test_ctrl_c_stops_the_answer_not_the_chat(tmp_path: Path, fake_api: FakeAnthropic) -> None:

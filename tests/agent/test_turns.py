@@ -23,6 +23,7 @@ from tests.fakes.anthropic_server import (
     Body,
     Reply,
     body_text,
+    error,
     last_user_text,
     overloaded,
     prompt_too_long,
@@ -443,3 +444,11 @@ async def test_the_agent_knows_its_account_once_telegram_has_connected(harness: 
     before, after = (json.dumps(b["system"]) for b in h.main_requests())
     assert "Your Telegram account" not in before
     assert "Your Telegram account: Teleton (@teleton_agent)" in after
+
+
+async def test_a_rejected_api_key_is_said_at_once_not_retried(harness: Harness) -> None:
+    h = harness
+    h.main = lambda body: error(401, "authentication_error", "invalid x-api-key")
+    reply = await h.dm("hello?")
+    assert reply is not None and "rejected my API key" in reply and "ANTHROPIC_API_KEY" in reply
+    assert len(h.main_requests()) == 1  # a bad key does not get better by asking again
