@@ -75,11 +75,14 @@ def chat(
 class ChatSession:
     """The agent, its store and the terminal gateway, open for one ``teleton chat``."""
 
-    def __init__(self, stack: Any, db: Any, gateway: TerminalGateway, console: Console) -> None:
+    def __init__(
+        self, stack: Any, db: Any, gateway: TerminalGateway, console: Console, feed_embedder: Any = None
+    ) -> None:
         self.stack = stack
         self.db = db
         self.gateway = gateway
         self.console = console
+        self.feed_embedder = feed_embedder
 
     @classmethod
     async def open(cls, config: Any, console: Console, *, embedder: Any = None) -> ChatSession:
@@ -99,11 +102,18 @@ class ChatSession:
         if principals.owner_id is None:
             principals.owner_id = user_id
         stack = await build_agent(config, db=db, gateway=gateway, embedder=embedder, principals=principals)
+        feed_embedder = None
+        if embedder is not None and db.vectors:  # what is said here is found by meaning later, as on Telegram
+            from teleton.memory.feed_embedding import FeedEmbedder
+
+            feed_embedder = FeedEmbedder(db, embedder)
+            feed_embedder.start()
+            gateway.on_archived = feed_embedder.notify
         console.print(
             f"[bold]Teleton[/] — {config.agent.model}. Your DM with the agent; /help for commands, "
             "Ctrl-C stops an answer, Ctrl-D or /exit quits."
         )
-        return cls(stack, db, gateway, console)
+        return cls(stack, db, gateway, console, feed_embedder)
 
     async def turn(self, line: str) -> str | None:
         """One message and its answer; Ctrl-C meanwhile stops the answer (as /stop), not the program."""
@@ -125,6 +135,8 @@ class ChatSession:
         return reply
 
     async def close(self) -> None:
+        if self.feed_embedder is not None:
+            await self.feed_embedder.stop(flush_s=5.0)
         await self.stack.close()
         await self.db.close()
         self.console.print("[dim]bye[/]")

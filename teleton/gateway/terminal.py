@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from rich.console import Console
@@ -40,6 +40,7 @@ class TerminalGateway:
         self.user = user or UserInfo(id=chat_id, first_name="You")
         self.chat = ChatInfo(id=chat_id, type="dm", title="terminal")
         self.sent: list[SentMessage] = []
+        self.on_archived: Callable[[], None] | None = None  # wakes the feed embedder, as in the daemon
         self._ids = itertools.count(1)
 
     async def start(self) -> None:
@@ -139,3 +140,5 @@ class TerminalGateway:
             fa.insert_message(conn, record, agent_state="terminal")
 
         await self.db.write(_write)
+        if self.on_archived is not None:
+            self.on_archived()

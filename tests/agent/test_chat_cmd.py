@@ -137,3 +137,24 @@ def test_settings_follow_the_config() -> None:
     assert settings.limits.max_iterations == 4 and settings.limits.tool_timeout_s == 90
     assert settings.thresholds == type(settings.thresholds)(200_000, 0.5, 0.75, 200, 20)
     assert settings.masking_keep == 10 and settings.daily_log_lines == 100
+
+
+async def test_what_is_said_in_chat_is_embedded_like_telegram_messages(tmp_path: Path, fake_api: FakeAnthropic) -> None:
+    from teleton.memory.embeddings.local import LocalEmbedder
+    from teleton.memory.embeddings.model_files import packaged_model
+    from teleton.storage import Database
+
+    fake_api.responder = model
+    config = load_config(write_config(tmp_path, fake_api), env={})
+    config.memory.distill = False
+    session = await ChatSession.open(config, Console(file=io.StringIO()), embedder=LocalEmbedder(packaged_model()))
+    try:
+        await session.turn("the spare key is under the blue flowerpot")
+    finally:
+        await session.close()  # flushes what is still waiting for a vector
+    db = await Database.open(config.storage.database)
+    try:
+        counts = await db.fetchone("select count(*), sum(embedded = 1) from tg_messages")
+    finally:
+        await db.close()
+    assert tuple(counts) == (2, 2)  # the question and the answer both have vectors
