@@ -19,7 +19,7 @@ import contextlib
 import itertools
 import json
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,7 @@ log = structlog.get_logger(__name__)
 
 ME = UserInfo(id=777_000_001, first_name="Teleton", username="teleton_agent", is_bot=False)
 MAX_LINE = 16 * 1024 * 1024
+CHATS_KEPT = 2_000  # chats get_chat and list_dialogs know (a soak walks through 20,000)
 UNHEARD_MAX = 10_000  # events kept for the first listener
 
 
@@ -53,7 +54,7 @@ class LoopbackGateway:
         self._server: asyncio.base_events.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self._ids = itertools.count(int(time.time() * 1000) % 1_000_000_000 + 1_000_000_000)
-        self._chats: dict[int, ChatInfo] = {}
+        self._chats: OrderedDict[int, ChatInfo] = OrderedDict()  # the most recently active, like dialogs
         self._unheard: deque[bytes] = deque(maxlen=UNHEARD_MAX)
 
     # ---- wiring and life cycle (as TelegramGateway) -------------------------------------------------
@@ -107,6 +108,9 @@ class LoopbackGateway:
         chat = ChatInfo(**event["chat"])
         sender = UserInfo(**event["sender"]) if event.get("sender") else None
         self._chats[chat.id] = chat
+        self._chats.move_to_end(chat.id)
+        while len(self._chats) > CHATS_KEPT:
+            self._chats.popitem(last=False)
         record = fa.MessageRecord(
             chat_id=chat.id,
             message_id=int(event["message_id"]),
@@ -204,7 +208,7 @@ class LoopbackGateway:
         raise GatewayError(f"unknown user {user}")
 
     async def list_dialogs(self, limit: int = 50) -> list[ChatInfo]:
-        return list(self._chats.values())[:limit]
+        return list(reversed(self._chats.values()))[:limit]
 
     async def get_participants(self, chat_id: int, limit: int = 200) -> list[UserInfo]:
         return [ME]
