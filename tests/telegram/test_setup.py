@@ -245,7 +245,8 @@ def _keys(*answers: str) -> str:
 ENTER, DOWN = "\r", "\x1b[B"
 
 
-def test_interactive_wizard_writes_what_was_answered(tmp_path: Path, monkeypatch: Any) -> None:
+def _wizard(tmp_path: Path, monkeypatch: Any, keys_typed: str, *args: str) -> tuple[Any, Path]:
+    """`teleton setup` answered through prompt_toolkit's pipe input, as a person would type it."""
     from prompt_toolkit.application import create_app_session
     from prompt_toolkit.input import create_pipe_input
     from prompt_toolkit.output import DummyOutput
@@ -255,20 +256,23 @@ def test_interactive_wizard_writes_what_was_answered(tmp_path: Path, monkeypatch
     monkeypatch.setenv("TELETON_CONFIG", str(path))
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     with create_pipe_input() as keys:
-        keys.send_text(
-            _keys(
-                DOWN + ENTER,  # mode: bot
-                "4242" + ENTER,  # api_id
-                "cd" * 16 + ENTER,  # api_hash
-                "123456:" + "Z" * 35 + ENTER,  # bot token
-                "777" + ENTER,  # owner id
-                DOWN + DOWN + ENTER,  # dm_policy: allowlist -> disabled
-                ENTER,  # group_policy: allowlist
-                "sk-ant-test" + ENTER,  # Anthropic key
-            )
-        )
+        keys.send_text(keys_typed)
         with create_app_session(input=keys, output=DummyOutput()):
-            result = CliRunner().invoke(_cli(), ["setup", "--skip-login"])
+            return CliRunner().invoke(_cli(), ["setup", *args], terminal_width=200), path
+
+
+def test_interactive_wizard_writes_what_was_answered(tmp_path: Path, monkeypatch: Any) -> None:
+    typed = _keys(
+        DOWN + ENTER,  # mode: bot
+        "4242" + ENTER,  # api_id
+        "cd" * 16 + ENTER,  # api_hash
+        "123456:" + "Z" * 35 + ENTER,  # bot token
+        "777" + ENTER,  # owner id
+        DOWN + DOWN + ENTER,  # dm_policy: allowlist -> disabled
+        ENTER,  # group_policy: allowlist
+        "sk-ant-test" + ENTER,  # Anthropic key
+    )
+    result, path = _wizard(tmp_path, monkeypatch, typed, "--skip-login")
     assert result.exit_code == 0, result.output
     config = load_config(path)
     tg = config.telegram
@@ -323,18 +327,8 @@ def test_setup_warns_about_policies_that_answer_nobody(tmp_path: Path, monkeypat
 
 
 def test_the_wizard_can_set_up_the_terminal_only(tmp_path: Path, monkeypatch: Any) -> None:
-    from prompt_toolkit.application import create_app_session
-    from prompt_toolkit.input import create_pipe_input
-    from prompt_toolkit.output import DummyOutput
-
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump({"storage": {"data_dir": str(tmp_path / "data")}}))
-    monkeypatch.setenv("TELETON_CONFIG", str(path))
-    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    with create_pipe_input() as keys:
-        keys.send_text(_keys(DOWN + DOWN + ENTER, "sk-ant-test" + ENTER))  # terminal only; the Anthropic key
-        with create_app_session(input=keys, output=DummyOutput()):
-            result = CliRunner().invoke(_cli(), ["setup"], terminal_width=200)
+    typed = _keys(DOWN + DOWN + ENTER, "sk-ant-test" + ENTER)  # terminal only; the Anthropic key
+    result, path = _wizard(tmp_path, monkeypatch, typed)
     assert result.exit_code == 0, result.output
     assert "Talk to it now with `teleton chat`" in result.output and "logged in" not in result.output
     config = load_config(path)
