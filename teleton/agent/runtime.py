@@ -50,10 +50,8 @@ __all__ = ["Agent", "AgentDeps", "AgentSettings"]
 
 log = structlog.get_logger(__name__)
 
-UNAVAILABLE = "Sorry — I can't reach my language model right now. Please try again in a moment."
 STICKY_TOOLS_MAX = 40
 OFFERED_KEPT = 2_000  # sessions whose sticky tool picks are kept (one per active chat)
-TOO_LONG = "That is more than I can read at once, even after compacting. Try a shorter message, or /new."
 FLUSH_NOTE = (
     "## Memory flush\nThis conversation has filled half of your context window and will be compacted "
     "soon. Before answering, save anything worth keeping with memory_save (facts) or memory_write (notes)."
