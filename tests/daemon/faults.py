@@ -11,9 +11,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from teleton.storage import connect
-from teleton.storage.sqlite_driver import pick_driver
-from tests.daemon.harness import Daemon, write_config
+from tests.daemon.harness import Daemon, db_rows, write_config
 from tests.fakes.anthropic_server import FakeAnthropic, Reply, overloaded, text, user_said
 
 CHATS, PER_CHAT = 20, 10
@@ -26,17 +24,9 @@ def _said(user: dict, n: int) -> str:
     return f"question {n} from {user['id']}"
 
 
-def _rows(root: Path, sql: str) -> list[tuple]:
-    conn = connect(root / "state" / "teleton.db", pick_driver(), vectors=False)
-    try:
-        return [tuple(r) for r in conn.execute(sql).fetchall()]
-    finally:
-        conn.close()
-
-
 def _open_messages(root: Path) -> int:
     sql = "select count(*) from tg_messages where agent_state in ('archived', 'accepted', 'sending')"
-    return _rows(root, sql)[0][0]
+    return db_rows(root, sql)[0][0]
 
 
 def _settled(root: Path, daemon: Daemon, expected: set[tuple[int, int]]) -> bool:
@@ -101,11 +91,11 @@ def run_with_faults(root: Path, api: FakeAnthropic, *, kills: int, terms: int, o
         finally:
             acked |= set(daemon.acked())
             daemon.stop()
-        assert _rows(root, "pragma integrity_check") == [("ok",)]
+        assert db_rows(root, "pragma integrity_check") == [("ok",)]
 
-    incoming = _rows(root, "select text, agent_state, agent_note from tg_messages where is_outgoing = 0")
+    incoming = db_rows(root, "select text, agent_state, agent_note from tg_messages where is_outgoing = 0")
     assert len(incoming) == len(MESSAGES)  # each archived once, replays or not
-    replies = Counter(r[0] for r in _rows(root, "select text from tg_messages where is_outgoing = 1"))
+    replies = Counter(r[0] for r in db_rows(root, "select text from tg_messages where is_outgoing = 1"))
     answered = failed = 0
     for said, state, note in incoming:
         sent = replies[f"answer to {said}"]

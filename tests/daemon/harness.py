@@ -16,6 +16,9 @@ from typing import Any
 
 import yaml
 
+from teleton.storage import connect
+from teleton.storage.sqlite_driver import pick_driver
+
 OWNER = {"id": 1001, "first_name": "Olga", "username": "olga"}
 
 
@@ -143,3 +146,12 @@ class Daemon:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
+
+
+def db_rows(root: Path, sql: str, params: tuple = ()) -> list[tuple]:
+    """Rows of the daemon's database under ``root`` (read beside a running or stopped daemon)."""
+    conn = connect(root / "state" / "teleton.db", pick_driver(), vectors=False)
+    try:
+        return [tuple(r) for r in conn.execute(sql, params).fetchall()]
+    finally:
+        conn.close()

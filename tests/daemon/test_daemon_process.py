@@ -17,9 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from teleton.storage import connect
 from teleton.storage.sqlite_driver import pick_driver
-from tests.daemon.harness import OWNER, Daemon, write_config
+from tests.daemon.harness import OWNER, Daemon, db_rows, write_config
 from tests.fakes.anthropic_server import FakeAnthropic, Reply, last_user_text, overloaded, text, user_said
 
 OWNER_DM = {"id": OWNER["id"], "type": "dm", "title": ""}
@@ -30,14 +29,6 @@ def fake_api() -> Iterator[FakeAnthropic]:
     with FakeAnthropic() as server:
         server.responder = lambda body: text(f"pong: {last_user_text(body)[-40:]}")
         yield server
-
-
-def _db_rows(root: Path, sql: str) -> list[tuple]:
-    conn = connect(root / "state" / "teleton.db", pick_driver(), vectors=False)
-    try:
-        return [tuple(r) for r in conn.execute(sql).fetchall()]
-    finally:
-        conn.close()
 
 
 def _logged(root: Path, event: str) -> bool:
@@ -76,9 +67,9 @@ def test_sigterm_during_a_turn_finishes_it_and_exits_cleanly(fake_api: FakeAnthr
         daemon.stop()
     assert code == 0
     assert [e["text"] for e in daemon.sent()] == ["slow answer"]  # the running turn was allowed to finish
-    rows = _db_rows(daemon_root, "select message_id, is_outgoing, text from tg_messages order by id")
+    rows = db_rows(daemon_root, "select message_id, is_outgoing, text from tg_messages order by id")
     assert rows[0] == (1, 0, "what's up?") and rows[1][1:] == (1, "slow answer")
-    assert _db_rows(daemon_root, "pragma integrity_check") == [("ok",)]
+    assert db_rows(daemon_root, "pragma integrity_check") == [("ok",)]
 
 
 def test_kill_9_during_burst_loses_and_duplicates_nothing(fake_api: FakeAnthropic, daemon_root: Path) -> None:
@@ -115,8 +106,8 @@ def test_kill_9_during_burst_loses_and_duplicates_nothing(fake_api: FakeAnthropi
     assert len(errors) == 1 and isinstance(errors[0], (BrokenPipeError, ConnectionResetError)), errors
     assert 1000 <= len(acked) <= 2500
 
-    assert _db_rows(daemon_root, "pragma integrity_check") == [("ok",)]
-    stored = set(_db_rows(daemon_root, "select chat_id, message_id from tg_messages"))
+    assert db_rows(daemon_root, "pragma integrity_check") == [("ok",)]
+    stored = set(db_rows(daemon_root, "select chat_id, message_id from tg_messages"))
     assert acked <= stored  # every message acknowledged before the kill survived it
 
     # Restart and replay the whole burst, as Telegram's catch-up would: each message exactly once.
@@ -132,7 +123,7 @@ def test_kill_9_during_burst_loses_and_duplicates_nothing(fake_api: FakeAnthropi
     assert not sender.is_alive() and errors == []  # the replay went out whole
     replayed_new = sum(1 for e in again.events if e["op"] == "archived" and e["new"])
     assert replayed_new == 5000 - len(stored)
-    counts = _db_rows(daemon_root, "select count(*), count(distinct chat_id || ':' || message_id) from tg_messages")
+    counts = db_rows(daemon_root, "select count(*), count(distinct chat_id || ':' || message_id) from tg_messages")
     assert counts == [(5000, 5000)]
     assert fake_api.requests == []  # nobody addressed the agent, so it never spoke
 
@@ -283,7 +274,7 @@ def _status_shows(path: Path, archived: int | None = None) -> bool | dict:
 
 
 def _answer_states(root: Path) -> dict[int, tuple[str, str | None]]:
-    rows = _db_rows(root, "select message_id, agent_state, agent_note from tg_messages where is_outgoing = 0")
+    rows = db_rows(root, "select message_id, agent_state, agent_note from tg_messages where is_outgoing = 0")
     return {int(r[0]): (r[1], r[2]) for r in rows}
 
 

@@ -7,9 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from teleton.storage import connect
-from teleton.storage.sqlite_driver import pick_driver
-from tests.daemon.harness import OWNER, Daemon, write_config
+from tests.daemon.harness import OWNER, Daemon, db_rows, write_config
 from tests.fakes.anthropic_server import Body, FakeAnthropic, Reply, prompt_too_long, text, user_said
 
 OWNER_DM = {"id": OWNER["id"], "type": "dm", "title": ""}
@@ -42,11 +40,8 @@ def test_a_1mb_paste_then_every_later_message_is_answered(daemon_root: Path) -> 
     replies = [e["text"] for e in daemon.sent(OWNER["id"])]
     assert replies[0].startswith("read ") and replies[1:] == ["4", "4"], replies
     assert too_long == []  # no request ever carried the paste whole
-    conn = connect(daemon_root / "state" / "teleton.db", pick_driver(), vectors=False)
-    try:
-        archived = conn.execute("select text, agent_state from tg_messages where message_id = 1").fetchone()
-    finally:
-        conn.close()
-    assert tuple(archived) == (PASTE, "answered")
+    assert db_rows(daemon_root, "select text, agent_state from tg_messages where message_id = 1") == [
+        (PASTE, "answered")
+    ]
     kept = daemon_root / "state" / "workspace" / "chats" / str(OWNER["id"]) / "long-messages" / "1.txt"
     assert kept.read_text() == PASTE

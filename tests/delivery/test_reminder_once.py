@@ -18,11 +18,10 @@ from pathlib import Path
 from teleton.scheduler import task_store
 from teleton.scheduler.scheduler import Scheduler, SchedulerSettings
 from teleton.scheduler.task_store import NewTask
-from teleton.storage import Database, connect
-from teleton.storage.sqlite_driver import pick_driver
+from teleton.storage import Database
 from tests.agent.conftest import OWNER, OWNER_DM, Harness, build_harness
 from tests.daemon.harness import OWNER as DAEMON_OWNER
-from tests.daemon.harness import Daemon, write_config
+from tests.daemon.harness import Daemon, db_rows, write_config
 from tests.delivery.support import BOUND_S, Gate, until, until_sync
 from tests.fakes.anthropic_server import Body, FakeAnthropic, Reply, text, tool_results, tool_use, user_said
 
@@ -186,14 +185,6 @@ def _schedule_reminder(root: Path) -> int:
     return asyncio.run(add())
 
 
-def _rows(root: Path, sql: str, params: tuple = ()) -> list[tuple]:
-    conn = connect(root / "state" / "teleton.db", pick_driver(), vectors=False)
-    try:
-        return [tuple(r) for r in conn.execute(sql, params).fetchall()]
-    finally:
-        conn.close()
-
-
 class ReminderModel:
     """The model for the reminder's turn. ``via_tool``: it sends the reminder with the send_message tool and
     its next request (after the tool result) stalls; otherwise its first request stalls, before any send.
@@ -232,16 +223,16 @@ def _kill_when_stalled(daemon: Daemon, model: ReminderModel) -> None:
 
 
 def _sent_reminders(root: Path) -> int:
-    return _rows(root, "select count(*) from tg_messages where is_outgoing = 1 and text = ?", (REMINDER,))[0][0]
+    return db_rows(root, "select count(*) from tg_messages where is_outgoing = 1 and text = ?", (REMINDER,))[0][0]
 
 
 def _settle(root: Path, daemon: Daemon, task_id: int) -> tuple:
     def finished() -> bool:
         daemon.pump()
-        return _rows(root, "select status from tasks where id = ?", (task_id,))[0][0] in ("done", "failed")
+        return db_rows(root, "select status from tasks where id = ?", (task_id,))[0][0] in ("done", "failed")
 
     until_sync(finished, "the reminder to be settled after the restart")
-    return _rows(root, "select status, result, attempts from tasks where id = ?", (task_id,))[0]
+    return db_rows(root, "select status, result, attempts from tasks where id = ?", (task_id,))[0]
 
 
 def test_daemon_killed_before_the_reminder_went_out_sends_it_once_after_restart(daemon_root: Path) -> None:
@@ -253,7 +244,7 @@ def test_daemon_killed_before_the_reminder_went_out_sends_it_once_after_restart(
         first = Daemon(daemon_root, config).start()
         _kill_when_stalled(first, model)
         assert _sent_reminders(daemon_root) == 0
-        left = _rows(daemon_root, "select status, sending_at from tasks where id = ?", (task_id,))
+        left = db_rows(daemon_root, "select status, sending_at from tasks where id = ?", (task_id,))
         assert left == [("running", None)]  # cut before sending
 
         model.stall = False
