@@ -97,7 +97,7 @@ async def cmd_help(agent: Agent, turn: Turn, args: str) -> str:
     for spec in COMMANDS.values():
         if (spec.admin and not turn.is_admin) or (spec.owner and not turn.clearance.is_owner):
             continue
-        lines.append(f"{spec.usage} — {spec.help}" + (" (admin)" if spec.admin else ""))
+        lines.append(f"- {spec.usage} — {spec.help}" + (" (admin)" if spec.admin else ""))
     return "\n".join(lines)
 
 
@@ -257,7 +257,8 @@ async def status_text(agent: Agent, turn: Turn) -> str:
         f"Model: {llm.model} (utility {llm.utility_model}); retries since start: "
         f"{agent.deps.llm.retries}" + ("; PAUSED" if agent.paused else "")
     )
-    return "\n".join(lines)
+    # A list, so it reads line by line both as Telegram's plain text and rendered as Markdown (terminal).
+    return "\n".join(f"- {line}" for line in lines)
 
 
 async def memory_stats(agent: Agent, clearance: Clearance) -> str:

@@ -11,19 +11,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections.abc import Callable
+import sys
+from collections import deque
 from pathlib import Path
 from typing import Annotated, Any
 
+import structlog
 import typer
 from rich.console import Console
 
+from teleton.cli.chat_screen import ChatScreen
 from teleton.cli.context import cli_embedder
 from teleton.gateway.contract import UserInfo
 from teleton.gateway.terminal import TERMINAL_CHAT_ID, TerminalGateway
+from teleton.llm.progress import WATCHING
 from teleton.observability.logging import configure_logging
 from teleton.privacy import Principals
 
+log = structlog.get_logger(__name__)
 EXIT_WORDS = {"/exit", "/quit", "exit", "quit"}
 
 
@@ -44,51 +49,137 @@ def chat(
     # The conversation owns the screen: the log goes to a file, only warnings and errors to the terminal.
     log_file = config.logging.file or Path(config.storage.data_dir) / "chat.log"
     configure_logging(config.logging.level, "json", log_file, stream_level="error" if quiet else "warning")
-    history = _history(Path(config.storage.data_dir) / "chat_history")
-    # input() runs on the main thread (line editing, history, Ctrl-C as KeyboardInterrupt); each turn runs
-    # on one long-lived event loop between prompts.
-    with asyncio.Runner() as runner:
-        session = runner.run(ChatSession.open(config, console))
+    converse = _converse if sys.stdin.isatty() and sys.stdout.isatty() else _converse_plain
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C between answers without a live prompt: leave
+        asyncio.run(converse(config, console, new))
+
+
+async def _converse_plain(config: Any, console: Console, new: bool) -> None:
+    """Input from a pipe or a file: each line is a message, answered before the next is read."""
+    session = await ChatSession.open(config, console)
+    try:
+        if new:
+            await session.turn("/new")
+        while line := await asyncio.to_thread(sys.stdin.readline):
+            if line.strip().lower() in EXIT_WORDS:
+                break
+            if line.strip():
+                await session.turn(line.rstrip("\n"))
+    finally:
+        await session.close()
+
+
+async def _converse(config: Any, console: Console, new: bool) -> None:
+    """A terminal: a live prompt, answers streaming above it, bracketed paste as one message."""
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.history import FileHistory
+    from prompt_toolkit.patch_stdout import patch_stdout
+
+    history = Path(config.storage.data_dir) / "chat_history"
+    history.parent.mkdir(parents=True, exist_ok=True)
+    prompt: PromptSession[str] = PromptSession(history=FileHistory(str(history)))
+
+    def redraw() -> None:
+        if prompt.app.is_running:
+            prompt.app.invalidate()
+
+    screen = ChatScreen(lambda text: console.file.write(text) and console.file.flush(), redraw)
+    # patch_stdout: whatever is printed while the prompt is live goes above it, not through it.
+    with patch_stdout(raw=True):
+        session = await ChatSession.open(config, console, screen=screen)
+        repl = Repl(session)
         try:
             if new:
-                runner.run(session.turn("/new"))
+                repl.submit("/new")
             while True:
                 try:
-                    line = input("you> ")
+                    line = await prompt.prompt_async(screen.prompt, refresh_interval=0.1)
                 except EOFError:
                     break
-                except KeyboardInterrupt:
-                    console.print("\n[dim](Ctrl-D or /exit to quit)[/]")
+                except KeyboardInterrupt:  # Ctrl-C stops the answer being written, like /stop
+                    if not repl.stop():
+                        console.print("[dim](Ctrl-D or /exit to quit)[/]")
                     continue
-                history()
-                if line.strip().lower() in EXIT_WORDS:
+                word = line.strip().lower()
+                if word in EXIT_WORDS:
                     break
+                if word == "/stop" and repl.stop():
+                    continue
                 if line.strip():
-                    try:
-                        runner.run(session.turn(line))
-                    except KeyboardInterrupt:
-                        console.print("[dim](stopped)[/]")
+                    repl.submit(line)
         finally:
-            runner.run(session.close())
+            await repl.close()
+            await session.close()
+
+
+class Repl:
+    """Lines typed while an answer is being written wait their turn; /stop and Ctrl-C end that answer."""
+
+    def __init__(self, session: ChatSession) -> None:
+        self.session = session
+        self.waiting: deque[str] = deque()
+        self.task: asyncio.Task[str | None] | None = None
+
+    def submit(self, line: str) -> None:
+        if self.task is not None:
+            self.session.console.print("[dim](after this answer)[/]")
+        self.waiting.append(line)
+        self._next()
+
+    def stop(self) -> bool:
+        if self.task is None:
+            return False
+        self.session.stop()
+        return True
+
+    def _next(self, done: asyncio.Task[str | None] | None = None) -> None:
+        if done is not None:
+            self.task = None
+            if not done.cancelled() and done.exception() is not None:  # a bug: one line, the chat goes on
+                error = done.exception()
+                log.error("chat_turn_failed", error=repr(error), exc_info=error)
+                self.session.console.print(f"[red]That message failed: {error}[/] (details in the log)")
+        if self.task is None and self.waiting:
+            self.task = asyncio.create_task(self.session.turn(self.waiting.popleft()))
+            self.task.add_done_callback(self._next)
+
+    async def close(self) -> None:
+        self.waiting.clear()
+        if self.task is not None:
+            self.session.stop()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task
 
 
 class ChatSession:
     """The agent, its store and the terminal gateway, open for one ``teleton chat``."""
 
     def __init__(
-        self, stack: Any, db: Any, gateway: TerminalGateway, console: Console, feed_embedder: Any = None
+        self,
+        stack: Any,
+        db: Any,
+        gateway: TerminalGateway,
+        console: Console,
+        feed_embedder: Any = None,
+        screen: ChatScreen | None = None,
     ) -> None:
         self.stack = stack
         self.db = db
         self.gateway = gateway
         self.console = console
         self.feed_embedder = feed_embedder
+        self.screen = screen
+        self.stopped = False
 
     @classmethod
-    async def open(cls, config: Any, console: Console, *, embedder: Any = None) -> ChatSession:
+    async def open(
+        cls, config: Any, console: Console, *, embedder: Any = None, screen: ChatScreen | None = None
+    ) -> ChatSession:
         from teleton.agent.factory import build_agent
         from teleton.storage import Database
+        from teleton.workspace.template import create_workspace
 
+        await asyncio.to_thread(create_workspace, config.storage.workspace)  # as the daemon does at start
         if embedder is None:
             embedder = cli_embedder(config, console)
         dims = getattr(embedder, "dims", None)
@@ -97,6 +188,8 @@ class ChatSession:
         # The terminal is the owner's own chat (DESIGN §8): its clearance reads everything, as the owner's DM.
         user_id = config.telegram.owner_id or TERMINAL_CHAT_ID
         gateway = TerminalGateway(console, db=db, user=UserInfo(id=user_id, first_name="You"))
+        if screen is not None:
+            gateway.streamed = screen.shown
         await gateway.start()
         principals = Principals.from_telegram(config.telegram, owner_chats=[TERMINAL_CHAT_ID])
         if principals.owner_id is None:
@@ -113,26 +206,33 @@ class ChatSession:
             f"[bold]Teleton[/] — {config.agent.model}. Your DM with the agent; /help for commands, "
             "Ctrl-C stops an answer, Ctrl-D or /exit quits."
         )
-        return cls(stack, db, gateway, console, feed_embedder)
+        return cls(stack, db, gateway, console, feed_embedder, screen)
 
     async def turn(self, line: str) -> str | None:
         """One message and its answer; Ctrl-C meanwhile stops the answer (as /stop), not the program."""
-        agent = self.stack.agent
         msg = await self.gateway.incoming(line)
+        self.stopped = False
         loop = asyncio.get_running_loop()
         installed = False
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not on the main thread
-            loop.add_signal_handler(signal.SIGINT, lambda: agent.stop(self.gateway.chat.id))
+            loop.add_signal_handler(signal.SIGINT, self.stop)  # without a live prompt, Ctrl-C is a signal
             installed = True
+        token = WATCHING.set(self.screen.started()) if self.screen is not None else None
         try:
-            with self.console.status("thinking…", spinner="dots"):
-                reply = await agent.handle(msg)
+            reply = await self.stack.agent.handle(msg)
         finally:
+            if token is not None:
+                WATCHING.reset(token)
+            if self.screen is not None:
+                self.screen.finished()
             if installed:
                 loop.remove_signal_handler(signal.SIGINT)
         if reply is None:
-            self.console.print("[dim](no answer)[/]")
+            self.console.print("[dim](stopped)[/]" if self.stopped else "[dim](no answer)[/]")
         return reply
+
+    def stop(self) -> None:
+        self.stopped = self.stack.agent.stop(self.gateway.chat.id) or self.stopped
 
     async def close(self) -> None:
         if self.feed_embedder is not None:
@@ -140,21 +240,3 @@ class ChatSession:
         await self.stack.close()
         await self.db.close()
         self.console.print("[dim]bye[/]")
-
-
-def _history(path: Path) -> Callable[[], None]:
-    """Load readline history; return a function that saves it (called after each line)."""
-    try:
-        import readline
-    except ImportError:  # no readline (Windows): plain input, no history
-        return lambda: None
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with contextlib.suppress(OSError):
-        readline.read_history_file(path)
-    readline.set_history_length(1000)
-
-    def save() -> None:
-        with contextlib.suppress(OSError):
-            readline.write_history_file(path)
-
-    return save

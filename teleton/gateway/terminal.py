@@ -41,6 +41,8 @@ class TerminalGateway:
         self.chat = ChatInfo(id=chat_id, type="dm", title="terminal")
         self.sent: list[SentMessage] = []
         self.on_archived: Callable[[], None] | None = None  # wakes the feed embedder, as in the daemon
+        # Whether a text already reached the screen as it streamed (then it is archived, not printed again).
+        self.streamed: Callable[[str], bool] = lambda text: False
         self._ids = itertools.count(1)
 
     async def start(self) -> None:
@@ -59,7 +61,9 @@ class TerminalGateway:
     async def send_message(self, chat_id: int, text: str, *, reply_to: int | None = None) -> SentMessage:
         sent = SentMessage(chat_id=chat_id, message_id=next(self._ids), text=text)
         await self._archive(chat_id, sent.message_id, text, sender=self.me, outgoing=True)
-        self.sent.append(sent)
+        self.sent = [*self.sent[-99:], sent]  # the last ones, for tests and a session of months
+        if chat_id == self.chat.id and self.streamed(text):
+            return sent
         title = "Teleton" if chat_id == self.chat.id else f"Teleton → chat {chat_id}"
         self.console.print(Panel(Markdown(text), title=title, title_align="left", border_style="cyan"))
         return sent

@@ -23,6 +23,8 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from teleton.llm.progress import Progress
+
 log = structlog.get_logger(__name__)
 
 Block = dict[str, Any]
@@ -163,8 +165,9 @@ class LLMClient:
         max_tokens: int | None = None,
         temperature: float | None = None,
         tool_choice: dict[str, str] | None = None,
+        progress: Progress | None = None,
     ) -> LLMResponse:
-        """One Messages API call, retried on transient failures."""
+        """One Messages API call, retried on transient failures; streamed to ``progress`` when given."""
         kwargs: dict[str, Any] = {
             "model": model or self.settings.model,
             "max_tokens": max_tokens or self.settings.max_tokens,
@@ -184,12 +187,10 @@ class LLMClient:
         def retrying_log(state: RetryCallState) -> None:
             self.retries += 1
             wait = state.next_action.sleep if state.next_action else 0.0
-            log.warning(
-                "llm_retry",
-                attempt=state.attempt_number,
-                wait_s=round(wait, 3),
-                reason=str(state.outcome.exception()) if state.outcome else "",
-            )
+            reason = str(state.outcome.exception()) if state.outcome else ""
+            log.warning("llm_retry", attempt=state.attempt_number, wait_s=round(wait, 3), reason=reason)
+            if progress is not None:
+                progress.retry(state.attempt_number, wait, reason)
 
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self.settings.max_retries + 1),
@@ -201,16 +202,21 @@ class LLMClient:
         try:
             async for attempt in retrying:
                 with attempt:
-                    message = await self._call(kwargs)
+                    message = await self._call(kwargs, progress)
         except _Transient as exc:
             tries = self.settings.max_retries + 1
             raise LLMError(f"model unavailable after {tries} attempts: {exc}") from exc.cause
         return _to_response(message)
 
-    async def _call(self, kwargs: dict[str, Any]) -> Any:
+    async def _call(self, kwargs: dict[str, Any], progress: Progress | None = None) -> Any:
         """One request; its failure mapped to what the caller does with it (retry, compact, give up)."""
         try:
-            return await self._sdk.messages.create(**kwargs)
+            if progress is None:
+                return await self._sdk.messages.create(**kwargs)
+            async with self._sdk.messages.stream(**kwargs) as stream:
+                async for piece in stream.text_stream:
+                    progress.text(piece)
+                return await stream.get_final_message()
         except (anthropic.APIStatusError, anthropic.APIConnectionError) as exc:
             status = getattr(exc, "status_code", None)
             if isinstance(exc, anthropic.BadRequestError) and _is_overflow(exc):

@@ -16,6 +16,7 @@ from typing import Any
 import structlog
 
 from teleton.llm.client import Block, LLMClient, LLMResponse, Message, Usage
+from teleton.llm.progress import WATCHING
 
 log = structlog.get_logger(__name__)
 
@@ -77,9 +78,12 @@ async def run_tool_loop(
     history = list(messages)
     result = LoopResult(new_messages=[], text="")
     tool_choice: dict[str, str] | None = None
+    progress = WATCHING.get()
     while True:
         outgoing = prepare(history) if prepare else history
-        response = await client.create(system=system, messages=outgoing, tools=tools, tool_choice=tool_choice)
+        response = await client.create(
+            system=system, messages=outgoing, tools=tools, tool_choice=tool_choice, progress=progress
+        )
         result.iterations += 1
         result.usage.add(response.usage)
         result.last_usage = response.usage
@@ -93,6 +97,8 @@ async def run_tool_loop(
         results = []
         for call in calls:  # in order: side effects (sends) must happen in the order the model asked
             result.tool_calls.append(call)
+            if progress is not None:
+                progress.tool(call.name, call.input)
             outcome = await run_one(call, execute, limits)
             results.append(_result_block(call, outcome))
         tool_message = {"role": "user", "content": results}

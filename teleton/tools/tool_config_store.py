@@ -108,10 +108,10 @@ def render_tools(registry: ToolRegistry) -> str:
         if scope != tool.scope:
             marks.append(f"default {tool.scope}")
         state = "on" if registry.enabled(name) else "OFF"
-        by_category.setdefault(tool.category or "other", []).append(f"  {name} [{state}, {', '.join(marks)}]")
+        by_category.setdefault(tool.category or "other", []).append(f"  - {name} [{state}, {', '.join(marks)}]")
     lines = [f"{len(registry.names)} tools:"]
     for category in sorted(by_category):
-        lines.append(f"{category}:")
+        lines.append(f"- {category}:")
         lines.extend(by_category[category])
     return "\n".join(lines)
 

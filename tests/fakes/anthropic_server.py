@@ -36,6 +36,10 @@ class Reply:
     body: Body | None = None  # for 200: a partial Message (content, stop_reason, usage); else an error body
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0  # seconds to stall before answering
+    # Streamed requests only: the first ``pause_at`` characters of the text go out, then the stream waits
+    # for ``pause`` (a test holds the answer half-written, as a slow model would).
+    pause: threading.Event | None = None
+    pause_at: int = 0
 
 
 def text(content: str, *, delay: float = 0.0, usage: dict[str, int] | None = None) -> Reply:
@@ -50,6 +54,13 @@ def tool_use(*calls: tuple[str, dict[str, Any]], say: str | None = None, delay: 
     for name, tool_input in calls:
         blocks.append({"type": "tool_use", "id": _tool_id(), "name": name, "input": tool_input})
     return Reply(body={"content": blocks, "stop_reason": "tool_use"}, delay=delay)
+
+
+def halted(first: str, rest: str, gate: threading.Event) -> Reply:
+    """A text answer streamed up to the end of ``first``, then held until ``gate`` is set."""
+    reply = text(first + rest)
+    reply.pause, reply.pause_at = gate, len(first)
+    return reply
 
 
 def sequence(*replies: Reply, then: Callable[[Body], Reply] | None = None) -> Callable[[Body], Reply]:
@@ -198,7 +209,9 @@ class FakeAnthropic:
                 reply = fake._next(body)
                 if reply.delay:
                     time.sleep(reply.delay)
-                if reply.status == 200:
+                if reply.status == 200 and body.get("stream"):
+                    self._stream(fake._message(body, reply), reply)
+                elif reply.status == 200:
                     self._send(200, fake._message(body, reply), reply.headers)
                 else:
                     self._send(reply.status, reply.body or {}, reply.headers)
@@ -216,6 +229,24 @@ class FakeAnthropic:
                     self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout or a cancelled turn)
+
+            def _stream(self, message: Body, reply: Reply) -> None:
+                """The same message as server-sent events, text in small pieces, as the real API streams."""
+                self.close_connection = True  # no content-length: the end of the stream is the end of the body
+                try:
+                    self.send_response(200)
+                    self.send_header("content-type", "text/event-stream")
+                    self.send_header("connection", "close")
+                    self.end_headers()
+                    for event in _events(message, reply):
+                        if event is None:
+                            assert reply.pause is not None
+                            reply.pause.wait()
+                            continue
+                        self.wfile.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
+                        self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
 
         self._server = _QuietServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
@@ -279,6 +310,49 @@ class FakeAnthropic:
             "cache_read_input_tokens": cache_read,
             "cache_creation_input_tokens": cache_write,
         }
+
+
+def _events(message: Body, reply: Reply) -> Iterable[Body | None]:
+    """The stream of one message; ``None`` marks where it waits for ``reply.pause``."""
+    usage = message["usage"]
+    yield {"type": "message_start", "message": {**message, "content": [], "stop_reason": None,
+                                                "usage": {**usage, "output_tokens": 1}}}  # fmt: skip
+    written, held = 0, reply.pause is None
+    for index, block in enumerate(message["content"]):
+        if block["type"] == "text":
+            yield {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}
+            for piece in _pieces(block["text"]):
+                parts = [piece]
+                if not held and written + len(piece) >= reply.pause_at:
+                    cut = reply.pause_at - written
+                    parts, held = [piece[:cut], None, piece[cut:]], True
+                for part in parts:
+                    if part is None:
+                        yield None
+                    elif part:
+                        written += len(part)
+                        delta = {"type": "text_delta", "text": part}
+                        yield {"type": "content_block_delta", "index": index, "delta": delta}
+        else:
+            yield {"type": "content_block_start", "index": index, "content_block": {**block, "input": {}}}
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+            yield {"type": "content_block_delta", "index": index, "delta": delta}
+        yield {"type": "content_block_stop", "index": index}
+    yield {"type": "message_delta", "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+           "usage": {"output_tokens": usage["output_tokens"]}}  # fmt: skip
+    yield {"type": "message_stop"}
+
+
+def _pieces(text: str) -> list[str]:
+    """Words with their trailing space, as a model streams tokens."""
+    pieces, start = [], 0
+    for i, char in enumerate(text):
+        if char == " ":
+            pieces.append(text[start : i + 1])
+            start = i + 1
+    if start < len(text):
+        pieces.append(text[start:])
+    return pieces
 
 
 def _cached_prefix(body: Body) -> str | None:
