@@ -33,6 +33,10 @@ KEY_REJECTED = (
     "Sorry — my language model's API rejected my API key. The owner needs to set a valid ANTHROPIC_API_KEY "
     "(or agent.api_key)."
 )
+UNREACHABLE = (
+    "Sorry — I can't connect to my language model's API (no network, or agent.base_url is wrong). "
+    "Please try again once it is reachable."
+)
 TOO_LONG = "That is more than I can read at once, even after compacting. /new starts a fresh conversation."
 
 
@@ -85,7 +89,8 @@ async def answer(agent: Agent, turn: Turn) -> None:
             log.error("llm_failed", chat_id=turn.msg.chat.id, error=str(exc))
             turn.failed = f"model unavailable: {exc}"[:300]
             agent.report("model", exc)
-            turn.reply = KEY_REJECTED if exc.key_rejected else UNAVAILABLE  # waiting cannot fix a bad key
+            # Waiting cannot fix a bad key; a dead connection is a different fix from an overloaded API.
+            turn.reply = KEY_REJECTED if exc.key_rejected else UNREACHABLE if exc.unreachable else UNAVAILABLE
             return
     turn.reply = UNAVAILABLE
 

@@ -3,7 +3,7 @@
 Same database, workspace, memory, tools and privacy rules as the daemon; the terminal is just another
 implementation of the Gateway contract. Ctrl-C stops the answer being written (like /stop) and never loses
 the session; Ctrl-D or /exit leaves. Input history is kept in ``<data_dir>/chat_history``, the log in
-``<data_dir>/chat.log`` (or ``logging.file``); only warnings and errors reach the terminal.
+``<data_dir>/chat.log`` (or ``logging.file``); only errors reach the terminal (retries show in the spinner).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from teleton.observability.logging import configure_logging
 from teleton.privacy import Principals
 
 log = structlog.get_logger(__name__)
+INTERACTIVE_RETRIES = 2
 EXIT_WORDS = {"/exit", "/quit", "exit", "quit"}
 
 
@@ -37,7 +38,7 @@ def chat(
     new: Annotated[
         bool, typer.Option("--new", help="Start a fresh conversation (the last one is summarised).")
     ] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", help="Not even warnings between the answers.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", help="No errors on screen either (they stay in the log).")] = False,
 ) -> None:
     """Talk to the agent in the terminal, as your own DM (same memory and tools, no Telegram needed)."""
     from teleton.cli.context import cli_config
@@ -46,9 +47,10 @@ def chat(
     config = cli_config(ctx)
     require_llm(config)
     console = Console()
-    # The conversation owns the screen: the log goes to a file, only warnings and errors to the terminal.
+    # The conversation owns the screen: the log goes to a file, only errors to the terminal (a retry is a
+    # warning: the spinner counts it).
     log_file = config.logging.file or Path(config.storage.data_dir) / "chat.log"
-    configure_logging(config.logging.level, "json", log_file, stream_level="error" if quiet else "warning")
+    configure_logging(config.logging.level, "auto", log_file, stream_level="critical" if quiet else "error")
     converse = _converse if sys.stdin.isatty() and sys.stdout.isatty() else _converse_plain
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C between answers without a live prompt: leave
         asyncio.run(converse(config, console, new))
@@ -83,7 +85,11 @@ async def _converse(config: Any, console: Console, new: bool) -> None:
         if prompt.app.is_running:
             prompt.app.invalidate()
 
-    screen = ChatScreen(lambda text: console.file.write(text) and console.file.flush(), redraw)
+    def write(text: str) -> None:
+        console.file.write(text)  # under patch_stdout: above the prompt
+        console.file.flush()
+
+    screen = ChatScreen(write, redraw)
     # patch_stdout: whatever is printed while the prompt is live goes above it, not through it.
     with patch_stdout(raw=True):
         session = await ChatSession.open(config, console, screen=screen)
@@ -110,6 +116,20 @@ async def _converse(config: Any, console: Console, new: bool) -> None:
         finally:
             await repl.close()
             await session.close()
+
+
+def interactive_llm(config: Any) -> Any:
+    """The model client for someone waiting at the terminal: a dead API is said after seconds, not minutes
+    (the daemon keeps retrying far longer, as nobody is watching it)."""
+    from teleton.llm import LLMClient, LLMSettings
+
+    settings = LLMSettings.from_config(
+        config.agent,
+        max_retries=min(config.agent.max_retries, INTERACTIVE_RETRIES),
+        retry_max_delay_s=min(config.agent.retry_max_delay_s, 4.0),
+        connect_timeout_s=5.0,
+    )
+    return LLMClient(settings, api_key=config.agent.api_key, base_url=config.agent.base_url)
 
 
 class Repl:
@@ -194,7 +214,9 @@ class ChatSession:
         principals = Principals.from_telegram(config.telegram, owner_chats=[TERMINAL_CHAT_ID])
         if principals.owner_id is None:
             principals.owner_id = user_id
-        stack = await build_agent(config, db=db, gateway=gateway, embedder=embedder, principals=principals)
+        stack = await build_agent(
+            config, db=db, gateway=gateway, embedder=embedder, principals=principals, llm=interactive_llm(config)
+        )
         feed_embedder = None
         if embedder is not None and db.vectors:  # what is said here is found by meaning later, as on Telegram
             from teleton.memory.feed_embedding import FeedEmbedder

@@ -108,6 +108,9 @@ def check_telegram_session(config: Config) -> Check:
     its own user id under entity 0 once logged in; a session whose login never completed has none)."""
     session = config.telegram.session_path
     assert session is not None
+    if config.telegram.api_id is None and not config.telegram.bot_token:
+        detail = "no Telegram configured: terminal only (`teleton chat`); `teleton setup` connects it"
+        return Check("Telegram session", None, detail)
     path = session if session.suffix == ".session" else session.with_suffix(".session")
     if not path.exists():
         return Check("Telegram session", False, f"{path} not found", "run `teleton setup` to log in")

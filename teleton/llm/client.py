@@ -40,9 +40,14 @@ class LLMSettings:
     max_tokens: int = 4096
     temperature: float | None = 0.7
     request_timeout_s: float = 120.0
+    connect_timeout_s: float = 10.0  # a black-holed address fails in seconds, not after the request timeout
     max_retries: int = 6
     retry_base_delay_s: float = 0.5
     retry_max_delay_s: float = 60.0
+
+    @property
+    def timeout(self) -> anthropic.Timeout:
+        return anthropic.Timeout(self.request_timeout_s, connect=min(self.connect_timeout_s, self.request_timeout_s))
 
     @classmethod
     def from_config(cls, agent: Any, **overrides: Any) -> LLMSettings:
@@ -100,9 +105,10 @@ class LLMResponse:
 class LLMError(Exception):
     """The model could not be reached or refused the request; the turn cannot get an answer."""
 
-    def __init__(self, message: str, *, status: int | None = None) -> None:
+    def __init__(self, message: str, *, status: int | None = None, unreachable: bool = False) -> None:
         super().__init__(message)
         self.status = status  # the API's HTTP status when it answered (401: the key was rejected)
+        self.unreachable = unreachable  # no answer at all: no connection, or none within the timeout
 
     @property
     def key_rejected(self) -> bool:
@@ -148,7 +154,7 @@ class LLMClient:
     ) -> None:
         self.settings = settings
         self._sdk = sdk or anthropic.AsyncAnthropic(
-            api_key=api_key, base_url=base_url, max_retries=0, timeout=settings.request_timeout_s
+            api_key=api_key, base_url=base_url, max_retries=0, timeout=settings.timeout
         )
         self.retries = 0  # total retries since start, for /status and logs
 
@@ -173,7 +179,7 @@ class LLMClient:
             "max_tokens": max_tokens or self.settings.max_tokens,
             "system": system if isinstance(system, str) else list(system),
             "messages": list(messages),
-            "timeout": self.settings.request_timeout_s,
+            "timeout": self.settings.timeout,
         }
         # This SDK release has no ``temperature`` argument; the API still takes it, so it rides in the body.
         temp = self.settings.temperature if temperature is None else temperature
@@ -205,7 +211,8 @@ class LLMClient:
                     message = await self._call(kwargs, progress)
         except _Transient as exc:
             tries = self.settings.max_retries + 1
-            raise LLMError(f"model unavailable after {tries} attempts: {exc}") from exc.cause
+            unreachable = isinstance(exc.cause, anthropic.APIConnectionError)  # timeouts included
+            raise LLMError(f"model unavailable after {tries} attempts: {exc}", unreachable=unreachable) from exc.cause
         return _to_response(message)
 
     async def _call(self, kwargs: dict[str, Any], progress: Progress | None = None) -> Any:

@@ -8,6 +8,8 @@ half-way, a rejected key named at once.
 
 from __future__ import annotations
 
+import re
+import socket
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -18,7 +20,8 @@ import pyte
 import pytest
 import yaml
 
-from tests.fakes.anthropic_server import FakeAnthropic, Reply, error, halted, text, tool_use, user_said
+from teleton.cli.chat_cmd import INTERACTIVE_RETRIES
+from tests.fakes.anthropic_server import FakeAnthropic, Reply, error, halted, overloaded, text, tool_use, user_said
 
 COLUMNS, ROWS = 110, 40
 PASTE_START, PASTE_END = "\x1b[200~", "\x1b[201~"
@@ -27,11 +30,12 @@ PASTE_START, PASTE_END = "\x1b[200~", "\x1b[201~"
 class Terminal:
     """`teleton chat` in a pseudo-terminal, and what its screen shows."""
 
-    def __init__(self, config: Path, home: Path) -> None:
+    def __init__(self, config: Path, home: Path, executable: str | None = None) -> None:
         env = {"HOME": str(home), "PATH": "/usr/bin:/bin", "TERM": "xterm-256color", "LANG": "C.UTF-8",
                "PROMPT_TOOLKIT_NO_CPR": "1"}  # fmt: skip
+        command = [executable] if executable else [sys.executable, "-m", "teleton.cli.main"]
         self.child = pexpect.spawn(
-            sys.executable, ["-m", "teleton.cli.main", "-c", str(config), "chat"],
+            command[0], [*command[1:], "-c", str(config), "chat"],
             env=env, dimensions=(ROWS, COLUMNS), encoding="utf-8", codec_errors="replace",
         )  # fmt: skip
         self.screen = pyte.Screen(COLUMNS, ROWS)
@@ -84,13 +88,11 @@ def model(body: dict) -> Reply:
     return text(f"You said: {said[:60]}")
 
 
-@pytest.fixture
-def terminal(tmp_path: Path, fake_api: FakeAnthropic) -> Iterator[Terminal]:
-    fake_api.responder = model
+def open_terminal(tmp_path: Path, base_url: str) -> Terminal:
     config = tmp_path / "config.yaml"
     config.write_text(
         yaml.safe_dump({
-            "agent": {"api_key": "test", "base_url": fake_api.base_url, "model": "claude-test",
+            "agent": {"api_key": "test", "base_url": base_url, "model": "claude-test",
                       "utility_model": "claude-test-small"},
             "storage": {"data_dir": str(tmp_path / "data")},
             "embedding": {"provider": "none"},
@@ -101,6 +103,13 @@ def terminal(tmp_path: Path, fake_api: FakeAnthropic) -> Iterator[Terminal]:
     config.chmod(0o600)
     term = Terminal(config, tmp_path)
     term.wait_text("you>")
+    return term
+
+
+@pytest.fixture
+def terminal(tmp_path: Path, fake_api: FakeAnthropic) -> Iterator[Terminal]:
+    fake_api.responder = model
+    term = open_terminal(tmp_path, fake_api.base_url)
     yield term
     term.close()
 
@@ -112,12 +121,13 @@ def answers(fake_api: FakeAnthropic) -> list[dict]:
 
 def test_an_answer_streams_onto_the_screen_and_no_log_line_does(terminal: Terminal, fake_api: FakeAnthropic) -> None:
     gate = threading.Event()
-    fake_api.queue(halted("The first half is on the screen", " and the second half came later.", gate))
+    # Overloaded once, then an answer the model writes half of and holds.
+    fake_api.queue(overloaded(), halted("The first half is on the screen", " and the second half came later.", gate))
     terminal.type("tell me something")
     shown = terminal.wait_text("The first half is on the screen")
     # The model still holds the rest: what is visible arrived as it was written.
     assert "second half" not in shown
-    assert "thinking" in shown  # the spinner line, with the elapsed time
+    assert re.search(r"thinking \d+s · retry 1", shown)  # the spinner line: elapsed time and the retry
     gate.set()
     shown = terminal.wait_text("and the second half came later.")
     terminal.wait_for(lambda s: "thinking" not in s, "the spinner to go")
@@ -177,3 +187,18 @@ def test_a_one_megabyte_paste_then_a_question(terminal: Terminal, fake_api: Fake
     terminal.wait_text("2+2 is 4.")
     # The paste went to the model as an excerpt, not whole, then and in every later request.
     assert all(len(str(body["messages"])) < 200_000 for body in answers(fake_api))
+
+
+def test_an_unreachable_api_is_named_after_a_few_retries(tmp_path: Path) -> None:
+    with socket.socket() as probe:  # a port nobody listens on: every connection is refused
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    term = open_terminal(tmp_path, f"http://127.0.0.1:{port}")
+    try:
+        term.type("hello")
+        shown = term.wait_text("can't connect")
+        assert "try again in a moment" not in shown
+    finally:
+        term.close()
+    retries = (term.data / "chat.log").read_text().count('"event": "llm_retry"')
+    assert retries == INTERACTIVE_RETRIES  # in a terminal the wait is short; the daemon's is longer

@@ -24,6 +24,9 @@ def teleton(*args: str, home: Path, env: dict[str, str] | None = None) -> subpro
     )
 
 
+TELEGRAM = {"TELETON_TELEGRAM__API_ID": "12345", "TELETON_TELEGRAM__API_HASH": "0123456789abcdef"}
+
+
 def test_help_lists_commands(isolated_home: Path) -> None:
     proc = teleton("--help", home=isolated_home)
     assert proc.returncode == 0
@@ -66,8 +69,11 @@ def test_doctor_reports_each_check(isolated_home: Path) -> None:
     # Nothing set up yet: doctor fails and says how to fix each problem.
     assert proc.returncode == 1
     assert "FAIL Anthropic API key" in out and "ANTHROPIC_API_KEY" in out
-    assert "FAIL Telegram session" in out and "teleton setup" in out
+    assert "SKIP Telegram session" in out and "terminal only" in out and "teleton setup" in out
     assert "FAIL Workspace" in out and "teleton init" in out
+    # Once Telegram is configured, a missing session is a failure.
+    proc = teleton("doctor", home=isolated_home, env=TELEGRAM)
+    assert "FAIL Telegram session" in proc.stdout and "not found" in proc.stdout
 
 
 def telethon_session(path: Path, *, logged_in: bool) -> None:
@@ -90,14 +96,14 @@ def test_doctor_all_ok_when_set_up(isolated_home: Path) -> None:
     assert teleton("init", home=isolated_home).returncode == 0
     session = isolated_home / ".teleton" / "telegram.session"
     telethon_session(session, logged_in=True)
-    proc = teleton("doctor", home=isolated_home, env={"ANTHROPIC_API_KEY": "sk-ant-test-key-000000000000"})
+    proc = teleton("doctor", home=isolated_home, env={**TELEGRAM, "ANTHROPIC_API_KEY": "sk-ant-test-key-000000000000"})
     assert proc.returncode == 0, proc.stdout
     assert "FAIL" not in proc.stdout and "logged in as user id 777000" in proc.stdout
     assert "OK   Data directory" in proc.stdout and "OK   Free disk" in proc.stdout
     assert "OK   Database" in proc.stdout or "not created yet" in proc.stdout
     assert "sk-ant-test" not in proc.stdout
     session.chmod(0o644)
-    proc = teleton("doctor", home=isolated_home, env={"ANTHROPIC_API_KEY": "sk-ant-test-key-000000000000"})
+    proc = teleton("doctor", home=isolated_home, env={**TELEGRAM, "ANTHROPIC_API_KEY": "sk-ant-test-key-000000000000"})
     assert proc.returncode == 1
     assert "chmod 600" in proc.stdout
 
@@ -106,10 +112,10 @@ def test_doctor_fails_a_session_whose_login_never_finished_or_that_is_not_one(is
     assert teleton("init", home=isolated_home).returncode == 0
     session = isolated_home / ".teleton" / "telegram.session"
     telethon_session(session, logged_in=False)
-    proc = teleton("doctor", home=isolated_home)
+    proc = teleton("doctor", home=isolated_home, env=TELEGRAM)
     assert "FAIL Telegram session" in proc.stdout and "the login was never completed" in proc.stdout
     session.write_bytes(b"garbage, not a database")
-    proc = teleton("doctor", home=isolated_home)
+    proc = teleton("doctor", home=isolated_home, env=TELEGRAM)
     assert "is not a Telegram session file" in proc.stdout and proc.returncode == 1
 
 

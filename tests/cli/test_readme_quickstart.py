@@ -1,0 +1,42 @@
+"""The README's "no Telegram yet" quick start, run as written: a fresh home directory, a clone of this
+repository, a new virtual environment installed from the package index (as CI's own is), up to
+`teleton doctor`. Only the clone URL placeholder is filled in."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def quickstart() -> list[str]:
+    readme = (REPO / "README.md").read_text()
+    block = re.search(r"<!-- ci:quickstart-terminal -->\n```bash\n(.*?)```", readme, re.S)
+    assert block, "README.md lost its ci:quickstart-terminal block"
+    return block.group(1).strip().splitlines()
+
+
+def test_the_readme_quick_start_runs_as_written_up_to_doctor(tmp_path: Path) -> None:
+    lines = quickstart()
+    upto = next(i for i, line in enumerate(lines) if "teleton doctor" in line)
+    script = "\n".join(lines[: upto + 1]).replace("<this repository's URL>", str(REPO))
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TELETON_", "ANTHROPIC_", "VIRTUAL_ENV"))}
+    env.update(HOME=str(home), PIP_CACHE_DIR=str(Path.home() / ".cache" / "pip"))  # a warm cache, same files
+    env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if ".venv" not in p)
+    proc = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
+        timeout=1800,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    doctor = proc.stdout[proc.stdout.index("Python") :]
+    assert "FAIL" not in doctor
+    for check in ("Embedding model", "sqlite-vec", "FTS5", "Config", "Anthropic API key", "Data directory"):
+        assert f"OK   {check}" in doctor
+    assert "SKIP Telegram session" in doctor and "terminal only" in doctor
+    config = home / ".teleton" / "config.yaml"
+    assert config.stat().st_mode & 0o777 == 0o600
