@@ -202,3 +202,20 @@ def test_an_unreachable_api_is_named_after_a_few_retries(tmp_path: Path) -> None
         term.close()
     retries = (term.data / "chat.log").read_text().count('"event": "llm_retry"')
     assert retries == INTERACTIVE_RETRIES  # in a terminal the wait is short; the daemon's is longer
+
+
+def test_help_status_and_tools_read_as_lists(terminal: Terminal) -> None:
+    terminal.type("/help")
+    shown = terminal.wait_text("/status")
+    assert sum(_item(line).startswith("• /") for line in shown.splitlines()) >= 5  # one command a line
+    terminal.type("/status")
+    shown = terminal.wait_text("Model: claude-test")
+    assert "• Session:" in shown and "• Memory:" in shown
+    terminal.type("/tools")
+    shown = terminal.wait_text("memory_save [on")
+    assert sum("[on," in line and _item(line).startswith("•") for line in shown.splitlines()) >= 5
+
+
+def _item(line: str) -> str:
+    """A line of a reply's panel without its border."""
+    return line.strip("│ ")
