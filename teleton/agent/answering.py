@@ -92,7 +92,7 @@ async def answer(agent: Agent, turn: Turn) -> None:
             # Waiting cannot fix a bad key; a dead connection is a different fix from an overloaded API.
             turn.reply = KEY_REJECTED if exc.key_rejected else UNREACHABLE if exc.unreachable else UNAVAILABLE
             return
-    turn.reply = UNAVAILABLE
+    turn.failed, turn.reply = "no answer from the model", UNAVAILABLE
 
 
 async def deliver(agent: Agent, turn: Turn) -> None:
@@ -112,7 +112,7 @@ async def deliver(agent: Agent, turn: Turn) -> None:
 
 async def say(agent: Agent, turn: Turn, text: str, *, reply_to: int | None = None) -> SentMessage:
     """Every word a turn sends to its own chat goes through here: the delivery record first."""
-    await turn.delivery.sending()
+    await turn.delivery.sending(failure=turn.failed or None)
     try:
         return await agent.deps.gateway.send_message(turn.msg.chat.id, text, reply_to=reply_to)
     except Exception as exc:

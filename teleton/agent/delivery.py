@@ -22,8 +22,9 @@ class DeliveryFailed(NotDelivered):
 
 
 class Delivery(Protocol):
-    async def sending(self) -> None:
-        """Called once, just before the first send to the turn's chat."""
+    async def sending(self, failure: str | None = None) -> None:
+        """Called once, just before the first send to the turn's chat; ``failure`` when what goes out is the
+        turn's apology (the model failed), so a crash after it cannot turn it into an answer."""
 
     async def finished(self, state: str, note: str | None = None) -> None:
         """The turn is over: ``fa.STATE_ANSWERED``, ``STATE_FAILED`` (with why) or ``STATE_IGNORED``."""
@@ -32,7 +33,7 @@ class Delivery(Protocol):
 class NoRecord:
     """A turn that answers nothing archived (a command typed in the terminal, a heartbeat)."""
 
-    async def sending(self) -> None:
+    async def sending(self, failure: str | None = None) -> None:
         return None
 
     async def finished(self, state: str, note: str | None = None) -> None:
@@ -48,12 +49,12 @@ class MessageDelivery:
     message_ids: tuple[int, ...]
     _sending: bool = field(default=False, init=False)
 
-    async def sending(self) -> None:
+    async def sending(self, failure: str | None = None) -> None:
         if self._sending or not self.message_ids:
             return
         self._sending = True
-        since = str(time.time())
-        await self.db.write(lambda c: fa.set_answer_state(c, self.chat_id, self.message_ids, fa.STATE_SENDING, since))
+        note = fa.sending_note(time.time(), failure)
+        await self.db.write(lambda c: fa.set_answer_state(c, self.chat_id, self.message_ids, fa.STATE_SENDING, note))
 
     async def finished(self, state: str, note: str | None = None) -> None:
         if self.message_ids:
@@ -67,7 +68,7 @@ class TaskDelivery:
     db: Database
     task_id: int
 
-    async def sending(self) -> None:
+    async def sending(self, failure: str | None = None) -> None:
         await self.db.execute("update tasks set sending_at = ? where id = ?", (time.time(), self.task_id))
 
     async def finished(self, state: str, note: str | None = None) -> None:

@@ -252,6 +252,20 @@ def open_messages(conn: Connection) -> list[OpenMessage]:
     ]
 
 
+def sending_note(since: float, failure: str | None = None) -> str:
+    """The note of a ``sending`` record: when the reply started to go out, and why the turn failed when
+    what goes out is its apology."""
+    return f"{since!r} {failure}" if failure else repr(since)
+
+
+def read_sending_note(note: str | None, default: float) -> tuple[float, str | None]:
+    stamp, _, failure = (note or "").partition(" ")
+    try:
+        return float(stamp), failure or None
+    except ValueError:
+        return default, None
+
+
 def our_message_since(conn: Connection, chat_id: int, since: float) -> bool:
     """Whether we sent anything in the chat at or after ``since`` (a reply that went out before a crash)."""
     row = conn.execute(

@@ -4,7 +4,8 @@
   without asking the gate twice (the dispatcher refuses one already in flight);
 - archived (committed, the gate never ran): through the gate now, as it would have been;
 - sending (its reply was going out): our reply in the chat's archive since then means it went out — it
-  is answered; otherwise it failed, and it is not sent again (a reply is never sent twice);
+  is answered (failed, with the turn's reason, when what went out was an apology for a failed turn);
+  otherwise it failed, and it is not sent again (a reply is never sent twice);
 - older than the window: failed, "too old to answer after a restart", and counted in the log.
 """
 
@@ -50,8 +51,14 @@ async def recover_open(
         kept: list[tuple[fa.OpenMessage, bool, bool]] = []
         for row, accepted in offers:
             if row.state == fa.STATE_SENDING:
-                went_out = fa.our_message_since(conn, row.chat_id, float(row.note or row.date))
-                state, note = (fa.STATE_ANSWERED, None) if went_out else (fa.STATE_FAILED, CUT_WHILE_SENDING)
+                since, failure = fa.read_sending_note(row.note, row.date)
+                went_out = fa.our_message_since(conn, row.chat_id, since)
+                # What went out may be the turn's apology: then the message failed, for the turn's reason.
+                state, note = (
+                    (fa.STATE_FAILED, failure) if went_out and failure
+                    else (fa.STATE_ANSWERED, None) if went_out
+                    else (fa.STATE_FAILED, CUT_WHILE_SENDING)
+                )  # fmt: skip
                 fa.set_answer_state(conn, row.chat_id, [row.message_id], state, note)
                 report["sent_before" if went_out else "cut_while_sending"] += 1
                 continue

@@ -12,9 +12,11 @@ import json
 import time
 from pathlib import Path
 
+from teleton.agent.answering import UNAVAILABLE as APOLOGY
 from teleton.gateway.contract import ChatInfo, IncomingMessage, UserInfo
+from teleton.memory import feed_archive as fa
 from teleton.storage import Database
-from teleton.telegram.recovery import TOO_OLD
+from teleton.telegram.recovery import CUT_WHILE_SENDING, TOO_OLD
 from tests.daemon.harness import OWNER, Daemon, write_config
 from tests.delivery.support import BOUND_S, archive_accepted, until_sync
 from tests.fakes.anthropic_server import FakeAnthropic, text, user_said
@@ -78,3 +80,44 @@ def test_a_recent_message_is_answered_and_an_old_one_failed_counted_in_log_and_s
         if '"event": "messages_recovered"' in line
     ]
     assert [(r["too_old"], r["offered"]) for r in recovered] == [(1, 1)], recovered
+
+
+async def _cut_while_sending(db_path: Path, now: float) -> None:
+    """Three turns killed after `sending` was written: one whose answer went out, one whose apology for a
+    failed model call went out, one whose reply never left."""
+    db = await Database.open(db_path)
+    chat = ChatInfo(id=OWNER["id"], type="dm")
+    sender = UserInfo(OWNER["id"], OWNER["first_name"])
+    try:
+        for message_id, failure, went_out in [(1, None, "the answer"), (2, "model unavailable: 529", APOLOGY),
+                                               (3, None, None)]:  # fmt: skip
+            since = now - 60 + 10 * message_id
+            await archive_accepted(db, IncomingMessage(chat, sender, message_id, f"question {message_id}", date=since))
+            note = fa.sending_note(since, failure)
+            await db.write(lambda c, m=message_id, n=note: fa.set_answer_state(c, chat.id, [m], fa.STATE_SENDING, n))
+            if went_out:
+                record = fa.MessageRecord(chat_id=chat.id, message_id=100 + message_id, date=since + 1,
+                                          text=went_out, sender_id=0, is_outgoing=True)  # fmt: skip
+                await db.write(lambda c, r=record: fa.insert_message(c, r, agent_state=fa.STATE_HISTORY))
+    finally:
+        await db.close()
+
+
+def test_a_crash_after_an_apology_went_out_leaves_the_message_failed_not_answered(daemon_root: Path) -> None:
+    db_path = daemon_root / "state" / "teleton.db"
+    db_path.parent.mkdir(parents=True)
+    asyncio.run(_cut_while_sending(db_path, time.time()))
+    with FakeAnthropic() as api:
+        config = write_config(daemon_root, api.base_url, **{"embedding.provider": "none", "tool_rag.enabled": False})
+        daemon = Daemon(daemon_root, config).start()
+        try:
+            until_sync(lambda: _states(db_path)[3][0] != "sending", "the recovery to resolve the cut turns")
+        finally:
+            daemon.stop()
+        assert not api.requests  # nothing is answered again: each one's reply went out, or it failed
+    assert _states(db_path) == {
+        1: ("answered", None),
+        2: ("failed", "model unavailable: 529"),
+        3: ("failed", CUT_WHILE_SENDING),
+    }
+    assert daemon.sent() == []
