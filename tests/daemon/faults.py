@@ -36,10 +36,12 @@ def _settled(root: Path, daemon: Daemon, expected: set[tuple[int, int]]) -> bool
     return expected <= set(daemon.acked()) and _open_messages(root) == 0
 
 
-def _config(root: Path, api: FakeAnthropic) -> Path:
+def _config(root: Path, api: FakeAnthropic, outage_s: float) -> Path:
+    # Retries outlast the outage (60 of them, up to 0.5 s + 1/20 of the outage apart), as the daemon's own
+    # defaults outlast a short one: a message then fails only when a cut lands on its reply.
     return write_config(
         root, api.base_url,
-        **{"telegram.dm_policy": "open", "agent.max_retries": 60, "agent.retry_max_delay_s": 0.5,
+        **{"telegram.dm_policy": "open", "agent.max_retries": 60, "agent.retry_max_delay_s": 0.5 + outage_s / 20,
            "logging.level": "warning"},
     )  # fmt: skip
 
@@ -54,7 +56,7 @@ def run_with_faults(root: Path, api: FakeAnthropic, *, kills: int, terms: int, o
         return text(f"answer to {user_said(body)}", delay=rng.choice([0.0, 0.01, 0.05, 0.2]))
 
     api.responder = model
-    config = _config(root, api)
+    config = _config(root, api, outage_s)
     # 20 kill -9 and 5 SIGTERM, each after a random number of events: acks (mid-archive) or replies
     # (mid-turn), so the cuts land everywhere from the receive path to the send.
     stops = [signal.SIGKILL] * kills + [signal.SIGTERM] * terms
