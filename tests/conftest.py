@@ -14,6 +14,23 @@ from teleton.llm import LLMClient, LLMSettings
 from teleton.storage import Database
 from tests.fakes.anthropic_server import FakeAnthropic
 
+# The longest modules (minutes each) start first, so pytest-xdist's per-module scheduling does not leave one of
+# them running alone at the end while the other core idles (with --no-loadscope-reorder, modules are handed out
+# in this order; xdist's default orders them by test count, which put these last: 11.5 min instead of ~8).
+LONGEST_FIRST = (
+    "tests/daemon/test_fault_injection.py",
+    "tests/daemon/test_fault_outage.py",
+    "tests/cli/test_readme_quickstart.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        path = item.nodeid.split("::")[0]
+        return LONGEST_FIRST.index(path) if path in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable: every other test keeps its order
+
 
 @pytest.fixture
 def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
