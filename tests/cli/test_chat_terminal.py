@@ -41,7 +41,7 @@ class Terminal:
         self.screen = pyte.Screen(COLUMNS, ROWS)
         self.stream = pyte.Stream(self.screen)
         self.data = config.parent / "data"
-        self.seen = ""  # everything the program wrote, escape sequences removed by the emulator's view
+        self.seen = ""  # everything the program wrote, escape sequences and all
 
     def pump(self) -> None:
         try:
@@ -49,7 +49,7 @@ class Terminal:
                 data = self.child.read_nonblocking(65536, timeout=0.05)
                 self.stream.feed(data)
                 self.seen += data
-        except pexpect.TIMEOUT:
+        except (pexpect.TIMEOUT, pexpect.EOF):  # nothing more for now, or the program has ended
             pass
 
     def text(self) -> str:
