@@ -53,12 +53,12 @@ async def recover_open(
             if row.state == fa.STATE_SENDING:
                 since, failure = fa.read_sending_note(row.note, row.date)
                 went_out = fa.our_message_since(conn, row.chat_id, since)
-                # What went out may be the turn's apology: then the message failed, for the turn's reason.
-                state, note = (
-                    (fa.STATE_FAILED, failure) if went_out and failure
-                    else (fa.STATE_ANSWERED, None) if went_out
-                    else (fa.STATE_FAILED, CUT_WHILE_SENDING)
-                )  # fmt: skip
+                if not went_out:
+                    state, note = fa.STATE_FAILED, CUT_WHILE_SENDING
+                elif failure:  # what went out was the turn's apology: the message failed, for the turn's reason
+                    state, note = fa.STATE_FAILED, failure
+                else:
+                    state, note = fa.STATE_ANSWERED, None
                 fa.set_answer_state(conn, row.chat_id, [row.message_id], state, note)
                 report["sent_before" if went_out else "cut_while_sending"] += 1
                 continue
