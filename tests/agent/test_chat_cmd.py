@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import logging
-import time
 from pathlib import Path
 
 import structlog
@@ -16,6 +15,7 @@ from typer.testing import CliRunner
 from teleton.cli.chat_cmd import ChatSession, chat
 from teleton.config import load_config
 from tests.fakes.anthropic_server import FakeAnthropic, Reply, text, tool_use, user_said
+from tests.waiting import until
 
 
 def write_config(tmp_path: Path, fake: FakeAnthropic) -> Path:
@@ -109,10 +109,7 @@ async def test_ctrl_c_stops_the_answer_not_the_chat(tmp_path: Path, fake_api: Fa
     session = await ChatSession.open(config, Console(file=io.StringIO()))
     fake_api.queue(text("far too slow", delay=120))  # only Ctrl-C can end this turn
     turn = asyncio.create_task(session.turn("write me an epic poem"))
-    deadline = time.monotonic() + 60  # only so a hang becomes a failure
-    while not fake_api.requests:
-        assert time.monotonic() < deadline, "the turn never reached the model"
-        await asyncio.sleep(0.01)
+    await until(lambda: fake_api.requests)  # the turn reached the model
     os.kill(os.getpid(), signal.SIGINT)  # what Ctrl-C does
     assert await asyncio.wait_for(turn, 60) is None  # hang guard: the stalled answer was abandoned
     fake_api.responder = model

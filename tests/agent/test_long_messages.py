@@ -11,8 +11,8 @@ from teleton.agent.distiller import Distiller
 from teleton.memory.facts import FactStore
 from teleton.tools.workspace_tools import workspace_tools
 from tests.agent.conftest import OWNER_DM, UTILITY_MODEL, Harness
-from tests.delivery.support import until
 from tests.fakes.anthropic_server import Body, Reply, prompt_too_long, text, tool_results, tool_use, user_said
+from tests.waiting import until
 
 LIMIT = 20_000  # the default agent.max_input_chars
 PASTE = "HEAD-MARK the start of the log\n" + "line of a long log\n" * 29_000 + "MIDDLE-MARK\n"
@@ -47,7 +47,7 @@ async def test_a_1mb_paste_is_kept_whole_and_the_model_reads_head_tail_and_a_not
     assert archived[0] == PASTE  # the archive keeps it whole
 
     await distiller.drain()
-    await until(lambda: not distiller._tasks, "the distiller to finish")
+    await until(lambda: not distiller._tasks)
     (distilled,) = [b for b in h.fake.requests if b["model"] == UTILITY_MODEL]
     assert "HEAD-MARK" in json.dumps(distilled) and len(json.dumps(distilled)) < 15_000
 

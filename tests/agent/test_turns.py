@@ -7,7 +7,6 @@ import json
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
 from datetime import datetime
 
 from teleton.agent.context import FEED_HEADER, KNOWLEDGE_HEADER
@@ -34,14 +33,7 @@ from tests.fakes.anthropic_server import (
     tool_use,
     user_said,
 )
-
-
-async def until(condition: Callable[[], bool], what: str = "timed out waiting", limit_s: float = 60.0) -> None:
-    """Poll ``condition`` on the event loop; the limit only turns a hang into a failure."""
-    deadline = time.monotonic() + limit_s
-    while not condition():
-        assert time.monotonic() < deadline, what
-        await asyncio.sleep(0.01)
+from tests.waiting import until
 
 
 async def add_knowledge(h: Harness, chunk: str, path: str = "MEMORY.md") -> None:
@@ -200,9 +192,9 @@ async def test_stop_cancels_the_running_turn_and_queued_messages_wait(harness: H
     # only /stop can end that turn.
     h.main = lambda body: text("too slow", delay=120) if "whales" in user_said(body) else text("second answer")
     first = asyncio.create_task(h.dm("write me a long essay on whales"))
-    await until(lambda: h.main_requests(), "the slow request never reached the model")
+    await until(lambda: h.main_requests())
     second = asyncio.create_task(h.dm("and a haiku after that"))
-    await until(lambda: h.agent.locks._users[OWNER_DM.id] == 2, "the second message never queued")
+    await until(lambda: h.agent.locks._users[OWNER_DM.id] == 2)
     assert not second.done()  # queued behind the running turn
     assert await h.dm("/stop") == "Stopped."
     assert await asyncio.wait_for(first, timeout=60) is None  # hang guard: the stalled request was cancelled

@@ -77,18 +77,18 @@ def run_with_faults(root: Path, api: FakeAnthropic, *, kills: int, terms: int, o
             daemon.send({"id": user["id"], "type": "dm", "title": ""}, _said(user, n), n, sender=user)
         expected = {(u["id"], n) for u, n in [*pending, *replays]}
         try:
-            deadline = time.monotonic() + 240 + outage_s
+            # No deadline in these loops (_settled pumps the socket): a hang is the test's pytest-timeout.
             if stop is None:
                 while not _settled(root, daemon, expected):
-                    assert time.monotonic() < deadline, f"messages left open: {_open_messages(root)}"
+                    continue
             else:
                 # Cut after a random number of acks (mid-archive) or replies (mid-turn), or once it is all
                 # done anyway: the cuts land everywhere from the receive path to the send.
                 kind, count = rng.choice(["archived", "send_message"]), rng.randint(1, max(1, len(pending)))
                 while sum(e["op"] == kind for e in daemon.events) < count and not _settled(root, daemon, expected):
-                    assert time.monotonic() < deadline, "the daemon made no progress"
+                    continue
                 daemon.signal(stop)
-                assert daemon.wait(timeout=30) == (0 if stop == signal.SIGTERM else -signal.SIGKILL)
+                assert daemon.wait() == (0 if stop == signal.SIGTERM else -signal.SIGKILL)
                 daemon.pump()
         finally:
             acked |= set(daemon.acked())

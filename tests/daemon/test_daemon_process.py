@@ -20,6 +20,7 @@ import pytest
 from teleton.storage.sqlite_driver import pick_driver
 from tests.daemon.harness import OWNER, Daemon, db_rows, write_config
 from tests.fakes.anthropic_server import FakeAnthropic, Reply, last_user_text, overloaded, text, user_said
+from tests.waiting import until_sync
 
 OWNER_DM = {"id": OWNER["id"], "type": "dm", "title": ""}
 
@@ -49,18 +50,14 @@ def test_sigterm_during_a_turn_finishes_it_and_exits_cleanly(fake_api: FakeAnthr
     try:
         daemon.send(OWNER_DM, "what's up?", message_id=1)
         daemon.wait_for(lambda ev: any(e["op"] == "archived" for e in ev))
-        deadline = time.monotonic() + 60  # only so a hang becomes a failure
-        while not fake_api.requests:
-            assert time.monotonic() < deadline, "the turn never reached the model"
-            time.sleep(0.02)
+        until_sync(lambda: fake_api.requests)  # the turn reached the model
         daemon.signal(signal.SIGTERM)
         while not _logged(daemon_root, "stopping"):
             assert daemon.proc is not None and daemon.proc.poll() is None, "the daemon exited before the turn ended"
-            assert time.monotonic() < deadline + 60, "SIGTERM was never handled"
             time.sleep(0.02)
         release.set()
         # How long the stop takes (under 10 s by design) is a product figure, not asserted by a test.
-        code = daemon.wait(timeout=120)
+        code = daemon.wait()
         daemon.pump()
     finally:
         release.set()
@@ -93,9 +90,9 @@ def test_kill_9_during_burst_loses_and_duplicates_nothing(fake_api: FakeAnthropi
     sender = threading.Thread(target=burst, args=(daemon,), kwargs={"pause_at": 2500}, daemon=True)
     sender.start()
     try:
-        daemon.wait_for(lambda ev: sum(e["op"] == "archived" for e in ev) >= 1000, timeout=120)
+        daemon.wait_for(lambda ev: sum(e["op"] == "archived" for e in ev) >= 1000)
         daemon.signal(signal.SIGKILL)
-        daemon.wait(timeout=60)
+        daemon.wait()
     finally:
         killed.set()
     daemon.pump()
@@ -116,7 +113,7 @@ def test_kill_9_during_burst_loses_and_duplicates_nothing(fake_api: FakeAnthropi
         errors.clear()
         sender = threading.Thread(target=burst, args=(again,), daemon=True)
         sender.start()
-        again.wait_for(lambda ev: sum(e["op"] == "archived" for e in ev) >= 5000, timeout=300)
+        again.wait_for(lambda ev: sum(e["op"] == "archived" for e in ev) >= 5000)
         sender.join(60)
     finally:
         again.stop()
@@ -150,7 +147,7 @@ def test_api_outage_then_recovery_answers_every_queued_message(fake_api: FakeAnt
         daemon.send(OWNER_DM, "second question", message_id=2)
         group = {"id": -42, "type": "group", "title": "club"}
         daemon.send(group, "@teleton_agent group question", message_id=1, mentions_us=True)
-        daemon.wait_for(lambda ev: len([e for e in ev if e["op"] == "send_message"]) >= 3, timeout=240)
+        daemon.wait_for(lambda ev: len([e for e in ev if e["op"] == "send_message"]) >= 3)
     finally:
         daemon.stop()
     answers = sorted(e["text"] for e in daemon.sent())
@@ -219,30 +216,20 @@ def test_sighup_reloads_policy_and_status_sees_the_running_daemon(fake_api: Fake
     try:
         daemon.send(stranger_dm, "hello?", message_id=1, sender=stranger)
         daemon.wait_for(lambda ev: any(e["op"] == "archived" for e in ev))
-        deadline = time.monotonic() + 60  # only so a hang becomes a failure
-        while _answer_states(daemon_root).get(1, ("",))[0] != "ignored":
-            assert time.monotonic() < deadline, f"the gate never decided: {_answer_states(daemon_root)}"
-            daemon.pump()
+        until_sync(lambda: daemon.pump() or _answer_states(daemon_root).get(1, ("",))[0] == "ignored")
         daemon.pump()
         assert daemon.sent() == []  # not on the allowlist: archived, not answered
         assert _answer_states(daemon_root)[1][0] == "ignored"
 
         config.write_text(config.read_text().replace("dm_policy: allowlist", "dm_policy: open"))
         daemon.signal(signal.SIGHUP)
-        deadline = time.monotonic() + 60
-        while not _reloaded(daemon_root):
-            assert time.monotonic() < deadline, "no reload logged"
-            daemon.pump()
+        until_sync(lambda: daemon.pump() or _reloaded(daemon_root))
         daemon.send(stranger_dm, "hello again", message_id=2, sender=stranger)
         daemon.wait_for(lambda ev: len([e for e in ev if e["op"] == "send_message"]) == 1)
 
         # The status file is rewritten every few seconds: wait for one written after the reply.
         status_file = daemon_root / "state" / "status.json"
-        deadline = time.monotonic() + 60
-        while not _status_shows(status_file, archived=3):
-            assert time.monotonic() < deadline, f"status file never showed the reply: {_status_shows(status_file)}"
-            daemon.pump()
-            time.sleep(0.1)
+        until_sync(lambda: daemon.pump() or _status_shows(status_file, archived=3))
         env = {k: v for k, v in os.environ.items() if not k.startswith(("TELETON_", "ANTHROPIC_"))}
         status = subprocess.run(
             [sys.executable, "-m", "teleton.cli.main", "-c", str(config), "status"],
@@ -285,23 +272,20 @@ def test_turn_cut_by_kill_9_is_answered_once_after_restart(fake_api: FakeAnthrop
     config = write_config(daemon_root, fake_api.base_url)
     daemon = Daemon(daemon_root, config).start()
     daemon.send(OWNER_DM, "tell me a long story", message_id=7)
-    deadline = time.monotonic() + 60
-    while not fake_api.requests:
-        assert time.monotonic() < deadline, "the turn never reached the model"
-        daemon.pump()
+    until_sync(lambda: daemon.pump() or fake_api.requests)  # the turn reached the model
     daemon.signal(signal.SIGKILL)
-    daemon.wait(timeout=60)
+    daemon.wait()
     assert _answer_states(daemon_root)[7][0] == "accepted"  # owed an answer, durably
 
     fake_api.responder = lambda body: text("answer to " + user_said(body))
     again = Daemon(daemon_root, config).start()
     try:
         # The restart answers it (it is younger than the recovery window) ...
-        again.wait_for(lambda ev: len(again.sent(OWNER["id"])) == 1, timeout=60)
+        again.wait_for(lambda ev: len(again.sent(OWNER["id"])) == 1)
         # ... and Telegram's catch-up replaying the update does not make it a second time.
         again.send(OWNER_DM, "tell me a long story", message_id=7)
         again.send(OWNER_DM, "and now?", message_id=8)
-        again.wait_for(lambda ev: len(again.sent(OWNER["id"])) == 2, timeout=60)
+        again.wait_for(lambda ev: len(again.sent(OWNER["id"])) == 2)
     finally:
         again.stop()
     assert [e["new"] for e in again.events if e["op"] == "archived"] == [False, True]
@@ -329,7 +313,7 @@ def test_sighup_moves_owner_and_admin_rights_everywhere(fake_api: FakeAnthropic,
         """Send, wait for the reply; (what the model was sent for it, the reply)."""
         asked, replies = len(fake_api.requests), len(daemon.sent(chat["id"]))
         daemon.send(chat, words, message_id=next(ids), sender=sender)
-        daemon.wait_for(lambda ev: len(daemon.sent(chat["id"])) > replies, timeout=60)
+        daemon.wait_for(lambda ev: len(daemon.sent(chat["id"])) > replies)
         bodies = json.dumps(fake_api.requests[asked:])
         return bodies, daemon.sent(chat["id"])[-1]["text"]
 
@@ -345,10 +329,7 @@ def test_sighup_moves_owner_and_admin_rights_everywhere(fake_api: FakeAnthropic,
             .replace("allow_from:\n  - 2002", "allow_from:\n  - 1001\n  - 2002")
         )
         daemon.signal(signal.SIGHUP)
-        deadline = time.monotonic() + 60
-        while not _reloaded(daemon_root):
-            assert time.monotonic() < deadline, "no reload logged"
-            daemon.pump()
+        until_sync(lambda: daemon.pump() or _reloaded(daemon_root))
 
         assert "SECRET-VAULT" in turn(bob_dm, bob, "what is the vault code?")[0]  # Bob's DM is the owner's now
         assert "SECRET-VAULT" not in turn(OWNER_DM, OWNER, "what is the vault code?")[0]

@@ -1,13 +1,10 @@
-"""Helpers of the delivery family: waiting for a state (a bound only turns a hang into a failure), a gate a
+"""Helpers of the delivery family: a gate a
 scripted model request blocks on, archiving a message the way the Telegram layer leaves it (accepted)."""
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import threading
-import time
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,26 +17,6 @@ from tests.agent.conftest import archive_incoming
 from tests.telegram.conftest import RecordingClient
 
 BOUND_S = 60.0  # never a threshold: only so that a hang fails instead of blocking the suite
-
-
-async def until(predicate: Callable[[], Any], what: str = "a state", bound_s: float = BOUND_S) -> None:
-    """Wait until ``predicate()`` (sync or async) holds."""
-    deadline = time.monotonic() + bound_s
-    while True:
-        value = predicate()
-        if inspect.isawaitable(value):
-            value = await value
-        if value:
-            return
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.01)
-
-
-def until_sync(predicate: Callable[[], Any], what: str = "a state", bound_s: float = BOUND_S) -> None:
-    deadline = time.monotonic() + bound_s
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
 
 
 class Gate:

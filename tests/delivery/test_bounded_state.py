@@ -20,9 +20,9 @@ from teleton.storage import Database
 from teleton.telegram.dispatch import CONTEXT_CAP, CONTEXT_CHATS, FINISHED_KEPT
 from teleton.telegram.ratelimit import PRUNE_EVERY, WINDOW_S, RateLimiter
 from tests.agent.conftest import build_harness
-from tests.delivery.support import until
 from tests.fakes.anthropic_server import Body, FakeAnthropic, Reply, text, tool_use, user_said
 from tests.telegram.conftest import ALICE, make_harness, make_settings
+from tests.waiting import until
 
 
 def test_rate_limit_windows_of_quiet_chats_are_dropped() -> None:
@@ -146,7 +146,7 @@ async def test_agent_and_distiller_locks_are_empty_after_many_chats(
         replies = await asyncio.gather(*(h.dm(f"hello from {u.first_name}", sender=u) for u in users))
         assert replies == ["noted"] * len(users)
         await distiller.drain()
-        await until(lambda: not distiller._tasks, "the distiller to finish")
+        await until(lambda: not distiller._tasks)
     finally:
         await h.llm.close()
     assert len(h.agent.locks) == 0 and not h.agent._running

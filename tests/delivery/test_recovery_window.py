@@ -18,8 +18,9 @@ from teleton.memory import feed_archive as fa
 from teleton.storage import Database
 from teleton.telegram.recovery import CUT_WHILE_SENDING, TOO_OLD
 from tests.daemon.harness import OWNER, Daemon, write_config
-from tests.delivery.support import BOUND_S, archive_accepted, until_sync
+from tests.delivery.support import archive_accepted
 from tests.fakes.anthropic_server import FakeAnthropic, text, user_said
+from tests.waiting import until_sync
 
 
 async def _left_by_a_crash(db_path: Path, now: float) -> None:
@@ -59,7 +60,7 @@ def test_a_recent_message_is_answered_and_an_old_one_failed_counted_in_log_and_s
         )  # fmt: skip
         daemon = Daemon(daemon_root, config).start()
         try:
-            daemon.wait_for(lambda ev: len(daemon.sent(OWNER["id"])) == 1, timeout=BOUND_S)
+            daemon.wait_for(lambda ev: len(daemon.sent(OWNER["id"])) == 1)
 
             def counted() -> bool:
                 daemon.pump()
@@ -69,7 +70,7 @@ def test_a_recent_message_is_answered_and_an_old_one_failed_counted_in_log_and_s
                     return False
                 return status.get("messages", {}).get("failed") == 1
 
-            until_sync(counted, "status.json to count the failed message")  # rewritten every few seconds
+            until_sync(counted)  # rewritten every few seconds
         finally:
             daemon.stop()
     assert [e["text"] for e in daemon.sent()] == ["answer to the recent question"]
@@ -111,7 +112,7 @@ def test_a_crash_after_an_apology_went_out_leaves_the_message_failed_not_answere
         config = write_config(daemon_root, api.base_url, **{"embedding.provider": "none", "tool_rag.enabled": False})
         daemon = Daemon(daemon_root, config).start()
         try:
-            until_sync(lambda: _states(db_path)[3][0] != "sending", "the recovery to resolve the cut turns")
+            until_sync(lambda: _states(db_path)[3][0] != "sending")
         finally:
             daemon.stop()
         assert not api.requests  # nothing is answered again: each one's reply went out, or it failed

@@ -22,8 +22,9 @@ from teleton.storage import Database
 from tests.agent.conftest import OWNER, OWNER_DM, Harness, build_harness
 from tests.daemon.harness import OWNER as DAEMON_OWNER
 from tests.daemon.harness import Daemon, db_rows, write_config
-from tests.delivery.support import BOUND_S, Gate, until, until_sync
+from tests.delivery.support import BOUND_S, Gate
 from tests.fakes.anthropic_server import Body, FakeAnthropic, Reply, text, tool_results, tool_use, user_said
+from tests.waiting import until, until_sync
 
 REMINDER = "Time to water the plants!"
 
@@ -133,7 +134,7 @@ async def test_a_task_cut_before_sending_runs_again_exactly_once(
     h, scheduler, _ = await _wired(tmp_path, db, fake_api)
     task_id = await _left_running(db, sending_at=None, interrupted=0)
     async with _started(h, scheduler):
-        await until(lambda: _status_in(db, task_id, ("done", "failed")), "the re-run to finish")
+        await until(lambda: _status_in(db, task_id, ("done", "failed")))
         await scheduler.wait_idle()
         assert await scheduler.run_due() == []
     row = await _task(db, task_id)
@@ -214,9 +215,9 @@ def _all_user_text(body: Body) -> str:
 
 
 def _kill_when_stalled(daemon: Daemon, model: ReminderModel) -> None:
-    until_sync(model.gate.entered.is_set, "the reminder's model call to stall")
+    until_sync(model.gate.entered.is_set)
     daemon.signal(signal.SIGKILL)
-    assert daemon.wait(timeout=BOUND_S) == -signal.SIGKILL
+    assert daemon.wait() == -signal.SIGKILL
     daemon.pump()
     daemon.stop()
     model.gate.open()  # let the fake server's thread go; its answer goes nowhere
@@ -231,7 +232,7 @@ def _settle(root: Path, daemon: Daemon, task_id: int) -> tuple:
         daemon.pump()
         return db_rows(root, "select status from tasks where id = ?", (task_id,))[0][0] in ("done", "failed")
 
-    until_sync(finished, "the reminder to be settled after the restart")
+    until_sync(finished)
     return db_rows(root, "select status, result, attempts from tasks where id = ?", (task_id,))[0]
 
 
@@ -251,7 +252,7 @@ def test_daemon_killed_before_the_reminder_went_out_sends_it_once_after_restart(
         again = Daemon(daemon_root, config).start()
         try:
             status, result, attempts = _settle(daemon_root, again, task_id)
-            until_sync(lambda: again.pump() or any(e["text"] == REMINDER for e in again.sent()), "the reminder")
+            until_sync(lambda: again.pump() or any(e["text"] == REMINDER for e in again.sent()))
         finally:
             again.stop()
     assert (status, attempts) == ("done", 2), (status, result)

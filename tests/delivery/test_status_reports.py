@@ -25,9 +25,10 @@ from teleton.telegram.archiver import ArchiveBatcher
 from teleton.telegram.gateway import TelegramGateway
 from tests.daemon.harness import OWNER, write_config
 from tests.daemon.harness import Daemon as DaemonProcess
-from tests.delivery.support import BOUND_S, Gate, until, until_sync
+from tests.delivery.support import BOUND_S, Gate
 from tests.fakes.anthropic_server import Body, FakeAnthropic, Reply, error, text, user_said
 from tests.telegram.conftest import RecordingClient
+from tests.waiting import until, until_sync
 
 GROUP = {"id": -4242, "type": "group", "title": "Garden club"}
 
@@ -67,10 +68,10 @@ def test_status_shows_a_model_outage_and_the_messages_waiting(daemon_root: Path)
         daemon = DaemonProcess(daemon_root, config).start()
         try:
             daemon.send({"id": OWNER["id"], "type": "dm", "title": ""}, "hello, are you there?", message_id=1)
-            daemon.wait_for(lambda ev: any(e["op"] == "send_message" for e in ev), timeout=BOUND_S)
+            daemon.wait_for(lambda ev: any(e["op"] == "send_message" for e in ev))
             daemon.send(GROUP, "@teleton_agent group question", message_id=1, sender={"id": 7, "first_name": "Ann"},
                         mentions_us=True)  # fmt: skip
-            until_sync(gate.entered.is_set, "the group's turn to reach the model")
+            until_sync(gate.entered.is_set)
 
             def reported() -> bool:
                 daemon.pump()
@@ -82,7 +83,7 @@ def test_status_shows_a_model_outage_and_the_messages_waiting(daemon_root: Path)
                     and (messages.get("accepted", 0) + messages.get("sending", 0) == 1)
                 )
 
-            until_sync(reported, "status.json to report the outage")  # rewritten every few seconds
+            until_sync(reported)  # rewritten every few seconds
             proc = _cli_status(daemon_root, config)
         finally:
             gate.open()
@@ -112,7 +113,7 @@ async def test_status_shows_a_storage_error_and_counts_unanswered_and_quarantine
     daemon.gateway = TelegramGateway(RecordingClient(), db, batcher=batcher)
     stuck = await batcher.put(_commit_fails_until_task_77_exists)
     try:
-        await until(lambda: batcher.failing_since is not None, "the archive's COMMIT to fail")
+        await until(lambda: batcher.failing_since is not None)
         await gather_status(daemon)
         write_status(tmp_path / "status.json", daemon.status)
         running, shown = describe(read_status(tmp_path / "status.json"))

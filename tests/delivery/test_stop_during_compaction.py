@@ -13,8 +13,9 @@ from teleton.memory import feed_archive as fa
 from teleton.memory.compaction import Thresholds
 from teleton.storage import Database
 from tests.agent.conftest import OWNER, OWNER_DM, Harness, build_harness
-from tests.delivery.support import Gate, answer_state, archive_accepted, until
+from tests.delivery.support import Gate, answer_state, archive_accepted
 from tests.fakes.anthropic_server import Body, FakeAnthropic, Reply, text, tool_use, user_said
+from tests.waiting import until
 
 SUMMARY = "Summary: the owner asked about plants, bees and the weather."
 
@@ -67,7 +68,7 @@ async def test_stop_while_the_summary_is_in_flight_keeps_everything_in_the_activ
         stopped = h.message(OWNER_DM, OWNER, "the stopped question")
         await archive_accepted(db, stopped)
         turn = asyncio.create_task(h.agent.handle(stopped))
-        await until(gate.entered.is_set, "the summary request to be in flight")
+        await until(gate.entered.is_set)
         assert await h.dm("/stop") == "Stopped."
         # The next message arrives while the swap is still running: it waits for the chat's lock.
         following = h.message(OWNER_DM, OWNER, "the next question")

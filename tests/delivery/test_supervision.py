@@ -27,9 +27,10 @@ from teleton.observability.supervisor import Supervisor
 from teleton.storage import Database
 from teleton.telegram.gateway import GatewaySettings, TelegramGateway
 from tests.daemon.harness import write_config
-from tests.delivery.support import BOUND_S, LinkClient, until
+from tests.delivery.support import BOUND_S, LinkClient
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.telegram.conftest import make_settings
+from tests.waiting import until
 
 # -- (a) the Telegram loop rides out FloodWait and a cut read -------------------------------------------------
 
@@ -65,7 +66,7 @@ async def test_the_telegram_loop_retries_flood_wait_and_a_cut_read_then_comes_up
             return client.connects == 4 and health.state == "up"
 
         client.drop()
-        await until(record, "the telegram loop to come back up")
+        await until(record)
     finally:
         await gateway.stop(grace_s=1)
         await supervisor.stop()
@@ -119,7 +120,7 @@ async def test_a_session_revoked_while_running_stops_the_daemon_with_exit_78(
     daemon = _daemon(tmp_path, fake_api, link)
     run = asyncio.create_task(daemon.run())
     try:
-        await until(lambda: daemon.status.state == "running" or run.done(), "the daemon to start")
+        await until(lambda: daemon.status.state == "running" or run.done())
         assert not run.done(), run.result()
         health = daemon.supervisor.loops["telegram"]
         assert health.state == "up"
@@ -130,7 +131,7 @@ async def test_a_session_revoked_while_running_stops_the_daemon_with_exit_78(
         link.drop()
         restarts = health.restarts
         # Either the daemon stops, or it has retried the revoked session three times (it never will stop).
-        await until(lambda: run.done() or health.restarts >= restarts + 4, "the daemon to stop or retry")
+        await until(lambda: run.done() or health.restarts >= restarts + 4)
         state, last_error = health.state, health.last_error
         stopped = run.done()
     finally:
@@ -189,9 +190,9 @@ async def test_a_loop_down_past_the_grace_withholds_the_watchdog(
     daemon.supervisor.run("embedding", embedding)
     watchdog = asyncio.create_task(daemon.notifier.watchdog_loop(daemon._healthy))
     try:
-        await until(lambda: daemon.supervisor.loops["embedding"].state == "down", "the loop to be down")
+        await until(lambda: daemon.supervisor.loops["embedding"].state == "down")
         assert daemon._healthy()  # down, but not yet for longer than the grace: still pinging
-        await until(pings, "a watchdog ping while within the grace")
+        await until(pings)
         now[0] += WATCHDOG_GRACE_S + 1
         assert daemon.supervisor.down_longer_than(WATCHDOG_GRACE_S) == ["embedding"]
         assert not daemon._healthy()  # the watchdog withholds its pings: systemd will restart the daemon
@@ -200,10 +201,10 @@ async def test_a_loop_down_past_the_grace_withholds_the_watchdog(
         _, shown = describe(daemon.status, now=now[0])
         assert "embedding: down since 10m 1s ago (" in shown and "embedding provider unreachable" in shown, shown
         reachable.set()
-        await until(lambda: daemon.supervisor.loops["embedding"].state == "up", "the loop to come back")
+        await until(lambda: daemon.supervisor.loops["embedding"].state == "up")
         assert daemon._healthy()
         pings()
-        await until(pings, "pings to resume")
+        await until(pings)
     finally:
         watchdog.cancel()
         await daemon.supervisor.stop()

@@ -5,7 +5,6 @@ the rate limiter."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from pathlib import Path
@@ -19,6 +18,7 @@ from teleton.tools.task_tools import TaskLimits, task_tools
 from teleton.tools.workspace_tools import workspace_tools
 from tests.agent.conftest import ALICE, GROUP, OWNER, Harness, build_harness
 from tests.fakes.anthropic_server import Body, FakeAnthropic, Reply, body_text, text, tool_results, tool_use, user_said
+from tests.waiting import until
 
 SECRET = "SECRET-LOCKER-4711"
 
@@ -54,13 +54,6 @@ async def _wired(
     return h, scheduler
 
 
-async def _until(predicate, limit_s: float = 60.0) -> None:
-    deadline = time.monotonic() + limit_s  # only so a hang becomes a failure
-    while not await predicate():
-        assert time.monotonic() < deadline, "timed out waiting"
-        await asyncio.sleep(0.02)
-
-
 async def _tasks(db: Database) -> list:
     return await db.fetchall("select id, chat_id, status, clearance, principal_id, principal_admin, result from tasks")
 
@@ -86,12 +79,12 @@ async def test_a_task_from_a_group_runs_as_that_group(tmp_path: Path, db: Databa
     start = len(fake_api.requests)
     await scheduler.start()
     try:
-        await _until(lambda: _finished_but(db, "nested later"))
+        await until(lambda: _finished_but(db, "nested later"))
         refusals = [str(r["content"]) for b in fake_api.requests[start:] for r in tool_results(b)]
         assert any("must wait at least 60 minutes" in r for r in refusals)
         await db.execute("update tasks set run_at = 0 where description = 'nested later'")  # it is due now
         scheduler.wake()
-        await _until(lambda: _all_finished(db, 4))
+        await until(lambda: _all_finished(db, 4))
     finally:
         await scheduler.stop()
     rows = await _tasks(db)
@@ -131,7 +124,7 @@ async def test_the_owners_task_runs_as_the_owner(tmp_path: Path, db: Database, f
                '"tool_input": {"path": "MEMORY.md"}}')  # fmt: skip
     await scheduler.start()
     try:
-        await _until(lambda: _all_finished(db, 1))
+        await until(lambda: _all_finished(db, 1))
     finally:
         await scheduler.stop()
     row = (await _tasks(db))[0]
@@ -178,7 +171,7 @@ async def test_a_rate_limited_scheduled_turn_waits_without_counting(
     requests = len(fake_api.requests)
     await scheduler.start()
     try:
-        await _until(lambda: _has_result(db, "waiting: per-chat rate limit"))
+        await until(lambda: _has_result(db, "waiting: per-chat rate limit"))
     finally:
         await scheduler.stop()
     row = await db.fetchone("select status, attempts, run_at from tasks")

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
-
 import numpy as np
 
 from teleton.memory.embeddings.cached import DAY, CachedProvider
 from teleton.memory.feed_embedding import FeedEmbedder, FeedMessage, embed_pending, index_text
 from teleton.memory.feed_search import search_feed
 from teleton.storage import Database
+from tests.waiting import until
 
 from .conftest import CountingProvider
 
@@ -25,6 +23,10 @@ class Clock:
 
 async def cache_rows(db: Database) -> int:
     return (await db.fetchone("select count(*) from embedding_cache"))[0]
+
+
+async def _none_waiting(db: Database) -> bool:
+    return (await db.fetchone("select count(*) from tg_messages where embedded = 0"))[0] == 0
 
 
 async def test_cached_provider_is_a_provider_and_avoids_repeat_work(mdb: Database, counting: CountingProvider):
@@ -131,10 +133,7 @@ async def test_background_embedder_catches_up_after_a_notify(mdb: Database, embe
     try:
         await mdb.write(lambda conn: add(conn, 9, [f"burst message {i}" for i in range(70)]))
         worker.notify()
-        deadline = time.monotonic() + 60  # only so a stuck worker becomes a failure
-        while (await mdb.fetchone("select count(*) from tg_messages where embedded = 0"))[0]:
-            assert time.monotonic() < deadline, "the worker never caught up"
-            await asyncio.sleep(0.05)
+        await until(lambda: _none_waiting(mdb), interval_s=0.05)  # the worker caught up
         assert (await mdb.fetchone("select count(*) from tg_messages_vec"))[0] == 70
     finally:
         await worker.stop()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
 from structlog.testing import capture_logs
@@ -100,13 +99,11 @@ async def test_watcher_picks_up_an_edit(tmp_path: Path, mdb: Database, counting:
     await index.reindex()
     watcher = index.watch(debounce_ms=200)
     try:
-        started = time.monotonic()
-        # The edit is repeated until the watcher reacts, so a watcher still arming misses nothing; the
-        # bound only turns a broken watcher into a failure instead of a hang (latency is a benchmark).
-        while time.monotonic() - started < 60.0 and watcher.reindexes == 0:
+        # The edit is repeated until the watcher reacts, so a watcher still arming misses nothing (latency is a
+        # benchmark; a broken watcher hangs into pytest-timeout).
+        while watcher.reindexes == 0:
             write(ws / "memory" / "travel.md", "# Travel\n\nFlight to Lisbon departs at 07:40 from terminal 2.\n")
             await asyncio.sleep(0.25)
-        assert watcher.reindexes >= 1
         assert await index.search("Lisbon flight terminal", labels=None), "the edit was not indexed"
     finally:
         await watcher.stop()

@@ -17,6 +17,7 @@ from teleton.storage import Database
 from teleton.tools.registry import Tool, ToolContext, ToolDeps, ToolRegistry
 from teleton.tools.task_tools import parse_when, task_tools
 from tests.tools.conftest import DM, GROUP, call, make_ctx, principals
+from tests.waiting import until
 
 
 class Agent:
@@ -81,15 +82,6 @@ class Harness:
 @pytest.fixture
 async def h(db: Database, tmp_path: Path) -> Harness:
     return Harness(db, tmp_path)
-
-
-async def until(predicate: Any, limit_s: float = 60.0) -> None:
-    """Wait for a state (``predicate`` sync or async); the bound only turns a hang into a failure (no timing
-    is asserted)."""
-    deadline = time.monotonic() + limit_s
-    while not await _value(predicate()):
-        assert time.monotonic() < deadline, "timed out waiting"
-        await asyncio.sleep(0.02)
 
 
 async def _value(result: Any) -> Any:

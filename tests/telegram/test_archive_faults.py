@@ -4,18 +4,11 @@ acknowledged before it is on disk, nothing queued is lost, and callers wait whil
 from __future__ import annotations
 
 import asyncio
-import time
 
 from teleton.memory.feed_archive import MessageRecord, insert_message
 from teleton.storage import Database
 from teleton.telegram.archiver import ArchiveBatcher
-
-
-async def _until(predicate, limit_s: float = 60.0) -> None:
-    deadline = time.monotonic() + limit_s  # only so a hang becomes a failure
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out waiting"
-        await asyncio.sleep(0.01)
+from tests.waiting import until
 
 
 def _message(message_id: int):
@@ -34,7 +27,7 @@ async def test_a_failing_commit_is_retried_and_loses_nothing(db: Database) -> No
     batcher = ArchiveBatcher(db, retry_max_s=0.05)
     await batcher.run(_message(1))  # acknowledged: on disk
     acks = [await batcher.put(_commit_fails_until_task_77_exists), await batcher.put(_message(2))]
-    await _until(lambda: batcher.failing_since is not None)
+    await until(lambda: batcher.failing_since is not None)
     assert not any(f.done() for f in acks)  # nothing is acknowledged while its commit fails
     assert [r[0] for r in await db.fetchall("select message_id from tg_messages")] == [1]
     later = await batcher.put(_message(3))  # new writes queue behind the failing batch
@@ -48,7 +41,7 @@ async def test_a_failing_commit_is_retried_and_loses_nothing(db: Database) -> No
 async def test_a_full_queue_makes_callers_wait(db: Database) -> None:
     batcher = ArchiveBatcher(db, max_queue=2, retry_max_s=0.05)
     await batcher.put(_commit_fails_until_task_77_exists)
-    await _until(lambda: batcher.failing_since is not None)
+    await until(lambda: batcher.failing_since is not None)
     await batcher.put(_message(1))
     await batcher.put(_message(2))
     blocked = asyncio.create_task(batcher.put(_message(3)))

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import itertools
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ import pytest
 from teleton.storage import Database
 from tests.telegram.burst import Burst, feed, settle_heap
 from tests.telegram.conftest import HashingEmbedder, make_harness
+from tests.waiting import until
 
 TOTAL, CHATS = 5000, 50
 
@@ -84,6 +84,10 @@ async def _embedded(db: Database) -> tuple[int, int]:
     return int(row[0]), int(row[1])
 
 
+async def _all_embedded(db: Database) -> bool:
+    return (await _embedded(db))[1] == 0
+
+
 async def _burst_with_embeddings(tmp_path: Path, provider: Any, total: int, chats: int) -> None:
     db = await Database.open(tmp_path / "vec.db", embedding=(provider.model_id, provider.dims))
     assert db.vectors
@@ -97,10 +101,7 @@ async def _burst_with_embeddings(tmp_path: Path, provider: Any, total: int, chat
         # The whole burst is archived while no embedding can finish: the receive path never waits for them.
         assert await _embedded(db) == (0, total)
         held.release.set()
-        deadline = time.monotonic() + 240  # only so a stuck worker becomes a failure
-        while (await _embedded(db))[1]:
-            assert time.monotonic() < deadline, f"embedding stuck at {await _embedded(db)}"
-            await asyncio.sleep(0.1)
+        await until(lambda: _all_embedded(db), interval_s=0.1)
         count, distinct = tuple(
             await db.fetchone("select count(*), count(distinct chat_id || ':' || message_id) from tg_messages")
         )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 
 from structlog.testing import capture_logs
 
@@ -13,6 +12,7 @@ from teleton.telegram.dispatch import DebounceConfig, Dispatcher
 from teleton.telegram.policy import PolicyConfig
 from teleton.telegram.policy_control import DispatcherPolicy
 from teleton.telegram.ratelimit import RateLimiter
+from tests.waiting import until
 
 GROUP = ChatInfo(id=-5, type="group", title="g")
 ALICE = UserInfo(id=7, first_name="Alice")
@@ -20,14 +20,6 @@ ALICE = UserInfo(id=7, first_name="Alice")
 
 def msg(i: int, *, mention: bool = True) -> IncomingMessage:
     return IncomingMessage(chat=GROUP, sender=ALICE, message_id=i, text=f"m{i}", date=time.time(), mentions_us=mention)
-
-
-async def until(condition: Callable[[], bool], limit_s: float = 60.0) -> None:
-    """Wait for a state; the bound only turns a hang into a failure (no timing is asserted)."""
-    deadline = time.monotonic() + limit_s
-    while not condition():
-        assert time.monotonic() < deadline, "timed out waiting"
-        await asyncio.sleep(0.01)
 
 
 def handed_over(turns: list[IncomingMessage]) -> list[int]:

@@ -17,14 +17,7 @@ from teleton.observability.supervisor import Supervisor
 from teleton.storage import Database
 from teleton.telegram.faults import fatal_reason
 from teleton.telegram.gateway import GatewaySettings, TelegramGateway, make_client
-
-
-async def _until(predicate: Any) -> None:
-    for _ in range(20_000):  # a bound so a broken loop fails instead of hanging; no timing asserted
-        if predicate():
-            return
-        await asyncio.sleep(0.005)
-    raise AssertionError("timed out waiting")
+from tests.waiting import until
 
 
 async def test_backoff_grows_and_starts_over_after_a_good_connection() -> None:
@@ -50,7 +43,7 @@ async def test_backoff_grows_and_starts_over_after_a_good_connection() -> None:
         return stay.is_set()
 
     sup.run("telegram", connection, classify=fatal_reason)
-    await _until(record)
+    await until(record)
     assert sup.loops["telegram"].state == "up" and not fatal
     # 0.01, 0.02, 0.04, 0.04 (capped); after the good connection it starts over at 0.01.
     assert [w for _, w in waits] == [0.01, 0.02, 0.04, 0.04, 0.01]
@@ -74,7 +67,7 @@ async def test_flood_wait_and_telethon_giving_up_are_retried_not_fatal() -> None
         await asyncio.sleep(3600)
 
     sup.run("telegram", connection, classify=fatal_reason)
-    await _until(lambda: seen.append(sup.loops["telegram"].retry_in_s) or connected.is_set())
+    await until(lambda: seen.append(sup.loops["telegram"].retry_in_s) or connected.is_set())
     assert not fatal and sup.loops["telegram"].restarts == 3
     assert 1.0 in seen  # the FloodWait's own delay, exactly
     await sup.stop()
@@ -117,7 +110,7 @@ async def test_unreachable_telegram_does_not_block_or_crash_the_daemon(db: Datab
     sup = Supervisor(lambda name, why: fatal.append(why), max_backoff_s=1)
     await asyncio.wait_for(gateway.start(supervisor=sup), timeout=60)  # hang guards only, here and below
     assert gateway.me is None
-    await _until(lambda: sup.loops["telegram"].restarts >= 2)  # retried in the background after start returned
+    await until(lambda: sup.loops["telegram"].restarts >= 2)  # retried in the background after start returned
     assert gateway._runner is not None and not gateway._runner.done()  # still trying, nothing raised
     assert sup.loops["telegram"].state == "down" and not fatal
     await asyncio.wait_for(gateway.stop(), timeout=60)

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,6 +16,7 @@ from teleton.tools.exec_tool import ExecSettings, exec_tools, run_command
 from teleton.tools.registry import ToolDeps, ToolRegistry
 from teleton.tools.suite import build_registry
 from tests.tools.conftest import BOB_DM, DM, GROUP, call, make_ctx, principals
+from tests.waiting import until
 
 
 def group_members(pgid: int) -> list[int]:
@@ -64,14 +63,6 @@ def test_exec_is_not_registered_unless_enabled() -> None:
     assert registry.scope_of("exec") == "admin-only"
 
 
-async def until(condition: Callable[[], bool], what: str, limit_s: float = 60.0) -> None:
-    """Poll for a state; the limit only turns a hang into a failure (no timing is asserted)."""
-    deadline = time.monotonic() + limit_s
-    while not condition():
-        assert time.monotonic() < deadline, what
-        await asyncio.sleep(0.02)
-
-
 # The command's timeout is what these tests are about; it is long enough that a busy machine has started the
 # shells and both sleeps well before it fires (the tests check they were running before the kill).
 EXEC_TIMEOUT_S = 10.0
@@ -82,7 +73,7 @@ async def test_timeout_kills_children_and_is_audited(db: Database, workspace: Pa
     deps = ToolDeps(db=db, workspace=workspace, principals=principals())
     ctx = make_ctx(deps, DM, admin=True)
     running = asyncio.create_task(call(registry, ctx, "exec", command="sh -c 'sleep 60 & sleep 60'"))
-    await until(lambda: len(in_workspace(workspace)) >= 3 or running.done(), "the processes never started")
+    await until(lambda: len(in_workspace(workspace)) >= 3 or running.done())
     assert len(in_workspace(workspace)) >= 3  # both shells and the sleeps were running
     result = await running
     assert result.is_error and "timeout" in result.content
@@ -100,7 +91,7 @@ async def test_timeout_leaves_no_process_of_the_group(workspace: Path) -> None:
             "sh -c 'sleep 60 & sleep 60'", workspace, ExecSettings(timeout_s=EXEC_TIMEOUT_S), on_start=pids.append
         )
     )
-    await until(lambda: (pids and len(group_members(pids[0])) >= 3) or running.done(), "the processes never started")
+    await until(lambda: (pids and len(group_members(pids[0])) >= 3) or running.done())
     assert len(group_members(pids[0])) >= 3, "the shells and both sleeps should be running"
     outcome = await running
     assert outcome.timed_out and outcome.exit_code is None
