@@ -7,7 +7,8 @@ a long tail of small ones), inserted the way the archive does (the FTS trigger r
   feed's index texts, which carry two messages of context);
 - single query embedding latency (p50);
 - search latency p50/p95 of ``feed_search.search_feed`` with a precomputed query vector (the search alone),
-  scoped to one chat and across all chats, and with the query embedding included (``chat+embed``).
+  scoped to one chat and across all chats, and with the query embedding included (``chat+embed``);
+- the all-chat vector leg's recall@30 against the exact nearest 30 (a brute-force scan, also timed).
 
 Embedding 100k messages with the real model would take tens of minutes, so only ``--embed-sample`` messages
 go through ``embed_pending``; the other rows get vectors of the same model for a pool of distinct sentences
@@ -30,11 +31,12 @@ from pathlib import Path
 
 import numpy as np
 
+from teleton.memory import hybrid_search
 from teleton.memory.embeddings.local import LocalEmbedder
 from teleton.memory.embeddings.model_files import packaged_model
 from teleton.memory.feed_embedding import FeedMessage, embed_pending, index_text
 from teleton.memory.feed_search import search_feed
-from teleton.memory.hybrid_search import FEED
+from teleton.memory.hybrid_search import FEED, vector_leg
 from teleton.memory.vector_store import write_vectors
 from teleton.storage.database import Database
 
@@ -144,8 +146,14 @@ async def bench_size(args: argparse.Namespace, embedder: LocalEmbedder, total: i
 
             queries = [" ".join(rng.sample(TOPICS, 2) + rng.sample(COMMON, 2)) for _ in range(args.queries)]
             qvecs = embedder.encode(queries)
-            results: dict[str, list[float]] = {"chat": [], "all": [], "chat+embed": [], "embed": []}
+            results: dict[str, list[float]] = {"chat": [], "all": [], "chat+embed": [], "embed": [], "exact_knn": []}
+            recalls = []
             for query, qvec in zip(queries, qvecs, strict=True):
+                t0 = time.perf_counter()
+                exact = await db.read(lambda conn, v=qvec: exact_knn(conn, v, 30))
+                results["exact_knn"].append(time.perf_counter() - t0)
+                found = await db.read(lambda conn, v=qvec: vector_leg(conn, FEED, v, 30, None))
+                recalls.append(len(exact & set(found)) / len(exact))
                 chat = rng.choice(chats)
                 t0 = time.perf_counter()
                 await search_feed(db, query, chat_ids=[chat], query_vector=qvec)
@@ -159,11 +167,14 @@ async def bench_size(args: argparse.Namespace, embedder: LocalEmbedder, total: i
                 t0 = time.perf_counter()
                 await search_feed(db, query, chat_ids=[chat], provider=embedder)
                 results["chat+embed"].append(time.perf_counter() - t0)
+            sweep = await oversample_sweep(db, qvecs, args.oversample) if args.oversample else {}
             return {
                 "messages": total,
                 "chats": len(chats),
                 "build_s": round(build_s, 1),
                 "index_texts_per_s": round(index_rate, 1),
+                "all_chat_vector_recall_at_30": {"mean": round(statistics.mean(recalls), 3), "min": min(recalls)},
+                "oversample_sweep": sweep,
                 **{
                     f"{name}_ms": {
                         "p50": round(statistics.median(v) * 1000, 2),
@@ -174,6 +185,36 @@ async def bench_size(args: argparse.Namespace, embedder: LocalEmbedder, total: i
             }
         finally:
             await db.close()
+
+
+async def oversample_sweep(db: Database, qvecs: np.ndarray, values: list[int]) -> dict:
+    """Recall@30 and time of the all-chat vector leg alone for each 1-bit oversample factor."""
+    exact = [await db.read(lambda conn, v=v: exact_knn(conn, v, 30)) for v in qvecs]
+    default, report = hybrid_search.COARSE_OVERSAMPLE, {}
+    try:
+        for value in values:
+            hybrid_search.COARSE_OVERSAMPLE = value
+            recalls, times = [], []
+            for vector, truth in zip(qvecs, exact, strict=True):
+                t0 = time.perf_counter()
+                found = await db.read(lambda conn, v=vector: vector_leg(conn, FEED, v, 30, None))
+                times.append(time.perf_counter() - t0)
+                recalls.append(len(truth & set(found)) / len(truth))
+            report[value] = {
+                "recall_mean": round(statistics.mean(recalls), 3),
+                "recall_min": round(min(recalls), 3),
+                "p95_ms": round(percentile(times, 0.95) * 1000, 2),
+            }
+    finally:
+        hybrid_search.COARSE_OVERSAMPLE = default
+    return report
+
+
+def exact_knn(conn, vector: np.ndarray, k: int) -> set[int]:
+    """The exact ``k`` nearest messages of all chats: sqlite-vec's brute-force scan of the float table."""
+    blob = np.asarray(vector, dtype=np.float32).tobytes()
+    rows = conn.execute("select id from tg_messages_vec where embedding match ? and k = ?", (blob, k)).fetchall()
+    return {int(r[0]) for r in rows}
 
 
 async def bench_reindex(embedder: LocalEmbedder, chunks: int = 1000) -> dict:
@@ -238,6 +279,7 @@ def main() -> None:
     parser.add_argument("--pool", type=int, default=2000, help="distinct sentences embedded for the corpus")
     parser.add_argument("--embed-sample", type=int, default=1000, help="messages embedded through embed_pending")
     parser.add_argument("--turns", type=int, default=1000, help="turns for the throughput measurement")
+    parser.add_argument("--oversample", type=int, nargs="*", default=[], help="1-bit oversample factors to sweep")
     parser.add_argument("--locomo", type=Path, default=Path("../shared/eval/locomo-dev.json"))
     args = parser.parse_args()
     print(json.dumps(asyncio.run(main_async(args)), indent=2))

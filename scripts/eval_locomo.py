@@ -11,6 +11,7 @@ conversation, speaker as sender, session time as date), are embedded by ``feed_e
 searched by ``feed_search`` — so what is measured is the product's record design and search, not a copy.
 
 Usage: python scripts/eval_locomo.py ../shared/eval/locomo-dev.json [--mode bm25|vector|hybrid]
+       [--shared-store | --in-archive 100000]
 
 Records are produced by a ``RecordSource`` (``--records``); ``turns`` is the protocol above.
 ``--records observations`` indexes LoCoMo's ``observation`` facts (each carries the dia_id it was drawn from)
@@ -26,6 +27,7 @@ import argparse
 import asyncio
 import json
 import math
+import random
 import sys
 import tempfile
 import time
@@ -34,6 +36,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
+
+from bench_search import build as build_archive  # scripts/ is the script's path
 
 from teleton.memory.embeddings.local import LocalEmbedder
 from teleton.memory.embeddings.model_files import packaged_model
@@ -208,15 +212,20 @@ async def score(db: Database, store: Store, embedder: LocalEmbedder, mode: str) 
     return results
 
 
-async def evaluate(samples: list[dict], embedder: LocalEmbedder, mode: str, source: str, shared: bool) -> list[dict]:
+async def evaluate(
+    samples: list[dict], embedder: LocalEmbedder, mode: str, source: str, shared: bool, archive: int = 0
+) -> list[dict]:
     """One temporary store per conversation (the protocol), or all in one store as separate chats
-    (``shared``: what a real archive looks like; each search is scoped to its conversation's chat)."""
+    (``shared``: what a real archive looks like; each search is scoped to its conversation's chat), and with
+    ``archive`` synthetic messages in other chats around them (scripts/bench_search.py's archive)."""
     results: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
-        groups = [samples] if shared else [[s] for s in samples]
+        groups = [samples] if shared or archive else [[s] for s in samples]
         for n, group in enumerate(groups):
             db = await Database.open(Path(tmp) / f"eval{n}.db", embedding=(embedder.model_id, embedder.dims))
             try:
+                if archive:
+                    await build_archive(db, archive, embedder, pool=2_000, rng=random.Random(7))
                 stores = [await load_sample(db, s, source, CHAT_ID + i) for i, s in enumerate(group)]
                 if mode != "bm25":
                     await embed_pending(db, embedder)
@@ -250,12 +259,16 @@ async def main_async(args: argparse.Namespace) -> dict:
     if args.records == "observations":
         results = await evaluate_observations(samples, embedder, args.mode)
     else:
-        results = await evaluate(samples, embedder, args.mode, args.records, args.shared_store)
+        results = await evaluate(samples, embedder, args.mode, args.records, args.shared_store, args.in_archive)
     summary = summarise(results)
     summary["_meta"] = {
         "mode": args.mode,
         "records": args.records,
-        "store": "shared" if args.shared_store else "per conversation",
+        "store": f"inside a {args.in_archive}-message archive"
+        if args.in_archive
+        else "shared"
+        if args.shared_store
+        else "per conversation",
         "seconds": time.perf_counter() - started,
     }
     return summary
@@ -270,6 +283,10 @@ def main() -> None:
     parser.add_argument(
         "--shared-store", action="store_true", help="all conversations in one store, one chat each (scoped search)"
     )
+    parser.add_argument(
+        "--in-archive", type=int, default=0, metavar="N",
+        help="all conversations in one store among N synthetic messages of other chats (scoped search)",
+    )  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     args = parser.parse_args()
     summary = asyncio.run(main_async(args))

@@ -23,9 +23,17 @@ from typing import Any
 
 import numpy as np
 
-from teleton.memory.fts_query import or_expression, query_terms
+from teleton.memory.fts_query import query_terms
 from teleton.memory.fusion import Fused, fuse, normalise_cosine, normalise_keyword
-from teleton.memory.hybrid_search import FACTS, SearchParams, exact_cosines, vector_available, vector_leg
+from teleton.memory.hybrid_search import (
+    FACTS,
+    SearchParams,
+    corpus_bm25,
+    exact_cosines,
+    vector_available,
+    vector_leg,
+)
+from teleton.memory.local_bm25 import Scope
 from teleton.storage.sqlite_driver import Connection
 
 # Raw MiniLM cosines: a query and the label of its topic sit around 0.4-0.6 ("what is my dog's name?" vs
@@ -148,22 +156,18 @@ def _members(conn: Connection, scopes: Sequence[str] | None, categories: Sequenc
 def _keyword_leg(
     conn: Connection, query: str, scopes: Sequence[str] | None, categories: Sequence[str], limit: int
 ) -> dict[int, float]:
+    """BM25 of the facts of ``categories``, with the statistics of the facts in ``scopes`` (see local_bm25)."""
     terms = query_terms(query)
-    if not terms or limit <= 0:
+    if not terms:
         return {}
-    weights = ", ".join(str(float(w)) for w in FACTS.fts_weights)
-    sql = (
-        f"select facts_fts.rowid, -bm25(facts_fts, {weights}) from facts_fts "
-        "join facts t on t.id = facts_fts.rowid "
-        "where facts_fts match ? and t.category in (select value from json_each(?))"
+    in_json = "in (select value from json_each(?))"
+    scope = Scope(
+        where="1" if scopes is None else f"t.scope {in_json}",
+        args=() if scopes is None else (json.dumps(list(scopes)),),
+        only=f"t.category {in_json}",
+        only_args=(json.dumps(list(categories)),),
     )
-    args: list[Any] = [or_expression(terms), json.dumps(list(categories))]
-    if scopes is not None:
-        sql += " and t.scope in (select value from json_each(?))"
-        args.append(json.dumps(list(scopes)))
-    sql += " order by 2 desc limit ?"
-    args.append(limit)
-    return {int(row[0]): float(row[1]) for row in conn.execute(sql, args)}
+    return corpus_bm25(conn, FACTS, terms, limit, scope)
 
 
 def _vector_leg(conn: Connection, vector: np.ndarray, members: Mapping[int, str], k: int) -> dict[int, float]:

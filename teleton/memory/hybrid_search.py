@@ -24,6 +24,7 @@ import numpy as np
 
 from teleton.memory.fts_query import or_expression, query_terms
 from teleton.memory.fusion import fuse, normalise_cosine, normalise_keyword
+from teleton.memory.local_bm25 import Scope, local_bm25
 from teleton.storage.database import Database
 from teleton.storage.sqlite_driver import Connection
 
@@ -47,7 +48,8 @@ class Corpus:
     text_column: str
     columns: tuple[str, ...]  # extra columns returned in SearchHit.meta
     scope_column: str | None  # a column of ``table`` that is also the partition key of ``vec``
-    fts_weights: tuple[float, ...]  # bm25() weight per FTS column, in the FTS table's column order
+    fts_columns: tuple[str, ...]  # the FTS table's columns, in order
+    fts_weights: tuple[float, ...]  # bm25() weight per FTS column, in the same order
     where: str = "1"  # a constant condition on the base table (alias t)
     coarse_vec: str | None = None  # 1-bit twin of ``vec`` for unscoped KNN over a large table
     scope_fts_column: str | None = None  # an FTS column holding a token per scope value (see chat_token)
@@ -67,6 +69,7 @@ KNOWLEDGE = Corpus(
     text_column="text",
     columns=("source", "path", "heading", "start_line", "label"),
     scope_column="label",
+    fts_columns=("heading", "text"),
     fts_weights=(0.5, 1.0),
 )
 FEED = Corpus(
@@ -77,6 +80,7 @@ FEED = Corpus(
     text_column="text",
     columns=("chat_id", "message_id", "sender_id", "sender_name", "date", "is_outgoing"),
     scope_column="chat_id",
+    fts_columns=("sender_name", "text", "context", "chat"),
     fts_weights=(1.0, 1.0, 0.3, 0.0),
     where="t.deleted = 0",
     coarse_vec="tg_messages_vec_bits",
@@ -91,6 +95,7 @@ FACTS = Corpus(
     text_column="value",
     columns=("category", "key", "scope", "source", "importance", "access_count", "last_access", "created_at"),
     scope_column="scope",
+    fts_columns=("category", "key", "value"),
     fts_weights=(0.3, 0.7, 1.0),
 )
 TOOLS = Corpus(
@@ -101,6 +106,7 @@ TOOLS = Corpus(
     text_column="description",
     columns=("name",),
     scope_column=None,
+    fts_columns=("name", "search_text"),
     fts_weights=(2.0, 1.0),
 )
 
@@ -238,56 +244,51 @@ def keyword_leg(
 ) -> dict[int, float]:
     """Row id -> BM25 (positive, higher is better) of the best ``limit`` keyword matches within scope.
 
-    The scope is part of the MATCH expression when the FTS table carries scope tokens (the feed), else a
-    join to the base table. The corpus's constant filter (e.g. not deleted) is applied when rows are fetched.
+    A scoped search ranks with the scope's own statistics (``local_bm25``: other chats' text never moves a
+    chat's ranking); an unscoped one with FTS5's, which are then exactly the searched rows'. The corpus's
+    constant filter (e.g. not deleted) is applied when rows are fetched.
     """
     terms = query_terms(query)
     if not terms or limit <= 0:
         return {}
-    scope_filter = _fts_scope(corpus, scope)
-    terms = prune_common_terms(conn, corpus, terms, scope_filter)
-    expression = or_expression(terms)
-    if scope_filter is not None:
-        expression = f"{scope_filter} AND ({expression})"
+    if scope is not None:
+        return corpus_bm25(conn, corpus, terms, limit, scope_of(corpus, scope))
+    terms = prune_common_terms(conn, corpus, terms)
     weights = ", ".join(str(float(w)) for w in corpus.fts_weights)
-    if scope is not None and scope_filter is None:
-        sql = (
-            f"select {corpus.fts}.rowid, -bm25({corpus.fts}, {weights}) "
-            f"from {corpus.fts} join {corpus.table} t on t.id = {corpus.fts}.rowid "
-            f"where {corpus.fts} match ? and t.{corpus.scope_column} in (select value from json_each(?)) "
-            "order by 2 desc limit ?"
-        )
-        args: tuple[Any, ...] = (expression, json.dumps(list(scope)), limit)
-    else:
-        sql = (
-            f"select rowid, -bm25({corpus.fts}, {weights}) from {corpus.fts} "
-            f"where {corpus.fts} match ? order by 2 desc limit ?"
-        )
-        args = (expression, limit)
-    return {int(row[0]): float(row[1]) for row in conn.execute(sql, args)}
+    sql = (
+        f"select rowid, -bm25({corpus.fts}, {weights}) from {corpus.fts} "
+        f"where {corpus.fts} match ? order by 2 desc limit ?"
+    )
+    return {int(row[0]): float(row[1]) for row in conn.execute(sql, (or_expression(terms), limit))}
 
 
-def _fts_scope(corpus: Corpus, scope: Sequence[Any] | None) -> str | None:
-    if scope is None or corpus.scope_fts_column is None:
-        return None
-    tokens = " OR ".join(f'"{chat_token(value)}"' for value in scope)
-    return f"{corpus.scope_fts_column} : ({tokens})"
+def scope_of(corpus: Corpus, scope: Sequence[Any]) -> Scope:
+    """The rows of ``scope``: the FTS scope tokens when the corpus has them (the feed), else its column."""
+    if corpus.scope_fts_column is not None:
+        tokens = " OR ".join(f'"{chat_token(value)}"' for value in scope)
+        return Scope(fts_filter=f"{corpus.scope_fts_column} : ({tokens})")
+    return Scope(where=f"t.{corpus.scope_column} in (select value from json_each(?))", args=(json.dumps(list(scope)),))
 
 
-def prune_common_terms(conn: Connection, corpus: Corpus, terms: list[str], scope_filter: str | None) -> list[str]:
+def corpus_bm25(conn: Connection, corpus: Corpus, terms: list[str], limit: int, scope: Scope) -> dict[int, float]:
+    return local_bm25(
+        conn, fts=corpus.fts, table=corpus.table, columns=corpus.fts_columns, weights=corpus.fts_weights,
+        terms=terms, scope=scope, limit=limit, max_matches=MAX_KEYWORD_MATCHES,
+    )  # fmt: skip
+
+
+def prune_common_terms(conn: Connection, corpus: Corpus, terms: list[str]) -> list[str]:
     """Drop the most common query words while the words together match more than MAX_KEYWORD_MATCHES rows."""
-    if len(terms) < 2 or _match_count(conn, corpus, or_expression(terms), scope_filter) <= MAX_KEYWORD_MATCHES:
+    if len(terms) < 2 or _match_count(conn, corpus, or_expression(terms)) <= MAX_KEYWORD_MATCHES:
         return terms
-    frequency = {term: _match_count(conn, corpus, or_expression([term]), scope_filter) for term in terms}
+    frequency = {term: _match_count(conn, corpus, or_expression([term])) for term in terms}
     kept = sorted(terms, key=lambda term: frequency[term])
     while len(kept) > 1 and sum(frequency[term] for term in kept) > MAX_KEYWORD_MATCHES:
         kept.pop()
     return [term for term in terms if term in kept]
 
 
-def _match_count(conn: Connection, corpus: Corpus, expression: str, scope_filter: str | None) -> int:
-    if scope_filter is not None:
-        expression = f"{scope_filter} AND ({expression})"
+def _match_count(conn: Connection, corpus: Corpus, expression: str) -> int:
     row = conn.execute(f"select count(*) from {corpus.fts} where {corpus.fts} match ?", (expression,)).fetchone()
     return int(row[0])
 

@@ -1,0 +1,164 @@
+"""BM25 with the statistics of the searched scope only.
+
+FTS5's ``bm25()`` weighs a word by how rare it is in the WHOLE table and normalises lengths by the whole
+table's average. In an archive of many chats that means one chat's ranking moves whenever other chats talk:
+a word the searched chat uses once is "common" because a busy group says it all day. A scoped search
+(one chat, the fact scopes a caller may read, some knowledge labels) therefore ranks here with the scope's
+own numbers: the document count, each word's document frequency and the average length are counted among
+the rows the scope admits, so adding text to other chats changes nothing in this one.
+
+The formula is FTS5's own (k1 = 1.2, b = 0.75, idf = ln((N - n + 0.5) / (n + 0.5)) floored at 1e-6, a word's
+frequency in a row = the column-weighted count of its matches, the row length = all columns' tokens), so a
+store holding one scope ranks exactly as FTS5 does. Counts come from FTS5 itself: a word's matches in a
+column are the markers ``highlight()`` adds (porter stemming and diacritics as the index has them), a row's
+length is its ``_docsize`` record.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from teleton.memory.fts_query import or_expression
+from teleton.storage.sqlite_driver import Connection
+
+K1 = 1.2
+B = 0.75
+MARK = "\x01"  # one character per match: a column's count is the highlighted text's extra length
+LENGTH_SAMPLE = 1_000  # rows (the scope's newest) the average length is taken from; exact for small scopes
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The rows whose statistics a search uses: an FTS5 expression AND-ed into the MATCH (``fts_filter``, e.g.
+    the feed's chat tokens) or a condition on the base table ``t`` with its bound ``args``. ``only`` (with
+    ``only_args``) narrows the rows ranked without changing the statistics (fact recall's categories)."""
+
+    fts_filter: str | None = None
+    where: str | None = None
+    args: tuple[Any, ...] = ()
+    only: str | None = None
+    only_args: tuple[Any, ...] = ()
+
+
+def local_bm25(
+    conn: Connection,
+    *,
+    fts: str,
+    table: str,
+    columns: Sequence[str],
+    weights: Sequence[float],
+    terms: Sequence[str],
+    scope: Scope,
+    limit: int,
+    max_matches: int,
+) -> dict[int, float]:
+    """Row id -> BM25 (positive, higher is better) of the best ``limit`` rows of ``scope`` matching any term.
+
+    When the terms together match more than ``max_matches`` rows of the scope, the most common ones are
+    dropped first (the rarest always stays), as the unscoped search does.
+    """
+    search = _Search(conn, fts, table, scope)
+    counts = {term: search.count(_phrase(term)) for term in terms}
+    kept = _rarest(counts, max_matches)
+    if not kept or limit <= 0:
+        return {}
+    rows = search.count(None)
+    idf = {term: max(1e-6, math.log((rows - counts[term] + 0.5) / (counts[term] + 0.5))) for term in kept}
+    frequency: dict[int, dict[str, float]] = {}
+    for term in kept:
+        for row_id, tf in search.frequencies(_phrase(term), columns, weights):
+            frequency.setdefault(row_id, {})[term] = tf
+    lengths = search.lengths(list(frequency))
+    average = search.average_length()
+    scores = {}
+    for row_id, by_term in frequency.items():
+        norm = K1 * (1 - B + B * lengths.get(row_id, 0) / average) if average > 0 else K1
+        scores[row_id] = sum(idf[t] * tf * (K1 + 1) / (tf + norm) for t, tf in by_term.items())
+    best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]
+    return dict(best)
+
+
+def _phrase(term: str) -> str:
+    return or_expression([term])
+
+
+def _rarest(counts: dict[str, int], max_matches: int) -> list[str]:
+    """The terms that match anything, the most common dropped while together they match too many rows."""
+    present = sorted((t for t, n in counts.items() if n > 0), key=lambda t: counts[t])
+    while len(present) > 1 and sum(counts[t] for t in present) > max_matches:
+        present.pop()
+    return [t for t in counts if t in present]  # the query's order
+
+
+class _Search:
+    """The queries of one scope; table names are constants of the caller's corpus, user text is bound."""
+
+    def __init__(self, conn: Connection, fts: str, table: str, scope: Scope) -> None:
+        self.conn, self.fts, self.table, self.scope = conn, fts, table, scope
+
+    def _from(self, expression: str | None, ranked: bool = False) -> tuple[str, list[Any], str]:
+        """FROM + WHERE of the scope's rows matching ``expression`` (None: all of them), and their id;
+        ``ranked``: only those the search may return."""
+        conditions = [(self.scope.where, self.scope.args)]
+        if ranked:
+            conditions.append((self.scope.only, self.scope.only_args))
+        where = " and ".join(c for c, _ in conditions if c)
+        args = [a for c, values in conditions if c for a in values]
+        match = " AND ".join(f"({p})" for p in (self.scope.fts_filter, expression) if p)
+        if not match:  # the whole scope from the base table: a MATCH-less FTS query would read every row
+            assert where, "a scope needs an FTS filter or a condition"
+            return f"from {self.table} t where {where}", args, "t.id"
+        if not where:
+            return f"from {self.fts} where {self.fts} match ?", [match], f"{self.fts}.rowid"
+        return (
+            f"from {self.fts} join {self.table} t on t.id = {self.fts}.rowid where {where} and {self.fts} match ?",
+            [*args, match],
+            f"{self.fts}.rowid",
+        )
+
+    def count(self, expression: str | None) -> int:
+        sql, args, _ = self._from(expression)
+        return int(self.conn.execute(f"select count(*) {sql}", args).fetchone()[0])
+
+    def frequencies(self, expression: str, columns: Sequence[str], weights: Sequence[float]) -> list[tuple[int, float]]:
+        """(row id, column-weighted match count) of every scope row matching ``expression``."""
+        weighted = [(i, name, w) for i, (name, w) in enumerate(zip(columns, weights, strict=True)) if w > 0]
+        selects = ", ".join(f"highlight({self.fts}, {i}, '{MARK}', ''), {self.fts}.{name}" for i, name, _ in weighted)
+        sql, args, row_id = self._from(expression, ranked=True)
+        out = []
+        for row in self.conn.execute(f"select {row_id}, {selects} {sql}", args):
+            marked = [len(row[1 + 2 * k] or "") - len(row[2 + 2 * k] or "") for k in range(len(weighted))]
+            out.append((int(row[0]), sum(w * n for (_, _, w), n in zip(weighted, marked, strict=True))))
+        return out
+
+    def lengths(self, ids: list[int]) -> dict[int, int]:
+        if not ids:
+            return {}
+        placeholders = ",".join("?" * len(ids))
+        rows = self.conn.execute(f"select id, sz from {self.fts}_docsize where id in ({placeholders})", ids)
+        return {int(r[0]): sum(_varints(r[1])) for r in rows}
+
+    def average_length(self) -> float:
+        sql, args, row_id = self._from(None)
+        newest = f"select {row_id} {sql} order by {row_id} desc limit {LENGTH_SAMPLE}"
+        rows = self.conn.execute(f"select sz from {self.fts}_docsize where id in ({newest})", args).fetchall()
+        return sum(sum(_varints(r[0])) for r in rows) / len(rows) if rows else 0.0
+
+
+def _varints(blob: bytes) -> list[int]:
+    """SQLite varints (FTS5's ``_docsize`` record: one token count per column)."""
+    values, value, count = [], 0, 0
+    for byte in blob:
+        count += 1
+        if count == 9:  # the ninth byte contributes all eight bits
+            values.append((value << 8) | byte)
+            value, count = 0, 0
+        elif byte & 0x80:
+            value = (value << 7) | (byte & 0x7F)
+        else:
+            values.append((value << 7) | byte)
+            value, count = 0, 0
+    return values

@@ -1,0 +1,131 @@
+"""Keyword ranking with the scope's own statistics: other chats, other fact scopes and other knowledge labels
+never move a scope's ranking, and a store holding one scope ranks exactly as FTS5's bm25() does."""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+
+import pytest
+
+from teleton.memory.fact_recall import search_in_categories
+from teleton.memory.hybrid_search import DEFAULT_PARAMS, FACTS, FEED, KNOWLEDGE, keyword_leg
+from teleton.memory.local_bm25 import _varints
+from teleton.storage import Database
+from tests.memory.test_hybrid_search import add_messages
+
+CHAT = [
+    "Anna painted a sunset over the lake last weekend",
+    "The lake house needs a new roof before winter",
+    "We went hiking with the dog, the dog loved the lake",
+    "Painting classes start in May, Anna signed up",
+    "The roof guy is coming on Tuesday",
+    "Pottery is my new thing, I made a bowl",
+    "A sunset photo from the pier",
+    "Let's meet for coffee after the painting class",
+] * 3
+QUERIES = ["what did Anna paint at the lake", "roof repair", "dog hiking lake", "sunset pier photo", "pottery bowl"]
+WORDS = "lake roof dog sunset paint painting anna coffee class pier photo bowl the a of".split()
+
+
+def noise(rng: random.Random, n: int) -> list[str]:
+    """Other chats' chatter, heavy in the searched chat's words and of another length."""
+    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 30))) for _ in range(n)]
+
+
+@pytest.fixture
+async def db(tmp_path: Path):
+    database = await Database.open(tmp_path / "bm25.db", embedding=None)
+    yield database
+    await database.close()
+
+
+async def feed_rankings(db: Database, chat: int) -> dict[str, list[tuple[int, float]]]:
+    def rank(conn) -> dict[str, list[tuple[int, float]]]:
+        return {q: list(keyword_leg(conn, FEED, q, 30, [chat]).items()) for q in QUERIES}
+
+    return await db.read(rank)
+
+
+async def test_other_chats_text_never_moves_a_chats_keyword_ranking(db: Database) -> None:
+    await db.write(lambda conn: add_messages(conn, 7, CHAT))
+    before = await feed_rankings(db, 7)
+    assert all(before.values())
+    rng = random.Random(5)
+    await db.write(lambda conn: [add_messages(conn, 100 + c, noise(rng, 1_000)) for c in range(10)])
+    after = await feed_rankings(db, 7)
+    assert after == before  # the same rows, the same order, the same scores: 10k messages elsewhere changed nothing
+
+
+async def test_one_scope_ranks_exactly_as_fts5_bm25(db: Database) -> None:
+    rng = random.Random(9)
+    await db.write(lambda conn: add_messages(conn, 7, CHAT + noise(rng, 300)))
+
+    def both(conn, query: str) -> tuple[dict[int, float], dict[int, float]]:
+        return keyword_leg(conn, FEED, query, 30, [7]), keyword_leg(conn, FEED, query, 30, None)
+
+    for query in QUERIES:
+        scoped, fts5 = await db.read(lambda conn, q=query: both(conn, q))
+        assert scoped.keys() == fts5.keys()
+        for row_id, score in fts5.items():
+            assert scoped[row_id] == pytest.approx(score, rel=1e-9)
+
+
+async def test_fact_scopes_and_knowledge_labels_rank_with_their_own_statistics(db: Database) -> None:
+    now = time.time()
+
+    def add_facts(conn, scope: str, values: list[str]) -> None:
+        for n, value in enumerate(values):
+            conn.execute(
+                "insert into facts(category, value, scope, hash, created_at, updated_at) values (?, ?, ?, ?, ?, ?)",
+                ("life", value, scope, f"{scope}-{n}-{hash(value)}", now, now),
+            )
+
+    def add_knowledge(conn, label: str, texts: list[str]) -> None:
+        for n, text in enumerate(texts):
+            conn.execute(
+                "insert into knowledge(source, path, text, hash, label, created_at, updated_at) "
+                "values ('memory', ?, ?, ?, ?, ?, ?)",
+                (f"{label}.md", text, f"{label}-{n}", label, now, now),
+            )
+
+    def rankings(conn) -> tuple[list, list]:
+        facts = [
+            [(f.id, f.score) for f in search_in_categories(conn, q, None, ["owner"], ["life"], DEFAULT_PARAMS)]
+            for q in QUERIES
+        ]
+        knowledge = [list(keyword_leg(conn, KNOWLEDGE, q, 30, ["owner"]).items()) for q in QUERIES]
+        return facts, knowledge
+
+    await db.write(lambda conn: (add_facts(conn, "owner", CHAT[:8]), add_knowledge(conn, "owner", CHAT[:8])))
+    before = await db.read(rankings)
+    rng = random.Random(11)
+    await db.write(
+        lambda conn: (
+            add_facts(conn, "chat:-100", noise(rng, 2_000)),
+            add_knowledge(conn, "chat:-100", noise(rng, 2_000)),
+        )
+    )
+    assert await db.read(rankings) == before
+    facts_only_theirs = await db.read(lambda conn: keyword_leg(conn, FACTS, "lake roof", 30, ["chat:-100"]))
+    assert facts_only_theirs and all(i > 8 for i in facts_only_theirs)  # and each scope finds only its own
+
+
+async def test_a_message_stuffed_with_marker_characters_scores_as_without_them(db: Database) -> None:
+    # The word count of a match is read from FTS5's highlight markers; text carrying the marker itself must
+    # not count as more matches.
+    # One message per chat, so no context column repeats a neighbour's words.
+    def add(conn) -> list[int]:
+        texts = ["roof \x01\x01\x01\x01 tiles", "roof tiles", *["garden"] * 6]
+        return [add_messages(conn, 7 + n, [text])[0] for n, text in enumerate(texts)]
+
+    stuffed, plain, *_ = await db.write(add)
+    scores = await db.read(lambda conn: keyword_leg(conn, FEED, "roof", 30, list(range(7, 15))))
+    assert set(scores) == {stuffed, plain}
+    assert scores[stuffed] == pytest.approx(scores[plain])
+
+
+def test_sqlite_varints_are_read_as_sqlite_writes_them() -> None:
+    assert _varints(bytes([3, 0x81, 0x00, 0x7F])) == [3, 128, 127]
+    assert _varints(bytes([0xFF] * 8 + [0x01])) == [(2**56 - 1) << 8 | 1]
