@@ -124,28 +124,33 @@ class _Search:
         return int(self.conn.execute(f"select count(*) {sql}", args).fetchone()[0])
 
     def frequencies(self, expression: str, columns: Sequence[str], weights: Sequence[float]) -> list[tuple[int, float]]:
-        """(row id, column-weighted match count) of every scope row matching ``expression``."""
-        weighted = [(i, name, w) for i, (name, w) in enumerate(zip(columns, weights, strict=True)) if w > 0]
-        selects = ", ".join(f"highlight({self.fts}, {i}, '{MARK}', ''), {self.fts}.{name}" for i, name, _ in weighted)
+        """(row id, column-weighted match count) of every scope row matching ``expression``; counted in SQL so
+        no text crosses into Python."""
+        marked = " + ".join(
+            f"{float(w)} * coalesce(length(highlight({self.fts}, {i}, '{MARK}', '')) - length({self.fts}.{name}), 0)"
+            for i, (name, w) in enumerate(zip(columns, weights, strict=True))
+            if w > 0
+        )
         sql, args, row_id = self._from(expression, ranked=True)
-        out = []
-        for row in self.conn.execute(f"select {row_id}, {selects} {sql}", args):
-            marked = [len(row[1 + 2 * k] or "") - len(row[2 + 2 * k] or "") for k in range(len(weighted))]
-            out.append((int(row[0]), sum(w * n for (_, _, w), n in zip(weighted, marked, strict=True))))
-        return out
+        return [(int(r[0]), float(r[1])) for r in self.conn.execute(f"select {row_id}, {marked} {sql}", args)]
 
     def lengths(self, ids: list[int]) -> dict[int, int]:
         if not ids:
             return {}
         placeholders = ",".join("?" * len(ids))
         rows = self.conn.execute(f"select id, sz from {self.fts}_docsize where id in ({placeholders})", ids)
-        return {int(r[0]): sum(_varints(r[1])) for r in rows}
+        return {int(r[0]): _row_length(r[1]) for r in rows}
 
     def average_length(self) -> float:
         sql, args, row_id = self._from(None)
         newest = f"select {row_id} {sql} order by {row_id} desc limit {LENGTH_SAMPLE}"
         rows = self.conn.execute(f"select sz from {self.fts}_docsize where id in ({newest})", args).fetchall()
-        return sum(sum(_varints(r[0])) for r in rows) / len(rows) if rows else 0.0
+        return sum(_row_length(r[0]) for r in rows) / len(rows) if rows else 0.0
+
+
+def _row_length(blob: bytes) -> int:
+    """A row's tokens over all columns; every count under 128 is one byte, so the bytes' sum is the sum."""
+    return sum(blob) if not blob or max(blob) < 0x80 else sum(_varints(blob))
 
 
 def _varints(blob: bytes) -> list[int]:

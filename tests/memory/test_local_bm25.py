@@ -11,7 +11,7 @@ import pytest
 
 from teleton.memory.fact_recall import search_in_categories
 from teleton.memory.hybrid_search import DEFAULT_PARAMS, FACTS, FEED, KNOWLEDGE, keyword_leg
-from teleton.memory.local_bm25 import _varints
+from teleton.memory.local_bm25 import _row_length, _varints
 from teleton.storage import Database
 from tests.memory.test_hybrid_search import add_messages
 
@@ -129,3 +129,4 @@ async def test_a_message_stuffed_with_marker_characters_scores_as_without_them(d
 def test_sqlite_varints_are_read_as_sqlite_writes_them() -> None:
     assert _varints(bytes([3, 0x81, 0x00, 0x7F])) == [3, 128, 127]
     assert _varints(bytes([0xFF] * 8 + [0x01])) == [(2**56 - 1) << 8 | 1]
+    assert _row_length(bytes([3, 0x81, 0x00, 0x7F])) == 258 and _row_length(bytes([3, 4])) == 7
