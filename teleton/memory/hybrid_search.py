@@ -24,12 +24,13 @@ import numpy as np
 
 from teleton.memory.fts_query import or_expression, query_terms
 from teleton.memory.fusion import fuse, normalise_cosine, normalise_keyword
-from teleton.memory.local_bm25 import Scope, local_bm25
+from teleton.memory.local_bm25 import Scope, drop_common_terms, local_bm25
 from teleton.storage.database import Database
 from teleton.storage.sqlite_driver import Connection
 
 # Unscoped KNN over a big table goes through a 1-bit index first; this many candidates per wanted result
-# are re-ranked with the exact float vectors, which recovers the float ranking almost exactly.
+# are re-ranked with the exact float vectors. At 100k messages that keeps 0.64 of the exact top 30
+# (`scripts/bench_search.py --oversample`); a larger factor costs more than it may (issue 14, point 2).
 COARSE_OVERSAMPLE = 3
 # BM25 costs a few microseconds per matching row. When a query's words match more rows than this, its most
 # common words (the lowest IDF, the least information) are dropped until the rest match at most this many;
@@ -282,10 +283,7 @@ def prune_common_terms(conn: Connection, corpus: Corpus, terms: list[str]) -> li
     if len(terms) < 2 or _match_count(conn, corpus, or_expression(terms)) <= MAX_KEYWORD_MATCHES:
         return terms
     frequency = {term: _match_count(conn, corpus, or_expression([term])) for term in terms}
-    kept = sorted(terms, key=lambda term: frequency[term])
-    while len(kept) > 1 and sum(frequency[term] for term in kept) > MAX_KEYWORD_MATCHES:
-        kept.pop()
-    return [term for term in terms if term in kept]
+    return drop_common_terms(frequency, MAX_KEYWORD_MATCHES)
 
 
 def _match_count(conn: Connection, corpus: Corpus, expression: str) -> int:

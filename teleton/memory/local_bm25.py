@@ -16,6 +16,7 @@ length is its ``_docsize`` record.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -60,10 +61,12 @@ def local_bm25(
     When the terms together match more than ``max_matches`` rows of the scope, the most common ones are
     dropped first (the rarest always stays), as the unscoped search does.
     """
+    if limit <= 0:
+        return {}
     search = _Search(conn, fts, table, scope)
     counts = {term: search.count(_phrase(term)) for term in terms}
-    kept = _rarest(counts, max_matches)
-    if not kept or limit <= 0:
+    kept = drop_common_terms({term: n for term, n in counts.items() if n > 0}, max_matches)
+    if not kept:
         return {}
     rows = search.count(None)
     idf = {term: max(1e-6, math.log((rows - counts[term] + 0.5) / (counts[term] + 0.5))) for term in kept}
@@ -85,12 +88,14 @@ def _phrase(term: str) -> str:
     return or_expression([term])
 
 
-def _rarest(counts: dict[str, int], max_matches: int) -> list[str]:
-    """The terms that match anything, the most common dropped while together they match too many rows."""
-    present = sorted((t for t, n in counts.items() if n > 0), key=lambda t: counts[t])
-    while len(present) > 1 and sum(counts[t] for t in present) > max_matches:
-        present.pop()
-    return [t for t in counts if t in present]  # the query's order
+def drop_common_terms(counts: dict[str, int], max_matches: int) -> list[str]:
+    """The query's words (``counts``: each one's matching rows, in the query's order), the most common dropped
+    while together they match more than ``max_matches`` rows; the rarest always stays (see MAX_KEYWORD_MATCHES
+    in hybrid_search)."""
+    kept = sorted(counts, key=lambda term: counts[term])
+    while len(kept) > 1 and sum(counts[term] for term in kept) > max_matches:
+        kept.pop()
+    return [term for term in counts if term in kept]
 
 
 class _Search:
@@ -137,8 +142,8 @@ class _Search:
     def lengths(self, ids: list[int]) -> dict[int, int]:
         if not ids:
             return {}
-        placeholders = ",".join("?" * len(ids))
-        rows = self.conn.execute(f"select id, sz from {self.fts}_docsize where id in ({placeholders})", ids)
+        sql = f"select id, sz from {self.fts}_docsize where id in (select value from json_each(?))"
+        rows = self.conn.execute(sql, (json.dumps(ids),))
         return {int(r[0]): _row_length(r[1]) for r in rows}
 
     def average_length(self) -> float:

@@ -11,7 +11,7 @@ import pytest
 
 from teleton.memory.fact_recall import search_in_categories
 from teleton.memory.hybrid_search import DEFAULT_PARAMS, FACTS, FEED, KNOWLEDGE, keyword_leg
-from teleton.memory.local_bm25 import _row_length, _varints
+from teleton.memory.local_bm25 import _row_length, _varints, drop_common_terms
 from teleton.storage import Database
 from tests.memory.test_hybrid_search import add_messages
 
@@ -130,3 +130,9 @@ def test_sqlite_varints_are_read_as_sqlite_writes_them() -> None:
     assert _varints(bytes([3, 0x81, 0x00, 0x7F])) == [3, 128, 127]
     assert _varints(bytes([0xFF] * 8 + [0x01])) == [(2**56 - 1) << 8 | 1]
     assert _row_length(bytes([3, 0x81, 0x00, 0x7F])) == 258 and _row_length(bytes([3, 4])) == 7
+
+
+def test_the_most_common_words_are_dropped_first_and_the_rarest_always_stays() -> None:
+    assert drop_common_terms({"paris": 3_000, "louvre": 10, "think": 4_000}, 5_000) == ["paris", "louvre"]
+    assert drop_common_terms({"think": 9_000, "need": 8_000}, 5_000) == ["need"]
+    assert drop_common_terms({"a": 1, "b": 2}, 5_000) == ["a", "b"]  # the query's order
