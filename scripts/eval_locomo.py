@@ -250,6 +250,12 @@ def summarise(results: list[dict]) -> dict[str, dict[str, float]]:
     }
 
 
+def store_label(args: argparse.Namespace) -> str:
+    if args.in_archive:
+        return f"inside a {args.in_archive}-message archive"
+    return "shared" if args.shared_store else "per conversation"
+
+
 async def main_async(args: argparse.Namespace) -> dict:
     samples = json.loads(await asyncio.to_thread(Path(args.path).read_text))
     if args.limit:
@@ -264,11 +270,7 @@ async def main_async(args: argparse.Namespace) -> dict:
     summary["_meta"] = {
         "mode": args.mode,
         "records": args.records,
-        "store": f"inside a {args.in_archive}-message archive"
-        if args.in_archive
-        else "shared"
-        if args.shared_store
-        else "per conversation",
+        "store": store_label(args),
         "seconds": time.perf_counter() - started,
     }
     return summary
