@@ -20,7 +20,6 @@ import pytest
 from teleton.storage.sqlite_driver import pick_driver
 from tests.daemon.harness import OWNER, Daemon, db_rows, write_config
 from tests.fakes.anthropic_server import FakeAnthropic, Reply, last_user_text, overloaded, text, user_said
-from tests.waiting import until_sync
 
 OWNER_DM = {"id": OWNER["id"], "type": "dm", "title": ""}
 
@@ -50,7 +49,7 @@ def test_sigterm_during_a_turn_finishes_it_and_exits_cleanly(fake_api: FakeAnthr
     try:
         daemon.send(OWNER_DM, "what's up?", message_id=1)
         daemon.wait_for(lambda ev: any(e["op"] == "archived" for e in ev))
-        until_sync(lambda: fake_api.requests)  # the turn reached the model
+        daemon.wait_for(lambda _: fake_api.requests)  # the turn reached the model
         daemon.signal(signal.SIGTERM)
         while not _logged(daemon_root, "stopping"):
             assert daemon.proc is not None and daemon.proc.poll() is None, "the daemon exited before the turn ended"
@@ -216,20 +215,20 @@ def test_sighup_reloads_policy_and_status_sees_the_running_daemon(fake_api: Fake
     try:
         daemon.send(stranger_dm, "hello?", message_id=1, sender=stranger)
         daemon.wait_for(lambda ev: any(e["op"] == "archived" for e in ev))
-        until_sync(lambda: daemon.pump() or _answer_states(daemon_root).get(1, ("",))[0] == "ignored")
+        daemon.wait_for(lambda _: _answer_states(daemon_root).get(1, ("",))[0] == "ignored")
         daemon.pump()
         assert daemon.sent() == []  # not on the allowlist: archived, not answered
         assert _answer_states(daemon_root)[1][0] == "ignored"
 
         config.write_text(config.read_text().replace("dm_policy: allowlist", "dm_policy: open"))
         daemon.signal(signal.SIGHUP)
-        until_sync(lambda: daemon.pump() or _reloaded(daemon_root))
+        daemon.wait_for(lambda _: _reloaded(daemon_root))
         daemon.send(stranger_dm, "hello again", message_id=2, sender=stranger)
         daemon.wait_for(lambda ev: len([e for e in ev if e["op"] == "send_message"]) == 1)
 
         # The status file is rewritten every few seconds: wait for one written after the reply.
         status_file = daemon_root / "state" / "status.json"
-        until_sync(lambda: daemon.pump() or _status_shows(status_file, archived=3))
+        daemon.wait_for(lambda _: _status_shows(status_file, archived=3))
         env = {k: v for k, v in os.environ.items() if not k.startswith(("TELETON_", "ANTHROPIC_"))}
         status = subprocess.run(
             [sys.executable, "-m", "teleton.cli.main", "-c", str(config), "status"],
@@ -272,7 +271,7 @@ def test_turn_cut_by_kill_9_is_answered_once_after_restart(fake_api: FakeAnthrop
     config = write_config(daemon_root, fake_api.base_url)
     daemon = Daemon(daemon_root, config).start()
     daemon.send(OWNER_DM, "tell me a long story", message_id=7)
-    until_sync(lambda: daemon.pump() or fake_api.requests)  # the turn reached the model
+    daemon.wait_for(lambda _: fake_api.requests)  # the turn reached the model
     daemon.signal(signal.SIGKILL)
     daemon.wait()
     assert _answer_states(daemon_root)[7][0] == "accepted"  # owed an answer, durably
@@ -329,7 +328,7 @@ def test_sighup_moves_owner_and_admin_rights_everywhere(fake_api: FakeAnthropic,
             .replace("allow_from:\n  - 2002", "allow_from:\n  - 1001\n  - 2002")
         )
         daemon.signal(signal.SIGHUP)
-        until_sync(lambda: daemon.pump() or _reloaded(daemon_root))
+        daemon.wait_for(lambda _: _reloaded(daemon_root))
 
         assert "SECRET-VAULT" in turn(bob_dm, bob, "what is the vault code?")[0]  # Bob's DM is the owner's now
         assert "SECRET-VAULT" not in turn(OWNER_DM, OWNER, "what is the vault code?")[0]

@@ -1,5 +1,5 @@
-"""Helpers of the delivery family: a gate a
-scripted model request blocks on, archiving a message the way the Telegram layer leaves it (accepted)."""
+"""Helpers of the delivery family: a gate a scripted model request blocks on, archiving a message the way
+the Telegram layer leaves it (accepted)."""
 
 from __future__ import annotations
 

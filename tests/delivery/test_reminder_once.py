@@ -252,7 +252,7 @@ def test_daemon_killed_before_the_reminder_went_out_sends_it_once_after_restart(
         again = Daemon(daemon_root, config).start()
         try:
             status, result, attempts = _settle(daemon_root, again, task_id)
-            until_sync(lambda: again.pump() or any(e["text"] == REMINDER for e in again.sent()))
+            again.wait_for(lambda _: any(e["text"] == REMINDER for e in again.sent()))
         finally:
             again.stop()
     assert (status, attempts) == ("done", 2), (status, result)
