@@ -31,12 +31,13 @@ from pathlib import Path
 
 import numpy as np
 
-from teleton.memory import hybrid_search
+from teleton.memory import bit_index
+from teleton.memory.corpora import FEED
 from teleton.memory.embeddings.local import LocalEmbedder
 from teleton.memory.embeddings.model_files import packaged_model
 from teleton.memory.feed_embedding import FeedMessage, embed_pending, index_text
 from teleton.memory.feed_search import search_feed
-from teleton.memory.hybrid_search import FEED, vector_leg
+from teleton.memory.vector_leg import vector_leg
 from teleton.memory.vector_store import write_vectors
 from teleton.storage.database import Database
 
@@ -191,10 +192,10 @@ async def bench_size(args: argparse.Namespace, embedder: LocalEmbedder, total: i
 async def oversample_sweep(db: Database, qvecs: np.ndarray, exact: list[set[int]], values: list[int]) -> dict:
     """Recall@30 (against ``exact``, the true nearest 30 of each query) and time of the all-chat vector leg
     alone for each 1-bit oversample factor."""
-    default, report = hybrid_search.COARSE_OVERSAMPLE, {}
+    default, report = bit_index.OVERSAMPLE, {}
     try:
         for value in values:
-            hybrid_search.COARSE_OVERSAMPLE = value
+            bit_index.OVERSAMPLE = value
             recalls, times = [], []
             for vector, truth in zip(qvecs, exact, strict=True):
                 t0 = time.perf_counter()
@@ -207,7 +208,7 @@ async def oversample_sweep(db: Database, qvecs: np.ndarray, exact: list[set[int]
                 "p95_ms": round(percentile(times, 0.95) * 1000, 2),
             }
     finally:
-        hybrid_search.COARSE_OVERSAMPLE = default
+        bit_index.OVERSAMPLE = default
     return report
 
 

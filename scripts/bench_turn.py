@@ -42,7 +42,7 @@ from teleton.config.schema import (
 from teleton.gateway.contract import ChatInfo, IncomingMessage, UserInfo
 from teleton.gateway.terminal import TerminalGateway
 from teleton.memory import feed_archive as fa
-from teleton.memory.hybrid_search import FEED
+from teleton.memory.corpora import FEED
 from teleton.memory.vector_store import write_vectors
 from teleton.observability.logging import configure_logging
 from teleton.storage import Database

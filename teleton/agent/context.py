@@ -23,16 +23,9 @@ from typing import Any
 import numpy as np
 
 from teleton.gateway.contract import IncomingMessage
+from teleton.memory.corpora import FACTS, FEED, KNOWLEDGE
 from teleton.memory.embeddings.query import embed_query
-from teleton.memory.hybrid_search import (
-    FACTS,
-    FEED,
-    KNOWLEDGE,
-    SearchHit,
-    SearchParams,
-    hybrid_search,
-    hybrid_search_db,
-)
+from teleton.memory.hybrid_search import SearchHit, SearchParams, hybrid_search, hybrid_search_db
 from teleton.privacy import PUBLIC, Clearance, Principals
 from teleton.privacy.quoting import label_origin, quote
 from teleton.storage.database import Database

@@ -12,9 +12,10 @@ import time
 
 import numpy as np
 
+from teleton.memory.corpora import FACTS
 from teleton.memory.embeddings.query import embed_query
 from teleton.memory.facts import Fact, FactStore, SaveOutcome, fact_hash
-from teleton.memory.hybrid_search import FACTS, vector_available
+from teleton.memory.vector_leg import vector_available
 from teleton.storage.sqlite_driver import Connection
 
 NEAR_DUPLICATE = 0.95

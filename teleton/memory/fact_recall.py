@@ -23,17 +23,12 @@ from typing import Any
 
 import numpy as np
 
+from teleton.memory.corpora import FACTS
 from teleton.memory.fts_query import query_terms
 from teleton.memory.fusion import Fused, fuse, normalise_cosine, normalise_keyword
-from teleton.memory.hybrid_search import (
-    FACTS,
-    SearchParams,
-    corpus_bm25,
-    exact_cosines,
-    vector_available,
-    vector_leg,
-)
+from teleton.memory.hybrid_search import SearchParams, corpus_bm25
 from teleton.memory.local_bm25 import Scope
+from teleton.memory.vector_leg import exact_cosines, vector_available, vector_leg
 from teleton.storage.sqlite_driver import Connection
 
 # Raw MiniLM cosines: a query and the label of its topic sit around 0.4-0.6 ("what is my dog's name?" vs

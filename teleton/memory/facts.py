@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import structlog
 
+from teleton.memory.corpora import FACTS
 from teleton.memory.embeddings.provider import EmbeddingProvider
 from teleton.memory.embeddings.query import embed_query
 from teleton.memory.fact_recall import (
@@ -36,7 +37,8 @@ from teleton.memory.fact_recall import (
     pick_categories,
     search_in_categories,
 )
-from teleton.memory.hybrid_search import FACTS, SearchParams, hybrid_search, vector_available
+from teleton.memory.hybrid_search import SearchParams, hybrid_search
+from teleton.memory.vector_leg import vector_available
 from teleton.privacy import OWNER, is_label
 from teleton.storage.database import Database
 from teleton.storage.sqlite_driver import Connection

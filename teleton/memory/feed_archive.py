@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from teleton.memory.hybrid_search import FEED
+from teleton.memory.corpora import FEED
 from teleton.memory.vector_store import delete_vectors
 from teleton.storage.sqlite_driver import Connection
 

@@ -28,8 +28,9 @@ from typing import Any
 import numpy as np
 import structlog
 
+from teleton.memory.bit_index import index_for
+from teleton.memory.corpora import FEED, chat_token
 from teleton.memory.embeddings.provider import EmbeddingProvider
-from teleton.memory.hybrid_search import FEED, chat_token
 from teleton.memory.vector_store import check_model, write_vectors
 from teleton.observability.supervisor import Supervisor
 from teleton.storage import quarantine
@@ -241,5 +242,8 @@ class FeedEmbedder:
             count = await embed_pending(self._db, self._provider, self._batch)
             if count:
                 log.debug("feed_embedded", messages=count)
+            if self._db.vectors and FEED.half_vec is not None:
+                # Load new vectors (all of them at start) into the all-chat index now, not in a search.
+                await self._db.read(lambda conn, table=FEED.half_vec: index_for(conn, table))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self._interval)

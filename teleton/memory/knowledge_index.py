@@ -29,9 +29,10 @@ import numpy as np
 import structlog
 
 from teleton.memory.chunker import MAX_CHARS, TARGET_CHARS, chunk_markdown
+from teleton.memory.corpora import KNOWLEDGE
 from teleton.memory.embeddings.provider import EmbeddingProvider
 from teleton.memory.embeddings.query import embed_query
-from teleton.memory.hybrid_search import DEFAULT_PARAMS, KNOWLEDGE, SearchHit, SearchParams, hybrid_search_db
+from teleton.memory.hybrid_search import DEFAULT_PARAMS, SearchHit, SearchParams, hybrid_search_db
 from teleton.memory.vector_store import check_model, delete_vectors, write_vectors
 from teleton.privacy import OWNER, Principals, is_label, path_label
 from teleton.storage.database import Database

@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 import structlog
 
+from teleton.memory.corpora import FACTS
 from teleton.memory.embeddings.provider import EmbeddingProvider
 from teleton.memory.feed_embedding import embed_pending
-from teleton.memory.hybrid_search import FACTS
 from teleton.memory.vector_store import check_model, write_vectors
 from teleton.storage.database import Database
 from teleton.storage.sqlite_driver import Connection

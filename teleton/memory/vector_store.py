@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from teleton.memory.hybrid_search import Corpus
+from teleton.memory.corpora import Corpus
 from teleton.storage.schema import get_meta
 from teleton.storage.sqlite_driver import Connection
 
@@ -42,17 +42,14 @@ def write_vectors(conn: Connection, corpus: Corpus, rows: Iterable[tuple[int, An
                 f"insert into {corpus.vec}(id, {corpus.scope_column}, embedding) values (?, ?, ?)",
                 (row_id, scope_value, blob),
             )
-        if corpus.coarse_vec is not None:
+        if corpus.half_vec is not None:
             half = np.asarray(vector, dtype=np.float16).tobytes()
-            conn.execute(
-                f"insert into {corpus.coarse_vec}(id, embedding, vector) values (?, vec_quantize_binary(?), ?)",
-                (row_id, blob, half),
-            )
+            conn.execute(f"insert into {corpus.half_vec}(id, vector) values (?, ?)", (row_id, half))
 
 
 def delete_vectors(conn: Connection, corpus: Corpus, ids: Sequence[int]) -> None:
     assert corpus.vec is not None
     for row_id in ids:
         conn.execute(f"delete from {corpus.vec} where id = ?", (row_id,))
-        if corpus.coarse_vec is not None:
-            conn.execute(f"delete from {corpus.coarse_vec} where id = ?", (row_id,))
+        if corpus.half_vec is not None:
+            conn.execute(f"delete from {corpus.half_vec} where id = ?", (row_id,))

@@ -9,6 +9,7 @@ depends on the configured embedding model (see ``vector_tables``).
 from __future__ import annotations
 
 import sqlite3
+import uuid
 from collections.abc import Callable
 
 from teleton.storage.migration_labels import migrate_labels
@@ -333,14 +334,17 @@ def migrate(conn: Connection, migrations: list[Migration] | None = None) -> tupl
 VECTOR_TABLES: dict[str, str] = {
     "knowledge_vec": "id integer primary key, label text partition key, embedding float[{dims}]",
     "tg_messages_vec": "id integer primary key, chat_id integer partition key, embedding float[{dims}]",
-    # A 1-bit copy for searches across all chats: a brute-force float scan of 100k messages takes ~60 ms,
-    # the bit scan ~5 ms, and its candidates are re-ranked with the float vectors above.
-    # The float16 copy in `+vector` re-ranks the bit candidates (a point read of a partitioned float table
-    # costs ~80 us, of this auxiliary column ~10 us).
-    "tg_messages_vec_bits": "id integer primary key, embedding bit[{dims}], +vector blob",
     "tool_index_vec": "id integer primary key, embedding float[{dims}]",
     "facts_vec": "id integer primary key, scope text partition key, embedding float[{dims}]",
 }
+# Plain tables of float16 copies, for searches across all chats (``memory.bit_index``): their sign bits
+# are held in memory and the candidates re-ranked with these (a point read of a partitioned vec0 table costs
+# ~80 us, of this table a few). ``seq`` numbers every write, so the in-memory index loads only what is new;
+# ``meta.index_id:<table>`` changes whenever the table is recreated.
+HALF_VECTOR_TABLE = "tg_messages_vec16"
+HALF_VECTOR_COLUMNS = "seq integer primary key autoincrement, id integer not null unique, vector blob not null"
+# The vec0 bit table it replaced, whose `+vector` column held the same float16 copies (copied over once).
+_OLD_BIT_TABLE = "tg_messages_vec_bits"
 # A table whose layout (or partition values) changed is rebuilt from its rows once: dropped, recreated and
 # its rows marked for re-embedding. Version 2: knowledge is partitioned by privacy label, and fact scopes
 # became labels (schema step 2).
@@ -349,7 +353,6 @@ VECTOR_LAYOUT = {"knowledge_vec": 2, "facts_vec": 2}
 VECTOR_SOURCES = {
     "knowledge_vec": "knowledge",
     "tg_messages_vec": "tg_messages",
-    "tg_messages_vec_bits": "tg_messages",
     "tool_index_vec": "tool_index",
     "facts_vec": "facts",
 }
@@ -389,6 +392,7 @@ def ensure_vector_tables(conn: Connection, model: str, dims: int) -> bool:
                 conn.execute(f"update {VECTOR_SOURCES[table]} set embedded = 0")
             conn.execute(f"create virtual table if not exists {table} using vec0({columns.format(dims=dims)})")
             set_meta(conn, f"vector_layout:{table}", str(layout))
+        _ensure_half_table(conn, reset)
         set_meta(conn, "embedding_model", model)
         set_meta(conn, "embedding_dims", str(dims))
         conn.execute("commit")
@@ -396,3 +400,18 @@ def ensure_vector_tables(conn: Connection, model: str, dims: int) -> bool:
         conn.execute("rollback")
         raise
     return reset
+
+
+def _ensure_half_table(conn: Connection, reset: bool) -> None:
+    table = HALF_VECTOR_TABLE
+    if not reset and conn.execute("select 1 from sqlite_master where name = ?", (table,)).fetchone() is not None:
+        return
+    conn.execute(f"drop table if exists {table}")
+    conn.execute(f"create table {table} ({HALF_VECTOR_COLUMNS})")
+    set_meta(conn, f"index_id:{table}", uuid.uuid4().hex)
+    if not reset:
+        if conn.execute("select 1 from sqlite_master where name = ?", (_OLD_BIT_TABLE,)).fetchone() is not None:
+            conn.execute(f"insert into {table}(id, vector) select id, vector from {_OLD_BIT_TABLE} order by id")
+        else:  # vectors from before any float16 copy: the messages are embedded again to fill it
+            conn.execute("update tg_messages set embedded = 0")
+    conn.execute(f"drop table if exists {_OLD_BIT_TABLE}")

@@ -25,9 +25,10 @@ from typing import Any
 import structlog
 
 from teleton.llm.tool_loop import ToolResult
+from teleton.memory.corpora import FEED, KNOWLEDGE
 from teleton.memory.embeddings.query import embed_query
 from teleton.memory.facts import Fact
-from teleton.memory.hybrid_search import FEED, KNOWLEDGE, SearchParams, hybrid_search
+from teleton.memory.hybrid_search import SearchParams, hybrid_search
 from teleton.privacy import OWNER, PUBLIC
 from teleton.privacy.quoting import label_origin, quote
 from teleton.storage.private_files import write_private

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from teleton.agent.context import KNOWLEDGE_HEADER
+from teleton.memory.corpora import KNOWLEDGE
 from teleton.memory.embeddings.local import LocalEmbedder
 from teleton.memory.embeddings.model_files import packaged_model
-from teleton.memory.hybrid_search import KNOWLEDGE
 from teleton.memory.vector_store import write_vectors
 from teleton.storage import Database
 from tests.agent.conftest import build_harness

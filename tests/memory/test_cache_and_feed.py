@@ -157,7 +157,8 @@ async def test_feed_reembeds_after_a_model_change(tmp_path, embedder):
 
 
 async def test_facts_are_reembedded_after_a_model_change(tmp_path, embedder):
-    from teleton.memory.hybrid_search import FACTS, hybrid_search
+    from teleton.memory.corpora import FACTS
+    from teleton.memory.hybrid_search import hybrid_search
     from teleton.memory.reembed import reembed_all
 
     def add_fact(conn) -> None:

@@ -10,12 +10,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from teleton.memory import hybrid_search as hs
+from teleton.memory.corpora import FACTS, FEED, KNOWLEDGE, TOOLS
 from teleton.memory.feed_embedding import embed_pending
 from teleton.memory.feed_search import search_feed, search_feed_sync
 from teleton.memory.fts_query import match_expression, query_terms
 from teleton.memory.fusion import fuse, normalise_cosine, normalise_keyword
-from teleton.memory.hybrid_search import FEED, KNOWLEDGE, SearchParams, hybrid_search
+from teleton.memory.hybrid_search import SearchParams, hybrid_search
 from teleton.memory.vector_store import write_vectors
 from teleton.storage import Database
 from teleton.storage.database import connect
@@ -85,9 +85,9 @@ async def test_every_nasty_query_is_answered_without_error(mdb: Database, embedd
 @given(st.text(max_size=300) | st.sampled_from(NASTY) | st.lists(st.sampled_from(NASTY)).map(" ".join))
 def test_arbitrary_text_is_a_valid_query(tmp_path_factory: pytest.TempPathFactory, query: str) -> None:
     conn = _SYNC_DB.get(tmp_path_factory)
-    for corpus in (hs.FEED, hs.KNOWLEDGE, hs.FACTS, hs.TOOLS):
+    for corpus in (FEED, KNOWLEDGE, FACTS, TOOLS):
         hybrid_search(conn, corpus, query, None)
-        hybrid_search(conn, corpus, query, _UNIT, scope=None if corpus is hs.TOOLS else ["1", 1])
+        hybrid_search(conn, corpus, query, _UNIT, scope=None if corpus is TOOLS else ["1", 1])
 
 
 _UNIT = np.full(384, 1 / np.sqrt(384), dtype=np.float32)
@@ -171,26 +171,6 @@ async def test_small_group_keeps_its_vector_hits_in_a_big_multichat_archive(mdb:
     scoped = await search_feed(mdb, query, chat_ids=[100], provider=embedder)
     assert scoped and all(h.chat_id == 100 for h in scoped)
     assert await search_feed(mdb, query, chat_ids=[], provider=embedder) == []
-
-
-async def test_unscoped_search_over_a_large_table_uses_the_bit_index_and_agrees(
-    mdb: Database, embedder, monkeypatch: pytest.MonkeyPatch
-):
-    texts = [
-        f"message {i} about {topic}"
-        for i, topic in enumerate(
-            ["cooking pasta", "fixing bikes", "learning guitar", "planting tomatoes", "jazz records"] * 40
-        )
-    ]
-    await mdb.write(lambda conn: [add_messages(conn, c, texts[c * 20 : (c + 1) * 20]) for c in range(10)])
-    await embed_pending(mdb, embedder)
-    query = embedder.encode(["gardening vegetables"])[0]
-    exact = await mdb.read(lambda conn: hs.vector_leg(conn, FEED, query, 10, None))
-    monkeypatch.setattr(hs, "LARGE_TABLE_ROWS", 0)
-    coarse = await mdb.read(lambda conn: hs.vector_leg(conn, FEED, query, 10, None))
-    assert len(set(exact) & set(coarse)) >= 8
-    top = max(coarse, key=coarse.__getitem__)
-    assert coarse[top] == pytest.approx(exact[top], abs=1e-5)
 
 
 async def test_without_vectors_search_is_keyword_only(tmp_path: Path):
