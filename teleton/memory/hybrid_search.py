@@ -33,7 +33,7 @@ from teleton.storage.sqlite_driver import Connection
 # BM25 costs a few microseconds per matching row. When a query's words match more rows than this, its most
 # common words (the lowest IDF, the least information) are dropped until the rest match at most this many;
 # the rarest word always stays. Small stores never get here.
-MAX_KEYWORD_MATCHES = 5_000
+MAX_KEYWORD_MATCHES = 2_000
 
 
 @dataclass(frozen=True)
@@ -180,11 +180,15 @@ def keyword_leg(
         return corpus_bm25(conn, corpus, terms, limit, scope_of(corpus, scope))
     terms = prune_common_terms(conn, corpus, terms)
     weights = ", ".join(str(float(w)) for w in corpus.fts_weights)
+    # The newest MAX_KEYWORD_MATCHES matches at most are scored: when even the rarest word is that common,
+    # the ranking among its matches is weak anyway and recent messages are the likelier answers.
     sql = (
         f"select rowid, -bm25({corpus.fts}, {weights}) from {corpus.fts} "
-        f"where {corpus.fts} match ? order by 2 desc limit ?"
+        f"where {corpus.fts} match ? order by rowid desc limit ?"
     )
-    return {int(row[0]): float(row[1]) for row in conn.execute(sql, (or_expression(terms), limit))}
+    scored = conn.execute(sql, (or_expression(terms), MAX_KEYWORD_MATCHES)).fetchall()
+    best = sorted(scored, key=lambda row: (-row[1], -row[0]))[:limit]
+    return {int(row[0]): float(row[1]) for row in best}
 
 
 def scope_of(corpus: Corpus, scope: Sequence[Any]) -> Scope:
@@ -203,16 +207,19 @@ def corpus_bm25(conn: Connection, corpus: Corpus, terms: list[str], limit: int, 
 
 
 def prune_common_terms(conn: Connection, corpus: Corpus, terms: list[str]) -> list[str]:
-    """Drop the most common query words while the words together match more than MAX_KEYWORD_MATCHES rows."""
-    if len(terms) < 2 or _match_count(conn, corpus, or_expression(terms)) <= MAX_KEYWORD_MATCHES:
+    """Drop the most common query words while the words together match more than MAX_KEYWORD_MATCHES rows.
+
+    Each word's count stops at MAX_KEYWORD_MATCHES + 1: past it a word is dropped unless it is the rarest,
+    and counting a word of 20,000 rows to the end would cost more than the search itself.
+    """
+    if len(terms) < 2:
         return terms
-    frequency = {term: _match_count(conn, corpus, or_expression([term])) for term in terms}
+    sql = f"select count(*) from (select 1 from {corpus.fts} where {corpus.fts} match ? limit ?)"
+    frequency = {
+        term: int(conn.execute(sql, (or_expression([term]), MAX_KEYWORD_MATCHES + 1)).fetchone()[0])
+        for term in terms
+    }
     return drop_common_terms(frequency, MAX_KEYWORD_MATCHES)
-
-
-def _match_count(conn: Connection, corpus: Corpus, expression: str) -> int:
-    row = conn.execute(f"select count(*) from {corpus.fts} where {corpus.fts} match ?", (expression,)).fetchone()
-    return int(row[0])
 
 
 def fetch_rows(conn: Connection, corpus: Corpus, ids: Sequence[int], scope: Sequence[Any] | None) -> dict[int, Any]:

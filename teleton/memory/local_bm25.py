@@ -59,12 +59,14 @@ def local_bm25(
     """Row id -> BM25 (positive, higher is better) of the best ``limit`` rows of ``scope`` matching any term.
 
     When the terms together match more than ``max_matches`` rows of the scope, the most common ones are
-    dropped first (the rarest always stays), as the unscoped search does.
+    dropped first (the rarest always stays), as the unscoped search does, and of a word still that common
+    only the newest ``max_matches`` rows are scored. A word's count stops past ``max_matches``: such a word
+    is either dropped or the only one kept, when its IDF is a constant factor of every score.
     """
     if limit <= 0:
         return {}
     search = _Search(conn, fts, table, scope)
-    counts = {term: search.count(_phrase(term)) for term in terms}
+    counts = {term: search.count(_phrase(term), cap=max_matches + 1) for term in terms}
     kept = drop_common_terms({term: n for term, n in counts.items() if n > 0}, max_matches)
     if not kept:
         return {}
@@ -72,7 +74,7 @@ def local_bm25(
     idf = {term: max(1e-6, math.log((rows - counts[term] + 0.5) / (counts[term] + 0.5))) for term in kept}
     frequency: dict[int, dict[str, float]] = {}
     for term in kept:
-        for row_id, tf in search.frequencies(_phrase(term), columns, weights):
+        for row_id, tf in search.frequencies(_phrase(term), columns, weights, newest=max_matches):
             frequency.setdefault(row_id, {})[term] = tf
     lengths = search.lengths(list(frequency))
     average = search.average_length()
@@ -124,20 +126,25 @@ class _Search:
             f"{self.fts}.rowid",
         )
 
-    def count(self, expression: str | None) -> int:
+    def count(self, expression: str | None, cap: int | None = None) -> int:
         sql, args, _ = self._from(expression)
-        return int(self.conn.execute(f"select count(*) {sql}", args).fetchone()[0])
+        if cap is None:
+            return int(self.conn.execute(f"select count(*) {sql}", args).fetchone()[0])
+        return int(self.conn.execute(f"select count(*) from (select 1 {sql} limit ?)", [*args, cap]).fetchone()[0])
 
-    def frequencies(self, expression: str, columns: Sequence[str], weights: Sequence[float]) -> list[tuple[int, float]]:
-        """(row id, column-weighted match count) of every scope row matching ``expression``; counted in SQL so
-        no text crosses into Python."""
+    def frequencies(
+        self, expression: str, columns: Sequence[str], weights: Sequence[float], newest: int
+    ) -> list[tuple[int, float]]:
+        """(row id, column-weighted match count) of the ``newest`` scope rows matching ``expression``; counted
+        in SQL so no text crosses into Python."""
         marked = " + ".join(
             f"{float(w)} * coalesce(length(highlight({self.fts}, {i}, '{MARK}', '')) - length({self.fts}.{name}), 0)"
             for i, (name, w) in enumerate(zip(columns, weights, strict=True))
             if w > 0
         )
         sql, args, row_id = self._from(expression, ranked=True)
-        return [(int(r[0]), float(r[1])) for r in self.conn.execute(f"select {row_id}, {marked} {sql}", args)]
+        rows = self.conn.execute(f"select {row_id}, {marked} {sql} order by {row_id} desc limit ?", [*args, newest])
+        return [(int(r[0]), float(r[1])) for r in rows]
 
     def lengths(self, ids: list[int]) -> dict[int, int]:
         if not ids:
