@@ -24,6 +24,7 @@ import asyncio
 import json
 import random
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -39,6 +40,7 @@ from teleton.memory.feed_embedding import FeedMessage, embed_pending, index_text
 from teleton.memory.feed_search import search_feed
 from teleton.memory.vector_leg import vector_leg
 from teleton.memory.vector_store import write_vectors
+from teleton.observability.logging import configure_logging
 from teleton.storage.database import Database
 
 COMMON = (
@@ -284,6 +286,7 @@ def main() -> None:
     parser.add_argument("--oversample", type=int, nargs="*", default=[], help="1-bit oversample factors to sweep")
     parser.add_argument("--locomo", type=Path, default=Path("../shared/eval/locomo-dev.json"))
     args = parser.parse_args()
+    configure_logging("info", "console", stream=sys.stderr)  # stdout carries the results only
     print(json.dumps(asyncio.run(main_async(args)), indent=2))
 
 

@@ -45,6 +45,7 @@ from teleton.memory.facts import Fact, FactStore
 from teleton.memory.feed_embedding import embed_pending
 from teleton.memory.feed_search import search_feed_sync
 from teleton.memory.hybrid_search import SearchParams
+from teleton.observability.logging import configure_logging
 from teleton.storage.database import Database
 
 CHAT_ID = 1
@@ -291,6 +292,7 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     args = parser.parse_args()
+    configure_logging("info", "console", stream=sys.stderr)  # stdout carries the results only
     summary = asyncio.run(main_async(args))
     if args.json:
         json.dump(summary, sys.stdout, indent=2)
