@@ -204,10 +204,11 @@ async def score(db: Database, store: Store, embedder: LocalEmbedder, mode: str) 
     qs = store.questions
     vectors = embedder.encode([q.text for q in qs]) if mode != "bm25" else [None] * len(qs)
     params = params_for(mode)
+    now = max(record.date for record in store.by_id.values())  # the questions are asked after the conversation
     results = []
     for question, vector in zip(qs, vectors, strict=True):
         hits = await db.read(
-            lambda conn, q=question, v=vector: search_feed_sync(conn, q.text, v, [store.chat_id], params)
+            lambda conn, q=question, v=vector: search_feed_sync(conn, q.text, v, [store.chat_id], params, now)
         )
         results.append(metrics(question, [store.by_id[h.id].evidence for h in hits]))
     return results

@@ -26,6 +26,7 @@ from teleton.gateway.contract import IncomingMessage
 from teleton.memory.corpora import FACTS, FEED, KNOWLEDGE
 from teleton.memory.embeddings.query import embed_query
 from teleton.memory.hybrid_search import SearchHit, SearchParams, hybrid_search, hybrid_search_db
+from teleton.memory.time_ranges import query_time_range
 from teleton.privacy import PUBLIC, Clearance, Principals
 from teleton.privacy.quoting import label_origin, quote
 from teleton.storage.database import Database
@@ -215,7 +216,10 @@ class ContextBuilder:
                 return []
             # The slowest search (every chat, for the owner): its two legs on two readers of their own.
             scope = clearance.readable_chats()
-            hits = await hybrid_search_db(self.db, FEED, msg.text, vector, params=self._feed_params(), scope=scope)
+            when = query_time_range(msg.text, msg.date)  # "last week" as of the message asking
+            hits = await hybrid_search_db(
+                self.db, FEED, msg.text, vector, params=self._feed_params(), scope=scope, when=when
+            )
             return await self.db.read(lambda conn: self._feed_lines(conn, msg, hits, clearance, recent))
 
         async def extra() -> Any:

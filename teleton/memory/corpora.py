@@ -29,6 +29,7 @@ class Corpus:
     half_vec: str | None = None  # float16 copy of ``vec`` searched through ``bit_index`` when unscoped
     scope_fts_column: str | None = None  # an FTS column holding a token per scope value (see chat_token)
     scope_type: type = str  # scope values are converted to this (chat ids arrive as str from some callers)
+    date_column: str | None = None  # a column of ``columns``: the row's time, for queries that name one
 
 
 def chat_token(chat_id: Any) -> str:
@@ -61,6 +62,7 @@ FEED = Corpus(
     half_vec=HALF_VECTOR_TABLE,
     scope_fts_column="chat",
     scope_type=int,
+    date_column="date",
 )
 FACTS = Corpus(
     name="facts",

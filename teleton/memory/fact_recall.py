@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from teleton.memory.corpora import FACTS
-from teleton.memory.fts_query import query_terms
+from teleton.memory.fts_query import keyword_terms, query_terms
 from teleton.memory.fusion import Fused, fuse, normalise_cosine, normalise_keyword
 from teleton.memory.hybrid_search import SearchParams, corpus_bm25
 from teleton.memory.local_bm25 import Scope
@@ -152,7 +152,7 @@ def _keyword_leg(
     conn: Connection, query: str, scopes: Sequence[str] | None, categories: Sequence[str], limit: int
 ) -> dict[int, float]:
     """BM25 of the facts of ``categories``, with the statistics of the facts in ``scopes`` (see local_bm25)."""
-    terms = query_terms(query)
+    terms = keyword_terms(query)
     if not terms:
         return {}
     in_json = "in (select value from json_each(?))"

@@ -6,6 +6,7 @@ owner may pass None (all chats). The scope is applied inside both retrieval legs
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -15,6 +16,7 @@ from teleton.memory.corpora import FEED
 from teleton.memory.embeddings.provider import EmbeddingProvider
 from teleton.memory.embeddings.query import embed_query
 from teleton.memory.hybrid_search import DEFAULT_PARAMS, SearchHit, SearchParams, hybrid_search, hybrid_search_db
+from teleton.memory.time_ranges import query_time_range
 from teleton.storage.database import Database
 from teleton.storage.sqlite_driver import Connection
 
@@ -40,8 +42,10 @@ def search_feed_sync(
     query_vector: np.ndarray | None,
     chat_ids: Sequence[int] | None,
     params: SearchParams = DEFAULT_PARAMS,
+    now: float | None = None,
 ) -> list[FeedHit]:
-    hits = hybrid_search(conn, FEED, query, query_vector, params=params, scope=chat_ids)
+    when = query_time_range(query, time.time() if now is None else now)
+    hits = hybrid_search(conn, FEED, query, query_vector, params=params, scope=chat_ids, when=when)
     return [feed_hit(h) for h in hits]
 
 
@@ -69,15 +73,18 @@ async def search_feed(
     provider: EmbeddingProvider | None = None,
     params: SearchParams = DEFAULT_PARAMS,
     query_vector: np.ndarray | None = None,
+    now: float | None = None,
 ) -> list[FeedHit]:
     """Messages matching ``query`` in ``chat_ids`` (None = every chat; [] = none).
 
     The query is embedded with ``provider`` unless ``query_vector`` is given (e.g. one vector shared by the
-    knowledge, feed and fact searches of a turn).
+    knowledge, feed and fact searches of a turn). A time the query names ("last week", "in May") is taken
+    relative to ``now`` (default: the current time) and ranks messages of that time higher.
     """
     vector = query_vector
     if vector is None and db.vectors:
         vector = await embed_query(provider, query)
     scope = None if chat_ids is None else list(chat_ids)
-    hits = await hybrid_search_db(db, FEED, query, vector, params=params, scope=scope)
+    when = query_time_range(query, time.time() if now is None else now)
+    hits = await hybrid_search_db(db, FEED, query, vector, params=params, scope=scope, when=when)
     return [feed_hit(h) for h in hits]

@@ -4,19 +4,22 @@ FTS5 has its own query language: quotes, ``*``, ``-``, ``NEAR``, ``AND``/``OR``/
 parentheses are syntax, so raw text raises errors or, worse, silently means something else. Here the text is
 split into words the same way the FTS tokenizer does (Unicode letters and digits), each word becomes a quoted
 string literal (a double quote inside is doubled, so nothing can escape it), and the words are OR-ed, so a
-long question still finds rows that share only a few of its words. The expression is passed as a bound
-parameter, never pasted into SQL.
+long question still finds rows that share only a few of its words. A word of a language the index does not
+stem becomes the prefixes of its stem (``stemming``). The expression is passed as a bound parameter, never
+pasted into SQL.
 """
 
 from __future__ import annotations
 
 import re
 
+from teleton.memory.stemming import detect_language, stem_prefixes
 from teleton.memory.stopwords import STOPWORDS
 
 # Letters, digits and marks, like unicode61's token characters; "_" counts as a separator there too.
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 MAX_TERMS = 32  # a 10 kB paste must not become a 2,000-term OR that scans the whole index
+DETECT_CHARS = 1_000  # the language of a 10 MB paste is told by its start
 
 
 def query_terms(text: str, *, max_terms: int = MAX_TERMS) -> list[str]:
@@ -27,12 +30,27 @@ def query_terms(text: str, *, max_terms: int = MAX_TERMS) -> list[str]:
     return (kept or distinct)[:max_terms]
 
 
+def keyword_terms(text: str, *, max_terms: int = MAX_TERMS) -> list[str]:
+    """The query's words as FTS5 terms: each a quoted word, or the OR of its stem prefixes (``"переех"*``)."""
+    words = query_terms(text, max_terms=max_terms)
+    language = detect_language(text[:DETECT_CHARS]) if words else None
+    terms = []
+    for word in words:
+        prefixes = stem_prefixes(word, language)
+        terms.append(" OR ".join(f"{_quoted(p)}*" for p in prefixes) if prefixes else _quoted(word))
+    return list(dict.fromkeys(terms))
+
+
 def or_expression(terms: list[str]) -> str:
-    """OR of the terms, each a quoted FTS5 string (a quote inside is doubled, so nothing escapes it)."""
-    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+    """OR of ``keyword_terms`` (each already a safe FTS5 expression)."""
+    return " OR ".join(f"({term})" if " OR " in term else term for term in terms)
+
+
+def _quoted(word: str) -> str:
+    return '"' + word.replace('"', '""') + '"'
 
 
 def match_expression(text: str, *, max_terms: int = MAX_TERMS) -> str | None:
     """An FTS5 MATCH expression OR-ing the words of ``text``, or None when it has no words at all."""
-    terms = query_terms(text, max_terms=max_terms)
+    terms = keyword_terms(text, max_terms=max_terms)
     return or_expression(terms) if terms else None

@@ -23,9 +23,10 @@ from typing import Any
 import numpy as np
 
 from teleton.memory.corpora import Corpus, chat_token
-from teleton.memory.fts_query import or_expression, query_terms
+from teleton.memory.fts_query import keyword_terms, or_expression
 from teleton.memory.fusion import fuse, normalise_cosine, normalise_keyword
 from teleton.memory.local_bm25 import Scope, drop_common_terms, local_bm25
+from teleton.memory.time_ranges import TimeRange
 from teleton.memory.vector_leg import exact_cosines, vector_available, vector_leg
 from teleton.storage.database import Database
 from teleton.storage.sqlite_driver import Connection
@@ -34,6 +35,11 @@ from teleton.storage.sqlite_driver import Connection
 # common words (the lowest IDF, the least information) are dropped until the rest match at most this many;
 # the rarest word always stays. Small stores never get here.
 MAX_KEYWORD_MATCHES = 2_000
+# A query naming a time (``time_ranges``) re-ranks this many candidates, adding TIME_BONUS to the score of
+# those dated in it. LoCoMo dev: R@5 0.709 -> 0.717, NDCG@5 0.567 -> 0.582 (144 of 1,154 questions name a time).
+TIME_CANDIDATES = 50
+TIME_BONUS = 0.5
+TIME_SLACK_S = 7 * 86_400
 
 
 @dataclass(frozen=True)
@@ -71,11 +77,14 @@ def hybrid_search(
     *,
     params: SearchParams = DEFAULT_PARAMS,
     scope: Sequence[Any] | None = None,
+    when: TimeRange | None = None,
 ) -> list[SearchHit]:
     """Search ``corpus`` for ``query``; ``scope`` limits to rows whose scope column is in it (None = all).
 
-    An empty ``scope`` returns nothing (a caller that may see no chat sees no message). Runs on the caller's
-    thread: call it inside ``db.read`` (or use ``hybrid_search_db``, which runs the two legs in parallel).
+    An empty ``scope`` returns nothing (a caller that may see no chat sees no message). ``when`` (the period
+    the query names, ``time_ranges``) ranks rows of that time higher in a corpus with dates. Runs on the
+    caller's thread: call it inside ``db.read`` (or use ``hybrid_search_db``, which runs the two legs in
+    parallel).
     """
     scope = normalise_scope(corpus, scope)
     if scope == []:
@@ -84,7 +93,7 @@ def hybrid_search(
     vector = None
     if query_vector is not None and vector_available(conn, corpus):
         vector = vector_leg(conn, corpus, query_vector, params.vector_candidates, scope)
-    return merge_legs(conn, corpus, query_vector, keyword, vector, params, scope)
+    return merge_legs(conn, corpus, query_vector, keyword, vector, params, scope, when)
 
 
 async def hybrid_search_db(
@@ -95,6 +104,7 @@ async def hybrid_search_db(
     *,
     params: SearchParams = DEFAULT_PARAMS,
     scope: Sequence[Any] | None = None,
+    when: TimeRange | None = None,
 ) -> list[SearchHit]:
     """``hybrid_search`` with the keyword and vector legs on two reader threads at once (same results)."""
     scope = normalise_scope(corpus, scope)
@@ -108,7 +118,7 @@ async def hybrid_search_db(
         return vector_leg(conn, corpus, query_vector, params.vector_candidates, scope)
 
     keyword, vector = await asyncio.gather(keyword_task, db.read(_vector))
-    return await db.read(lambda conn: merge_legs(conn, corpus, query_vector, keyword, vector, params, scope))
+    return await db.read(lambda conn: merge_legs(conn, corpus, query_vector, keyword, vector, params, scope, when))
 
 
 def normalise_scope(corpus: Corpus, scope: Sequence[Any] | None) -> list[Any] | None:
@@ -128,6 +138,7 @@ def merge_legs(
     vector: dict[int, float] | None,
     params: SearchParams,
     scope: Sequence[Any] | None,
+    when: TimeRange | None = None,
 ) -> list[SearchHit]:
     """Complete the cosines of keyword candidates, fuse, and load the winning rows.
 
@@ -145,7 +156,9 @@ def merge_legs(
         vector_weight,
         keyword_weight,
         min_score=params.min_score,
-        limit=params.limit * 2,  # some rows may still fail the corpus's constant filter (e.g. deleted)
+        # Some rows may still fail the corpus's constant filter (e.g. deleted); a time named in the query
+        # may lift a row from further down.
+        limit=max(params.limit * 2, TIME_CANDIDATES) if when and corpus.date_column else params.limit * 2,
     )
     rows = fetch_rows(conn, corpus, [item.id for item in fused], scope)
     hits = [
@@ -161,7 +174,18 @@ def merge_legs(
         for item in fused
         if item.id in rows
     ]
+    if when is not None and corpus.date_column is not None:
+        hits = boost_in_time(hits, when, corpus.date_column)
     return hits[: params.limit]
+
+
+def boost_in_time(hits: list[SearchHit], when: TimeRange, date_column: str) -> list[SearchHit]:
+    """Rows dated in ``when`` (or up to TIME_SLACK_S after: an event is talked about after it happened) first
+    among the relevant ones: TIME_BONUS on their score."""
+    for hit in hits:
+        if when.start <= float(hit.meta[date_column] or 0) < when.end + TIME_SLACK_S:
+            hit.score += TIME_BONUS
+    return sorted(hits, key=lambda hit: -hit.score)
 
 
 def keyword_leg(
@@ -173,7 +197,7 @@ def keyword_leg(
     chat's ranking); an unscoped one with FTS5's, which are then exactly the searched rows'. The corpus's
     constant filter (e.g. not deleted) is applied when rows are fetched.
     """
-    terms = query_terms(query)
+    terms = keyword_terms(query)
     if not terms or limit <= 0:
         return {}
     if scope is not None:
@@ -216,8 +240,7 @@ def prune_common_terms(conn: Connection, corpus: Corpus, terms: list[str]) -> li
         return terms
     sql = f"select count(*) from (select 1 from {corpus.fts} where {corpus.fts} match ? limit ?)"
     frequency = {
-        term: int(conn.execute(sql, (or_expression([term]), MAX_KEYWORD_MATCHES + 1)).fetchone()[0])
-        for term in terms
+        term: int(conn.execute(sql, (or_expression([term]), MAX_KEYWORD_MATCHES + 1)).fetchone()[0]) for term in terms
     }
     return drop_common_terms(frequency, MAX_KEYWORD_MATCHES)
 
