@@ -110,7 +110,7 @@ class BitIndex:
         bits, int8, scale, all_ids, size = a.bits, a.int8, a.scale, a.ids, a.size
         new = sum(1 for row_id in ids if row_id not in self._position)
         if size + new > len(all_ids):
-            capacity = max(1024, 2 * (size + new))
+            capacity = max(1024, (size + new) * 5 // 4)  # a quarter spare: the int8 copy is most of the memory
             grown = _Arrays(
                 np.zeros((-(-vectors.shape[1] // 64), capacity), np.uint64),
                 np.zeros((capacity, vectors.shape[1]), np.int8),

@@ -337,8 +337,8 @@ VECTOR_TABLES: dict[str, str] = {
     "tool_index_vec": "id integer primary key, embedding float[{dims}]",
     "facts_vec": "id integer primary key, scope text partition key, embedding float[{dims}]",
 }
-# Plain tables of float16 copies, for searches across all chats (``memory.bit_index``): their sign bits
-# are held in memory and the candidates re-ranked with these (a point read of a partitioned vec0 table costs
+# A plain table of float16 copies, for searches across all chats (``memory.bit_index``): their sign bits
+# are held in memory and the candidates re-ranked with them (a point read of a partitioned vec0 table costs
 # ~80 us, of this table a few). ``seq`` numbers every write, so the in-memory index loads only what is new;
 # ``meta.index_id:<table>`` changes whenever the table is recreated.
 HALF_VECTOR_TABLE = "tg_messages_vec16"
