@@ -6,7 +6,7 @@ holds two compact copies of every vector in numpy: its sign bits (48 B at 384 di
 distance in ~1.5 ms at 100k, and an int8 copy with a per-row scale (~dims bytes), which re-ranks the
 ``OVERSAMPLE`` x k nearest codes in ~1 ms. The best 2k by that score are then read as float16 from the
 table and the exact top k returned, with exact cosines. At 100k: recall@30 0.97 against an exact search
-(`tests/memory/test_all_chat_vectors.py`); memory at 100k rows of 384 dims: 45 MB of arrays, ~80 MB resident.
+(`tests/memory/test_all_chat_vectors.py`); memory at 100k rows of 384 dims: 45 MB of arrays, ~60 MB resident.
 
 The table (``schema.HALF_VECTOR_TABLE``) numbers every write with an AUTOINCREMENT ``seq``, so each search
 first loads only the rows written since the index last looked. A re-written row is overwritten in place.
@@ -56,7 +56,6 @@ class BitIndex:
         self.table = table
         self._lock = threading.Lock()
         self._arrays = _EMPTY
-        self._position: dict[int, int] = {}
         self._seen_seq = 0
         self._stale = False
 
@@ -73,7 +72,6 @@ class BitIndex:
         with self._lock:
             if self._stale:
                 self._arrays, self._seen_seq, self._stale = _EMPTY, 0, False
-                self._position.clear()
             # Sized once for the whole first load: growing step by step leaves every old copy in the heap.
             expect = 0 if self._seen_seq else int(conn.execute(f"select count(*) from {self.table}").fetchone()[0])
             while True:
@@ -110,7 +108,9 @@ class BitIndex:
     def _add(self, ids: list[int], vectors: np.ndarray, expect: int = 0) -> None:
         a = self._arrays
         bits, int8, scale, all_ids, size = a.bits, a.int8, a.scale, a.ids, a.size
-        new = sum(1 for row_id in ids if row_id not in self._position)
+        at = _positions(all_ids[:size], np.asarray(ids, np.int64))
+        new = int((at < 0).sum())
+        at[at < 0] = np.arange(size, size + new)
         if size + new > len(all_ids):
             # A quarter spare, not double: the int8 copy is most of the memory.
             capacity = max(1024, expect + expect // 8, (size + new) * 5 // 4)
@@ -125,13 +125,7 @@ class BitIndex:
                 grown.bits[:, :size], grown.int8[:size] = bits[:, :size], int8[:size]
                 grown.scale[:size], grown.ids[:size] = scale[:size], all_ids[:size]
             bits, int8, scale, all_ids = grown.bits, grown.int8, grown.scale, grown.ids
-        at = np.empty(len(ids), np.int64)
-        for i, row_id in enumerate(ids):
-            position = self._position.get(row_id)
-            if position is None:
-                position = self._position[row_id] = size
-                size += 1
-            at[i] = position
+        size += new
         all_ids[at] = ids
         bits[:, at] = _bits(vectors).T
         row_scale = np.maximum(np.abs(vectors).max(axis=1), 1e-12) / 127.0
@@ -139,6 +133,19 @@ class BitIndex:
         scale[at] = row_scale
         # Readers take the arrays whole: a search never sees a count past the rows filled.
         self._arrays = _Arrays(bits, int8, scale, all_ids, size)
+
+
+def _positions(known: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Where each of ``ids`` is in ``known`` (a re-embedded row), -1 for a new one. A sort per refresh
+    instead of an id -> position dict, which would cost ~10 MB per 100k rows."""
+    at = np.full(len(ids), -1, np.int64)
+    if len(known) == 0:
+        return at
+    order = np.argsort(known, kind="stable")
+    slot = np.minimum(np.searchsorted(known[order], ids), len(known) - 1)
+    found = known[order][slot] == ids
+    at[found] = order[slot[found]]
+    return at
 
 
 def _bits(vectors: np.ndarray) -> np.ndarray:
