@@ -97,7 +97,7 @@ def main() -> int:
             started = time.monotonic()
             asyncio.run(prefill(root / "state" / "teleton.db", args.prefill))
             console.print(f"pre-filled in {time.monotonic() - started:.0f}s")
-        daemon = Daemon(root, config).start(timeout=60)
+        daemon = Daemon(root, config).start()
         proc = psutil.Process(daemon.proc.pid)  # type: ignore[union-attr]
         stop = threading.Event()
         sent = {"n": 0}
@@ -164,7 +164,7 @@ def main() -> int:
             daemon.pump()
             replies = len(daemon.sent()) - base_replies
             daemon.signal(signal.SIGTERM)
-            code = daemon.wait(20)
+            code = daemon.proc.wait(60) if daemon.proc else 0
     states = _answer_states(root / "state" / "teleton.db")
     log_text = (root / "daemon.log").read_text(errors="replace")
     errors = [line for line in log_text.splitlines() if '"level": "error"' in line or "Traceback" in line]
