@@ -28,7 +28,6 @@ from typing import Any
 import numpy as np
 import structlog
 
-from teleton.memory import stemming
 from teleton.memory.bit_index import index_for
 from teleton.memory.corpora import FEED, chat_token
 from teleton.memory.embeddings.provider import EmbeddingProvider
@@ -238,7 +237,6 @@ class FeedEmbedder:
 
     async def _loop(self, up: Callable[[], None]) -> None:
         up()
-        await asyncio.to_thread(stemming.warm)  # the language model loads in ~1 s: here, not in a search
         while True:
             self._wake.clear()
             count = await embed_pending(self._db, self._provider, self._batch)
