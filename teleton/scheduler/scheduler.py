@@ -203,11 +203,13 @@ class Scheduler:
             await self._sleep_until_next()
 
     async def _sleep_until_next(self) -> None:
+        # Cleared before the read: a wake() while the read runs (a task finishing, a new one) is kept. Cleared
+        # after it, such a wake was lost and the loop slept max_sleep_s with a task due (a suite run hung on it).
+        self._wake.clear()
         nxt = await self.db.read(task_store.next_run_at)
         delay = self.settings.max_sleep_s
         if nxt is not None:
             delay = max(0.0, min(nxt - self.clock(), delay))
-        self._wake.clear()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wake.wait(), timeout=max(delay, 0.05))
 
