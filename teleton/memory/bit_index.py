@@ -181,16 +181,21 @@ def nearest(conn: Connection, table: str, query: np.ndarray, k: int) -> dict[int
     if k <= 0:
         return {}
     index = index_for(conn, table)
-    ids = index.candidates(query, k)
-    if len(ids) == 0:
+    ids = index.candidates(query, k).tolist()
+    if not ids:
         return {}
+    cosines = half_cosines(conn, table, query, ids)
+    index.note_missing(len(ids) - len(cosines), len(ids))
+    return dict(sorted(cosines.items(), key=lambda item: -item[1])[:k])
+
+
+def half_cosines(conn: Connection, table: str, query: np.ndarray, ids: list[int]) -> dict[int, float]:
+    """Cosine of ``query`` with the float16 vectors of ``ids`` in ``table`` (rows not there are left out)."""
     rows = conn.execute(
-        f"select id, vector from {table} where id in (select value from json_each(?))", (json.dumps(ids.tolist()),)
+        f"select id, vector from {table} where id in (select value from json_each(?))", (json.dumps(ids),)
     ).fetchall()
-    index.note_missing(len(ids) - len(rows), len(ids))
     if not rows:
         return {}
     matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float16).reshape(len(rows), -1)
-    cosines = matrix.astype(np.float32) @ query
-    best = np.argsort(-cosines)[:k]
-    return {int(rows[i][0]): float(cosines[i]) for i in best}
+    cosines = matrix.astype(np.float32) @ np.asarray(query, dtype=np.float32)
+    return {int(row[0]): float(cosine) for row, cosine in zip(rows, cosines, strict=True)}

@@ -6,7 +6,6 @@ owner may pass None (all chats). The scope is applied inside both retrieval legs
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -44,7 +43,7 @@ def search_feed_sync(
     params: SearchParams = DEFAULT_PARAMS,
     now: float | None = None,
 ) -> list[FeedHit]:
-    when = query_time_range(query, time.time() if now is None else now)
+    when = query_time_range(query, now)
     hits = hybrid_search(conn, FEED, query, query_vector, params=params, scope=chat_ids, when=when)
     return [feed_hit(h) for h in hits]
 
@@ -85,6 +84,6 @@ async def search_feed(
     if vector is None and db.vectors:
         vector = await embed_query(provider, query)
     scope = None if chat_ids is None else list(chat_ids)
-    when = query_time_range(query, time.time() if now is None else now)
+    when = query_time_range(query, now)
     hits = await hybrid_search_db(db, FEED, query, vector, params=params, scope=scope, when=when)
     return [feed_hit(h) for h in hits]

@@ -25,7 +25,7 @@ import numpy as np
 from teleton.memory.corpora import Corpus, chat_token
 from teleton.memory.fts_query import keyword_terms, or_expression
 from teleton.memory.fusion import fuse, normalise_cosine, normalise_keyword
-from teleton.memory.local_bm25 import Scope, drop_common_terms, local_bm25
+from teleton.memory.local_bm25 import Scope, drop_common_terms, local_bm25, term_counts
 from teleton.memory.time_ranges import TimeRange
 from teleton.memory.vector_leg import exact_cosines, vector_available, vector_leg
 from teleton.storage.database import Database
@@ -151,6 +151,7 @@ def merge_legs(
         assert query_vector is not None
         vector.update(exact_cosines(conn, corpus, query_vector, [i for i in keyword if i not in vector]))
     vector_weight, keyword_weight = (params.vector_weight, params.keyword_weight) if has_vectors else (0.0, 1.0)
+    by_time = when is not None and corpus.date_column is not None
     fused = fuse(
         normalise_cosine(vector),
         normalise_keyword(keyword),
@@ -159,7 +160,7 @@ def merge_legs(
         min_score=params.min_score,
         # Some rows may still fail the corpus's constant filter (e.g. deleted); a time named in the query
         # may lift a row from further down.
-        limit=max(params.limit * 2, TIME_CANDIDATES) if when and corpus.date_column else params.limit * 2,
+        limit=max(params.limit * 2, TIME_CANDIDATES) if by_time else params.limit * 2,
     )
     rows = fetch_rows(conn, corpus, [item.id for item in fused], scope)
     hits = [
@@ -175,7 +176,8 @@ def merge_legs(
         for item in fused
         if item.id in rows
     ]
-    if when is not None and corpus.date_column is not None:
+    if by_time:
+        assert when is not None and corpus.date_column is not None
         hits = boost_in_time(hits, when, corpus.date_column)
     return hits[: params.limit]
 
@@ -232,18 +234,13 @@ def corpus_bm25(conn: Connection, corpus: Corpus, terms: list[str], limit: int, 
 
 
 def prune_common_terms(conn: Connection, corpus: Corpus, terms: list[str]) -> list[str]:
-    """Drop the most common query words while the words together match more than MAX_KEYWORD_MATCHES rows.
-
-    Each word's count stops at MAX_KEYWORD_MATCHES + 1: past it a word is dropped unless it is the rarest,
-    and counting a word of 20,000 rows to the end would cost more than the search itself.
-    """
+    """Drop the most common query words while the words together match more than MAX_KEYWORD_MATCHES rows."""
     if len(terms) < 2:
         return terms
-    sql = f"select count(*) from (select 1 from {corpus.fts} where {corpus.fts} match ? limit ?)"
-    frequency = {
-        term: int(conn.execute(sql, (or_expression([term]), MAX_KEYWORD_MATCHES + 1)).fetchone()[0]) for term in terms
-    }
-    return drop_common_terms(frequency, MAX_KEYWORD_MATCHES)
+    counts = term_counts(
+        conn, fts=corpus.fts, table=corpus.table, scope=Scope(), terms=terms, cap=MAX_KEYWORD_MATCHES + 1
+    )
+    return drop_common_terms(counts, MAX_KEYWORD_MATCHES)
 
 
 def fetch_rows(conn: Connection, corpus: Corpus, ids: Sequence[int], scope: Sequence[Any] | None) -> dict[int, Any]:

@@ -66,7 +66,7 @@ def local_bm25(
     if limit <= 0:
         return {}
     search = _Search(conn, fts, table, scope)
-    counts = {term: search.count(_phrase(term), cap=max_matches + 1) for term in terms}
+    counts = term_counts(conn, fts=fts, table=table, scope=scope, terms=terms, cap=max_matches + 1)
     kept = drop_common_terms({term: n for term, n in counts.items() if n > 0}, max_matches)
     if not kept:
         return {}
@@ -84,6 +84,15 @@ def local_bm25(
         scores[row_id] = sum(idf[t] * tf * (K1 + 1) / (tf + norm) for t, tf in by_term.items())
     best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]
     return dict(best)
+
+
+def term_counts(
+    conn: Connection, *, fts: str, table: str, scope: Scope, terms: Sequence[str], cap: int
+) -> dict[str, int]:
+    """Rows of ``scope`` (``Scope()``: the whole table) matching each term, counted up to ``cap``: past it
+    a term's exact count decides nothing (see ``drop_common_terms``) and would cost more than the search."""
+    search = _Search(conn, fts, table, scope)
+    return {term: search.count(_phrase(term), cap=cap) for term in terms}
 
 
 def _phrase(term: str) -> str:

@@ -70,8 +70,9 @@ def detect_language(text: str) -> str | None:
     The script decides first (Cyrillic: Ukrainian or Russian by their own letters, else by function words;
     Arabic script: Persian by its own letters, else Arabic); Latin text goes to the language with the most
     function words and letter marks, English when nothing points elsewhere (its words are then matched as
-    written). py3langid was measured: right on 258 of 260 questions of our set (this: 246; the misses are German, Portuguese
-    or Spanish read as another Latin-script language, same R@5), but its model holds 76 MB resident.
+    written). py3langid was measured: right on 258 of 260 questions of our set (this: 246; the misses are
+    German, Portuguese or Spanish read as another Latin-script language, same R@5), but its model holds 76 MB
+    resident.
     """
     letters = [c for c in text.lower() if c.isalpha()]
     cyrillic = sum("\u0400" <= c <= "\u04ff" for c in letters)

@@ -12,6 +12,7 @@ dates found in ordinary words ("did", "on", "May I").
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -39,9 +40,12 @@ class TimeRange:
     end: float  # exclusive
 
 
-def query_time_range(text: str, now: float) -> TimeRange | None:
-    """The period ``text`` names, or None. The first expression found wins."""
-    today = datetime.fromtimestamp(now).replace(hour=0, minute=0, second=0, microsecond=0)
+def query_time_range(text: str, now: float | None = None) -> TimeRange | None:
+    """The period ``text`` names, relative to ``now`` (default: the current time), or None. The first
+    expression found wins."""
+    today = datetime.fromtimestamp(time.time() if now is None else now).replace(
+        hour=0, minute=0, second=0, microsecond=0
+    )
     lowered = text.lower()
     for parse in (_full_date, _numeric_date, _month_and_year, _month_alone, _year_alone, _relative):
         found = parse(lowered, today)
@@ -152,6 +156,7 @@ def _named_period(which: str, unit: str, today: datetime) -> Span:
         first = today.replace(day=1)
         if which == "this":
             return first, today + timedelta(days=1)
-        return _month(*((first - timedelta(days=1)).year, (first - timedelta(days=1)).month))
+        previous = first - timedelta(days=1)
+        return _month(previous.year, previous.month)
     first = today.replace(month=1, day=1)
     return (first, today + timedelta(days=1)) if which == "this" else (first.replace(year=first.year - 1), first)

@@ -7,13 +7,12 @@ in-memory bit index when it has one (the feed, ``bit_index``), else one exact KN
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from teleton.memory.bit_index import nearest
+from teleton.memory.bit_index import half_cosines, nearest
 from teleton.memory.corpora import Corpus
 from teleton.storage.sqlite_driver import Connection
 
@@ -69,9 +68,7 @@ def exact_cosines(conn: Connection, corpus: Corpus, query_vector: np.ndarray, id
         return {}
     query = np.asarray(query_vector, dtype=np.float32)
     if corpus.half_vec is not None:  # the float16 copy: one read for all (vec0 costs ~80 us per row)
-        sql = f"select id, vector from {corpus.half_vec} where id in (select value from json_each(?))"
-        rows = conn.execute(sql, (json.dumps(list(ids)),)).fetchall()
-        return {int(r[0]): float(np.frombuffer(r[1], dtype=np.float16).astype(np.float32) @ query) for r in rows}
+        return half_cosines(conn, corpus.half_vec, query, list(ids))
     scores: dict[int, float] = {}
     for row_id in ids:  # vec0 answers `id = ?` by its rowid lookup; `id in (...)` would scan
         found = conn.execute(f"select embedding from {corpus.vec} where id = ?", (row_id,)).fetchone()
