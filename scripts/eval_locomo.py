@@ -39,8 +39,8 @@ from pathlib import Path
 
 from bench_search import build as build_archive  # scripts/ is the script's path
 
-from teleton.memory.embeddings.local import LocalEmbedder
-from teleton.memory.embeddings.model_files import packaged_model
+from teleton.config.schema import EmbeddingConfig
+from teleton.memory.embeddings import EmbeddingProvider, create_provider
 from teleton.memory.facts import Fact, FactStore
 from teleton.memory.feed_embedding import embed_pending
 from teleton.memory.feed_search import search_feed_sync
@@ -175,7 +175,7 @@ def observation_facts(sample: dict) -> Iterator[tuple[str, str, frozenset[str]]]
                 yield speaker, text, frozenset(s.strip() for s in sources if isinstance(s, str))
 
 
-async def evaluate_observations(samples: list[dict], embedder: LocalEmbedder, mode: str) -> list[dict]:
+async def evaluate_observations(samples: list[dict], embedder: EmbeddingProvider, mode: str) -> list[dict]:
     if mode == "vector":
         raise SystemExit("--records observations measures the recall path: use --mode hybrid or bm25")
     scope = f"chat:{CHAT_ID}"
@@ -200,7 +200,7 @@ async def evaluate_observations(samples: list[dict], embedder: LocalEmbedder, mo
     return results
 
 
-async def score(db: Database, store: Store, embedder: LocalEmbedder, mode: str) -> list[dict]:
+async def score(db: Database, store: Store, embedder: EmbeddingProvider, mode: str) -> list[dict]:
     qs = store.questions
     vectors = embedder.encode([q.text for q in qs]) if mode != "bm25" else [None] * len(qs)
     params = params_for(mode)
@@ -215,7 +215,7 @@ async def score(db: Database, store: Store, embedder: LocalEmbedder, mode: str) 
 
 
 async def evaluate(
-    samples: list[dict], embedder: LocalEmbedder, mode: str, source: str, shared: bool, archive: int = 0
+    samples: list[dict], embedder: EmbeddingProvider, mode: str, source: str, shared: bool, archive: int = 0
 ) -> list[dict]:
     """One temporary store per conversation (the protocol), or all in one store as separate chats
     (``shared``: what a real archive looks like; each search is scoped to its conversation's chat), and with
@@ -262,7 +262,7 @@ async def main_async(args: argparse.Namespace) -> dict:
     samples = json.loads(await asyncio.to_thread(Path(args.path).read_text))
     if args.limit:
         samples = samples[: args.limit]
-    embedder = LocalEmbedder(packaged_model())
+    embedder = create_provider(EmbeddingConfig(model=args.model))
     started = time.perf_counter()
     if args.records == "observations":
         results = await evaluate_observations(samples, embedder, args.mode)
@@ -273,6 +273,7 @@ async def main_async(args: argparse.Namespace) -> dict:
         "mode": args.mode,
         "records": args.records,
         "store": store_label(args),
+        "model": embedder.model_id,
         "seconds": time.perf_counter() - started,
     }
     return summary
@@ -291,6 +292,7 @@ def main() -> None:
         "--in-archive", type=int, default=0, metavar="N",
         help="all conversations in one store among N synthetic messages of other chats (scoped search)",
     )  # fmt: skip
+    parser.add_argument("--model", default=None, help="embedding.model (default: the configured default)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     args = parser.parse_args()
     configure_logging("info", "console", stream=sys.stderr)  # stdout carries the results only

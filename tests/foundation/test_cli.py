@@ -201,3 +201,12 @@ def test_a_broken_model_file_at_start_is_one_line(isolated_home: Path) -> None:
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith(f"error: embedding model: {model}/model.onnx is not a loadable ONNX model")
     assert "embedding.model_path" in last
+
+
+def test_doctor_checks_the_packaged_model_the_config_names(isolated_home: Path) -> None:
+    for model, file in (("use-multilingual", "universal-sentence-encoder-multilingual.onnx"),
+                        ("all-MiniLM-L6-v2", "model.onnx")):  # fmt: skip
+        config = _config(isolated_home, f"embedding:\n  model: {model}\n")
+        line = next(x for x in teleton("-c", str(config), "doctor", home=isolated_home).stdout.splitlines()
+                    if "Embedding model" in x)  # fmt: skip
+        assert line.split()[0] == "OK" and line.rstrip(")").endswith(file), line

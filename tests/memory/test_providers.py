@@ -20,6 +20,7 @@ import pytest
 from teleton.memory.embeddings import create_provider, local_model_files
 from teleton.memory.embeddings.hf_download import cached_or_download
 from teleton.memory.embeddings.local import LocalEmbedder
+from teleton.memory.embeddings.local_strings import MAX_CHARS, StringsEmbedder
 from teleton.memory.embeddings.model_files import PACKAGED_SHA256, ModelFiles, ModelFilesError, packaged_model
 from teleton.memory.embeddings.voyage import VoyageEmbedder, VoyageError
 
@@ -89,8 +90,54 @@ async def test_local_model_embeds_normalised_vectors_in_input_order(embedder: Lo
 def test_packaged_model_is_found_without_network_and_pinned() -> None:
     files = packaged_model()
     assert files.onnx.name == "model.onnx" and files.tokenizer.name == "tokenizer.json"
-    assert files.pinned == PACKAGED_SHA256
+    assert files.pinned == {name: PACKAGED_SHA256[name] for name in ("model.onnx", "tokenizer.json")}
     files.verify()
+
+
+# -- the packaged multilingual model --------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def multilingual() -> StringsEmbedder:
+    provider = create_provider(type("Cfg", (), {"provider": "local", "model": "use-multilingual"})())
+    assert isinstance(provider, StringsEmbedder)
+    return provider
+
+
+def test_multilingual_model_is_packaged_and_pinned() -> None:
+    files = packaged_model("use-multilingual")
+    assert files.tokenizer is None  # the graph tokenises inside
+    assert files.pinned == {files.onnx.name: PACKAGED_SHA256["universal-sentence-encoder-multilingual.onnx"]}
+    files.verify()
+
+
+def test_multilingual_model_matches_a_sentence_across_languages(multilingual: StringsEmbedder) -> None:
+    porto = ["I moved to Porto last month", "Я переехал в Порту в прошлом месяце", "Me mudé a Oporto el mes pasado"]
+    other = ["Die Katze schläft auf dem Sofa", "قیمت نان دوباره بالا رفت"]
+    vectors = multilingual.encode(porto + other)
+    assert vectors.shape == (5, 512) and np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    sims = vectors @ vectors.T
+    for i in range(3):  # each language's Porto sentence is nearest to the other two, never to the others
+        nearest = sorted(range(5), key=lambda j: -sims[i, j])[1:3]
+        assert set(nearest) == {0, 1, 2} - {i}
+    # Batching keeps rows in input order. Not bit-equal: the int8 graph quantises each batch with its own scale.
+    for text, row in zip(porto + other, vectors, strict=True):
+        assert float(multilingual.encode([text])[0] @ row) > 0.995
+    assert multilingual.encode([]).shape == (0, 512)
+
+
+def test_multilingual_model_reads_a_huge_paste_as_its_beginning(multilingual: StringsEmbedder) -> None:
+    paste = "Our wifi password is on the fridge. " * 30 + "Stock markets fell sharply. " * 350_000  # ~10 MB
+    vector = multilingual.encode([paste, ""])
+    assert float(vector[0] @ multilingual.encode([paste[:MAX_CHARS]])[0]) > 0.995
+    assert np.isfinite(vector).all()  # an empty text is a vector too, not a crash
+
+
+def test_tampered_multilingual_model_is_refused(tmp_path: Path) -> None:
+    files = packaged_model("use-multilingual")
+    copy = tmp_path / files.onnx.name
+    data = bytearray(files.onnx.read_bytes()[:4096])  # a truncated copy under the pinned name
+    copy.write_bytes(bytes(data))
+    with pytest.raises(ModelFilesError, match=r"universal-sentence-encoder-multilingual\.onnx.*sha256"):
+        StringsEmbedder(ModelFiles(files.model_id, copy, None, files.pinned))
 
 
 def test_tampered_model_file_is_refused_with_its_name(tmp_path: Path) -> None:

@@ -31,10 +31,11 @@ def create_provider(
         return None
     if kind == "local":
         from teleton.memory.embeddings.local import LocalEmbedder
+        from teleton.memory.embeddings.local_strings import StringsEmbedder
 
-        return LocalEmbedder(
-            local_model_files(config, cache_dir=cache_dir, hf_base_url=hf_base_url), batch_size=batch_size
-        )
+        files = local_model_files(config, cache_dir=cache_dir, hf_base_url=hf_base_url)
+        embedder = LocalEmbedder if files.tokenizer is not None else StringsEmbedder
+        return embedder(files, batch_size=batch_size)
     if kind in ("anthropic", "voyage"):
         from teleton.memory.embeddings.voyage import VoyageEmbedder
 
@@ -46,16 +47,17 @@ def create_provider(
 def local_model_files(
     config: Any, *, cache_dir: Path | None = None, hf_base_url: str | None = None
 ) -> model_files.ModelFiles:
-    """Which files the local provider loads: ``model_path``, else a Hugging Face ``model``, else the default."""
+    """Which files the local provider loads: ``model_path``, else a packaged or Hugging Face ``model``, else
+    the default packaged model."""
     from teleton.memory.embeddings import hf_download
 
     model_path = getattr(config, "model_path", None)
     model = getattr(config, "model", None)
     if model_path:
         return model_files.directory_model(Path(model_path), model)
-    if model and model not in (model_files.PACKAGED_MODEL_ID, "all-MiniLM-L6-v2", "Xenova/all-MiniLM-L6-v2"):
+    if model and model not in model_files.PACKAGED_NAMES:
         return hf_download.cached_or_download(model, cache_dir, hf_base_url or hf_download.HF_BASE_URL)
-    return model_files.packaged_model()
+    return model_files.packaged_model(model or model_files.PACKAGED_MODEL_ID)
 
 
 def with_cache(provider: EmbeddingProvider | None, db: Any, config: Any = None) -> EmbeddingProvider | None:

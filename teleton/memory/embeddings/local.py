@@ -26,29 +26,9 @@ class LocalEmbedder:
     """An :class:`EmbeddingProvider` over an ONNX sentence-embedding model."""
 
     def __init__(self, files: ModelFiles, *, batch_size: int = DEFAULT_BATCH, threads: int | None = None) -> None:
-        # ONNX Runtime's telemetry (POSIX builds since 1.2x) writes a device id under ~/.cache/Microsoft and
-        # would upload events: a daemon holding private memory does neither. Read once, before it loads.
-        for variable in ("ORT_DISABLE_TELEMETRY", "ORT_TELEMETRY_DISABLED"):
-            os.environ.setdefault(variable, "1")
-        import onnxruntime as ort
         from tokenizers import Tokenizer
 
-        files.verify()
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or max(1, os.cpu_count() or 1)
-        options.inter_op_num_threads = 1
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        # Spinning worker threads burn the second core while the first waits; on a small shared VPS (and
-        # next to SQLite readers) turning it off measured 1.5-2x faster batches.
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        # ONNX Runtime's CPU arena keeps the peak of every batch shape it has seen: one batch of 64 long
-        # texts left a daemon at 1.5 GB RSS for good. Without it the memory goes back after each batch, at equal speed.
-        options.enable_cpu_mem_arena = False
-        options.enable_mem_pattern = False
-        try:
-            self._session = ort.InferenceSession(str(files.onnx), options, providers=["CPUExecutionProvider"])
-        except Exception as exc:  # a truncated or foreign file in a configured model directory
-            raise ModelFilesError(f"{files.onnx} is not a loadable ONNX model ({_first_line(exc)})") from None
+        self._session = open_session(files, threads)
         self._inputs = {i.name for i in self._session.get_inputs()}
         try:
             self._tokenizer = Tokenizer.from_file(str(files.tokenizer))
@@ -93,6 +73,36 @@ class LocalEmbedder:
 
     def close(self) -> None:
         self._executor.shutdown(wait=False)
+
+
+def open_session(files: ModelFiles, threads: int | None, *, custom_ops: bool = False):  # -> ort.InferenceSession
+    """Verify ``files`` and open the ONNX graph with the session options every local model uses."""
+    # ONNX Runtime's telemetry (POSIX builds since 1.2x) writes a device id under ~/.cache/Microsoft and
+    # would upload events: a daemon holding private memory does neither. Read once, before it loads.
+    for variable in ("ORT_DISABLE_TELEMETRY", "ORT_TELEMETRY_DISABLED"):
+        os.environ.setdefault(variable, "1")
+    import onnxruntime as ort
+
+    files.verify()
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads or max(1, os.cpu_count() or 1)
+    options.inter_op_num_threads = 1
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    # Spinning worker threads burn the second core while the first waits; on a small shared VPS (and
+    # next to SQLite readers) turning it off measured 1.5-2x faster batches.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    # ONNX Runtime's CPU arena keeps the peak of every batch shape it has seen: one batch of 64 long
+    # texts left a daemon at 1.5 GB RSS for good. Without it the memory goes back after each batch, at equal speed.
+    options.enable_cpu_mem_arena = False
+    options.enable_mem_pattern = False
+    if custom_ops:  # string graphs tokenise with onnxruntime-extensions' SentencePiece op
+        from onnxruntime_extensions import get_library_path
+
+        options.register_custom_ops_library(get_library_path())
+    try:
+        return ort.InferenceSession(str(files.onnx), options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # a truncated or foreign file in a configured model directory
+        raise ModelFilesError(f"{files.onnx} is not a loadable ONNX model ({_first_line(exc)})") from None
 
 
 def token_batches(order: Sequence[int], lengths: Sequence[int], max_texts: int) -> list[list[int]]:

