@@ -16,6 +16,7 @@ from teleton.agent.messages import sender_label
 from teleton.agent.privacy import origin
 from teleton.agent.turn import Turn, required
 from teleton.memory.observation_masking import mask_observations
+from teleton.memory.subjects import speaker_subject
 from teleton.privacy import PUBLIC
 
 if TYPE_CHECKING:
@@ -77,6 +78,7 @@ async def learn(agent: Agent, turn: Turn) -> None:
                 # only what the person here said is.
                 assistant_text="" if steered else (turn.reply or result.text),
                 label=turn.clearance.label,
+                speaker=speaker_subject(agent.principals, msg.sender.id if msg.sender else None),
             )
         )
 

@@ -9,6 +9,12 @@ malformed one is dropped and counted, never half-saved; near duplicates merge in
 Where a fact goes is not the model's call: every fact takes the label of the turn it came from (DESIGN §8,
 ``teleton.privacy``), so a group can only ever write ``chat:<id>`` and another person's DM ``user:<id>``; a
 "scope" the model claims is ignored. Corrections reach ``learnings/corrections.md`` from the owner only.
+
+Updates are asked for explicitly: the model sees the facts already remembered under the label that relate to
+the conversation, with their ids, and says which one a new fact replaces (``replaces``); the old fact is then
+kept as history and never recalled as current (``teleton.memory.facts``). An id the model was not shown is
+ignored. Each fact also says whom it is about (``about``), resolved to a subject by
+``teleton.memory.subjects``: the speaker, the owner, the group, a member by name, or someone else.
 A message carrying ``#nomem`` (or ``#nomemory``) is never distilled, alone or as part of a transcript.
 """
 
@@ -30,9 +36,11 @@ from teleton.gateway.contract import ChatInfo
 from teleton.llm.client import LLMClient, LLMError
 from teleton.memory.compaction import Message, is_user_turn, transcript
 from teleton.memory.fact_merge import NEAR_DUPLICATE, save_merging
-from teleton.memory.facts import Fact, FactStore
+from teleton.memory.fact_rows import Fact, StoredFact
+from teleton.memory.facts import FactStore
 from teleton.memory.learnings import Learnings
-from teleton.privacy import OWNER
+from teleton.memory.subjects import chat_members, label_speaker, resolve
+from teleton.privacy import OWNER, Principals
 
 log = structlog.get_logger(__name__)
 
@@ -42,6 +50,8 @@ EXCHANGE_MAX_TOKENS = 1024
 EXCHANGE_CHARS = 4_000  # of each side of an exchange: a fact is in a sentence, not in a pasted log
 TRANSCRIPT_MAX_TOKENS = 2048  # a long session holds more facts than one exchange
 TRANSCRIPT_HEADER = "Extract the durable facts from this conversation"
+KNOWN_FACTS = 12  # remembered facts shown to the model, the ones nearest to the conversation
+KNOWN_QUERY_CHARS = 2_000
 
 FACT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -51,6 +61,9 @@ FACT_SCHEMA: dict[str, Any] = {
         "key": {"type": ["string", "null"], "maxLength": 80},
         "importance": {"type": "number", "minimum": 0, "maximum": 1},
         "correction": {"type": "boolean"},
+        "about": {"type": ["string", "null"], "maxLength": 80},
+        "replaces": {"type": ["integer", "null"]},
+        "reason": {"type": ["string", "null"], "maxLength": 300},
     },
     "required": ["content", "category", "importance"],
 }
@@ -73,6 +86,12 @@ about itself. Each fact is one self-contained sentence naming who it is about.
 - importance: 0..1; 0.9+ only for what must never be forgotten (allergies, hard deadlines, explicit
   "remember this").
 - correction: true when the user corrects something the assistant got wrong or believed.
+- about: whom the fact is about: "speaker" (whoever said it), "owner", "group" (the group as a whole), or
+  the name of another person or thing.
+- replaces: when the conversation changes, corrects or cancels one of the remembered facts listed below
+  (a move, a new job, a renamed pet, a changed plan or preference), the id of that fact; the new fact then
+  replaces it and the old one is kept as history. Keep the same key for the same attribute. null otherwise.
+- reason: for a replacement, a few words why (e.g. "moved last month").
 Call record_facts exactly once; an empty list is a fine answer."""
 
 
@@ -83,6 +102,7 @@ class Exchange:
     user_text: str
     assistant_text: str
     label: str  # the turn's clearance label: every fact of this exchange is stored under it
+    speaker: str = ""  # the sender's subject (teleton.memory.subjects)
 
 
 @dataclass(frozen=True)
@@ -98,11 +118,24 @@ class Transcript:
 class DistillStats:
     saved: Counter[str] = field(default_factory=Counter)  # per label kind: owner / user / chat
     updated: Counter[str] = field(default_factory=Counter)
+    superseded: int = 0  # facts that replaced a remembered one (kept as history)
     duplicates: int = 0
     dropped: int = 0  # malformed facts (or a malformed response)
     corrections: int = 0
     skipped: str | None = None  # why nothing was asked of the model
     kept: list[Fact] = field(default_factory=list)  # facts inserted or updated, as stored
+
+
+@dataclass(frozen=True)
+class _Where:
+    """Where the facts of one model answer come from and go to."""
+
+    label: str
+    source: str
+    speaker: str
+    chat_id: int
+    members: dict[str, str]  # names in the chat -> subjects
+    shown: frozenset[int]  # the remembered facts the model was shown (the only ones it may replace)
 
 
 def _label_kind(label: str) -> str:
@@ -118,8 +151,10 @@ class Distiller:
         *,
         enabled: bool = True,
         near_duplicate: float = NEAR_DUPLICATE,
+        principals: Principals | None = None,
     ) -> None:
         self.llm = llm
+        self.principals = principals or Principals()
         self.facts = facts
         self.learnings = learnings
         self.enabled = enabled
@@ -160,7 +195,12 @@ class Distiller:
         if not self.should_distill(exchange):
             return DistillStats(skipped="off")
         return await self._extract(
-            _render(exchange), exchange.chat, exchange.label, source="distiller", max_tokens=EXCHANGE_MAX_TOKENS
+            _render(exchange),
+            exchange.chat,
+            exchange.label,
+            source="distiller",
+            max_tokens=EXCHANGE_MAX_TOKENS,
+            speaker=exchange.speaker,
         )
 
     async def distill_transcript(self, transcript: Transcript, *, source: str = "compaction") -> DistillStats:
@@ -179,14 +219,18 @@ class Distiller:
                 transcript.label,
                 source=source,
                 max_tokens=TRANSCRIPT_MAX_TOKENS,
+                speaker=label_speaker(transcript.label),
             )
 
-    async def _extract(self, content: str, chat: ChatInfo, label: str, *, source: str, max_tokens: int) -> DistillStats:
+    async def _extract(
+        self, content: str, chat: ChatInfo, label: str, *, source: str, max_tokens: int, speaker: str
+    ) -> DistillStats:
         stats = DistillStats()
+        known = await self.facts.related(content[-KNOWN_QUERY_CHARS:], [label], limit=KNOWN_FACTS)
         try:
             response = await self.llm.create(
                 system=SYSTEM,
-                messages=[{"role": "user", "content": content}],
+                messages=[{"role": "user", "content": content + _render_known(known)}],
                 tools=[TOOL],
                 tool_choice={"type": "tool", "name": TOOL["name"]},
                 model=self.llm.settings.utility_model,
@@ -203,28 +247,43 @@ class Distiller:
         if items is None:
             stats.dropped += 1
             items = []
+        members = (
+            await self.facts.db.read(lambda conn: chat_members(conn, chat.id, self.principals.owner_id))
+            if chat.type != "dm"
+            else {}
+        )
+        where = _Where(label, source, speaker, chat.id, members, frozenset(f.id for f in known))
         for item in items:
-            await self._commit_one(item, label, source, stats)
+            await self._commit_one(item, where, stats)
         self._account(chat.id, source, stats)
         return stats
 
-    async def _commit_one(self, item: Any, label: str, source: str, stats: DistillStats) -> None:
+    async def _commit_one(self, item: Any, where: _Where, stats: DistillStats) -> None:
         try:
             jsonschema.validate(item, FACT_SCHEMA)
         except jsonschema.ValidationError:
             stats.dropped += 1
             return
+        label = where.label
+        replaces = item.get("replaces")
         fact = Fact(
             value=" ".join(item["content"].split()),
             category=item["category"].strip().lower(),
             key=(item.get("key") or None),
             scope=label,
-            source=source,
+            source=where.source,
             importance=float(item["importance"]),
+            subject=resolve(item.get("about"), where.speaker, where.chat_id, where.members),
+            # Only a fact the model was shown: an id it made up (or was told by a message) ends nothing.
+            replaces=replaces if replaces in where.shown else None,
+            said_by=where.speaker or where.label,  # a group's transcript speaks for nobody in particular
         )
         outcome = await save_merging(self.facts, fact, self.near_duplicate)
         kind = _label_kind(label)
-        if outcome.action == "inserted":
+        if outcome.action == "superseded":
+            stats.superseded += 1
+            log.info("memory.fact_updated", old=outcome.replaced, new=outcome.id, reason=item.get("reason") or "")
+        if outcome.action in ("inserted", "superseded"):
             stats.saved[kind] += 1
         elif outcome.action == "updated":
             stats.updated[kind] += 1
@@ -239,6 +298,7 @@ class Distiller:
     def _account(self, chat_id: int, source: str, stats: DistillStats) -> None:
         self.totals.saved.update(stats.saved)
         self.totals.updated.update(stats.updated)
+        self.totals.superseded += stats.superseded
         self.totals.duplicates += stats.duplicates
         self.totals.dropped += stats.dropped
         self.totals.corrections += stats.corrections
@@ -248,6 +308,7 @@ class Distiller:
             source=source,
             saved=dict(stats.saved),
             updated=dict(stats.updated),
+            superseded=stats.superseded,
             duplicates=stats.duplicates,
             dropped=stats.dropped,
             corrections=stats.corrections,
@@ -296,6 +357,13 @@ def _render(exchange: Exchange) -> str:
         f"{exchange.user_name}: {excerpt(exchange.user_text, EXCHANGE_CHARS)}\n\n"
         f"Assistant: {excerpt(exchange.assistant_text, EXCHANGE_CHARS)}"
     )
+
+
+def _render_known(known: Sequence[StoredFact]) -> str:
+    if not known:
+        return ""
+    lines = "\n".join(f"- id {f.id}: [{f.category}/{f.key or '-'}] {f.value}" for f in known)
+    return f"\n\nFacts already remembered here (use `replaces` with the id when one has changed):\n{lines}"
 
 
 def _render_transcript(source: Transcript, messages: Sequence[Message]) -> str:

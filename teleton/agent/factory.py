@@ -71,7 +71,7 @@ async def build_agent(
     )
     settings = AgentSettings.from_config(config)
     facts = FactStore(db, embedder, half_life_days=config.memory.recency_half_life_days)
-    learnings, distiller = _distiller(config, llm, facts, workspace)
+    learnings, distiller = _distiller(config, llm, facts, workspace, principals)
     deps = AgentDeps(
         db=db,
         llm=llm,
@@ -98,12 +98,14 @@ async def build_agent(
     return AgentStack(agent=agent, llm=llm, registry=registry, tool_index=index)
 
 
-def _distiller(config: Any, llm: LLMClient, facts: FactStore, workspace: Path) -> tuple[Any, Any]:
+def _distiller(
+    config: Any, llm: LLMClient, facts: FactStore, workspace: Path, principals: Principals
+) -> tuple[Any, Any]:
     from teleton.agent.distiller import Distiller
     from teleton.memory.learnings import Learnings
 
     learnings = Learnings(workspace)
-    return learnings, Distiller(llm, facts, learnings, enabled=config.memory.distill)
+    return learnings, Distiller(llm, facts, learnings, enabled=config.memory.distill, principals=principals)
 
 
 async def _load_tool_overrides(db: Database, registry: ToolRegistry) -> None:

@@ -156,11 +156,14 @@ def backup(
 def _register_subcommands() -> None:
     # Each module imports its heavy dependencies (Telethon, ONNX Runtime) inside its commands, so
     # `teleton --help` stays fast.
-    from teleton.cli import chat_cmd, feed_cmd, memory_cmd, setup_cmd
+    from teleton.cli import chat_cmd, feed_cmd, memory_cmd, memory_io, setup_cmd
 
     app.command()(setup_cmd.setup)
     app.command()(chat_cmd.chat)
-    app.add_typer(memory_cmd.app, name="memory", help="The knowledge base: index, search, stats.")
+    memory_io.register(memory_cmd.app)
+    app.add_typer(
+        memory_cmd.app, name="memory", help="Memory: index, search, stats, facts, forget, export, import."
+    )
     app.add_typer(feed_cmd.app, name="feed", help="The Telegram archive: backfill, search, stats.")
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from teleton.memory.fact_rows import CURRENT
 from teleton.storage.schema import HALF_VECTOR_TABLE
 
 
@@ -70,10 +71,21 @@ FACTS = Corpus(
     fts="facts_fts",
     vec="facts_vec",
     text_column="value",
-    columns=("category", "key", "scope", "source", "importance", "access_count", "last_access", "created_at"),
+    columns=(
+        "category",
+        "key",
+        "scope",
+        "subject",
+        "source",
+        "importance",
+        "access_count",
+        "last_access",
+        "created_at",
+    ),
     scope_column="scope",
     fts_columns=("category", "key", "value"),
     fts_weights=(0.3, 0.7, 1.0),
+    where=f"t.{CURRENT}",  # superseded facts are history, never search hits
 )
 TOOLS = Corpus(
     name="tools",

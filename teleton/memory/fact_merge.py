@@ -14,7 +14,8 @@ import numpy as np
 
 from teleton.memory.corpora import FACTS
 from teleton.memory.embeddings.query import embed_query
-from teleton.memory.facts import Fact, FactStore, SaveOutcome, fact_hash
+from teleton.memory.fact_rows import CURRENT, embedding_text, fact_hash
+from teleton.memory.facts import Fact, FactStore, SaveOutcome
 from teleton.memory.vector_leg import vector_available
 from teleton.storage.sqlite_driver import Connection
 
@@ -22,14 +23,16 @@ NEAR_DUPLICATE = 0.95
 _NEIGHBOURS = 3
 
 
-def nearest_in_scope(conn: Connection, scope: str, vector: np.ndarray) -> tuple[int, float] | None:
-    """The most similar stored fact of ``scope`` and its cosine similarity, or None."""
+def nearest_in_scope(conn: Connection, scope: str, subject: str, vector: np.ndarray) -> tuple[int, float] | None:
+    """The most similar current fact of ``scope`` about ``subject`` and its cosine similarity, or None.
+    ("Ann loves pizza" and "Bob loves pizza" are near in meaning and must stay two facts.)"""
     if not vector_available(conn, FACTS):
         return None
     query = np.asarray(vector, dtype=np.float32)
     rows = conn.execute(
-        "select id, embedding from facts_vec where embedding match ? and k = ? and scope = ?",
-        (query.tobytes(), _NEIGHBOURS, scope),
+        "select v.id, v.embedding from facts_vec v join facts f on f.id = v.id "
+        f"where v.embedding match ? and v.k = ? and v.scope = ? and f.subject = ? and f.{CURRENT}",
+        (query.tobytes(), _NEIGHBOURS, scope, subject),
     ).fetchall()
     best: tuple[int, float] | None = None
     for row in rows:
@@ -48,16 +51,19 @@ async def save_merging(store: FactStore, fact: Fact, threshold: float = NEAR_DUP
     if store.embedder is None or not store.db.vectors or not value:
         return await store.save(fact)
     # A provider that fails (a remote one may be down) costs the merge, never the fact: save plainly.
-    vector = await embed_query(store.embedder, f"{fact.category} {fact.key or ''} {value}")
+    vector = await embed_query(store.embedder, embedding_text(fact.category, fact.key, value))
     if vector is None:
         return await store.save(fact)
     digest = fact_hash(value)
 
     def _merge(conn: Connection) -> SaveOutcome | None:
-        exact = conn.execute("select id from facts where scope = ? and hash = ?", (fact.scope, digest)).fetchone()
+        exact = conn.execute(
+            f"select id from facts where scope = ? and subject = ? and hash = ? and {CURRENT}",
+            (fact.scope, fact.subject, digest),
+        ).fetchone()
         if exact is not None:
             return SaveOutcome(int(exact[0]), "duplicate")
-        near = nearest_in_scope(conn, fact.scope, vector)
+        near = nearest_in_scope(conn, fact.scope, fact.subject, vector)
         if near is None or near[1] < threshold:
             return None
         fact_id = near[0]

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from teleton.memory.corpora import FACTS
+from teleton.memory.fact_rows import CURRENT
 from teleton.memory.fts_query import keyword_terms, query_terms
 from teleton.memory.fusion import Fused, fuse, normalise_cosine, normalise_keyword
 from teleton.memory.hybrid_search import SearchParams, corpus_bm25
@@ -53,10 +54,11 @@ def categories_in(conn: Connection, scopes: Sequence[str] | None) -> list[str]:
     """The distinct categories of the facts in ``scopes`` (None = every scope); the (scope, category) index
     makes this a short index walk."""
     if scopes is None:
-        rows = conn.execute("select distinct category from facts order by category").fetchall()
+        rows = conn.execute(f"select distinct category from facts where {CURRENT} order by category").fetchall()
     else:
         rows = conn.execute(
-            "select distinct category from facts where scope in (select value from json_each(?)) order by category",
+            f"select distinct category from facts where scope in (select value from json_each(?)) and {CURRENT} "
+            "order by category",
             (json.dumps(list(scopes)),),
         ).fetchall()
     return [str(row[0]) for row in rows]
@@ -140,7 +142,7 @@ def search_in_categories(
 
 def _members(conn: Connection, scopes: Sequence[str] | None, categories: Sequence[str]) -> dict[int, str]:
     """Fact id -> scope of every fact in ``categories`` within ``scopes``."""
-    sql = "select id, scope from facts where category in (select value from json_each(?))"
+    sql = f"select id, scope from facts where category in (select value from json_each(?)) and {CURRENT}"
     args: list[Any] = [json.dumps(list(categories))]
     if scopes is not None:
         sql += " and scope in (select value from json_each(?))"
@@ -157,7 +159,7 @@ def _keyword_leg(
         return {}
     in_json = "in (select value from json_each(?))"
     scope = Scope(
-        where="1" if scopes is None else f"t.scope {in_json}",
+        where=f"t.{CURRENT}" if scopes is None else f"t.scope {in_json} and t.{CURRENT}",
         args=() if scopes is None else (json.dumps(list(scopes)),),
         only=f"t.category {in_json}",
         only_args=(json.dumps(list(categories)),),

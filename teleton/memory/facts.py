@@ -2,9 +2,11 @@
 
 A fact's scope is its privacy label (DESIGN §8, ``teleton.privacy``): ``owner``, ``user:<id>`` (another
 person's DM), ``chat:<id>`` (a group) or ``public``, given by the turn that learned it; readers pass the
-labels their clearance reads (None = every label, the owner). Saving skips an exact duplicate in the same
-scope and updates in place when the same (category, key) is saved again, so "my cat is called X" then
-"... is called Y" leaves one fact.
+labels their clearance reads (None = every label, the owner). A fact also names its subject, whom it is
+about (``teleton.memory.subjects``). Saving skips an exact duplicate of a current fact, and a fact about the
+same subject and attribute (category, key) — or one the distiller names as replaced — supersedes the old
+one: "my cat is called X" then "... is called Y" leaves one current fact and the first one as history
+(``fact_rows``), which only ``history=True`` recalls show, marked as no longer true.
 
 Recall has three tiers (seed 002; the first two live in ``fact_recall``): pick the categories the query is
 about, search inside them, and fall back to all facts in scope when they yield too few. Each tier's hits are
@@ -14,12 +16,11 @@ recalled fact has its access count and last-access time bumped: what gets used s
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -37,9 +38,11 @@ from teleton.memory.fact_recall import (
     pick_categories,
     search_in_categories,
 )
+from teleton.memory.fact_rows import COLUMNS, CURRENT, Fact, StoredFact, embedding_text, fact_hash, stored
 from teleton.memory.hybrid_search import SearchParams, hybrid_search
+from teleton.memory.subjects import may_replace
 from teleton.memory.vector_leg import vector_available
-from teleton.privacy import OWNER, is_label
+from teleton.privacy import is_label
 from teleton.storage.database import Database
 from teleton.storage.sqlite_driver import Connection
 
@@ -54,40 +57,11 @@ _LABEL_CACHE = 2_000
 
 
 @dataclass(frozen=True)
-class Fact:
-    value: str
-    category: str = "general"
-    key: str | None = None
-    scope: str = OWNER  # the fact's privacy label
-    source: str = "agent"
-    importance: float = 0.5
-
-
-@dataclass(frozen=True)
-class StoredFact:
-    id: int
-    category: str
-    key: str | None
-    value: str
-    scope: str
-    source: str
-    importance: float
-    access_count: int
-    last_access: float | None
-    created_at: float
-    updated_at: float
-    score: float = 0.0
-
-    def line(self) -> str:
-        label = f"{self.category}/{self.key}" if self.key else self.category
-        return f"[{label}] {self.value}"
-
-
-@dataclass(frozen=True)
 class Recall:
     facts: list[StoredFact]
     categories: tuple[str, ...]  # the categories searched first: picked for the query, or the one asked for
     fell_back: bool  # all facts in scope were searched too, because the categories yielded too few
+    history: list[StoredFact] = field(default_factory=list)  # what the facts replaced (history=True only)
 
 
 @dataclass(frozen=True)
@@ -101,36 +75,14 @@ class _Plan:
     labels: dict[str, np.ndarray]  # category -> label vector
     limit: int
     now: float
+    keep: Callable[[str], bool]  # which subjects this recall may return
 
 
 @dataclass(frozen=True)
 class SaveOutcome:
     id: int
-    action: str  # 'inserted' | 'updated' | 'duplicate'
-
-
-def fact_hash(value: str) -> str:
-    return hashlib.sha256(" ".join(value.lower().split()).encode()).hexdigest()
-
-
-_COLUMNS = "id, category, key, value, scope, source, importance, access_count, last_access, created_at, updated_at"
-
-
-def _stored(row: Any, score: float = 0.0) -> StoredFact:
-    return StoredFact(
-        id=int(row["id"]),
-        category=row["category"],
-        key=row["key"],
-        value=row["value"],
-        scope=row["scope"],
-        source=row["source"],
-        importance=float(row["importance"]),
-        access_count=int(row["access_count"]),
-        last_access=row["last_access"],
-        created_at=float(row["created_at"]),
-        updated_at=float(row["updated_at"]),
-        score=score,
-    )
+    action: str  # 'inserted' | 'superseded' | 'updated' | 'duplicate'
+    replaced: int | None = None  # the fact a 'superseded' save ended
 
 
 class FactStore:
@@ -154,38 +106,39 @@ class FactStore:
             raise ValueError("a fact needs a value")
         if not is_label(fact.scope):
             raise ValueError(f"a fact's scope must be a privacy label, not {fact.scope!r}")
-        vector = await self._embed(f"{fact.category} {fact.key or ''} {value}")
+        vector = await self._embed(embedding_text(fact.category, fact.key, value))
         digest = fact_hash(value)
         now = time.time()
 
         def _save(conn: Connection) -> SaveOutcome:
-            same = conn.execute("select id from facts where scope = ? and hash = ?", (fact.scope, digest)).fetchone()
+            same = conn.execute(
+                f"select id from facts where scope = ? and subject = ? and hash = ? and {CURRENT}",
+                (fact.scope, fact.subject, digest),
+            ).fetchone()
             if same is not None:
                 return SaveOutcome(int(same[0]), "duplicate")
-            if fact.key:
-                keyed = conn.execute(
-                    "select id from facts where scope = ? and category = ? and key = ?",
-                    (fact.scope, fact.category, fact.key),
-                ).fetchone()
-                if keyed is not None:
-                    fact_id = int(keyed[0])
-                    conn.execute(
-                        "update facts set value = ?, hash = ?, source = ?, importance = max(importance, ?), "
-                        "embedded = 0, updated_at = ? where id = ?",
-                        (value, digest, fact.source, fact.importance, now, fact_id),
-                    )
-                    _store_vector(conn, fact_id, fact.scope, vector)
-                    return SaveOutcome(fact_id, "updated")
+            old, blocked = replaced_fact(conn, fact)
+            if old is not None:  # ended first: the current-key index admits one current fact per attribute
+                conn.execute("update facts set valid_until = ? where id = ?", (now, old))
+                if vector_available(conn, FACTS):
+                    conn.execute("delete from facts_vec where id = ?", (old,))
             cur = conn.execute(
-                "insert into facts(category, key, value, scope, source, importance, hash, created_at, "
-                "updated_at) values (?,?,?,?,?,?,?,?,?)",
-                (fact.category, fact.key, value, fact.scope, fact.source, fact.importance, digest, now, now),
-            )
+                "insert into facts(category, key, value, scope, subject, source, importance, hash, created_at, "
+                "updated_at, valid_from) values (?,?,?,?,?,?,?,?,?,?,?)",
+                (fact.category, None if blocked else fact.key, value, fact.scope, fact.subject, fact.source,
+                 fact.importance, digest, now, now, now),
+            )  # fmt: skip
             fact_id = int(cur.lastrowid)
             _store_vector(conn, fact_id, fact.scope, vector)
-            return SaveOutcome(fact_id, "inserted")
+            if old is None:
+                return SaveOutcome(fact_id, "inserted")
+            conn.execute("update facts set superseded_by = ? where id = ?", (fact_id, old))
+            return SaveOutcome(fact_id, "superseded", replaced=old)
 
-        return await self.db.write(_save)
+        outcome = await self.db.write(_save)
+        if outcome.replaced is not None:
+            log.info("memory.fact_superseded", old=outcome.replaced, new=outcome.id, scope=fact.scope)
+        return outcome
 
     async def recall(
         self,
@@ -195,9 +148,11 @@ class FactStore:
         limit: int = 5,
         category: str | None = None,
         query_vector: np.ndarray | None = None,
+        keep: Callable[[str], bool] = lambda subject: True,
     ) -> list[StoredFact]:
-        """The facts best matching ``query`` within ``scopes`` (None = every scope); bumps their access."""
-        found = await self.retrieve(query, scopes, limit=limit, category=category, query_vector=query_vector)
+        """The current facts best matching ``query`` within ``scopes`` (None = every scope) about the
+        subjects ``keep`` admits; bumps their access."""
+        found = await self.retrieve(query, scopes, limit=limit, category=category, query_vector=query_vector, keep=keep)
         return found.facts
 
     async def retrieve(
@@ -208,11 +163,15 @@ class FactStore:
         limit: int = 5,
         category: str | None = None,
         query_vector: np.ndarray | None = None,
+        keep: Callable[[str], bool] = lambda subject: True,
+        history: bool = False,
     ) -> Recall:
         """Three-tier recall (see ``fact_recall``): the query's categories, their facts, then all facts.
 
-        ``category`` restricts the search to that category (inside the search) with no fallback. Every
-        returned fact has its access count and last-access time bumped.
+        ``category`` restricts the search to that category (inside the search) with no fallback; ``keep``
+        to facts about the subjects it admits. Only current facts are found; ``history`` adds, in
+        ``Recall.history``, the facts they superseded. Every returned current fact has its access count and
+        last-access time bumped.
         """
         if scopes is not None and not scopes:
             return Recall([], (), False)
@@ -221,12 +180,13 @@ class FactStore:
         known = await self.db.read(lambda conn: categories_in(conn, scopes))
         labels = {} if category is not None or query_vector is None else await self._label_vectors(known)
         now = time.time()
-        plan = _Plan(query, query_vector, scopes, known, labels, limit, now)
+        plan = _Plan(query, query_vector, scopes, known, labels, limit, now, keep)
 
         def _read(conn: Connection) -> Recall:
-            if category is not None:
-                return self._explicit(conn, plan, category)
-            return self._tiered(conn, plan)
+            found = self._explicit(conn, plan, category) if category is not None else self._tiered(conn, plan)
+            if history and found.facts:
+                return replace(found, history=predecessors(conn, [f.id for f in found.facts]))
+            return found
 
         found = await self.db.read(_read)
         if found.facts:
@@ -234,10 +194,29 @@ class FactStore:
         log.debug("memory.recall", categories=list(found.categories), fell_back=found.fell_back, count=len(found.facts))
         return found
 
+    async def related(self, text: str, scopes: Sequence[str], *, limit: int) -> list[StoredFact]:
+        """The current facts of ``scopes`` nearest to ``text``, without counting it as a use (the distiller
+        looks at them to say which ones a conversation changed)."""
+        vector = await self._embed(text) if text.strip() else None
+        params = replace(self.params, limit=limit, min_score=0.0)
+
+        def _read(conn: Connection) -> list[StoredFact]:
+            hits = hybrid_search(conn, FACTS, text, vector, params=params, scope=scopes)
+            rows = {
+                int(r["id"]): r
+                for r in conn.execute(
+                    f"select {COLUMNS} from facts where id in (select value from json_each(?))",
+                    (_json([h.id for h in hits]),),
+                )
+            }
+            return [stored(rows[h.id], h.score) for h in hits if h.id in rows]
+
+        return await self.db.read(_read)
+
     def _explicit(self, conn: Connection, plan: _Plan, category: str) -> Recall:
         wanted = [c for c in plan.known if category_key(c) == category_key(category)]
         hits = search_in_categories(conn, plan.query, plan.vector, plan.scopes, wanted, self.params) if wanted else []
-        ranked = self._ranked(conn, [(h.id, h.score) for h in hits], plan.now)
+        ranked = self._ranked(conn, [(h.id, h.score) for h in hits], plan)
         return Recall(ranked[: plan.limit], tuple(wanted), False)
 
     def _tiered(self, conn: Connection, plan: _Plan) -> Recall:
@@ -245,14 +224,14 @@ class FactStore:
         focused: list[StoredFact] = []
         if picked:
             hits = search_in_categories(conn, plan.query, plan.vector, plan.scopes, picked, self.params)
-            focused = self._ranked(conn, [(h.id, h.score) for h in hits], plan.now)[: plan.limit]
+            focused = self._ranked(conn, [(h.id, h.score) for h in hits], plan)[: plan.limit]
         if len(focused) >= plan.limit:
             return Recall(focused, tuple(picked), False)
         # Too few in the picked categories (or none picked): the best of all facts in scope fill the rest,
         # after the focused ones, which the query is most clearly about.
         flat = hybrid_search(conn, FACTS, plan.query, plan.vector, params=self.params, scope=plan.scopes)
         seen = {f.id for f in focused}
-        rest = [f for f in self._ranked(conn, [(h.id, h.score) for h in flat], plan.now) if f.id not in seen]
+        rest = [f for f in self._ranked(conn, [(h.id, h.score) for h in flat], plan) if f.id not in seen]
         return Recall(focused + rest[: plan.limit - len(focused)], tuple(picked), True)
 
     def _pick(self, conn: Connection, plan: _Plan) -> list[str]:
@@ -264,17 +243,18 @@ class FactStore:
             label = label_overlap(plan.query, plan.known)
         return pick_categories(label, content_scores(conn, vector, plan.scopes))
 
-    def _ranked(self, conn: Connection, hits: Sequence[tuple[int, float]], now: float) -> list[StoredFact]:
+    def _ranked(self, conn: Connection, hits: Sequence[tuple[int, float]], plan: _Plan) -> list[StoredFact]:
         if not hits:
             return []
         rows = {
             int(r["id"]): r
             for r in conn.execute(
-                f"select {_COLUMNS} from facts where id in (select value from json_each(?))",
+                f"select {COLUMNS} from facts where id in (select value from json_each(?)) and {CURRENT}",
                 (_json([fact_id for fact_id, _ in hits]),),
             )
+            if plan.keep(r["subject"])
         }
-        ranked = [_stored(rows[i], self._rank(score, rows[i], now)) for i, score in hits if i in rows]
+        ranked = [stored(rows[i], self._rank(score, rows[i], plan.now)) for i, score in hits if i in rows]
         ranked.sort(key=lambda f: (-f.score, f.id))
         return ranked
 
@@ -302,21 +282,21 @@ class FactStore:
 
         def _read(conn: Connection) -> list[StoredFact]:
             rows = conn.execute(
-                f"select {_COLUMNS} from facts where importance >= ? {scope_sql} "
+                f"select {COLUMNS} from facts where importance >= ? and {CURRENT} {scope_sql} "
                 "order by importance desc, access_count desc, updated_at desc limit ?",
                 (threshold, *args, limit),
             ).fetchall()
-            return [_stored(r) for r in rows]
+            return [stored(r) for r in rows]
 
         return await self.db.read(_read)
 
     async def recent(self, scopes: Sequence[str] | None, limit: int = 10) -> list[StoredFact]:
         scope_sql, args = _scope_filter(scopes)
         rows = await self.db.fetchall(
-            f"select {_COLUMNS} from facts where 1 {scope_sql} order by updated_at desc limit ?",
+            f"select {COLUMNS} from facts where {CURRENT} {scope_sql} order by updated_at desc limit ?",
             (*args, limit),
         )
-        return [_stored(r) for r in rows]
+        return [stored(r) for r in rows]
 
     async def remove(self, fact_id: int, scopes: Sequence[str] | None) -> bool:
         scope_sql, args = _scope_filter(scopes)
@@ -331,7 +311,7 @@ class FactStore:
 
     async def count(self, scopes: Sequence[str] | None = None) -> int:
         scope_sql, args = _scope_filter(scopes)
-        row = await self.db.fetchone(f"select count(*) from facts where 1 {scope_sql}", tuple(args))
+        row = await self.db.fetchone(f"select count(*) from facts where {CURRENT} {scope_sql}", tuple(args))
         return int(row[0])
 
     def _rank(self, relevance: float, row: Any, now: float) -> float:
@@ -357,6 +337,42 @@ class FactStore:
         if not self.db.vectors:
             return None
         return await embed_query(self.embedder, text)  # no vector is fine: FTS still finds the fact
+
+
+def replaced_fact(conn: Connection, fact: Fact) -> tuple[int | None, bool]:
+    """The current fact ``fact`` supersedes — the one the distiller named (same label), else the current
+    fact about the same subject and attribute — if ``subjects.may_replace`` lets its speaker end it; and
+    whether such an attribute fact exists that it may not end (then ``fact`` is saved without its key, next
+    to it: Bob's word about Ann adds to what Ann said, it does not overwrite it)."""
+    if fact.replaces is not None:
+        row = conn.execute(
+            f"select id, subject from facts where id = ? and scope = ? and {CURRENT}", (fact.replaces, fact.scope)
+        ).fetchone()
+        if row is not None and may_replace(row["subject"], fact.subject, fact.said_by):
+            return int(row["id"]), False
+    if not fact.key:
+        return None, False
+    row = conn.execute(
+        f"select id from facts where scope = ? and subject = ? and category = ? and key = ? and {CURRENT}",
+        (fact.scope, fact.subject, fact.category, fact.key),
+    ).fetchone()
+    if row is None:
+        return None, False
+    if may_replace(fact.subject, fact.subject, fact.said_by):
+        return int(row[0]), False
+    return None, True
+
+
+def predecessors(conn: Connection, ids: Sequence[int]) -> list[StoredFact]:
+    """Every fact the facts ``ids`` superseded, directly or through a chain, newest ending first."""
+    rows = conn.execute(
+        "with recursive chain(id) as ("
+        " select id from facts where superseded_by in (select value from json_each(?))"
+        " union select f.id from facts f join chain c on f.superseded_by = c.id"
+        f") select {COLUMNS} from facts where id in chain order by valid_until desc, id desc",
+        (_json(ids),),
+    ).fetchall()
+    return [stored(r) for r in rows]
 
 
 def _store_vector(conn: Connection, fact_id: int, scope: str, vector: np.ndarray | None) -> None:

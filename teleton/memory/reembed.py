@@ -15,17 +15,13 @@ import structlog
 
 from teleton.memory.corpora import FACTS
 from teleton.memory.embeddings.provider import EmbeddingProvider
+from teleton.memory.fact_rows import CURRENT, embedding_text
 from teleton.memory.feed_embedding import embed_pending
 from teleton.memory.vector_store import check_model, write_vectors
 from teleton.storage.database import Database
 from teleton.storage.sqlite_driver import Connection
 
 log = structlog.get_logger(__name__)
-
-
-def fact_embedding_text(category: str, key: str | None, value: str) -> str:
-    # The same text teleton.memory.facts embeds when a fact is saved.
-    return f"{category} {key or ''} {value}"
 
 
 async def embed_pending_facts(db: Database, provider: EmbeddingProvider, batch: int = 64) -> int:
@@ -36,12 +32,14 @@ async def embed_pending_facts(db: Database, provider: EmbeddingProvider, batch: 
     while True:
         rows = await db.read(
             lambda conn: conn.execute(
-                "select id, category, key, value, scope from facts where embedded = 0 order by id limit ?", (batch,)
+                f"select id, category, key, value, scope from facts where embedded = 0 and {CURRENT} "
+                "order by id limit ?",
+                (batch,),
             ).fetchall()
         )
         if not rows:
             return total
-        vectors = await provider.embed([fact_embedding_text(r["category"], r["key"], r["value"]) for r in rows])
+        vectors = await provider.embed([embedding_text(r["category"], r["key"], r["value"]) for r in rows])
         model = (provider.model_id, provider.dims)
         total += await db.write(lambda conn, r=rows, v=vectors, m=model: _store_facts(conn, r, v, m))
 
@@ -50,7 +48,7 @@ def _store_facts(conn: Connection, rows: list[Any], vectors: np.ndarray, model: 
     check_model(conn, *model)
     done = []
     for row, vector in zip(rows, vectors, strict=True):
-        current = conn.execute("select value, scope from facts where id = ?", (row["id"],)).fetchone()
+        current = conn.execute(f"select value, scope from facts where id = ? and {CURRENT}", (row["id"],)).fetchone()
         if current is not None and tuple(current) == (row["value"], row["scope"]):
             done.append((int(row["id"]), row["scope"], vector))
     write_vectors(conn, FACTS, done)

@@ -12,6 +12,7 @@ import sqlite3
 import uuid
 from collections.abc import Callable
 
+from teleton.storage.migration_fact_history import migrate_fact_history
 from teleton.storage.migration_labels import migrate_labels
 from teleton.storage.sqlite_driver import Connection
 
@@ -289,10 +290,14 @@ def _v2(conn: Connection) -> None:
     migrate_labels(conn, run_script)
 
 
+def _v3(conn: Connection) -> None:
+    migrate_fact_history(conn, run_script)
+
+
 Migration = Callable[[Connection], None]
 
 # Index i holds the step from version i to version i + 1. Append only; never edit a released step.
-MIGRATIONS: list[Migration] = [_v1, _v2]
+MIGRATIONS: list[Migration] = [_v1, _v2, _v3]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

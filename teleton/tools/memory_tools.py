@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Callable
 from datetime import date, datetime
 from typing import Any
 
@@ -29,6 +30,7 @@ from teleton.memory.corpora import FEED, KNOWLEDGE
 from teleton.memory.embeddings.query import embed_query
 from teleton.memory.facts import Fact
 from teleton.memory.hybrid_search import SearchParams, hybrid_search
+from teleton.memory.subjects import attributable, chat_members, resolve, speaker_subject
 from teleton.privacy import OWNER, PUBLIC
 from teleton.privacy.quoting import label_origin, quote
 from teleton.storage.private_files import write_private
@@ -115,6 +117,7 @@ async def memory_save(args: dict[str, Any], ctx: ToolContext) -> str | ToolResul
             return ToolResult.error(str(exc))
         if held is not None:
             return held
+    speaker = _asker(ctx)
     fact = Fact(
         value=args["value"],
         category=_slug(args.get("category") or "general"),
@@ -123,6 +126,9 @@ async def memory_save(args: dict[str, Any], ctx: ToolContext) -> str | ToolResul
         scope=PUBLIC if visibility == "public" else ctx.clearance.label,
         source="agent",
         importance=float(args.get("importance", 0.6)),
+        subject=resolve(args.get("about"), speaker, ctx.chat.id, {}),
+        replaces=args.get("replaces"),
+        said_by=speaker or ctx.clearance.label,
     )
     outcome = await ctx.deps.facts.save(fact)
     if ctx.clearance.is_owner and outcome.action != "duplicate":
@@ -131,9 +137,15 @@ async def memory_save(args: dict[str, Any], ctx: ToolContext) -> str | ToolResul
             await ctx.deps.daily_logs.append_section("Saved fact", f"[{fact.category}] {fact.value}")
         except OSError as exc:
             log.warning("daily_log_write_failed", error=repr(exc))
+    if outcome.action == "superseded":
+        return f"Saved (fact #{outcome.id}); it replaces fact #{outcome.replaced}, kept as history."
     return {"inserted": "Saved.", "updated": "Updated the existing fact.", "duplicate": "Already known."}[
         outcome.action
     ] + f" (fact #{outcome.id})"
+
+
+def _asker(ctx: ToolContext) -> str:
+    return speaker_subject(ctx.deps.principals, ctx.sender.id if ctx.sender else None)
 
 
 async def memory_remove(args: dict[str, Any], ctx: ToolContext) -> str | ToolResult:
@@ -151,18 +163,35 @@ async def memory_recall(args: dict[str, Any], ctx: ToolContext) -> str | ToolRes
     if ctx.deps.facts is None:
         return ToolResult.error("Fact memory is not available.")
     query = args["query"]
-    found = await ctx.deps.facts.recall(
+    keep = await _subjects(ctx, args.get("subject"))
+    recall = await ctx.deps.facts.retrieve(
         query,
         ctx.clearance.readable(),
         limit=int(args.get("limit", 5)),
         category=args.get("category"),
         query_vector=await _query_vector(ctx, query),
+        keep=keep,
+        history=bool(args.get("history")),
     )
-    found = [f for f in found if ctx.clearance.may_read(f.scope)]
+    found = [f for f in recall.facts + recall.history if ctx.clearance.may_read(f.scope)]
     if not found:
         return "No matching facts."
     ctx.shown(*{f.scope for f in found})
     return "\n".join(_shown(ctx, f.scope, f"#{f.id} {f.line()}") for f in found)
+
+
+async def _subjects(ctx: ToolContext, requested: str | None) -> Callable[[str], bool]:
+    """Which subjects a recall returns: the one asked for (a name of a member is that member); else, in a
+    group, not other members' facts."""
+    asker = _asker(ctx)
+    if requested:
+        owner_id = ctx.deps.principals.owner_id
+        members = await ctx.deps.db.read(lambda conn: chat_members(conn, ctx.chat.id, owner_id))
+        wanted = resolve(requested, asker, ctx.chat.id, members)
+        return lambda subject: subject == wanted
+    if ctx.chat.type == "dm":
+        return lambda subject: True
+    return lambda subject: attributable(subject, asker)
 
 
 def _shown(ctx: ToolContext, label: str, line: str) -> str:
@@ -270,6 +299,16 @@ def memory_tools() -> list[Tool]:
                     "category": {"type": "string", "maxLength": 64},
                     "key": {"type": "string", "maxLength": 64},
                     "importance": {"type": "number", "minimum": 0, "maximum": 1},
+                    "about": {
+                        "type": "string",
+                        "maxLength": 80,
+                        "description": "whom it is about: 'speaker' (default: who is talking to you), 'owner', "
+                        "'group', or another person's or thing's name",
+                    },
+                    "replaces": {
+                        "type": "integer",
+                        "description": "the id of a fact this one corrects or updates (it is kept as history)",
+                    },
                     "visibility": {
                         "type": "string",
                         "enum": ["private", "public"],
@@ -292,6 +331,15 @@ def memory_tools() -> list[Tool]:
                     "query": {"type": "string", "minLength": 1, "maxLength": 2000},
                     "category": {"type": "string", "maxLength": 64},
                     "limit": {"type": "integer", "minimum": 1, "maximum": 20},
+                    "subject": {
+                        "type": "string",
+                        "maxLength": 80,
+                        "description": "only facts about this one: 'owner', a Telegram user id, or a name",
+                    },
+                    "history": {
+                        "type": "boolean",
+                        "description": "also facts that were replaced (for 'what did I use to…' questions)",
+                    },
                 },
                 "required": ["query"],
                 "additionalProperties": False,

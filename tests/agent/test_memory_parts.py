@@ -88,7 +88,7 @@ async def test_facts_dedup_update_scope_and_recall(db: Database) -> None:
     assert first.action == "inserted"
     assert (await facts.save(Fact("the cat is called  WHISKERINO", category="pets"))).action == "duplicate"
     updated = await facts.save(Fact("The cat is called Whiskerino II", category="pets", key="cat_name"))
-    assert updated == type(updated)(first.id, "updated")
+    assert updated.action == "superseded" and updated.replaced == first.id  # the old name is kept as history
     await facts.save(Fact("Group deadline is Friday", scope=chat_scope(-100), importance=0.9))
     assert await facts.count() == 2
     found = await facts.recall("what is my cat's name?", ["owner"])
@@ -98,6 +98,6 @@ async def test_facts_dedup_update_scope_and_recall(db: Database) -> None:
     assert await facts.recall("deadline", ["owner"]) == []
     assert [f.value for f in await facts.salient([chat_scope(-100)])] == ["Group deadline is Friday"]
     assert await facts.salient(["owner"]) == []
-    assert not await facts.remove(first.id, [chat_scope(-100)])
-    assert await facts.remove(first.id, ["owner"])
+    assert not await facts.remove(updated.id, [chat_scope(-100)])
+    assert await facts.remove(updated.id, ["owner"])
     assert await facts.count(["owner"]) == 0

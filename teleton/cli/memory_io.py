@@ -1,0 +1,129 @@
+"""`teleton memory facts | export | import`: what memory holds about whom, and memory moved as one file."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from teleton.cli.context import cli_config
+
+console = Console(soft_wrap=True)
+
+
+async def _facts(config: Any, subject: str | None, history: bool) -> list[Any]:
+    from teleton.memory.fact_rows import COLUMNS, CURRENT, stored
+    from teleton.memory.subjects import resolve
+    from teleton.storage import Database
+
+    db = await Database.open(config.storage.database)
+    try:
+        where = "1" if history else CURRENT
+        args: tuple[Any, ...] = ()
+        if subject:
+            where += " and subject = ?"
+            args = (resolve(subject, "owner", 0, {}),)
+        rows = await db.fetchall(f"select {COLUMNS} from facts where {where} order by scope, subject, id", args)
+        return [stored(r) for r in rows]
+    finally:
+        await db.close()
+
+
+def facts_cmd(
+    ctx: typer.Context,
+    subject: Annotated[
+        str | None, typer.Option("--subject", help="Only facts about this one: owner, a user id, or a name.")
+    ] = None,
+    history: Annotated[bool, typer.Option("--history", help="Also the facts that were replaced.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List the facts memory holds, with whom each is about and who may read it."""
+    found = asyncio.run(_facts(cli_config(ctx), subject, history))
+    if as_json:
+        keys = ("id", "category", "key", "value", "scope", "subject", "importance", "valid_from", "valid_until",
+                "superseded_by")  # fmt: skip
+        json.dump([{k: getattr(f, k) for k in keys} for f in found], sys.stdout, indent=2)
+        print()
+        return
+    if not found:
+        console.print("no facts" + (f" about {subject}" if subject else ""))
+        return
+    table = Table("id", "about", "readable by", "fact")
+    for f in found:
+        table.add_row(str(f.id), f.subject or "-", f.scope, f.line())
+    console.print(table)
+
+
+async def _export(config: Any) -> dict[str, Any]:
+    from teleton.memory.portable import export_memory
+    from teleton.storage import Database
+
+    db = await Database.open(config.storage.database)
+    try:
+        return await export_memory(db, config.storage.workspace)
+    finally:
+        await db.close()
+
+
+def export_cmd(
+    ctx: typer.Context,
+    path: Annotated[Path | None, typer.Argument(help="Where to write the JSON (default: standard output).")] = None,
+) -> None:
+    """Write facts, knowledge entries and memory files as one JSON document (private: mode 0600)."""
+    from teleton.storage.private_files import write_private
+
+    data = asyncio.run(_export(cli_config(ctx)))
+    text = json.dumps(data, indent=1, ensure_ascii=False)
+    if path is None:
+        print(text)
+        return
+    write_private(path, text + "\n")
+    console.print(f"exported {len(data['facts'])} facts, {len(data['entries'])} entries and "
+                  f"{len(data['files'])} files to {path}")  # fmt: skip
+
+
+async def _import(config: Any, data: dict[str, Any]) -> Any:
+    from teleton.cli.memory_cmd import _open
+    from teleton.memory.knowledge_index import KnowledgeIndex
+    from teleton.memory.portable import import_memory
+
+    db, provider = await _open(config)
+    try:
+        index = KnowledgeIndex.from_config(db, config, provider)
+        counts = await import_memory(db, config.storage.workspace, data, index.add_entry)
+        await index.reindex()  # the files just written
+        return counts
+    finally:
+        await db.close()
+
+
+def import_cmd(
+    ctx: typer.Context, path: Annotated[Path, typer.Argument(help="A file written by `teleton memory export`.")]
+) -> None:
+    """Add an export to this memory: nothing here is overwritten."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        console.print(f"[red]error:[/] cannot read {path}: {exc}")
+        raise typer.Exit(1) from None
+    try:
+        counts = asyncio.run(_import(cli_config(ctx), data if isinstance(data, dict) else {}))
+    except ValueError as exc:
+        console.print(f"[red]error:[/] {path}: {exc}")
+        raise typer.Exit(1) from None
+    console.print(
+        f"imported {counts.facts} facts ({counts.history} history), {counts.entries} entries, {counts.files} files; "
+        f"already here: {counts.known} facts, {counts.files_kept} files; refused: {counts.refused}"
+    )
+
+
+def register(app: typer.Typer) -> None:
+    app.command("facts")(facts_cmd)
+    app.command("export")(export_cmd)
+    app.command("import")(import_cmd)
