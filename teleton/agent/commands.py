@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from teleton.agent import answering
+from teleton.agent import answering, memory_budget
 from teleton.gateway.contract import IncomingMessage
 
 if TYPE_CHECKING:
@@ -147,6 +147,13 @@ async def cmd_tools(agent: Agent, turn: Turn, args: str) -> str:
     return await handle_tool_command(f"{name} {args}".strip(), agent.deps.registry, ToolConfigStore(agent.deps.db))
 
 
+async def cmd_forget(agent: Agent, turn: Turn, args: str) -> str:
+    # Who may forget what is decided by the turn's clearance (memory.forget.scope_for), in the handler.
+    from teleton.agent.forget_cmd import cmd_forget as forget
+
+    return await forget(agent, turn, args)
+
+
 COMMANDS: dict[str, CommandSpec] = {
     spec.name: spec
     for spec in (
@@ -169,6 +176,9 @@ COMMANDS: dict[str, CommandSpec] = {
         CommandSpec("status", "/status", "session size, tokens, cache hits, memory, model", cmd_status),
         CommandSpec("stop", "/stop", "stop the running answer (queued messages still run)", cmd_stop, group_admin=True),
         CommandSpec("help", "/help", "this list", cmd_help),
+        CommandSpec(
+            "forget", "/forget TEXT (or as a reply), then /forget confirm", "erase a text from all memory", cmd_forget
+        ),
         CommandSpec("pause", "/pause", "stop answering until /resume", cmd_pause, admin=True),
         CommandSpec("resume", "/resume", "answer again", cmd_resume, admin=True),
         CommandSpec("policy", "/policy [dm|group VALUE]", "show or change who may talk to me", cmd_policy, admin=True),
@@ -250,6 +260,7 @@ async def status_text(agent: Agent, turn: Turn) -> str:
         f"cache reads {totals['cache_read_tokens']:,}"
     )
     lines.append("Memory: " + await memory_stats(agent, turn.clearance))
+    lines += memory_budget.status_lines(agent.last_turns.get(chat.id), session)
     if turn.clearance.is_owner and agent.deps.policy is not None:
         lines.append(agent.deps.policy.refusals())
     llm = agent.deps.llm.settings

@@ -165,3 +165,56 @@ def stats_cmd(
     table.add_row("model", f"{stats['embedding_model'] or '-'} ({stats['embedding_dims'] or '-'} dims)")
     table.add_row("embedding cache", str(stats["embedding_cache"]))
     console.print(table)
+
+
+async def _find_forget(config: Any, needle: Any) -> Any:
+    from teleton.memory.forget import OWNER_SCOPE, find
+    from teleton.storage import Database
+
+    db = await Database.open(config.storage.database)
+    try:
+        return await find(db, config.storage.workspace, needle, OWNER_SCOPE)
+    finally:
+        await db.close()
+
+
+async def _erase_forget(config: Any, findings: Any) -> Any:
+    from teleton.memory.forget import erase
+    from teleton.memory.knowledge_index import KnowledgeIndex
+
+    db, provider = await _open(config)
+    try:  # the rewritten files are indexed again at once, with the configured model
+        knowledge = KnowledgeIndex.from_config(db, config, provider)
+        return await erase(db, config.storage.workspace, findings, knowledge=knowledge)
+    finally:
+        await db.close()
+
+
+@app.command("forget")
+def forget_cmd(
+    ctx: typer.Context,
+    text: Annotated[str, typer.Argument(help="The text to erase everywhere (a phone number, a name …).")],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Erase without asking first.")] = False,
+) -> None:
+    """Find a text in every layer of memory (archive, facts, knowledge, logs, sessions …) and erase it."""
+    from teleton.memory.forget import NeedleError, parse_needle
+    from teleton.tools.forget_tool import describe_findings, describe_report
+
+    config = cli_config(ctx)
+    try:
+        needle = parse_needle(text)
+    except NeedleError as exc:
+        raise typer.BadParameter(str(exc), param_hint="TEXT") from None
+    if not config.storage.database.exists():
+        console.print(f"no database yet at {config.storage.database}: nothing to forget")
+        return
+    findings = asyncio.run(_find_forget(config, needle))
+    if findings.empty:
+        console.print(f"nothing in memory holds {needle.describe()}", highlight=False)
+        return
+    console.print(describe_findings(findings), highlight=False, markup=False)
+    if not yes and not typer.confirm("Erase all of it?", default=False):
+        console.print("nothing erased")
+        return
+    report = asyncio.run(_erase_forget(config, findings))
+    console.print(describe_report(report), highlight=False, markup=False)

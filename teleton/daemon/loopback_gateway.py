@@ -49,7 +49,7 @@ class LoopbackGateway:
         self.settings = settings
         self.me: UserInfo | None = ME
         self.batcher = ArchiveBatcher(db)
-        self.pipeline = FeedPipeline(db, self.batcher)
+        self.pipeline = FeedPipeline(db, self.batcher, deleted_messages=settings.deleted_messages)
         self.dispatcher: Dispatcher | None = None
         self._server: asyncio.base_events.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()

@@ -107,6 +107,10 @@ class BitIndex:
         if asked and missing / asked > STALE_SHARE:
             self._stale = True
 
+    def invalidate(self) -> None:
+        """Rebuild at the next refresh: rows erased on purpose (``memory.forget``) leave no copy in memory."""
+        self._stale = True
+
     def _add(self, ids: list[int], vectors: np.ndarray, expect: int = 0) -> None:
         a = self._arrays
         bits, int8, scale, all_ids, size = a.bits, a.int8, a.scale, a.ids, a.size

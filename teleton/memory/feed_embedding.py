@@ -30,6 +30,7 @@ import structlog
 
 from teleton.memory.bit_index import index_for
 from teleton.memory.corpora import FEED, chat_token
+from teleton.memory.embeddings.cached import text_hash
 from teleton.memory.embeddings.provider import EmbeddingProvider
 from teleton.memory.vector_store import check_model, write_vectors
 from teleton.observability.supervisor import Supervisor
@@ -133,7 +134,10 @@ def store_batch(
         unchanged = conn.execute(
             "select 1 from tg_messages where id = ? and text = ? and embedded = 0", (message.id, message.text)
         ).fetchone()
-        if unchanged is None:
+        if unchanged is None or [m.id for m in load_context(conn, message)] != [m.id for m in context]:
+            # Edited, or it or its context erased (memory.forget) while it was embedded: it stays pending,
+            # and the vector of the text it no longer has leaves the cache too.
+            conn.execute("delete from embedding_cache where hash = ?", (text_hash(index_text(message, context)),))
             continue
         if vectors is not None and vectors[i] is not None and is_indexable(message):
             vector_rows.append((message.id, message.chat_id, vectors[i]))

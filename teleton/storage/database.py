@@ -198,8 +198,16 @@ class Database:
         return await self.read(lambda conn: conn.execute(sql, params).fetchone())
 
     async def checkpoint(self) -> None:
+        # The pragma answers with a row: read it, or the statement stays open and a later COMMIT fails
+        # ("SQL statements in progress") until the cursor happens to be collected.
         await asyncio.get_running_loop().run_in_executor(
-            self._writer, lambda: self._write_conn.execute("pragma wal_checkpoint(truncate)")
+            self._writer, lambda: self._write_conn.execute("pragma wal_checkpoint(truncate)").fetchall()
+        )
+
+    async def vacuum(self) -> None:
+        """Rewrite the file without its free pages (what was deleted before ``secure_delete`` was on)."""
+        await asyncio.get_running_loop().run_in_executor(
+            self._writer, lambda: self._write_conn.execute("vacuum").fetchall()
         )
 
     async def backup(self, target: Path | str) -> None:

@@ -57,6 +57,7 @@ class GatewaySettings:
     typing_indicator: bool = True
     session_file: Path | None = None
     recovery_window_s: float = 1800.0
+    deleted_messages: str = "keep"  # telegram.deleted_messages: keep (marked) | erase (like /forget)
 
     @classmethod
     def from_telegram(cls, tg: Any, principals: Principals | None = None) -> GatewaySettings:
@@ -73,6 +74,7 @@ class GatewaySettings:
             typing_indicator=tg.typing_indicator,
             session_file=session_file(tg.session_path) if tg.session_path else None,
             recovery_window_s=tg.recovery_window_minutes * 60.0,
+            deleted_messages=tg.deleted_messages,
         )
 
     def dispatcher(
@@ -144,7 +146,7 @@ class TelegramGateway(TelegramActions):
         self.settings = settings or GatewaySettings()
         self.me: UserInfo | None = None
         self.batcher = batcher or ArchiveBatcher(db)
-        self.pipeline = FeedPipeline(db, self.batcher)
+        self.pipeline = FeedPipeline(db, self.batcher, deleted_messages=self.settings.deleted_messages)
         self.handlers = FeedHandlers(self.pipeline, lambda: self.me)
         self.dispatcher: Dispatcher | None = None
         self._installed = False

@@ -22,6 +22,7 @@ import structlog
 
 from teleton.gateway.contract import IncomingMessage, UserInfo
 from teleton.memory import feed_archive as fa
+from teleton.memory.forget_feed import forget_deleted
 from teleton.storage import Database
 from teleton.storage.sqlite_driver import Connection
 from teleton.telegram.archiver import ArchiveBatcher
@@ -48,6 +49,7 @@ class FeedPipeline:
     clock: Callable[[], float] = time.time
     # Called after rows needing embeddings were committed (the background embedder's wake-up).
     on_archived: Callable[[], None] | None = None
+    deleted_messages: str = "keep"  # telegram.deleted_messages: keep (marked) | erase (memory.forget_feed)
     _written: OrderedDict[tuple[str, int], object] = field(default_factory=OrderedDict)
     _ours: OrderedDict[int, deque[int]] = field(default_factory=OrderedDict)
     _writes: set[asyncio.Future[Any]] = field(default_factory=set)
@@ -217,6 +219,11 @@ class FeedPipeline:
         return result
 
     async def delete(self, chat_id: int | None, message_ids: Sequence[int]) -> int:
+        if self.deleted_messages == "erase":
+            erased = await self.batcher.run(lambda conn: forget_deleted(conn, chat_id, message_ids))
+            if erased and self.on_archived is not None:
+                self.on_archived()  # the messages after them are embedded again, without them
+            return erased
         return await self.batcher.run(lambda conn: fa.mark_deleted(conn, chat_id, message_ids))
 
     async def service(

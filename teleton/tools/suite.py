@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from teleton.tools.exec_tool import ExecSettings, exec_tools
+from teleton.tools.forget_tool import forget_tools
 from teleton.tools.memory_tools import memory_tools
 from teleton.tools.registry import Tool, ToolRegistry
 from teleton.tools.task_tools import TaskLimits, task_tools
@@ -28,6 +29,7 @@ def suite_tools(config: Any, *, fetch_settings: FetchSettings | None = None) -> 
     tools = [
         *telegram_tools(TelegramToolSettings()),
         *memory_tools(),
+        *forget_tools(),
         *workspace_tools(),
         *task_tools(TaskLimits.from_config(config.scheduler)),
     ]

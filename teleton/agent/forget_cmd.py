@@ -1,0 +1,77 @@
+"""``/forget``: find a text (or the message replied to) in every layer of memory, show it, erase on confirmation.
+
+    /forget <text>       what memory holds with it, per layer, with a few masked excerpts
+    /forget (a reply)    the same for the message replied to
+    /forget confirm      erase it (the same person, the same chat, within 5 minutes)
+    /forget cancel       drop the request
+
+The ``/forget <text>`` message itself is erased at once (a command holding the text, not conversation).
+The owner may forget anything, another person in their own DM what is theirs (``memory.forget.scope_for``),
+a group nobody. Before erasing, the sessions it touches wait for their chat's running turn (the turn would
+save its copy of the conversation back over the scrubbed one) and the distiller finishes what it is doing
+(it may be about to save a fact from the very text).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING
+
+from teleton.memory.forget import Findings, Needle, NeedleError, Report, erase, find, parse_needle, scope_for
+from teleton.memory.forget_feed import forget_deleted
+from teleton.tools.forget_tool import HOW_TO_CONFIRM, describe_findings, describe_report, pending_forgets
+
+if TYPE_CHECKING:
+    from teleton.agent.runtime import Agent
+    from teleton.agent.turn import Turn
+
+GROUP_REFUSAL = "/forget works only in a private chat with me: in a group, what was said is not one person's to erase."
+NOTHING_PENDING = "Nothing to confirm: send /forget <text> first (a request lasts 5 minutes)."
+
+
+async def cmd_forget(agent: Agent, turn: Turn, args: str) -> str:
+    scope = scope_for(turn.clearance)
+    sender = turn.msg.sender
+    if scope is None or sender is None or turn.msg.is_outgoing:
+        return GROUP_REFUSAL
+    chat_id = turn.msg.chat.id
+    store = pending_forgets(agent.tool_deps)
+    word = args.strip().lower()
+    if word == "confirm":
+        pending = store.take(chat_id, sender.id)
+        if pending is None:
+            return NOTHING_PENDING
+        return describe_report(await _erase(agent, pending.findings))
+    if word == "cancel":
+        return "Cancelled: nothing was erased." if store.drop(chat_id, sender.id) else "Nothing to cancel."
+    try:
+        needle = _needle(turn, args)
+    except NeedleError as exc:
+        return str(exc)
+    if needle.text:
+        # The command itself holds the text: it is a command, not conversation, and goes at once.
+        await agent.deps.db.write(lambda conn: forget_deleted(conn, chat_id, [turn.msg.message_id]))
+    findings = await find(agent.deps.db, agent.deps.workspace, needle, scope)
+    if findings.empty:
+        return f"I found nothing to forget for {needle.describe()}."
+    store.put(chat_id, sender.id, findings)
+    return f"{describe_findings(findings)}\n\n{HOW_TO_CONFIRM}"
+
+
+def _needle(turn: Turn, args: str) -> Needle:
+    """The text given, or, for a bare /forget sent as a reply, the message it replies to."""
+    if not args and turn.msg.reply_to_id:
+        return Needle(message=(turn.msg.chat.id, turn.msg.reply_to_id))
+    return parse_needle(args)
+
+
+async def _erase(agent: Agent, findings: Findings) -> Report:
+    if agent.deps.distiller is not None:
+        await agent.deps.distiller.drain()
+    # Looked up again for the chats whose sessions it touches now: each waits for its running turn.
+    fresh = await find(agent.deps.db, agent.deps.workspace, findings.needle, findings.scope)
+    async with contextlib.AsyncExitStack() as stack:
+        for chat_id in sorted(fresh.rows.session_chats):
+            await stack.enter_async_context(agent.locks.hold(chat_id))
+        knowledge = agent.deps.knowledge if hasattr(agent.deps.knowledge, "reindex") else None
+        return await erase(agent.deps.db, agent.deps.workspace, findings, knowledge=knowledge)

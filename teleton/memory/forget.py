@@ -1,0 +1,278 @@
+"""Forget everywhere: find every copy of a text (or of one archived message) in memory, then erase it.
+
+``find`` looks in every layer a clearance may erase; ``erase`` removes what ``find`` found, so the bytes are
+gone, not marked: archived messages (their keyword rows by trigger, the keyword context that later messages
+of the chat carry, their vectors in vec0 and in the float16 table), facts (current and superseded), knowledge
+chunks, lines of the workspace's memory files and daily logs, session summaries and the live conversation
+(scrubbed to ``[forgotten]``), names and phone numbers of people, the embedding cache of every text that was
+erased or rewritten, and finished records of other tables. A pending task or a held send is only reported: it
+is a promise to deliver (DESIGN §11), so changing it is the owner's decision, not a side effect.
+
+Who may forget what (``scope_for``): the owner everything; another person, in their own DM, what is labelled
+with their DM's label and the messages they sent; a group nobody (what a group can see is not a person's).
+
+Erasing runs with ``secure_delete`` on, merges the touched keyword indexes, truncates the WAL and then reads
+the database file: when an old copy of the text still sits in free space (written before, without
+``secure_delete``), the database is vacuumed. Copies outside the database (backups, Telegram itself) are
+named in the report. No Telethon and no model SDK here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from teleton.memory import forget_files, forget_rows
+from teleton.memory.bit_index import index_for
+from teleton.memory.corpora import FEED
+from teleton.memory.forget_match import MIN_CHARS, Matcher, NeedleError, compile_needle
+from teleton.privacy import Clearance
+from teleton.storage.database import Database
+from teleton.storage.sqlite_driver import Connection
+
+log = structlog.get_logger(__name__)
+
+__all__ = [
+    "MIN_CHARS",
+    "OWNER_SCOPE",
+    "Findings",
+    "ForgetScope",
+    "Needle",
+    "NeedleError",
+    "Report",
+    "erase",
+    "find",
+    "parse_needle",
+    "scope_for",
+]
+
+# The order layers are reported in; each counts rows, except files and daily logs (lines).
+LAYERS = (
+    "archive",
+    "archive_context",
+    "people",
+    "facts",
+    "knowledge",
+    "files",
+    "daily_logs",
+    "sessions",
+    "records",
+    "vectors",
+    "embedding_cache",
+)
+HELD = ("pending_tasks", "held_sends")  # reported, never changed (see the module docstring)
+EXCERPTS = 5
+EXCERPT_CHARS = 30  # on each side of a match
+
+
+@dataclass(frozen=True)
+class Needle:
+    """What to forget: a text, or one archived message (a ``/forget`` sent as a reply)."""
+
+    text: str = ""
+    message: tuple[int, int] | None = None  # (chat_id, message_id)
+
+    def describe(self) -> str:
+        # Never the text itself: the reply that shows it would be archived, a new copy of it.
+        return "the message you replied to" if self.message else f"“{self.text[:2]}…” ({len(self.text)} characters)"
+
+
+def parse_needle(text: str) -> Needle:
+    """A text needle, refused when it is empty or so short it would match nearly everything."""
+    compile_needle(text)  # raises NeedleError with the reason
+    return Needle(text=" ".join(text.split()))
+
+
+@dataclass(frozen=True)
+class ForgetScope:
+    """Whose items may be erased: the owner's scope reaches everything, a user's only their own."""
+
+    owner: bool = False
+    user_id: int | None = None
+
+    @property
+    def label(self) -> str:
+        return "owner" if self.owner else f"user:{self.user_id}"
+
+
+OWNER_SCOPE = ForgetScope(owner=True)
+
+
+def scope_for(clearance: Clearance) -> ForgetScope | None:
+    """The forget scope of a turn: the owner's clearance everything, a DM's its person; a group None."""
+    if clearance.is_owner:
+        return OWNER_SCOPE
+    kind, _, value = clearance.label.partition(":")
+    return ForgetScope(user_id=int(value)) if kind == "user" else None
+
+
+@dataclass
+class Findings:
+    needle: Needle
+    scope: ForgetScope
+    rows: forget_rows.Rows = field(default_factory=forget_rows.Rows)
+    files: dict[str, int] = field(default_factory=dict)  # workspace path -> matching lines (not daily logs)
+    daily_logs: dict[str, int] = field(default_factory=dict)
+    excerpts: list[forget_rows.Sample] = field(default_factory=list)  # their text masked
+
+    def counts(self) -> dict[str, int]:
+        counts = self.rows.counts()
+        counts["files"] = sum(self.files.values())
+        counts["daily_logs"] = sum(self.daily_logs.values())
+        return {layer: counts[layer] for layer in LAYERS + HELD if counts.get(layer)}
+
+    @property
+    def empty(self) -> bool:
+        return not any(n for layer, n in self.counts().items() if layer not in HELD)
+
+
+@dataclass
+class Report:
+    erased: dict[str, int]
+    held: dict[str, int]  # left alone: promises to deliver (see HELD)
+    copies: tuple[str, ...]  # places outside the database that may still hold it
+    wiped: bool | None  # the database file holds no copy (checked byte by byte); None: not checked
+
+
+async def find(db: Database, workspace: Path, needle: Needle, scope: ForgetScope) -> Findings:
+    """Every item ``scope`` may erase that holds ``needle``, per layer, with a few masked excerpts."""
+    matcher = await _matcher(db, needle, scope)
+    findings = Findings(needle, scope)
+    if matcher is None:
+        return findings
+    files = await asyncio.to_thread(forget_files.scan, workspace, matcher, scope.owner, scope.user_id)
+    findings.rows = await db.read(
+        lambda conn: forget_rows.find_rows(conn, matcher, scope.owner, scope.user_id, files=list(files))
+    )
+    findings.files = {path: n for path, n in files.items() if not forget_files.is_daily_log(path)}
+    findings.daily_logs = {path: n for path, n in files.items() if forget_files.is_daily_log(path)}
+    findings.excerpts = _excerpts(findings, matcher)
+    return findings
+
+
+async def erase(db: Database, workspace: Path, findings: Findings, *, knowledge: Any = None) -> Report:
+    """Erase what ``findings`` holds, looked up again now (what changed since is included). ``knowledge`` (a
+    KnowledgeIndex) re-indexes the rewritten files at once, so the rest of their text stays searchable;
+    without it the next re-index does."""
+    scope = findings.scope
+    matcher = await _matcher(db, findings.needle, scope)
+    erased: dict[str, int] = dict.fromkeys(LAYERS, 0)
+    held: dict[str, int] = {}
+    if matcher is not None:
+        lines = await asyncio.to_thread(forget_files.rewrite, workspace, matcher, scope.owner, scope.user_id)
+        for path, n in lines.items():
+            erased["daily_logs" if forget_files.is_daily_log(path) else "files"] += n
+        counts, held = await _erase_rows(db, findings, matcher, list(lines))
+        for layer, n in counts.items():
+            erased[layer] += n
+        if lines and knowledge is not None:
+            await _reindex(knowledge)
+    wiped = await _wipe(db, matcher)
+    erased = {layer: n for layer, n in erased.items() if n}
+    log.info("memory_forgotten", scope=scope.label, wiped=wiped, **erased)
+    return Report(erased, held, COPIES, wiped)
+
+
+# Where else the data may still be: nothing outside the database and the workspace is touched.
+COPIES = (
+    "copies made with `teleton backup` (not touched: after restoring one, forget again)",
+    "Telegram itself: the chats still hold the messages (a `teleton feed backfill` would archive them again)",
+    "the Telegram session file (Telethon's own cache of people, phone numbers included)",
+)
+
+
+async def _matcher(db: Database, needle: Needle, scope: ForgetScope) -> Matcher | None:
+    """The matcher of a needle; a message needle resolves to its row (None: not there or not erasable)."""
+    if needle.message is None:
+        return compile_needle(needle.text)
+    chat_id, message_id = needle.message
+    row = await db.read(lambda conn: forget_rows.message_row(conn, chat_id, message_id, scope.owner, scope.user_id))
+    if row is None:
+        return None
+    return Matcher.for_message(int(row["id"]), str(row["text"] or ""))
+
+
+async def _erase_rows(
+    db: Database, findings: Findings, matcher: Matcher, files: list[str]
+) -> tuple[dict[str, int], dict[str, int]]:
+    """(erased per layer, held per layer). ``secure_delete`` zeroes what the deletes free; it is on in a
+    transaction of its own around the erase and then off, so the daemon's other writes keep their speed."""
+    await db.write(lambda conn: _secure_delete(conn, True))
+    try:
+
+        def _erase(conn: Connection) -> tuple[dict[str, int], dict[str, int]]:
+            scope = findings.scope
+            rows = forget_rows.find_rows(conn, matcher, scope.owner, scope.user_id, files=files)
+            rows.hashes |= findings.rows.hashes  # texts that changed since they were found (a file re-indexed)
+            held = {layer: n for layer, n in rows.counts().items() if layer in HELD and n}
+            return forget_rows.erase_rows(conn, rows, matcher), held
+
+        counts, held = await db.write(_erase)
+    finally:
+        await db.write(lambda conn: _secure_delete(conn, False))
+    if counts.get("archive") and db.vectors and FEED.half_vec is not None:
+        # The all-chat index already skips rows gone from the float16 table; rebuilt, it holds no copy either.
+        await db.read(lambda conn: index_for(conn, FEED.half_vec).invalidate())
+    return counts, held
+
+
+def _secure_delete(conn: Connection, on: bool) -> None:
+    conn.execute(f"pragma secure_delete = {'on' if on else 'off'}").fetchall()
+
+
+async def _reindex(knowledge: Any) -> None:
+    try:
+        await knowledge.reindex()
+    except Exception as exc:  # the lines are gone from the files; search catches up on the next re-index
+        log.warning("forget_reindex_failed", error=repr(exc))
+
+
+async def _wipe(db: Database, matcher: Matcher | None) -> bool | None:
+    """Truncate the WAL; if the file still holds the text in free space, vacuum. Whether the file is clean
+    (None: not checked, because rows this scope may not erase, or held ones, still hold the text)."""
+    await db.checkpoint()
+    if matcher is None or matcher.raw is None:
+        return True
+    left = await db.read(lambda conn: forget_rows.find_rows(conn, matcher, True, None))
+    if any(left.counts().values()):
+        return None
+    if not await asyncio.to_thread(matcher.in_file, db.path):
+        return True
+    log.info("forget_vacuum", reason="old copies in free pages")
+    try:
+        await db.vacuum()
+    except Exception as exc:  # another process is reading (the CLI while the daemon runs): reported
+        log.warning("forget_vacuum_failed", error=repr(exc))
+    await db.checkpoint()
+    return not await asyncio.to_thread(matcher.in_file, db.path)
+
+
+def _excerpts(findings: Findings, matcher: Matcher) -> list[forget_rows.Sample]:
+    """Short excerpts with the match itself masked, so the reply that shows them holds no new copy."""
+    out = []
+    for sample in findings.rows.samples:
+        excerpt = mask(sample.text, matcher)
+        if excerpt:
+            out.append(replace(sample, text=excerpt))
+        if len(out) >= EXCERPTS:
+            break
+    return out
+
+
+def mask(text: str, matcher: Matcher, around: int = EXCERPT_CHARS) -> str:
+    """``…words before ░░░ words after…`` around the first match of ``text`` ("" when none)."""
+    flat = " ".join(text.split())
+    if matcher.pattern is None:  # a message forgotten by reply: nothing of it is repeated
+        return f"░░░ ({len(flat)} characters)"
+    hit = matcher.search(flat)
+    if hit is None:
+        return ""
+    start, end = hit
+    lead = "…" if start > around else ""
+    tail = "…" if end + around < len(flat) else ""
+    excerpt, _ = matcher.sub(flat[max(0, start - around) : end + around], "░░░")
+    return f"{lead}{excerpt}{tail}"
