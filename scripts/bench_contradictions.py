@@ -70,12 +70,14 @@ class ScriptedExtractor:
         return tool_use(("record_facts", {"facts": out}))
 
 
-async def run_scenario(scenario: dict[str, Any], embedder: LocalEmbedder, fake: FakeAnthropic,
-                       extractor: ScriptedExtractor, folder: Path) -> dict[str, Any]:  # fmt: skip
+async def run_scenario(
+    scenario: dict[str, Any], embedder: LocalEmbedder, fake: FakeAnthropic, extractor: ScriptedExtractor, folder: Path
+) -> dict[str, Any]:
     principals = Principals(owner_id=OWNER_ID)
     db = await Database.open(folder / f"{scenario['id']}.db", embedding=(embedder.model_id, embedder.dims))
-    llm = LLMClient(LLMSettings(model="main", utility_model="utility", max_tokens=512), api_key="x",
-                    base_url=fake.base_url)  # fmt: skip
+    llm = LLMClient(
+        LLMSettings(model="main", utility_model="utility", max_tokens=512), api_key="x", base_url=fake.base_url
+    )
     try:
         store = FactStore(db, embedder)
         distiller = Distiller(llm, store, principals=principals)
@@ -87,15 +89,23 @@ async def run_scenario(scenario: dict[str, Any], embedder: LocalEmbedder, fake: 
             await db.write(lambda conn, t=turn, s=sender, i=n: _archive(conn, chat, s, t, i))
             extractor.facts = turn["facts"]
             await distiller.distill(
-                Exchange(chat, turn["speaker"], turn["text"], "Noted.", chat_label(chat.id, {OWNER_ID}),
-                         speaker=speaker_subject(principals, sender))  # fmt: skip
+                Exchange(
+                    chat,
+                    turn["speaker"],
+                    turn["text"],
+                    "Noted.",
+                    chat_label(chat.id, {OWNER_ID}),
+                    speaker=speaker_subject(principals, sender),
+                )
             )
         asker = speaker_subject(principals, ids[scenario["asker"]])
         group = chat is GROUP
         found = await store.recall(
-            scenario["question"], [chat_label(chat.id, {OWNER_ID})], limit=RECALL_LIMIT,
+            scenario["question"],
+            [chat_label(chat.id, {OWNER_ID})],
+            limit=RECALL_LIMIT,
             keep=(lambda s: attributable(s, asker)) if group else (lambda s: True),
-        )  # fmt: skip
+        )
         texts = [f.value.lower() for f in found]
         return {
             "id": scenario["id"],
@@ -113,8 +123,17 @@ async def run_scenario(scenario: dict[str, Any], embedder: LocalEmbedder, fake: 
 def _archive(conn: Any, chat: ChatInfo, sender: int, turn: dict[str, Any], n: int) -> None:
     """The message as the Telegram layer archives it (a group's members are known by their messages)."""
     fa.upsert_chat(conn, fa.ChatRecord(id=chat.id, type=chat.type, title=chat.title), time.time())
-    fa.insert_message(conn, fa.MessageRecord(chat_id=chat.id, message_id=n + 1, date=time.time() - 3600 + n,
-                                             text=turn["text"], sender_id=sender, sender_name=turn["speaker"]))  # fmt: skip
+    fa.insert_message(
+        conn,
+        fa.MessageRecord(
+            chat_id=chat.id,
+            message_id=n + 1,
+            date=time.time() - 3600 + n,
+            text=turn["text"],
+            sender_id=sender,
+            sender_name=turn["speaker"],
+        ),
+    )
 
 
 def summarise(results: list[dict[str, Any]], extractor: ScriptedExtractor, seconds: float) -> dict[str, Any]:
@@ -140,8 +159,7 @@ def summarise(results: list[dict[str, Any]], extractor: ScriptedExtractor, secon
     }
 
 
-async def main_async(args: argparse.Namespace) -> dict[str, Any]:
-    scenarios = json.loads(Path(args.data).read_text())
+async def main_async(scenarios: list[dict[str, Any]]) -> dict[str, Any]:
     embedder = LocalEmbedder(packaged_model())
     extractor = ScriptedExtractor()
     started = time.perf_counter()
@@ -159,14 +177,17 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print the whole result as JSON")
     args = parser.parse_args()
     configure_logging("warning", "console", stream=sys.stderr)
-    summary = asyncio.run(main_async(args))
+    summary = asyncio.run(main_async(json.loads(Path(args.data).read_text())))
     if args.json:
         json.dump(summary, sys.stdout, indent=2)
         print()
         return
     kinds = Counter({k: v["n"] for k, v in summary["by_kind"].items()})
-    print(f"{summary['all']['n']} scenarios ({dict(kinds)}): current-fact accuracy "
-          f"{summary['all']['current_accuracy']:.3f}, stale-fact leakage {summary['all']['stale_leakage']:.3f}")  # fmt: skip
+    overall = summary["all"]
+    print(
+        f"{overall['n']} scenarios ({dict(kinds)}): current-fact accuracy {overall['current_accuracy']:.3f}, "
+        f"stale-fact leakage {overall['stale_leakage']:.3f}"
+    )
     for row in summary["failures"]:
         print(f"  {row['id']}: current={row['current']} stale={row['stale']} recalled={row['recalled']}")
 

@@ -25,7 +25,10 @@ import numpy as np
 from teleton.gateway.contract import IncomingMessage
 from teleton.memory.corpora import FACTS, FEED, KNOWLEDGE
 from teleton.memory.embeddings.query import embed_query
+from teleton.memory.fact_rows import asks_about_past, day
+from teleton.memory.facts import predecessors
 from teleton.memory.hybrid_search import SearchHit, SearchParams, hybrid_search, hybrid_search_db
+from teleton.memory.subjects import attributable, speaker_subject
 from teleton.memory.time_ranges import query_time_range
 from teleton.privacy import PUBLIC, Clearance, Principals
 from teleton.privacy.quoting import label_origin, quote
@@ -91,6 +94,7 @@ class FeedLine:
     text: str
     chat_title: str = ""
     label: str = ""  # the chat's privacy label
+    score: float = 0.0  # a feed hit's search score (the memory budget ranks by it); 0 for recent messages
 
     def render(self, own_label: str) -> str:
         when = datetime.fromtimestamp(self.date).astimezone()
@@ -118,18 +122,46 @@ class RagContext:
             | {line.label for line in self.recent + self.feed}
         )
 
+    def lines(self, own_label: str) -> dict[str, list[str]]:
+        """Each item as rendered, by kind (the memory budget counts exactly what ``render`` shows)."""
+        return {
+            "knowledge": [
+                _hit_line(h, h.meta["label"], h.meta.get("path") or h.meta.get("source"), own_label)
+                for h in self.knowledge
+            ],
+            "facts": [_hit_line(h, h.meta["scope"], _fact_what(h), own_label) for h in self.facts],
+            "recent": [line.render(own_label) for line in self.recent],
+            "feed": [line.render(own_label) for line in self.feed],
+        }
+
     def render(self, own_label: str) -> str:
         parts = []
-        lines = [
-            _hit_line(h, h.meta["label"], h.meta.get("path") or h.meta.get("source"), own_label) for h in self.knowledge
-        ]
-        lines += [_hit_line(h, h.meta["scope"], f"fact, {h.meta['category']}", own_label) for h in self.facts]
+        by_kind = self.lines(own_label)
+        lines = by_kind["knowledge"] + by_kind["facts"]
         if lines:
             parts.append(KNOWLEDGE_HEADER + "\n" + "\n".join(lines))
-        feed = self.recent + self.feed
+        feed = by_kind["recent"] + by_kind["feed"]
         if feed:
-            parts.append(FEED_HEADER + "\n" + "\n".join(line.render(own_label) for line in feed))
+            parts.append(FEED_HEADER + "\n" + "\n".join(feed))
         return "\n\n".join(parts)
+
+
+def _fact_what(hit: SearchHit) -> str:
+    until = hit.meta.get("valid_until")
+    return f"fact, {hit.meta['category']}" + (f", no longer true since {day(until)}" if until else "")
+
+
+def history_hits(conn: Connection, hits: list[SearchHit]) -> list[SearchHit]:
+    """The facts that ``hits`` superseded, as hits of their own (shown marked as no longer true), each
+    ranked just under the fact that replaced it, so the memory budget keeps them together."""
+    scores = {h.id: h.score for h in hits}
+    found = []
+    for f in predecessors(conn, list(scores)):  # newest ending first: a successor is scored before its past
+        scores[f.id] = scores.get(f.superseded_by or 0, 0.0) * 0.99
+        found.append(SearchHit(f.id, f.value, scores[f.id], 0.0, 0.0, FACTS.name,
+                               {"scope": f.scope, "category": f.category, "subject": f.subject,
+                                "valid_until": f.valid_until}))  # fmt: skip
+    return found
 
 
 def _hit_line(hit: SearchHit, label: str, what: str, own_label: str) -> str:
@@ -202,14 +234,23 @@ class ContextBuilder:
 
         async def facts() -> list[SearchHit]:
             # A plain search, not FactStore.recall: showing a fact in context is not the model using it,
-            # so access counts are left alone.
+            # so access counts are left alone. In a group, facts about a member go to that member only.
             if not s.facts:
                 return []
-            params = replace(s.params, limit=s.facts)
-            hits = await self.db.read(
-                lambda conn: hybrid_search(conn, FACTS, msg.text, vector, params=params, scope=labels)
-            )
-            return [h for h in hits if clearance.may_read(h.meta["scope"])]
+            asker = speaker_subject(self.principals, msg.sender.id if msg.sender else None)
+            group = msg.chat.type != "dm"
+            params = replace(s.params, limit=s.facts * 3 if group else s.facts)
+
+            def _read(conn: Connection) -> list[SearchHit]:
+                hits = hybrid_search(conn, FACTS, msg.text, vector, params=params, scope=labels)
+                kept = [
+                    h
+                    for h in hits
+                    if clearance.may_read(h.meta["scope"]) and (not group or attributable(h.meta["subject"], asker))
+                ][: s.facts]
+                return kept + (history_hits(conn, kept) if asks_about_past(msg.text) else [])
+
+            return await self.db.read(_read)
 
         async def feed() -> list[FeedLine]:
             if not s.feed:
@@ -287,6 +328,7 @@ class ContextBuilder:
                 _feed_line(h.meta, h.text),
                 chat_title=titles.get(int(h.meta["chat_id"])) or "",
                 label=self.principals.chat_label(int(h.meta["chat_id"])),
+                score=h.score,
             )
             for h in kept
         ]

@@ -36,6 +36,8 @@ class AgentSettings:
     context: ContextSettings = field(default_factory=ContextSettings)
     masking_keep: int = 10
     daily_log_lines: int = 100
+    memory_budget: int | None = 3_000  # tokens of memory one prompt may hold (None: no limit)
+    memory_stable_share: float = 0.5  # the share of it the cached system block may use (``memory_budget``)
     salience_threshold: float = 0.85
     session_reset_hour: int | None = 4
     session_idle_minutes: int | None = 720
@@ -67,6 +69,8 @@ class AgentSettings:
             ),
             masking_keep=m.masking_keep,
             daily_log_lines=m.daily_log_lines,
+            memory_budget=m.prompt_budget_tokens,
+            memory_stable_share=m.prompt_stable_share,
             salience_threshold=m.salience_threshold,
             session_reset_hour=m.session_reset_hour,
             session_idle_minutes=m.session_idle_minutes,

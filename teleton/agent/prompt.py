@@ -7,6 +7,11 @@
 3. this turn (not cached): daily logs for the owner (a line is appended every exchange), the sender, the
    time, a memory-flush instruction when the window is half full.
 
+The memory in block 2 is capped by its share of the turn's memory budget, filled with nothing of the turn in
+it, so it stays the same from turn to turn; the daily logs of block 3 compete by relevance with the
+retrieved context for the rest (``memory_budget``). So ``parts`` builds everything but block 3's logs, and
+``assemble`` puts in the entries the budget chose.
+
 Anthropic caches the request prefix up to each ``cache_control`` breakpoint (tools, then system), so the
 parts that change every turn come last. What a turn may see is its clearance's (``teleton.privacy``); every
 part put in records its label in the turn's exposure.
@@ -23,6 +28,7 @@ from typing import Any
 
 import structlog
 
+from teleton.agent.memory_budget import IMPORTANT_FACTS, MEMORY_MD, SUMMARY, MemoryUsage, fill, stable_items
 from teleton.agent.privacy import prompt_files
 from teleton.gateway.contract import ChatInfo, UserInfo
 from teleton.memory.daily_logs import DailyLogs
@@ -58,6 +64,18 @@ class PromptInputs:
     now: datetime | None = None
 
 
+@dataclass(frozen=True)
+class SystemParts:
+    """The system prompt with block 3's daily logs not chosen yet."""
+
+    identity: str
+    chat: str
+    days: list[tuple[str, str]]  # the daily logs this turn may see: (section header, text)
+    now: str  # the rest of block 3: the time, the sender, a flush note
+    stable: MemoryUsage  # the memory block 2 holds
+    exposure: Exposure
+
+
 class PromptBuilder:
     def __init__(
         self,
@@ -72,6 +90,7 @@ class PromptBuilder:
         learnings: Any = None,
         principals: Principals | None = None,
         shared: tuple[str, ...] = (),
+        stable_budget: int | None = None,
     ) -> None:
         self.workspace = Path(workspace)
         self.daily_logs = daily_logs
@@ -83,17 +102,28 @@ class PromptBuilder:
         self.learnings = learnings
         self.principals = principals or Principals()
         self.shared = shared
+        self.stable_budget = stable_budget  # tokens of memory block 2 may hold (None: no cap)
         self._files: dict[str, tuple[float, str, str]] = {}  # name -> (mtime, text, label): read once per edit
 
     async def build(self, inputs: PromptInputs) -> list[dict[str, Any]]:
+        """The whole prompt, with every daily-log line this turn may see (no per-turn budget)."""
+        parts = await self.parts(inputs)
+        return self.assemble(parts, [f"{header}\n{text}" for header, text in parts.days])
+
+    async def parts(self, inputs: PromptInputs) -> SystemParts:
         identity = await self._identity(inputs)
-        chat = await self._chat_block(inputs)
-        turn = await self._turn_block(inputs)
-        blocks = [{"type": "text", "text": identity, "cache_control": CACHE}]
-        if chat:
-            blocks.append({"type": "text", "text": chat, "cache_control": CACHE})
-        if turn:
-            blocks.append({"type": "text", "text": turn})
+        chat, stable = await self._chat_block(inputs)
+        days = await self._days(inputs)
+        return SystemParts(identity, chat, days, self._now(inputs), stable, inputs.exposure)
+
+    def assemble(self, parts: SystemParts, days: list[str]) -> list[dict[str, Any]]:
+        """The three blocks, block 3 with the daily-log sections ``days`` (as ``memory_budget`` rendered them)."""
+        if days:
+            parts.exposure.add(OWNER)
+        blocks = [{"type": "text", "text": parts.identity, "cache_control": CACHE}]
+        if parts.chat:
+            blocks.append({"type": "text", "text": parts.chat, "cache_control": CACHE})
+        blocks.append({"type": "text", "text": "\n\n".join([*days, parts.now])})
         return blocks
 
     async def _identity(self, inputs: PromptInputs) -> str:
@@ -111,7 +141,7 @@ class PromptBuilder:
         parts.append(HOW_TO_ANSWER)
         return "\n\n".join(parts)
 
-    async def _chat_block(self, inputs: PromptInputs) -> str:
+    async def _chat_block(self, inputs: PromptInputs) -> tuple[str, MemoryUsage]:
         chat, clearance = inputs.chat, inputs.clearance
         kind = {"dm": "a private chat (DM)", "group": "a group", "channel": "a channel"}[chat.type]
         lines = [
@@ -125,33 +155,37 @@ class PromptBuilder:
             lines.append(
                 "Private notes, memory files and other chats are not available here and must not be discussed."
             )
-        parts = ["\n".join(lines)]
-        if clearance.is_owner:
-            memory = await self._read("MEMORY.md", inputs)
-            if memory:
-                parts.append(f"## Long-term memory (MEMORY.md)\n{memory}")
+        memory = await self._read("MEMORY.md", inputs) if clearance.is_owner else ""
+        facts: list[str] = []
         if self.facts is not None and chat.type == "dm":
             # Only facts of this clearance's own label: another chat's "important fact" never reads as the
             # owner's (it can still be recalled, quoted with its origin).
-            salient = await self.facts.salient([clearance.label], self.salience_threshold)
-            if salient:
-                inputs.exposure.add(clearance.label)
-                parts.append("## Important facts\n" + "\n".join(f"- {f.line()}" for f in salient))
+            facts = [f.line() for f in await self.facts.salient([clearance.label], self.salience_threshold)]
+        learned = ""
         if clearance.is_owner and self.learnings is not None:
             learned = await self.learnings.for_prompt()
-            if learned:
-                inputs.exposure.add(OWNER)
-                parts.append(learned)
-        if inputs.summary:
-            parts.append(f"## Summary of the earlier conversation in this chat\n{inputs.summary}")
-        return "\n\n".join(parts)
+        items = stable_items(inputs.summary, facts, learned, memory)
+        filled = fill(items, self.stable_budget)
+        if filled.usage.tokens.get("important facts"):
+            inputs.exposure.add(clearance.label)
+        if filled.usage.tokens.get("learnings"):
+            inputs.exposure.add(OWNER)
+        learnings = dict.fromkeys(i.section for i in items if i.kind == "learnings")
+        sections = [filled.section(MEMORY_MD, "\n\n"), filled.section(IMPORTANT_FACTS)]
+        sections += [filled.section(header) for header in learnings]
+        sections.append(filled.section(SUMMARY))
+        return "\n\n".join(["\n".join(lines), *(s for s in sections if s)]), filled.usage
 
-    async def _turn_block(self, inputs: PromptInputs) -> str:
+    async def _days(self, inputs: PromptInputs) -> list[tuple[str, str]]:
+        if not inputs.clearance.is_owner or self.daily_log_lines <= 0:
+            return []
+        return [
+            (f"## Notes of {day.isoformat()} (memory/{day.isoformat()}.md)", text)
+            for day, text in await self.daily_logs.recent(self.daily_log_lines)
+        ]
+
+    def _now(self, inputs: PromptInputs) -> str:
         parts = []
-        if inputs.clearance.is_owner and self.daily_log_lines > 0:
-            for day, text in await self.daily_logs.recent(self.daily_log_lines):
-                inputs.exposure.add(OWNER)
-                parts.append(f"## Notes of {day.isoformat()} (memory/{day.isoformat()}.md)\n{text}")
         now = inputs.now or datetime.now().astimezone()
         current = f"## Now\n{now:%A %Y-%m-%d %H:%M %Z}".rstrip()
         if inputs.sender is not None:

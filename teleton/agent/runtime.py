@@ -4,7 +4,7 @@
       commands        slash commands answer directly (``/stop`` even while a turn runs)
       session         the chat's session; daily reset / idle expiry end it with a summary first
       compaction      hard threshold -> write-then-compact; soft threshold -> memory flush
-      context         privacy-gated RAG blocks + the system prompt
+      context         privacy-gated RAG blocks + the system prompt, memory within its budget (``memory_budget``)
       answer          the tool loop (overflow -> compact and one retry)   (``answering``)
       reply           the final text goes to the chat unless a send tool already spoke (``answering``)
       persist         observation masking, session saved, daily-log line (``aftercare``)
@@ -27,7 +27,7 @@ from typing import Any
 
 import structlog
 
-from teleton.agent import aftercare, answering, oversize
+from teleton.agent import aftercare, answering, memory_budget, oversize
 from teleton.agent.commands import command_of, run_command
 from teleton.agent.compactor import Compactor
 from teleton.agent.context import ContextBuilder
@@ -35,7 +35,7 @@ from teleton.agent.delivery import Delivery, MessageDelivery
 from teleton.agent.deps import AgentDeps, AgentSettings, load_owner
 from teleton.agent.locks import KeyedLocks
 from teleton.agent.messages import quoted_referent, user_text
-from teleton.agent.prompt import PromptBuilder, PromptInputs
+from teleton.agent.prompt import PromptBuilder, PromptInputs, SystemParts
 from teleton.agent.scheduled import ScheduledTurns
 from teleton.agent.sessions import Session, SessionStore, expiry_reason
 from teleton.agent.turn import Turn, required
@@ -77,6 +77,7 @@ class Agent:
             learnings=deps.learnings,
             principals=self.principals,
             shared=deps.shared_paths,
+            stable_budget=memory_budget.stable_cap(settings.memory_budget, settings.memory_stable_share),
         )
         self.compactor = Compactor(
             deps.db, deps.llm, self.sessions, self.daily_logs, deps.facts, knowledge=deps.knowledge,
@@ -105,6 +106,7 @@ class Agent:
         self.turns = 0
         self.daily_log_failing = False
         self.last_timings: dict[str, float] = {}  # stage timings of the last finished turn (bench, /status)
+        self.last_turns = memory_budget.LastTurns()  # memory tokens and cache figures per chat (/status)
 
     # -- entry points ---------------------------------------------------------------------------------
     def is_admin(self, user: UserInfo | None) -> bool:
@@ -236,6 +238,8 @@ class Agent:
             raise
         self.turns += 1
         self.last_timings = turn.timings
+        if turn.memory is not None and turn.result is not None:
+            self.last_turns.record(turn.msg.chat.id, memory_budget.TurnStats(turn.memory, turn.result.usage))
         log.info(
             "turn_done",
             chat_id=turn.msg.chat.id,
@@ -313,15 +317,10 @@ class Agent:
             return None if selector is None else await selector(msg.text, vector, msg.chat, turn.is_admin)
 
         # Retrieval, tool choice and the system prompt do not depend on each other: built concurrently.
-        turn.rag, _ = await asyncio.gather(self.context.build(msg, turn.clearance, pick_tools), self.build_system(turn))
-        turn.exposure.add(*turn.rag.labels())
-        text = required(turn.stored_user)["content"]
-        rag_text = turn.rag.render(turn.clearance.label)
-        turn.sent_user = (
-            turn.stored_user
-            if not rag_text
-            else {"role": "user", "content": [{"type": "text", "text": rag_text}, {"type": "text", "text": text}]}
+        turn.rag, parts = await asyncio.gather(
+            self.context.build(msg, turn.clearance, pick_tools), self.prompt.parts(self._prompt_inputs(turn))
         )
+        self._fit_memory(turn, parts)
         names = self._sticky_tools(required(turn.session).id, turn.rag.extra)
         turn.tools = self.deps.registry.schemas(msg.chat, turn.is_admin, names, is_owner=turn.clearance.is_owner)
 
@@ -348,15 +347,35 @@ class Agent:
         return sorted(offered)
 
     async def build_system(self, turn: Turn) -> None:
-        turn.system = await self.prompt.build(
-            PromptInputs(
-                chat=turn.msg.chat,
-                sender=turn.msg.sender,
-                clearance=turn.clearance,
-                exposure=turn.exposure,
-                summary=required(turn.session).summary,
-                flush_note=turn.flush_note,
-            )
+        """After a compaction mid-turn: the summary changed, and with it what is left for the rest."""
+        self._fit_memory(turn, await self.prompt.parts(self._prompt_inputs(turn)))
+
+    def _prompt_inputs(self, turn: Turn) -> PromptInputs:
+        return PromptInputs(
+            chat=turn.msg.chat,
+            sender=turn.msg.sender,
+            clearance=turn.clearance,
+            exposure=turn.exposure,
+            summary=required(turn.session).summary,
+            flush_note=turn.flush_note,
+        )
+
+    def _fit_memory(self, turn: Turn, parts: SystemParts) -> None:
+        """The system prompt and the user message with what of the turn's memory fits its budget."""
+        budget = self.settings.memory_budget
+        allowance = None if budget is None else max(0, budget - parts.stable.total)
+        label = turn.clearance.label
+        plan = memory_budget.plan_turn(required(turn.rag), parts.days, turn.msg.text, label, allowance)
+        turn.system = self.prompt.assemble(parts, plan.days)
+        turn.exposure.add(*plan.rag.labels())  # what is shown, not what was found
+        turn.memory = parts.stable.plus(plan.usage, budget)
+        memory_budget.log_left_out(turn.msg.chat.id, turn.memory)
+        text = required(turn.stored_user)["content"]
+        rag_text = plan.rag.render(label)
+        turn.sent_user = (
+            turn.stored_user
+            if not rag_text
+            else {"role": "user", "content": [{"type": "text", "text": rag_text}, {"type": "text", "text": text}]}
         )
 
     def report(self, kind: str, error: Any) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from teleton.agent.context import RagContext
 from teleton.agent.delivery import Delivery, NoRecord
+from teleton.agent.memory_budget import MemoryUsage
 from teleton.agent.sessions import Session
 from teleton.gateway.contract import IncomingMessage
 from teleton.llm.client import Message
@@ -33,6 +34,7 @@ class Turn:
     tools: list[dict[str, Any]] = field(default_factory=list)
     stored_user: Message | None = None  # the user message as kept in the session (no RAG blocks)
     sent_user: Message | None = None  # the same with this turn's RAG blocks, as sent to the model
+    memory: MemoryUsage | None = None  # tokens of memory the prompt holds, per kind (``memory_budget``)
     result: LoopResult | None = None
     reply: str = ""
     failed: str | None = None  # why the model gave no answer (the user got an apology instead)

@@ -9,6 +9,7 @@ tool_result and the kept history is a valid Messages API conversation on its own
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -36,8 +37,10 @@ def needs_soft(prompt_tokens: int, t: Thresholds) -> bool:
 
 
 def estimate_tokens(payload: Any) -> int:
+    """The project's one token estimate (compaction, the memory budget). Rounded up, so the count of a
+    text is never more than the sum of the counts of its parts."""
     text = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False)
-    return int(len(text) / CHARS_PER_TOKEN)
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
 def is_user_turn(message: Message) -> bool:

@@ -9,8 +9,10 @@ Replies come from a queue (``server.queue(...)``) and, when it is empty, from ``
 function of the request body), so a test can script a fixed exchange or a small "model" that reacts to
 what it was sent.
 
-Prompt caching is emulated: a request whose prefix (tools + system blocks up to the last
-``cache_control``) was seen before reports it as ``cache_read_input_tokens``, as the real API does.
+Prompt caching is emulated as the real API does it: the request prefix up to each ``cache_control``
+breakpoint (tools, then system blocks, then message blocks) is a cache entry; the longest prefix seen before
+is reported as ``cache_read_input_tokens`` and the rest up to the last breakpoint as
+``cache_creation_input_tokens``. So a changed second system block still reads the first from the cache.
 """
 
 from __future__ import annotations
@@ -293,16 +295,14 @@ class FakeAnthropic:
     def _usage(self, body: Body, reply: Body) -> dict[str, int]:
         """Token figures from the body size (about 4 characters a token), with prompt caching emulated."""
         total = max(1, len(json.dumps(body)) // 4)
-        prefix = _cached_prefix(body)
+        prefixes = _cached_prefixes(body)
         cache_read = cache_write = 0
-        if prefix is not None:
-            size = max(1, len(prefix) // 4)
+        if prefixes:
             with self._lock:
-                if prefix in self._cache:
-                    cache_read = size
-                else:
-                    self._cache.add(prefix)
-                    cache_write = size
+                seen = [p for p in prefixes if p in self._cache]
+                cache_read = max(1, len(seen[-1]) // 4) if seen else 0
+                cache_write = max(0, max(1, len(prefixes[-1]) // 4) - cache_read)
+                self._cache.update(prefixes)
         output = max(1, len(json.dumps(reply.get("content", []))) // 4)
         return {
             "input_tokens": max(1, total - cache_read - cache_write),
@@ -355,15 +355,13 @@ def _pieces(text: str) -> list[str]:
     return pieces
 
 
-def _cached_prefix(body: Body) -> str | None:
-    """The part of a request up to its last cache breakpoint among tools and system blocks."""
-    tools = body.get("tools") or []
+def _cached_prefixes(body: Body) -> list[str]:
+    """The request up to each of its cache breakpoints, shortest first (the cache keys of the real API)."""
     system = body.get("system") or []
-    if isinstance(system, str):
-        system = []
-    marked = [i for i, block in enumerate(system) if block.get("cache_control")]
-    if marked:
-        return json.dumps([tools, system[: marked[-1] + 1]], sort_keys=True)
-    if any(tool.get("cache_control") for tool in tools):
-        return json.dumps([tools], sort_keys=True)
-    return None
+    blocks: list[Any] = list(body.get("tools") or [])
+    blocks += [{"text": system}] if isinstance(system, str) else system
+    for message in body.get("messages") or []:
+        content = message["content"]
+        blocks += [{"role": message["role"], "text": content}] if isinstance(content, str) else content
+    marked = [i for i, block in enumerate(blocks) if isinstance(block, dict) and block.get("cache_control")]
+    return [json.dumps(blocks[: i + 1], sort_keys=True) for i in marked]

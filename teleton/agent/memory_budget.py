@@ -1,0 +1,317 @@
+"""The memory budget of one turn (issue 15): at most ``memory.prompt_budget_tokens`` of memory in a prompt.
+
+Memory reaches a request in two places, budgeted differently because Anthropic caches the request prefix
+(tools, then the system blocks, up to each ``cache_control``; ``prompt``):
+
+- The stable part, block 2 of the system prompt: the session's summary, the important facts, the learnings
+  and MEMORY.md. It gets a fixed share of the budget (``memory.prompt_stable_share``) and is filled in a
+  fixed order with nothing of the turn in it, so it stays byte-identical from turn to turn until its content
+  changes (an edit of MEMORY.md, a new important fact, a compaction) and keeps hitting the cache. Ranking it
+  by the question would rewrite it every turn: a cache miss for it and for everything after it.
+  MEMORY.md goes in as the knowledge index's chunks, newest (last) first; a chunk left out is still in the
+  knowledge index, where it competes by relevance for the per-turn part. (One that is in both places stays
+  in both: the retrieved block says what is relevant to this message, and block 2 cannot drop it per turn
+  without missing the cache.)
+- The per-turn part: what the stable part left of the budget, filled by relevance across kinds: knowledge
+  hits, facts, feed hits, this chat's recent messages (the RAG block of the user message) and the daily-log
+  entries (block 3 of the system prompt, the owner's DM only). A search hit's relevance is its hybrid score;
+  recent messages and log entries have none, so theirs is 0.5 * recency + 0.5 * the share of the question's
+  words they contain: the 0.5 / 0.5 of the search fusion, with recency standing in for the leg they lack.
+
+Items go in whole, the most relevant first; one that does not fit is left out, and a smaller one after it
+may still fit. Tokens are counted with ``compaction.estimate_tokens`` (the one estimate of the project) on
+each item as rendered plus a separator, and on a block's header once, when its first item goes in. The
+estimate rounds up, so a whole block never counts more than the sum of its items.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from typing import TypeVar
+
+import structlog
+
+from teleton.agent.context import FEED_HEADER, KNOWLEDGE_HEADER, RagContext
+from teleton.agent.sessions import Session
+from teleton.llm.client import Usage
+from teleton.memory.chunker import chunk_markdown
+from teleton.memory.compaction import estimate_tokens
+from teleton.memory.fts_query import query_terms
+
+log = structlog.get_logger(__name__)
+T = TypeVar("T")
+
+SEPARATOR = "\n\n"  # what may follow an item or a header in the rendered text: counted with it
+STEM = 5  # a question's word is found by its first 5 letters ("gardens" finds "gardening")
+KEPT_CHATS = 2_000  # chats whose last turn /status can describe (one per active chat)
+_EXCHANGE = re.compile(r"^(> )?\[\d{2}:\d{2}\] ")  # a daily log's exchange line (``daily_logs.exchange_line``)
+
+# Section headers of the system prompt's memory parts (``prompt``).
+MEMORY_MD = "## Long-term memory (MEMORY.md)"
+IMPORTANT_FACTS = "## Important facts"
+SUMMARY = "## Summary of the earlier conversation in this chat"
+
+# Kinds, in the order /status lists them.
+KINDS = ("summary", "important facts", "learnings", "MEMORY.md", "daily logs", "knowledge", "facts", "feed", "recent")
+
+
+def tokens(text: str) -> int:
+    return estimate_tokens(text)
+
+
+def stable_cap(budget: int | None, share: float) -> int | None:
+    """Tokens of memory the cached system block may hold: a fixed share of the budget, the same every turn."""
+    return None if budget is None else int(budget * share)
+
+
+@dataclass(frozen=True)
+class Item:
+    """One whole piece of memory as it will be rendered, under its section's header."""
+
+    kind: str
+    section: str  # the header it goes under
+    text: str
+    score: float = 0.0
+    index: int = 0  # position in its source, for rendering in the source's order
+
+    @property
+    def cost(self) -> int:
+        return tokens(self.text + SEPARATOR)
+
+
+@dataclass
+class MemoryUsage:
+    """Tokens of memory one turn put in its prompt, per kind, and how many items were left out."""
+
+    budget: int | None
+    tokens: dict[str, int] = field(default_factory=dict)
+    dropped: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return sum(self.tokens.values())
+
+    def plus(self, other: MemoryUsage, budget: int | None) -> MemoryUsage:
+        """Both parts' figures, under the budget of the whole."""
+        return MemoryUsage(budget, _add(self.tokens, other.tokens), _add(self.dropped, other.dropped))
+
+
+def _add(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
+    return {k: a.get(k, 0) + b.get(k, 0) for k in KINDS if k in a or k in b}
+
+
+@dataclass(frozen=True)
+class Filled:
+    kept: list[Item]
+    usage: MemoryUsage
+
+    def section(self, header: str, joiner: str = "\n") -> str:
+        """The header and its kept items in their source's order; '' when none was kept."""
+        items = sorted((i for i in self.kept if i.section == header), key=lambda i: i.index)
+        return header + "\n" + joiner.join(i.text for i in items) if items else ""
+
+
+def fill(items: Iterable[Item], budget: int | None) -> Filled:
+    """Whole items in the order given while they fit (None: no limit); one that does not fit is skipped."""
+    kept: list[Item] = []
+    opened: set[str] = set()
+    usage = MemoryUsage(budget)
+    left = budget
+    for item in items:
+        cost = item.cost + (0 if item.section in opened else tokens(item.section + SEPARATOR))
+        if left is not None and cost > left:
+            usage.dropped[item.kind] = usage.dropped.get(item.kind, 0) + 1
+            continue
+        kept.append(item)
+        opened.add(item.section)
+        usage.tokens[item.kind] = usage.tokens.get(item.kind, 0) + cost
+        if left is not None:
+            left -= cost
+    return Filled(kept, usage)
+
+
+# -- the stable part (block 2) ---------------------------------------------------------------------------
+def stable_items(summary: str, facts: Sequence[str], learnings: str, memory_md: str) -> list[Item]:
+    """Block 2's memory in the order it is filled: the summary of this conversation, the facts marked
+    important, the owner's corrections, MEMORY.md newest chunk first, past tool errors."""
+    items = [Item("summary", SUMMARY, summary.strip())] if summary.strip() else []
+    items += [Item("important facts", IMPORTANT_FACTS, f"- {line}", index=i) for i, line in enumerate(facts)]
+    sections = _learning_sections(learnings)
+    errors = [i for i in sections if "error" in i.section.lower()]
+    items += [i for i in sections if i not in errors]
+    chunks = _chunks(memory_md)
+    items += [Item("MEMORY.md", MEMORY_MD, text, index=i) for i, text in reversed(list(enumerate(chunks))) if text]
+    return items + errors
+
+
+@lru_cache(maxsize=8)  # MEMORY.md changes rarely; chunking 20 kB costs milliseconds every turn
+def _chunks(text: str) -> tuple[str, ...]:
+    """MEMORY.md as the knowledge index cuts it: whole notes, never a cut list or code block."""
+    return tuple(c.text.strip() for c in chunk_markdown(text)) if text.strip() else ()
+
+
+def _learning_sections(text: str) -> list[Item]:
+    """``Learnings.for_prompt``'s '## Title' sections of '- ' lines, one item per line."""
+    items: list[Item] = []
+    for part in text.split("\n\n"):
+        header, _, body = part.strip().partition("\n")
+        if header.startswith("## "):
+            lines = [line for line in body.splitlines() if line.strip()]
+            items += [Item("learnings", header, line, index=i) for i, line in enumerate(lines)]
+    return items
+
+
+# -- the per-turn part -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TurnPlan:
+    rag: RagContext  # what of the retrieved context is shown
+    days: list[str]  # the daily-log sections shown, rendered
+    usage: MemoryUsage
+
+
+def plan_turn(
+    rag: RagContext,
+    days: Sequence[tuple[str, str]],
+    query: str,
+    own_label: str,
+    allowance: int | None,
+) -> TurnPlan:
+    """The turn's RAG items and daily-log entries (``days``: (header, log text)) that fit ``allowance``,
+    most relevant first."""
+    terms = _stems(query_terms(query))
+    items = rag_items(rag, own_label, terms) + log_items(days, terms)
+    filled = fill(sorted(items, key=lambda i: -i.score), allowance)
+    keep: dict[str, set[int]] = {}
+    for item in filled.kept:
+        keep.setdefault(item.kind, set()).add(item.index)
+    trimmed = replace(
+        rag,
+        knowledge=_pick(rag.knowledge, keep.get("knowledge")),
+        facts=_pick(rag.facts, keep.get("facts")),
+        feed=_pick(rag.feed, keep.get("feed")),
+        recent=_pick(rag.recent, keep.get("recent")),
+    )
+    rendered = [filled.section(header) for header, _ in days]
+    return TurnPlan(trimmed, [s for s in rendered if s], filled.usage)
+
+
+def _pick(items: list[T], indexes: set[int] | None) -> list[T]:
+    return [x for i, x in enumerate(items) if indexes and i in indexes]
+
+
+def rag_items(rag: RagContext, own_label: str, terms: set[str]) -> list[Item]:
+    """The retrieved context as items: hits scored by their search, recent messages by recency and words."""
+    lines = rag.lines(own_label)
+    items = [
+        Item(kind, KNOWLEDGE_HEADER, line, hit.score, i)
+        for kind, hits in (("knowledge", rag.knowledge), ("facts", rag.facts))
+        for i, (hit, line) in enumerate(zip(hits, lines[kind], strict=True))
+    ]
+    items += [
+        Item("feed", FEED_HEADER, line, feed.score, i)
+        for i, (feed, line) in enumerate(zip(rag.feed, lines["feed"], strict=True))
+    ]
+    count = len(rag.recent)
+    items += [
+        Item("recent", FEED_HEADER, line, unscored(count - 1 - i, count, terms, msg.text), i)
+        for i, (msg, line) in enumerate(zip(rag.recent, lines["recent"], strict=True))
+    ]
+    return items
+
+
+def log_items(days: Sequence[tuple[str, str]], terms: set[str]) -> list[Item]:
+    """The entries of the daily logs (oldest day first), scored by recency and words."""
+    entries = [(header, i, entry) for header, text in days for i, entry in enumerate(log_entries(text))]
+    count = len(entries)
+    return [
+        Item("daily logs", header, entry, unscored(count - 1 - n, count, terms, entry), i)
+        for n, (header, i, entry) in enumerate(entries)
+    ]
+
+
+def log_entries(text: str) -> list[str]:
+    """A daily log as whole entries: an exchange line, or a '## [HH:MM] title' section with its lines."""
+    entries: list[list[str]] = []
+    for line in text.splitlines():
+        if not line.strip():
+            entries.append([])  # a blank line ends a section
+        elif line.startswith("## ") or _EXCHANGE.match(line) or not entries or not entries[-1]:
+            entries.append([line])
+        elif entries[-1][0].startswith("## "):
+            entries[-1].append(line)
+        else:
+            entries.append([line])
+    return ["\n".join(e) for e in entries if e]
+
+
+def unscored(age: int, count: int, terms: set[str], text: str) -> float:
+    """Relevance of an item no search scored: ``age`` 0 is the newest of ``count``."""
+    recency = 1.0 - age / count if count else 0.0
+    # A substring test, not a tokenisation: 200 log entries a turn must cost well under a millisecond.
+    lowered = text.lower()
+    overlap = sum(term in lowered for term in terms) / len(terms) if terms else 0.0
+    return 0.5 * recency + 0.5 * overlap
+
+
+def _stems(words: Iterable[str]) -> set[str]:
+    return {w[:STEM] for w in words}
+
+
+def log_left_out(chat_id: int, usage: MemoryUsage) -> None:
+    if usage.dropped:
+        log.debug("memory_left_out", chat_id=chat_id, budget=usage.budget, used=usage.total, items=usage.dropped)
+
+
+# -- what /status shows ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TurnStats:
+    memory: MemoryUsage
+    usage: Usage  # the API's figures, summed over the turn's requests
+
+
+class LastTurns:
+    """The last turn of each recently active chat, for /status (bounded: the daemon runs for months)."""
+
+    def __init__(self, size: int = KEPT_CHATS) -> None:
+        self.size = size
+        self._turns: OrderedDict[int, TurnStats] = OrderedDict()
+
+    def record(self, chat_id: int, stats: TurnStats) -> None:
+        self._turns.pop(chat_id, None)
+        self._turns[chat_id] = stats
+        while len(self._turns) > self.size:
+            self._turns.popitem(last=False)
+
+    def get(self, chat_id: int) -> TurnStats | None:
+        return self._turns.get(chat_id)
+
+
+def hit_rate(cache_read: int, all_input: int) -> float:
+    """Share of the input tokens read from the prompt cache."""
+    return cache_read / all_input if all_input else 0.0
+
+
+def status_lines(stats: TurnStats | None, session: Session | None) -> list[str]:
+    """/status: memory tokens of the chat's last turn, and the cache hit rate (session and last turn)."""
+    lines = []
+    read = session.cache_read_tokens if session else 0
+    all_input = session.input_tokens + read if session else 0  # its input_tokens count cache writes too
+    rate = f"{100 * hit_rate(read, all_input):.0f}% this session" if all_input else "no request this session"
+    if stats is None:
+        return [f"Prompt cache hit rate: {rate}; memory of the last turn: none since start"]
+    memory = stats.memory
+    limit = "no budget" if memory.budget is None else f"{memory.budget:,}"
+    kinds = ", ".join(f"{kind} {memory.tokens[kind]:,}" for kind in KINDS if memory.tokens.get(kind))
+    dropped = sum(memory.dropped.values())
+    lines.append(
+        f"Memory in the last turn: {memory.total:,} of {limit} tokens"
+        + (f" ({kinds})" if kinds else "")
+        + (f"; {dropped:,} items left out" if dropped else "")
+    )
+    last = hit_rate(stats.usage.cache_read_tokens, stats.usage.prompt_tokens)
+    lines.append(f"Prompt cache hit rate: {rate}, {100 * last:.0f}% in the last turn")
+    return lines
