@@ -17,7 +17,8 @@ import structlog
 from teleton.agent.commands import PolicyControl
 from teleton.agent.runtime import Agent, AgentDeps, AgentSettings, load_owner
 from teleton.gateway.contract import Gateway
-from teleton.llm.client import LLMClient, LLMSettings
+from teleton.llm.client import LLMClient
+from teleton.llm.connect import client_for
 from teleton.memory.daily_logs import DailyLogs
 from teleton.memory.facts import FactStore
 from teleton.privacy import Principals
@@ -66,9 +67,7 @@ async def build_agent(
         registry = build_registry(config)
     await _load_tool_overrides(db, registry)
     index, selector = await _tool_rag(config, db, embedder, registry)
-    llm = llm or LLMClient(
-        LLMSettings.from_config(config.agent), api_key=config.agent.api_key, base_url=config.agent.base_url
-    )
+    llm = llm or client_for(config.agent)  # the provider the config names (Anthropic by default)
     settings = AgentSettings.from_config(config)
     facts = FactStore(db, embedder, half_life_days=config.memory.recency_half_life_days)
     learnings, distiller = _distiller(config, llm, facts, workspace, principals)

@@ -121,15 +121,14 @@ async def _converse(config: Any, console: Console, new: bool) -> None:
 def interactive_llm(config: Any) -> Any:
     """The model client for someone waiting at the terminal: a dead API is said after seconds, not minutes
     (the daemon keeps retrying far longer, as nobody is watching it)."""
-    from teleton.llm import LLMClient, LLMSettings
+    from teleton.llm.connect import client_for
 
-    settings = LLMSettings.from_config(
+    return client_for(
         config.agent,
         max_retries=min(config.agent.max_retries, INTERACTIVE_RETRIES),
         retry_max_delay_s=min(config.agent.retry_max_delay_s, 4.0),
         connect_timeout_s=5.0,
     )
-    return LLMClient(settings, api_key=config.agent.api_key, base_url=config.agent.base_url)
 
 
 class Repl:

@@ -156,14 +156,13 @@ def backup(
 def _register_subcommands() -> None:
     # Each module imports its heavy dependencies (Telethon, ONNX Runtime) inside its commands, so
     # `teleton --help` stays fast.
-    from teleton.cli import chat_cmd, feed_cmd, memory_cmd, memory_io, setup_cmd
+    from teleton.cli import chat_cmd, feed_cmd, memory_cmd, memory_io, models_cmd, setup_cmd
 
     app.command()(setup_cmd.setup)
+    app.command()(models_cmd.models)
     app.command()(chat_cmd.chat)
     memory_io.register(memory_cmd.app)
-    app.add_typer(
-        memory_cmd.app, name="memory", help="Memory: index, search, stats, facts, forget, export, import."
-    )
+    app.add_typer(memory_cmd.app, name="memory", help="Memory: index, search, stats, facts, forget, export, import.")
     app.add_typer(feed_cmd.app, name="feed", help="The Telegram archive: backfill, search, stats.")
 
 

@@ -57,7 +57,17 @@ def load_config(path: Path | str | None = None, env: Mapping[str, str] | None = 
     except ValidationError as exc:
         raise ConfigError(_problems(exc, cfg_path.name, sources)) from None
     config.source = cfg_path if cfg_path.exists() else None
+    _drop_foreign_aliases(config, sources)
     return _resolve_paths(config)
+
+
+def _drop_foreign_aliases(config: Config, sources: Mapping[str, str]) -> None:
+    """ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL are Anthropic's: never sent to another provider."""
+    if config.agent.provider == "anthropic":
+        return
+    for key in ("api_key", "base_url"):
+        if sources.get(f"agent.{key}", "").startswith("ANTHROPIC_"):
+            setattr(config.agent, key, None)
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
@@ -250,11 +260,14 @@ def require_telegram(config: Config) -> None:
             )
 
 
-def require_llm(config: Config) -> None:
-    if not config.agent.api_key:
-        raise ConfigError(
-            "agent.api_key: required value is missing (set ANTHROPIC_API_KEY or agent.api_key in the config)"
-        )
+def require_llm(config: Config, env: Mapping[str, str] | None = None) -> None:
+    """The model provider can serve the agent: a key where one is needed, a URL, tool calling."""
+    from teleton.llm.presets import endpoint_for, problem
+
+    agent = config.agent
+    trouble = problem(endpoint_for(agent, env), agent.model)
+    if trouble:
+        raise ConfigError(trouble)
 
 
 def write_private_file(path: Path, text: str) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Policy = Literal["open", "allowlist", "admin-only", "disabled"]
 
@@ -15,7 +15,17 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+# The names of teleton.llm.presets.PRESETS (a test keeps the two in step).
+ProviderName = Literal[
+    "anthropic", "openai", "openrouter", "groq", "deepseek", "mistral", "together", "xai", "gemini",
+    "ollama", "vllm", "lmstudio", "llamacpp", "openai_compatible",
+]  # fmt: skip
+
+
 class AgentConfig(Section):
+    # Unset keys come from the provider's preset: base_url, the key's variable, context_window.
+    provider: ProviderName = "anthropic"
+    supports_tools: bool | None = None  # None: the preset's word
     api_key: str | None = Field(default=None, repr=False)
     base_url: str | None = None
     model: str = "claude-sonnet-4-5"
@@ -31,6 +41,18 @@ class AgentConfig(Section):
     request_timeout_s: float = Field(default=120.0, gt=0)
     max_retries: int = Field(default=10, ge=0)
     retry_max_delay_s: float = Field(default=60.0, gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _preset_window(cls, data: object) -> object:
+        """An unset (or null) context_window is the provider preset's: compaction thresholds derive from it."""
+        if isinstance(data, dict) and data.get("context_window") is None:
+            from teleton.llm.presets import PRESETS
+
+            known = PRESETS.get(str(data.get("provider", "anthropic")))
+            if known is not None:  # an unknown name is reported by the field's own check
+                data = {**data, "context_window": known.context_window}
+        return data
 
 
 class TelegramConfig(Section):
@@ -56,6 +78,7 @@ class TelegramConfig(Section):
     reconnect_max_delay_s: int = Field(default=300, ge=1)
     typing_indicator: bool = True
     recovery_window_minutes: int = Field(default=30, ge=0)
+    deleted_messages: Literal["keep", "erase"] = "keep"
 
 
 class EmbeddingConfig(Section):
@@ -93,6 +116,8 @@ class MemoryConfig(Section):
     hard_max_messages: int = Field(default=200, ge=10)
     keep_last: int = Field(default=20, ge=1)
     daily_log_lines: int = Field(default=100, ge=0)
+    prompt_budget_tokens: int = Field(default=3000, ge=0)
+    prompt_stable_share: float = Field(default=0.5, ge=0.0, le=1.0)
     session_reset_hour: int | None = Field(default=4, ge=0, le=23)
     session_idle_minutes: int | None = Field(default=720, ge=1)
     salience_threshold: float = Field(default=0.85, ge=0.0, le=1.0)

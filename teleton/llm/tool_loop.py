@@ -99,7 +99,12 @@ async def run_tool_loop(
             result.tool_calls.append(call)
             if progress is not None:
                 progress.tool(call.name, call.input)
-            outcome = await run_one(call, execute, limits)
+            problem = response.invalid_inputs.get(call.id)
+            if problem is None:
+                outcome = await run_one(call, execute, limits)
+            else:
+                log.warning("tool_input_invalid", tool=call.name, problem=problem)
+                outcome = ToolResult.error(f"Tool {call.name} was not run: {problem}. Call it again with valid JSON.")
             results.append(_result_block(call, outcome))
         tool_message = {"role": "user", "content": results}
         history.append(tool_message)

@@ -18,6 +18,7 @@ from teleton.agent.runtime import Agent, AgentDeps, AgentSettings
 from teleton.gateway.contract import ChatInfo, IncomingMessage, UserInfo
 from teleton.gateway.terminal import TerminalGateway
 from teleton.llm import LLMClient, LLMSettings
+from teleton.llm.openai_provider import OpenAIProvider
 from teleton.memory import feed_archive as fa
 from teleton.memory.facts import FactStore
 from teleton.privacy import Principals
@@ -25,6 +26,7 @@ from teleton.storage import Database
 from teleton.tools.memory_tools import memory_tools
 from teleton.tools.registry import ToolRegistry
 from tests.fakes.anthropic_server import Body, FakeAnthropic, Reply, text, tool_use
+from tests.fakes.openai_server import FakeOpenAI
 
 OWNER = UserInfo(id=4242, first_name="Olga", username="olga")
 ALICE = UserInfo(id=5151, first_name="Alice", username="alice")
@@ -56,7 +58,7 @@ def default_utility(body: Body) -> Reply:
 class Harness:
     tmp_path: Path
     db: Database
-    fake: FakeAnthropic
+    fake: FakeAnthropic | FakeOpenAI
     agent: Agent
     gateway: TerminalGateway
     llm: LLMClient
@@ -109,11 +111,15 @@ def llm_settings() -> LLMSettings:
 
 
 async def build_harness(
-    tmp_path: Path, db: Database, fake: FakeAnthropic, settings: AgentSettings | None = None
+    tmp_path: Path, db: Database, fake: FakeAnthropic | FakeOpenAI, settings: AgentSettings | None = None
 ) -> Harness:
+    """The agent on the provider ``fake`` plays: the scripted Messages API, or the OpenAI-compatible one."""
     workspace = tmp_path / "workspace"
     workspace.mkdir(exist_ok=True)
-    llm = LLMClient(llm_settings(), api_key="test", base_url=fake.base_url)
+    if isinstance(fake, FakeOpenAI):
+        llm = LLMClient(llm_settings(), provider=OpenAIProvider(api_key="test", base_url=fake.base_url))
+    else:
+        llm = LLMClient(llm_settings(), api_key="test", base_url=fake.base_url)
     out = io.StringIO()
     gateway = TerminalGateway(Console(file=out, width=100), db=db)
     deps = AgentDeps(
@@ -139,6 +145,15 @@ async def harness(tmp_path: Path, db: Database, fake_api: FakeAnthropic) -> Asyn
     h = await build_harness(tmp_path, db, fake_api)
     yield h
     await h.llm.close()
+
+
+@pytest.fixture(params=["anthropic", "openai"])
+async def any_harness(request: pytest.FixtureRequest, tmp_path: Path, db: Database) -> AsyncIterator[Harness]:
+    """The harness once per provider: the same scripted exchange, sent in each API's wire format."""
+    with FakeAnthropic() if request.param == "anthropic" else FakeOpenAI() as fake:
+        h = await build_harness(tmp_path, db, fake)
+        yield h
+        await h.llm.close()
 
 
 async def archive_incoming(db: Database, msg: IncomingMessage, agent_state: str | None = None) -> None:

@@ -1,0 +1,265 @@
+"""OpenAI-compatible chat completions (OpenAI, OpenRouter, Groq, Gemini, Ollama, vLLM, ...) behind Teleton's
+Anthropic-format messages, on the official ``openai`` SDK.
+
+Everything above ``teleton.llm`` speaks the Anthropic format, so the translation lives here and only here:
+system blocks become one system message (``cache_control`` dropped: these APIs cache on their own or not at
+all), ``tool_use`` blocks become ``tool_calls``, ``tool_result`` blocks become ``role: tool`` messages, images
+become ``image_url`` data URLs; the answer comes back as text / ``tool_use`` blocks. Requests are not
+streamed: a watching terminal gets the answer in one piece.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import openai
+
+from teleton.llm.progress import Progress
+from teleton.llm.types import (
+    Block,
+    ContextOverflowError,
+    LLMError,
+    LLMResponse,
+    Message,
+    Request,
+    TransientError,
+    Usage,
+    is_retryable,
+    retry_after,
+)
+from teleton.memory.compaction import estimate_tokens
+
+Chat = dict[str, Any]
+
+# Local servers take any key but the SDK refuses to start without one.
+NO_KEY = "no-key-needed"
+STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "function_call": "tool_use", "length": "max_tokens"}
+NO_IMAGE = "[an image was attached here; this model cannot see images]"
+OVERFLOW_WORDS = ("context length", "context window", "maximum context", "too many tokens", "prompt is too long")
+
+
+class OpenAIProvider:
+    name = "openai"
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None,
+        base_url: str | None,
+        vision: bool = True,
+        max_tokens_field: str = "max_tokens",
+        sdk: openai.AsyncOpenAI | None = None,
+    ) -> None:
+        self._sdk = sdk or openai.AsyncOpenAI(api_key=api_key or NO_KEY, base_url=base_url, max_retries=0)
+        self.vision = vision
+        # OpenAI's own newer models refuse ``max_tokens``; most compatible servers know only that name.
+        self.max_tokens_field = max_tokens_field
+
+    async def close(self) -> None:
+        await self._sdk.close()
+
+    async def send(self, request: Request, progress: Progress | None = None) -> LLMResponse:
+        body = to_chat_request(request, vision=self.vision, max_tokens_field=self.max_tokens_field)
+        timeout = openai.Timeout(request.timeout_s, connect=min(request.connect_timeout_s, request.timeout_s))
+        try:
+            completion = await self._sdk.chat.completions.create(**body, timeout=timeout)
+        except (openai.APIStatusError, openai.APIConnectionError) as exc:
+            raise _mapped(exc, request.model) from exc
+        response = to_response(completion.model_dump(), request)
+        if progress is not None and response.text:
+            progress.text(response.text)
+        return response
+
+
+# -- request ---------------------------------------------------------------------------------------------
+
+
+def to_chat_request(request: Request, *, vision: bool = True, max_tokens_field: str = "max_tokens") -> Chat:
+    body: Chat = {
+        "model": request.model,
+        "messages": to_chat_messages(request.system, request.messages, vision=vision),
+        max_tokens_field: request.max_tokens,
+    }
+    if request.temperature is not None:
+        body["temperature"] = request.temperature
+    if request.tools:
+        body["tools"] = [to_chat_tool(tool) for tool in request.tools]
+        if request.tool_choice:
+            body["tool_choice"] = to_tool_choice(request.tool_choice)
+    return body
+
+
+def to_chat_tool(tool: Block) -> Chat:
+    function = {"name": tool["name"], "description": tool.get("description", ""), "parameters": tool["input_schema"]}
+    return {"type": "function", "function": function}
+
+
+def to_tool_choice(choice: dict[str, str]) -> Any:
+    kind = choice.get("type")
+    if kind == "tool":
+        return {"type": "function", "function": {"name": choice["name"]}}
+    return {"any": "required", "none": "none"}.get(kind or "", "auto")
+
+
+def to_chat_messages(system: Sequence[Block] | str, messages: Sequence[Message], *, vision: bool = True) -> list[Chat]:
+    chat: list[Chat] = []
+    system_text = system if isinstance(system, str) else "\n\n".join(b.get("text", "") for b in system)
+    if system_text:
+        chat.append({"role": "system", "content": system_text})
+    for message in messages:
+        if message["role"] == "assistant":
+            chat.append(_assistant(message["content"]))
+        else:
+            chat.extend(_user(message["content"], vision))
+    return chat
+
+
+def _assistant(content: str | list[Block]) -> Chat:
+    if isinstance(content, str):
+        return {"role": "assistant", "content": content}
+    text = "\n".join(b["text"] for b in content if b["type"] == "text" and b.get("text"))
+    calls = [
+        {
+            "id": b["id"],
+            "type": "function",
+            "function": {"name": b["name"], "arguments": json.dumps(b.get("input") or {})},
+        }
+        for b in content
+        if b["type"] == "tool_use"
+    ]
+    out: Chat = {"role": "assistant", "content": text or None}
+    if calls:
+        out["tool_calls"] = calls
+    return out
+
+
+def _user(content: str | list[Block], vision: bool) -> list[Chat]:
+    """A user turn: its tool results first (each a ``role: tool`` message, right after the assistant's
+    ``tool_calls`` as the API demands), then whatever else it carries as one user message."""
+    if isinstance(content, str):
+        return [{"role": "user", "content": content}]
+    out: list[Chat] = []
+    parts: list[Chat] = []
+    for block in content:
+        if block["type"] == "tool_result":
+            text, images = _result_parts(block.get("content", ""), vision)
+            prefix = "Error: " if block.get("is_error") else ""
+            out.append({"role": "tool", "tool_call_id": block["tool_use_id"], "content": prefix + text})
+            parts.extend(images)  # a tool message holds text only: its images follow as the user's
+        elif block["type"] == "text":
+            parts.append({"type": "text", "text": block["text"]})
+        elif block["type"] == "image":
+            parts.append(_image(block, vision))
+    if parts:
+        out.append({"role": "user", "content": _plain(parts)})
+    return out
+
+
+def _result_parts(content: str | list[Block], vision: bool) -> tuple[str, list[Chat]]:
+    if isinstance(content, str):
+        return content, []
+    text = "\n".join(b.get("text", "") for b in content if b.get("type") == "text")
+    images = [_image(b, vision) for b in content if b.get("type") == "image"]
+    return text, images
+
+
+def _image(block: Block, vision: bool) -> Chat:
+    if not vision:
+        return {"type": "text", "text": NO_IMAGE}
+    source = block.get("source", {})
+    if source.get("type") == "url":
+        url = source["url"]
+    else:
+        url = f"data:{source.get('media_type', 'image/jpeg')};base64,{source.get('data', '')}"
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
+def _plain(parts: list[Chat]) -> str | list[Chat]:
+    # Text-only content goes as a string: some local servers accept nothing else.
+    if all(p["type"] == "text" for p in parts):
+        return "\n\n".join(p["text"] for p in parts)
+    return parts
+
+
+# -- response --------------------------------------------------------------------------------------------
+
+
+def to_response(completion: Chat, request: Request) -> LLMResponse:
+    choice = (completion.get("choices") or [{}])[0]
+    message = choice.get("message") or {}
+    blocks: list[Block] = []
+    if message.get("content"):
+        blocks.append({"type": "text", "text": message["content"]})
+    invalid: dict[str, str] = {}
+    for call in message.get("tool_calls") or []:
+        function = call.get("function") or {}
+        arguments, problem = parse_arguments(function.get("arguments"))
+        blocks.append({"type": "tool_use", "id": call["id"], "name": function.get("name", ""), "input": arguments})
+        if problem:
+            invalid[call["id"]] = problem
+    stop = STOP_REASONS.get(choice.get("finish_reason") or "", choice.get("finish_reason"))
+    if message.get("tool_calls"):
+        stop = "tool_use"  # some servers say "stop" while asking for tools
+    return LLMResponse(
+        content=blocks,
+        stop_reason=stop,
+        usage=to_usage(completion.get("usage"), request, blocks),
+        model=completion.get("model") or request.model,
+        invalid_inputs=invalid,
+    )
+
+
+def parse_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
+    """A tool call's arguments as a dict, or ``{}`` and what was wrong (told to the model as a tool error)."""
+    if isinstance(raw, dict):
+        return raw, None
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return {}, None
+    try:
+        value = json.loads(raw)
+    except (TypeError, ValueError) as exc:
+        return {}, f"the arguments were not valid JSON ({exc}): {str(raw)[:200]!r}"
+    if not isinstance(value, dict):
+        return {}, f"the arguments must be a JSON object, got {type(value).__name__}"
+    return value, None
+
+
+def to_usage(usage: Chat | None, request: Request, blocks: list[Block]) -> Usage:
+    """Usage in Anthropic's terms (input excludes cache reads); estimated when the server sent none."""
+    usage = usage or {}
+    prompt = usage.get("prompt_tokens")
+    if not prompt:
+        prompt = estimate_tokens([request.system, list(request.messages), list(request.tools)])
+    completion = usage.get("completion_tokens") or estimate_tokens(blocks)
+    details = usage.get("prompt_tokens_details") or {}
+    cached = min(details.get("cached_tokens") or 0, prompt)
+    return Usage(input_tokens=prompt - cached, output_tokens=completion, cache_read_tokens=cached)
+
+
+# -- errors ----------------------------------------------------------------------------------------------
+
+
+def _mapped(exc: openai.APIStatusError | openai.APIConnectionError, model: str) -> Exception:
+    if isinstance(exc, openai.APIConnectionError):  # timeouts included
+        return TransientError(type(exc).__name__, unreachable=True)
+    status = exc.status_code
+    message = _message_of(exc)
+    lowered = message.lower()
+    if getattr(exc, "code", None) == "context_length_exceeded" or (
+        status in (400, 413) and any(word in lowered for word in OVERFLOW_WORDS)
+    ):
+        return ContextOverflowError(message)
+    if status == 400 and "does not support tools" in lowered:
+        return LLMError(f"model {model} has no tool calling ({message}): choose a model with tools", status=status)
+    if not is_retryable(status):
+        return LLMError(f"API error {status}: {message}", status=status)
+    return TransientError(f"{status} {message}", retry_after_s=retry_after(exc.response.headers), status=status)
+
+
+def _message_of(exc: openai.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, dict) and body.get("message"):
+        return str(body["message"])
+    return str(exc)

@@ -1,0 +1,270 @@
+"""A scripted OpenAI-compatible API on 127.0.0.1, for driving the real ``openai`` SDK in tests.
+
+The server speaks the wire format of ``POST /v1/chat/completions`` (``choices[0].message`` with ``content``
+and ``tool_calls``, ``finish_reason``, ``usage`` with ``prompt_tokens_details.cached_tokens``) and
+``GET /v1/models``, answers errors in OpenAI's error JSON (``{"error": {message, type, param, code}}``) with
+``retry-after`` when asked, and keeps every request body in ``server.requests``.
+
+Scripts are the ones of ``tests.fakes.anthropic_server`` (``queue(...)``, ``responder``, ``Reply``): a reply
+written in the Anthropic vocabulary (``text(...)``, ``tool_use(...)``, ``error(...)``, ``overloaded()``) is
+sent in OpenAI's format, so one scripted exchange drives either provider. ``completion(...)`` and
+``oa_error(...)`` script what only this API can say (malformed tool-call arguments, ``context_length_exceeded``).
+Prompt caching is emulated as OpenAI does it, automatically: the longest run of leading messages seen before
+is reported as ``cached_tokens``.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import itertools
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+
+from tests.fakes.anthropic_server import Body, Reply, _QuietServer, text
+
+_ids = itertools.count(1)
+FINISH = {"end_turn": "stop", "tool_use": "tool_calls", "max_tokens": "length"}
+ERROR_TYPES = {400: "invalid_request_error", 401: "invalid_request_error", 429: "requests", 500: "server_error"}
+
+
+def completion(
+    content: str | None = None,
+    *,
+    tool_calls: Iterable[tuple[str, str]] = (),
+    finish_reason: str | None = None,
+    usage: Body | None = None,
+) -> Reply:
+    """A reply in OpenAI's own format; ``tool_calls`` are (name, arguments as the raw JSON text) pairs."""
+    calls = [
+        {"id": f"call_{next(_ids):06d}", "type": "function", "function": {"name": name, "arguments": arguments}}
+        for name, arguments in tool_calls
+    ]
+    message: Body = {"role": "assistant", "content": content}
+    if calls:
+        message["tool_calls"] = calls
+    finish = finish_reason or ("tool_calls" if calls else "stop")
+    body: Body = {"choices": [{"index": 0, "message": message, "finish_reason": finish}]}
+    if usage is not None:
+        body["usage"] = usage
+    return Reply(body=body)
+
+
+def oa_error(
+    status: int, message: str = "", *, code: str | None = None, kind: str = "", retry_after: float | None = None
+) -> Reply:
+    body = {"error": {"message": message or f"error {status}", "type": kind or ERROR_TYPES.get(status, "server_error"),
+                      "param": None, "code": code}}  # fmt: skip
+    headers = {} if retry_after is None else {"retry-after": str(retry_after)}
+    return Reply(status=status, body=body, headers=headers)
+
+
+def context_too_long() -> Reply:
+    return oa_error(
+        400,
+        "This model's maximum context length is 128000 tokens. However, your messages resulted in 130001 tokens.",
+        code="context_length_exceeded",
+    )
+
+
+class FakeOpenAI:
+    """The server. Use as a context manager or call ``start()`` / ``stop()``."""
+
+    def __init__(self) -> None:
+        self.requests: list[Body] = []
+        self.responder: Callable[[Body], Reply] = lambda body: text("ok")
+        self._queue: collections.deque[Reply] = collections.deque()
+        self._lock = threading.Lock()
+        self._seen: set[str] = set()  # prefixes of message lists already served (the automatic cache)
+        self._server: _QuietServer | None = None
+
+    def queue(self, *replies: Reply | Iterable[Reply]) -> None:
+        with self._lock:
+            for reply in replies:
+                self._queue.extend([reply] if isinstance(reply, Reply) else reply)
+
+    @property
+    def pending(self) -> int:
+        return len(self._queue)
+
+    @property
+    def base_url(self) -> str:
+        assert self._server is not None
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def start(self) -> FakeOpenAI:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                if self.path.split("?")[0] == "/v1/models":
+                    self._send(200, {"object": "list", "data": [{"id": "gpt-test", "object": "model"}]})
+                else:
+                    self._send(404, oa_error(404, "not found").body or {})
+
+            def do_POST(self) -> None:
+                raw = self.rfile.read(int(self.headers.get("content-length") or 0))
+                if self.path.split("?")[0] != "/v1/chat/completions":
+                    self._send(404, oa_error(404, "not found").body or {})
+                    return
+                body = json.loads(raw)
+                reply = fake._next(body)
+                if reply.delay:
+                    time.sleep(reply.delay)
+                if reply.status == 200:
+                    self._send(200, fake._completion(body, reply), reply.headers)
+                else:
+                    self._send(reply.status, _error_body(reply), reply.headers)
+
+            def _send(self, status: int, payload: Body, headers: dict[str, str] | None = None) -> None:
+                data = json.dumps(payload).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(data)))
+                    for key, value in (headers or {}).items():
+                        self.send_header(key, value)
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+        self._server = _QuietServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, name="fake-openai", daemon=True
+        )
+        thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> FakeOpenAI:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _next(self, body: Body) -> Reply:
+        with self._lock:
+            self.requests.append(body)
+            if self._queue:
+                return self._queue.popleft()
+        return self.responder(body)
+
+    def _completion(self, body: Body, reply: Reply) -> Body:
+        partial = reply.body or {}
+        choices = partial["choices"] if "choices" in partial else [_choice(partial)]
+        usage = partial.get("usage")
+        if usage is None or "input_tokens" in usage:
+            usage = self._usage(body, choices, usage)
+        return {
+            "id": f"chatcmpl-{next(_ids):08d}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", "gpt-test"),
+            "choices": choices,
+            "usage": usage,
+        }
+
+    def _usage(self, body: Body, choices: list[Body], given: Body | None) -> Body:
+        """Scripted Anthropic figures converted, or figures from the body size (about 4 characters a token)."""
+        if given is not None:
+            cached = given.get("cache_read_input_tokens", 0)
+            prompt = given.get("input_tokens", 0) + cached
+            output = given.get("output_tokens", 0)
+        else:
+            prompt = max(1, len(json.dumps(body)) // 4)
+            output = max(1, len(json.dumps(choices)) // 4)
+            cached = min(prompt, self._cached(body.get("messages") or []))
+        return {"prompt_tokens": prompt, "completion_tokens": output, "total_tokens": prompt + output,
+                "prompt_tokens_details": {"cached_tokens": cached}}  # fmt: skip
+
+    def _cached(self, messages: list[Body]) -> int:
+        chain, size, cached = "", 0, 0
+        with self._lock:
+            for message in messages:
+                piece = json.dumps(message, sort_keys=True)
+                chain = hashlib.sha256((chain + piece).encode()).hexdigest()
+                size += len(piece)
+                if chain in self._seen:
+                    cached = size // 4
+                self._seen.add(chain)
+        return cached
+
+
+def _choice(partial: Body) -> Body:
+    """An Anthropic-format scripted message as an OpenAI choice."""
+    blocks = partial.get("content", [])
+    texts = [b["text"] for b in blocks if b["type"] == "text"]
+    calls = [
+        {"id": b["id"].replace("toolu_", "call_"), "type": "function",
+         "function": {"name": b["name"], "arguments": json.dumps(b["input"])}}
+        for b in blocks if b["type"] == "tool_use"
+    ]  # fmt: skip
+    message: Body = {"role": "assistant", "content": "\n".join(texts) if texts else None}
+    if calls:
+        message["tool_calls"] = calls
+    finish = FINISH.get(partial.get("stop_reason") or "end_turn", "stop")
+    return {"index": 0, "message": message, "finish_reason": finish}
+
+
+def _error_body(reply: Reply) -> Body:
+    body = reply.body or {}
+    if "error" in body and "type" not in body:
+        return body  # already OpenAI's shape
+    error = body.get("error") or {}
+    kinds = {"rate_limit_error": "requests", "overloaded_error": "server_error", "api_error": "server_error"}
+    kind = kinds.get(error.get("type", ""), "invalid_request_error")
+    message = error.get("message", "error")
+    code = "context_length_exceeded" if "prompt is too long" in message else None
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+
+
+# -- request bodies, in either provider's format -----------------------------------------------------------
+
+
+def said(body: Body) -> str:
+    """The last paragraph of the last user text (Anthropic: of the last text block of the last user message):
+    what the user typed, without the context blocks before it."""
+    for message in reversed(body.get("messages", [])):
+        if message["role"] != "user":
+            continue
+        content = message["content"]
+        if isinstance(content, str):
+            return content.rsplit("\n\n", 1)[-1]
+        texts = [b.get("text", "") for b in content if b.get("type") == "text"]
+        return texts[-1].rsplit("\n\n", 1)[-1] if texts else ""
+    return ""
+
+
+def results(body: Body) -> list[str]:
+    """The tool results the request ends with, as text (Anthropic tool_result blocks or OpenAI tool messages)."""
+    messages = body.get("messages", [])
+    out: list[str] = []
+    for message in reversed(messages):
+        if message["role"] == "tool":
+            out.insert(0, message["content"])
+            continue
+        if message["role"] == "user" and not isinstance(message["content"], str) and not out:
+            for block in message["content"]:
+                if block.get("type") == "tool_result":
+                    content = block["content"]
+                    out.append(content if isinstance(content, str) else json.dumps(content))
+        break
+    return out
