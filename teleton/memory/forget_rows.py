@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -237,34 +237,26 @@ def _find_sessions(conn: Connection, matcher: Matcher, rows: Rows, owner: bool, 
         rows.sample("session", said[0] if said else row["summary"], chat_id=int(row["chat_id"]))
 
 
+def _by_status(
+    conn: Connection, table: str, match: str, statuses: Sequence[str], scope: str, args: list[Any]
+) -> tuple[set[int], set[int]]:
+    """Ids of ``table`` rows matching ``match``: those in ``statuses``, and the others."""
+    marks = ",".join("?" * len(statuses))
+    sql = f"select id from {table} where ({match}) and status {{}} ({marks}) {scope}"
+    return (
+        _ids(conn, sql.format("in"), [*statuses, *args]),
+        _ids(conn, sql.format("not in"), [*statuses, *args]),
+    )
+
+
 def _find_records(conn: Connection, rows: Rows, owner: bool, user_id: int | None) -> None:
     """Other tables holding user text: finished ones are scrubbed, open promises only reported."""
     tasks = "forget_hit(description) or forget_json(payload) or forget_hit(result)"
     sends = "forget_json(payload) or forget_hit(preview) or forget_hit(result)"
     task_scope, task_args = ("", []) if owner else ("and chat_id = ?", [user_id])
     send_scope, send_args = ("", []) if owner else ("and from_chat_id = ?", [user_id])
-    marks = ",".join("?" * len(FINISHED_TASKS))
-    done = _ids(
-        conn,
-        f"select id from tasks where ({tasks}) and status in ({marks}) {task_scope}",
-        [*FINISHED_TASKS, *task_args],
-    )
-    open_ = _ids(
-        conn,
-        f"select id from tasks where ({tasks}) and status not in ({marks}) {task_scope}",
-        [*FINISHED_TASKS, *task_args],
-    )
-    marks = ",".join("?" * len(DECIDED_SENDS))
-    decided = _ids(
-        conn,
-        f"select id from pending_sends where ({sends}) and status in ({marks}) {send_scope}",
-        [*DECIDED_SENDS, *send_args],
-    )
-    held = _ids(
-        conn,
-        f"select id from pending_sends where ({sends}) and status not in ({marks}) {send_scope}",
-        [*DECIDED_SENDS, *send_args],
-    )
+    done, open_ = _by_status(conn, "tasks", tasks, FINISHED_TASKS, task_scope, task_args)
+    decided, held = _by_status(conn, "pending_sends", sends, DECIDED_SENDS, send_scope, send_args)
     rows.records = {name: ids for name, ids in (("tasks", done), ("pending_sends", decided)) if ids}
     rows.held = {name: ids for name, ids in (("pending_tasks", open_), ("held_sends", held)) if ids}
     if owner:

@@ -22,7 +22,27 @@ DEFAULT_BATCH = 64
 TOKEN_BUDGET = 1024  # padded tokens per batch (see token_batches)
 
 
-class LocalEmbedder:
+class OnWorkerThread:
+    """What both local models share: ``encode`` runs on one dedicated thread, so the event loop never waits
+    on it and two callers never fight over the same cores."""
+
+    _executor: ThreadPoolExecutor
+
+    def _start_worker(self) -> None:
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="teleton-embed")
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        raise NotImplementedError
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self.encode, list(texts))
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False)
+
+
+class LocalEmbedder(OnWorkerThread):
     """An :class:`EmbeddingProvider` over an ONNX sentence-embedding model."""
 
     def __init__(self, files: ModelFiles, *, batch_size: int = DEFAULT_BATCH, threads: int | None = None) -> None:
@@ -39,11 +59,7 @@ class LocalEmbedder:
         self.model_id = files.model_id
         self.batch_size = batch_size
         self.dims = int(self.encode(["probe"]).shape[1])
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="teleton-embed")
-
-    async def embed(self, texts: Sequence[str]) -> np.ndarray:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, self.encode, list(texts))
+        self._start_worker()
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """Synchronous embedding (for scripts and the worker thread)."""
@@ -70,9 +86,6 @@ class LocalEmbedder:
             feeds["token_type_ids"] = np.zeros_like(ids)
         hidden = self._session.run(None, feeds)[0]
         return mean_pool_normalise(hidden, mask)
-
-    def close(self) -> None:
-        self._executor.shutdown(wait=False)
 
 
 def open_session(files: ModelFiles, threads: int | None, *, custom_ops: bool = False):  # -> ort.InferenceSession

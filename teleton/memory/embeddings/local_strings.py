@@ -2,18 +2,16 @@
 
 Tokenisation (SentencePiece) and pooling happen inside the graph, so texts go in as they are, in
 length-sorted batches (the graph pads a batch to its longest text), and vectors come out to be normalised.
-Same worker-thread and session rules as :mod:`teleton.memory.embeddings.local`.
+Same worker thread and session rules as :mod:`teleton.memory.embeddings.local`.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from teleton.memory.embeddings.local import DEFAULT_BATCH, open_session, token_batches
+from teleton.memory.embeddings.local import DEFAULT_BATCH, OnWorkerThread, open_session, token_batches
 from teleton.memory.embeddings.model_files import ModelFiles
 
 # The graph reads whole texts and averages over them: past ~1,000 characters (about MiniLM's 256-token cut)
@@ -22,7 +20,7 @@ MAX_CHARS = 1_000
 CHARS_PER_TOKEN = 4  # to reuse token_batches' padded-size budget on characters
 
 
-class StringsEmbedder:
+class StringsEmbedder(OnWorkerThread):
     """An :class:`EmbeddingProvider` over an ONNX graph with a string input and a vector output."""
 
     def __init__(self, files: ModelFiles, *, batch_size: int = DEFAULT_BATCH, threads: int | None = None) -> None:
@@ -32,11 +30,7 @@ class StringsEmbedder:
         self.model_id = files.model_id
         self.batch_size = batch_size
         self.dims = int(self.encode(["probe"]).shape[1])
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="teleton-embed")
-
-    async def embed(self, texts: Sequence[str]) -> np.ndarray:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, self.encode, list(texts))
+        self._start_worker()
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """Synchronous embedding (for scripts and the worker thread)."""
@@ -53,6 +47,3 @@ class StringsEmbedder:
                 out[i] = vector
         matrix = np.stack(out).astype(np.float32)
         return matrix / np.clip(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12, None)
-
-    def close(self) -> None:
-        self._executor.shutdown(wait=False)
