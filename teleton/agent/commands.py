@@ -16,10 +16,12 @@ from typing import TYPE_CHECKING, Protocol
 
 from teleton.agent import answering, memory_budget
 from teleton.gateway.contract import IncomingMessage
+from teleton.llm.prices import FREE, Price, usd
 
 if TYPE_CHECKING:
     from teleton.agent.compactor import CompactionOutcome
     from teleton.agent.runtime import Agent
+    from teleton.agent.sessions import Session
     from teleton.agent.turn import Turn
     from teleton.privacy import Clearance
 
@@ -268,8 +270,29 @@ async def status_text(agent: Agent, turn: Turn) -> str:
         f"Model: {llm.model} (utility {llm.utility_model}); retries since start: "
         f"{agent.deps.llm.retries}" + ("; PAUSED" if agent.paused else "")
     )
+    failover = agent.deps.llm.failover.status()
+    if failover:
+        lines.append("Failover: " + failover)
+    spend = spend_line(agent.deps.llm.price, session, agent.last_turns.get(chat.id))
+    if spend:
+        lines.append(spend)
     # A list, so it reads line by line both as Telegram's plain text and rendered as Markdown (terminal).
     return "\n".join(f"- {line}" for line in lines)
+
+
+def spend_line(price: Price | None, session: Session | None, last: memory_budget.TurnStats | None) -> str | None:
+    """What this session and the last turn cost at the main model's price; None when the price is unknown."""
+    if price is None or session is None:
+        return None
+    if price == FREE:
+        return "Spend: none (a local model)"
+    total = price.cost(session.input_tokens, session.output_tokens, session.cache_read_tokens)
+    line = f"Spend: {usd(total)} this session"
+    if last is not None:
+        u = last.usage  # cache writes count as input, as the session's totals do
+        turn = price.cost(u.input_tokens + u.cache_write_tokens, u.output_tokens, u.cache_read_tokens)
+        line += f", {usd(turn)} last turn"
+    return line
 
 
 async def memory_stats(agent: Agent, clearance: Clearance) -> str:

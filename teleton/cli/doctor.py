@@ -1,8 +1,8 @@
 """`teleton doctor`: check everything the daemon needs, each line OK or FAIL with the fix.
 
 Every check is listed even when an earlier one fails (those that need the config say SKIP when it does not
-load). ``--online`` adds the checks that need the network: the API key with one tiny request, and the
-Telegram session by connecting and asking who it is."""
+load). ``--online`` adds the checks that need the network: the main model's provider with one tiny request,
+a remote embedding endpoint with one embedding, and the Telegram session by connecting and asking who it is."""
 
 from __future__ import annotations
 
@@ -76,6 +76,8 @@ def check_embedding_model(config: Config) -> Check:
             f"Voyage AI {config.embedding.voyage_model}" + ("" if ok else ": no key"),
             "" if ok else "set VOYAGE_API_KEY",
         )
+    if config.embedding.provider == "openai_compatible":
+        return check_embedding_endpoint(config)
     from teleton.memory.embeddings import hf_download, model_files
 
     emb = config.embedding
@@ -157,6 +159,20 @@ def check_data_dir(config: Config) -> list[Check]:
     return [writable, disk]
 
 
+def check_embedding_endpoint(config: Config) -> Check:
+    """Offline: the URL, model and key the config names (``--online`` then calls the server)."""
+    from teleton.memory.embeddings.openai_compatible import EmbeddingEndpointError, endpoint_of
+
+    emb = config.embedding
+    try:
+        base_url, _, _ = endpoint_of(emb)
+    except EmbeddingEndpointError as exc:
+        return Check("Embedding model", False, str(exc), "fix the named key in the embedding section")
+    if not emb.model:
+        return Check("Embedding model", False, "embedding.model: missing", "set it, e.g. nomic-embed-text")
+    return Check("Embedding model", True, f"{emb.model} at {base_url}")
+
+
 def check_database_mode(config: Config) -> Check | None:
     path = config.storage.database
     if path is None or not path.exists():
@@ -166,14 +182,24 @@ def check_database_mode(config: Config) -> Check | None:
     return Check("Database file mode", ok, f"{mode:o}", "" if ok else f"chmod 600 {path}")
 
 
-def check_anthropic_key(config: Config) -> Check:
-    ok = bool(config.agent.api_key)
-    return Check(
-        "Anthropic API key",
-        ok,
-        "present" if ok else "missing",
-        "" if ok else "export ANTHROPIC_API_KEY=... or set agent.api_key in the config",
-    )
+def provider_label(provider: str) -> str:
+    return "Anthropic" if provider == "anthropic" else provider
+
+
+def check_api_key(config: Config) -> Check:
+    """The main model's key, from the config or its preset's variable; a local server needs none."""
+    from teleton.llm.presets import PresetError, endpoint_for
+
+    name = f"{provider_label(config.agent.provider)} API key"
+    try:
+        ep = endpoint_for(config.agent)
+    except PresetError as exc:
+        return Check(name, False, str(exc), "run `teleton models` for the known providers")
+    if ep.preset.key_env is None:
+        return Check(name, True, "present" if ep.api_key else f"not needed ({ep.preset.name} runs without one)")
+    ok = bool(ep.api_key)
+    fix = f"export {ep.preset.key_env}=... or set agent.api_key in the config"
+    return Check(name, ok, "present" if ok else "missing", "" if ok else fix)
 
 
 def check_database(config: Config) -> Check:
@@ -207,7 +233,7 @@ def check_config_mode(config: Config) -> Check | None:
 
 
 LOCAL_CHECKS = ("Config file mode", "Embedding model", "Workspace", "Database", "Database file mode",
-                "Data directory", "Free disk", "Telegram session", "Anthropic API key")  # fmt: skip
+                "Data directory", "Free disk", "Telegram session", "Model API key")  # fmt: skip
 
 
 def run_checks(config_path: Path | None, *, online: bool = False) -> list[Check]:
@@ -224,12 +250,12 @@ def run_checks(config_path: Path | None, *, online: bool = False) -> list[Check]
         check_database_mode,
         check_data_dir,
         check_telegram_session,
-        check_anthropic_key,
+        check_api_key,
     ]
     if online:
-        from teleton.cli.doctor_online import check_anthropic_online, check_telegram_online
+        from teleton.cli.doctor_online import check_embeddings_online, check_model_online, check_telegram_online
 
-        extra += [check_anthropic_online, check_telegram_online]
+        extra += [check_model_online, check_embeddings_online, check_telegram_online]
     for fn in extra:
         result = fn(config)
         checks.extend(result if isinstance(result, list) else [result] if result is not None else [])

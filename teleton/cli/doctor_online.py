@@ -10,30 +10,56 @@ from teleton.config import Config
 ONLINE_TIMEOUT_S = 20.0
 
 
-def check_anthropic_online(config: Config) -> Check:
-    """One tiny request on the utility model (a few tokens): is the key accepted, is the API reachable."""
+def check_model_online(config: Config) -> Check:
+    """One tiny request (one token) to the main model on its own provider, never failed over: is the key
+    accepted, is the server reachable, does the model exist."""
+    from teleton.cli.doctor import provider_label
     from teleton.llm import LLMClient, LLMError, LLMSettings
+    from teleton.llm.connect import provider_for
+    from teleton.llm.presets import endpoint_for, problem
 
-    if not config.agent.api_key:
-        return Check("Anthropic API (online)", None, "not checked: no API key")
+    agent = config.agent
+    name = f"{provider_label(agent.provider)} API (online)"
+    ep = endpoint_for(agent)
+    why_not = problem(ep, agent.model)
+    if why_not:
+        return Check(name, None, f"not checked: {why_not}")
 
     async def ping() -> None:
-        settings = LLMSettings.from_config(config.agent, max_retries=0, request_timeout_s=ONLINE_TIMEOUT_S)
-        llm = LLMClient(settings, api_key=config.agent.api_key, base_url=config.agent.base_url)
+        settings = LLMSettings.from_config(agent, max_retries=0, request_timeout_s=ONLINE_TIMEOUT_S)
+        provider = provider_for(ep)
+        llm = LLMClient(settings, api_key=ep.api_key, base_url=ep.base_url, provider=provider, name=agent.provider)
         try:
-            await llm.complete("Reply with OK.", max_tokens=1)
+            await llm.create(system="Reply with OK.", messages=[{"role": "user", "content": "OK?"}], max_tokens=1)
         finally:
             await llm.close()
 
     try:
         asyncio.run(ping())
     except LLMError as exc:
-        rejected = "401" in str(exc) or "403" in str(exc)
-        fix = "set a valid key: ANTHROPIC_API_KEY or agent.api_key" if rejected else "check the model names"
-        return Check("Anthropic API (online)", False, "API key rejected" if rejected else str(exc), fix)
+        if exc.key_rejected:
+            key = f"{ep.preset.key_env} or agent.api_key" if ep.preset.key_env else "agent.api_key"
+            return Check(name, False, "API key rejected", f"set a valid key: {key}")
+        if exc.unreachable:
+            return Check(name, False, f"cannot reach {ep.base_url or 'the API'}: {exc}", "check the network / base_url")
+        return Check(name, False, str(exc), "check agent.model (`teleton models` lists the providers)")
     except Exception as exc:  # unreachable, timed out
-        return Check("Anthropic API (online)", False, f"cannot reach the API: {exc}", "check the network / base_url")
-    return Check("Anthropic API (online)", True, f"key accepted ({config.agent.utility_model} answered)")
+        return Check(name, False, f"cannot reach the API: {exc}", "check the network / base_url")
+    return Check(name, True, f"{agent.model} answered")
+
+
+def check_embeddings_online(config: Config) -> Check | None:
+    """One embedding from a remote endpoint (``openai_compatible``; building the provider embeds a probe)."""
+    if config.embedding.provider != "openai_compatible":
+        return None
+    from teleton.memory.embeddings.openai_compatible import EmbeddingEndpointError, from_config
+
+    try:
+        provider = from_config(config.embedding, batch_size=1, attempts=1)
+    except EmbeddingEndpointError as exc:
+        return Check("Embeddings (online)", False, str(exc), "fix the embedding section (or the server)")
+    asyncio.run(provider.aclose())
+    return Check("Embeddings (online)", True, f"{provider.model_id}: {provider.dims}-dim vectors")
 
 
 def check_telegram_online(config: Config) -> Check:

@@ -8,7 +8,6 @@ cannot know in advance, so the first run sends the code and prints the exact com
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +17,7 @@ import typer
 import yaml
 from rich.console import Console
 
+from teleton.cli.setup_provider import ModelChoice, agent_settings, ask_model, provider_problem
 from teleton.config import ConfigError, default_config_path, load_config, write_config
 from teleton.telegram.login import LoginError, LoginPrompts
 
@@ -41,6 +41,9 @@ class SetupAnswers:
     dm_policy: str = "allowlist"
     group_policy: str = "allowlist"
     api_key: str | None = None
+    provider: str | None = None  # None: keep the configured provider and model
+    model: str | None = None
+    base_url: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -49,6 +52,7 @@ def validate(a: SetupAnswers) -> list[str]:
     problems = []
     if a.mode not in ("user", "bot", TERMINAL):
         problems.append(f"--mode must be 'user', 'bot' or '{TERMINAL}'")
+    problems += provider_problem(a.provider, a.model, a.base_url)
     if a.mode == TERMINAL:
         return problems
     if a.api_id is None or a.api_id <= 0:
@@ -68,7 +72,10 @@ def validate(a: SetupAnswers) -> list[str]:
 def config_data(existing: dict[str, Any], a: SetupAnswers) -> dict[str, Any]:
     """The config to write: the existing file with the answered keys replaced."""
     data = {k: dict(v) if isinstance(v, dict) else v for k, v in existing.items()}
-    if a.api_key:
+    if a.provider:
+        choice = ModelChoice(a.provider, a.model, a.api_key, a.base_url)
+        data["agent"] = agent_settings(data.get("agent") or {}, choice)
+    elif a.api_key:
         data.setdefault("agent", {})["api_key"] = a.api_key
     if a.mode == TERMINAL:  # Telegram comes later: nothing of it is asked or written now
         return data
@@ -114,7 +121,7 @@ def policy_warnings(tg: Any) -> list[str]:
     return warnings
 
 
-def ask(existing_tg: dict[str, Any]) -> SetupAnswers:
+def ask(existing_tg: dict[str, Any], existing_agent: dict[str, Any] | None = None) -> SetupAnswers:
     """The interactive questions (questionary)."""
     import questionary
 
@@ -136,7 +143,7 @@ def ask(existing_tg: dict[str, Any]) -> SetupAnswers:
         ).ask()
     )
     if a.mode == TERMINAL:
-        a.api_key = _ask_api_key(questionary)
+        _ask_model(a, questionary, need, existing_agent or {})
         return a
     console.print("api_id and api_hash come from https://my.telegram.org/apps (both modes need them).")
     a.api_id = int(
@@ -187,15 +194,13 @@ def ask(existing_tg: dict[str, Any]) -> SetupAnswers:
             default=existing_tg.get("group_policy", "allowlist"),
         ).ask()
     )
-    a.api_key = _ask_api_key(questionary)
+    _ask_model(a, questionary, need, existing_agent or {})
     return a
 
 
-def _ask_api_key(questionary: Any) -> str | None:
-    if os.environ.get("ANTHROPIC_API_KEY"):
-        return None
-    answer = questionary.password("Anthropic API key (empty to set ANTHROPIC_API_KEY later)").ask()
-    return (answer or "").strip() or None
+def _ask_model(a: SetupAnswers, questionary: Any, need: Any, existing_agent: dict[str, Any]) -> None:
+    choice = ask_model(questionary, need, existing_agent)
+    a.provider, a.model, a.api_key, a.base_url = choice.provider, choice.model, choice.api_key, choice.base_url
 
 
 def interactive_prompts() -> LoginPrompts:
@@ -283,6 +288,11 @@ def setup(
     phone_code_hash: Annotated[str | None, typer.Option(help="Printed by the first non-interactive run.")] = None,
     password: Annotated[str | None, typer.Option(envvar="TELETON_2FA_PASSWORD", help="2FA password.")] = None,
     skip_login: Annotated[bool, typer.Option("--skip-login", help="Write config and workspace only.")] = False,
+    provider: Annotated[
+        str | None, typer.Option(help="Model provider: anthropic, openai, ollama... (`teleton models`).")
+    ] = None,
+    model: Annotated[str | None, typer.Option(help="The model, e.g. qwen3:8b (required unless anthropic).")] = None,
+    base_url: Annotated[str | None, typer.Option(help="The provider's URL, if not its preset's.")] = None,
 ) -> None:
     """Write the config (mode 0600), create the workspace and log in to Telegram."""
     from teleton.cli.context import state
@@ -300,9 +310,12 @@ def setup(
             owner_id=owner_id,
             dm_policy=dm_policy,
             group_policy=group_policy,
+            provider=provider,
+            model=model,
+            base_url=base_url,
         )
     else:
-        answers = ask(existing.get("telegram") or {})
+        answers = ask(existing.get("telegram") or {}, existing.get("agent") or {})
     problems = validate(answers)
     if problems:
         for problem in problems:

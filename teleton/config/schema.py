@@ -22,6 +22,23 @@ ProviderName = Literal[
 ]  # fmt: skip
 
 
+class FallbackConfig(Section):
+    """One provider of the failover chain; unset base_url / api_key come from its preset."""
+
+    provider: ProviderName
+    model: str
+    base_url: str | None = None
+    api_key: str | None = Field(default=None, repr=False)
+
+
+class PriceConfig(Section):
+    """US dollars per 1M tokens: overrides the preset's price (teleton.llm.prices)."""
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cache_read: float = Field(default=0.0, ge=0)
+
+
 class AgentConfig(Section):
     # Unset keys come from the provider's preset: base_url, the key's variable, context_window.
     provider: ProviderName = "anthropic"
@@ -30,6 +47,14 @@ class AgentConfig(Section):
     base_url: str | None = None
     model: str = "claude-sonnet-4-5"
     utility_model: str = "claude-haiku-4-5"
+    # The utility model's own provider (None: agent.provider's); its URL and key resolve through the same presets.
+    utility_provider: ProviderName | None = None
+    utility_base_url: str | None = None
+    utility_api_key: str | None = Field(default=None, repr=False)
+    # Tried in order when the main provider is still down after its retries; the primary again after the cool-down.
+    fallbacks: list[FallbackConfig] = Field(default_factory=list)
+    failover_retry_s: float = Field(default=60.0, gt=0)
+    price_per_mtok: PriceConfig | None = None  # None: the preset's price for the model, where known
     max_tokens: int = Field(default=4096, ge=1)
     temperature: float = Field(default=0.7, ge=0.0, le=1.0)
     max_iterations: int = Field(default=10, ge=1)
@@ -82,9 +107,12 @@ class TelegramConfig(Section):
 
 
 class EmbeddingConfig(Section):
-    provider: Literal["local", "anthropic", "none"] = "local"
+    provider: Literal["local", "anthropic", "openai_compatible", "none"] = "local"
     model: str | None = None
     model_path: Path | None = None
+    preset: ProviderName | None = None  # openai_compatible: a named server (ollama, openai...) for URL and key
+    base_url: str | None = None  # openai_compatible: the server's URL (overrides the preset's)
+    api_key: str | None = Field(default=None, repr=False)  # openai_compatible: else the preset's key variable
     voyage_api_key: str | None = Field(default=None, repr=False)
     voyage_model: str = "voyage-3.5-lite"
     batch_size: int = Field(default=64, ge=1)

@@ -10,8 +10,9 @@ the prompt does not fit becomes ``ContextOverflowError`` so the runtime can comp
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import structlog
@@ -23,6 +24,8 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from teleton.llm.failover import Failover, Route, failover_reason
+from teleton.llm.prices import Price
 from teleton.llm.progress import Progress
 from teleton.llm.types import (
     RETRYABLE,
@@ -50,6 +53,10 @@ __all__ = [
 ]
 
 log = structlog.get_logger(__name__)
+
+
+def _unavailable(exc: TransientError, tries: int) -> LLMError:
+    return LLMError(f"model unavailable after {tries} attempts: {exc}", unreachable=exc.unreachable)
 
 
 @dataclass(frozen=True)
@@ -94,8 +101,21 @@ def _backoff(base_s: float, max_s: float) -> Callable[[RetryCallState], float]:
     return wait
 
 
+def anthropic_provider(settings: LLMSettings, api_key: str | None, base_url: str | None) -> Provider:
+    """The Messages API with the request timeout; a black-holed address fails on the connect timeout."""
+    import anthropic
+
+    from teleton.llm.anthropic_provider import AnthropicProvider
+
+    connect = min(settings.connect_timeout_s, settings.request_timeout_s)
+    timeout = anthropic.Timeout(settings.request_timeout_s, connect=connect)
+    return AnthropicProvider(api_key=api_key, base_url=base_url, timeout=timeout)
+
+
 class LLMClient:
-    """One provider (Anthropic unless told) with Teleton's retries, usage accounting and error mapping."""
+    """The main model's provider (Anthropic unless told) and its fallbacks, the utility model's provider, with
+    Teleton's retries, failover and error mapping. Requests on ``settings.utility_model`` go to the utility
+    provider when one is set: the callers (distiller, compaction) name the model, the client picks the route."""
 
     def __init__(
         self,
@@ -104,22 +124,24 @@ class LLMClient:
         api_key: str | None = None,
         base_url: str | None = None,
         provider: Provider | None = None,
+        name: str = "anthropic",
+        fallbacks: Sequence[Route] = (),
+        utility: Route | None = None,
+        failover_retry_s: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+        price: Price | None = None,
     ) -> None:
         self.settings = settings
-        if provider is None:
-            import anthropic
-
-            from teleton.llm.anthropic_provider import AnthropicProvider
-
-            timeout = anthropic.Timeout(
-                settings.request_timeout_s, connect=min(settings.connect_timeout_s, settings.request_timeout_s)
-            )
-            provider = AnthropicProvider(api_key=api_key, base_url=base_url, timeout=timeout)
-        self.provider = provider
+        self.provider = provider or anthropic_provider(settings, api_key, base_url)
+        self.failover = Failover([Route(name, self.provider), *fallbacks], retry_s=failover_retry_s, clock=clock)
+        self.utility = utility  # None: the utility model runs on the main chain
+        self.price = price  # the main model's, for /status spend; None: unknown
         self.retries = 0  # total retries since start, for /status and logs
 
     async def close(self) -> None:
-        await self.provider.close()
+        providers = [r.provider for r in self.failover.routes] + ([self.utility.provider] if self.utility else [])
+        for provider in providers:
+            await provider.close()
 
     async def create(
         self,
@@ -133,7 +155,7 @@ class LLMClient:
         tool_choice: dict[str, str] | None = None,
         progress: Progress | None = None,
     ) -> LLMResponse:
-        """One model call, retried on transient failures; streamed to ``progress`` when given."""
+        """One model call, retried on transient failures, then failed over; streamed to ``progress`` when given."""
         s = self.settings
         request = Request(
             model=model or s.model,
@@ -146,6 +168,30 @@ class LLMClient:
             timeout_s=s.request_timeout_s,
             connect_timeout_s=s.connect_timeout_s,
         )
+        if self.utility is not None and model is not None and model == s.utility_model:
+            try:
+                return await self._send(self.utility.provider, request, progress, s.max_retries)
+            except TransientError as exc:
+                raise _unavailable(exc, s.max_retries + 1) from exc.__cause__
+        last: TransientError | None = None
+        for attempt in self.failover.plan():
+            route = self.failover.routes[attempt.index]
+            routed = replace(request, model=route.model) if route.model else request
+            retries = 0 if attempt.probe else s.max_retries
+            try:
+                response = await self._send(route.provider, routed, progress, retries)
+            except TransientError as exc:
+                self.failover.failed(attempt.index)
+                log.warning("llm_route_failed", route=route.name, probe=attempt.probe, reason=str(exc))
+                last = exc
+                continue
+            self.failover.answered(attempt.index, failover_reason(last) if last else "")
+            return response
+        assert last is not None  # the plan always holds the current route
+        raise _unavailable(last, s.max_retries + 1) from last.__cause__
+
+    async def _send(self, provider: Provider, request: Request, progress: Progress | None, retries: int) -> LLMResponse:
+        """One request to one provider, retried ``retries`` times on transient failures."""
 
         def retrying_log(state: RetryCallState) -> None:
             self.retries += 1
@@ -155,22 +201,17 @@ class LLMClient:
             if progress is not None:
                 progress.retry(state.attempt_number, wait, reason)
 
+        s = self.settings
         retrying = AsyncRetrying(
-            stop=stop_after_attempt(s.max_retries + 1),
+            stop=stop_after_attempt(retries + 1),
             wait=_backoff(s.retry_base_delay_s, s.retry_max_delay_s),
             retry=retry_if_exception_type(TransientError),
             before_sleep=retrying_log,
             reraise=True,
         )
-        try:
-            async for attempt in retrying:
-                with attempt:
-                    response = await self.provider.send(request, progress)
-        except TransientError as exc:
-            tries = s.max_retries + 1
-            raise LLMError(
-                f"model unavailable after {tries} attempts: {exc}", unreachable=exc.unreachable
-            ) from exc.__cause__
+        async for attempt in retrying:
+            with attempt:
+                response = await provider.send(request, progress)
         return response
 
     async def complete(self, prompt: str, *, system: str = "", max_tokens: int = 1024) -> str:

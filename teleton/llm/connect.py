@@ -1,20 +1,60 @@
-"""The model client for a config: the provider its preset names, the key and URL resolved."""
+"""The model client for a config: the providers its presets name (main, fallbacks, utility), keys and URLs
+resolved, and the main model's price."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from teleton.llm.client import LLMClient, LLMSettings
-from teleton.llm.presets import Endpoint, endpoint_for
+from teleton.llm.client import LLMClient, LLMSettings, anthropic_provider
+from teleton.llm.failover import Route
+from teleton.llm.presets import Endpoint, endpoint, endpoint_for, preset
+from teleton.llm.prices import price_for
 from teleton.llm.types import Provider
 
 
-def client_for(agent: Any, env: Mapping[str, str] | None = None, **overrides: Any) -> LLMClient:
-    """An ``LLMClient`` for ``config.agent``; ``overrides`` change its settings (e.g. fewer retries)."""
+def client_for(
+    agent: Any, env: Mapping[str, str] | None = None, *, clock: Callable[[], float] | None = None, **overrides: Any
+) -> LLMClient:
+    """An ``LLMClient`` for ``config.agent``; ``overrides`` change its settings (e.g. fewer retries), ``clock``
+    replaces the monotonic clock of the failover cool-down (tests)."""
+    env = os.environ if env is None else env
     settings = LLMSettings.from_config(agent, **overrides)
     ep = endpoint_for(agent, env)
-    return LLMClient(settings, api_key=ep.api_key, base_url=ep.base_url, provider=provider_for(ep))
+    fallbacks = [_route(f.provider, f.model, f.base_url, f.api_key, env, settings) for f in agent.fallbacks]
+    utility = None
+    if agent.utility_provider or agent.utility_base_url or agent.utility_api_key:
+        name = agent.utility_provider or agent.provider
+        utility = _route(name, None, agent.utility_base_url, agent.utility_api_key, env, settings)
+    extra: dict[str, Any] = {} if clock is None else {"clock": clock}
+    return LLMClient(
+        settings,
+        api_key=ep.api_key,
+        base_url=ep.base_url,
+        provider=provider_for(ep),
+        name=agent.provider,
+        fallbacks=fallbacks,
+        utility=utility,
+        failover_retry_s=agent.failover_retry_s,
+        price=price_for(agent.provider, agent.model, agent.price_per_mtok),
+        **extra,
+    )
+
+
+def _route(
+    name: str,
+    model: str | None,
+    base_url: str | None,
+    api_key: str | None,
+    env: Mapping[str, str],
+    settings: LLMSettings,
+) -> Route:
+    """A provider other than the main one, its key from the config or else its preset's variable."""
+    key_env = preset(name).key_env
+    key = api_key or (env.get(key_env) if key_env else None)
+    ep = endpoint(name, base_url=base_url, api_key=key)
+    return Route(name, provider_for(ep) or anthropic_provider(settings, ep.api_key, ep.base_url), model)
 
 
 def provider_for(ep: Endpoint) -> Provider | None:

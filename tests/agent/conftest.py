@@ -111,14 +111,19 @@ def llm_settings() -> LLMSettings:
 
 
 async def build_harness(
-    tmp_path: Path, db: Database, fake: FakeAnthropic | FakeOpenAI, settings: AgentSettings | None = None
+    tmp_path: Path,
+    db: Database,
+    fake: FakeAnthropic | FakeOpenAI,
+    settings: AgentSettings | None = None,
+    llm: LLMClient | None = None,
 ) -> Harness:
-    """The agent on the provider ``fake`` plays: the scripted Messages API, or the OpenAI-compatible one."""
+    """The agent on the provider ``fake`` plays: the scripted Messages API, or the OpenAI-compatible one
+    (``llm``: a client built by the test, e.g. from a config with fallbacks)."""
     workspace = tmp_path / "workspace"
     workspace.mkdir(exist_ok=True)
-    if isinstance(fake, FakeOpenAI):
+    if llm is None and isinstance(fake, FakeOpenAI):
         llm = LLMClient(llm_settings(), provider=OpenAIProvider(api_key="test", base_url=fake.base_url))
-    else:
+    elif llm is None:
         llm = LLMClient(llm_settings(), api_key="test", base_url=fake.base_url)
     out = io.StringIO()
     gateway = TerminalGateway(Console(file=out, width=100), db=db)

@@ -5,8 +5,11 @@ prompt injection and calls whatever tool it is asked for."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
+
+import pytest
 
 from teleton.agent.distiller import Distiller
 from teleton.agent.runtime import AgentSettings
@@ -27,6 +30,8 @@ from tests.fakes.anthropic_server import (
     tool_use,
     user_said,
 )
+from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.openai_view import PROVIDERS, FakeOpenAIInAnthropicTerms
 
 SECRETS = {
     "memory file": "SECRET-MEMFILE-1111",
@@ -117,7 +122,17 @@ async def seed_private_memory(h: Harness) -> None:
     await h.archive(h.message(OTHER_GROUP, MALLORY, f"chess bank PIN diary {SECRETS['other chat message']}"))
 
 
-async def test_no_dm_content_reaches_a_group_request(tmp_path: Path, db: Database, fake_api: FakeAnthropic) -> None:
+@pytest.fixture(params=PROVIDERS)
+def obeying_api(request: pytest.FixtureRequest) -> Iterator[FakeAnthropic | FakeOpenAI]:
+    """The obedient model behind each provider's API; the OpenAI one shows its requests in Messages terms."""
+    with FakeAnthropic() if request.param == "anthropic" else FakeOpenAIInAnthropicTerms() as fake:
+        yield fake
+
+
+async def test_no_dm_content_reaches_a_group_request(
+    tmp_path: Path, db: Database, obeying_api: FakeAnthropic | FakeOpenAI
+) -> None:
+    fake_api = obeying_api
     # Small thresholds so group turns also run memory flushes and compactions (utility-model requests).
     settings = AgentSettings(
         session_reset_hour=None,

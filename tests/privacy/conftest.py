@@ -39,6 +39,8 @@ import pytest
 
 from tests.daemon.harness import OWNER, Daemon, write_config
 from tests.fakes.anthropic_server import Body, FakeAnthropic, Reply, text, tool_use
+from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.openai_view import PROVIDERS, FakeOpenAIInAnthropicTerms, provider_config
 
 # ---------------------------------------------------------------------------------------------------------
 # People and chats
@@ -513,7 +515,7 @@ class World:
 
     name: str
     root: Path
-    api: FakeAnthropic
+    api: FakeAnthropic | FakeOpenAI  # the OpenAI one shows its requests in the Messages API's shape
     daemon: Daemon
     distill: bool = False
     allow_mode: bool = False  # privacy.cross_chat_sends: allow (admins' cross-chat sends go out by config)
@@ -907,12 +909,15 @@ def _env(values: dict[str, str]) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def running_world(name: str, *, distill: bool = False, **overrides: Any) -> Iterator[World]:
-    """A daemon with the planted workspace and the obedient model; stopped (and its files removed) after."""
+def running_world(
+    name: str, *, distill: bool = False, provider: str = "anthropic", **overrides: Any
+) -> Iterator[World]:
+    """A daemon with the planted workspace and the obedient model behind ``provider``'s API (anthropic or
+    openai); stopped (and its files removed) after."""
     root = Path(f"/tmp/tlp-{os.getpid()}-{name}-{time.monotonic_ns() % 10**6}")
     root.mkdir()
     (root / "home").mkdir()
-    api = FakeAnthropic().start()
+    api = (FakeAnthropic() if provider == "anthropic" else FakeOpenAIInAnthropicTerms()).start()
     api.responder = ObedientModel()
     daemon: Daemon | None = None
     try:
@@ -927,6 +932,7 @@ def running_world(name: str, *, distill: bool = False, **overrides: Any) -> Iter
                 # no session ends by the clock mid-run (a summary would land in whichever step is running)
                 "memory.session_reset_hour": None,
                 "memory.session_idle_minutes": None,
+                **provider_config(provider),
                 **overrides,
             },
         )
@@ -982,14 +988,21 @@ def seed_others(world: World) -> dict[str, Step]:
 OWNER_DIARY_MESSAGE_ID = 2  # the owner's DM message carrying S_DM (the second message of the owner's DM)
 
 
-@pytest.fixture(scope="session")
-def main_world() -> Iterator[World]:
+# The shared world's attacks (test_10..19) on both providers take the suite past its 10-minute budget on two
+# cores; the worlds of their own (planted notes, deny, allow, the OpenAI view) always run on both, and
+# TELETON_TEST_ALL_PROVIDERS=1 runs the shared world on both too.
+MAIN_WORLD_PROVIDERS = PROVIDERS if os.environ.get("TELETON_TEST_ALL_PROVIDERS") == "1" else ("anthropic",)
+
+
+@pytest.fixture(scope="session", params=MAIN_WORLD_PROVIDERS)
+def main_world(request: pytest.FixtureRequest) -> Iterator[World]:
     """The shared daemon (exec enabled, a second admin, a per-chat task quota of 5) after everyone seeded
     their secrets. Every owner turn of this daemon happens here, before any attack: an owner turn re-reads
     (and the obedient model re-runs) whatever reached the owner's daily log, and attacks planted in groups
     that reach an owner turn are the subject of test_20_planted_notes, on a daemon of their own."""
     with running_world(
-        "main", **{"capabilities.exec.enabled": True, "scheduler.max_active_per_chat": 5}
+        f"main-{request.param}", provider=request.param,
+        **{"capabilities.exec.enabled": True, "scheduler.max_active_per_chat": 5},
     ) as world:  # fmt: skip
         owner = dm(OWNER)
         world.setup.update(seed_owner(world))

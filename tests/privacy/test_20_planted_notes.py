@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.fakes.openai_view import PROVIDERS
 from tests.privacy.conftest import (
     BOB,
     CAROL,
@@ -41,9 +42,9 @@ from tests.privacy.conftest import (
 )
 
 
-@pytest.fixture(scope="module")
-def planted() -> Iterator[World]:
-    with running_world("planted", distill=True) as world:
+@pytest.fixture(scope="module", params=PROVIDERS)
+def planted(request: pytest.FixtureRequest) -> Iterator[World]:
+    with running_world("planted-" + request.param, provider=request.param, distill=True) as world:
         world.setup.update(seed_owner(world))
         world.setup.update(seed_others(world))
         yield world

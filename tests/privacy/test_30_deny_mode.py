@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests.fakes.openai_view import PROVIDERS
 from tests.privacy.conftest import (
     BOB,
     DAVE,
@@ -32,9 +33,10 @@ from tests.privacy.conftest import (
 )
 
 
-@pytest.fixture(scope="module")
-def deny_world() -> Iterator[World]:
-    with running_world("deny", **{"privacy.cross_chat_sends": "deny"}) as world:
+@pytest.fixture(scope="module", params=PROVIDERS)
+def deny_world(request: pytest.FixtureRequest) -> Iterator[World]:
+    mode = {"privacy.cross_chat_sends": "deny"}
+    with running_world("deny-" + request.param, provider=request.param, **mode) as world:
         world.setup.update(seed_owner(world))
         world.setup.update(seed_others(world))
         yield world

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.fakes.openai_view import PROVIDERS
 from tests.privacy.conftest import (
     BOB,
     DAVE,
@@ -33,9 +34,10 @@ from tests.privacy.conftest import (
 MIN_REPEAT_S = 60 * 60  # scheduler.min_repeat_minutes (default)
 
 
-@pytest.fixture(scope="module")
-def allow_world() -> Iterator[World]:
-    with running_world("allow", **{"privacy.cross_chat_sends": "allow"}) as world:
+@pytest.fixture(scope="module", params=PROVIDERS)
+def allow_world(request: pytest.FixtureRequest) -> Iterator[World]:
+    mode = {"privacy.cross_chat_sends": "allow"}
+    with running_world("allow-" + request.param, provider=request.param, **mode) as world:
         world.setup.update(seed_owner(world))
         world.setup.update(seed_others(world))
         yield world

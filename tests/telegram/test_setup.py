@@ -245,8 +245,14 @@ def _keys(*answers: str) -> str:
 ENTER, DOWN = "\r", "\x1b[B"
 
 
-def _wizard(tmp_path: Path, monkeypatch: Any, keys_typed: str, *args: str) -> tuple[Any, Path]:
-    """`teleton setup` answered through prompt_toolkit's pipe input, as a person would type it."""
+def _wizard(
+    tmp_path: Path, monkeypatch: Any, keys_typed: str, *args: str, local: dict[str, str] | None = None
+) -> tuple[Any, Path]:
+    """`teleton setup` answered through prompt_toolkit's pipe input, as a person would type it; ``local``
+    is where local model servers are looked for (none by default, whatever runs on this machine)."""
+    from teleton.cli import setup_provider
+
+    monkeypatch.setattr(setup_provider, "LOCAL_URLS", local or {})
     from prompt_toolkit.application import create_app_session
     from prompt_toolkit.input import create_pipe_input
     from prompt_toolkit.output import DummyOutput
@@ -270,6 +276,7 @@ def test_interactive_wizard_writes_what_was_answered(tmp_path: Path, monkeypatch
         "777" + ENTER,  # owner id
         DOWN + DOWN + ENTER,  # dm_policy: allowlist -> disabled
         ENTER,  # group_policy: allowlist
+        ENTER,  # model provider: anthropic
         "sk-ant-test" + ENTER,  # Anthropic key
     )
     result, path = _wizard(tmp_path, monkeypatch, typed, "--skip-login")
@@ -327,7 +334,7 @@ def test_setup_warns_about_policies_that_answer_nobody(tmp_path: Path, monkeypat
 
 
 def test_the_wizard_can_set_up_the_terminal_only(tmp_path: Path, monkeypatch: Any) -> None:
-    typed = _keys(DOWN + DOWN + ENTER, "sk-ant-test" + ENTER)  # terminal only; the Anthropic key
+    typed = _keys(DOWN + DOWN + ENTER, ENTER, "sk-ant-test" + ENTER)  # terminal only; Anthropic; its key
     result, path = _wizard(tmp_path, monkeypatch, typed)
     assert result.exit_code == 0, result.output
     assert "Talk to it now with `teleton chat`" in result.output and "logged in" not in result.output

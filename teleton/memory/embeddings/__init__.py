@@ -19,7 +19,8 @@ __all__ = ["EmbeddingProvider", "create_provider", "with_cache"]
 def create_provider(
     config: Any, *, cache_dir: Path | None = None, hf_base_url: str | None = None
 ) -> EmbeddingProvider | None:
-    """Build the provider named by ``config.provider`` (``local`` | ``anthropic`` | ``none``).
+    """Build the provider named by ``config.provider`` (``local`` | ``anthropic`` | ``openai_compatible`` |
+    ``none``).
 
     Loading the local model takes a fraction of a second of CPU: call it via ``asyncio.to_thread`` from
     async code.
@@ -41,7 +42,11 @@ def create_provider(
 
         voyage_model = model or getattr(config, "voyage_model", None)
         return VoyageEmbedder(voyage_model, api_key=getattr(config, "voyage_api_key", None), batch_size=batch_size)
-    raise ValueError(f"unknown embedding.provider {kind!r} (expected local, anthropic or none)")
+    if kind == "openai_compatible":
+        from teleton.memory.embeddings.openai_compatible import from_config
+
+        return from_config(config, batch_size)
+    raise ValueError(f"unknown embedding.provider {kind!r} (expected local, anthropic, openai_compatible or none)")
 
 
 def local_model_files(

@@ -12,12 +12,8 @@ from collections.abc import Sequence
 
 import httpx
 import numpy as np
-from tenacity import (
-    AsyncRetrying,
-    retry_if_exception,
-    stop_after_attempt,
-    wait_exponential,
-)
+
+from teleton.memory.embeddings.http_retry import retrying, unit_rows
 
 VOYAGE_URL = "https://api.voyageai.com/v1"
 DEFAULT_MODEL = "voyage-3.5-lite"
@@ -37,12 +33,6 @@ MAX_BATCH = 128
 
 class VoyageError(RuntimeError):
     pass
-
-
-def _transient(exc: BaseException) -> bool:
-    if isinstance(exc, httpx.HTTPStatusError):
-        return exc.response.status_code == 429 or exc.response.status_code >= 500
-    return isinstance(exc, httpx.TransportError)
 
 
 class VoyageEmbedder:
@@ -84,13 +74,7 @@ class VoyageEmbedder:
         return out
 
     async def _embed_batch(self, texts: list[str]) -> np.ndarray:
-        retrying = AsyncRetrying(
-            retry=retry_if_exception(_transient),
-            stop=stop_after_attempt(self._attempts),
-            wait=wait_exponential(multiplier=0.5, max=self._max_wait),
-            reraise=True,
-        )
-        async for attempt in retrying:
+        async for attempt in retrying(self._attempts, self._max_wait):
             with attempt:
                 response = await self._client.post(
                     "/embeddings", json={"input": texts, "model": self.model, "truncation": True}
@@ -105,8 +89,7 @@ class VoyageEmbedder:
         vectors = np.asarray([item["embedding"] for item in data], dtype=np.float32)
         if vectors.shape[1] != self.dims:
             raise VoyageError(f"Voyage returned {vectors.shape[1]}-dim vectors, expected {self.dims}")
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        return vectors / np.clip(norms, 1e-12, None)
+        return unit_rows(vectors)
 
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -1,0 +1,70 @@
+"""`teleton doctor` for any provider: no key demanded from a local server; `--online` makes one cheap call to
+the main model's provider and one to a remote embedding endpoint, each over real HTTP on 127.0.0.1."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from teleton.cli.doctor import Check, run_checks
+from tests.fakes.openai_embeddings import FakeEmbeddings
+from tests.fakes.openai_server import FakeOpenAI, oa_error
+
+
+@pytest.fixture(autouse=True)
+def no_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "VOYAGE_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+
+
+@pytest.fixture
+def fake_openai() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI() as server:
+        yield server
+
+
+def checks(tmp_path: Path, config: dict[str, Any], *, online: bool = False) -> dict[str, Check]:
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump({"storage": {"data_dir": str(tmp_path / "data")}, **config}))
+    path.chmod(0o600)
+    return {c.name: c for c in run_checks(path, online=online)}
+
+
+def test_a_local_provider_needs_no_key(tmp_path: Path) -> None:
+    found = checks(tmp_path, {"agent": {"provider": "ollama", "model": "qwen3:8b"}})
+    assert found["ollama API key"].ok is True and "not needed" in found["ollama API key"].detail
+    found = checks(tmp_path, {"agent": {"provider": "openai", "model": "gpt-4.1-mini"}})
+    key = found["openai API key"]
+    assert key.ok is False and "OPENAI_API_KEY" in key.fix
+
+
+def test_online_ok_for_a_reachable_provider(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    config = {"agent": {"provider": "vllm", "model": "qwen3:8b", "base_url": fake_openai.base_url}}
+    found = checks(tmp_path, config, online=True)
+    assert found["vllm API (online)"].ok is True, found["vllm API (online)"]
+    assert len(fake_openai.requests) == 1 and fake_openai.requests[0]["model"] == "qwen3:8b"
+
+
+def test_online_fail_with_the_fix_for_a_rejected_key(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    fake_openai.responder = lambda body: oa_error(401, "Incorrect API key provided")
+    config = {"agent": {"provider": "openai", "model": "gpt-4.1-mini", "base_url": fake_openai.base_url,
+                        "api_key": "sk-wrong"}}  # fmt: skip
+    check = checks(tmp_path, config, online=True)["openai API (online)"]
+    assert (check.ok, check.detail) == (False, "API key rejected")
+    assert "OPENAI_API_KEY" in check.fix and len(fake_openai.requests) == 1  # rejected at once, not retried
+
+
+def test_online_checks_a_remote_embedding_endpoint(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    agent = {"provider": "ollama", "model": "qwen3:8b", "base_url": fake_openai.base_url}
+    with FakeEmbeddings(key="right", dims={"nomic-embed-text": 16}) as fake:
+        embedding = {"provider": "openai_compatible", "base_url": fake.base_url, "model": "nomic-embed-text"}
+        found = checks(tmp_path, {"agent": agent, "embedding": {**embedding, "api_key": "right"}}, online=True)
+        assert found["Embedding model"].ok is True
+        assert found["Embeddings (online)"].ok is True and "16-dim" in found["Embeddings (online)"].detail
+        found = checks(tmp_path, {"agent": agent, "embedding": {**embedding, "api_key": "wrong"}}, online=True)
+    check = found["Embeddings (online)"]
+    assert check.ok is False and "HTTP 401" in check.detail and "\n" not in check.detail
