@@ -1,4 +1,5 @@
-"""What the HTTP embedding providers share: which failures are worth retrying, the back-off, unit rows.
+"""What the HTTP embedding providers share: which failures are worth retrying, the back-off, batching,
+unit rows.
 
 Voyage and the OpenAI-compatible endpoints answer the same way when busy (429, 5xx) or unreachable
 (transport errors): retrying those with exponential back-off is right; a 4xx is the caller's mistake and is
@@ -7,6 +8,9 @@ thread), which learns the vector dimension.
 """
 
 from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 import httpx
 import numpy as np
@@ -20,22 +24,32 @@ def transient(exc: BaseException) -> bool:
     return isinstance(exc, httpx.TransportError)
 
 
+def _policy(attempts: int, max_wait: float) -> dict[str, Any]:
+    return {
+        "retry": retry_if_exception(transient),
+        "stop": stop_after_attempt(attempts),
+        "wait": wait_exponential(multiplier=0.5, max=max_wait),
+        "reraise": True,
+    }
+
+
 def retrying(attempts: int, max_wait: float) -> AsyncRetrying:
-    return AsyncRetrying(
-        retry=retry_if_exception(transient),
-        stop=stop_after_attempt(attempts),
-        wait=wait_exponential(multiplier=0.5, max=max_wait),
-        reraise=True,
-    )
+    return AsyncRetrying(**_policy(attempts, max_wait))
 
 
 def retrying_sync(attempts: int, max_wait: float) -> Retrying:
-    return Retrying(
-        retry=retry_if_exception(transient),
-        stop=stop_after_attempt(attempts),
-        wait=wait_exponential(multiplier=0.5, max=max_wait),
-        reraise=True,
-    )
+    return Retrying(**_policy(attempts, max_wait))
+
+
+async def embed_in_batches(
+    texts: Sequence[str], batch_size: int, dims: int, embed_batch: Callable[[list[str]], Awaitable[np.ndarray]]
+) -> np.ndarray:
+    """``texts`` embedded ``batch_size`` at a time (the endpoint's request limit), rows in input order."""
+    out = np.zeros((len(texts), dims), dtype=np.float32)
+    for start in range(0, len(texts), batch_size):
+        batch = list(texts[start : start + batch_size])
+        out[start : start + len(batch)] = await embed_batch(batch)
+    return out
 
 
 def unit_rows(vectors: np.ndarray) -> np.ndarray:

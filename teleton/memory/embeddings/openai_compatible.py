@@ -22,7 +22,7 @@ import httpx
 import numpy as np
 
 from teleton.llm.presets import PresetError, preset
-from teleton.memory.embeddings.http_retry import retrying, retrying_sync, unit_rows
+from teleton.memory.embeddings.http_retry import embed_in_batches, retrying, retrying_sync, unit_rows
 
 MAX_BATCH = 256
 
@@ -110,11 +110,7 @@ class OpenAICompatibleEmbedder:
         return int(self._vectors(response.json(), 1).shape[1])
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
-        out = np.zeros((len(texts), self.dims), dtype=np.float32)
-        for start in range(0, len(texts), self.batch_size):
-            batch = list(texts[start : start + self.batch_size])
-            out[start : start + len(batch)] = await self._embed_batch(batch)
-        return out
+        return await embed_in_batches(texts, self.batch_size, self.dims, self._embed_batch)
 
     async def _embed_batch(self, texts: list[str]) -> np.ndarray:
         async for attempt in retrying(self._attempts, self._max_wait):

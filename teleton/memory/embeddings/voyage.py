@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import httpx
 import numpy as np
 
-from teleton.memory.embeddings.http_retry import retrying, unit_rows
+from teleton.memory.embeddings.http_retry import embed_in_batches, retrying, unit_rows
 
 VOYAGE_URL = "https://api.voyageai.com/v1"
 DEFAULT_MODEL = "voyage-3.5-lite"
@@ -67,11 +67,7 @@ class VoyageEmbedder:
         )
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
-        out = np.zeros((len(texts), self.dims), dtype=np.float32)
-        for start in range(0, len(texts), self.batch_size):
-            batch = list(texts[start : start + self.batch_size])
-            out[start : start + len(batch)] = await self._embed_batch(batch)
-        return out
+        return await embed_in_batches(texts, self.batch_size, self.dims, self._embed_batch)
 
     async def _embed_batch(self, texts: list[str]) -> np.ndarray:
         async for attempt in retrying(self._attempts, self._max_wait):
