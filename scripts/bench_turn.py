@@ -8,6 +8,7 @@ reports usage, prompt-cache reads included, as the real API does).
     python scripts/bench_turn.py --messages 100000 --turns 300 --floor-ms 60
     python scripts/bench_turn.py --vectors --db /tmp/bench.db   # build the archive once, reuse it after
     python scripts/bench_turn.py --budget 1500 --stable-share 0  # another memory budget (issue 15)
+    python scripts/bench_turn.py --provider openai   # the OpenAI-compatible provider, through the openai SDK
 
 Reports, as JSON on stdout (logs go to stderr): p50 / p95 / max per chat kind (the owner's DM searches every
 chat; a group only itself), the mean and p95 tokens of memory per turn (``memory.prompt_budget_tokens``), and a
@@ -54,6 +55,7 @@ from teleton.memory.vector_store import write_vectors
 from teleton.observability.logging import configure_logging
 from teleton.storage import Database
 from tests.fakes.anthropic_server import FakeAnthropic, text
+from tests.fakes.openai_view import FakeOpenAIInAnthropicTerms
 
 OWNER = UserInfo(id=4242, first_name="Olga", username="olga")
 ALICE = UserInfo(id=5151, first_name="Alice")
@@ -188,7 +190,10 @@ async def bench(args: argparse.Namespace) -> tuple[dict[str, Any], int]:
     embedding = (embedder.model_id, embedder.dims) if embedder is not None else None
     db = await Database.open(db_path, embedding=embedding)
     archived = int((await db.fetchone("select count(*) from tg_messages where message_id <= ?", (args.messages,)))[0])
-    report: dict[str, Any] = {"archive": {"messages": args.messages, "chats": args.chats, "vectors": bool(embedder)}}
+    report: dict[str, Any] = {
+        "provider": args.provider,
+        "archive": {"messages": args.messages, "chats": args.chats, "vectors": bool(embedder)},
+    }
     if archived < args.messages:
         started = time.perf_counter()
         await fill_archive(db, args.messages, args.chats, embedder is not None, getattr(embedder, "dims", 384))
@@ -198,7 +203,8 @@ async def bench(args: argparse.Namespace) -> tuple[dict[str, Any], int]:
         report["archive"]["reused"] = str(db_path)
 
     received: list[float] = []
-    with FakeAnthropic() as fake:
+    # The OpenAI-compatible fake gets OpenAI's wire format and shows the responder the same request shape.
+    with FakeAnthropic() if args.provider == "anthropic" else FakeOpenAIInAnthropicTerms() as fake:
 
         def respond(body: dict[str, Any]) -> Any:
             if body["model"] == "claude-bench":  # the turn's request, not a background utility call
@@ -211,7 +217,7 @@ async def bench(args: argparse.Namespace) -> tuple[dict[str, Any], int]:
         memory.prompt_budget_tokens = args.budget if args.budget is not None else memory.prompt_budget_tokens
         memory.prompt_stable_share = args.stable_share if args.stable_share is not None else memory.prompt_stable_share
         config = Config(
-            agent=AgentConfig(api_key="bench", base_url=fake.base_url, model="claude-bench"),
+            agent=AgentConfig(provider=args.provider, api_key="bench", base_url=fake.base_url, model="claude-bench"),
             storage=StorageConfig(data_dir=workdir, database=db_path, workspace=workdir / "ws"),
             embedding=EmbeddingConfig(provider="local" if embedder is not None else "none"),
             telegram=TelegramConfig(owner_id=OWNER.id),
@@ -306,6 +312,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--vectors", action="store_true", help="local query embeddings + random archive vectors")
     parser.add_argument("--floor-ms", type=float, default=60.0)
+    parser.add_argument("--provider", choices=("anthropic", "openai"), default="anthropic")
     parser.add_argument("--db", type=Path, help="archive database to build once and reuse")
     parser.add_argument("--dm-turns", type=int, default=50, help="turns of the scripted DM (prompt-cache hit rate)")
     parser.add_argument("--budget", type=int, help="memory.prompt_budget_tokens (default: the config's)")

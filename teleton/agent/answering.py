@@ -18,6 +18,7 @@ from teleton.agent.oversize import shorten_history
 from teleton.agent.turn import Turn, required
 from teleton.gateway.contract import SentMessage
 from teleton.llm.client import ContextOverflowError, LLMError
+from teleton.llm.presets import PRESETS
 from teleton.llm.tool_loop import ToolCall, ToolResult, run_tool_loop
 from teleton.memory import feed_archive as fa
 from teleton.memory.observation_masking import mask_observations
@@ -29,15 +30,18 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 UNAVAILABLE = "Sorry — I can't reach my language model right now. Please try again in a moment."
-KEY_REJECTED = (
-    "Sorry — my language model's API rejected my API key. The owner needs to set a valid ANTHROPIC_API_KEY "
-    "(or agent.api_key)."
-)
 UNREACHABLE = (
     "Sorry — I can't connect to my language model's API (no network, or agent.base_url is wrong). "
     "Please try again once it is reachable."
 )
 TOO_LONG = "That is more than I can read at once, even after compacting. /new starts a fresh conversation."
+
+
+def key_rejected(provider: str | None) -> str:
+    """The apology for a rejected key names the variable the owner must set for that provider."""
+    env = PRESETS[provider].key_env if provider in PRESETS else None
+    where = f"{env} (or agent.api_key)" if env else "agent.api_key"
+    return f"Sorry — my language model's API rejected my API key. The owner needs to set a valid {where}."
 
 
 async def answer(agent: Agent, turn: Turn) -> None:
@@ -90,7 +94,9 @@ async def answer(agent: Agent, turn: Turn) -> None:
             turn.failed = f"model unavailable: {exc}"[:300]
             agent.report("model", exc)
             # Waiting cannot fix a bad key; a dead connection is a different fix from an overloaded API.
-            turn.reply = KEY_REJECTED if exc.key_rejected else UNREACHABLE if exc.unreachable else UNAVAILABLE
+            turn.reply = (
+                key_rejected(exc.provider) if exc.key_rejected else UNREACHABLE if exc.unreachable else UNAVAILABLE
+            )
             return
     turn.failed, turn.reply = "no answer from the model", UNAVAILABLE
 

@@ -100,6 +100,8 @@ class AgentDeps:
     shared_paths: tuple[str, ...] = ()  # privacy.shared_paths
     rate_check: RateCheck | None = None  # the gateway's rate limiter, for scheduled turns
     report: Callable[[str, Any], None] | None = None  # (kind, error) -> the daemon's health record
+    media: Any = None  # teleton.agent.media_reading.MediaReader: photos, voice notes, documents (None: not read)
+    voice: Any = None  # teleton.agent.voice_reply.VoiceReplies (None: media.voice_replies is off)
 
 
 async def load_owner(db: Database, owner_id: int | None) -> UserInfo | None:

@@ -15,6 +15,7 @@ from typing import Any
 import structlog
 
 from teleton.agent.commands import PolicyControl
+from teleton.agent.media_reading import media_reader
 from teleton.agent.runtime import Agent, AgentDeps, AgentSettings, load_owner
 from teleton.gateway.contract import Gateway
 from teleton.llm.client import LLMClient
@@ -90,11 +91,27 @@ async def build_agent(
         outbox=Outbox(db, gateway, principals, OutboxSettings.from_config(config.privacy)),
         shared_paths=tuple(config.privacy.shared_paths),
         rate_check=rate_check,
+        media=media_reader(config, db, gateway, llm),
+        voice=_voice_replies(config, gateway, workspace),
     )
     agent = Agent(deps, settings)
     if deps.outbox is not None:
         deps.outbox.perform = performer(agent.tool_deps)  # approved writes are the tools' own writes
     return AgentStack(agent=agent, llm=llm, registry=registry, tool_index=index)
+
+
+def _voice_replies(config: Any, gateway: Gateway, workspace: Path) -> Any:
+    if config.media.voice_replies == "off":
+        return None
+    from teleton.agent.voice_reply import VoiceReplies
+    from teleton.media.speech import speech_client
+
+    try:
+        speech = speech_client(config.media.speech)
+    except ValueError as exc:  # the daemon answers in text; the log says what to set
+        log.error("voice_replies_unavailable", error=str(exc))
+        return None
+    return VoiceReplies(config.media.voice_replies, speech, gateway, workspace)
 
 
 def _distiller(

@@ -34,11 +34,13 @@ from teleton.agent.context import ContextBuilder
 from teleton.agent.delivery import Delivery, MessageDelivery
 from teleton.agent.deps import AgentDeps, AgentSettings, load_owner
 from teleton.agent.locks import KeyedLocks
+from teleton.agent.media_reading import read_media
 from teleton.agent.messages import quoted_referent, user_text
 from teleton.agent.prompt import PromptBuilder, PromptInputs, SystemParts
 from teleton.agent.scheduled import ScheduledTurns
 from teleton.agent.sessions import Session, SessionStore, expiry_reason
 from teleton.agent.turn import Turn, required
+from teleton.agent.voice_reply import speak_reply
 from teleton.gateway.contract import IncomingMessage, UserInfo
 from teleton.memory import feed_archive as fa
 from teleton.memory.compaction import needs_hard, needs_soft
@@ -217,11 +219,13 @@ class Agent:
     # -- the pipeline ---------------------------------------------------------------------------------
     async def _pipeline(self, turn: Turn) -> None:
         stages = (
+            ("media", lambda t: read_media(self.deps.media, t)),
             ("session", self._stage_session),
             ("compaction", self._stage_compaction),
             ("context", self._stage_context),
             ("answer", lambda t: answering.answer(self, t)),
             ("reply", lambda t: answering.deliver(self, t)),
+            ("voice", lambda t: speak_reply(self.deps.voice, t)),
             ("persist", lambda t: aftercare.persist(self, t)),
         )
         try:
@@ -372,11 +376,10 @@ class Agent:
         memory_budget.log_left_out(turn.msg.chat.id, turn.memory)
         text = required(turn.stored_user)["content"]
         rag_text = plan.rag.render(label)
-        turn.sent_user = (
-            turn.stored_user
-            if not rag_text
-            else {"role": "user", "content": [{"type": "text", "text": rag_text}, {"type": "text", "text": text}]}
-        )
+        blocks = [{"type": "text", "text": rag_text}] if rag_text else []
+        # The image is seen in this request only; the session keeps the line that describes it.
+        blocks += [*turn.images, {"type": "text", "text": text}]
+        turn.sent_user = turn.stored_user if len(blocks) == 1 else {"role": "user", "content": blocks}
 
     def report(self, kind: str, error: Any) -> None:
         """A model or Telegram failure for the status file (``teleton status``)."""

@@ -2,7 +2,8 @@
 
 Same database, workspace, memory, tools and privacy rules as the daemon; the terminal is just another
 implementation of the Gateway contract. Ctrl-C stops the answer being written (like /stop) and never loses
-the session; Ctrl-D or /exit leaves. Input history is kept in ``<data_dir>/chat_history``, the log in
+the session; Ctrl-D or /exit leaves. ``/attach PATH [caption]`` sends a photo, voice note or document as
+Telegram would. Input history is kept in ``<data_dir>/chat_history``, the log in
 ``<data_dir>/chat.log`` (or ``logging.file``); only errors reach the terminal (retries show in the spinner).
 """
 
@@ -231,7 +232,11 @@ class ChatSession:
 
     async def turn(self, line: str) -> str | None:
         """One message and its answer; Ctrl-C meanwhile stops the answer (as /stop), not the program."""
-        msg = await self.gateway.incoming(line)
+        text, attachment = attachment_of(line)
+        if attachment is not None and not await asyncio.to_thread(attachment.is_file):
+            self.console.print(f"[red]no such file:[/] {attachment}")
+            return None
+        msg = await self.gateway.incoming(text, attachment)
         self.stopped = False
         loop = asyncio.get_running_loop()
         installed = False
@@ -261,3 +266,12 @@ class ChatSession:
         await self.stack.close()
         await self.db.close()
         self.console.print("[dim]bye[/]")
+
+
+def attachment_of(line: str) -> tuple[str, Path | None]:
+    """``/attach PATH [caption]`` -> (caption, path); any other line -> (line, None)."""
+    if not line.startswith("/attach "):
+        return line, None
+    rest = line[len("/attach ") :].strip()
+    path, _, caption = rest.partition(" ")
+    return caption.strip(), Path(path).expanduser()

@@ -7,7 +7,8 @@ the agent takes is written back as a JSON line. Each archived message is acknowl
 commit, so a test knows precisely which messages a crash must not lose.
 
 In:  {"op": "message", "chat": {...ChatInfo}, "sender": {...UserInfo}, "message_id": 1, "text": "hi",
-      "date": 1.7e9, "mentions_us": false, "reply_to_id": null}
+      "date": 1.7e9, "mentions_us": false, "reply_to_id": null,
+      "media": {"kind": "photo", "path": "/abs/file.jpg", ...MediaInfo}}   (media optional: a local file)
 Out: {"op": "archived", "chat_id": 1, "message_id": 1, "new": true}
      {"op": "send_message", "chat_id": 1, "text": "...", "reply_to": 1, "message_id": 1000001}, ...
 """
@@ -18,15 +19,25 @@ import asyncio
 import contextlib
 import itertools
 import json
+import shutil
 import time
 from collections import OrderedDict, deque
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import structlog
 
-from teleton.gateway.contract import ChatInfo, GatewayError, IncomingHandler, IncomingMessage, SentMessage, UserInfo
+from teleton.gateway.contract import (
+    ChatInfo,
+    GatewayError,
+    IncomingHandler,
+    IncomingMessage,
+    MediaInfo,
+    SentMessage,
+    UserInfo,
+)
 from teleton.memory import feed_archive as fa
 from teleton.storage import Database
 from teleton.telegram.archiver import ArchiveBatcher
@@ -56,6 +67,7 @@ class LoopbackGateway:
         self._ids = itertools.count(int(time.time() * 1000) % 1_000_000_000 + 1_000_000_000)
         self._chats: OrderedDict[int, ChatInfo] = OrderedDict()  # the most recently active, like dialogs
         self._unheard: deque[bytes] = deque(maxlen=UNHEARD_MAX)
+        self._files: OrderedDict[tuple[int, int], Path] = OrderedDict()  # (chat, message) -> its media file
 
     # ---- wiring and life cycle (as TelegramGateway) -------------------------------------------------
 
@@ -120,6 +132,9 @@ class LoopbackGateway:
             sender_name=sender.display_name if sender else "",
             reply_to_id=event.get("reply_to_id"),
         )
+        media = self._media(chat.id, record.message_id, event.get("media"))
+        if media is not None:
+            record = replace(record, media_kind=media.kind)
         incoming = IncomingMessage(
             chat=chat,
             sender=sender,
@@ -128,12 +143,23 @@ class LoopbackGateway:
             date=record.date,
             reply_to_id=record.reply_to_id,
             mentions_us=bool(event.get("mentions_us")),
+            media_kind=record.media_kind,
+            media=media,
         )
         users = [fa.UserRecord(sender.id, sender.first_name, sender.last_name, sender.username)] if sender else []
         result = await self.pipeline.message(
             record, chat=fa.ChatRecord(chat.id, chat.type, chat.title), users=users, incoming=incoming
         )
         self._emit({"op": "archived", "chat_id": chat.id, "message_id": record.message_id, "new": result.new})
+
+    def _media(self, chat_id: int, message_id: int, media: dict[str, Any] | None) -> MediaInfo | None:
+        if not media:
+            return None
+        self._files[(chat_id, message_id)] = Path(media["path"])
+        while len(self._files) > CHATS_KEPT:
+            self._files.popitem(last=False)
+        fields = {k: media[k] for k in ("size", "mime_type", "file_name", "duration_s") if k in media}
+        return MediaInfo(kind=str(media["kind"]), **fields)
 
     def _emit(self, event: dict[str, Any]) -> None:
         line = (json.dumps(event, ensure_ascii=False) + "\n").encode()
@@ -190,11 +216,26 @@ class LoopbackGateway:
     async def send_poll(self, chat_id: int, question: str, options: Sequence[str]) -> SentMessage:
         return await self._outgoing(chat_id, f"[poll] {question}: " + " / ".join(options))
 
-    async def send_file(self, chat_id: int, path: Path, *, caption: str = "") -> SentMessage:
-        return await self._outgoing(chat_id, f"[file {path.name}] {caption}".strip())
+    async def send_file(
+        self, chat_id: int, path: Path, *, caption: str = "", voice_note: bool = False, reply_to: int | None = None
+    ) -> SentMessage:
+        kind = "voice" if voice_note else "file"
+        return await self._outgoing(chat_id, f"[{kind} {path.name}] {caption}".strip(), reply_to)
 
     async def download_media(self, chat_id: int, message_id: int, dest_dir: Path, max_bytes: int) -> Path:
-        raise GatewayError("the loopback transport carries no media")
+        source = self._files.get((chat_id, message_id))
+        if source is None:
+            raise GatewayError("that message has no media")
+
+        def copy() -> Path:
+            if source.stat().st_size > max_bytes:
+                raise GatewayError(f"media is {source.stat().st_size} bytes, over the {max_bytes} byte limit")
+            return Path(shutil.copyfile(source, dest_dir / source.name))
+
+        try:
+            return await asyncio.to_thread(copy)
+        except OSError as exc:
+            raise GatewayError(f"download failed ({exc.strerror or exc})") from None
 
     async def get_chat(self, chat_id: int) -> ChatInfo:
         chat = self._chats.get(chat_id)

@@ -33,6 +33,7 @@ from teleton.daemon.loop_lag import LoopLagMonitor
 from teleton.daemon.memory_tuning import limit_malloc_arenas
 from teleton.daemon.status_file import DaemonStatus, write_status
 from teleton.daemon.systemd_notify import Notifier
+from teleton.media.retention import sweep_downloads
 from teleton.observability.logging import configure_logging
 from teleton.observability.supervisor import Supervisor
 from teleton.privacy import Principals
@@ -138,6 +139,8 @@ class Daemon:
             rate_check=self._rate_check,
         )
         self.dispatcher = gateway.on_message(stack.agent.handle)
+        if self.config.media.describe_all and stack.agent.deps.media is not None:
+            gateway.pipeline.on_unaddressed_media = stack.agent.deps.media.read_later
         self.dispatcher.immediate = stack.agent.wants_immediate
         self.feed_embedder = gateway.pipeline.start_embedder(
             provider if embedder is not None else None, batch=config.embedding.batch_size, supervisor=self.supervisor
@@ -223,6 +226,16 @@ class Daemon:
             agent, db, interval_hours=memory.consolidation_interval_hours, half_life_days=memory.recency_half_life_days
         )
         scheduler.add_periodic("consolidation", CHECK_EVERY_S, consolidation.run_if_due, run_at_start=True)
+        retention = self.config.media.retention_days
+        if retention > 0:
+            workspace = agent.deps.workspace
+
+            async def sweep() -> None:
+                removed = await asyncio.to_thread(sweep_downloads, workspace, retention)
+                if removed:
+                    log.info("downloads_swept", removed=removed, older_than_days=retention)
+
+            scheduler.add_periodic("media_retention", 6 * 3600, sweep, run_at_start=True)
         if self.config.heartbeat.enabled and self.principals.owner_id is not None:
             heartbeat = Heartbeat(agent, self.principals, agent.deps.workspace)
             scheduler.add_periodic("heartbeat", self.config.heartbeat.interval_minutes * 60, heartbeat.beat)

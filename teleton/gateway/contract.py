@@ -43,6 +43,17 @@ class UserInfo:
 
 
 @dataclass(frozen=True)
+class MediaInfo:
+    """What Telegram declares about a message's photo, voice note or file, before anything is downloaded."""
+
+    kind: str  # photo, voice, audio, video_note, video, sticker, gif, document (``telegram.convert.media_kind``)
+    size: int | None = None  # bytes, as declared: the size caps are checked against it before a download
+    mime_type: str = ""
+    file_name: str = ""
+    duration_s: float | None = None
+
+
+@dataclass(frozen=True)
 class IncomingMessage:
     """A message the agent may act on, already archived when it reaches the agent."""
 
@@ -56,6 +67,7 @@ class IncomingMessage:
     reply_to_us: bool = False
     mentions_us: bool = False
     media_kind: str | None = None
+    media: MediaInfo | None = None  # set when the message carries a file the agent may read
     # Group messages that arrived since the agent last spoke there and did not trigger a reply.
     earlier_context: Sequence[IncomingMessage] = field(default_factory=tuple)
     # The accepted messages this turn answers (a debounced group burst is one turn); empty: just this one.
@@ -100,7 +112,9 @@ class Gateway(Protocol):
 
     async def send_poll(self, chat_id: int, question: str, options: Sequence[str]) -> SentMessage: ...
 
-    async def send_file(self, chat_id: int, path: Path, *, caption: str = "") -> SentMessage: ...
+    async def send_file(
+        self, chat_id: int, path: Path, *, caption: str = "", voice_note: bool = False, reply_to: int | None = None
+    ) -> SentMessage: ...
 
     async def download_media(self, chat_id: int, message_id: int, dest_dir: Path, max_bytes: int) -> Path: ...
 

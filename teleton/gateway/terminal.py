@@ -1,13 +1,18 @@
 """The Gateway contract in a terminal, for ``teleton chat``: the agent talks to you as if in a DM.
 
 Messages the agent sends are rendered with rich (Markdown) and archived like Telegram messages, so the
-agent's feed, recent-messages context and memory work exactly as they do on Telegram. Actions that need
-Telegram (polls, moderation, downloads) fail with a clear ``GatewayError`` the model is told about.
+agent's feed, recent-messages context and memory work exactly as they do on Telegram. A local file can be
+attached to a message (``/attach``): the agent downloads it as it would a Telegram photo, voice note or
+document. Actions that need Telegram (polls, moderation) fail with a clear ``GatewayError`` the model is
+told about.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import mimetypes
+import shutil
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -16,7 +21,7 @@ from rich.console import Console
 from rich.markdown import Markdown
 from rich.panel import Panel
 
-from teleton.gateway.contract import ChatInfo, GatewayError, IncomingMessage, SentMessage, UserInfo
+from teleton.gateway.contract import ChatInfo, GatewayError, IncomingMessage, MediaInfo, SentMessage, UserInfo
 from teleton.memory import feed_archive as fa
 from teleton.storage.database import Database
 
@@ -44,6 +49,7 @@ class TerminalGateway:
         # Whether a text already reached the screen as it streamed (then it is archived, not printed again).
         self.streamed: Callable[[str], bool] = lambda text: False
         self._ids = itertools.count(1)
+        self._attachments: dict[tuple[int, int], Path] = {}
 
     async def start(self) -> None:
         """Continue message ids after what a previous terminal session archived."""
@@ -52,11 +58,21 @@ class TerminalGateway:
         last = await self.db.read(lambda conn: fa.last_message_id(conn, self.chat.id))
         self._ids = itertools.count((last or 0) + 1)
 
-    async def incoming(self, text: str) -> IncomingMessage:
-        """Archive a line the user typed and return it as the agent receives it."""
-        msg = IncomingMessage(chat=self.chat, sender=self.user, message_id=next(self._ids), text=text, date=time.time())
-        await self._archive(self.chat.id, msg.message_id, text, sender=self.user, outgoing=False)
+    async def incoming(self, text: str, attachment: Path | None = None) -> IncomingMessage:
+        """Archive a line the user typed (with a local file attached) and return it as the agent receives it."""
+        media = None if attachment is None else attached(attachment)
+        msg = IncomingMessage(
+            chat=self.chat, sender=self.user, message_id=next(self._ids), text=text, date=time.time(),
+            media_kind=media.kind if media else None, media=media,
+        )  # fmt: skip
+        if attachment is not None:
+            self.attach(msg.chat.id, msg.message_id, attachment)
+        await self._archive(self.chat.id, msg.message_id, text, sender=self.user, outgoing=False, media=media)
         return msg
+
+    def attach(self, chat_id: int, message_id: int, path: Path) -> None:
+        """``path`` is the file of that message: what ``download_media`` copies."""
+        self._attachments[(chat_id, message_id)] = path
 
     async def send_message(self, chat_id: int, text: str, *, reply_to: int | None = None) -> SentMessage:
         sent = SentMessage(chat_id=chat_id, message_id=next(self._ids), text=text)
@@ -90,11 +106,28 @@ class TerminalGateway:
         text = question + "\n" + "\n".join(f"- {o}" for o in options)
         return await self.send_message(chat_id, text)
 
-    async def send_file(self, chat_id: int, path: Path, *, caption: str = "") -> SentMessage:
-        return await self.send_message(chat_id, f"[file: {path}] {caption}".strip())
+    async def send_file(
+        self, chat_id: int, path: Path, *, caption: str = "", voice_note: bool = False, reply_to: int | None = None
+    ) -> SentMessage:
+        kind = "voice message" if voice_note else "file"
+        return await self.send_message(chat_id, f"[{kind}: {path}] {caption}".strip())
 
     async def download_media(self, chat_id: int, message_id: int, dest_dir: Path, max_bytes: int) -> Path:
-        raise GatewayError("there is no media in a terminal chat")
+        source = self._attachments.get((chat_id, message_id))
+        if source is None:
+            raise GatewayError("that message has no media")
+
+        def copy() -> Path:
+            size = source.stat().st_size
+            if size > max_bytes:
+                raise GatewayError(f"media is {size} bytes, over the {max_bytes} byte limit")
+            dest_dir.mkdir(parents=True, exist_ok=True)
+            return Path(shutil.copyfile(source, dest_dir / f"{message_id}-{source.name}"))
+
+        try:
+            return await asyncio.to_thread(copy)
+        except OSError as exc:
+            raise GatewayError(f"cannot read the attached file ({exc.strerror or exc})") from None
 
     async def get_chat(self, chat_id: int) -> ChatInfo:
         if chat_id == self.chat.id:
@@ -122,7 +155,14 @@ class TerminalGateway:
         pass  # the chat command shows its own spinner
 
     async def _archive(
-        self, chat_id: int, message_id: int, text: str, *, sender: UserInfo | None, outgoing: bool
+        self,
+        chat_id: int,
+        message_id: int,
+        text: str,
+        *,
+        sender: UserInfo | None,
+        outgoing: bool,
+        media: MediaInfo | None = None,
     ) -> None:
         if self.db is None:
             return
@@ -134,6 +174,7 @@ class TerminalGateway:
             sender_id=sender.id if sender else None,
             sender_name=sender.display_name if sender else "",
             is_outgoing=outgoing,
+            media_kind=media.kind if media else None,
         )
         now = time.time()
         chat = fa.ChatRecord(id=self.chat.id, type="dm", title=self.chat.title)
@@ -146,3 +187,22 @@ class TerminalGateway:
         await self.db.write(_write)
         if self.on_archived is not None:
             self.on_archived()
+
+
+def attached(path: Path) -> MediaInfo:
+    """A local file as Telegram would declare it: an image is a photo, an OGG/Opus file a voice note."""
+    mime = mimetypes.guess_type(path.name)[0] or ""
+    suffix = path.suffix.lower()
+    if suffix in (".ogg", ".oga", ".opus"):
+        kind, mime = "voice", "audio/ogg"
+    elif mime.startswith("image/"):
+        kind = "photo"
+    elif mime.startswith(("audio/", "video/")):
+        kind = "audio"
+    else:
+        kind = "document"
+    try:
+        size = path.stat().st_size
+    except OSError:
+        size = None
+    return MediaInfo(kind=kind, size=size, mime_type=mime, file_name=path.name)

@@ -185,6 +185,9 @@ class LLMClient:
                 log.warning("llm_route_failed", route=route.name, probe=attempt.probe, reason=str(exc))
                 last = exc
                 continue
+            except LLMError as exc:
+                exc.provider = exc.provider or route.name  # whose key was rejected, for the apology
+                raise
             self.failover.answered(attempt.index, failover_reason(last) if last else "")
             return response
         assert last is not None  # the plan always holds the current route

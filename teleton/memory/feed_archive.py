@@ -165,6 +165,18 @@ def apply_edit(conn: Connection, msg: MessageRecord) -> ArchiveResult:
     return ArchiveResult(row_id=row_id, new=False, agent_state=state)
 
 
+def set_text(conn: Connection, chat_id: int, message_id: int, text: str) -> None:
+    """What a message's file said, read after it was archived, becomes its text (an edit of ours, not its
+    sender's: ``edited`` stays as it was). The triggers re-index it and mark it for re-embedding."""
+    row = conn.execute(
+        "select id from tg_messages where chat_id = ? and message_id = ?", (chat_id, message_id)
+    ).fetchone()
+    if row is None:
+        return
+    conn.execute("update tg_messages set text = ?, embedded = 0 where id = ?", (text, int(row[0])))
+    _drop_vector(conn, int(row[0]))
+
+
 def mark_deleted(conn: Connection, chat_id: int | None, message_ids: Sequence[int]) -> int:
     """Mark messages deleted (kept for the record). ``chat_id`` None: a DM or basic group deletion.
 

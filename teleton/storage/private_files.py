@@ -55,6 +55,17 @@ def write_private(path: Path, text: str, *, append: bool = False, stop_at: Path 
         fh.write(text)
 
 
+def write_private_bytes(path: Path, data: bytes, *, stop_at: Path | None = None) -> None:
+    """``data`` as the whole of ``path``, created 0600 (and its folder 0700)."""
+    path = Path(path)
+    if not path.parent.exists():
+        private_dir(path.parent, stop_at=stop_at)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    with os.fdopen(fd, "wb") as fh:
+        os.fchmod(fd, FILE_MODE)
+        fh.write(data)
+
+
 def make_private(path: Path) -> None:
     """Narrow a file someone else created (a download) to 0600."""
     os.chmod(path, FILE_MODE)

@@ -173,11 +173,18 @@ class TelegramActions:
         msg = await self._call(lambda: self.client.send_message(peer, file=poll), "send poll")
         return SentMessage(chat_id=chat_id, message_id=int(msg.id), text=question)
 
-    async def send_file(self, chat_id: int, path: Path, *, caption: str = "") -> SentMessage:
+    async def send_file(
+        self, chat_id: int, path: Path, *, caption: str = "", voice_note: bool = False, reply_to: int | None = None
+    ) -> SentMessage:
         if not await asyncio.to_thread(Path(path).is_file):
             raise GatewayError(f"no such file: {path}")
         peer = await self._peer(chat_id)
-        msg = await self._call(lambda: self.client.send_file(peer, str(path), caption=caption[:1024]), "send file")
+        msg = await self._call(
+            lambda: self.client.send_file(
+                peer, str(path), caption=caption[:1024], voice_note=voice_note, reply_to=reply_to
+            ),
+            "send file",
+        )
         return SentMessage(chat_id=chat_id, message_id=int(msg.id), text=caption)
 
     async def download_media(self, chat_id: int, message_id: int, dest_dir: Path, max_bytes: int) -> Path:

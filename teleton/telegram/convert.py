@@ -12,7 +12,7 @@ from typing import Any
 from telethon import helpers, utils
 from telethon.tl import types
 
-from teleton.gateway.contract import ChatInfo, ChatType, IncomingMessage, UserInfo
+from teleton.gateway.contract import ChatInfo, ChatType, IncomingMessage, MediaInfo, UserInfo
 from teleton.memory.feed_archive import ChatRecord, MessageRecord, UserRecord
 
 
@@ -145,6 +145,27 @@ def _document_kind(document: Any) -> str:
     return "document"
 
 
+READABLE_MEDIA = frozenset({"photo", "sticker", "voice", "audio", "video_note", "document"})
+
+
+def media_info(message: Any) -> MediaInfo | None:
+    """What the message's file declares (kind, size, type, name, length), for the kinds the agent can read."""
+    kind = media_kind(message)
+    if kind not in READABLE_MEDIA:
+        return None
+    file = getattr(message, "file", None)  # Telethon's view of the photo or document: no I/O
+    if file is None:
+        return MediaInfo(kind=kind)
+    duration = getattr(file, "duration", None)
+    return MediaInfo(
+        kind=kind,
+        size=getattr(file, "size", None),
+        mime_type=getattr(file, "mime_type", None) or "",
+        file_name=getattr(file, "name", None) or "",
+        duration_s=float(duration) if duration is not None else None,
+    )
+
+
 def forward_origin(message: Any) -> str | None:
     fwd = getattr(message, "fwd_from", None)
     if fwd is None:
@@ -255,7 +276,13 @@ def _ts(value: Any) -> float:
 
 
 def incoming(
-    chat: ChatRecord, sender: UserInfo | None, record: MessageRecord, *, mentions: bool, reply_to_us: bool
+    chat: ChatRecord,
+    sender: UserInfo | None,
+    record: MessageRecord,
+    *,
+    mentions: bool,
+    reply_to_us: bool,
+    media: MediaInfo | None = None,
 ) -> IncomingMessage:
     return IncomingMessage(
         chat=chat_info(chat),
@@ -268,4 +295,5 @@ def incoming(
         reply_to_us=reply_to_us,
         mentions_us=mentions,
         media_kind=record.media_kind,
+        media=media,
     )

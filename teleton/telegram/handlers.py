@@ -62,6 +62,7 @@ class FeedHandlers:
             record,
             mentions=convert.mentions_us(msg, me_id, me_username) or (flagged and not replying),
             reply_to_us=flagged and replying,
+            media=convert.media_info(msg),
         )
         return await self.pipeline.submit(record, chat=chat, users=users, incoming=incoming)
 

@@ -50,6 +50,9 @@ class FeedPipeline:
     # Called after rows needing embeddings were committed (the background embedder's wake-up).
     on_archived: Callable[[], None] | None = None
     deleted_messages: str = "keep"  # telegram.deleted_messages: keep (marked) | erase (memory.forget_feed)
+    # media.describe_all: a message with a photo, voice note or document that the gate did not let through
+    # (a group message not addressed to us) is handed here to be read into the archive anyway.
+    on_unaddressed_media: Callable[[IncomingMessage], None] | None = None
     _written: OrderedDict[tuple[str, int], object] = field(default_factory=OrderedDict)
     _ours: OrderedDict[int, deque[int]] = field(default_factory=OrderedDict)
     _writes: set[asyncio.Future[Any]] = field(default_factory=set)
@@ -168,6 +171,8 @@ class FeedPipeline:
         state = fa.STATE_ACCEPTED if decision.accept else fa.STATE_IGNORED
         note = None if decision.accept else decision.reason
         self._record(incoming.chat.id, incoming.message_id, state, note)
+        if not decision.accept and incoming.media is not None and self.on_unaddressed_media is not None:
+            self.on_unaddressed_media(incoming)
 
     def _record(self, chat_id: int, message_id: int, state: str, note: str | None) -> None:
         # Written with the next batch; a crash first leaves it archived, and recovery gates it again.

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from teleton.tools.document_tool import document_tools
 from teleton.tools.exec_tool import ExecSettings, exec_tools
 from teleton.tools.forget_tool import forget_tools
 from teleton.tools.memory_tools import memory_tools
@@ -30,6 +31,7 @@ def suite_tools(config: Any, *, fetch_settings: FetchSettings | None = None) -> 
         *telegram_tools(TelegramToolSettings()),
         *memory_tools(),
         *forget_tools(),
+        *document_tools(),
         *workspace_tools(),
         *task_tools(TaskLimits.from_config(config.scheduler)),
     ]

@@ -15,16 +15,22 @@ Gateway failures (``GatewayError``) become error results the model can read.
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import os
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from teleton.gateway.contract import Gateway, GatewayError
 from teleton.llm.tool_loop import ToolResult
+from teleton.privacy.paths import chat_dir
+from teleton.storage.private_files import make_private, private_dir
 from teleton.tools.outbox import EgressRefused
 from teleton.tools.registry import Tool, ToolContext
 from teleton.tools.workspace_paths import PathRefused
 
+DOWNLOAD_DIR = "downloads"
 CHAT_ID = {"type": "integer", "description": "another chat's id (default: this chat)"}
 MESSAGE_ID = {"type": "integer", "description": "the message's id (default: the message being answered)"}
 
@@ -87,3 +93,22 @@ def target_message(args: dict[str, Any], ctx: ToolContext) -> int:
     if message_id is None:
         raise Refused("Which message? Give message_id.")
     return int(message_id)
+
+
+async def download_to_chat(gw: Gateway, workspace: Path, chat_id: int, message_id: int, max_bytes: int) -> Path:
+    """A message's media saved in ``downloads/<chat id>/`` — that chat's label, so a group's file stays
+    readable by the group only — as 0600; the path returned is inside that folder (resolved)."""
+    folder = chat_dir(DOWNLOAD_DIR, chat_id).as_posix()
+    dest = workspace / folder
+    await asyncio.to_thread(private_dir, dest, stop_at=workspace)
+    path = await gw.download_media(chat_id, message_id, dest, max_bytes)
+    shown = await asyncio.to_thread(relative, path, workspace)
+    if not shown.startswith(folder + os.sep):  # a crafted file name must not land elsewhere
+        raise Refused(f"the download was written outside {folder}/ ({shown}); refusing to use it")
+    await asyncio.to_thread(make_private, path)
+    return Path(path)
+
+
+def relative(path: Path, workspace: Path) -> str:
+    """``path`` relative to the workspace, both resolved (links followed)."""
+    return os.path.relpath(os.path.realpath(path), os.path.realpath(workspace))

@@ -7,15 +7,11 @@ the reading tools in ``telegram_reads``. A send to another chat goes through the
 from __future__ import annotations
 
 import asyncio
-import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from teleton.gateway.contract import GatewayError
 from teleton.memory.feed_archive import is_our_message
-from teleton.privacy import chat_dir
-from teleton.storage.private_files import make_private, private_dir
 from teleton.tools.outbox import Outgoing
 from teleton.tools.registry import Tool, ToolContext
 from teleton.tools.telegram_common import (
@@ -23,8 +19,10 @@ from teleton.tools.telegram_common import (
     MESSAGE_ID,
     Handler,
     Refused,
+    download_to_chat,
     gateway,
     readable_chat,
+    relative,
     schema,
     target_message,
     tool,
@@ -33,7 +31,6 @@ from teleton.tools.telegram_common import (
 from teleton.tools.telegram_reads import read_tools
 from teleton.tools.workspace_paths import check_readable, resolve
 
-DOWNLOAD_DIR = "downloads"
 DOWNLOAD_CAP = 20 * 1024 * 1024
 
 
@@ -138,22 +135,11 @@ def _download_tool(settings: TelegramToolSettings) -> Handler:
     async def download_media(args: dict[str, Any], ctx: ToolContext) -> str:
         chat_id = readable_chat(args, ctx)
         message_id = target_message(args, ctx)
-        # downloads/<chat id>/ carries that chat's label: a group's file stays readable by the group only.
-        folder = chat_dir(DOWNLOAD_DIR, chat_id).as_posix()
-        dest = ctx.deps.workspace / folder
-        await asyncio.to_thread(private_dir, dest, stop_at=ctx.deps.workspace)
-        path = await gateway(ctx).download_media(chat_id, message_id, dest, settings.download_max_bytes)
-        shown = await asyncio.to_thread(_relative, path, ctx.deps.workspace)
-        if not shown.startswith(folder + os.sep):  # a crafted file name must not land elsewhere
-            raise Refused(f"the download was written outside {folder}/ ({shown}); refusing to use it")
-        await asyncio.to_thread(make_private, path)
-        return f"Saved to {shown} in the workspace."
+        workspace = ctx.deps.workspace
+        path = await download_to_chat(gateway(ctx), workspace, chat_id, message_id, settings.download_max_bytes)
+        return f"Saved to {await asyncio.to_thread(relative, path, workspace)} in the workspace."
 
     return download_media
-
-
-def _relative(path: Path, workspace: Path) -> str:
-    return os.path.relpath(os.path.realpath(path), os.path.realpath(workspace))
 
 
 # -- the tool list ---------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import itertools
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from teleton.agent.media_reading import MediaReader, MediaSettings, describer
 from teleton.agent.runtime import Agent, AgentDeps, AgentSettings
 from teleton.gateway.contract import ChatInfo, IncomingMessage, UserInfo
 from teleton.gateway.terminal import TerminalGateway
@@ -27,6 +28,7 @@ from teleton.tools.memory_tools import memory_tools
 from teleton.tools.registry import ToolRegistry
 from tests.fakes.anthropic_server import Body, FakeAnthropic, Reply, text, tool_use
 from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.openai_view import PROVIDERS, FakeOpenAIInAnthropicTerms
 
 OWNER = UserInfo(id=4242, first_name="Olga", username="olga")
 ALICE = UserInfo(id=5151, first_name="Alice", username="alice")
@@ -122,7 +124,7 @@ async def build_harness(
     workspace = tmp_path / "workspace"
     workspace.mkdir(exist_ok=True)
     if llm is None and isinstance(fake, FakeOpenAI):
-        llm = LLMClient(llm_settings(), provider=OpenAIProvider(api_key="test", base_url=fake.base_url))
+        llm = LLMClient(llm_settings(), provider=OpenAIProvider(api_key="test", base_url=fake.base_url), name="openai")
     elif llm is None:
         llm = LLMClient(llm_settings(), api_key="test", base_url=fake.base_url)
     out = io.StringIO()
@@ -136,6 +138,7 @@ async def build_harness(
         facts=FactStore(db),
         owner=OWNER,
         principals=Principals(owner_id=OWNER.id),
+        media=MediaReader(db, gateway, workspace, MediaSettings(), describe=describer(llm)),
     )
     settings = settings or AgentSettings(session_reset_hour=None, session_idle_minutes=None)
     harness = Harness(
@@ -152,13 +155,21 @@ async def harness(tmp_path: Path, db: Database, fake_api: FakeAnthropic) -> Asyn
     await h.llm.close()
 
 
-@pytest.fixture(params=["anthropic", "openai"])
-async def any_harness(request: pytest.FixtureRequest, tmp_path: Path, db: Database) -> AsyncIterator[Harness]:
+@pytest.fixture(params=PROVIDERS)
+def any_api(request: pytest.FixtureRequest) -> Iterator[FakeAnthropic | FakeOpenAI]:
+    """The scripted model once per provider, each reached through its real SDK in its own wire format. The
+    OpenAI-compatible fake shows its requests and responder the Messages API's shape (``anthropic_view``),
+    so one test body, its scripted model and its assertions serve both."""
+    with FakeAnthropic() if request.param == "anthropic" else FakeOpenAIInAnthropicTerms() as fake:
+        yield fake
+
+
+@pytest.fixture
+async def any_harness(tmp_path: Path, db: Database, any_api: FakeAnthropic | FakeOpenAI) -> AsyncIterator[Harness]:
     """The harness once per provider: the same scripted exchange, sent in each API's wire format."""
-    with FakeAnthropic() if request.param == "anthropic" else FakeOpenAI() as fake:
-        h = await build_harness(tmp_path, db, fake)
-        yield h
-        await h.llm.close()
+    h = await build_harness(tmp_path, db, any_api)
+    yield h
+    await h.llm.close()
 
 
 async def archive_incoming(db: Database, msg: IncomingMessage, agent_state: str | None = None) -> None:

@@ -154,3 +154,19 @@ async def test_what_is_said_in_chat_is_embedded_like_telegram_messages(tmp_path:
     finally:
         await db.close()
     assert tuple(counts) == (2, 2)  # the question and the answer both have vectors
+
+
+async def test_a_file_attached_in_the_terminal_is_read_like_a_telegram_document(
+    tmp_path: Path, fake_api: FakeAnthropic
+) -> None:
+    fake_api.responder = lambda body: text("Got it.")
+    config = load_config(write_config(tmp_path, fake_api), env={})
+    session = await ChatSession.open(config, Console(file=io.StringIO(), width=100))
+    shopping = tmp_path / "shopping.md"
+    shopping.write_text("# Saturday\n- two hinges\n- a blue kettle\n")
+    assert await session.turn(f"/attach {shopping} what is on my list?") == "Got it."
+    body = [b for b in fake_api.requests if b["model"] == "claude-test"][-1]
+    typed = user_said(body)
+    assert typed.startswith("what is on my list?\n[document shopping.md, text extracted]") and "blue kettle" in typed
+    assert await session.turn(f"/attach {tmp_path / 'missing.pdf'}") is None  # named on screen, nothing sent
+    await session.close()

@@ -19,11 +19,13 @@ from tests.fakes.anthropic_server import (
     error,
     result_text,
     sequence,
+    system_text,
     text,
     tool_results,
     tool_use,
     user_said,
 )
+from tests.fakes.openai_server import FakeOpenAI
 
 
 def today_log(h: Harness) -> str:
@@ -52,7 +54,8 @@ def whiskerino_model(body: Body) -> Reply:
     return text("ok")
 
 
-async def test_whiskerino_survives_new_and_a_restart(tmp_path: Path, fake_api: FakeAnthropic) -> None:
+async def test_whiskerino_survives_new_and_a_restart(tmp_path: Path, any_api: FakeAnthropic | FakeOpenAI) -> None:
+    fake_api = any_api
     db = await Database.open(tmp_path / "teleton.db")
     h = await build_harness(tmp_path, db, fake_api)
     h.main = whiskerino_model
@@ -75,7 +78,7 @@ async def test_whiskerino_survives_new_and_a_restart(tmp_path: Path, fake_api: F
     recall = [b for b in fake_api.requests[start:] if tool_results(b)]
     assert "Whiskerino" in result_text(tool_results(recall[0])[0])
     # Also in front of the model from the first request on: today's log is in the DM system prompt.
-    assert "Whiskerino" in fake_api.requests[start]["system"][-1]["text"]
+    assert "Whiskerino" in system_text(fake_api.requests[start])
     await h.llm.close()
     await db.close()
 
@@ -104,8 +107,8 @@ async def seed_long_session(h: Harness, pairs: int) -> list[dict]:
     return session.messages
 
 
-async def test_a_250_message_session_is_compacted(harness: Harness) -> None:
-    h = harness
+async def test_a_250_message_session_is_compacted(any_harness: Harness) -> None:
+    h = any_harness
     old = await seed_long_session(h, 113)  # 226 + 24 tool messages = 250
     assert len(old) == 250
     old_id = (await h.agent.sessions.active(OWNER.id)).id
@@ -153,11 +156,11 @@ async def test_a_250_message_session_is_compacted(harness: Harness) -> None:
     assert kb["text"] == new.summary
     main = requests[-1]
     assert main["messages"][:20] == kept
-    assert "Summary: the user asked about topics" in main["system"][1]["text"]
+    assert "Summary: the user asked about topics" in system_text(main)
 
 
-async def test_compaction_falls_back_to_truncation_when_the_model_fails(harness: Harness) -> None:
-    h = harness
+async def test_compaction_falls_back_to_truncation_when_the_model_fails(any_harness: Harness) -> None:
+    h = any_harness
     await seed_long_session(h, 100)
     h.utility = lambda body: error(500)
     await h.dm("still there?")
@@ -168,8 +171,8 @@ async def test_compaction_falls_back_to_truncation_when_the_model_fails(harness:
     assert len(new.messages) >= 22 and new.messages[0]["content"].startswith("question ")
 
 
-async def test_old_tool_results_are_masked_in_what_the_model_gets(harness: Harness) -> None:
-    h = harness
+async def test_old_tool_results_are_masked_in_what_the_model_gets(any_harness: Harness) -> None:
+    h = any_harness
     rounds = iter(range(7))
 
     def model(body: Body) -> Reply:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from tests.agent.conftest import MAIN_MODEL, OWNER_DM, Harness
 from tests.fakes.anthropic_server import Body, Reply, error, overloaded, text, tool_use
-from tests.fakes.openai_server import FakeOpenAI, results, said
+from tests.fakes.openai_server import results, said
+from tests.fakes.openai_view import FakeOpenAIInAnthropicTerms
 
 
 async def test_a_plain_dm_is_answered(any_harness: Harness) -> None:
@@ -13,9 +14,9 @@ async def test_a_plain_dm_is_answered(any_harness: Harness) -> None:
     h.main = lambda body: text(f"You said: {said(body)}")
     assert await h.dm("good morning") == "You said: good morning"
     assert h.gateway.sent[-1].chat_id == OWNER_DM.id
-    body = h.main_requests()[-1]
-    if isinstance(h.fake, FakeOpenAI):
-        assert body["messages"][0]["role"] == "system" and body["tools"][0]["type"] == "function"
+    if isinstance(h.fake, FakeOpenAIInAnthropicTerms):  # the wire carried OpenAI's format, not the view
+        raw = h.fake.raw_requests[-1]
+        assert raw["messages"][0]["role"] == "system" and raw["tools"][0]["type"] == "function"
     session = await h.agent.sessions.active(OWNER_DM.id)
     answer = {"role": "assistant", "content": [{"type": "text", "text": "You said: good morning"}]}
     assert session.messages[-1] == answer

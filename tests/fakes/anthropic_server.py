@@ -107,6 +107,12 @@ def body_text(body: Body) -> str:
     return json.dumps(body, ensure_ascii=False)
 
 
+def system_text(body: Body) -> str:
+    """The system prompt's text (blocks joined, or the string a view carries)."""
+    system = body.get("system") or ""
+    return system if isinstance(system, str) else "\n\n".join(b.get("text", "") for b in system)
+
+
 def last_user_text(body: Body) -> str:
     """The text of the last user message (string content or text blocks)."""
     for message in reversed(body.get("messages", [])):

@@ -31,12 +31,24 @@ def _text(content: Any) -> str:
 
 
 def _user_content(content: Any) -> str | list[dict[str, Any]]:
-    """Context and what was typed as two blocks again; any other user text as the string it was."""
+    """Context and what was typed as two blocks again; any other user text as the string it was; an
+    ``image_url`` data URL as the image block it came from, before the text."""
+    images = [_image_block(p) for p in content if p.get("type") == "image_url"] if isinstance(content, list) else []
     text = _text(content)
+    if images:
+        return [*images, {"type": "text", "text": text}]
     if text.startswith((KNOWLEDGE_HEADER, FEED_HEADER)) and "\n\n" in text:
         context, typed = text.rsplit("\n\n", 1)
         return [{"type": "text", "text": context}, {"type": "text", "text": typed}]
     return text
+
+
+def _image_block(part: dict[str, Any]) -> dict[str, Any]:
+    url = part["image_url"]["url"]
+    if url.startswith("data:") and ";base64," in url:
+        media_type, data = url[5:].split(";base64,", 1)
+        return {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}}
+    return {"type": "image", "source": {"type": "url", "url": url}}
 
 
 def _assistant_blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
@@ -90,11 +102,17 @@ class FakeOpenAIInAnthropicTerms(FakeOpenAI):
     """The scripted OpenAI-compatible server whose ``requests`` and responder see ``anthropic_view`` bodies
     (replies are scripted in the Messages vocabulary anyway, and sent in OpenAI's format)."""
 
-    raw: int = 0  # requests that arrived in OpenAI's format (the suite's proof that this provider ran)
+    def __init__(self) -> None:
+        super().__init__()
+        self.raw_requests: list[Body] = []  # the bodies as they arrived, in OpenAI's format
+
+    @property
+    def raw(self) -> int:
+        """Requests that arrived in OpenAI's format (the suites' proof that this provider ran)."""
+        return sum(1 for body in self.raw_requests if body.get("messages") and "system" not in body)
 
     def _next(self, body: Body) -> Reply:
-        if body.get("messages") and "system" not in body:
-            self.raw += 1
+        self.raw_requests.append(body)
         return super()._next(anthropic_view(body))
 
 

@@ -7,6 +7,7 @@ three suite criteria are checked on every step by ``World.step``; the asserts he
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -20,6 +21,8 @@ from tests.privacy.conftest import (
     OWNER_DIARY_MESSAGE_ID,
     OWNER_ID,
     S_DM,
+    S_PHOTO,
+    UTILITY_MODEL,
     World,
     _today,
     assert_refused,
@@ -74,6 +77,8 @@ REFUSED_READS: list[tuple[str, dict[str, Any], str, dict[str, Any]]] = [
         {"from_chat_id": OWNER_ID, "message_id": OWNER_DIARY_MESSAGE_ID, "to_chat_id": 0},
     ),
     ("download_media-owner_dm-admin", DAVE, "download_media", {"chat_id": OWNER_ID, "message_id": 2}),
+    ("download_media-owner_photo-member", MALLORY, "download_media", {"chat_id": OWNER_ID, "message_id": 3}),
+    ("workspace_read-owner_photo-member", MALLORY, "workspace_read", {"path": f"downloads/{OWNER_ID}/fridge.png"}),
 ]
 
 
@@ -92,6 +97,8 @@ def test_group_read_of_private_data_is_refused(
 SCOPED_READS: list[tuple[str, dict[str, Any], str, dict[str, Any]]] = [
     ("memory_search-everything-member", MALLORY, "memory_search", {"query": "locker passport PIN diary bank tram"}),
     ("memory_search-secret_word-admin", DAVE, "memory_search", {"query": "SECRET code strategy heartbeat"}),
+    ("memory_search-owner_photo-member", MALLORY, "memory_search", {"query": "photo handwritten note fridge code"}),
+    ("search_messages-owner_photo-admin", DAVE, "search_messages", {"query": "fridge note photo"}),
     ("memory_recall-bank_pin-member", MALLORY, "memory_recall", {"query": "Olga bank PIN finance"}),
     ("memory_recall-gym_locker-owner_in_group", OWNER, "memory_recall", {"query": "Bob gym locker"}),
     ("search_messages-all_chats-member", MALLORY, "search_messages", {"query": "tram code diary note admin"}),
@@ -201,3 +208,18 @@ def test_group_new_session_summary_holds_nothing_private(main_world: World) -> N
     assert step.utility_requests(), "no summary was made"
     rows = main_world.rows("select label from knowledge where path like ?", (f"sessions/{chat['id']}/%",))
     assert rows and {r["label"] for r in rows} == {f"chat:{chat['id']}"}, rows
+
+
+def test_the_owners_photo_was_seen_and_described_in_the_owners_dm(main_world: World) -> None:
+    """The positive control for the photo rows above: the owner's own turn saw the image and its
+    description, and the archive holds the description, so the group cases had something to leak."""
+    step = main_world.setup["owner_photo"]
+    main = [b for b in step.requests if b.get("model") != UTILITY_MODEL]
+    assert any(b.get("type") == "image" for m in main[0]["messages"] for b in _blocks(m))
+    assert S_PHOTO.token in json.dumps(main[0])
+    archived = main_world.rows("select text from tg_messages where chat_id = ? and message_id = 3", (OWNER_ID,))
+    assert S_PHOTO.token in archived[0]["text"]
+
+
+def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    return message["content"] if isinstance(message["content"], list) else []

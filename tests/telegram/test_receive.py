@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 from telethon import utils
 from telethon.tl import types
 
+from teleton.gateway.contract import MediaInfo
 from tests.telegram.conftest import (
+    ADMIN,
     ALICE,
     BOB,
     CHANNEL,
@@ -19,6 +22,7 @@ from tests.telegram.conftest import (
     new_message,
     next_id,
 )
+from tests.waiting import until
 
 GROUP_ID = utils.get_peer_id(GROUP)
 SUPER_ID = utils.get_peer_id(SUPERGROUP)
@@ -156,6 +160,31 @@ async def test_media_reply_and_forward_are_recorded(harness: Harness) -> None:
     assert rows[0]["text"] == "look at this"  # the caption
 
 
+async def test_a_voice_note_and_a_photo_reach_the_agent_with_their_declared_size(harness: Harness) -> None:
+    # What the size caps are checked against before any download: Telegram's own declaration.
+    voice = types.MessageMediaDocument(
+        document=types.Document(
+            id=3, access_hash=0, file_reference=b"", date=datetime.now(UTC), mime_type="audio/ogg",
+            size=3 * 1024**3, dc_id=1, attributes=[types.DocumentAttributeAudio(duration=12, voice=True)],
+        )
+    )  # fmt: skip
+    sizes = [types.PhotoSize(type="m", w=320, h=240, size=9_000), types.PhotoSize(type="y", w=1280, h=960, size=81_000)]
+    photo = types.MessageMediaPhoto(
+        photo=types.Photo(id=4, access_hash=0, file_reference=b"", date=datetime.now(UTC), sizes=sizes, dc_id=1)
+    )
+    location = types.MessageMediaGeo(geo=types.GeoPointEmpty())
+    await harness.dispatch(
+        new_message(ALICE, ALICE, "", media=voice),
+        new_message(BOB, BOB, "the receipt", media=photo),
+        new_message(ADMIN, ADMIN, "here", media=location),
+    )
+    await until(lambda: len(harness.agent.seen) == 3)
+    voice_msg, photo_msg, geo_msg = sorted(harness.agent.seen, key=lambda m: m.message_id)
+    assert voice_msg.media == MediaInfo(kind="voice", size=3 * 1024**3, mime_type="audio/ogg", duration_s=12.0)
+    assert photo_msg.media == MediaInfo(kind="photo", size=81_000, mime_type="image/jpeg")  # the largest size
+    assert geo_msg.media is None and geo_msg.media_kind == "location"  # nothing to read: archived as a kind
+
+
 async def test_outgoing_messages_from_another_device_are_archived_not_answered(harness: Harness) -> None:
     await harness.dispatch(new_message(ALICE, ME, "sent from my phone", out=True))
     await harness.settle()
@@ -222,3 +251,21 @@ async def test_hostile_and_huge_text_is_archived_intact(harness: Harness) -> Non
     rows = await harness.rows()
     assert [r["text"] for r in rows] == [hostile, huge]
     assert len(harness.agent.seen) == 2
+
+
+async def test_group_media_the_agent_was_not_asked_about_goes_to_describe_all(harness: Harness) -> None:
+    unaddressed: list[Any] = []
+    harness.gateway.pipeline.on_unaddressed_media = unaddressed.append
+    photo = types.MessageMediaPhoto(
+        photo=types.Photo(
+            id=5, access_hash=0, file_reference=b"", date=datetime.now(UTC), dc_id=1,
+            sizes=[types.PhotoSize(type="y", w=1280, h=960, size=50_000)],
+        )
+    )  # fmt: skip
+    quiet = new_message(GROUP, ALICE, "our whiteboard", media=photo, extra=(GROUP,))
+    asked = new_message(GROUP, BOB, "what does it say?", media=photo, mentioned=True, extra=(GROUP,))
+    chatter = new_message(GROUP, BOB, "no media here", extra=(GROUP,))
+    await harness.dispatch(quiet, asked, chatter)
+    await harness.settle()
+    assert [m.message_id for m in unaddressed] == [quiet.message.id]  # the asked one is the agent's turn
+    assert [m.message_id for m in harness.agent.seen] == [asked.message.id]

@@ -1,0 +1,92 @@
+"""Voice notes end to end: transcribed by the real local model (or an OpenAI-compatible endpoint), the
+transcript archived and found by ``teleton feed search``, read by the model as a transcript; and voice
+replies through an ``/audio/speech`` endpoint when ``media.voice_replies`` asks for them."""
+
+from __future__ import annotations
+
+import asyncio
+import stat
+from pathlib import Path
+from typing import Any
+
+import yaml
+from typer.testing import CliRunner
+
+from teleton.agent.voice_reply import VoiceReplies
+from teleton.cli.feed_cmd import app as feed_app
+from teleton.gateway.contract import MediaInfo
+from teleton.media.speech import SpeechClient
+from teleton.media.transcribe_http import HttpTranscriber
+from teleton.media.transcribe_local import from_settings
+from tests.agent.conftest import OWNER_DM, Harness
+from tests.agent.test_media import last_user_blocks, send_file
+from tests.fakes.anthropic_server import text
+from tests.fakes.openai_audio import FakeTranscriptions
+from tests.fakes.openai_speech import AUDIO, FakeSpeech
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "media"
+VOICE = MediaInfo(kind="voice", mime_type="audio/ogg", duration_s=4.0)
+
+
+async def test_a_voice_note_is_transcribed_locally_archived_and_found_by_feed_search(
+    harness: Harness, tmp_path: Path, monkeypatch: Any
+) -> None:
+    h = harness
+    h.agent.deps.media.transcriber = whisper = from_settings()  # the packaged model, offline
+    h.main = lambda body: text("It is in the blue folder.")
+    try:
+        assert await send_file(h, FIXTURES / "voice_en_receipt.ogg", media=VOICE) == "It is in the blue folder."
+    finally:
+        whisper.close()
+    typed = last_user_blocks(h)[-1]["text"]
+    head, said = typed.split("]: ", 1)
+    assert head.startswith("[voice note, 0:0") and head.endswith(", en, transcript")
+    assert "receipt" in said.lower() and "blue folder" in said.lower()
+
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        yaml.safe_dump({"storage": {"database": str(tmp_path / "teleton.db")}, "embedding": {"provider": "none"}})
+    )
+    monkeypatch.setenv("TELETON_CONFIG", str(config))
+    result = await asyncio.to_thread(CliRunner().invoke, feed_app, ["search", "hardware store receipt"])
+    assert result.exit_code == 0, result.output
+    assert "blue folder" in result.output.lower()
+
+
+async def test_a_voice_note_through_an_openai_compatible_endpoint_and_a_spoken_answer(
+    harness: Harness, tmp_path: Path
+) -> None:
+    h = harness
+    with FakeTranscriptions() as stt, FakeSpeech() as tts:
+        stt.texts = ["Remind me what time the plumber comes."]
+        h.agent.deps.media.transcriber = HttpTranscriber("whisper-1", base_url=stt.base_url, api_key="k")
+        speech = SpeechClient(tts.base_url, api_key="k", model="tts-1", voice="nova")
+        h.agent.deps.voice = VoiceReplies("when_spoken_to", speech, h.gateway, h.workspace)
+        h.main = lambda body: text("The plumber comes at nine.")
+        note = tmp_path / "note.ogg"
+        note.write_bytes((FIXTURES / "voice_en_dentist.ogg").read_bytes())
+        assert await send_file(h, note, media=VOICE) == "The plumber comes at nine."
+        assert last_user_blocks(h)[-1]["text"].endswith("transcript]: Remind me what time the plumber comes.")
+        # The text reply first, then the same words as a voice note (saved 0600 in the chat's folder).
+        assert [m.text for m in h.gateway.sent][-2:] == [
+            "The plumber comes at nine.",
+            f"[voice message: {voice_file(h)}]",
+        ]
+        assert tts.requests == [{"path": "/v1/audio/speech", "model": "tts-1", "voice": "nova",
+                                 "input": "The plumber comes at nine.", "response_format": "opus"}]  # fmt: skip
+        assert voice_file(h).read_bytes() == AUDIO and stat.S_IMODE(voice_file(h).stat().st_mode) == 0o600
+        # A typed message gets no voice note (when_spoken_to); a failing speech server costs only the voice.
+        sent = len(h.gateway.sent)
+        await h.dm("and the electrician?")
+        assert len(h.gateway.sent) == sent + 1 and len(tts.requests) == 1
+        tts.status = 503
+        h.agent.deps.voice.mode = "always"
+        assert await h.dm("thanks!") == "The plumber comes at nine."
+        assert len(tts.requests) == 2 and "voice message" not in h.gateway.sent[-1].text
+        await speech.aclose()
+        await h.agent.deps.media.transcriber.aclose()
+
+
+def voice_file(h: Harness) -> Path:
+    (path,) = (h.workspace / "downloads" / str(OWNER_DM.id)).glob("reply-*.ogg")
+    return path
