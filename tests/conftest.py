@@ -21,7 +21,16 @@ LONGEST_FIRST = (
     "tests/daemon/test_fault_injection.py",
     "tests/daemon/test_fault_outage.py",
     "tests/cli/test_readme_quickstart.py",
+    "tests/privacy/test_10_group_reads.py",  # the attack modules: each holds 1-2 minutes of steps
+    "tests/privacy/test_11_files_and_paths.py",
+    "tests/privacy/test_14_dm_users.py",
 )
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: one worker more than cores. The daemon and privacy modules spend much of their time waiting
+    for a daemon subprocess; a third worker on two cores fills that time (measured: 184% of 200% CPU busy)."""
+    return (os.cpu_count() or 1) + 1
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

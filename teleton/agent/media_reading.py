@@ -100,10 +100,12 @@ class MediaReader:
         *,
         transcriber: Transcriber | None = None,
         describe: Describe | None = None,
+        telegram_transcription: bool = False,
     ) -> None:
         self.db, self.gateway, self.workspace, self.settings = db, gateway, workspace, settings
         self.transcriber = transcriber
         self.describe = describe
+        self.telegram_transcription = telegram_transcription  # media.transcription.provider: telegram
         self._later: set[asyncio.Task[None]] = set()
         self._one_at_a_time = asyncio.Semaphore(1)
 
@@ -140,7 +142,12 @@ class MediaReader:
         kind = family(media)
         try:
             self._check_declared(media, kind)
-            path = await download_to_chat(self.gateway, self.workspace, msg.chat.id, msg.message_id, self._cap(kind))
+            if kind == "audio" and self.telegram_transcription:  # Telegram has the file: nothing to download
+                said = await self.gateway.transcribe_audio(msg.chat.id, msg.message_id)
+                return Reading(text=_with(msg.text, _transcribed(media, media.duration_s, None, said)))
+            path = await download_to_chat(
+                self.gateway, self.workspace, msg.chat.id, msg.message_id, self.settings.cap(kind)
+            )
             data = await asyncio.to_thread(path.read_bytes)
             if kind == "image":
                 return await self._image(msg, data)
@@ -152,13 +159,10 @@ class MediaReader:
             log.warning("media_not_read", chat_id=msg.chat.id, message_id=msg.message_id, kind=media.kind, why=reason)
             return Reading(text=_with(msg.text, f"[{_name(media)} not read: {reason}]"), archive=False)
 
-    def _cap(self, kind: str) -> int:
-        return self.settings.cap(kind)
-
     def _check_declared(self, media: MediaInfo, kind: str) -> None:
         """Refuse before any byte is downloaded: what Telegram declares is checked against the caps."""
-        if media.size is not None and media.size > self._cap(kind):
-            raise MediaError(f"{_size(media.size)} is over the {_size(self._cap(kind))} limit for {kind} files")
+        if media.size is not None and media.size > self.settings.cap(kind):
+            raise MediaError(f"{_size(media.size)} is over the {_size(self.settings.cap(kind))} limit for {kind} files")
         if kind == "audio" and media.duration_s is not None and media.duration_s > self.settings.max_audio_s:
             raise MediaError(f"{_clock(media.duration_s)} long, over the {_clock(self.settings.max_audio_s)} limit")
         if kind == "document" and media.file_name and kind_from_name(media.file_name, media.mime_type) is None:
@@ -181,10 +185,7 @@ class MediaReader:
         if self.transcriber is None:
             raise MediaError("transcription is off (media.transcription.provider)")
         transcript = await self.transcriber.transcribe(data, filename=filename)
-        length = _clock(transcript.duration_s)
-        language = f", {transcript.language}" if transcript.language else ""
-        said = transcript.text or "(no speech)"
-        marker = f"[{_name(msg.media)}, {length}{language}, transcript]: {said}"
+        marker = _transcribed(msg.media, transcript.duration_s, transcript.language, transcript.text)
         return Reading(text=_with(msg.text, marker))
 
     async def _document(self, msg: IncomingMessage, data: bytes, path: Path) -> Reading:
@@ -222,6 +223,12 @@ def _with(caption: str, marker: str) -> str:
     return f"{caption.strip()}\n{marker}" if caption.strip() else marker
 
 
+def _transcribed(media: MediaInfo | None, duration_s: float | None, language: str | None, said: str) -> str:
+    length = f", {_clock(duration_s)}" if duration_s else ""
+    lang = f", {language}" if language else ""
+    return f"[{_name(media)}{length}{lang}, transcript]: {said.strip() or '(no speech)'}"
+
+
 def _name(media: MediaInfo | None) -> str:
     if media is None:
         return "file"
@@ -253,7 +260,7 @@ def describer(llm: Any) -> Describe:
     return describe
 
 
-def transcriber_for(media: Any) -> Transcriber | None:
+def transcriber_for(media: Any, scratch: Path | None = None) -> Transcriber | None:
     """The transcriber ``media.transcription`` names; None when off or when it cannot work (logged once:
     voice notes then reach the model as a note saying so, and ``teleton doctor`` names the fix)."""
     t = media.transcription
@@ -262,9 +269,10 @@ def transcriber_for(media: Any) -> Transcriber | None:
         if t.provider == "local":
             from teleton.media.transcribe_local import LocalSettings, from_settings
 
-            return from_settings(
-                t.model, str(t.model_path) if t.model_path else None, LocalSettings(max_duration_s=limit)
-            )
+            # scratch: where the packaged model's two parts are joined (and checked) for a moment: not /tmp,
+            # which may be RAM.
+            settings = LocalSettings(max_duration_s=limit, scratch_dir=scratch)
+            return from_settings(t.model, str(t.model_path) if t.model_path else None, settings)
         if t.provider == "openai_compatible":
             from teleton.media import transcribe_http
 
@@ -285,6 +293,8 @@ def media_reader(config: Any, db: Database, gateway: Gateway, llm: Any) -> Media
         gateway,
         Path(config.storage.workspace),
         MediaSettings.from_config(config.media),
-        transcriber=transcriber_for(config.media),
-        describe=describer(llm),
+        transcriber=transcriber_for(config.media, Path(config.storage.data_dir).expanduser()),
+        # A utility model that cannot see images would describe the note that replaced it: no line at all.
+        describe=describer(llm) if llm.utility_sees_images else None,
+        telegram_transcription=config.media.transcription.provider == "telegram",
     )

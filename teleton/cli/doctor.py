@@ -6,6 +6,7 @@ a remote embedding endpoint with one embedding, and the Telegram session by conn
 
 from __future__ import annotations
 
+import asyncio
 import getpass
 import os
 import shutil
@@ -173,6 +174,31 @@ def check_embedding_endpoint(config: Config) -> Check:
     return Check("Embedding model", True, f"{emb.model} at {base_url}")
 
 
+def check_transcription(config: Config) -> Check:
+    """Offline: the speech-to-text the config names can work (files present, endpoint and key named)."""
+    t = config.media.transcription
+    if t.provider in ("off", "telegram") or not config.media.enabled:
+        detail = "Telegram's TranscribeAudio (Premium accounts)" if t.provider == "telegram" else "off"
+        return Check("Transcription", True, detail if config.media.enabled else "media off")
+    try:
+        if t.provider == "local":
+            from teleton.media.whisper_files import whisper_files
+
+            files = whisper_files(t.model, t.model_path)
+            files.check_present()
+            return Check("Transcription", True, f"local {files.model_id}")
+        from teleton.media.transcribe_http import TranscriberConfigError, from_settings
+
+        try:
+            client = from_settings(preset_name=t.preset, base_url=t.base_url, model=t.model, api_key=t.api_key)
+        except TranscriberConfigError as exc:
+            return Check("Transcription", False, str(exc), "fix the named key in media.transcription")
+        asyncio.run(client.aclose())
+        return Check("Transcription", True, f"{client.provider} at {client.base_url}")
+    except Exception as exc:  # ModelFilesError: a package missing or a file changed
+        return Check("Transcription", False, str(exc), "reinstall Teleton, or set media.transcription.model_path")
+
+
 def check_database_mode(config: Config) -> Check | None:
     path = config.storage.database
     if path is None or not path.exists():
@@ -200,6 +226,26 @@ def check_api_key(config: Config) -> Check:
     ok = bool(ep.api_key)
     fix = f"export {ep.preset.key_env}=... or set agent.api_key in the config"
     return Check(name, ok, "present" if ok else "missing", "" if ok else fix)
+
+
+def check_fallback_keys(config: Config) -> list[Check]:
+    """Each failover provider's key, checked now rather than on the day the main provider is down."""
+    from teleton.llm.presets import PresetError, preset
+
+    found = []
+    for fallback in config.agent.fallbacks:
+        name = f"Fallback {fallback.provider} ({fallback.model}) key"
+        try:
+            key_env = preset(fallback.provider).key_env
+        except PresetError as exc:
+            found.append(Check(name, False, str(exc), "run `teleton models` for the known providers"))
+            continue
+        if key_env is None or fallback.api_key:
+            found.append(Check(name, True, "present" if fallback.api_key else "not needed"))
+            continue
+        ok = bool(os.environ.get(key_env))
+        found.append(Check(name, ok, "present" if ok else "missing", "" if ok else f"export {key_env}=..."))
+    return found
 
 
 def check_database(config: Config) -> Check:
@@ -233,7 +279,7 @@ def check_config_mode(config: Config) -> Check | None:
 
 
 LOCAL_CHECKS = ("Config file mode", "Embedding model", "Workspace", "Database", "Database file mode",
-                "Data directory", "Free disk", "Telegram session", "Model API key")  # fmt: skip
+                "Data directory", "Free disk", "Telegram session", "Model API key", "Transcription")  # fmt: skip
 
 
 def run_checks(config_path: Path | None, *, online: bool = False) -> list[Check]:
@@ -251,6 +297,8 @@ def run_checks(config_path: Path | None, *, online: bool = False) -> list[Check]
         check_data_dir,
         check_telegram_session,
         check_api_key,
+        check_fallback_keys,
+        check_transcription,
     ]
     if online:
         from teleton.cli.doctor_online import check_embeddings_online, check_model_online, check_telegram_online

@@ -237,6 +237,9 @@ class LoopbackGateway:
         except OSError as exc:
             raise GatewayError(f"download failed ({exc.strerror or exc})") from None
 
+    async def transcribe_audio(self, chat_id: int, message_id: int) -> str:
+        raise GatewayError("Telegram's transcription is not available in the loopback transport")
+
     async def get_chat(self, chat_id: int) -> ChatInfo:
         chat = self._chats.get(chat_id)
         if chat is None:

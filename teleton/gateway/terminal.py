@@ -129,6 +129,9 @@ class TerminalGateway:
         except OSError as exc:
             raise GatewayError(f"cannot read the attached file ({exc.strerror or exc})") from None
 
+    async def transcribe_audio(self, chat_id: int, message_id: int) -> str:
+        raise GatewayError("Telegram's transcription is not available in the terminal")
+
     async def get_chat(self, chat_id: int) -> ChatInfo:
         if chat_id == self.chat.id:
             return self.chat

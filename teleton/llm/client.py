@@ -217,6 +217,12 @@ class LLMClient:
                 response = await provider.send(request, progress)
         return response
 
+    @property
+    def utility_sees_images(self) -> bool:
+        """Whether the utility model's provider is sent images (a provider without vision gets a note)."""
+        provider = self.utility.provider if self.utility is not None else self.provider
+        return bool(getattr(provider, "vision", True))
+
     async def complete(self, prompt: str, *, system: str = "", max_tokens: int = 1024) -> str:
         """A one-shot text completion on the utility model (summaries, fact extraction)."""
         response = await self.create(

@@ -28,6 +28,7 @@ from teleton.telegram.split import Part, plan_reply
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
+TRANSCRIBE_POLLS = 6
 
 _BIG_TEXT = 50_000  # replies longer than this are prepared on a worker thread
 CHOICE_TEXT_MAX = 4000  # a message with buttons is one message: longer text goes first on its own
@@ -196,10 +197,28 @@ class TelegramActions:
         if size > max_bytes:
             raise GatewayError(f"media is {size} bytes, over the {max_bytes} byte limit")
         await asyncio.to_thread(Path(dest_dir).mkdir, parents=True, exist_ok=True)
-        out = await self._call(lambda: self.client.download_media(msg, file=str(dest_dir)), "download media")
+        # An animated or video sticker (TGS, WebM) is read through its still thumbnail, the largest one.
+        thumb = -1 if convert.media_kind(msg) == "sticker" and not _mime(msg).startswith("image/") else None
+        out = await self._call(
+            lambda: self.client.download_media(msg, file=str(dest_dir), thumb=thumb), "download media"
+        )
         if not out:
             raise GatewayError("download failed")
         return Path(out)
+
+    async def transcribe_audio(self, chat_id: int, message_id: int) -> str:
+        """Telegram's own transcription of a voice or video note (Premium accounts, or a trial's free ones).
+        A transcription still pending is asked for again, a few times, before giving up."""
+        peer = await self._peer(chat_id)
+        for attempt in range(TRANSCRIBE_POLLS):
+            result = await self._call(
+                lambda: self.client(functions.messages.TranscribeAudioRequest(peer=peer, msg_id=message_id)),
+                "transcribe audio",
+            )
+            if not result.pending:
+                return str(result.text or "")
+            await self._sleep(min(2.0 * (attempt + 1), 10.0))
+        raise GatewayError("Telegram's transcription is still pending; try again later")
 
     async def get_chat(self, chat_id: int) -> ChatInfo:
         entity = await self._call(lambda: self.client.get_entity(chat_id), "get chat")
@@ -280,3 +299,7 @@ def _tl_entity(span: Span) -> Any:
     if span.kind == "blockquote":
         return types.MessageEntityBlockquote(o, n)
     return types.MessageEntityUnknown(o, n)
+
+
+def _mime(msg: Any) -> str:
+    return str(getattr(getattr(msg, "file", None), "mime_type", None) or "")

@@ -90,3 +90,12 @@ async def test_a_voice_note_through_an_openai_compatible_endpoint_and_a_spoken_a
 def voice_file(h: Harness) -> Path:
     (path,) = (h.workspace / "downloads" / str(OWNER_DM.id)).glob("reply-*.ogg")
     return path
+
+
+async def test_telegram_transcription_needs_telegram_and_says_so_in_one_line(harness: Harness) -> None:
+    h = harness
+    h.agent.deps.media.telegram_transcription = True  # media.transcription.provider: telegram
+    await send_file(h, FIXTURES / "voice_es_meeting.ogg", media=VOICE)
+    note = "[voice note not read: Telegram's transcription is not available in the terminal]"
+    assert last_user_blocks(h)[-1]["text"] == note
+    assert not (h.workspace / "downloads").exists()  # Telegram holds the file: nothing was downloaded

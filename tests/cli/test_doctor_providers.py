@@ -68,3 +68,24 @@ def test_online_checks_a_remote_embedding_endpoint(tmp_path: Path, fake_openai: 
         found = checks(tmp_path, {"agent": agent, "embedding": {**embedding, "api_key": "wrong"}}, online=True)
     check = found["Embeddings (online)"]
     assert check.ok is False and "HTTP 401" in check.detail and "\n" not in check.detail
+
+
+def test_transcription_is_checked_for_each_provider(tmp_path: Path) -> None:
+    found = checks(tmp_path, {})
+    assert found["Transcription"].ok is True and found["Transcription"].detail == "local whisper-base"
+    missing = checks(tmp_path, {"media": {"transcription": {"model_path": str(tmp_path / "no-such-model")}}})
+    assert missing["Transcription"].ok is False and "no-such-model" in missing["Transcription"].detail
+    groq = checks(tmp_path, {"media": {"transcription": {"provider": "openai_compatible", "preset": "groq"}}})
+    assert groq["Transcription"].ok is False and "GROQ_API_KEY" in groq["Transcription"].detail
+    local = {"provider": "openai_compatible", "base_url": "http://127.0.0.1:9/v1", "model": "whisper-1"}
+    assert checks(tmp_path, {"media": {"transcription": local}})["Transcription"].ok is True
+
+
+def test_each_fallback_key_is_checked_before_the_day_it_is_needed(tmp_path: Path, monkeypatch: Any) -> None:
+    fallbacks = [{"provider": "openai", "model": "gpt-4.1"}, {"provider": "ollama", "model": "qwen3:8b"}]
+    found = checks(tmp_path, {"agent": {"fallbacks": fallbacks}})
+    assert found["Fallback openai (gpt-4.1) key"].ok is False
+    assert "OPENAI_API_KEY" in found["Fallback openai (gpt-4.1) key"].fix
+    assert found["Fallback ollama (qwen3:8b) key"].ok is True
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    assert checks(tmp_path, {"agent": {"fallbacks": fallbacks}})["Fallback openai (gpt-4.1) key"].ok is True

@@ -95,7 +95,8 @@ class Daemon:
     def pump(self) -> None:
         assert self.sock is not None
         try:
-            readable, _, _ = select.select([self.sock], [], [], 0.2)
+            # Short: a waiter whose state shows in the daemon's log, not on the socket, looks again this soon.
+            readable, _, _ = select.select([self.sock], [], [], 0.05)
             # One read per call: under a steady stream a read-until-idle loop would never return.
             chunk = self.sock.recv(1 << 16) if readable else b""
         except (OSError, ValueError) as exc:  # the daemon is gone or the socket was closed: kept for wait_for

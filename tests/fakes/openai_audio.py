@@ -9,13 +9,14 @@ as ``gpt-4o-transcribe`` does.
 
 from __future__ import annotations
 
-import json
 import threading
 from dataclasses import dataclass
 from email.parser import BytesParser
 from email.policy import HTTP
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
+
+from tests.fakes.local_http import Quiet, serve, stop
 
 
 @dataclass
@@ -69,30 +70,17 @@ class FakeTranscriptions:
     def __enter__(self) -> FakeTranscriptions:
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
+        class Handler(Quiet):
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers["content-length"]))
                 status, extra, payload = fake.answer(self.path, self.headers, raw)
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                for name, value in extra.items():
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(data)
+                self.send_json(status, payload, extra)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+        self._server = serve(Handler)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        assert self._server is not None
-        self._server.shutdown()
-        self._server.server_close()
+        stop(self._server)
 
 
 def parse_multipart(content_type: str, raw: bytes) -> Upload:

@@ -11,8 +11,10 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
+
+from tests.fakes.local_http import Quiet, serve, stop
 
 
 def bag_of_words(text: str, dims: int) -> list[float]:
@@ -65,10 +67,7 @@ class FakeEmbeddings:
     def __enter__(self) -> FakeEmbeddings:
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
+        class Handler(Quiet):
             def do_GET(self) -> None:
                 self._reply(*fake.answer(self.path, self.headers.get("authorization"), None))
 
@@ -77,20 +76,10 @@ class FakeEmbeddings:
                 self._reply(*fake.answer(self.path, self.headers.get("authorization"), body))
 
             def _reply(self, status: int, payload: dict[str, Any]) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                if status == 429:
-                    self.send_header("retry-after", "0")
-                self.end_headers()
-                self.wfile.write(data)
+                self.send_json(status, payload, {"retry-after": "0"} if status == 429 else None)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+        self._server = serve(Handler)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        assert self._server is not None
-        self._server.shutdown()
-        self._server.server_close()
+        stop(self._server)

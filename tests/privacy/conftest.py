@@ -585,7 +585,7 @@ class World:
     def wait(self, predicate: Callable[[], bool], what: str) -> None:
         """Wait for ``what`` (no deadline: a hang is pytest-timeout's to report, showing this line)."""
         while True:
-            self.daemon.pump()  # blocks up to 0.2 s on the socket: no busy loop
+            self.daemon.pump()  # blocks up to 0.05 s on the socket: no busy loop
             if predicate():
                 return
             proc = self.daemon.proc
@@ -1008,20 +1008,13 @@ def seed_others(world: World) -> dict[str, Step]:
 OWNER_DIARY_MESSAGE_ID = 2  # the owner's DM message carrying S_DM (the second message of the owner's DM)
 
 
-# The shared world's attacks (test_10..19) on both providers take the suite past its 10-minute budget on two
-# cores; the worlds of their own (planted notes, deny, allow, the OpenAI view) always run on both, and
-# TELETON_TEST_ALL_PROVIDERS=1 runs the shared world on both too.
-MAIN_WORLD_PROVIDERS = PROVIDERS if os.environ.get("TELETON_TEST_ALL_PROVIDERS") == "1" else ("anthropic",)
-
-
-@pytest.fixture(scope="session", params=MAIN_WORLD_PROVIDERS)
-def main_world(request: pytest.FixtureRequest) -> Iterator[World]:
+def _shared_world(provider: str) -> Iterator[World]:
     """The shared daemon (exec enabled, a second admin, a per-chat task quota of 5) after everyone seeded
     their secrets. Every owner turn of this daemon happens here, before any attack: an owner turn re-reads
     (and the obedient model re-runs) whatever reached the owner's daily log, and attacks planted in groups
     that reach an owner turn are the subject of test_20_planted_notes, on a daemon of their own."""
     with running_world(
-        f"main-{request.param}", provider=request.param,
+        f"main-{provider}", provider=provider,
         **{"capabilities.exec.enabled": True, "scheduler.max_active_per_chat": 5},
     ) as world:  # fmt: skip
         owner = dm(OWNER)
@@ -1039,6 +1032,24 @@ def main_world(request: pytest.FixtureRequest) -> Iterator[World]:
             rel: (world.workspace / rel).read_text() for rel in ("learnings/errors.md", "learnings/corrections.md")
         }
         yield world
+
+
+# One shared daemon per provider and test worker, both kept for the whole session: a parametrised session
+# fixture would hold one at a time and rebuild them at every file's switch from one provider to the other.
+@pytest.fixture(scope="session")
+def main_world_anthropic() -> Iterator[World]:
+    yield from _shared_world("anthropic")
+
+
+@pytest.fixture(scope="session")
+def main_world_openai() -> Iterator[World]:
+    yield from _shared_world("openai")
+
+
+@pytest.fixture(scope="module", params=PROVIDERS)
+def main_world(request: pytest.FixtureRequest) -> World:
+    """The shared world of each provider in turn: every attack of test_10..19 runs on both."""
+    return request.getfixturevalue(f"main_world_{request.param}")
 
 
 def attack(

@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from teleton.llm.openai_provider import NO_IMAGE
+from tests.fakes.openai_view import FakeOpenAIInAnthropicTerms
 from tests.privacy.conftest import (
     BOB,
     DAVE,
@@ -215,9 +217,14 @@ def test_the_owners_photo_was_seen_and_described_in_the_owners_dm(main_world: Wo
     description, and the archive holds the description, so the group cases had something to leak."""
     step = main_world.setup["owner_photo"]
     main = [b for b in step.requests if b.get("model") != UTILITY_MODEL]
+    archived = main_world.rows("select text from tg_messages where chat_id = ? and message_id = 3", (OWNER_ID,))
+    if isinstance(main_world.api, FakeOpenAIInAnthropicTerms):
+        # openai_compatible has no vision: the model gets a note instead, and no utility call describes it.
+        assert NO_IMAGE in json.dumps(main[0]) and len(main) == len(step.requests)
+        assert archived[0]["text"] == "the code for the fridge"
+        return
     assert any(b.get("type") == "image" for m in main[0]["messages"] for b in _blocks(m))
     assert S_PHOTO.token in json.dumps(main[0])
-    archived = main_world.rows("select text from tg_messages where chat_id = ? and message_id = 3", (OWNER_ID,))
     assert S_PHOTO.token in archived[0]["text"]
 
 

@@ -218,3 +218,33 @@ async def test_stop_lets_a_running_turn_finish_its_reply(db: Any) -> None:
     assert [r.message for r in h.client.sent()] == ["done thinking"]
     row = await db.fetchone("select count(*) from tg_messages where is_outgoing = 1")
     assert row[0] == 1  # the reply is archived too: the archive is flushed after the last turn
+
+
+async def test_telegrams_own_transcription_is_asked_again_while_pending(harness: Harness, monkeypatch: Any) -> None:
+    states = iter([True, True, False])
+    asked: list[Any] = []
+
+    def answer(request: Any) -> Any:  # Telegram's side: pending twice, then the text
+        assert isinstance(request, functions.messages.TranscribeAudioRequest)
+        asked.append(request)
+        pending = next(states)
+        return types.messages.TranscribedAudio(
+            transcription_id=7, text="" if pending else "call the dentist on thursday", pending=pending
+        )
+
+    monkeypatch.setattr(harness.client, "answer", answer)
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    harness.gateway._sleep = sleep
+    assert await harness.gateway.transcribe_audio(ALICE.id, 42) == "call the dentist on thursday"
+    assert [r.msg_id for r in asked] == [42, 42, 42] and slept == [2.0, 4.0]
+
+    def premium_only(request: Any) -> Any:
+        raise errors.PremiumAccountRequiredError(request=request)
+
+    monkeypatch.setattr(harness.client, "answer", premium_only)
+    with pytest.raises(GatewayError):
+        await harness.gateway.transcribe_audio(ALICE.id, 43)
