@@ -199,6 +199,21 @@ def check_transcription(config: Config) -> Check:
         return Check("Transcription", False, str(exc), "reinstall Teleton, or set media.transcription.model_path")
 
 
+def check_voice_replies(config: Config) -> Check | None:
+    """Offline, when voice replies are on: the voice the config names can speak (package or endpoint and key)."""
+    if config.media.voice_replies == "off" or not config.media.enabled:
+        return None
+    from teleton.media.speech import speech_client
+
+    try:
+        speech = speech_client(config.media.speech)
+    except ValueError as exc:
+        return Check("Voice replies", False, str(exc), "fix the named key in media.speech")
+    asyncio.run(speech.aclose())
+    where = "eSpeak NG, local" if speech.name == "local" else f"{speech.model} at {speech.base_url}"
+    return Check("Voice replies", True, f"{config.media.voice_replies}: {where}")
+
+
 def check_database_mode(config: Config) -> Check | None:
     path = config.storage.database
     if path is None or not path.exists():
@@ -299,6 +314,7 @@ def run_checks(config_path: Path | None, *, online: bool = False) -> list[Check]
         check_api_key,
         check_fallback_keys,
         check_transcription,
+        check_voice_replies,
     ]
     if online:
         from teleton.cli.doctor_online import check_embeddings_online, check_model_online, check_telegram_online

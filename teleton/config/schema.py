@@ -132,8 +132,10 @@ class TranscriptionConfig(Section):
 
 
 class SpeechConfig(Section):
-    """Voice replies: an OpenAI-compatible /audio/speech endpoint (off unless media.voice_replies is on)."""
+    """Voice replies (off unless media.voice_replies is on): eSpeak NG on this machine, or an OpenAI-compatible
+    /audio/speech endpoint."""
 
+    provider: Literal["local", "openai_compatible"] = "local"
     preset: ProviderName | None = "openai"
     base_url: str | None = None
     api_key: str | None = Field(default=None, repr=False)

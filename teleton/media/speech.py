@@ -1,6 +1,7 @@
 """Text to speech for voice replies: an OpenAI-compatible ``POST /audio/speech`` (OpenAI, or a local server
-such as one running Kokoro or Piper behind that API). No TTS that installs offline from a package fits here
-(Piper's voices and Coqui's models download from a hub at first use), so this is the one implementation.
+such as one running Kokoro or Piper behind that API), or the ``local`` eSpeak NG voice
+(``teleton/media/speech_local.py``; Piper's and Coqui's voices download from a hub, so they are no offline
+default). ``speakable`` is the one rule for what of a reply is read aloud, for both.
 
 The answer is asked for as Opus in an Ogg container: what Telegram plays as a voice note.
 """
@@ -8,6 +9,7 @@ The answer is asked for as Opus in an Ogg container: what Telegram plays as a vo
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,17 +19,31 @@ from teleton.llm.presets import PresetError, preset
 from teleton.media.errors import MediaError
 
 MAX_INPUT_CHARS = 4096  # OpenAI's limit for one request
+_CODE_BLOCK = re.compile(r"```.*?(```|$)", re.S)
+_LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
+_URL = re.compile(r"https?://\S+")
+_MARKUP = re.compile(r"[*_`#>|~]+")
+
+
+def speakable(text: str) -> str:
+    """What of a Markdown reply is read aloud: a link by its text, no code, no markup characters."""
+    text = _CODE_BLOCK.sub(" (code) ", text)
+    text = _URL.sub("a link", _LINK.sub(r"\1", text))
+    return " ".join(_MARKUP.sub(" ", text).split())
 
 
 class SpeechClient:
+    name = "openai_compatible"
+
     def __init__(self, base_url: str, *, api_key: str | None, model: str, voice: str, timeout_s: float = 60.0) -> None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self.model, self.voice = model, voice
+        self.model, self.voice, self.base_url = model, voice, base_url.rstrip("/")
         self._client = httpx.AsyncClient(base_url=base_url.rstrip("/"), headers=headers, timeout=timeout_s)
 
     async def synthesize(self, text: str) -> bytes:
         """``text`` (cut to what one request takes) spoken, as Ogg/Opus bytes; MediaError in one line."""
-        body = {"model": self.model, "voice": self.voice, "input": text[:MAX_INPUT_CHARS], "response_format": "opus"}
+        words = speakable(text)[:MAX_INPUT_CHARS]
+        body = {"model": self.model, "voice": self.voice, "input": words, "response_format": "opus"}
         try:
             response = await self._client.post("/audio/speech", json=body)
         except httpx.HTTPError as exc:
@@ -42,8 +58,16 @@ class SpeechClient:
         await self._client.aclose()
 
 
-def speech_client(speech: Any, env: Mapping[str, str] | None = None) -> SpeechClient:
+def speech_client(speech: Any, env: Mapping[str, str] | None = None) -> Any:
     """The client ``media.speech`` describes; ``ValueError`` in one line naming the key to fix."""
+    if speech.provider == "local":
+        from teleton.media.speech_local import LocalSpeech  # it imports this module
+        from teleton.memory.embeddings.model_files import ModelFilesError
+
+        try:
+            return LocalSpeech()
+        except ModelFilesError as exc:
+            raise ValueError(f"media.speech.provider: local: {exc}") from None
     env = os.environ if env is None else env
     base_url, key_env = speech.base_url, None
     if speech.preset:

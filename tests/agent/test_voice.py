@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 from teleton.agent.voice_reply import VoiceReplies
 from teleton.cli.feed_cmd import app as feed_app
 from teleton.gateway.contract import MediaInfo
-from teleton.media.speech import SpeechClient
+from teleton.media.speech import SpeechClient, speakable
+from teleton.media.speech_local import LocalSpeech
 from teleton.media.transcribe_http import HttpTranscriber
 from teleton.media.transcribe_local import from_settings
 from tests.agent.conftest import OWNER_DM, Harness
@@ -85,6 +86,41 @@ async def test_a_voice_note_through_an_openai_compatible_endpoint_and_a_spoken_a
         assert len(tts.requests) == 2 and "voice message" not in h.gateway.sent[-1].text
         await speech.aclose()
         await h.agent.deps.media.transcriber.aclose()
+
+
+async def test_the_local_voice_speaks_the_reply_and_whisper_hears_it_back(harness: Harness) -> None:
+    h = harness
+    speech = LocalSpeech()  # eSpeak NG from its pip package: offline
+    h.agent.deps.voice = VoiceReplies("always", speech, h.gateway, h.workspace)
+    h.main = lambda body: text("**Done.** The meeting moved to [Friday](https://cal.example/x) at three.")
+    await h.dm("when is the meeting?")
+    spoken = voice_file(h)
+    assert spoken.read_bytes()[:4] == b"OggS" and stat.S_IMODE(spoken.stat().st_mode) == 0o600
+    whisper = from_settings()
+    try:
+        heard = (await whisper.transcribe(spoken)).text.lower()
+    finally:
+        whisper.close()
+    assert "friday" in heard and "meeting" in heard
+    assert "http" not in heard and "asterisk" not in heard  # read as words, not as Markdown
+    await speech.aclose()
+
+
+async def test_the_local_voice_speaks_russian_in_a_russian_voice() -> None:
+    speech = LocalSpeech()
+    whisper = from_settings()
+    try:
+        audio = await speech.synthesize("Привет! Встреча будет в пятницу.")
+        transcript = await whisper.transcribe(audio)
+    finally:
+        whisper.close()
+        await speech.aclose()
+    assert transcript.language == "ru"  # an English voice reading Cyrillic would not be heard as Russian
+
+
+def test_what_is_read_aloud_of_a_markdown_reply() -> None:
+    reply = "# Plan\n**Call** [Olga](tg://user?id=5) at https://x.example/a?b=1\n```\nrm -rf /\n```\n> done_ok"
+    assert speakable(reply) == "Plan Call Olga at a link (code) done ok"
 
 
 def voice_file(h: Harness) -> Path:

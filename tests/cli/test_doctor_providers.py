@@ -81,6 +81,16 @@ def test_transcription_is_checked_for_each_provider(tmp_path: Path) -> None:
     assert checks(tmp_path, {"media": {"transcription": local}})["Transcription"].ok is True
 
 
+def test_the_voice_of_voice_replies_is_checked_when_they_are_on(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert "Voice replies" not in checks(tmp_path, {})  # off by default: nothing to check
+    local = checks(tmp_path, {"media": {"voice_replies": "when_spoken_to"}})["Voice replies"]
+    assert local.ok is True and local.detail == "when_spoken_to: eSpeak NG, local"
+    openai = {"voice_replies": "always", "speech": {"provider": "openai_compatible"}}
+    check = checks(tmp_path, {"media": openai})["Voice replies"]
+    assert check.ok is False and "OPENAI_API_KEY" in check.detail and "media.speech" in check.fix
+
+
 def test_each_fallback_key_is_checked_before_the_day_it_is_needed(tmp_path: Path, monkeypatch: Any) -> None:
     fallbacks = [{"provider": "openai", "model": "gpt-4.1"}, {"provider": "ollama", "model": "qwen3:8b"}]
     found = checks(tmp_path, {"agent": {"fallbacks": fallbacks}})

@@ -195,6 +195,39 @@ async def test_download_media_is_capped_and_lands_in_downloads(registry, tg_deps
     assert "hello notes" not in (tg_deps.workspace / "MEMORY.md").read_text()
 
 
+async def test_an_animated_sticker_is_fetched_as_its_largest_still_thumbnail(registry, tg_deps, client) -> None:
+    sticker = types.Document(
+        id=1,
+        access_hash=2,
+        file_reference=b"",
+        date=None,
+        mime_type="application/x-tgsticker",  # Lottie: no image library reads it
+        size=900,
+        dc_id=1,
+        attributes=[types.DocumentAttributeSticker(alt="🐈", stickerset=types.InputStickerSetEmpty())],
+        thumbs=[types.PhotoSize(type="s", w=100, h=100, size=300), types.PhotoSize(type="m", w=320, h=320, size=700)],
+    )
+    msg = types.Message(
+        id=5,
+        peer_id=types.PeerChannel(1234567890),
+        date=None,
+        message="",
+        media=types.MessageMediaDocument(document=sticker),
+    )
+    client.answers[functions.channels.GetMessagesRequest] = lambda r: types.messages.ChannelMessages(
+        pts=1, count=1, messages=[msg], topics=[], chats=[], users=[]
+    )
+    client.answers[functions.upload.GetFileRequest] = lambda r: types.upload.File(
+        type=types.storage.FileWebp(), mtime=0, bytes=b"RIFF-still" if r.offset == 0 else b""
+    )
+    result = await call(registry, make_ctx(tg_deps, GROUP, admin=False, message_id=5), "download_media")
+    assert not result.is_error, result
+    (fetch,) = {r.location.thumb_size for r in client.sent(functions.upload.GetFileRequest)}
+    assert fetch == "m"  # the larger thumbnail, never the animation itself
+    (saved,) = (tg_deps.workspace / "downloads" / str(GROUP.id)).iterdir()
+    assert saved.read_bytes() == b"RIFF-still"
+
+
 async def _archive(db: Database) -> None:
     now = time.time()
 
