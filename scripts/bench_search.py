@@ -148,7 +148,7 @@ async def bench_size(args: argparse.Namespace, embedder: LocalEmbedder, total: i
             index_rate = embedded / (time.perf_counter() - started)
 
             queries = [" ".join(rng.sample(TOPICS, 2) + rng.sample(COMMON, 2)) for _ in range(args.queries)]
-            qvecs = embedder.encode(queries)
+            qvecs = embedder.encode_queries(queries)
             results: dict[str, list[float]] = {"chat": [], "all": [], "chat+embed": [], "embed": [], "exact_knn": []}
             exacts, recalls = [], []
             for query, qvec in zip(queries, qvecs, strict=True):
@@ -264,7 +264,7 @@ async def main_async(args: argparse.Namespace) -> dict:
     single = []
     for text in turns[:100]:
         t0 = time.perf_counter()
-        embedder.encode([text])
+        embedder.encode_queries([text])
         single.append(time.perf_counter() - t0)
     report = {
         "embed_turns_per_s": round(embed_throughput(embedder, turns), 1),

@@ -191,7 +191,7 @@ async def evaluate_observations(samples: list[dict], embedder: EmbeddingProvider
                     saved = await store.save(Fact(value=text, category="observation", scope=scope, source="locomo"))
                     evidence[saved.id] = evidence.get(saved.id, frozenset()) | sources
                 qs = questions(sample, {e for _, _, sources in facts for e in sources})
-                vectors = embedder.encode([q.text for q in qs]) if mode == "hybrid" else [None] * len(qs)
+                vectors = embedder.encode_queries([q.text for q in qs]) if mode == "hybrid" else [None] * len(qs)
                 for question, vector in zip(qs, vectors, strict=True):
                     found = await store.recall(question.text, [scope], limit=10, query_vector=vector)
                     results.append(metrics(question, [evidence[f.id] for f in found]))
@@ -202,7 +202,7 @@ async def evaluate_observations(samples: list[dict], embedder: EmbeddingProvider
 
 async def score(db: Database, store: Store, embedder: EmbeddingProvider, mode: str) -> list[dict]:
     qs = store.questions
-    vectors = embedder.encode([q.text for q in qs]) if mode != "bm25" else [None] * len(qs)
+    vectors = embedder.encode_queries([q.text for q in qs]) if mode != "bm25" else [None] * len(qs)
     params = params_for(mode)
     now = max(record.date for record in store.by_id.values())  # the questions are asked after the conversation
     results = []

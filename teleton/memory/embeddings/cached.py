@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import numpy as np
 
@@ -21,6 +21,7 @@ from teleton.storage.database import Database
 from teleton.storage.sqlite_driver import Connection
 
 DAY = 86_400.0
+QUERY_KEY = "\x00query\x00"  # a question's vector differs from the same text's as a passage (e5)
 
 
 def text_hash(text: str) -> str:
@@ -48,11 +49,21 @@ class CachedProvider:
         self.misses = 0
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
-        texts = list(texts)
+        return await self._embed(list(texts), self.inner.embed, "")
+
+    async def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        inner = getattr(self.inner, "embed_queries", None)
+        if inner is None:  # the model embeds a question as any text: one cache entry serves both
+            return await self.embed(texts)
+        return await self._embed(list(texts), inner, QUERY_KEY)
+
+    async def _embed(
+        self, texts: list[str], compute: Callable[[list[str]], Awaitable[np.ndarray]], key: str
+    ) -> np.ndarray:
         out = np.zeros((len(texts), self.dims), dtype=np.float32)
         if not texts:
             return out
-        hashes = [text_hash(t) for t in texts]
+        hashes = [text_hash(key + t) for t in texts]
         now = self._clock()
         found = await self._db.read(lambda conn: self._lookup(conn, sorted(set(hashes)), now))
         missing: dict[str, list[int]] = {}
@@ -65,7 +76,7 @@ class CachedProvider:
         self.misses += sum(len(v) for v in missing.values())
         fresh: dict[str, np.ndarray] = {}
         if missing:
-            vectors = await self.inner.embed([texts[idx[0]] for idx in missing.values()])
+            vectors = await compute([texts[idx[0]] for idx in missing.values()])
             for (h, idx), vector in zip(missing.items(), vectors, strict=True):
                 out[idx] = vector
                 fresh[h] = vector

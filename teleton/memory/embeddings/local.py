@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -34,9 +34,17 @@ class OnWorkerThread:
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         raise NotImplementedError
 
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Questions: as any text, unless the model has a prefix for them."""
+        return self.encode(texts)
+
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, self.encode, list(texts))
+
+    async def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self.encode_queries, list(texts))
 
     def close(self) -> None:
         self._executor.shutdown(wait=False)
@@ -46,46 +54,68 @@ class LocalEmbedder(OnWorkerThread):
     """An :class:`EmbeddingProvider` over an ONNX sentence-embedding model."""
 
     def __init__(self, files: ModelFiles, *, batch_size: int = DEFAULT_BATCH, threads: int | None = None) -> None:
-        from tokenizers import Tokenizer
-
         self._session = open_session(files, threads)
         self._inputs = {i.name for i in self._session.get_inputs()}
-        try:
-            self._tokenizer = Tokenizer.from_file(str(files.tokenizer))
-        except Exception as exc:
-            raise ModelFilesError(f"{files.tokenizer} is not a tokenizer.json ({_first_line(exc)})") from None
-        self._tokenizer.enable_truncation(max_length=MAX_TOKENS)
-        self._tokenizer.no_padding()  # we pad per batch ourselves, to the batch's own longest text
+        self._token_ids = _tokenizer(files)
+        self._passage, self._query = files.prefixes
+        self._center = np.load(files.center) if files.center is not None else None
         self.model_id = files.model_id
         self.batch_size = batch_size
         self.dims = int(self.encode(["probe"]).shape[1])
         self._start_worker()
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
-        """Synchronous embedding (for scripts and the worker thread)."""
+        """Synchronous embedding of texts to be searched (for scripts and the worker thread)."""
+        return self._encode([self._passage + t for t in texts] if self._passage else texts)
+
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self._encode([self._query + t for t in texts] if self._query else texts)
+
+    def _encode(self, texts: Sequence[str]) -> np.ndarray:
         out = np.zeros((len(texts), getattr(self, "dims", 0) or 0), dtype=np.float32)
         if not texts:
             return out
-        encodings = self._tokenizer.encode_batch(list(texts))
-        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        token_ids = self._token_ids(list(texts))
+        order = sorted(range(len(texts)), key=lambda i: len(token_ids[i]))
         rows: dict[int, np.ndarray] = {}
-        for batch in token_batches(order, [len(e.ids) for e in encodings], self.batch_size):
-            vectors = self._run([encodings[i] for i in batch])
+        for batch in token_batches(order, [len(t) for t in token_ids], self.batch_size):
+            vectors = self._run([token_ids[i] for i in batch])
             rows.update(zip(batch, vectors, strict=True))
         return np.stack([rows[i] for i in range(len(texts))]).astype(np.float32)
 
-    def _run(self, encodings: list) -> np.ndarray:
-        width = max(1, max(len(e.ids) for e in encodings))
-        ids = np.zeros((len(encodings), width), dtype=np.int64)
+    def _run(self, token_ids: list[list[int]]) -> np.ndarray:
+        width = max(1, max(len(t) for t in token_ids))
+        ids = np.zeros((len(token_ids), width), dtype=np.int64)
         mask = np.zeros_like(ids)
-        for row, enc in enumerate(encodings):
-            ids[row, : len(enc.ids)] = enc.ids
-            mask[row, : len(enc.ids)] = 1
+        for row, tokens in enumerate(token_ids):
+            ids[row, : len(tokens)] = tokens
+            mask[row, : len(tokens)] = 1
         feeds = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._inputs:
             feeds["token_type_ids"] = np.zeros_like(ids)
         hidden = self._session.run(None, feeds)[0]
-        return mean_pool_normalise(hidden, mask)
+        vectors = mean_pool_normalise(hidden, mask)
+        if self._center is None:
+            return vectors
+        centred = vectors - self._center
+        return (centred / np.clip(np.linalg.norm(centred, axis=1, keepdims=True), 1e-12, None)).astype(np.float32)
+
+
+def _tokenizer(files: ModelFiles) -> Callable[[list[str]], list[list[int]]]:
+    """Texts -> token ids: a Hugging Face ``tokenizer.json``, or e5's SentencePiece model."""
+    if files.tokenizer is not None and files.tokenizer.suffix == ".model":
+        from teleton.memory.embeddings.e5_files import E5Tokenizer
+
+        return E5Tokenizer(files.tokenizer).ids
+    from tokenizers import Tokenizer
+
+    try:
+        tokenizer = Tokenizer.from_file(str(files.tokenizer))
+    except Exception as exc:
+        raise ModelFilesError(f"{files.tokenizer} is not a tokenizer.json ({_first_line(exc)})") from None
+    tokenizer.enable_truncation(max_length=MAX_TOKENS)
+    tokenizer.no_padding()  # we pad per batch ourselves, to the batch's own longest text
+    return lambda texts: [e.ids for e in tokenizer.encode_batch(texts)]
 
 
 def open_session(files: ModelFiles, threads: int | None, *, custom_ops: bool = False):  # -> ort.InferenceSession

