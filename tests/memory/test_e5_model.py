@@ -114,3 +114,17 @@ def test_the_config_name_builds_and_loads_it(cache: Path) -> None:
 
     provider = create_provider(Config(), cache_dir=cache)
     assert provider is not None and provider.model_id == E5_MODEL_ID and provider.dims == 384
+
+
+async def test_a_model_without_a_question_prefix_shares_one_cache_entry(
+    embedder: LocalEmbedder, tmp_path: Path
+) -> None:
+    db = await Database.open(tmp_path / "t.db", embedding=(embedder.model_id, embedder.dims))
+    try:
+        cached = with_cache(embedder, db)
+        stored = (await cached.embed(["Where did Olga move?"]))[0]
+        asked = await embed_query(cached, "Where did Olga move?")
+        assert asked is not None and np.allclose(asked, stored)
+        assert cached.misses == 1 and cached.hits == 1  # MiniLM embeds a question as any text: computed once
+    finally:
+        await db.close()

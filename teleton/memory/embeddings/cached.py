@@ -52,10 +52,9 @@ class CachedProvider:
         return await self._embed(list(texts), self.inner.embed, "")
 
     async def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        inner = getattr(self.inner, "embed_queries", None)
-        if inner is None:  # the model embeds a question as any text: one cache entry serves both
+        if not getattr(self.inner, "query_prefix", ""):  # a question is embedded as any text: one entry serves both
             return await self.embed(texts)
-        return await self._embed(list(texts), inner, QUERY_KEY)
+        return await self._embed(list(texts), self.inner.embed_queries, QUERY_KEY)
 
     async def _embed(
         self, texts: list[str], compute: Callable[[list[str]], Awaitable[np.ndarray]], key: str

@@ -57,7 +57,7 @@ class LocalEmbedder(OnWorkerThread):
         self._session = open_session(files, threads)
         self._inputs = {i.name for i in self._session.get_inputs()}
         self._token_ids = _tokenizer(files)
-        self._passage, self._query = files.prefixes
+        self._passage, self.query_prefix = files.prefixes
         self._center = np.load(files.center) if files.center is not None else None
         self.model_id = files.model_id
         self.batch_size = batch_size
@@ -69,7 +69,7 @@ class LocalEmbedder(OnWorkerThread):
         return self._encode([self._passage + t for t in texts] if self._passage else texts)
 
     def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return self._encode([self._query + t for t in texts] if self._query else texts)
+        return self._encode([self.query_prefix + t for t in texts] if self.query_prefix else texts)
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         out = np.zeros((len(texts), getattr(self, "dims", 0) or 0), dtype=np.float32)
