@@ -135,8 +135,10 @@ async def load_store(db: Database, records: list[Record], chat_id: int = CHAT_ID
     return await db.write(insert)
 
 
-def params_for(mode: str) -> SearchParams:
+def params_for(mode: str, vector_weight: float | None = None) -> SearchParams:
     base = SearchParams(limit=10)
+    if vector_weight is not None:  # memory.vector_weight / keyword_weight, as a config would set them
+        base = replace(base, vector_weight=vector_weight, keyword_weight=1.0 - vector_weight)
     if mode == "vector":
         return replace(base, vector_weight=1.0, keyword_weight=0.0, keyword_candidates=0, min_score=0.0)
     return base
@@ -200,10 +202,12 @@ async def evaluate_observations(samples: list[dict], embedder: EmbeddingProvider
     return results
 
 
-async def score(db: Database, store: Store, embedder: EmbeddingProvider, mode: str) -> list[dict]:
+async def score(
+    db: Database, store: Store, embedder: EmbeddingProvider, mode: str, vector_weight: float | None = None
+) -> list[dict]:
     qs = store.questions
     vectors = embedder.encode_queries([q.text for q in qs]) if mode != "bm25" else [None] * len(qs)
-    params = params_for(mode)
+    params = params_for(mode, vector_weight)
     now = max(record.date for record in store.by_id.values())  # the questions are asked after the conversation
     results = []
     for question, vector in zip(qs, vectors, strict=True):
@@ -215,7 +219,13 @@ async def score(db: Database, store: Store, embedder: EmbeddingProvider, mode: s
 
 
 async def evaluate(
-    samples: list[dict], embedder: EmbeddingProvider, mode: str, source: str, shared: bool, archive: int = 0
+    samples: list[dict],
+    embedder: EmbeddingProvider,
+    mode: str,
+    source: str,
+    shared: bool,
+    archive: int = 0,
+    vector_weight: float | None = None,
 ) -> list[dict]:
     """One temporary store per conversation (the protocol), or all in one store as separate chats
     (``shared``: what a real archive looks like; each search is scoped to its conversation's chat), and with
@@ -232,7 +242,7 @@ async def evaluate(
                 if mode != "bm25":
                     await embed_pending(db, embedder)
                 for store in stores:
-                    results += await score(db, store, embedder, mode)
+                    results += await score(db, store, embedder, mode, vector_weight)
             finally:
                 await db.close()
     return results
@@ -267,7 +277,9 @@ async def main_async(args: argparse.Namespace) -> dict:
     if args.records == "observations":
         results = await evaluate_observations(samples, embedder, args.mode)
     else:
-        results = await evaluate(samples, embedder, args.mode, args.records, args.shared_store, args.in_archive)
+        results = await evaluate(
+            samples, embedder, args.mode, args.records, args.shared_store, args.in_archive, args.vector_weight
+        )
     summary = summarise(results)
     summary["_meta"] = {
         "mode": args.mode,
@@ -293,6 +305,9 @@ def main() -> None:
         help="all conversations in one store among N synthetic messages of other chats (scoped search)",
     )  # fmt: skip
     parser.add_argument("--model", default=None, help="embedding.model (default: the configured default)")
+    parser.add_argument(
+        "--vector-weight", type=float, help="memory.vector_weight (keyword weight: 1 - it); default the config's 0.5"
+    )
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     args = parser.parse_args()
     configure_logging("info", "console", stream=sys.stderr)  # stdout carries the results only
