@@ -159,8 +159,8 @@ def summarise(results: list[dict[str, Any]], extractor: ScriptedExtractor, secon
     }
 
 
-async def main_async(scenarios: list[dict[str, Any]]) -> dict[str, Any]:
-    embedder = LocalEmbedder(packaged_model())
+async def main_async(scenarios: list[dict[str, Any]], model: str | None = None) -> dict[str, Any]:
+    embedder = LocalEmbedder(packaged_model(model) if model else packaged_model())
     extractor = ScriptedExtractor()
     started = time.perf_counter()
     results = []
@@ -175,9 +175,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", default=str(Path(__file__).parent / "eval_data" / "contradictions.json"))
     parser.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    parser.add_argument("--model", help="a packaged local model (default all-MiniLM-L6-v2)")
     args = parser.parse_args()
     configure_logging("warning", "console", stream=sys.stderr)
-    summary = asyncio.run(main_async(json.loads(Path(args.data).read_text())))
+    summary = asyncio.run(main_async(json.loads(Path(args.data).read_text()), args.model))
     if args.json:
         json.dump(summary, sys.stdout, indent=2)
         print()

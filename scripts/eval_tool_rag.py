@@ -113,8 +113,10 @@ class Report:
         return self.hits / self.total if self.total else 0.0
 
 
-async def evaluate(cases: list[tuple[str, str]], top_k: int = 25, embedder: Any = None) -> Report:
-    """Run ``cases``; ``embedder`` defaults to the local model (tests pass the one they already loaded)."""
+async def evaluate(
+    cases: list[tuple[str, str]], top_k: int = 25, embedder: Any = None, model: str | None = None
+) -> Report:
+    """Run ``cases``; ``embedder`` defaults to the local ``model`` (tests pass the one they already loaded)."""
     from teleton.config.schema import Config
     from teleton.gateway.contract import ChatInfo
     from teleton.memory.embeddings.local import LocalEmbedder
@@ -128,17 +130,19 @@ async def evaluate(cases: list[tuple[str, str]], top_k: int = 25, embedder: Any 
     registry = build_registry(config)
     own_model = embedder is None
     if embedder is None:
-        embedder = LocalEmbedder(packaged_model())
+        embedder = LocalEmbedder(packaged_model(model) if model else packaged_model())
     dm = ChatInfo(id=1, type="dm")
     with tempfile.TemporaryDirectory() as tmp:
         db = await Database.open(Path(tmp) / "eval.db", embedding=(embedder.model_id, embedder.dims))
         try:
             index = ToolIndex(db, embedder, ToolRagSettings(top_k=top_k))
             await index.sync(registry)
-            vectors = await embedder.embed([text for text, _ in cases])  # one query vector per message
+            # One query vector per message, embedded as the agent embeds a question (embed_query).
+            embed = getattr(embedder, "embed_queries", embedder.embed)
+            vectors = await embed([text for text, _ in cases])
             hits, misses, offered = 0, [], 0
             for (text, expected), vector in zip(cases, vectors, strict=True):
-                picked = await index.select(registry, dm, True, text, vector)
+                picked = await index.select(registry, dm, True, text, vector, is_owner=True)
                 offered = max(offered, len(picked))
                 if expected in picked:
                     hits += 1
@@ -157,13 +161,14 @@ def main() -> int:
     parser.add_argument("--top-k", type=int, default=25)
     parser.add_argument("--sweep", action="store_true", help="also show the share at smaller cuts")
     parser.add_argument("--held-out", action="store_true", help="run the held-out set instead of the main 40")
+    parser.add_argument("--model", help="a packaged local model (default all-MiniLM-L6-v2)")
     args = parser.parse_args()
     cases = HELD_OUT if args.held_out else CASES
     if args.sweep:
         for k in (1, 3, 5, 10):
-            smaller = asyncio.run(evaluate(cases, k))
+            smaller = asyncio.run(evaluate(cases, k, model=args.model))
             print(f"  top {k:>2} + always-include: {smaller.hits}/{smaller.total} = {smaller.share:.1%}")
-    report = asyncio.run(evaluate(cases, args.top_k))
+    report = asyncio.run(evaluate(cases, args.top_k, model=args.model))
     print(
         f"tool RAG: right tool offered for {report.hits}/{report.total} requests = {report.share:.1%} "
         f"(top {args.top_k} + always-include; at most {report.offered} tools offered; floor {FLOOR:.0%})"

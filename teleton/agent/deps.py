@@ -23,8 +23,8 @@ from teleton.tools.registry import ToolRegistry
 # Tools that speak in the chat themselves; when the model used one, its final text is not sent again.
 SEND_TOOLS = frozenset({"send_message", "reply", "telegram_send_message", "telegram_reply"})
 
-# (query, query vector, chat, is_admin) -> names of the tools to offer, or None for all allowed ones.
-ToolSelector = Callable[[str, Any, ChatInfo, bool], Awaitable[Sequence[str] | None]]
+# (query, query vector, chat, is_admin, is_owner) -> names of the tools to offer, or None for all allowed ones.
+ToolSelector = Callable[[str, Any, ChatInfo, bool, bool], Awaitable[Sequence[str] | None]]
 # (chat id, principal id) -> None when a scheduled turn may run now, else which rate limit it hit.
 RateCheck = Callable[[int, int | None], str | None]
 

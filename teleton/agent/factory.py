@@ -141,7 +141,7 @@ async def _tool_rag(config: Any, db: Database, embedder: Any, registry: ToolRegi
     index = ToolIndex(db, embedder, ToolRagSettings.from_config(config.tool_rag))
     await index.sync(registry)
 
-    async def select(query: str, vector: Any, chat: Any, is_admin: bool) -> list[str]:
-        return await index.select(registry, chat, is_admin, query, vector)
+    async def select(query: str, vector: Any, chat: Any, is_admin: bool, is_owner: bool) -> list[str]:
+        return await index.select(registry, chat, is_admin, query, vector, is_owner=is_owner)
 
     return index, select

@@ -318,7 +318,9 @@ class Agent:
 
         async def pick_tools(vector: Any) -> Sequence[str] | None:
             # Tool RAG shares the message's one query embedding with memory retrieval.
-            return None if selector is None else await selector(msg.text, vector, msg.chat, turn.is_admin)
+            if selector is None:
+                return None
+            return await selector(msg.text, vector, msg.chat, turn.is_admin, turn.clearance.is_owner)
 
         # Retrieval, tool choice and the system prompt do not depend on each other: built concurrently.
         turn.rag, parts = await asyncio.gather(

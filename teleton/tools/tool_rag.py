@@ -205,9 +205,11 @@ class ToolIndex:
         is_admin: bool,
         query: str,
         query_vector: np.ndarray | None = None,
+        *,
+        is_owner: bool = False,
     ) -> list[str]:
         """Names of the tools to offer for this message in this chat (give them to ``registry.schemas``)."""
-        available = [tool.name for tool in registry.available(chat, is_admin)]
+        available = [tool.name for tool in registry.available(chat, is_admin, is_owner=is_owner)]
         if not self.settings.enabled:
             return available
         allowed = set(available)

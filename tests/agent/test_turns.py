@@ -291,7 +291,7 @@ async def test_tool_rag_pick_limits_the_tools_sent(harness: Harness) -> None:
     h = harness
     seen = []
 
-    async def selector(query: str, vector: object, chat: object, is_admin: bool) -> list[str]:
+    async def selector(query: str, vector: object, chat: object, is_admin: bool, is_owner: bool) -> list[str]:
         seen.append((query, is_admin))
         return ["memory_recall", "memory_read"]
 
@@ -399,7 +399,7 @@ async def test_tool_picks_are_sticky_so_the_prompt_cache_keeps_hitting(harness: 
     h = harness
     picks = iter([["memory_recall"], ["memory_search"], ["memory_recall"], ["memory_recall"]])
 
-    async def selector(query: str, vector: object, chat: object, is_admin: bool) -> list[str]:
+    async def selector(query: str, vector: object, chat: object, is_admin: bool, is_owner: bool) -> list[str]:
         return next(picks)
 
     h.agent.deps.tool_selector = selector

@@ -66,6 +66,15 @@ async def test_selection_respects_scope_and_always_includes(db: Database, embedd
     assert "kick_user" not in await index.select(registry, DM, True, "kick the spammer")
 
 
+async def test_the_shell_is_offered_to_the_owner_alone(db: Database, embedder: Any) -> None:
+    registry = full_registry()  # exec enabled: the owner's alone (DESIGN §8)
+    index = ToolIndex(db, embedder, ToolRagSettings(top_k=5))
+    await index.sync(registry)
+    asked = "run df -h on the server"
+    assert "exec" in await index.select(registry, DM, True, asked, is_owner=True)
+    assert "exec" not in await index.select(registry, DM, True, asked)  # an admin who is not the owner
+
+
 async def test_a_precomputed_query_vector_is_used(db: Database, embedder: Any) -> None:
     registry = full_registry()
     index = ToolIndex(db, embedder, ToolRagSettings(top_k=3, always_include=()))
