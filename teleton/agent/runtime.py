@@ -97,6 +97,7 @@ class Agent:
             shared_paths=deps.shared_paths,
             outbox=deps.outbox,
             learnings=deps.learnings,
+            search=settings.context.params,
         )
         self.scheduled = ScheduledTurns(self)
         self.paused = False

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import date, datetime
 from typing import Any
 
@@ -29,7 +30,7 @@ from teleton.llm.tool_loop import ToolResult
 from teleton.memory.corpora import FEED, KNOWLEDGE
 from teleton.memory.embeddings.query import embed_query
 from teleton.memory.facts import Fact
-from teleton.memory.hybrid_search import SearchParams, hybrid_search
+from teleton.memory.hybrid_search import hybrid_search
 from teleton.memory.subjects import attributable, chat_members, resolve, speaker_subject
 from teleton.privacy import OWNER, PUBLIC
 from teleton.privacy.quoting import label_origin, quote
@@ -209,7 +210,7 @@ async def memory_search(args: dict[str, Any], ctx: ToolContext) -> str | ToolRes
         return ToolResult.error("Messages of other chats cannot be searched from this chat.")
     feed_scope = [int(chat_id)] if chat_id is not None else clearance.readable_chats()
     vector = await _query_vector(ctx, query)
-    params = SearchParams(limit=limit)
+    params = replace(ctx.deps.search, limit=limit)
 
     def _search(conn: Any) -> list[tuple[str, str]]:
         lines: list[tuple[str, str]] = []

@@ -24,6 +24,7 @@ import structlog
 
 from teleton.gateway.contract import ChatInfo, Gateway, UserInfo
 from teleton.llm.tool_loop import ToolCall, ToolResult
+from teleton.memory.hybrid_search import SearchParams
 from teleton.privacy import Clearance, Exposure, Principals, path_label
 
 log = structlog.get_logger(__name__)
@@ -47,6 +48,8 @@ class ToolDeps:
     shared_paths: tuple[str, ...] = ()  # privacy.shared_paths: workspace files the owner made public
     outbox: Any = None  # teleton.tools.outbox.Outbox: sends to other chats, held for approval when needed
     learnings: Any = None  # teleton.memory.learnings.Learnings
+    # memory.* search settings (weights, candidates, floor) for the tools' searches, as the turn's own use them
+    search: SearchParams = field(default_factory=SearchParams)
     extras: dict[str, Any] = field(default_factory=dict)
 
     def label_of_path(self, rel: Any) -> str:

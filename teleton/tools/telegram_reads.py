@@ -3,12 +3,12 @@ and group moderation. The chat rules they obey are in ``telegram_common``."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from teleton.gateway.contract import ChatInfo, UserInfo
 from teleton.memory.feed_search import search_feed
-from teleton.memory.hybrid_search import SearchParams
 from teleton.tools.registry import Tool, ToolContext
 from teleton.tools.telegram_common import CHAT_ID, Refused, gateway, readable_chat, schema, tool
 
@@ -54,7 +54,7 @@ async def search_messages(args: dict[str, Any], ctx: ToolContext) -> str:
     else:
         chats = ctx.clearance.readable_chats()
         scope = None if chats is None else list(chats)
-    params = SearchParams(limit=int(args.get("limit", 10)))
+    params = replace(ctx.deps.search, limit=int(args.get("limit", 10)))
     hits = await search_feed(ctx.deps.db, query, chat_ids=scope, provider=ctx.deps.embedder, params=params)
     hits = [h for h in hits if ctx.clearance.may_read(ctx.deps.principals.chat_label(h.chat_id))]
     if not hits:

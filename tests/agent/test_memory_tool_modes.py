@@ -4,16 +4,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from teleton.agent.deps import AgentSettings
+from teleton.config.schema import Config
 from teleton.gateway.contract import ChatInfo, UserInfo
 from teleton.llm.tool_loop import ToolCall
 from teleton.memory.daily_logs import DailyLogs
 from teleton.memory.facts import FactStore
+from teleton.memory.hybrid_search import SearchParams
+from teleton.memory.knowledge_index import KnowledgeIndex
 from teleton.privacy import Principals
 from teleton.storage import Database
 from teleton.tools.memory_tools import memory_tools
 from teleton.tools.outbox import Outbox
 from teleton.tools.publish import performer
 from teleton.tools.registry import ToolContext, ToolDeps, ToolRegistry
+from tests.agent.conftest import build_harness
+from tests.fakes.anthropic_server import FakeAnthropic
 
 OWNER_DM = ChatInfo(4242, "dm")
 GROUP = ChatInfo(-100, "group", "Friends")
@@ -87,3 +93,25 @@ async def test_only_the_owner_lists_or_reads_the_logs(db: Database, tmp_path: Pa
         for target in ("recent", "list", "memory", "daily"):
             result = await reg.execute(ToolCall("t", "memory_read", {"target": target}), ctx)
             assert result.is_error and "secret" not in result.content, (ctx.chat, target)
+
+
+async def test_memory_search_follows_the_memory_search_settings(db: Database, tmp_path: Path) -> None:
+    reg, ctx = ToolRegistry(memory_tools()), _ctx(OWNER_DM, db, tmp_path, admin=True)
+    (tmp_path / "memory").mkdir(exist_ok=True)
+    (tmp_path / "memory" / "boats.md").write_text("# Boats\nThe ferry to the island leaves at nine.\n")
+    await KnowledgeIndex(db, tmp_path).reindex()
+    search = ToolCall("s", "memory_search", {"query": "ferry island"})
+    assert "leaves at nine" in (await reg.execute(search, ctx)).content
+    # memory.min_score (and the weights) reach the tool as they reach the turn's own retrieval: a floor no
+    # result can pass leaves nothing, where the default found the note.
+    ctx.deps.search = SearchParams(min_score=1.01)
+    assert (await reg.execute(search, ctx)).content == "Nothing found."
+
+
+async def test_the_runtime_gives_the_tools_the_configured_search(tmp_path: Path, db: Database) -> None:
+    config = Config.model_validate({"memory": {"vector_weight": 0.8, "keyword_weight": 0.2, "min_score": 0.3}})
+    settings = AgentSettings.from_config(config)
+    with FakeAnthropic() as fake:
+        h = await build_harness(tmp_path, db, fake, settings=settings)
+        search = h.agent.tool_deps.search
+    assert (search.vector_weight, search.keyword_weight, search.min_score) == (0.8, 0.2, 0.3)
