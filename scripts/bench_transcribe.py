@@ -1,12 +1,12 @@
-"""Word error rate and speed of the local transcriber on clips spoken by espeak-ng, made at run time.
+"""Word error rate and speed of the local transcriber on clips spoken by eSpeak NG, made at run time.
 
     python scripts/bench_transcribe.py [--model whisper-base | --model-path DIR] [--beam 5] [--languages en,es]
 
-Needs ``espeak-ng`` (apt) and, to make OGG/Opus voice notes as Telegram sends them, ``opusenc``
-(``opus-tools``; without it the clips stay WAV). Each sentence below is spoken in one or two voices and
-speeds, transcribed by the same code the daemon runs (decode, windows, language detection), and scored
-against its text. Prints one JSON object on stdout (WER overall and per language, seconds of audio per
-second of compute, model load time); progress goes to stderr.
+The clips are OGG/Opus voice notes as Telegram sends them, made by Teleton's own local voice (eSpeak NG from
+the ``espeakng-loader`` wheel, ``teleton/media/speech_local.py``): nothing to install. Each sentence below
+is spoken in one or two voices and speeds, transcribed by the same code the daemon runs (decode, windows,
+language detection), and scored against its text. Prints one JSON object on stdout (WER overall and per
+language, seconds of audio per second of compute, model load time); progress goes to stderr.
 
 Synthetic speech is clean and regular: these figures say the pipeline works and how fast it is on this
 machine, not what a noisy voice note from a street will get.
@@ -15,11 +15,10 @@ machine, not what a noisy voice note from a street will get.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import logging
 import os
-import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,6 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a clone without installing
 
 from teleton.media.audio import decode
+from teleton.media.speech_local import LocalSpeech
 from teleton.media.transcribe_local import LocalSettings, from_settings
 
 log = logging.getLogger("bench_transcribe")
@@ -106,25 +106,22 @@ def edit_distance(reference: list[str], hypothesis: list[str]) -> int:
     return previous[-1]
 
 
-def make_clips(folder: Path, languages: set[str] | None, speeds: tuple[int, ...]) -> list[dict]:
-    if shutil.which("espeak-ng") is None:
-        sys.exit("espeak-ng not found: apt-get install espeak-ng (and opus-tools for OGG/Opus clips)")
-    opus = shutil.which("opusenc") is not None
+async def make_clips(folder: Path, languages: set[str] | None, speeds: tuple[int, ...]) -> list[dict]:
+    speech = LocalSpeech()
     clips = []
-    for language, voices, sentences in CORPUS:
-        if languages and language not in languages:
-            continue
-        for n, sentence in enumerate(sentences):
-            # Alternate voices and speeds so no two neighbouring clips sound alike.
-            voice, speed = voices[n % len(voices)], speeds[n % len(speeds)]
-            wav = folder / f"{language}-{n:02d}.wav"
-            subprocess.run(["espeak-ng", "-v", voice, "-s", str(speed), "-w", str(wav), sentence], check=True)
-            path = wav
-            if opus:
-                path = wav.with_suffix(".ogg")
-                subprocess.run(["opusenc", "--quiet", "--bitrate", "16", str(wav), str(path)], check=True)
-            clips.append({"language": language, "voice": voice, "speed": speed, "text": sentence, "path": path})
-    log.info("made %d clips (%s) in %s", len(clips), "OGG/Opus" if opus else "WAV", folder)
+    try:
+        for language, voices, sentences in CORPUS:
+            if languages and language not in languages:
+                continue
+            for n, sentence in enumerate(sentences):
+                # Alternate voices and speeds so no two neighbouring clips sound alike.
+                voice, speed = voices[n % len(voices)], speeds[n % len(speeds)]
+                path = folder / f"{language}-{n:02d}.ogg"
+                path.write_bytes(await speech.synthesize(sentence, voice=voice, words_per_minute=speed))
+                clips.append({"language": language, "voice": voice, "speed": speed, "text": sentence, "path": path})
+    finally:
+        await speech.aclose()
+    log.info("made %d OGG/Opus clips in %s", len(clips), folder)
     return clips
 
 
@@ -146,7 +143,7 @@ def main() -> None:
     languages = set(args.languages.split(",")) if args.languages else None
     speeds = tuple(int(s) for s in args.speeds.split(","))
     with tempfile.TemporaryDirectory(prefix="bench-stt-") as tmp:
-        clips = make_clips(Path(tmp), languages, speeds)
+        clips = asyncio.run(make_clips(Path(tmp), languages, speeds))
         settings = LocalSettings(beam_size=args.beam, threads=args.threads, compute_type=args.compute_type)
         transcriber = from_settings(args.model, args.model_path, settings)
         started = time.perf_counter()

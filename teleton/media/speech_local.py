@@ -72,23 +72,26 @@ class LocalSpeech:
         self._callback = _CALLBACK(self._collect)  # kept referenced: eSpeak calls it from C
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="teleton-tts")
 
-    async def synthesize(self, text: str) -> bytes:
-        """``text`` spoken in its language's voice, as Ogg/Opus bytes; MediaError in one line."""
+    async def synthesize(self, text: str, *, voice: str | None = None, words_per_minute: int | None = None) -> bytes:
+        """``text`` spoken in its language's voice (or ``voice``, an eSpeak NG name such as ``en-gb``), as
+        Ogg/Opus bytes; MediaError in one line."""
         words = speakable(text)[:MAX_INPUT_CHARS]
         if not words:
             raise MediaError("speech: nothing to say")
-        voice = detect_language(words) or "en"
+        voice = voice or detect_language(words) or "en"
+        rate = words_per_minute or self.words_per_minute
         loop = asyncio.get_running_loop()
-        pcm = await loop.run_in_executor(self._executor, self._speak, words, voice)
+        pcm = await loop.run_in_executor(self._executor, self._speak, words, voice, rate)
         return await loop.run_in_executor(self._executor, ogg_opus, pcm, self._sample_rate)
 
     async def aclose(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
 
-    def _speak(self, text: str, voice: str) -> np.ndarray:
+    def _speak(self, text: str, voice: str, words_per_minute: int) -> np.ndarray:
         lib = self._load()
         if lib.espeak_SetVoiceByName(voice.encode()) != 0 and lib.espeak_SetVoiceByName(b"en") != 0:
             raise MediaError(f"speech: eSpeak NG has no voice for {voice!r}")
+        lib.espeak_SetParameter(_RATE, words_per_minute, 0)
         self._samples = []
         data = text.encode()
         status = lib.espeak_Synth(data, len(data) + 1, 0, 1, 0, _UTF8, None, None)
@@ -104,7 +107,6 @@ class LocalSpeech:
             if rate <= 0:
                 raise MediaError(f"speech: eSpeak NG did not start (data at {self.data})")
             lib.espeak_SetSynthCallback(self._callback)
-            lib.espeak_SetParameter(_RATE, self.words_per_minute, 0)
             self._lib, self._sample_rate = lib, rate
         return self._lib
 
