@@ -41,6 +41,7 @@ from bench_search import build as build_archive  # scripts/ is the script's path
 
 from teleton.config.schema import EmbeddingConfig
 from teleton.memory.embeddings import EmbeddingProvider, create_provider
+from teleton.memory.embeddings.model_files import DEFAULT_VECTOR_WEIGHT, VECTOR_WEIGHTS
 from teleton.memory.facts import Fact, FactStore
 from teleton.memory.feed_embedding import embed_pending
 from teleton.memory.feed_search import search_feed_sync
@@ -277,9 +278,11 @@ async def main_async(args: argparse.Namespace) -> dict:
     if args.records == "observations":
         results = await evaluate_observations(samples, embedder, args.mode)
     else:
-        results = await evaluate(
-            samples, embedder, args.mode, args.records, args.shared_store, args.in_archive, args.vector_weight
-        )
+        # As the daemon searches: the model's own weight unless one is given (model_files.search_weights).
+        weight = args.vector_weight
+        if weight is None:
+            weight = VECTOR_WEIGHTS.get(embedder.model_id, DEFAULT_VECTOR_WEIGHT)
+        results = await evaluate(samples, embedder, args.mode, args.records, args.shared_store, args.in_archive, weight)
     summary = summarise(results)
     summary["_meta"] = {
         "mode": args.mode,
@@ -306,7 +309,7 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument("--model", default=None, help="embedding.model (default: the configured default)")
     parser.add_argument(
-        "--vector-weight", type=float, help="memory.vector_weight (keyword weight: 1 - it); default the config's 0.5"
+        "--vector-weight", type=float, help="memory.vector_weight (keyword weight: 1 - it); default the model's own"
     )
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     args = parser.parse_args()

@@ -14,6 +14,7 @@ from teleton.llm.client import LLMClient
 from teleton.llm.tool_loop import LoopLimits
 from teleton.memory.compaction import Thresholds
 from teleton.memory.daily_logs import DailyLogs
+from teleton.memory.embeddings.model_files import search_weights
 from teleton.memory.facts import FactStore
 from teleton.memory.hybrid_search import SearchParams
 from teleton.privacy import Principals
@@ -48,6 +49,7 @@ class AgentSettings:
     def from_config(cls, config: Any) -> AgentSettings:
         """From a ``teleton.config.schema.Config``."""
         a, m = config.agent, config.memory
+        vector_weight, keyword_weight = search_weights(config.embedding, m)
         return cls(
             limits=LoopLimits(a.max_iterations, a.tool_timeout_s, a.tool_output_cap),
             max_input_chars=a.max_input_chars,
@@ -59,8 +61,8 @@ class AgentSettings:
                 knowledge=m.context_knowledge,
                 feed=m.context_feed,
                 params=SearchParams(
-                    vector_weight=m.vector_weight,
-                    keyword_weight=m.keyword_weight,
+                    vector_weight=vector_weight,
+                    keyword_weight=keyword_weight,
                     vector_candidates=m.vector_candidates,
                     keyword_candidates=m.vector_candidates,
                     limit=m.result_limit,

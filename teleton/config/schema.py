@@ -178,8 +178,9 @@ class MemoryConfig(Section):
     vector_candidates: int = Field(default=30, ge=1)
     result_limit: int = Field(default=10, ge=1)
     min_score: float = Field(default=0.15, ge=0.0, le=1.0)
-    vector_weight: float = Field(default=0.5, ge=0.0, le=1.0)
-    keyword_weight: float = Field(default=0.5, ge=0.0, le=1.0)
+    # null: the embedding model's own (memory.embeddings.model_files.search_weights); the other is 1 - it
+    vector_weight: float | None = Field(default=None, ge=0.0, le=1.0)
+    keyword_weight: float | None = Field(default=None, ge=0.0, le=1.0)
     context_recent: int = Field(default=10, ge=0)
     context_knowledge: int = Field(default=5, ge=0)
     context_feed: int = Field(default=5, ge=0)

@@ -30,6 +30,7 @@ import structlog
 
 from teleton.memory.chunker import MAX_CHARS, TARGET_CHARS, chunk_markdown
 from teleton.memory.corpora import KNOWLEDGE
+from teleton.memory.embeddings.model_files import search_weights
 from teleton.memory.embeddings.provider import EmbeddingProvider
 from teleton.memory.embeddings.query import embed_query
 from teleton.memory.hybrid_search import DEFAULT_PARAMS, SearchHit, SearchParams, hybrid_search_db
@@ -218,6 +219,7 @@ class KnowledgeIndex:
         cls, db: Database, config: Any, provider: EmbeddingProvider | None, principals: Principals | None = None
     ) -> KnowledgeIndex:
         memory = config.memory
+        weights = search_weights(config.embedding, memory)
         return cls(
             principals=principals or Principals.from_telegram(config.telegram),
             shared=tuple(config.privacy.shared_paths),
@@ -229,8 +231,8 @@ class KnowledgeIndex:
             max_file_bytes=memory.max_file_bytes,
             skip_large=memory.large_files == "skip",
             params=SearchParams(
-                vector_weight=memory.vector_weight,
-                keyword_weight=memory.keyword_weight,
+                vector_weight=weights[0],
+                keyword_weight=weights[1],
                 vector_candidates=memory.vector_candidates,
                 limit=memory.result_limit,
                 min_score=memory.min_score,

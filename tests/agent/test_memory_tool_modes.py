@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from teleton.agent.deps import AgentSettings
 from teleton.config.schema import Config
 from teleton.gateway.contract import ChatInfo, UserInfo
@@ -115,3 +117,16 @@ async def test_the_runtime_gives_the_tools_the_configured_search(tmp_path: Path,
         h = await build_harness(tmp_path, db, fake, settings=settings)
         search = h.agent.tool_deps.search
     assert (search.vector_weight, search.keyword_weight, search.min_score) == (0.8, 0.2, 0.3)
+
+
+def test_the_search_weights_are_the_models_own_unless_set() -> None:
+    def weights(**config: object) -> tuple[float, float]:
+        params = AgentSettings.from_config(Config.model_validate(config)).context.params
+        return params.vector_weight, params.keyword_weight
+
+    assert weights() == (0.5, 0.5)  # MiniLM
+    e5 = {"embedding": {"model": "multilingual-e5-small"}}
+    assert weights(**e5) == (0.8, pytest.approx(0.2))  # its meaning-match is worth more
+    assert weights(**e5, memory={"vector_weight": 0.6}) == (0.6, pytest.approx(0.4))  # set: the user's
+    assert weights(**e5, memory={"keyword_weight": 0.5}) == (0.5, 0.5)
+    assert weights(embedding={"provider": "openai_compatible", "model": "multilingual-e5-small"}) == (0.5, 0.5)
