@@ -75,7 +75,7 @@ def _current(target: Path) -> bool:
 
 
 def build(source: Path, target: Path) -> None:
-    """Write model.onnx, tokenizer.model and normalise.json into ``target``, atomically (a half-built
+    """Write model.onnx, tokenizer.model, normalise.json and center.npy into ``target``, atomically (a half-built
     directory is never mistaken for a model: the manifest is written last, in a new directory renamed in)."""
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
