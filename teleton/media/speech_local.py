@@ -16,6 +16,7 @@ import asyncio
 import ctypes
 import importlib.util
 import io
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,10 @@ _UTF8 = 1  # espeakCHARS_UTF8
 _RATE = 1  # espeakRATE, words per minute
 _CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_short), ctypes.c_int, ctypes.c_void_p)
 OPUS_RATE = 48_000
+# espeak_Synth(text, size_t size, position, position type, end position, flags, *unique id, user data)
+_SYNTH_ARGS = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_uint, ctypes.c_int, ctypes.c_uint, ctypes.c_uint]
+_SYNTH_ARGS += [ctypes.c_void_p, ctypes.c_void_p]
+_ESPEAK = threading.Lock()
 
 
 def espeak_files(root: Path | None = None) -> tuple[Path, Path]:
@@ -88,14 +93,16 @@ class LocalSpeech:
         self._executor.shutdown(wait=False, cancel_futures=True)
 
     def _speak(self, text: str, voice: str, words_per_minute: int) -> np.ndarray:
-        lib = self._load()
-        if lib.espeak_SetVoiceByName(voice.encode()) != 0 and lib.espeak_SetVoiceByName(b"en") != 0:
-            raise MediaError(f"speech: eSpeak NG has no voice for {voice!r}")
-        lib.espeak_SetParameter(_RATE, words_per_minute, 0)
-        self._samples = []
-        data = text.encode()
-        status = lib.espeak_Synth(data, len(data) + 1, 0, 1, 0, _UTF8, None, None)
-        lib.espeak_Synchronize()
+        with _ESPEAK:  # one library state per process: another LocalSpeech must not swap voice or callback
+            lib = self._load()
+            lib.espeak_SetSynthCallback(self._callback)
+            if lib.espeak_SetVoiceByName(voice.encode()) != 0 and lib.espeak_SetVoiceByName(b"en") != 0:
+                raise MediaError(f"speech: eSpeak NG has no voice for {voice!r}")
+            lib.espeak_SetParameter(_RATE, words_per_minute, 0)
+            self._samples = []
+            data = text.encode()
+            status = lib.espeak_Synth(data, len(data) + 1, 0, 1, 0, _UTF8, None, None)
+            lib.espeak_Synchronize()
         if status != 0 or not self._samples:
             raise MediaError(f"speech: eSpeak NG produced no audio (status {status})")
         return np.concatenate(self._samples)
@@ -103,10 +110,10 @@ class LocalSpeech:
     def _load(self) -> Any:
         if self._lib is None:
             lib = ctypes.CDLL(str(self.library))
+            lib.espeak_Synth.argtypes = _SYNTH_ARGS
             rate = lib.espeak_Initialize(_SYNCHRONOUS, 0, str(self.data).encode(), _DONT_EXIT)
             if rate <= 0:
                 raise MediaError(f"speech: eSpeak NG did not start (data at {self.data})")
-            lib.espeak_SetSynthCallback(self._callback)
             self._lib, self._sample_rate = lib, rate
         return self._lib
 
