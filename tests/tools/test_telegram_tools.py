@@ -153,6 +153,18 @@ async def test_send_file_from_workspace_respects_labels(registry, tg_deps, clien
     assert len(client.requests) == before
 
 
+def channel_message_with(document: Any) -> Any:
+    """Telegram's answer to GetMessages for message 5 of the group: one message carrying ``document``."""
+    msg = types.Message(
+        id=5,
+        peer_id=types.PeerChannel(1234567890),
+        date=None,
+        message="",
+        media=types.MessageMediaDocument(document=document),  # by keyword: positional fields shift by layer
+    )
+    return types.messages.ChannelMessages(pts=1, count=1, messages=[msg], topics=[], chats=[], users=[])
+
+
 async def test_download_media_is_capped_and_lands_in_downloads(registry, tg_deps, client) -> None:
     def message_with(size: int, name: str = "notes.txt") -> Any:
         document = types.Document(
@@ -165,14 +177,7 @@ async def test_download_media_is_capped_and_lands_in_downloads(registry, tg_deps
             dc_id=1,
             attributes=[types.DocumentAttributeFilename(name)],
         )
-        msg = types.Message(
-            id=5,
-            peer_id=types.PeerChannel(1234567890),
-            date=None,
-            message="",
-            media=types.MessageMediaDocument(document=document),
-        )
-        return types.messages.ChannelMessages(pts=1, count=1, messages=[msg], topics=[], chats=[], users=[])
+        return channel_message_with(document)
 
     client.answers[functions.channels.GetMessagesRequest] = lambda r: message_with(5000)
     ctx = make_ctx(tg_deps, GROUP, admin=False, message_id=5)
@@ -207,16 +212,7 @@ async def test_an_animated_sticker_is_fetched_as_its_largest_still_thumbnail(reg
         attributes=[types.DocumentAttributeSticker(alt="🐈", stickerset=types.InputStickerSetEmpty())],
         thumbs=[types.PhotoSize(type="s", w=100, h=100, size=300), types.PhotoSize(type="m", w=320, h=320, size=700)],
     )
-    msg = types.Message(
-        id=5,
-        peer_id=types.PeerChannel(1234567890),
-        date=None,
-        message="",
-        media=types.MessageMediaDocument(document=sticker),
-    )
-    client.answers[functions.channels.GetMessagesRequest] = lambda r: types.messages.ChannelMessages(
-        pts=1, count=1, messages=[msg], topics=[], chats=[], users=[]
-    )
+    client.answers[functions.channels.GetMessagesRequest] = lambda r: channel_message_with(sticker)
     client.answers[functions.upload.GetFileRequest] = lambda r: types.upload.File(
         type=types.storage.FileWebp(), mtime=0, bytes=b"RIFF-still" if r.offset == 0 else b""
     )
