@@ -42,7 +42,7 @@ from bench_search import build as build_archive  # scripts/ is the script's path
 from teleton.config.schema import EmbeddingConfig
 from teleton.memory.embeddings import EmbeddingProvider, create_provider
 from teleton.memory.embeddings.model_files import DEFAULT_VECTOR_WEIGHT, VECTOR_WEIGHTS
-from teleton.memory.facts import Fact, FactStore
+from teleton.memory.facts import RECALL_PARAMS, Fact, FactStore
 from teleton.memory.feed_embedding import embed_pending
 from teleton.memory.feed_search import search_feed_sync
 from teleton.memory.hybrid_search import SearchParams
@@ -178,7 +178,11 @@ def observation_facts(sample: dict) -> Iterator[tuple[str, str, frozenset[str]]]
                 yield speaker, text, frozenset(s.strip() for s in sources if isinstance(s, str))
 
 
-async def evaluate_observations(samples: list[dict], embedder: EmbeddingProvider, mode: str) -> list[dict]:
+async def evaluate_observations(
+    samples: list[dict], embedder: EmbeddingProvider, mode: str, vector_weight: float
+) -> list[dict]:
+    # As the daemon's fact store: every search's weights (agent/factory.py).
+    params = replace(RECALL_PARAMS, vector_weight=vector_weight, keyword_weight=1.0 - vector_weight)
     if mode == "vector":
         raise SystemExit("--records observations measures the recall path: use --mode hybrid or bm25")
     scope = f"chat:{CHAT_ID}"
@@ -188,7 +192,7 @@ async def evaluate_observations(samples: list[dict], embedder: EmbeddingProvider
             facts = list(observation_facts(sample))
             db = await Database.open(Path(tmp) / f"obs{n}.db", embedding=(embedder.model_id, embedder.dims))
             try:
-                store = FactStore(db, embedder if mode == "hybrid" else None)
+                store = FactStore(db, embedder if mode == "hybrid" else None, params=params)
                 evidence: dict[int, frozenset[str]] = {}
                 for _speaker, text, sources in facts:
                     saved = await store.save(Fact(value=text, category="observation", scope=scope, source="locomo"))
@@ -275,13 +279,13 @@ async def main_async(args: argparse.Namespace) -> dict:
         samples = samples[: args.limit]
     embedder = create_provider(EmbeddingConfig(model=args.model))
     started = time.perf_counter()
+    # As the daemon searches: the model's own weight unless one is given (model_files.search_weights).
+    weight = args.vector_weight
+    if weight is None:
+        weight = VECTOR_WEIGHTS.get(embedder.model_id, DEFAULT_VECTOR_WEIGHT)
     if args.records == "observations":
-        results = await evaluate_observations(samples, embedder, args.mode)
+        results = await evaluate_observations(samples, embedder, args.mode, weight)
     else:
-        # As the daemon searches: the model's own weight unless one is given (model_files.search_weights).
-        weight = args.vector_weight
-        if weight is None:
-            weight = VECTOR_WEIGHTS.get(embedder.model_id, DEFAULT_VECTOR_WEIGHT)
         results = await evaluate(samples, embedder, args.mode, args.records, args.shared_store, args.in_archive, weight)
     summary = summarise(results)
     summary["_meta"] = {

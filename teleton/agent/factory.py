@@ -8,7 +8,7 @@ await stack.close()                         # SIGTERM: finish or cancel turns, c
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from teleton.gateway.contract import Gateway
 from teleton.llm.client import LLMClient
 from teleton.llm.connect import client_for
 from teleton.memory.daily_logs import DailyLogs
-from teleton.memory.facts import FactStore
+from teleton.memory.facts import RECALL_PARAMS, FactStore
 from teleton.privacy import Principals
 from teleton.storage.database import Database
 from teleton.tools.outbox import Outbox, OutboxSettings
@@ -70,7 +70,13 @@ async def build_agent(
     index, selector = await _tool_rag(config, db, embedder, registry)
     llm = llm or client_for(config.agent)  # the provider the config names (Anthropic by default)
     settings = AgentSettings.from_config(config)
-    facts = FactStore(db, embedder, half_life_days=config.memory.recency_half_life_days)
+    search = settings.context.params  # facts are weighed as every other search (memory.*, the model's own)
+    facts = FactStore(
+        db,
+        embedder,
+        params=replace(RECALL_PARAMS, vector_weight=search.vector_weight, keyword_weight=search.keyword_weight),
+        half_life_days=config.memory.recency_half_life_days,
+    )
     learnings, distiller = _distiller(config, llm, facts, workspace, principals)
     deps = AgentDeps(
         db=db,

@@ -15,6 +15,7 @@ import structlog
 
 from teleton.memory.corpora import FACTS
 from teleton.memory.embeddings.provider import EmbeddingProvider
+from teleton.memory.embeddings.query import query_embedding
 from teleton.memory.fact_rows import CURRENT, embedding_text
 from teleton.memory.feed_embedding import embed_pending
 from teleton.memory.vector_store import check_model, write_vectors
@@ -39,7 +40,8 @@ async def embed_pending_facts(db: Database, provider: EmbeddingProvider, batch: 
         )
         if not rows:
             return total
-        vectors = await provider.embed([embedding_text(r["category"], r["key"], r["value"]) for r in rows])
+        # Facts are embedded as FactStore.save embeds them: as questions are (see ``query_embedding``).
+        vectors = await query_embedding(provider)([embedding_text(r["category"], r["key"], r["value"]) for r in rows])
         model = (provider.model_id, provider.dims)
         total += await db.write(lambda conn, r=rows, v=vectors, m=model: _store_facts(conn, r, v, m))
 
