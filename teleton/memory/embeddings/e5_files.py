@@ -13,6 +13,7 @@ e5 was trained with a ``query: `` prefix on questions and ``passage: `` on what 
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -34,21 +35,44 @@ PREFIXES = ("passage: ", "query: ")
 MAX_TOKENS = 512  # e5's position table
 MANIFEST = "manifest.json"
 _SPACES = re.compile(" {2,}")
+# The standard library's logger, not structlog's: in the daemon and `teleton chat` it reaches their configured
+# log; a command that configures none (`teleton doctor --json`) keeps its stdout clean.
+log = logging.getLogger(__name__)
 
 
 def e5_model(cache_dir: Path) -> ModelFiles:
-    """The built model's files under ``cache_dir``, building them first when missing or stale."""
+    """The built model's files under ``cache_dir``, building them first when missing or stale.
+
+    Two processes starting at once (the daemon and ``teleton chat``, two test workers) build it once: the
+    build runs under an exclusive lock on a file beside it, and whoever waited for the lock finds the model
+    built and checks it instead."""
     target = cache_dir / E5_MODEL_ID
-    files = _files(target)
+    files = _verified(target)
+    if files is not None:
+        return files
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    with (cache_dir / f".{E5_MODEL_ID}.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or the process dies
+        files = _verified(target)
+        if files is None:
+            log.info("embedding_model_build: %s into %s (once, ~8 s, offline)", E5_MODEL_ID, target)
+            files = _files(target)
+            files.pinned.update(build(_source(), target))
+    return files
+
+
+def _verified(target: Path) -> ModelFiles | None:
+    """The files of a current build at ``target`` whose sums match its manifest; None when there is none,
+    it is stale or it is damaged (to be rebuilt, not refused)."""
     built = _built_sums(target)
-    if built is not None:
-        files.pinned.update(built)
-        try:
-            files.verify()
-            return files
-        except ModelFilesError:  # a damaged cache is rebuilt, not refused
-            files.pinned.clear()
-    files.pinned.update(build(_source(), target))
+    if built is None:
+        return None
+    files = _files(target)
+    files.pinned.update(built)
+    try:
+        files.verify()
+    except ModelFilesError:
+        return None
     return files
 
 
@@ -80,9 +104,12 @@ def build(source: Path, target: Path) -> dict[str, str]:
     """Write model.onnx, tokenizer.model, normalise.json and center.npy into ``target``, atomically (a half-built
     directory is never mistaken for a model: the manifest is written last, in a new directory renamed in)."""
     import onnx
-    from onnxruntime.quantization import QuantType, quantize_dynamic
 
     from teleton.memory.embeddings.e5_weights import encoder_graph, read_e5
+    from teleton.memory.embeddings.local import import_onnxruntime
+
+    import_onnxruntime()  # first: its quantiser would import it with telemetry on
+    from onnxruntime.quantization import QuantType, quantize_dynamic
 
     try:
         weights = read_e5(source)

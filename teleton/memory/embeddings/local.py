@@ -118,14 +118,20 @@ def _tokenizer(files: ModelFiles) -> Callable[[list[str]], list[list[int]]]:
     return lambda texts: [e.ids for e in tokenizer.encode_batch(texts)]
 
 
-def open_session(files: ModelFiles, threads: int | None, *, custom_ops: bool = False):  # -> ort.InferenceSession
-    """Verify ``files`` and open the ONNX graph with the session options every local model uses."""
-    # ONNX Runtime's telemetry (POSIX builds since 1.2x) writes a device id under ~/.cache/Microsoft and
-    # would upload events: a daemon holding private memory does neither. Read once, before it loads.
+def import_onnxruntime():  # -> the onnxruntime module
+    """ONNX Runtime, imported with its telemetry off. Its POSIX builds (since 1.2x) write a device id under
+    ~/.cache/Microsoft at import and would upload events: a daemon holding private memory does neither. The
+    variables are read once, when it first loads, so every import of it (its quantiser too) goes through here."""
     for variable in ("ORT_DISABLE_TELEMETRY", "ORT_TELEMETRY_DISABLED"):
         os.environ.setdefault(variable, "1")
-    import onnxruntime as ort
+    import onnxruntime
 
+    return onnxruntime
+
+
+def open_session(files: ModelFiles, threads: int | None, *, custom_ops: bool = False):  # -> ort.InferenceSession
+    """Verify ``files`` and open the ONNX graph with the session options every local model uses."""
+    ort = import_onnxruntime()
     files.verify()
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads or max(1, os.cpu_count() or 1)
