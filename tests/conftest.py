@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from teleton.llm import LLMClient, LLMSettings
 from teleton.storage import Database
 from tests.fakes.anthropic_server import FakeAnthropic
+
+MODEL_CACHE = pytest.StashKey[str]()  # the run's model cache, in the controller (see pytest_configure)
 
 # The longest modules (minutes each) start first, so pytest-xdist's per-module scheduling does not leave one of
 # them running alone at the end while the other core idles (with --no-loadscope-reorder, modules are handed out
@@ -25,6 +29,32 @@ LONGEST_FIRST = (
     "tests/privacy/test_11_files_and_paths.py",
     "tests/privacy/test_14_dm_users.py",
 )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One model cache for the whole run, exported as XDG_CACHE_HOME: every xdist worker and every daemon or CLI
+    subprocess uses it whatever HOME its test gives it, so the default embedding model (multilingual-e5-small,
+    built at first use, ~8 s) is built once per run instead of in every fresh home (its lock makes the first
+    workers to need it wait for one build)."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        cache = workerinput["teleton_model_cache"]
+    else:
+        cache = tempfile.mkdtemp(prefix="teleton-test-cache-")
+        config.stash[MODEL_CACHE] = cache
+    os.environ["XDG_CACHE_HOME"] = cache
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist: each worker gets the controller's model cache."""
+    node.workerinput["teleton_model_cache"] = node.config.stash[MODEL_CACHE]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    cache = config.stash.get(MODEL_CACHE, None)
+    if cache is not None:
+        shutil.rmtree(cache, ignore_errors=True)
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
