@@ -160,7 +160,7 @@ def summarise(results: list[dict[str, Any]], extractor: ScriptedExtractor, secon
 
 
 async def main_async(scenarios: list[dict[str, Any]], model: str | None = None) -> dict[str, Any]:
-    embedder = LocalEmbedder(packaged_model(model) if model else packaged_model())
+    embedder = LocalEmbedder(packaged_model(model))
     extractor = ScriptedExtractor()
     started = time.perf_counter()
     results = []
@@ -175,7 +175,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", default=str(Path(__file__).parent / "eval_data" / "contradictions.json"))
     parser.add_argument("--json", action="store_true", help="print the whole result as JSON")
-    parser.add_argument("--model", help="a packaged local model (default all-MiniLM-L6-v2)")
+    parser.add_argument(
+        "--model", help="a packaged local model (default multilingual-e5-small; all-MiniLM-L6-v2, use-multilingual)"
+    )
     args = parser.parse_args()
     configure_logging("warning", "console", stream=sys.stderr)
     summary = asyncio.run(main_async(json.loads(Path(args.data).read_text()), args.model))

@@ -4,7 +4,7 @@ RAG, the anthropic SDK over HTTP) except the model, which is the scripted server
 reports usage, prompt-cache reads included, as the real API does).
 
     python scripts/bench_turn.py                     # keyword-only retrieval
-    python scripts/bench_turn.py --vectors           # + local MiniLM query embedding, 100k random vectors
+    python scripts/bench_turn.py --vectors           # + the default local model's query embedding, 100k random vectors
     python scripts/bench_turn.py --messages 100000 --turns 300 --floor-ms 60
     python scripts/bench_turn.py --vectors --db /tmp/bench.db   # build the archive once, reuse it after
     python scripts/bench_turn.py --budget 1500 --stable-share 0  # another memory budget (issue 15)

@@ -130,7 +130,7 @@ async def evaluate(
     registry = build_registry(config)
     own_model = embedder is None
     if embedder is None:
-        embedder = LocalEmbedder(packaged_model(model) if model else packaged_model())
+        embedder = LocalEmbedder(packaged_model(model))
     dm = ChatInfo(id=1, type="dm")
     with tempfile.TemporaryDirectory() as tmp:
         db = await Database.open(Path(tmp) / "eval.db", embedding=(embedder.model_id, embedder.dims))
@@ -161,7 +161,9 @@ def main() -> int:
     parser.add_argument("--top-k", type=int, default=25)
     parser.add_argument("--sweep", action="store_true", help="also show the share at smaller cuts")
     parser.add_argument("--held-out", action="store_true", help="run the held-out set instead of the main 40")
-    parser.add_argument("--model", help="a packaged local model (default all-MiniLM-L6-v2)")
+    parser.add_argument(
+        "--model", help="a packaged local model (default multilingual-e5-small; all-MiniLM-L6-v2, use-multilingual)"
+    )
     args = parser.parse_args()
     cases = HELD_OUT if args.held_out else CASES
     if args.sweep:

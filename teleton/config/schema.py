@@ -108,7 +108,7 @@ class TelegramConfig(Section):
 
 class EmbeddingConfig(Section):
     provider: Literal["local", "anthropic", "openai_compatible", "none"] = "local"
-    model: str | None = None
+    model: str | None = None  # local: None = the default packaged model (model_files.DEFAULT_MODEL_ID)
     model_path: Path | None = None
     preset: ProviderName | None = None  # openai_compatible: a named server (ollama, openai...) for URL and key
     base_url: str | None = None  # openai_compatible: the server's URL (overrides the preset's)

@@ -124,9 +124,10 @@ def test_the_search_weights_are_the_models_own_unless_set() -> None:
         params = AgentSettings.from_config(Config.model_validate(config)).context.params
         return params.vector_weight, params.keyword_weight
 
-    assert weights() == (0.5, 0.5)  # MiniLM
+    assert weights() == (0.8, pytest.approx(0.2))  # the default model, e5: its meaning-match is worth more
+    assert weights(embedding={"model": "all-MiniLM-L6-v2"}) == (0.5, 0.5)
     e5 = {"embedding": {"model": "multilingual-e5-small"}}
-    assert weights(**e5) == (0.8, pytest.approx(0.2))  # its meaning-match is worth more
+    assert weights(**e5) == (0.8, pytest.approx(0.2))
     assert weights(**e5, memory={"vector_weight": 0.6}) == (0.6, pytest.approx(0.4))  # set: the user's
     assert weights(**e5, memory={"keyword_weight": 0.5}) == (0.5, 0.5)
     assert weights(embedding={"provider": "openai_compatible", "model": "multilingual-e5-small"}) == (0.5, 0.5)

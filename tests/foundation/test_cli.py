@@ -204,9 +204,13 @@ def test_a_broken_model_file_at_start_is_one_line(isolated_home: Path) -> None:
 
 
 def test_doctor_checks_the_packaged_model_the_config_names(isolated_home: Path) -> None:
-    for model, file in (("use-multilingual", "universal-sentence-encoder-multilingual.onnx"),
-                        ("all-MiniLM-L6-v2", "model.onnx")):  # fmt: skip
+    for model, model_id, file in (
+        ("null", "multilingual-e5-small-int8", "multilingual-e5-small-int8/model.onnx"),  # the default
+        ("use-multilingual", "use-multilingual-v3-onnx-int8", "universal-sentence-encoder-multilingual.onnx"),
+        ("all-MiniLM-L6-v2", "all-MiniLM-L6-v2-onnx-int8", "model.onnx"),
+    ):
         config = _config(isolated_home, f"embedding:\n  model: {model}\n")
         line = next(x for x in teleton("-c", str(config), "doctor", home=isolated_home).stdout.splitlines()
                     if "Embedding model" in x)  # fmt: skip
-        assert line.split()[0] == "OK" and line.rstrip(")").endswith(file), line
+        assert line.split()[:4] == ["OK", "Embedding", "model", model_id], line
+        assert line.rstrip(")").endswith(file), line

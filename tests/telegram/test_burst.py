@@ -54,8 +54,8 @@ async def test_burst_archives_everything_once_and_offers_each_message_once(db: D
 
 @pytest.fixture(scope="module")
 def local_model():
-    """The default local model (all-MiniLM-L6-v2, int8 ONNX), offline from its package. One thread, so a
-    core stays free for the event loop (ONNX Runtime's workers spin)."""
+    """The default local model (multilingual-e5-small, int8 ONNX), offline from the run's model cache. One
+    thread, so a core stays free for the event loop (ONNX Runtime's workers spin)."""
     from teleton.memory.embeddings.local import LocalEmbedder
     from teleton.memory.embeddings.model_files import packaged_model
 

@@ -154,7 +154,7 @@ async def telegram(db: Database) -> AsyncIterator[tuple[Any, RecordingClient]]:
 
 @pytest.fixture(scope="session")
 def embedder() -> Any:
-    """The real local embedding model (all-MiniLM-L6-v2 int8 from its pip package), loaded once."""
+    """The real default embedding model (multilingual-e5-small, from the run's model cache), loaded once."""
     from teleton.memory.embeddings.local import LocalEmbedder
     from teleton.memory.embeddings.model_files import packaged_model
 

@@ -60,9 +60,9 @@ def local_model_files(
     model = getattr(config, "model", None)
     if model_path:
         return model_files.directory_model(Path(model_path), model)
-    if model and model not in model_files.PACKAGED_NAMES:
+    if model_files.packaged_id(model) is None:
         return hf_download.cached_or_download(model, cache_dir, hf_base_url or hf_download.HF_BASE_URL)
-    return model_files.packaged_model(model or model_files.PACKAGED_MODEL_ID, cache_dir)
+    return model_files.packaged_model(model, cache_dir)
 
 
 def with_cache(provider: EmbeddingProvider | None, db: Any, config: Any = None) -> EmbeddingProvider | None:
