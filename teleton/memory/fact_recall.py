@@ -135,8 +135,14 @@ def search_in_categories(
         cosines = _vector_leg(conn, vector, members, params.vector_candidates)
         cosines.update(exact_cosines(conn, FACTS, vector, [i for i in keyword if i not in cosines]))
     weights = (params.vector_weight, params.keyword_weight) if has_vectors else (0.0, 1.0)
+    unembedded = {i for i in keyword if i not in cosines} if has_vectors else set()
     return fuse(
-        normalise_cosine(cosines), normalise_keyword(keyword), *weights, min_score=params.min_score, limit=params.limit
+        normalise_cosine(cosines),
+        normalise_keyword(keyword),
+        *weights,
+        min_score=params.min_score,
+        limit=params.limit,
+        unembedded=unembedded,
     )
 
 

@@ -11,7 +11,7 @@ A result that only one leg found gets 0 from the other, i.e. its own leg's weigh
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 # Cosine values of MiniLM-like models: unrelated text sits around 0.0-0.15, paraphrases above 0.7.
@@ -52,12 +52,19 @@ def fuse(
     *,
     min_score: float,
     limit: int,
+    unembedded: Collection[int] = (),
 ) -> list[Fused]:
-    """Blend normalised scores, drop those under ``min_score``, return the best ``limit`` (ties by id)."""
+    """Blend normalised scores, drop those under ``min_score``, return the best ``limit`` (ties by id).
+
+    ``unembedded`` rows have no vector yet (a backlog after a model change, a quarantined text): they are
+    scored by their keyword match alone, as a keyword-only search would, not as if they were unrelated.
+    """
     merged = [
         Fused(
             id=key,
-            score=vector_weight * vector.get(key, 0.0) + keyword_weight * keyword.get(key, 0.0),
+            score=keyword.get(key, 0.0)
+            if key in unembedded
+            else vector_weight * vector.get(key, 0.0) + keyword_weight * keyword.get(key, 0.0),
             vector_score=vector.get(key, 0.0),
             keyword_score=keyword.get(key, 0.0),
         )

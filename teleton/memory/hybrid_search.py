@@ -147,9 +147,11 @@ def merge_legs(
     """
     has_vectors = vector is not None and query_vector is not None
     vector = dict(vector or {})
+    unembedded: set[int] = set()
     if has_vectors:
         assert query_vector is not None
         vector.update(exact_cosines(conn, corpus, query_vector, [i for i in keyword if i not in vector]))
+        unembedded = {i for i in keyword if i not in vector}  # no vector yet: judged by its words alone
     vector_weight, keyword_weight = (params.vector_weight, params.keyword_weight) if has_vectors else (0.0, 1.0)
     by_time = when is not None and corpus.date_column is not None
     fused = fuse(
@@ -158,6 +160,7 @@ def merge_legs(
         vector_weight,
         keyword_weight,
         min_score=params.min_score,
+        unembedded=unembedded,
         # Some rows may still fail the corpus's constant filter (e.g. deleted); a time named in the query
         # may lift a row from further down.
         limit=max(params.limit * 2, TIME_CANDIDATES) if by_time else params.limit * 2,

@@ -204,6 +204,11 @@ def test_fusion_rules() -> None:
     assert fused[1].score == pytest.approx(0.25)  # keyword-only hit keeps its own weight
     tools = fuse(vector, keyword, 0.6, 0.4, min_score=0.0, limit=2)
     assert len(tools) == 2 and tools[1].id == 4  # tools weigh the vector leg more
+    # Row 2 has no vector yet (a backlog being re-embedded): its words alone judge it, as keyword-only search
+    # would, instead of a missing cosine counting as "unrelated".
+    waiting = fuse(vector, keyword, 0.8, 0.2, min_score=0.15, limit=10, unembedded={2})
+    assert [f.id for f in waiting] == [1, 2, 4] and waiting[1].score == pytest.approx(0.5)
+    assert 2 not in [f.id for f in fuse(vector, keyword, 0.8, 0.2, min_score=0.15, limit=10)]
 
 
 async def test_limits_and_min_score_come_from_params(mdb: Database):

@@ -2,7 +2,7 @@
 default before) is opened with today's default, as the daemon opens it at start. Both models give 384
 dimensions, so only the model id tells the vectors apart: they are dropped, never searched against e5's
 questions; search keeps answering by keyword while the rows are re-embedded in the background, as the daemon
-does it (only the best keyword matches for now: see the xfail below); then every vector is e5's."""
+does it; then every vector is e5's."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import asyncio
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from teleton.agent.deps import AgentSettings
 from teleton.config.schema import Config
@@ -109,12 +108,6 @@ async def test_a_minilm_database_is_reembedded_with_the_default_and_searchable_m
         await db.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="with e5's weights (0.8 vector / 0.2 keyword) a row without a vector scores at most 0.2, and "
-    "min_score 0.15 keeps only keyword matches within 75% of the best: hybrid_search.merge_legs weighs the "
-    "legs as if every row had a vector",
-)
 async def test_meanwhile_a_search_finds_what_the_keyword_leg_finds(tmp_path: Path, embedder: LocalEmbedder) -> None:
     messages = ["the garage code is 4512", "the garage door is stuck again", "I parked in the garage",
                 "garage sale on Saturday", "the gym code changed", "lunch at noon?"]  # fmt: skip
@@ -125,7 +118,7 @@ async def test_meanwhile_a_search_finds_what_the_keyword_leg_finds(tmp_path: Pat
         searched = await search_feed(db, "garage code", chat_ids=[CHAT], provider=embedder, params=params)
         keyword_only = await search_feed(db, "garage code", chat_ids=[CHAT], provider=None, params=params)
         assert len(keyword_only) == 6  # "lunch at noon?" too, through the message before it
-        assert [h.text for h in searched] == [h.text for h in keyword_only]  # today: only the first one
+        assert [h.text for h in searched] == [h.text for h in keyword_only]
     finally:
         await db.close()
 
