@@ -35,7 +35,7 @@ import numpy as np
 from teleton.memory import bit_index
 from teleton.memory.corpora import FEED
 from teleton.memory.embeddings.local import LocalEmbedder
-from teleton.memory.embeddings.model_files import PACKAGED_MODEL_ID, packaged_model
+from teleton.memory.embeddings.model_files import packaged_model
 from teleton.memory.feed_embedding import FeedMessage, embed_pending, index_text
 from teleton.memory.feed_search import search_feed
 from teleton.memory.vector_leg import vector_leg
@@ -252,7 +252,7 @@ async def bench_reindex(embedder: LocalEmbedder, chunks: int = 1000) -> dict:
 
 
 async def main_async(args: argparse.Namespace) -> dict:
-    embedder = LocalEmbedder(packaged_model(args.model or PACKAGED_MODEL_ID))
+    embedder = LocalEmbedder(packaged_model(args.model))
     rng = random.Random(7)
     turns = turn_texts(args.locomo, rng, args.turns)
     contexts = [
@@ -285,7 +285,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=1000, help="turns for the throughput measurement")
     parser.add_argument("--oversample", type=int, nargs="*", default=[], help="1-bit oversample factors to sweep")
     parser.add_argument("--locomo", type=Path, default=Path("../shared/eval/locomo-dev.json"))
-    parser.add_argument("--model", help="a packaged local model (default all-MiniLM-L6-v2; multilingual-e5-small)")
+    parser.add_argument("--model", help="a packaged local model (default: the default, multilingual-e5-small; all-MiniLM-L6-v2)")
     args = parser.parse_args()
     configure_logging("info", "console", stream=sys.stderr)  # stdout carries the results only
     print(json.dumps(asyncio.run(main_async(args)), indent=2))
