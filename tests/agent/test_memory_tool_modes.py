@@ -7,11 +7,14 @@ from pathlib import Path
 import pytest
 
 from teleton.agent.deps import AgentSettings
+from teleton.agent.factory import build_agent
 from teleton.config.schema import Config
 from teleton.gateway.contract import ChatInfo, UserInfo
+from teleton.gateway.terminal import TerminalGateway
+from teleton.llm import LLMClient
 from teleton.llm.tool_loop import ToolCall
 from teleton.memory.daily_logs import DailyLogs
-from teleton.memory.facts import FactStore
+from teleton.memory.facts import RECALL_PARAMS, FactStore
 from teleton.memory.hybrid_search import SearchParams
 from teleton.memory.knowledge_index import KnowledgeIndex
 from teleton.privacy import Principals
@@ -131,3 +134,14 @@ def test_the_search_weights_are_the_models_own_unless_set() -> None:
     assert weights(**e5, memory={"vector_weight": 0.6}) == (0.6, pytest.approx(0.4))  # set: the user's
     assert weights(**e5, memory={"keyword_weight": 0.5}) == (0.5, 0.5)
     assert weights(embedding={"provider": "openai_compatible", "model": "multilingual-e5-small"}) == (0.5, 0.5)
+
+
+async def test_the_fact_store_weighs_its_two_legs_as_every_search(tmp_path: Path, db: Database, llm: LLMClient) -> None:
+    # Facts are searched with memory.* too: one rule for every search (they had a fixed 0.5/0.5 of their own).
+    storage = {"workspace": str(tmp_path / "ws"), "database": str(tmp_path / "t.db")}
+    config = Config.model_validate({"storage": storage, "memory": {"vector_weight": 0.7}})
+    stack = await build_agent(config, db=db, gateway=TerminalGateway(db=db), llm=llm)
+    params = stack.agent.deps.facts.params
+    await stack.agent.shutdown(1.0)
+    assert (params.vector_weight, params.keyword_weight) == (0.7, pytest.approx(0.3))
+    assert params.limit == RECALL_PARAMS.limit  # as many candidates re-ranked by use and freshness
