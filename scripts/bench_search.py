@@ -285,7 +285,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=1000, help="turns for the throughput measurement")
     parser.add_argument("--oversample", type=int, nargs="*", default=[], help="1-bit oversample factors to sweep")
     parser.add_argument("--locomo", type=Path, default=Path("../shared/eval/locomo-dev.json"))
-    parser.add_argument("--model", help="a packaged local model (default: the default, multilingual-e5-small; all-MiniLM-L6-v2)")
+    parser.add_argument("--model", help="a packaged local model (default: multilingual-e5-small; all-MiniLM-L6-v2)")
     args = parser.parse_args()
     configure_logging("info", "console", stream=sys.stderr)  # stdout carries the results only
     print(json.dumps(asyncio.run(main_async(args)), indent=2))

@@ -34,7 +34,9 @@ from teleton.storage.sqlite_driver import Connection
 
 # Raw MiniLM cosines: a query and the label of its topic sit around 0.4-0.6 ("what is my dog's name?" vs
 # "pet" 0.52), unrelated labels under 0.25. A single-word query is close to many labels ("meeting": plan
-# 0.43, work 0.39, family 0.35), so only categories within a small margin of the best are kept.
+# 0.43, work 0.39, family 0.35), so only categories within a small margin of the best are kept. e5's labels
+# score lower ("pet" 0.33 for that question, the rest under 0.18), so with e5 a category is mostly picked by its
+# facts' similarity, which runs higher (facts are embedded as questions are: ``FactStore._embed``).
 CATEGORY_FLOOR = 0.35
 CATEGORY_MARGIN = 0.08
 MAX_CATEGORIES = 3

@@ -14,7 +14,9 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
-# Cosine values of MiniLM-like models: unrelated text sits around 0.0-0.15, paraphrases above 0.7.
+# Cosine values of MiniLM-like models: unrelated text sits around 0.0-0.15, paraphrases above 0.7. e5 (the
+# default), centred, lives in a similar range; on LoCoMo dev any floor 0-0.3 and ceiling 0.6-0.9 moved its
+# hybrid R@5 by at most 0.006.
 COSINE_FLOOR = 0.1
 COSINE_CEILING = 0.8
 

@@ -77,15 +77,19 @@ async def test_too_few_in_the_categories_falls_back_to_all_facts_in_scope(
     assert allergy.categories == ("health",) and not allergy.fell_back
     assert [f.value for f in allergy.facts] == ["Olga is allergic to peanuts"]
 
+    # e5 (the default) also picks "health" for this one, the peanut allergy being about eating too, and ranks
+    # it first; MiniLM picks "food" alone. Either way the dish is among the focused facts, before the rest.
     about_olga = await store.retrieve("what does Olga eat?", ["owner"], limit=3)
-    assert about_olga.categories == ("food",) and about_olga.fell_back
-    assert about_olga.facts[0].value == "Olga's favourite dish is ramen"
-    assert {f.category for f in about_olga.facts[1:]} <= {"health", "work", "travel", "pet"}
-    assert len(about_olga.facts) == 3
+    assert about_olga.categories[0] == "food" and set(about_olga.categories) <= {"food", "health"}
+    assert about_olga.fell_back and len(about_olga.facts) == 3
+    focused = [f.value for f in about_olga.facts[: len(about_olga.categories)]]
+    assert "Olga's favourite dish is ramen" in focused
+    assert {f.category for f in about_olga.facts} <= {"food", "health", "work", "travel", "pet"}
 
-    # A query no category is about searches everything in scope, and only in scope.
+    # A query hardly about any category (e5 reads "May" as travel, MiniLM as nothing) searches everything in
+    # scope too, and only in scope.
     vague = await store.retrieve("anything about May?", ["owner"], limit=10)
-    assert vague.categories == () and vague.fell_back
+    assert set(vague.categories) <= {"travel"} and vague.fell_back
     assert [f.value for f in vague.facts] == ["Flight to Lisbon on May 3"]
     everywhere = await store.retrieve("anything about May?", None, limit=10)
     assert {f.value for f in everywhere.facts} == {"Flight to Lisbon on May 3", "The chess tournament is in May"}
