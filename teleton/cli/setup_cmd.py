@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -331,6 +332,7 @@ def setup(
     assert config.storage.workspace is not None
     created = create_workspace(config.storage.workspace)
     console.print(f"[green]workspace[/] {config.storage.workspace} ({len(created.created)} files created)")
+    prepare_embeddings(config)
     if answers.mode == TERMINAL:
         console.print("Talk to it now with `teleton chat`; run `teleton setup` again to connect Telegram.")
         return
@@ -353,6 +355,25 @@ def setup(
         raise typer.Exit(3)
     name = " ".join(p for p in (me.first_name, me.last_name) if p) or me.username or me.id
     console.print(f"[green]logged in[/] as {name} (id {me.id}); session stored with mode 0600")
+
+
+def prepare_embeddings(config: Any) -> None:
+    """Build (or download) the local embedding model now, once, so the daemon's first start does not wait for
+    it (multilingual-e5-small is built from its wheel at first use, ~8 s). A failure is one line: the daemon
+    then searches by keyword and ``teleton doctor`` says more."""
+    if config.embedding.provider != "local":
+        return
+    from teleton.memory.embeddings import local_model_files
+
+    started = time.perf_counter()
+    try:
+        files = local_model_files(config.embedding)
+        files.verify()
+    except Exception as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        console.print(f"[yellow]embedding model not ready:[/] {reason} (`teleton doctor` says more)")
+        return
+    console.print(f"[green]embedding model[/] {files.model_id} ready ({time.perf_counter() - started:.1f} s)")
 
 
 def _read_existing(path: Path) -> dict[str, Any]:

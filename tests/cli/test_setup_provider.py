@@ -71,3 +71,23 @@ def test_switching_provider_drops_the_old_key_url_and_models() -> None:
     assert agent == {"provider": "ollama", "model": "qwen3:8b", "utility_model": "qwen3:8b", "max_tokens": 2048}
     back = agent_settings(agent, ModelChoice("anthropic", None, "sk-new"))
     assert back == {"provider": "anthropic", "api_key": "sk-new", "max_tokens": 2048}
+
+
+def test_setup_builds_the_default_embedding_model_so_the_first_start_does_not(tmp_path: Path, monkeypatch: Any) -> None:
+    cache = tmp_path / "cache"  # an empty model cache: this setup pays e5's one build (~8 s)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump({"storage": {"data_dir": str(tmp_path / "data")}}))
+    monkeypatch.setenv("TELETON_CONFIG", str(path))
+    base = ["setup", "--non-interactive", "--mode", "terminal"]
+    result = CliRunner().invoke(_cli(), base, terminal_width=200)
+    assert result.exit_code == 0, result.output
+    assert "embedding model multilingual-e5-small-int8 ready" in result.output
+    assert (cache / "teleton" / "models" / "multilingual-e5-small-int8" / "manifest.json").is_file()
+    # A model that cannot load is one line, and setup still finishes (the daemon searches by keyword then).
+    path.write_text(yaml.safe_dump({"storage": {"data_dir": str(tmp_path / "data")},
+                                    "embedding": {"model_path": str(tmp_path / "nowhere")}}))  # fmt: skip
+    result = CliRunner().invoke(_cli(), base, terminal_width=200)
+    assert result.exit_code == 0, result.output
+    warning = [line for line in result.output.splitlines() if "embedding model not ready" in line]
+    assert len(warning) == 1 and "nowhere" in warning[0]
