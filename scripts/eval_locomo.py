@@ -39,9 +39,9 @@ from pathlib import Path
 
 from bench_search import build as build_archive  # scripts/ is the script's path
 
-from teleton.config.schema import EmbeddingConfig
+from teleton.config.schema import EmbeddingConfig, MemoryConfig
 from teleton.memory.embeddings import EmbeddingProvider, create_provider
-from teleton.memory.embeddings.model_files import DEFAULT_VECTOR_WEIGHT, VECTOR_WEIGHTS
+from teleton.memory.embeddings.model_files import search_weights
 from teleton.memory.facts import RECALL_PARAMS, Fact, FactStore
 from teleton.memory.feed_embedding import embed_pending
 from teleton.memory.feed_search import search_feed_sync
@@ -279,10 +279,8 @@ async def main_async(args: argparse.Namespace) -> dict:
         samples = samples[: args.limit]
     embedder = create_provider(EmbeddingConfig(model=args.model))
     started = time.perf_counter()
-    # As the daemon searches: the model's own weight unless one is given (model_files.search_weights).
-    weight = args.vector_weight
-    if weight is None:
-        weight = VECTOR_WEIGHTS.get(embedder.model_id, DEFAULT_VECTOR_WEIGHT)
+    # As the daemon searches: the model's own weight unless one is given.
+    weight, _ = search_weights(EmbeddingConfig(model=args.model), MemoryConfig(vector_weight=args.vector_weight))
     if args.records == "observations":
         results = await evaluate_observations(samples, embedder, args.mode, weight)
     else:
