@@ -121,6 +121,7 @@ async def evaluate(
     from teleton.gateway.contract import ChatInfo
     from teleton.memory.embeddings.local import LocalEmbedder
     from teleton.memory.embeddings.model_files import packaged_model
+    from teleton.memory.embeddings.query import query_embedding
     from teleton.storage import Database
     from teleton.tools.suite import build_registry
     from teleton.tools.tool_rag import ToolIndex, ToolRagSettings
@@ -137,9 +138,8 @@ async def evaluate(
         try:
             index = ToolIndex(db, embedder, ToolRagSettings(top_k=top_k))
             await index.sync(registry)
-            # One query vector per message, embedded as the agent embeds a question (embed_query).
-            embed = getattr(embedder, "embed_queries", embedder.embed)
-            vectors = await embed([text for text, _ in cases])
+            # One query vector per message, embedded as the agent embeds a question.
+            vectors = await query_embedding(embedder)([text for text, _ in cases])
             hits, misses, offered = 0, [], 0
             for (text, expected), vector in zip(cases, vectors, strict=True):
                 picked = await index.select(registry, dm, True, text, vector, is_owner=True)
