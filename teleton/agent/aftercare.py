@@ -15,9 +15,10 @@ from teleton.agent.distiller import Exchange
 from teleton.agent.messages import sender_label
 from teleton.agent.privacy import origin
 from teleton.agent.turn import Turn, required
+from teleton.llm.client import Message
 from teleton.memory.observation_masking import mask_observations
 from teleton.memory.subjects import speaker_subject
-from teleton.privacy import PUBLIC
+from teleton.privacy.quoting import origins_text, steered_origin
 
 if TYPE_CHECKING:
     from teleton.agent.runtime import Agent
@@ -31,7 +32,7 @@ async def persist(agent: Agent, turn: Turn) -> None:
     if turn.result is None:
         return  # the model never answered: keep the session as it was; the feed still has the message
     session.messages = mask_observations(
-        [*session.messages, required(turn.stored_user), *turn.result.new_messages], agent.settings.masking_keep
+        [*session.messages, kept_user(turn), *turn.result.new_messages], agent.settings.masking_keep
     )
     session.account(turn.result.usage, turn.result.last_usage)
     await agent.sessions.save(session)
@@ -83,9 +84,20 @@ async def learn(agent: Agent, turn: Turn) -> None:
         )
 
 
-def untrusted_labels(turn: Turn) -> set[str]:
-    """Labels the turn was shown besides its own and public ones: words it did not get from here."""
-    return set(turn.exposure.labels) - {turn.clearance.label, PUBLIC}
+def untrusted_labels(turn: Turn) -> frozenset[str]:
+    """What may have steered the turn: other labels' words and outside content it was shown."""
+    return turn.taint.steering(turn.clearance.label)
+
+
+def kept_user(turn: Turn) -> Message:
+    """The user message as the session keeps it: for a steered exchange, with what steered it, so every
+    later turn that still has the exchange in its history is tainted by it (``Taint.absorb``)."""
+    user = required(turn.stored_user)
+    steering = untrusted_labels(turn)
+    if not steering or not isinstance(user["content"], str):
+        return user
+    note = f"(This exchange was shown words from elsewhere: {origins_text(steering)}.)"
+    return {**user, "content": f"{user['content']}\n\n{note}"}
 
 
 async def log_exchange(agent: Agent, turn: Turn) -> None:
@@ -93,6 +105,9 @@ async def log_exchange(agent: Agent, turn: Turn) -> None:
     said = msg.text if msg.chat.type == "dm" else f"{sender_label(msg.sender)}: {msg.text}"
     answer = turn.reply or (turn.result.text if turn.result else "") or "(answered with tools)"
     where = origin(msg.chat, turn.clearance, sender_label(msg.sender))
+    steering = untrusted_labels(turn)
+    if where is None and steering:  # the owner's own line, but steered: quoted, with what steered it
+        where = steered_origin(steering)
     try:
         await agent.daily_logs.append_exchange(said, answer, origin=where)
     except Exception as exc:  # seed 003: persistence is fail-safe, never blocks a reply

@@ -52,9 +52,10 @@ async def answer(agent: Agent, turn: Turn) -> None:
         clearance=turn.clearance,
         deps=agent.tool_deps,
         message_id=turn.msg.message_id,
-        exposure=turn.exposure,
+        taint=turn.taint,
         say=lambda text, reply_to: say(agent, turn, text, reply_to=reply_to),
         from_task=turn.from_task,
+        typed=turn.typed,
     )
 
     async def execute(call: ToolCall) -> ToolResult:

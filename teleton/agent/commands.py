@@ -126,19 +126,24 @@ async def cmd_policy(agent: Agent, turn: Turn, args: str) -> str:
 
 
 async def cmd_held(agent: Agent, turn: Turn, args: str) -> str:
-    """/approve N, /deny N, /held: the owner decides on sends held for approval."""
+    """/approve N CODE, /deny N, /held [N]: the owner decides on what waits for approval."""
     outbox = agent.deps.outbox
     if outbox is None:
         return "Nothing is ever held here (no outbox in this process)."
     name = turn.msg.text.strip().split()[0].lstrip("/").split("@")[0].lower()
-    if name == "held":
+    words = args.split()
+    if name == "held" and not words:
         return await outbox.describe_pending()
-    if not args.strip().isdigit():
-        return f"Usage: /{name} N — N is the number of the held send (see /held)."
+    if not words or not words[0].isdigit() or len(words) > (2 if name == "approve" else 1):
+        usage = {"approve": "/approve N CODE", "deny": "/deny N", "held": "/held [N]"}[name]
+        return f"Usage: {usage} — N is the number of the held item, CODE the code in its notice (see /held)."
+    held_id = int(words[0])
+    if name == "held":
+        return await outbox.show(held_id)
     sender = turn.msg.sender.id if turn.msg.sender else None
     if name == "approve":
-        return await outbox.approve(int(args), by=sender)
-    return await outbox.deny(int(args), by=sender)
+        return await outbox.approve(held_id, words[1] if len(words) == 2 else None, by=sender)
+    return await outbox.deny(held_id, by=sender)
 
 
 async def cmd_tools(agent: Agent, turn: Turn, args: str) -> str:
@@ -184,9 +189,9 @@ COMMANDS: dict[str, CommandSpec] = {
         CommandSpec("pause", "/pause", "stop answering until /resume", cmd_pause, admin=True),
         CommandSpec("resume", "/resume", "answer again", cmd_resume, admin=True),
         CommandSpec("policy", "/policy [dm|group VALUE]", "show or change who may talk to me", cmd_policy, admin=True),
-        CommandSpec("approve", "/approve N", "send a held message to the other chat", cmd_held, owner=True),
-        CommandSpec("deny", "/deny N", "drop a held message", cmd_held, owner=True),
-        CommandSpec("held", "/held", "sends waiting for your approval", cmd_held, owner=True),
+        CommandSpec("approve", "/approve N CODE", "release exactly what held item N showed", cmd_held, owner=True),
+        CommandSpec("deny", "/deny N", "drop a held item", cmd_held, owner=True),
+        CommandSpec("held", "/held [N]", "what waits for your approval; N: that item, whole", cmd_held, owner=True),
         CommandSpec("tools", "/tools", "list tools with their state and scope", cmd_tools, admin=True),
         CommandSpec(
             "tool", "/tool enable|disable|reset NAME, /tool scope NAME SCOPE", "change a tool", cmd_tools, admin=True

@@ -23,12 +23,14 @@ from teleton.agent.distiller import Distiller, Transcript
 from teleton.agent.messages import archived_chat
 from teleton.agent.privacy import origin
 from teleton.agent.sessions import Session, SessionStore
+from teleton.agent.steering import steering_of, unsteered
 from teleton.gateway.contract import ChatInfo
 from teleton.llm.client import LLMClient, LLMError
 from teleton.memory import compaction
 from teleton.memory.daily_logs import DailyLogs
 from teleton.memory.facts import FactStore
 from teleton.privacy import Clearance
+from teleton.privacy.quoting import mark
 from teleton.storage.database import Database
 
 log = structlog.get_logger(__name__)
@@ -134,6 +136,8 @@ class Compactor:
             summary, fell_back = "", True
         if fell_back:
             summary = compaction.truncation_summary(old)
+        # A summary of words from elsewhere keeps their origin wherever it goes (log, knowledge, next session).
+        summary = mark(summary, steering_of(old, clearance.label, session.summary))
         await self._log_section(title, summary, origin(chat, clearance))  # ... then compact
         await self._to_knowledge(session, summary, clearance.label)
         return saved, summary, fell_back
@@ -144,7 +148,9 @@ class Compactor:
         """Save the facts of ``messages``; returns how many were stored (new or updated) and their lines."""
         if self.distiller is None:
             return 0, []
-        stats = await self.distiller.distill_transcript(Transcript(chat, messages, label=clearance.label))
+        # Only the exchanges nothing steered: a planted "fact" never becomes this label's memory.
+        own = unsteered(messages, clearance.label)
+        stats = await self.distiller.distill_transcript(Transcript(chat, own, label=clearance.label))
         return len(stats.kept), [f"[{fact.category}] {fact.value}" for fact in stats.kept]
 
     async def _chat(self, chat_id: int) -> ChatInfo:

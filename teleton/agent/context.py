@@ -4,7 +4,7 @@ Four steps: the 10 most recent messages of this chat, knowledge top 5 (+ facts t
 deduplicated; then two labelled blocks, ``[Relevant knowledge from memory]`` and
 ``[Relevant messages from Telegram feed]``. Every search runs inside what the turn's clearance reads
 (``teleton.privacy``: labels for knowledge and facts, chats for the feed), and every hit is checked against
-the clearance again before it is shown. Each item keeps its label: the turn's exposure (for the egress check)
+the clearance again before it is shown. Each item keeps its label: the turn's taint (for the egress check)
 is the set of them, and an item from another chat or person is rendered quoted, with its origin, as data.
 The query is embedded once and the vector is handed on (tool RAG reuses it). Trivial messages ("ok",
 "thanks") skip retrieval: searching for "ok" only adds noise and latency.
@@ -31,7 +31,8 @@ from teleton.memory.hybrid_search import SearchHit, SearchParams, hybrid_search,
 from teleton.memory.subjects import attributable, speaker_subject
 from teleton.memory.time_ranges import query_time_range
 from teleton.privacy import PUBLIC, Clearance, Principals
-from teleton.privacy.quoting import label_origin, quote
+from teleton.privacy.paths import is_document
+from teleton.privacy.quoting import label_origin, outside, quote
 from teleton.storage.database import Database
 from teleton.storage.sqlite_driver import Connection
 
@@ -115,12 +116,17 @@ class RagContext:
     extra: Any = None  # what the caller's ``with_vector`` returned (the tool-RAG pick)
 
     def labels(self) -> set[str]:
-        """The labels of everything this context shows (the turn's exposure grows by them)."""
+        """The labels of everything this context shows (the turn's taint grows by them)."""
         return (
             {h.meta["label"] for h in self.knowledge}
             | {h.meta["scope"] for h in self.facts}
             | {line.label for line in self.recent + self.feed}
         )
+
+    def origins(self) -> set[str]:
+        """Outside content among what this context shows: the text of documents kept in the knowledge base."""
+        paths = (str(h.meta.get("path") or "") for h in self.knowledge)
+        return {outside("document", path) for path in paths if is_document(path)}
 
     def lines(self, own_label: str) -> dict[str, list[str]]:
         """Each item as rendered, by kind (the memory budget counts exactly what ``render`` shows)."""

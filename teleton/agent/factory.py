@@ -25,7 +25,6 @@ from teleton.memory.facts import RECALL_PARAMS, FactStore
 from teleton.privacy import Principals
 from teleton.storage.database import Database
 from teleton.tools.outbox import Outbox, OutboxSettings
-from teleton.tools.publish import performer
 from teleton.tools.registry import ToolRegistry
 
 log = structlog.get_logger(__name__)
@@ -94,15 +93,13 @@ async def build_agent(
         tool_selector=selector,
         owner=await load_owner(db, principals.owner_id),
         principals=principals,
-        outbox=Outbox(db, gateway, principals, OutboxSettings.from_config(config.privacy)),
+        outbox=Outbox(db, gateway, principals, OutboxSettings.from_config(config.privacy, config.storage.data_dir)),
         shared_paths=tuple(config.privacy.shared_paths),
         rate_check=rate_check,
         media=media_reader(config, db, gateway, llm),
         voice=_voice_replies(config, gateway, workspace),
     )
     agent = Agent(deps, settings)
-    if deps.outbox is not None:
-        deps.outbox.perform = performer(agent.tool_deps)  # approved writes are the tools' own writes
     return AgentStack(agent=agent, llm=llm, registry=registry, tool_index=index)
 
 

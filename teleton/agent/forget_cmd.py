@@ -7,9 +7,12 @@
 
 The ``/forget <text>`` message itself is erased at once (a command holding the text, not conversation).
 The owner may forget anything, another person in their own DM what is theirs (``memory.forget.scope_for``),
-a group nobody. Before erasing, the sessions it touches wait for their chat's running turn (the turn would
-save its copy of the conversation back over the scrubbed one) and the distiller finishes what it is doing
-(it may be about to save a fact from the very text).
+a group nobody. What another person is answered (the preview, "nothing found", the report) is made of their
+own rows only, so it is no oracle of the owner's memory or anyone else's (DESIGN §8).
+
+Before erasing, the sessions it touches wait for their chat's running turn (the turn would save its copy of
+the conversation back over the scrubbed one) and the distiller finishes what it is doing (it may be about to
+save a fact from the very text).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from teleton.memory.forget import Findings, Needle, NeedleError, Report, erase, find, parse_needle, scope_for
 from teleton.memory.forget_feed import forget_deleted
-from teleton.tools.forget_tool import HOW_TO_CONFIRM, describe_findings, describe_report, pending_forgets
+from teleton.tools.forget_tool import describe_preview, describe_report, pending_forgets
 
 if TYPE_CHECKING:
     from teleton.agent.runtime import Agent
@@ -52,10 +55,9 @@ async def cmd_forget(agent: Agent, turn: Turn, args: str) -> str:
         # The command itself holds the text: it is a command, not conversation, and goes at once.
         await agent.deps.db.write(lambda conn: forget_deleted(conn, chat_id, [turn.msg.message_id]))
     findings = await find(agent.deps.db, agent.deps.workspace, needle, scope)
-    if findings.empty:
-        return f"I found nothing to forget for {needle.describe()}."
-    store.put(chat_id, sender.id, findings)
-    return f"{describe_findings(findings)}\n\n{HOW_TO_CONFIRM}"
+    if not findings.empty:
+        store.put(chat_id, sender.id, findings)
+    return describe_preview(findings)
 
 
 def _needle(turn: Turn, args: str) -> Needle:

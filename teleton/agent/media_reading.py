@@ -26,6 +26,7 @@ from teleton.media.errors import MediaError
 from teleton.media.images import image_block, prepare_image
 from teleton.media.transcription import Transcriber
 from teleton.memory import feed_archive as fa
+from teleton.privacy.quoting import outside
 from teleton.storage import Database
 from teleton.tools.telegram_common import Refused, download_to_chat
 
@@ -211,6 +212,8 @@ async def read_media(reader: MediaReader | None, turn: Turn) -> None:
     if reading.archive:  # re-indexed and re-embedded by the archive's triggers
         await reader.db.write(lambda conn: fa.set_text(conn, msg.chat.id, msg.message_id, reading.text))
     turn.msg = replace(msg, text=reading.text, media=None, media_kind=None)  # read: nothing else is attached
+    if msg.media.kind not in ("voice", "video_note"):  # a file's or a picture's words are not the sender's
+        turn.taint.saw(outside("document" if family(msg.media) == "document" else msg.media.kind, msg.media.file_name))
     if reading.image is not None:
         turn.images.append(reading.image)
     turn.spoken = msg.media.kind in ("voice", "video_note")

@@ -41,6 +41,7 @@ from teleton.llm.client import Usage
 from teleton.memory.chunker import chunk_markdown
 from teleton.memory.compaction import estimate_tokens
 from teleton.memory.fts_query import query_terms
+from teleton.privacy.quoting import origins_in
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
@@ -224,12 +225,15 @@ def rag_items(rag: RagContext, own_label: str, terms: set[str]) -> list[Item]:
 
 
 def log_items(days: Sequence[tuple[str, str]], terms: set[str]) -> list[Item]:
-    """The entries of the daily logs (oldest day first), scored by recency and words."""
+    """The entries of the daily logs (oldest day first), scored by recency and words. An entry of words
+    from elsewhere (a group's exchange, quoted with its origin) comes in only when it shares a word with
+    the question: it may steer the turn (``teleton.privacy.egress``), so it must earn its place."""
     entries = [(header, i, entry) for header, text in days for i, entry in enumerate(log_entries(text))]
     count = len(entries)
     return [
         Item("daily logs", header, entry, unscored(count - 1 - n, count, terms, entry), i)
         for n, (header, i, entry) in enumerate(entries)
+        if overlap(terms, entry) or origins_in(entry) == (frozenset(), frozenset())
     ]
 
 
@@ -251,10 +255,14 @@ def log_entries(text: str) -> list[str]:
 def unscored(age: int, count: int, terms: set[str], text: str) -> float:
     """Relevance of an item no search scored: ``age`` 0 is the newest of ``count``."""
     recency = 1.0 - age / count if count else 0.0
+    return 0.5 * recency + 0.5 * overlap(terms, text)
+
+
+def overlap(terms: set[str], text: str) -> float:
+    """The share of the question's words ``text`` contains."""
     # A substring test, not a tokenisation: 200 log entries a turn must cost well under a millisecond.
     lowered = text.lower()
-    overlap = sum(term in lowered for term in terms) / len(terms) if terms else 0.0
-    return 0.5 * recency + 0.5 * overlap
+    return sum(term in lowered for term in terms) / len(terms) if terms else 0.0
 
 
 def _stems(words: Iterable[str]) -> set[str]:

@@ -3,9 +3,12 @@ whether a send tool already answered, and the chat a turn runs in."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from teleton.gateway.contract import ChatInfo, IncomingMessage, UserInfo
+from teleton.llm.client import Message
 from teleton.llm.tool_loop import LoopResult
 
 
@@ -17,6 +20,23 @@ def spoke_here(result: LoopResult, send_tools: frozenset[str], chat_id: int) -> 
             if not isinstance(target, int) or target == chat_id:
                 return True
     return False
+
+
+def texts(messages: Iterable[Message]) -> Iterator[str]:
+    """Every text the model is shown of ``messages``: what was said, tool calls' input, tools' results."""
+    for message in messages:
+        content = message["content"]
+        if isinstance(content, str):
+            yield content
+            continue
+        for block in content:
+            if block.get("type") == "tool_use":
+                yield json.dumps(block.get("input"), ensure_ascii=False)
+            inner = block.get("text") if block.get("type") == "text" else block.get("content")
+            if isinstance(inner, str):
+                yield inner
+            elif isinstance(inner, list):
+                yield from (b.get("text", "") for b in inner if isinstance(b, dict))
 
 
 def user_text(msg: IncomingMessage, quoted: str = "") -> str:

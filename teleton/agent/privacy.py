@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from teleton.gateway.contract import ChatInfo, UserInfo
-from teleton.privacy import Clearance, Principals
+from teleton.privacy import Clearance, Principals, Taint
 
 PERSONA_FILES = ("SOUL.md", "SECURITY.md")  # public: every turn's prompt starts with them
 OWNER_FILES = ("STRATEGY.md", "USER.md")
@@ -34,6 +34,12 @@ def origin(chat: ChatInfo, clearance: Clearance, sender_name: str = "") -> str |
     if chat.type == "dm":
         return f"DM with {sender_name or chat.title or chat.id} ({clearance.label})"
     return f'group "{chat.title or chat.id}" ({clearance.label})'
+
+
+def task_taint(task: Any) -> Taint:
+    """What the scheduling turn had been shown (stored with the task); none stored: just the clearance."""
+    stored = task.payload.get("taint") if isinstance(task.payload, dict) else None
+    return Taint.from_json(stored) if stored else Taint()
 
 
 def task_origin(task: Any, principals: Principals) -> tuple[Clearance, UserInfo | None, bool]:

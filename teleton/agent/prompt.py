@@ -14,7 +14,7 @@ retrieved context for the rest (``memory_budget``). So ``parts`` builds everythi
 
 Anthropic caches the request prefix up to each ``cache_control`` breakpoint (tools, then system), so the
 parts that change every turn come last. What a turn may see is its clearance's (``teleton.privacy``); every
-part put in records its label in the turn's exposure.
+part put in records its label in the turn's taint.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from teleton.agent.privacy import prompt_files
 from teleton.gateway.contract import ChatInfo, UserInfo
 from teleton.memory.daily_logs import DailyLogs
 from teleton.memory.facts import FactStore
-from teleton.privacy import OWNER, Clearance, Exposure, Principals, path_label
+from teleton.privacy import OWNER, Clearance, Principals, Taint, path_label
 from teleton.privacy.quoting import UNTRUSTED_NOTE
 from teleton.storage.private_files import Unreadable, read_confined
 
@@ -58,7 +58,7 @@ class PromptInputs:
     chat: ChatInfo
     sender: UserInfo | None
     clearance: Clearance
-    exposure: Exposure = field(default_factory=Exposure)  # grows by the label of every part put in
+    taint: Taint = field(default_factory=Taint)  # grows by the label of every part put in
     summary: str = ""
     flush_note: str = ""
     now: datetime | None = None
@@ -73,7 +73,7 @@ class SystemParts:
     days: list[tuple[str, str]]  # the daily logs this turn may see: (section header, text)
     now: str  # the rest of block 3: the time, the sender, a flush note
     stable: MemoryUsage  # the memory block 2 holds
-    exposure: Exposure
+    taint: Taint
 
 
 class PromptBuilder:
@@ -114,12 +114,12 @@ class PromptBuilder:
         identity = await self._identity(inputs)
         chat, stable = await self._chat_block(inputs)
         days = await self._days(inputs)
-        return SystemParts(identity, chat, days, self._now(inputs), stable, inputs.exposure)
+        return SystemParts(identity, chat, days, self._now(inputs), stable, inputs.taint)
 
     def assemble(self, parts: SystemParts, days: list[str]) -> list[dict[str, Any]]:
         """The three blocks, block 3 with the daily-log sections ``days`` (as ``memory_budget`` rendered them)."""
         if days:
-            parts.exposure.add(OWNER)
+            parts.taint.add(OWNER)
         blocks = [{"type": "text", "text": parts.identity, "cache_control": CACHE}]
         if parts.chat:
             blocks.append({"type": "text", "text": parts.chat, "cache_control": CACHE})
@@ -167,9 +167,9 @@ class PromptBuilder:
         items = stable_items(inputs.summary, facts, learned, memory)
         filled = fill(items, self.stable_budget)
         if filled.usage.tokens.get("important facts"):
-            inputs.exposure.add(clearance.label)
+            inputs.taint.add(clearance.label)
         if filled.usage.tokens.get("learnings"):
-            inputs.exposure.add(OWNER)
+            inputs.taint.add(OWNER)
         learnings = dict.fromkeys(i.section for i in items if i.kind == "learnings")
         sections = [filled.section(MEMORY_MD, "\n\n"), filled.section(IMPORTANT_FACTS)]
         sections += [filled.section(header) for header in learnings]
@@ -223,7 +223,7 @@ class PromptBuilder:
         _, text, label = loaded
         if not text or not inputs.clearance.may_read(label):
             return ""
-        inputs.exposure.add(label)
+        inputs.taint.add(label)
         return text
 
 

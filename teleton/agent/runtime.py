@@ -35,7 +35,7 @@ from teleton.agent.delivery import Delivery, MessageDelivery
 from teleton.agent.deps import AgentDeps, AgentSettings, load_owner
 from teleton.agent.locks import KeyedLocks
 from teleton.agent.media_reading import read_media
-from teleton.agent.messages import quoted_referent, user_text
+from teleton.agent.messages import quoted_referent, texts, user_text
 from teleton.agent.prompt import PromptBuilder, PromptInputs, SystemParts
 from teleton.agent.scheduled import ScheduledTurns
 from teleton.agent.sessions import Session, SessionStore, expiry_reason
@@ -45,7 +45,8 @@ from teleton.gateway.contract import IncomingMessage, UserInfo
 from teleton.memory import feed_archive as fa
 from teleton.memory.compaction import needs_hard, needs_soft
 from teleton.memory.daily_logs import DailyLogs
-from teleton.privacy import Clearance, Exposure
+from teleton.privacy import Clearance, Taint
+from teleton.privacy.quoting import outside
 from teleton.tools.registry import ToolDeps
 
 __all__ = ["Agent", "AgentDeps", "AgentSettings"]
@@ -99,6 +100,8 @@ class Agent:
             learnings=deps.learnings,
             search=settings.context.params,
         )
+        if deps.outbox is not None:  # what the owner approves is carried out by the tool that held it
+            deps.outbox.attach(deps.registry.tools(), self.tool_deps)
         self.scheduled = ScheduledTurns(self)
         self.paused = False
         self.locks = KeyedLocks()  # one turn at a time per chat
@@ -135,22 +138,29 @@ class Agent:
         is_admin: bool | None = None,
         delivery: Delivery | None = None,
         from_task: bool = False,
+        taint: Taint | None = None,
     ) -> Turn | None:
         """One turn, its delivery record kept from acceptance to answer.
 
         The clearance is the chat's (the owner's DM reads everything, any other chat its own label and
-        public items); a scheduled turn passes the clearance and rights of the turn that created it. A
-        turn cancelled by shutdown leaves its messages accepted: the next start answers them.
+        public items); a scheduled turn passes the clearance, rights and taint of the turn that created it.
+        A turn cancelled by shutdown leaves its messages accepted: the next start answers them.
         """
         clearance = clearance or self.principals.clearance(msg.chat.id)
+        seen = Taint({clearance.label})  # its own chat and session
+        if taint is not None:
+            seen.merge(taint)
+        if msg.forwarded_from:  # someone else's words, brought in by the sender
+            seen.saw(outside("forward", msg.forwarded_from))
         turn = Turn(
             msg=msg,
             is_admin=self.is_admin(msg.sender) if is_admin is None else is_admin,
             clearance=clearance,
-            exposure=Exposure({clearance.label}),  # its own chat and session
+            taint=seen,
             delivery=delivery or MessageDelivery(self.deps.db, msg.chat.id, msg.answers),
             silent_token=silent_token,
             from_task=from_task,
+            typed="" if from_task or msg.forwarded_from else msg.text,
         )
         found = command_of(msg)
         if found is not None:
@@ -362,7 +372,7 @@ class Agent:
             chat=turn.msg.chat,
             sender=turn.msg.sender,
             clearance=turn.clearance,
-            exposure=turn.exposure,
+            taint=turn.taint,
             summary=required(turn.session).summary,
             flush_note=turn.flush_note,
         )
@@ -374,11 +384,16 @@ class Agent:
         label = turn.clearance.label
         plan = memory_budget.plan_turn(required(turn.rag), parts.days, turn.msg.text, label, allowance)
         turn.system = self.prompt.assemble(parts, plan.days)
-        turn.exposure.add(*plan.rag.labels())  # what is shown, not what was found
+        turn.taint.add(*plan.rag.labels())  # what is shown, not what was found
+        turn.taint.saw(*plan.rag.origins())
         turn.memory = parts.stable.plus(plan.usage, budget)
         memory_budget.log_left_out(turn.msg.chat.id, turn.memory)
         text = required(turn.stored_user)["content"]
         rag_text = plan.rag.render(label)
+        # Words quoted from elsewhere steer as much from a daily log, a note or the history as from a search.
+        system = [block["text"] for block in turn.system]
+        for shown in (*system, rag_text, text, *texts(required(turn.session).messages)):
+            turn.taint.absorb(shown)
         blocks = [{"type": "text", "text": rag_text}] if rag_text else []
         # The image is seen in this request only; the session keeps the line that describes it.
         blocks += [*turn.images, {"type": "text", "text": text}]

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from teleton.agent.delivery import Delivery, DeliveryFailed, NoRecord, TaskDelivery
 from teleton.agent.messages import archived_chat
-from teleton.agent.privacy import task_origin
+from teleton.agent.privacy import task_origin, task_taint
 from teleton.gateway.contract import IncomingMessage, UserInfo
-from teleton.privacy import Clearance, Exposure
+from teleton.privacy import Clearance, Taint
 from teleton.scheduler.scheduler import NotNow
 from teleton.tools.registry import ToolContext
 
@@ -37,6 +37,7 @@ class ScheduledTurns:
         is_admin: bool = False,
         silent_token: str | None = None,
         delivery: Delivery | None = None,
+        taint: Taint | None = None,
     ) -> str | None:
         """``text`` answered in ``chat_id`` as the turn that created it (default clearance: the chat's)."""
         agent = self.agent
@@ -61,6 +62,7 @@ class ScheduledTurns:
             is_admin=is_admin,
             delivery=delivery or NoRecord(),
             from_task=True,
+            taint=taint,
         )
         if turn is not None and turn.undelivered:
             raise DeliveryFailed(turn.undelivered)
@@ -76,6 +78,7 @@ class ScheduledTurns:
             principal=principal,
             is_admin=is_admin,
             delivery=TaskDelivery(self.agent.deps.db, int(task.id)),
+            taint=task_taint(task),
         )
 
     async def sweep_sessions(self) -> int:
@@ -104,6 +107,6 @@ class ScheduledTurns:
             is_admin=is_admin,
             clearance=clearance,
             deps=self.agent.tool_deps,
-            exposure=Exposure({clearance.label}),
+            taint=task_taint(task),  # the clearance's own label is added by the context
             from_task=True,
         )

@@ -14,7 +14,7 @@ from teleton.agent.sessions import Session
 from teleton.gateway.contract import IncomingMessage
 from teleton.llm.client import Message
 from teleton.llm.tool_loop import LoopResult
-from teleton.privacy import Clearance, Exposure
+from teleton.privacy import Clearance, Taint
 
 
 @dataclass
@@ -24,7 +24,7 @@ class Turn:
     msg: IncomingMessage
     is_admin: bool
     clearance: Clearance
-    exposure: Exposure
+    taint: Taint
     delivery: Delivery = field(default_factory=NoRecord)
     started: float = field(default_factory=time.monotonic)
     session: Session | None = None
@@ -44,6 +44,8 @@ class Turn:
     timings: dict[str, float] = field(default_factory=dict)  # stage -> ms, logged with turn_done
     silent_token: str | None = None  # a reply that is exactly this is not sent (heartbeat: nothing fired)
     from_task: bool = False  # a scheduled task's turn
+    # What the speaker typed (``ToolContext.typed``): not a file's text, nor a forward's, nor a task's.
+    typed: str = ""
     # A session swap in progress (compaction, expiry): it must finish, even when the turn is stopped,
     # before the chat's next turn may start.
     swapping: asyncio.Task[Any] | None = None

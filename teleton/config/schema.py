@@ -232,6 +232,7 @@ class PrivacyConfig(Section):
     cross_chat_sends: Literal["approve", "deny", "allow"] = "approve"
     approval_expiry_minutes: int = Field(default=60, ge=1)
     shared_paths: list[str] = Field(default_factory=list)
+    strip_invisible: bool = True
 
 
 class SchedulerConfig(Section):

@@ -107,6 +107,8 @@ class LoopbackGateway:
                     event = json.loads(line)
                     if event.get("op") == "message":
                         await self._incoming(event)
+                    elif event.get("op") == "edit":
+                        await self._edited(int(event["chat_id"]), int(event["message_id"]), str(event["text"]))
                     else:
                         self._emit({"op": "error", "error": f"unknown op {event.get('op')!r}"})
                 except (ValueError, KeyError, TypeError) as exc:
@@ -131,6 +133,7 @@ class LoopbackGateway:
             sender_id=sender.id if sender else None,
             sender_name=sender.display_name if sender else "",
             reply_to_id=event.get("reply_to_id"),
+            fwd_from=event.get("fwd_from"),
         )
         media = self._media(chat.id, record.message_id, event.get("media"))
         if media is not None:
@@ -145,12 +148,20 @@ class LoopbackGateway:
             mentions_us=bool(event.get("mentions_us")),
             media_kind=record.media_kind,
             media=media,
+            forwarded_from=record.fwd_from,
         )
         users = [fa.UserRecord(sender.id, sender.first_name, sender.last_name, sender.username)] if sender else []
         result = await self.pipeline.message(
             record, chat=fa.ChatRecord(chat.id, chat.type, chat.title), users=users, incoming=incoming
         )
         self._emit({"op": "archived", "chat_id": chat.id, "message_id": record.message_id, "new": result.new})
+
+    async def _edited(self, chat_id: int, message_id: int, text: str) -> None:
+        """A message's new text (its sender edited it): the archive keeps the latest, as with Telegram."""
+        now = time.time()
+        record = fa.MessageRecord(chat_id=chat_id, message_id=message_id, date=now, text=text, edit_date=now)
+        await self.pipeline.edit(record)
+        self._emit({"op": "edited", "chat_id": chat_id, "message_id": message_id})
 
     def _media(self, chat_id: int, message_id: int, media: dict[str, Any] | None) -> MediaInfo | None:
         if not media:
@@ -197,6 +208,7 @@ class LoopbackGateway:
         return await self.send_message(chat_id, text)  # the text names the commands to type
 
     async def edit_message(self, chat_id: int, message_id: int, text: str) -> None:
+        await self._edited(chat_id, message_id, text)
         self._action("edit_message", chat_id=chat_id, message_id=message_id, text=text)
 
     async def delete_messages(self, chat_id: int, message_ids: Sequence[int]) -> None:

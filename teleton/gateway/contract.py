@@ -68,6 +68,8 @@ class IncomingMessage:
     mentions_us: bool = False
     media_kind: str | None = None
     media: MediaInfo | None = None  # set when the message carries a file the agent may read
+    # Who wrote a forwarded message (a name or an id): its words are theirs, not the sender's (egress).
+    forwarded_from: str | None = None
     # Group messages that arrived since the agent last spoke there and did not trigger a reply.
     earlier_context: Sequence[IncomingMessage] = field(default_factory=tuple)
     # The accepted messages this turn answers (a debounced group burst is one turn); empty: just this one.
@@ -96,8 +98,9 @@ class Gateway(Protocol):
     async def send_message(self, chat_id: int, text: str, *, reply_to: int | None = None) -> SentMessage: ...
 
     async def send_choice(self, chat_id: int, text: str, choices: Sequence[tuple[str, str]]) -> SentMessage:
-        """``text`` with buttons where the network has them: (label, command); a press is that command
-        typed by whoever pressed it. Without buttons the text alone is sent (it names the commands)."""
+        """``text`` as plain text, exactly (never rendered as Markdown, never cut), with buttons where the
+        network has them: (label, command); a press is that command typed by whoever pressed it. Without
+        buttons the text alone is sent (it names the commands)."""
         ...
 
     async def edit_message(self, chat_id: int, message_id: int, text: str) -> None: ...

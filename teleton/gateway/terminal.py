@@ -20,6 +20,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markdown import Markdown
 from rich.panel import Panel
+from rich.text import Text
 
 from teleton.gateway.contract import ChatInfo, GatewayError, IncomingMessage, MediaInfo, SentMessage, UserInfo
 from teleton.memory import feed_archive as fa
@@ -85,7 +86,14 @@ class TerminalGateway:
         return sent
 
     async def send_choice(self, chat_id: int, text: str, choices: Sequence[tuple[str, str]]) -> SentMessage:
-        return await self.send_message(chat_id, text)  # the text names the commands to type
+        """Plain text, never rendered as Markdown (the text names the commands to type)."""
+        sent = SentMessage(chat_id=chat_id, message_id=next(self._ids), text=text)
+        await self._archive(chat_id, sent.message_id, text, sender=self.me, outgoing=True)
+        self.sent = [*self.sent[-99:], sent]
+        self.console.print(
+            Panel(Text(text), title="Teleton (waiting for you)", title_align="left", border_style="yellow")
+        )
+        return sent
 
     async def edit_message(self, chat_id: int, message_id: int, text: str) -> None:
         self.console.print(Panel(Markdown(text), title=f"(edited #{message_id})", border_style="cyan"))

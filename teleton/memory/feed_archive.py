@@ -226,6 +226,7 @@ class OpenMessage:
     note: str | None
     sender: UserRecord | None
     reply_to_id: int | None
+    fwd_from: str | None = None
 
 
 def open_messages(conn: Connection) -> list[OpenMessage]:
@@ -233,7 +234,7 @@ def open_messages(conn: Connection) -> list[OpenMessage]:
     rows = conn.execute(
         "select m.chat_id, coalesce(c.type, case when m.chat_id > 0 then 'dm' else 'group' end) as chat_type, "
         "coalesce(c.title, '') as title, m.message_id, m.date, m.text, m.agent_state, m.agent_note, "
-        "m.sender_id, m.reply_to_id, u.first_name, u.last_name, u.username, u.phone, u.is_bot "
+        "m.sender_id, m.reply_to_id, m.fwd_from, u.first_name, u.last_name, u.username, u.phone, u.is_bot "
         "from tg_messages m left join tg_chats c on c.id = m.chat_id left join tg_users u on u.id = m.sender_id "
         "where m.agent_state in (select value from json_each(?)) order by m.chat_id, m.date, m.message_id",
         (json.dumps(OPEN_STATES),),
@@ -259,6 +260,7 @@ def open_messages(conn: Connection) -> list[OpenMessage]:
                 is_bot=bool(r["is_bot"]),
             ),
             reply_to_id=r["reply_to_id"],
+            fwd_from=r["fwd_from"],
         )
         for r in rows
     ]

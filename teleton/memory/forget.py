@@ -9,11 +9,20 @@ erased or rewritten, and finished records of other tables. A pending task or a h
 is a promise to deliver (DESIGN §11), so changing it is the owner's decision, not a side effect.
 
 Who may forget what (``scope_for``): the owner everything; another person, in their own DM, what is labelled
-with their DM's label and the messages they sent; a group nobody (what a group can see is not a person's).
+with their DM's label (their DM's messages and conversation, their facts and summaries, their lines of the
+daily logs, their chat's files, their DM's tasks and held sends); a group nobody (what a group can see is not
+a person's).
 
-Erasing runs with ``secure_delete`` on, merges the touched keyword indexes, truncates the WAL and then reads
-the database file: when an old copy of the text still sits in free space (written before, without
-``secure_delete``), the database is vacuumed. Copies outside the database (backups, Telegram itself) are
+What another person is told is computed over their own rows only, in one shape (DESIGN §8): no count, no
+"nothing found", no layer and no claim about the database file depends on what the owner, a group or anyone
+else holds, so ``/forget`` is no oracle of other people's memory. Erasing their lines still rebuilds the
+owner's index rows those lines were in, and drops cached vectors of their texts, but neither is counted for
+them (``SHARED``), and the file is not read back for them (only the owner's scope can tell a copy of theirs
+from someone else's).
+
+Erasing runs with ``secure_delete`` on, merges the touched keyword indexes, truncates the WAL and then, for
+the owner, reads the database file: when an old copy of the text still sits in free space (written before,
+without ``secure_delete``), the database is vacuumed. Copies outside the database (backups, Telegram itself) are
 named in the report. No Telethon and no model SDK here.
 """
 
@@ -65,6 +74,9 @@ LAYERS = (
     "embedding_cache",
 )
 HELD = ("pending_tasks", "held_sends")  # reported, never changed (see the module docstring)
+# Counts that are not a function of the scope's own rows: vectors and the embedding cache are shared by every
+# label (a text embedded from the owner's turn has the same key as the same text of another person's).
+SHARED = ("vectors", "embedding_cache")
 EXCERPTS = 5
 EXCERPT_CHARS = 30  # on each side of a match
 
@@ -120,7 +132,7 @@ class Findings:
     excerpts: list[forget_rows.Sample] = field(default_factory=list)  # their text masked
 
     def counts(self) -> dict[str, int]:
-        counts = self.rows.counts()
+        counts = own_counts(self.rows.counts(), self.rows, self.scope)
         counts["files"] = sum(self.files.values())
         counts["daily_logs"] = sum(self.daily_logs.values())
         return {layer: counts[layer] for layer in LAYERS + HELD if counts.get(layer)}
@@ -138,6 +150,16 @@ class Report:
     wiped: bool | None  # the database file holds no copy (checked byte by byte); None: not checked
 
 
+def own_counts(counts: dict[str, int], rows: forget_rows.Rows, scope: ForgetScope) -> dict[str, int]:
+    """What ``scope`` is told of ``counts`` (found or erased per layer): the owner all of it, another person
+    only the layers made of their own rows, knowledge their label's rows alone (see ``SHARED``)."""
+    if scope.owner:
+        return counts
+    own = {layer: n for layer, n in counts.items() if layer not in SHARED}
+    own["knowledge"] = len(rows.knowledge)
+    return own
+
+
 async def find(db: Database, workspace: Path, needle: Needle, scope: ForgetScope) -> Findings:
     """Every item ``scope`` may erase that holds ``needle``, per layer, with a few masked excerpts."""
     matcher = await _matcher(db, needle, scope)
@@ -145,8 +167,11 @@ async def find(db: Database, workspace: Path, needle: Needle, scope: ForgetScope
     if matcher is None:
         return findings
     files = await asyncio.to_thread(forget_files.scan, workspace, matcher, scope.owner, scope.user_id)
+    # Another person's lines are in the owner's files: those files' chunks are rebuilt when erasing, but
+    # never looked at to answer them.
+    chunked = list(files) if scope.owner else []
     findings.rows = await db.read(
-        lambda conn: forget_rows.find_rows(conn, matcher, scope.owner, scope.user_id, files=list(files))
+        lambda conn: forget_rows.find_rows(conn, matcher, scope.owner, scope.user_id, files=chunked)
     )
     findings.files = {path: n for path, n in files.items() if not forget_files.is_daily_log(path)}
     findings.daily_logs = {path: n for path, n in files.items() if forget_files.is_daily_log(path)}
@@ -166,12 +191,18 @@ async def erase(db: Database, workspace: Path, findings: Findings, *, knowledge:
         lines = await asyncio.to_thread(forget_files.rewrite, workspace, matcher, scope.owner, scope.user_id)
         for path, n in lines.items():
             erased["daily_logs" if forget_files.is_daily_log(path) else "files"] += n
-        counts, held = await _erase_rows(db, findings, matcher, list(lines))
-        for layer, n in counts.items():
+        counts, held, rows = await _erase_rows(db, findings, matcher, list(lines))
+        for layer, n in own_counts(counts, rows, scope).items():
             erased[layer] += n
         if lines and knowledge is not None:
             await _reindex(knowledge)
-    wiped = await _wipe(db, matcher)
+    if scope.owner:
+        wiped = await _wipe(db, matcher)
+    else:
+        # Whether anyone else's rows or free pages hold the same bytes is not this person's to learn, from
+        # the answer or from how long it takes: the file is not read back (nor vacuumed) for them.
+        await db.checkpoint()
+        wiped = None
     erased = {layer: n for layer, n in erased.items() if n}
     log.info("memory_forgotten", scope=scope.label, wiped=wiped, **erased)
     return Report(erased, held, COPIES, wiped)
@@ -198,26 +229,27 @@ async def _matcher(db: Database, needle: Needle, scope: ForgetScope) -> Matcher 
 
 async def _erase_rows(
     db: Database, findings: Findings, matcher: Matcher, files: list[str]
-) -> tuple[dict[str, int], dict[str, int]]:
-    """(erased per layer, held per layer). ``secure_delete`` zeroes what the deletes free; it is on in a
-    transaction of its own around the erase and then off, so the daemon's other writes keep their speed."""
+) -> tuple[dict[str, int], dict[str, int], forget_rows.Rows]:
+    """(erased per layer, held per layer, the rows erased). ``secure_delete`` zeroes what the deletes free;
+    it is on in a transaction of its own around the erase and then off, so the daemon's other writes keep
+    their speed."""
     await db.write(lambda conn: _secure_delete(conn, True))
     try:
 
-        def _erase(conn: Connection) -> tuple[dict[str, int], dict[str, int]]:
+        def _erase(conn: Connection) -> tuple[dict[str, int], dict[str, int], forget_rows.Rows]:
             scope = findings.scope
             rows = forget_rows.find_rows(conn, matcher, scope.owner, scope.user_id, files=files)
             rows.hashes |= findings.rows.hashes  # texts that changed since they were found (a file re-indexed)
             held = {layer: n for layer, n in rows.counts().items() if layer in HELD and n}
-            return forget_rows.erase_rows(conn, rows, matcher), held
+            return forget_rows.erase_rows(conn, rows, matcher), held, rows
 
-        counts, held = await db.write(_erase)
+        counts, held, rows = await db.write(_erase)
     finally:
         await db.write(lambda conn: _secure_delete(conn, False))
     if counts.get("archive") and db.vectors and FEED.half_vec is not None:
         # The all-chat index already skips rows gone from the float16 table; rebuilt, it holds no copy either.
         await db.read(lambda conn: index_for(conn, FEED.half_vec).invalidate())
-    return counts, held
+    return counts, held, rows
 
 
 def _secure_delete(conn: Connection, on: bool) -> None:

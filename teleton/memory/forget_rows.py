@@ -3,6 +3,12 @@
 Rows are matched by a Python function registered on the connection (``forget_hit``), so a needle is never
 SQL or an FTS query, and matching is the same everywhere (``forget_match``). Archived messages are erased
 with ``forget_feed``, which the Telegram layer also uses for ``telegram.deleted_messages: erase``.
+
+Another person's scope (``owner`` False) reads their rows only, and through the scope's own index where
+there is one (their DM's messages and session, their label's facts and knowledge), so nobody else's rows are
+even looked at: what is found, and how long it takes, is theirs alone (DESIGN §8, no existence oracle).
+Two things are found for them that are not theirs to be told of, and are kept apart: the chunks of the
+owner's files their erased lines were in (``chunks``), and the embedding cache, which every label shares.
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ class Rows:
     chats: set[int] = field(default_factory=set)
     facts: set[int] = field(default_factory=set)
     knowledge: set[int] = field(default_factory=set)
+    chunks: set[int] = field(default_factory=set)  # knowledge rows of files whose lines go (whoever's label)
     sessions: set[str] = field(default_factory=set)
     session_chats: set[int] = field(default_factory=set)  # the chats of those sessions
     records: dict[str, set[int]] = field(default_factory=dict)  # table -> rows scrubbed
@@ -66,7 +73,7 @@ class Rows:
             "archive_context": len(self.neighbours),
             "people": len(self.users) + len(self.chats),
             "facts": len(self.facts),
-            "knowledge": len(self.knowledge),
+            "knowledge": len(self.knowledge | self.chunks),
             "sessions": len(self.sessions),
             "records": sum(len(ids) for ids in self.records.values()),
             "embedding_cache": self.cached,
@@ -80,7 +87,8 @@ class Rows:
 
 def find_rows(conn: Connection, matcher: Matcher, owner: bool, user_id: int | None, files: Iterable[str] = ()) -> Rows:
     """Every row the scope may erase that holds the needle (``owner`` everything, else ``user_id``'s), and
-    the knowledge chunks of ``files``, workspace files whose lines holding it the scope erases."""
+    the knowledge chunks of ``files``, workspace files whose lines holding it the scope erases. The cache is
+    counted for the owner only (another person's needle may have been embedded from anyone's text)."""
     _register(conn, matcher)
     rows = Rows()
     _find_messages(conn, matcher, rows, owner, user_id)
@@ -96,7 +104,7 @@ def find_rows(conn: Connection, matcher: Matcher, owner: bool, user_id: int | No
         _find_records(conn, rows, owner, user_id)
         rows.hashes.add(text_hash(matcher.needle))  # searched for as typed (memory_search, a RAG query)
     rows.hashes |= feed_hashes(conn, rows.messages, rows.neighbours)
-    rows.cached = _cached(conn, rows.hashes)
+    rows.cached = _cached(conn, rows.hashes) if owner else 0
     return rows
 
 
@@ -108,7 +116,7 @@ def erase_rows(conn: Connection, rows: Rows, matcher: Matcher) -> dict[str, int]
     counts["people"] = _clear_people(conn, rows, matcher)
     counts["facts"], vectors = _delete(conn, FACTS, rows.facts)
     counts["vectors"] += vectors
-    counts["knowledge"], vectors = _delete(conn, KNOWLEDGE, rows.knowledge)
+    counts["knowledge"], vectors = _delete(conn, KNOWLEDGE, rows.knowledge | rows.chunks)
     counts["vectors"] += vectors
     counts["sessions"] = _scrub_sessions(conn, rows.sessions, matcher)
     counts["records"] = _scrub_records(conn, rows.records, matcher)
@@ -122,7 +130,7 @@ def message_row(conn: Connection, chat_id: int, message_id: int, owner: bool, us
     """The archived message a ``/forget`` replied to, if the scope may erase it."""
     scope, args = _message_scope(owner, user_id)
     return conn.execute(
-        f"select id, text from tg_messages where chat_id = ? and message_id = ? {scope}", (chat_id, message_id, *args)
+        f"select id, text from tg_messages where {scope} chat_id = ? and message_id = ?", (*args, chat_id, message_id)
     ).fetchone()
 
 
@@ -148,20 +156,24 @@ def _register(conn: Connection, matcher: Matcher) -> None:
 
 
 def _message_scope(owner: bool, user_id: int | None) -> tuple[str, list[Any]]:
-    # Another person's: their DM with the agent (both sides) and what they sent anywhere.
-    return ("", []) if owner else ("and (chat_id = ? or sender_id = ?)", [user_id, user_id])
+    """A condition to put first in a ``where`` (it ends with ``and``): the owner's scope has none.
+
+    Another person's is their DM with the agent, both sides (label ``user:<id>``). What they said in a group
+    is the group's (label ``chat:<id>``): its rows, and the later messages whose context holds them, are not
+    theirs to count, so a group's rows never shape their answer; the owner forgets them."""
+    return ("", []) if owner else ("chat_id = ? and", [user_id])
 
 
 def _find_messages(conn: Connection, matcher: Matcher, rows: Rows, owner: bool, user_id: int | None) -> None:
     scope, args = _message_scope(owner, user_id)
     if matcher.message_id is not None:
         found = conn.execute(
-            f"select id, chat_id, text from tg_messages where id = ? {scope}", (matcher.message_id, *args)
+            f"select id, chat_id, text from tg_messages where {scope} id = ?", (*args, matcher.message_id)
         )
     else:
         # By what a message says, not by who sent it: "/forget Olga" must not erase everything Olga wrote.
         found = conn.execute(
-            f"select id, chat_id, text from tg_messages where (forget_hit(text) or forget_hit(fwd_from)) {scope}",
+            f"select id, chat_id, text from tg_messages where {scope} (forget_hit(text) or forget_hit(fwd_from))",
             args,
         )
     for row in found:
@@ -178,10 +190,10 @@ def _context_holders(conn: Connection, matcher: Matcher, erased: set[int]) -> se
 
 
 def _find_people(conn: Connection, rows: Rows, owner: bool, user_id: int | None) -> None:
-    scope, args = ("", []) if owner else ("and id = ?", [user_id])
+    scope, args = ("", []) if owner else ("id = ? and", [user_id])  # another person: their own name and number
     for row in conn.execute(
-        "select id from tg_users where (forget_hit(phone) or forget_hit(first_name) or forget_hit(last_name) "
-        f"or forget_hit(username)) {scope}",
+        f"select id from tg_users where {scope} (forget_hit(phone) or forget_hit(first_name) "
+        "or forget_hit(last_name) or forget_hit(username))",
         args,
     ):
         rows.users.add(int(row[0]))
@@ -193,17 +205,18 @@ def _find_facts(conn: Connection, rows: Rows, owner: bool, user_id: int | None) 
     # Current facts and superseded history rows alike; `subject` may name a person ("other:Ana").
     columns = ["value", "category", "key"] + (["subject"] if "subject" in _columns(conn, "facts") else [])
     hit = " or ".join(f"forget_hit({c})" for c in columns)
-    scope, args = ("", []) if owner else ("and scope = ?", [f"user:{user_id}"])
-    for row in conn.execute(f"select id, category, key, value, scope from facts where ({hit}) {scope}", args):
+    scope, args = ("", []) if owner else ("scope = ? and", [f"user:{user_id}"])
+    for row in conn.execute(f"select id, category, key, value, scope from facts where {scope} ({hit})", args):
         rows.facts.add(int(row["id"]))
         rows.hashes.add(text_hash(fact_text(row["category"], row["key"], row["value"])))
         rows.sample("fact", row["value"], label=row["scope"])
 
 
 def _find_knowledge(conn: Connection, rows: Rows, owner: bool, user_id: int | None) -> None:
-    scope, args = ("", []) if owner else ("and label = ?", [f"user:{user_id}"])
+    # Another person's: rows with their label (their DM's session summaries), never a file of the owner's.
+    scope, args = ("", []) if owner else ("label = ? and", [f"user:{user_id}"])
     for row in conn.execute(
-        f"select id, heading, text, label from knowledge where (forget_hit(text) or forget_hit(heading)) {scope}", args
+        f"select id, heading, text, label from knowledge where {scope} (forget_hit(text) or forget_hit(heading))", args
     ):
         rows.knowledge.add(int(row["id"]))
         rows.hashes.add(text_hash(chunk_text(row["heading"], row["text"])))
@@ -212,22 +225,23 @@ def _find_knowledge(conn: Connection, rows: Rows, owner: bool, user_id: int | No
 
 def _find_file_chunks(conn: Connection, rows: Rows, files: Iterable[str]) -> None:
     # Chunks of a file whose lines go (a daily log's lines quoted from a person's DM): they follow the file,
-    # whoever's label they carry. No sample: the rest of such a chunk may be someone else's.
+    # whoever's label they carry. No sample: the rest of such a chunk may be someone else's; and kept apart
+    # from ``knowledge``, since whether another line of the chunk holds the text is not that person's to know.
     found = conn.execute(
         "select id, heading, text from knowledge where source = 'memory' and path in (select value from json_each(?)) "
         "and (forget_hit(text) or forget_hit(heading))",
         (json.dumps(sorted(set(files))),),
     )
     for row in found:
-        rows.knowledge.add(int(row["id"]))
+        rows.chunks.add(int(row["id"]))
         rows.hashes.add(text_hash(chunk_text(row["heading"], row["text"])))
 
 
 def _find_sessions(conn: Connection, matcher: Matcher, rows: Rows, owner: bool, user_id: int | None) -> None:
-    scope, args = ("", []) if owner else ("and chat_id = ?", [user_id])
+    scope, args = ("", []) if owner else ("chat_id = ? and", [user_id])
     for row in conn.execute(
         "select id, chat_id, summary, messages_json from sessions "
-        f"where (forget_hit(summary) or forget_json(messages_json)) {scope}",
+        f"where {scope} (forget_hit(summary) or forget_json(messages_json))",
         args,
     ):
         rows.sessions.add(str(row["id"]))
@@ -242,10 +256,10 @@ def _by_status(
 ) -> tuple[set[int], set[int]]:
     """Ids of ``table`` rows matching ``match``: those in ``statuses``, and the others."""
     marks = ",".join("?" * len(statuses))
-    sql = f"select id from {table} where ({match}) and status {{}} ({marks}) {scope}"
+    sql = f"select id from {table} where {scope} ({match}) and status {{}} ({marks})"
     return (
-        _ids(conn, sql.format("in"), [*statuses, *args]),
-        _ids(conn, sql.format("not in"), [*statuses, *args]),
+        _ids(conn, sql.format("in"), [*args, *statuses]),
+        _ids(conn, sql.format("not in"), [*args, *statuses]),
     )
 
 
@@ -253,8 +267,13 @@ def _find_records(conn: Connection, rows: Rows, owner: bool, user_id: int | None
     """Other tables holding user text: finished ones are scrubbed, open promises only reported."""
     tasks = "forget_hit(description) or forget_json(payload) or forget_hit(result)"
     sends = "forget_json(payload) or forget_hit(preview) or forget_hit(result)"
-    task_scope, task_args = ("", []) if owner else ("and chat_id = ?", [user_id])
-    send_scope, send_args = ("", []) if owner else ("and from_chat_id = ?", [user_id])
+    # Another person's: tasks of their DM that run with their clearance (NULL: the chat's, so theirs), and
+    # the sends their DM's turns asked for.
+    label = f"user:{user_id}"
+    task_scope, task_args = (
+        ("", []) if owner else ("chat_id = ? and coalesce(clearance, ?) = ? and", [user_id, label, label])
+    )
+    send_scope, send_args = ("", []) if owner else ("from_chat_id = ? and", [user_id])
     done, open_ = _by_status(conn, "tasks", tasks, FINISHED_TASKS, task_scope, task_args)
     decided, held = _by_status(conn, "pending_sends", sends, DECIDED_SENDS, send_scope, send_args)
     rows.records = {name: ids for name, ids in (("tasks", done), ("pending_sends", decided)) if ids}

@@ -5,7 +5,7 @@ Every read path asks ``Clearance.may_read`` (or its SQL form ``Clearance.readabl
 imports from the layers above it.
 """
 
-from teleton.privacy.egress import Exposure, decide
+from teleton.privacy.egress import Taint, decide
 from teleton.privacy.labels import (
     OWNER,
     OWNER_CLEARANCE,
@@ -24,8 +24,8 @@ __all__ = [
     "OWNER_CLEARANCE",
     "PUBLIC",
     "Clearance",
-    "Exposure",
     "Principals",
+    "Taint",
     "chat_dir",
     "chat_label",
     "decide",

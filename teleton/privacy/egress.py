@@ -1,55 +1,171 @@
-"""Egress: may a turn send to another chat, or write where others read? (DESIGN §8, "Egress").
+"""Egress: one decision for every way out of a turn (DESIGN §8, "Egress").
 
-A turn's ``Exposure`` is every label it was shown: its own chat and session, the system prompt's files,
-retrieved context, every tool result. A send to the turn's own chat is never held (everything the turn saw,
-that chat's clearance may read). A send to any other chat goes out only when that chat may read everything
-the turn saw; otherwise ``privacy.cross_chat_sends`` decides: ``approve`` holds it for the owner, ``deny``
-refuses it, ``allow`` sends it anyway (the owner's explicit choice, logged).
+A way out is anything that leaves the turn's own label: a send, forward, edit, reaction, poll or file in
+another chat; publishing (a file into ``public/`` or another chat's folder, a public fact, a document made
+public); a move or copy of a file across labels; an outbound fetch (its host and query are payload, and a
+host name leaves the machine at the DNS lookup); a tool of an outside server that is not read-only; ``exec``.
 
-A write is a send to whoever reads what is written: a file put in ``public/`` (or a group's folder), a
-public fact, a file moved there, reaches every reader of that label. So a write labelled for others follows
-the same rule, with the readers of its label as the target (``public``: everyone, who read only public).
+A turn carries its ``Taint``, two sets that only grow:
+
+- ``labels``: the labels of everything it was shown (its own chat and session, the system prompt's files,
+  retrieved context, every tool result). What may leave is bounded by them: a group may not read what an
+  owner's turn saw.
+- ``origins``: outside content it was shown (a fetched page, a document, a forwarded message, a command's
+  output, an outside server's tool). With the labels of other chats, these are what may have *steered* it:
+  text the turn did not get from its own speaker, which a model may obey.
+
+``decide`` is pure and table-tested (tests/labels/test_egress_table.py):
+
+| way out | allowed when | otherwise |
+|---|---|---|
+| chat kinds to the turn's own chat | always | — |
+| chat kinds to another chat | that chat may read every label the turn saw | by mode |
+| publish kinds (write, move, fact, document) | the label's readers may read every label the turn saw | by mode |
+| outside kinds (fetch, outside tool) | the payload is exactly what was typed, or nothing steered the turn | by mode |
+| exec | an owner's turn, and the command is what was typed or nothing steered the turn | by mode; deny |
+
+"By mode" is ``privacy.cross_chat_sends``: ``approve`` (the default) holds the item for the owner, who is
+shown exactly what would leave; ``deny`` refuses; ``allow`` lets it through (the owner's explicit choice,
+logged by the caller).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Literal
 
-from teleton.privacy.labels import PUBLIC, Clearance
+from teleton.privacy.labels import OWNER, PUBLIC, Clearance
+from teleton.privacy.quoting import origins_in
 
 Mode = Literal["approve", "deny", "allow"]
-Verdict = Literal["send", "hold", "deny"]
+Verdict = Literal["allow", "hold", "deny"]
 MODES: tuple[Mode, ...] = ("approve", "deny", "allow")
 
+Kind = Literal[
+    "message", "forward", "edit", "reaction", "poll", "file",  # into a chat
+    "write", "move", "fact", "document",  # published: read by whoever reads the label
+    "fetch", "outside_tool",  # to a server outside
+    "exec",  # a shell on this machine
+]  # fmt: skip
+CHAT_KINDS: tuple[Kind, ...] = ("message", "forward", "edit", "reaction", "poll", "file")
+PUBLISH_KINDS: tuple[Kind, ...] = ("write", "move", "fact", "document")
+OUTSIDE_KINDS: tuple[Kind, ...] = ("fetch", "outside_tool")
+KINDS: tuple[Kind, ...] = (*CHAT_KINDS, *PUBLISH_KINDS, *OUTSIDE_KINDS, "exec")
 
-class Exposure:
-    """The labels one turn has been shown; only grows."""
+OUTSIDE = "outside"  # the readers of a fetch or an outside tool: anyone, who may read only public items
+SHELL = "shell"  # exec: a shell reads and reaches everything the daemon can
 
-    def __init__(self, labels: Iterable[str] = ()) -> None:
+
+class Taint:
+    """What one turn was shown (``labels``) and the outside content among it (``origins``); only grows."""
+
+    def __init__(self, labels: Iterable[str] = (), origins: Iterable[str] = ()) -> None:
         self._labels: set[str] = set(labels)
+        self._origins: set[str] = set(origins)
 
     def add(self, *labels: str) -> None:
         self._labels.update(labels)
+
+    def saw(self, *origins: str) -> None:
+        """Outside content was shown: ``web:<host>``, ``document:<name>``, ``forward:<from>``, ``exec``, …"""
+        self._origins.update(origins)
+
+    def absorb(self, text: str) -> None:
+        """``text`` is being shown: every origin quoted in it counts as seen (``quoting.origins_in``)."""
+        labels, origins = origins_in(text)
+        self._labels.update(labels)
+        self._origins.update(origins)
+
+    def merge(self, other: Taint) -> None:
+        self._labels.update(other.labels)
+        self._origins.update(other.origins)
 
     @property
     def labels(self) -> frozenset[str]:
         return frozenset(self._labels)
 
+    @property
+    def origins(self) -> frozenset[str]:
+        return frozenset(self._origins)
+
     def unreadable_by(self, target: Clearance | str) -> frozenset[str]:
-        """What this turn saw that ``target`` (a clearance, or the readers of a label) may not read; empty:
-        a send or a write there leaks nothing."""
+        """What this turn saw that ``target`` (a clearance, the readers of a label, or ``OUTSIDE``) may not
+        read; empty: a send or a write there leaks nothing."""
         if isinstance(target, Clearance):
             return frozenset(label for label in self._labels if not target.may_read(label))
-        if target == PUBLIC:  # everyone reads it, and everyone may read only public items
+        if target in (PUBLIC, OUTSIDE):  # everyone reads it, and everyone may read only public items
             return frozenset(label for label in self._labels if label != PUBLIC)
         return self.unreadable_by(Clearance(target))
 
+    def steering(self, own: str) -> frozenset[str]:
+        """What may have steered a turn of clearance ``own``: other labels' words and outside content."""
+        return frozenset(self._labels - {own, PUBLIC}) | frozenset(self._origins)
 
-def decide(mode: Mode, exposure: Exposure, target: Clearance | str, *, own_chat: bool = False) -> Verdict:
-    """``target``: the receiving chat's clearance, or the label a write gets (its readers)."""
-    if own_chat or not exposure.unreadable_by(target):
-        return "send"
-    if mode == "allow":
-        return "send"
-    return "hold" if mode == "approve" else "deny"
+    def to_json(self) -> str:
+        return json.dumps({"labels": sorted(self._labels), "origins": sorted(self._origins)})
+
+    @classmethod
+    def from_json(cls, text: str | None) -> Taint:
+        """A stored taint; anything unreadable counts as having seen the owner's memory (never as clean)."""
+        try:
+            data = json.loads(text or "{}")
+            return cls(map(str, data.get("labels", ())), map(str, data.get("origins", ())))
+        except (ValueError, TypeError, AttributeError):
+            return cls([OWNER], ["unreadable taint"])
+
+
+@dataclass(frozen=True)
+class Way:
+    """One way out. ``to``: the receiving chat's clearance (chat kinds), the label the item gets (publish
+    kinds: its readers), ``OUTSIDE`` or ``SHELL``."""
+
+    kind: Kind
+    to: Clearance | str
+    own: bool = False  # chat kinds: the turn's own chat
+    typed: bool = False  # fetch, outside tool, exec: the payload is exactly what the speaker typed
+
+
+@dataclass(frozen=True)
+class Decision:
+    verdict: Verdict
+    why: str  # one line, for the model and the owner's notice
+    unreadable: frozenset[str] = frozenset()  # what the turn saw that the destination may not read
+    steering: frozenset[str] = frozenset()  # what may have steered the turn
+
+
+def decide(mode: Mode, taint: Taint, own: str, way: Way) -> Decision:
+    """The verdict for ``way`` out of a turn of clearance label ``own`` that was shown ``taint``."""
+    steering = taint.steering(own)
+    if way.kind in CHAT_KINDS or way.kind in PUBLISH_KINDS:
+        if way.own or (way.kind in PUBLISH_KINDS and way.to == own):
+            return Decision("allow", "its own chat", steering=steering)
+        unreadable = taint.unreadable_by(way.to)
+        if not unreadable:
+            return Decision("allow", "they may read everything this conversation saw", steering=steering)
+        why = f"{_readers(way.to)} may not read what this conversation saw: {', '.join(sorted(unreadable))}"
+        return _by_mode(mode, why, unreadable, steering)
+    if way.kind == "exec" and own != OWNER:
+        return Decision("deny", "commands run only for the owner, in the owner's own chat", steering=steering)
+    if way.typed:
+        return Decision("allow", "exactly what was typed in this message", steering=steering)
+    if not steering:
+        return Decision("allow", "nothing but this chat's own words steered this conversation")
+    unreadable = taint.unreadable_by(OUTSIDE) if way.kind in OUTSIDE_KINDS else frozenset()
+    why = f"this conversation was shown words from elsewhere that may steer it: {', '.join(sorted(steering))}"
+    return _by_mode(mode, why, unreadable, steering)
+
+
+def _by_mode(mode: Mode, why: str, unreadable: frozenset[str], steering: frozenset[str]) -> Decision:
+    verdict: Verdict = {"approve": "hold", "deny": "deny", "allow": "allow"}[mode]
+    return Decision(verdict, why, unreadable, steering)
+
+
+def _readers(to: Clearance | str) -> str:
+    label = to.label if isinstance(to, Clearance) else to
+    if label == PUBLIC:
+        return "everyone"
+    # Never "(chat:…)": a label in parentheses is a quoted origin (``quoting.origins_in``), not a name.
+    kind = "the owner" if label == OWNER else "that person" if label.startswith("user:") else "that group"
+    return f"{kind}, {label},"

@@ -19,6 +19,8 @@ from pathlib import PurePosixPath
 from teleton.privacy.labels import OWNER, PUBLIC, Principals
 
 PUBLIC_DIR = "public"
+# Where ``memory_add_document`` keeps a document's text: someone else's words, outside content wherever shown.
+DOCUMENT_PLACES = ("memory/doc-", "public/documents/")
 PERSONA_FILES = frozenset({"SOUL.md", "IDENTITY.md", "SECURITY.md"})
 CHAT_DIRS = frozenset({"downloads", "chats"})  # <dir>/<chat id>/…: files of that chat
 
@@ -36,6 +38,10 @@ def path_label(rel: PurePosixPath | str, principals: Principals, shared: Sequenc
     if len(parts) >= 2 and parts[0] in CHAT_DIRS and _is_chat_id(parts[1]):
         return principals.chat_label(int(parts[1]))
     return OWNER
+
+
+def is_document(rel: PurePosixPath | str) -> bool:
+    return PurePosixPath(rel).as_posix().startswith(DOCUMENT_PLACES)
 
 
 def chat_dir(kind: str, chat_id: int) -> PurePosixPath:

@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Callable
 
 from teleton.storage.migration_fact_history import migrate_fact_history
+from teleton.storage.migration_held import migrate_held
 from teleton.storage.migration_labels import migrate_labels
 from teleton.storage.sqlite_driver import Connection
 
@@ -294,10 +295,14 @@ def _v3(conn: Connection) -> None:
     migrate_fact_history(conn, run_script)
 
 
+def _v4(conn: Connection) -> None:
+    migrate_held(conn, run_script)
+
+
 Migration = Callable[[Connection], None]
 
 # Index i holds the step from version i to version i + 1. Append only; never edit a released step.
-MIGRATIONS: list[Migration] = [_v1, _v2, _v3]
+MIGRATIONS: list[Migration] = [_v1, _v2, _v3, _v4]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -34,6 +34,18 @@ _BIG_TEXT = 50_000  # replies longer than this are prepared on a worker thread
 CHOICE_TEXT_MAX = 4000  # a message with buttons is one message: longer text goes first on its own
 
 
+def plain_parts(text: str, limit: int) -> list[str]:
+    """``text`` in pieces of at most ``limit`` characters, cut at line ends where it can be; nothing dropped."""
+    parts: list[str] = []
+    rest = text or " "
+    while len(rest) > limit:
+        cut = rest.rfind("\n", 0, limit)
+        cut = cut + 1 if cut > limit // 2 else limit
+        parts.append(rest[:cut])
+        rest = rest[cut:]
+    return [*parts, rest]
+
+
 class TelegramActions:
     client: TelegramClient
     settings: Any  # GatewaySettings
@@ -58,21 +70,25 @@ class TelegramActions:
         return SentMessage(chat_id=chat_id, message_id=int(first.id), text=text)
 
     async def send_choice(self, chat_id: int, text: str, choices: Sequence[tuple[str, str]]) -> SentMessage:
-        """Buttons on a bot account (see ``approvals``); a user account cannot send them: the text alone."""
-        if self.settings.mode != "bot" or len(text) > CHOICE_TEXT_MAX:
-            sent = await self.send_message(chat_id, text)
-            if self.settings.mode != "bot":
-                return sent
-            text = "Your decision:"  # the long text went above; the buttons come in a short message
+        """Plain text, never rendered (a link's address must not hide behind its text), in as many messages
+        as it takes; buttons on the last one with a bot account (see ``approvals``)."""
         peer = await self._peer(chat_id)
-        message = await self._call(
-            lambda: self.client.send_message(
-                peer, text, parse_mode=None, link_preview=False, buttons=inline_buttons(choices)
-            ),
-            "send message",
-        )
-        await self._archive_sent(chat_id, message, text, None)
-        return SentMessage(chat_id=chat_id, message_id=int(message.id), text=text)
+        buttons = inline_buttons(choices) if self.settings.mode == "bot" else None
+        first: SentMessage | None = None
+        parts = plain_parts(text, CHOICE_TEXT_MAX)
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+
+            def send(part: str = part, last: bool = last) -> Awaitable[Any]:
+                return self.client.send_message(
+                    peer, part, parse_mode=None, link_preview=False, buttons=buttons if last else None
+                )
+
+            message = await self._call(send, "send message")
+            await self._archive_sent(chat_id, message, part, None)
+            first = first or SentMessage(chat_id=chat_id, message_id=int(message.id), text=text)
+        assert first is not None
+        return first
 
     def _offer(self, msg: IncomingMessage) -> Any:
         return None if self.dispatcher is None else self.dispatcher.offer(msg)
@@ -122,7 +138,7 @@ class TelegramActions:
         if part is None:
             raise GatewayError("cannot edit a message to empty text")
         peer = await self._peer(chat_id)
-        await self._call(
+        edited = await self._call(
             lambda: self.client.edit_message(
                 peer,
                 message_id,
@@ -133,6 +149,14 @@ class TelegramActions:
             ),
             "edit message",
         )
+        # The archive follows our own edits too: a held forward of this message must see that it changed.
+        me = self.me
+        if isinstance(edited, types.Message):
+            record = convert.message_record(edited, chat_id, me.id if me else None, me.display_name if me else "")
+            try:
+                await self.pipeline.edit(record)
+            except Exception as exc:
+                log.error("archive_edit_failed", chat_id=chat_id, error=str(exc))
 
     async def delete_messages(self, chat_id: int, message_ids: Sequence[int]) -> None:
         peer = await self._peer(chat_id)

@@ -1,7 +1,7 @@
 """Approve / Deny buttons for held sends, on a bot account (DESIGN §8, "Egress").
 
 A bot can attach inline buttons to a message; a user account cannot, so there the notice asks for
-``/approve N`` or ``/deny N`` typed back. A button carries exactly that command as its callback data, and a
+``/approve N CODE`` or ``/deny N`` typed back. A button carries exactly that command as its callback data, and a
 press becomes that command typed by whoever pressed it, in that chat: it goes through the same policy gate
 and the same owner-only command as the typed form, so a button is never a second door.
 """
@@ -20,7 +20,7 @@ from teleton.gateway.contract import ChatInfo, IncomingMessage, UserInfo
 
 log = structlog.get_logger(__name__)
 
-CHOICE = re.compile(rb"^/(approve|deny) [1-9][0-9]{0,9}$")
+CHOICE = re.compile(rb"^/(approve [1-9][0-9]{0,9} [0-9a-f]{8}|deny [1-9][0-9]{0,9})$")
 
 
 def inline_buttons(choices: Sequence[tuple[str, str]]) -> list[list[Any]]:

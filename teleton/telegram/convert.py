@@ -296,4 +296,5 @@ def incoming(
         mentions_us=mentions,
         media_kind=record.media_kind,
         media=media,
+        forwarded_from=record.fwd_from,
     )

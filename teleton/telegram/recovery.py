@@ -88,6 +88,7 @@ def _incoming(row: fa.OpenMessage, me: UserInfo | None, replied_to_us: bool) -> 
         reply_to_id=row.reply_to_id,
         reply_to_us=replied_to_us,
         mentions_us=bool(named),
+        forwarded_from=row.fwd_from,
     )
 
 

@@ -2,7 +2,7 @@
 
 | module | tools |
 |---|---|
-| registry | Tool, ToolRegistry, scopes, ToolContext with the turn's clearance and exposure (the core) |
+| registry | Tool, ToolRegistry, scopes, ToolContext with the turn's clearance and taint (the core) |
 | outbox | sends to other chats: the egress check, held sends and their approval |
 | telegram_tools | send/reply/edit/delete/forward/pin/react/poll/file/download (+ the list of all Telegram tools) |
 | telegram_reads | history, search, chat/user info, dialogs, participants, moderation |

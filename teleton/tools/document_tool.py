@@ -18,8 +18,12 @@ from typing import Any
 from teleton.llm.tool_loop import ToolResult
 from teleton.media.documents import extract_text
 from teleton.media.errors import MediaError
+from teleton.privacy import PUBLIC
+from teleton.privacy.paths import DOCUMENT_PLACES
 from teleton.storage.private_files import write_private
-from teleton.tools.registry import Tool, ToolContext
+from teleton.tools.held import Held, Outgoing
+from teleton.tools.outbox import EgressRefused, egress
+from teleton.tools.registry import Tool, ToolContext, ToolDeps
 from teleton.tools.telegram_common import (
     CHAT_ID,
     MESSAGE_ID,
@@ -31,6 +35,7 @@ from teleton.tools.telegram_common import (
     target_message,
     tool,
 )
+from teleton.tools.workspace_paths import resolve
 
 DOCUMENT_CAP = 20 * 1024 * 1024
 MAX_CHARS = 1_000_000  # of text kept in the knowledge base from one document
@@ -51,18 +56,36 @@ async def memory_add_document(args: dict[str, Any], ctx: ToolContext) -> str | T
     if not doc.text.strip():
         raise Refused(f"{_shown_name(path)} has no text to keep{f' ({doc.note})' if doc.note else ''}.")
     title = (args.get("title") or doc.title or _shown_name(path)).strip()
-    folder = "public/documents" if args.get("public") else "memory"
-    prefix = "" if args.get("public") else "doc-"
+    place = DOCUMENT_PLACES[1] if args.get("public") else DOCUMENT_PLACES[0]  # "<folder>/<prefix>"
+    folder, prefix = place.rsplit("/", 1)
     target = await asyncio.to_thread(_free_name, workspace / folder, prefix + _slug(title))
     source = f"_From {_shown_name(path)}, added {time.strftime('%Y-%m-%d')}_"
     cut = "\n\n_[the document was longer; the rest was not kept]_" if doc.truncated else ""
-    await asyncio.to_thread(
-        write_private, target, f"# {title}\n\n{source}\n\n{doc.text.strip()}{cut}\n", stop_at=workspace
-    )
+    text = f"# {title}\n\n{source}\n\n{doc.text.strip()}{cut}\n"
+    rel = target.relative_to(workspace).as_posix()
+    if args.get("public"):  # every chat will read what the document says: the egress rule, with all of it shown
+        out = Outgoing("document", text.encode(), label=PUBLIC, meta={"path": rel}, tool="memory_add_document")
+        _, held = await egress(ctx, out)
+        if held is not None:
+            return held
+    await asyncio.to_thread(write_private, target, text, stop_at=workspace)
     if ctx.deps.knowledge is not None:
         await ctx.deps.knowledge.reindex()
     who = "every chat can read it" if args.get("public") else "only you can read it"
-    return f"Added {title} to the knowledge base as {target.relative_to(workspace).as_posix()} ({who})."
+    return f"Added {title} to the knowledge base as {rel} ({who})."
+
+
+async def release_document(item: Held, deps: ToolDeps) -> str:
+    """A document the owner approved for everyone: exactly the text shown, as a new file."""
+    target = await asyncio.to_thread(resolve, deps.workspace, str(item.meta["path"]))
+    if deps.label_of_path(target.rel) != item.label:
+        raise EgressRefused(f"{target.name} is no longer read by {item.label}")
+    if await asyncio.to_thread(target.real.exists):
+        raise EgressRefused(f"{target.name} exists now; nothing was published")
+    await asyncio.to_thread(write_private, target.real, item.text, stop_at=deps.workspace)
+    if deps.knowledge is not None:
+        await deps.knowledge.reindex()
+    return f"published {target.name}"
 
 
 def _shown_name(path: Path) -> str:
@@ -101,5 +124,6 @@ def document_tools() -> list[Tool]:
             ),
             memory_add_document,
             scope="dm-only",
+            release=release_document,
         )
     ]

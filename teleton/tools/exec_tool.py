@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import signal
 import time
 from collections.abc import Callable
@@ -27,7 +28,10 @@ from typing import Any
 import structlog
 
 from teleton.llm.tool_loop import ToolResult
-from teleton.tools.registry import Tool, ToolContext
+from teleton.tools import exec_sweep
+from teleton.tools.held import Held, Outgoing
+from teleton.tools.outbox import EgressRefused, egress
+from teleton.tools.registry import Tool, ToolContext, ToolDeps
 
 log = structlog.get_logger(__name__)
 
@@ -182,34 +186,83 @@ def format_outcome(outcome: ExecOutcome, settings: ExecSettings) -> ToolResult:
     return ToolResult("\n".join(parts), is_error=outcome.timed_out or outcome.exit_code != 0)
 
 
+def typed_command(command: str, typed: str) -> bool:
+    """Whether ``command`` is exactly what the owner typed: their whole message, or a `code` span in it."""
+    command = command.strip()
+    found = re.findall(r"```(?:[a-z]*\n)?(.*?)```|`([^`\n]+)`", typed, re.DOTALL)
+    spans = {part.strip() for pair in found for part in pair if part}
+    return bool(command) and (command == typed.strip() or command in spans)
+
+
 def exec_tools(settings: ExecSettings = ExecSettings()) -> list[Tool]:
     """The exec tool. Register it only when ``capabilities.exec.enabled`` is true."""
 
-    async def exec_command(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        if not ctx.clearance.is_owner:  # the registry hides it too; a widened scope must not open a shell
-            return ToolResult.error("Commands run only for the owner, in the owner's own chat with me.")
-        workspace = ctx.deps.workspace
+    async def run(command: str, deps: ToolDeps, chat_id: int) -> ToolResult:
+        """Run ``command`` for the owner: audited, and what it writes where others read set aside."""
+        workspace = deps.workspace
         await asyncio.to_thread(workspace.mkdir, parents=True, exist_ok=True)
+        # What the command writes where others read is set aside as the owner's (exec_sweep, issue 29).
+        before = await asyncio.to_thread(exec_sweep.snapshot, workspace, deps.label_of_path)
+        moved: list[exec_sweep.Moved] = []
+
+        async def set_aside() -> None:
+            moved.extend(
+                await asyncio.to_thread(
+                    exec_sweep.sweep, workspace, before, deps.label_of_path, run_id=exec_sweep.new_run_id()
+                )
+            )
+            if not moved:
+                return
+            log.warning("exec_outputs_moved", paths=[m.path for m in moved], chat_id=chat_id)
+            index = deps.knowledge
+            if index is not None and hasattr(index, "reindex"):
+                try:
+                    await index.reindex()
+                except Exception as exc:  # the files are moved; the watcher catches up
+                    log.warning("exec_reindex_failed", error=str(exc))
+
         started = time.monotonic()
         try:
-            outcome = await run_command(args["command"], workspace, settings)
+            outcome = await run_command(command, workspace, settings)
         except asyncio.CancelledError:
             # The turn's own tool timeout (or /stop) ended the run: the group is killed; still audit it.
-            cancelled = ExecOutcome(
-                args["command"], None, "", "cancelled", int((time.monotonic() - started) * 1000), True, 0
-            )
-            await asyncio.shield(audit(ctx.deps.db, "exec", cancelled, ctx.chat.id))
+            cancelled = ExecOutcome(command, None, "", "cancelled", int((time.monotonic() - started) * 1000), True, 0)
+            await asyncio.shield(audit(deps.db, "exec", cancelled, chat_id))
             raise
+        finally:
+            await asyncio.shield(set_aside())  # also after a timeout, a failure or a cancel
         log.info(
             "exec",
-            command=args["command"][:200],
+            command=command[:200],
             exit_code=outcome.exit_code,
             timed_out=outcome.timed_out,
             duration_ms=outcome.duration_ms,
-            chat_id=ctx.chat.id,
+            chat_id=chat_id,
         )
-        await audit(ctx.deps.db, "exec", outcome, ctx.chat.id)
-        return format_outcome(outcome, settings)
+        await audit(deps.db, "exec", outcome, chat_id)
+        result = format_outcome(outcome, settings)
+        if moved:
+            return ToolResult(f"{result.content}\n{exec_sweep.describe(moved)}", is_error=result.is_error)
+        return result
+
+    async def exec_command(args: dict[str, Any], ctx: ToolContext) -> ToolResult | str:
+        if not ctx.clearance.is_owner:  # the registry hides it too; a widened scope must not open a shell
+            return ToolResult.error("Commands run only for the owner, in the owner's own chat with me.")
+        command = args["command"]
+        # A turn that something steered runs only what the owner typed; anything else waits for the owner.
+        out = Outgoing("exec", command.encode(), typed=typed_command(command, ctx.typed), tool="exec")
+        try:
+            _, held = await egress(ctx, out)
+        except EgressRefused as exc:
+            return ToolResult.error(str(exc))
+        if held is not None:
+            return held
+        return await run(command, ctx.deps, ctx.chat.id)
+
+    async def release_exec(item: Held, deps: ToolDeps) -> str:
+        """A command the owner approved: exactly that one, once; its output is the answer to /approve."""
+        result = await run(item.text, deps, item.from_chat_id)
+        return f"ran it. {result.content}"
 
     return [
         Tool(
@@ -235,5 +288,6 @@ def exec_tools(settings: ExecSettings = ExecSettings()) -> list[Tool]:
             scope="admin-only",
             category="system",
             owner_only=True,
+            release=release_exec,
         )
     ]

@@ -88,6 +88,15 @@ def pending_forgets(deps: ToolDeps) -> PendingForgets:
     return store
 
 
+def describe_preview(findings: Findings) -> str:
+    """The answer to ``/forget <text>``: what was found and how to confirm, or that nothing was. Made from
+    ``findings`` alone, whose counts are the scope's own (``memory.forget``), so a person who is not the
+    owner gets the same bytes whatever anyone else's memory holds."""
+    if findings.empty:
+        return f"I found nothing to forget for {findings.needle.describe()}."
+    return f"{describe_findings(findings)}\n\n{HOW_TO_CONFIRM}"
+
+
 def describe_findings(findings: Findings) -> str:
     lines = [f"Found {findings.needle.describe()} in:"]
     counts = findings.counts()

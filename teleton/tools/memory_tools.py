@@ -11,7 +11,7 @@
 
 The registry's scope is the first gate; the second is in each handler: the owner's files need the owner's
 clearance (an admin's DM or a widened scope does not open them), every search runs inside the clearance
-(``teleton.privacy``), and everything returned is recorded in the turn's exposure. What came from another
+(``teleton.privacy``), and everything returned is recorded in the turn's taint. What came from another
 chat or person is shown to the owner quoted, with its origin.
 """
 
@@ -33,11 +33,11 @@ from teleton.memory.facts import Fact
 from teleton.memory.hybrid_search import hybrid_search
 from teleton.memory.subjects import attributable, chat_members, resolve, speaker_subject
 from teleton.privacy import OWNER, PUBLIC
-from teleton.privacy.quoting import label_origin, quote
+from teleton.privacy.quoting import label_origin, mark, quote
 from teleton.storage.private_files import write_private
-from teleton.tools.outbox import EgressRefused, Outgoing
-from teleton.tools.publish import guard
-from teleton.tools.registry import Tool, ToolContext
+from teleton.tools.held import Held, Outgoing
+from teleton.tools.outbox import EgressRefused, egress
+from teleton.tools.registry import Tool, ToolContext, ToolDeps
 
 log = structlog.get_logger(__name__)
 
@@ -78,11 +78,12 @@ async def memory_read(args: dict[str, Any], ctx: ToolContext) -> str | ToolResul
 
 # -- memory_write ------------------------------------------------------------------------------------
 async def memory_write(args: dict[str, Any], ctx: ToolContext) -> str | ToolResult:
-    content = args["content"].strip()
     target = args.get("target", "daily")
     if not ctx.clearance.is_owner:
         what = "MEMORY.md" if target == "memory" else "The daily log"
         return ToolResult.error(OWNER_ONLY.format(what=what, done="written"))
+    # What a steered turn notes keeps its origin: it must not come back later as the owner's own words.
+    content = mark(args["content"].strip(), ctx.taint.steering(ctx.clearance.label))
     if target == "memory":
         path = ctx.deps.workspace / MEMORY_FILE
         await asyncio.to_thread(write_private, path, f"\n{content}\n", append=True)
@@ -110,17 +111,23 @@ async def memory_save(args: dict[str, Any], ctx: ToolContext) -> str | ToolResul
     visibility = args.get("visibility", "private")
     if visibility == "public" and not ctx.clearance.is_owner:
         return ToolResult.error("Only the owner, in their own chat, can make a fact public.")
+    value = args["value"]
     if visibility == "public":  # every chat will read it: the egress rule
-        payload = {k: args[k] for k in ("value", "category", "key", "importance") if k in args}
+        meta = {k: args[k] for k in ("category", "key", "importance") if k in args}
+        meta["category"] = _slug(args.get("category") or "general")
+        out = Outgoing("fact", value.encode(), label=PUBLIC, meta=meta, tool="memory_save")
         try:
-            held = await guard(ctx, Outgoing("fact", None, payload, PUBLIC))
+            out, held = await egress(ctx, out)
         except EgressRefused as exc:
             return ToolResult.error(str(exc))
         if held is not None:
             return held
+        value = out.text  # as it may leave: without invisible characters
+    else:
+        value = mark(value, ctx.taint.steering(ctx.clearance.label))
     speaker = _asker(ctx)
     fact = Fact(
-        value=args["value"],
+        value=value,
         category=_slug(args.get("category") or "general"),
         key=_slug(args["key"]) if args.get("key") else None,
         # The write rule: what a turn saves carries its own label (a group can only write its own).
@@ -143,6 +150,17 @@ async def memory_save(args: dict[str, Any], ctx: ToolContext) -> str | ToolResul
     return {"inserted": "Saved.", "updated": "Updated the existing fact.", "duplicate": "Already known."}[
         outcome.action
     ] + f" (fact #{outcome.id})"
+
+
+async def release_fact(item: Held, deps: ToolDeps) -> str:
+    """A public fact the owner approved: exactly the value shown."""
+    if deps.facts is None:
+        raise EgressRefused("fact memory is not available")
+    meta = item.meta
+    fact = Fact(item.text, str(meta.get("category", "general")), meta.get("key"), PUBLIC, "agent",
+                float(meta.get("importance", 0.6)))  # fmt: skip
+    saved = await deps.facts.save(fact)
+    return f"saved public fact #{saved.id}"
 
 
 def _asker(ctx: ToolContext) -> str:
@@ -321,6 +339,7 @@ def memory_tools() -> list[Tool]:
                 "additionalProperties": False,
             },
             handler=memory_save,
+            release=release_fact,
             category="memory",
         ),
         Tool(

@@ -1,82 +1,91 @@
-"""Sends to other chats and writes where others read, and the owner's approval of those that must wait
-(DESIGN §8, "Egress").
+"""Every way out of a turn, and the owner's approval of those that must wait (DESIGN §8, "Egress").
 
-Every tool that can put something into a chat other than the turn's own (``send_message`` with a chat id,
-``forward_message``) hands an ``Outgoing`` to ``Outbox.send``; every write that lands under another label
-than the turn's own (a file into ``public/`` or a group's folder, a file moved there, a public fact) asks
-``Outbox.check`` first. Both ask ``teleton.privacy.decide`` with the turn's exposure: what the target may
-read goes ahead at once; anything else is held (``approve``, the default), refused (``deny``) or let
-through (``allow``, logged). A held send is a row of ``pending_sends``
-with exactly what would be sent; the owner gets the preview in their DM and answers ``/approve N`` or
-``/deny N`` (inline buttons with a bot account). Nothing is sent without that approval record, a held send
-expires after ``privacy.approval_expiry_minutes``, and an approved one is sent once.
+Each tool that can put something where the turn's own chat cannot see it hands an ``Outgoing`` to
+``egress`` (or, for a send, ``Outbox.send``): a message or forward to another chat, a file written or moved
+where others read, a public fact or document, a fetch, a command. ``teleton.privacy.decide`` rules with the
+turn's taint: it goes ahead, is refused, or is held (``privacy.cross_chat_sends: approve``, the default).
+
+A held item is a ``pending_sends`` row with exactly the bytes that would leave and their digest; the owner
+is shown all of it (``held_notice``) and answers ``/approve N CODE`` (the code is the digest's start) or
+``/deny N``; a bot account adds buttons carrying the same commands. Approval releases the stored bytes
+through the tool's own ``release`` and nothing else: nothing is re-read, a moved or forwarded source that
+changed since is refused, an item expires after ``privacy.approval_expiry_minutes``, and each is released
+at most once. Invisible characters are stripped from what goes to another chat or into a public fact.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import tempfile
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import structlog
 
-from teleton.gateway.contract import Gateway, SentMessage
-from teleton.privacy import Exposure, Principals, decide
-from teleton.privacy.egress import Mode
-from teleton.privacy.quoting import label_origin, quote
+from teleton.gateway.contract import Gateway
+from teleton.privacy import Principals
+from teleton.privacy.egress import CHAT_KINDS, OUTSIDE, SHELL, Decision, Mode, Way, decide
+from teleton.privacy.payload import strip_invisible
 from teleton.storage.database import Database
+from teleton.storage.private_files import write_private_bytes
 from teleton.storage.sqlite_driver import Connection
+from teleton.tools.held import CODE_LENGTH, Held, Outgoing, digest, sha256
+from teleton.tools.held_notice import Notice, notice, summary
+from teleton.tools.registry import Release, Tool, ToolContext, ToolDeps
 
 log = structlog.get_logger(__name__)
 
-PREVIEW_CAP = 3000  # characters of a held message shown in the notice (the rest is stated as cut)
+STRIPPED_KINDS = (*CHAT_KINDS, "fact")  # text others will read as it is: no hidden characters ride along
 
 
 class EgressRefused(Exception):
-    """The send may not happen; the message says why (the model is told)."""
-
-
-CHAT_KINDS = ("message", "forward")
-
-
-@dataclass(frozen=True)
-class Outgoing:
-    kind: str  # sends: 'message' | 'forward'; writes: 'write' | 'rename' | 'fact'
-    to_chat_id: int | None  # a send's target chat; None for a write
-    payload: dict[str, Any]  # message {text}; forward {from_chat_id, message_id, text}; write {path, content,
-    # append}; rename {path, new_path}; fact {value, category, key, importance}
-    label: str | None = None  # a write's label (who will read it)
+    """It may not leave; the message says why (the model is told)."""
 
 
 @dataclass(frozen=True)
 class OutboxSettings:
     mode: Mode = "approve"
     expiry_s: float = 3600.0
+    strip_invisible: bool = True
+    held_dir: Path | None = None  # where a long notice's file is written for the gateway (private); None: temp
 
     @classmethod
-    def from_config(cls, privacy: Any) -> OutboxSettings:
-        """From ``config.privacy``."""
-        return cls(mode=privacy.cross_chat_sends, expiry_s=privacy.approval_expiry_minutes * 60.0)
+    def from_config(cls, privacy: Any, data_dir: Path | None = None) -> OutboxSettings:
+        """From ``config.privacy`` (and ``storage.data_dir``)."""
+        return cls(
+            mode=privacy.cross_chat_sends,
+            expiry_s=privacy.approval_expiry_minutes * 60.0,
+            strip_invisible=privacy.strip_invisible,
+            held_dir=None if data_dir is None else Path(data_dir) / "held",
+        )
 
 
-def preview(out: Outgoing) -> str:
-    p = out.payload
-    if out.kind == "message":
-        return str(p["text"])
-    if out.kind == "forward":
-        return f"(forward of message {p['message_id']} from chat {p['from_chat_id']}) " + str(p.get("text", ""))
-    if out.kind == "write":
-        return f"({'append to' if p.get('append') else 'write'} {p['path']}, read by {out.label}) {p['content']}"
-    if out.kind == "rename":
-        return f"(move {p['path']} to {p['new_path']}, read by {out.label})"
-    return f"(save a fact read by {out.label}) [{p.get('category', 'general')}] {p['value']}"
+async def egress(ctx: ToolContext, out: Outgoing) -> tuple[Outgoing, str | None]:
+    """The one door out for a tool: (what may leave, None) to go ahead now, (…, why) when it is held for
+    the owner; ``EgressRefused`` when it may not leave. Without an outbox nobody could approve: refused."""
+    if ctx.deps.outbox is not None:
+        result: tuple[Outgoing, str | None] = await ctx.deps.outbox.check(ctx, out)
+        return result
+    decision = decide("deny", ctx.taint, ctx.clearance.label, way(ctx, out, ctx.deps.principals))
+    if decision.verdict != "allow":
+        raise EgressRefused(f"Not {_done(out)}: {decision.why}.")
+    return out, None
 
 
-def target_of(out: Outgoing) -> str:
-    return f"chat {out.to_chat_id}" if out.to_chat_id is not None else f"readers of {out.label}"
+def way(ctx: ToolContext, out: Outgoing, principals: Principals) -> Way:
+    if out.kind in CHAT_KINDS:
+        own = out.to_chat_id == ctx.chat.id
+        return Way(out.kind, principals.clearance(int(out.to_chat_id or 0)), own=own)
+    if out.kind in ("fetch", "outside_tool"):
+        return Way(out.kind, OUTSIDE, typed=out.typed)
+    if out.kind == "exec":
+        return Way(out.kind, SHELL, typed=out.typed)
+    return Way(out.kind, str(out.label))
 
 
 class Outbox:
@@ -88,170 +97,219 @@ class Outbox:
         settings: OutboxSettings = OutboxSettings(),
         *,
         clock: Callable[[], float] = time.time,
-        perform: Callable[[Outgoing], Awaitable[str]] | None = None,
     ) -> None:
         self.db = db
         self.gateway = gateway
         self.principals = principals
         self.settings = settings
         self.clock = clock
-        self.perform = perform  # carries out an approved write (see teleton.tools.publish)
+        self.releases: dict[str, Release] = {}  # tool name -> what carries out its items (``Tool.release``)
+        self.deps: ToolDeps | None = None
 
-    async def send(self, from_chat_id: int, exposure: Exposure, out: Outgoing) -> str:
-        """Send ``out`` now, hold it for the owner, or refuse (``EgressRefused``); returns what happened."""
-        held = await self.check(from_chat_id, exposure, out)
+    def attach(self, tools: Iterable[Tool], deps: ToolDeps) -> None:
+        """The tools whose items this outbox carries out, and the services they use to do it."""
+        self.releases.update({tool.name: tool.release for tool in tools if tool.release is not None})
+        self.deps = deps
+
+    async def _release(self, item: Held) -> str:
+        release = self.releases.get(item.tool)
+        if release is None or self.deps is None:
+            raise EgressRefused("nothing here can carry it out")
+        return await release(item, self.deps)
+
+    async def send(self, ctx: ToolContext, out: Outgoing) -> str:
+        """A message or forward to another chat: sent now, held for the owner, or ``EgressRefused``."""
+        out, held = await self.check(ctx, out)
         if held is not None:
             return held
-        sent = await self._deliver(out)
-        return f"Sent to chat {out.to_chat_id} (message {sent.message_id})."
+        return await self._release(Held(**_fields(out), from_chat_id=ctx.chat.id))
 
-    async def check(self, from_chat_id: int, exposure: Exposure, out: Outgoing) -> str | None:
-        """None: go ahead now. Else the send or write is held (the returned text says so), or refused
-        (``EgressRefused``)."""
-        own = out.to_chat_id is not None and out.to_chat_id == from_chat_id
-        target = self.principals.clearance(out.to_chat_id) if out.to_chat_id is not None else str(out.label)
-        verdict = decide(self.settings.mode, exposure, target, own_chat=own)
-        unreadable = sorted(exposure.unreadable_by(target))
-        if verdict == "send":
-            if not own and unreadable:
-                log.warning("egress_allowed", kind=out.kind, target=target_of(out), unreadable=unreadable)
-            return None
-        what = "sent" if out.kind in CHAT_KINDS else "written"
-        if verdict == "deny":
-            raise EgressRefused(
-                f"Not {what}: the {target_of(out)} may not see what this conversation has seen "
-                "(privacy.cross_chat_sends is deny)."
-            )
+    def decision(self, ctx: ToolContext, out: Outgoing) -> Decision:
+        """What ``check`` would decide, without holding anything."""
+        return decide(self.settings.mode, ctx.taint, ctx.clearance.label, way(ctx, out, self.principals))
+
+    async def check(self, ctx: ToolContext, out: Outgoing) -> tuple[Outgoing, str | None]:
+        target = way(ctx, out, self.principals)
+        if self.settings.strip_invisible and out.kind in STRIPPED_KINDS and not target.own:
+            clean, removed = strip_invisible(out.text)
+            if removed:
+                out = replace(out, body=clean.encode(), meta={**out.meta, "stripped": removed})
+        decision = decide(self.settings.mode, ctx.taint, ctx.clearance.label, target)
+        if decision.verdict == "allow":
+            if decision.unreadable or (decision.steering and out.kind not in CHAT_KINDS):
+                log.warning("egress_allowed", kind=out.kind, to=out.destination, why=decision.why)
+            return out, None
+        if decision.verdict == "deny":
+            raise EgressRefused(f"Not {_done(out)}: {decision.why} (privacy.cross_chat_sends is deny).")
         notice_chat = self.principals.notice_chat()
         if notice_chat is None:
-            raise EgressRefused(f"Not {what}: it needs the owner's approval, and no owner is configured.")
-        now = self.clock()
-        held_id = await self.db.write(
-            lambda conn: _hold(conn, from_chat_id, out, unreadable, now, now + self.settings.expiry_s)
-        )
-        log.info("egress_held", held=held_id, kind=out.kind, target=target_of(out), unreadable=unreadable)
-        choices = [("Approve", f"/approve {held_id}"), ("Deny", f"/deny {held_id}")]
-        try:
-            await self._gateway().send_choice(notice_chat, self._notice(held_id, from_chat_id, out), choices)
-        except Exception as exc:  # the held row stays; /held shows it
-            log.warning("held_notice_failed", held=held_id, error=repr(exc))
-        return (
-            f"Held for the owner's approval (#{held_id}): the {target_of(out)} may not see what this "
-            f"conversation has seen. It is {what} only if the owner approves."
+            raise EgressRefused(f"Not {_done(out)}: it needs the owner's approval, and no owner is configured.")
+        item = await self._hold(ctx.chat.id, out, decision)
+        log.info("egress_held", held=item.id, kind=out.kind, to=out.destination, why=decision.why)
+        shown = await self._notice(item)
+        await self.db.execute("update pending_sends set preview = ? where id = ?", (shown.text, item.id))
+        await self._announce(item, shown)
+        return out, (
+            f"Held for the owner's approval (#{item.id}): {decision.why}. It is {_done(out)} only if the owner "
+            "approves exactly this."
         )
 
-    async def approve(self, held_id: int, *, by: int | None) -> str:
-        row = await self._decide(held_id, "approved", by)
+    async def approve(self, held_id: int, code: str, *, by: int | None) -> str:
+        row = await self._decide(held_id, "approved", by, code)
         if isinstance(row, str):
             return row
-        payload = json.loads(row["payload"])
-        to_chat = int(row["to_chat_id"]) if row["kind"] in CHAT_KINDS else None
-        out = Outgoing(row["kind"], to_chat, payload, payload.pop("label", None))
+        item = Held.from_row(row)
         try:
-            if to_chat is not None:
-                done = f"message {(await self._deliver(out)).message_id}"
-            elif self.perform is not None:
-                done = await self.perform(out)
-            else:
-                raise EgressRefused("nothing here can carry out an approved write")
+            if sha256(item.body) != row["body_sha256"] or digest(item) != item.digest:
+                raise EgressRefused("the held copy does not match what you were shown")
+            done = await self._release(item)
         except Exception as exc:
             await self._finish(held_id, "failed", repr(exc))
-            return f"#{held_id} was approved but could not be carried out: {exc}"
+            log.warning("held_egress_failed", held=held_id, kind=item.kind, error=repr(exc))
+            return f"#{held_id} was approved but not carried out: {exc}"
         await self._finish(held_id, "sent", done)
-        log.info("held_egress_approved", held=held_id, kind=out.kind, target=target_of(out), by=by)
-        return f"Sent #{held_id} to chat {to_chat}." if to_chat is not None else f"Done #{held_id}: {done}"
+        log.info("held_egress_approved", held=held_id, kind=item.kind, to=item.destination, by=by)
+        return f"Done #{held_id}: {done}."
 
     async def deny(self, held_id: int, *, by: int | None) -> str:
-        row = await self._decide(held_id, "denied", by)
+        row = await self._decide(held_id, "denied", by, None)
         if isinstance(row, str):
             return row
-        log.info("held_send_denied", held=held_id, by=by)
-        return f"Dropped #{held_id}; nothing was sent."
+        log.info("held_egress_denied", held=held_id, by=by)
+        return f"Dropped #{held_id}; nothing left."
 
     async def describe_pending(self) -> str:
         now = self.clock()
         rows = await self.db.write(lambda conn: _pending(conn, now))
+        await self._tidy()
         if not rows:
-            return "No sends are waiting for approval."
-        lines = []
-        for row in rows:
-            left = max(0, int((row["expires_at"] - now) // 60))
-            text = " ".join(str(row["preview"]).split())
-            target = f"to chat {row['to_chat_id']}" if row["kind"] in CHAT_KINDS else f"({row['kind']})"
-            lines.append(f"#{row['id']} {target} (expires in {left} min): {text[:200]}")
-        return "\n".join(lines)
+            return "Nothing is waiting for your approval."
+        items = [Held.from_row(row) for row in rows]
+        return "\n".join([summary(item, self.principals, now, await self._title(item)) for item in items])
 
-    async def _decide(self, held_id: int, status: str, by: int | None) -> Any:
-        """Record the owner's decision on a pending send; the row, or a message saying why not."""
+    async def show(self, held_id: int) -> str:
+        """/held N: the notice of #N again, whole (with its file)."""
+        row = await self.db.fetchone("select * from pending_sends where id = ?", (held_id,))
+        if row is None:
+            return f"There is no held item #{held_id}."
+        item = Held.from_row(row)
+        if item.status != "pending":
+            return f"#{held_id} is {item.status}; nothing waits."
+        await self._announce(item, await self._notice(item))
+        return f"#{held_id} is shown above, whole."
+
+    # -- the store ----------------------------------------------------------------------------------
+    async def _hold(self, from_chat: int, out: Outgoing, decision: Decision) -> Held:
+        now = self.clock()
+        item = Held(
+            **_fields(out),
+            from_chat_id=from_chat,
+            digest=digest(out),
+            unreadable=tuple(sorted(decision.unreadable)),
+            steering=tuple(sorted(decision.steering)),
+            created_at=now,
+            expires_at=now + self.settings.expiry_s,
+        )
+        held_id = await self.db.write(lambda conn: _insert(conn, item))
+        return replace(item, id=held_id)
+
+    async def _decide(self, held_id: int, status: str, by: int | None, code: str | None) -> Any:
+        """Record the owner's decision on a pending item; the row, or a message saying why not."""
         now = self.clock()
 
         def _write(conn: Connection) -> Any:
             row = conn.execute("select * from pending_sends where id = ?", (held_id,)).fetchone()
             if row is None:
-                return f"There is no held send #{held_id}."
+                return f"There is no held item #{held_id}."
             if row["status"] == "pending" and row["expires_at"] <= now:
                 conn.execute("update pending_sends set status = 'expired' where id = ?", (held_id,))
-                return f"#{held_id} expired; nothing was sent."
+                return f"#{held_id} expired; nothing left."
             if row["status"] != "pending":
                 return f"#{held_id} is already {row['status']}."
+            if status == "approved" and code is None:
+                return (
+                    f"To release #{held_id}, send /approve {held_id} CODE with the code from its notice: it ties "
+                    f"your approval to exactly what you were shown. /held {held_id} shows it again."
+                )
+            if status == "approved" and (code or "").lower() != row["digest"][:CODE_LENGTH]:
+                return f"That is not the code of #{held_id}: nothing left. /held {held_id} shows it again."
             conn.execute(
                 "update pending_sends set status = ?, decided_at = ?, decided_by = ? where id = ?",
                 (status, now, by, held_id),
             )
             return row
 
-        return await self.db.write(_write)
+        decided = await self.db.write(_write)
+        await self._tidy()
+        return decided
 
     async def _finish(self, held_id: int, status: str, result: str) -> None:
         await self.db.execute("update pending_sends set status = ?, result = ? where id = ?", (status, result, held_id))
 
-    async def _deliver(self, out: Outgoing) -> SentMessage:
-        gateway = self._gateway()
-        if out.kind == "message":
-            return await gateway.send_message(out.to_chat_id, str(out.payload["text"]))
-        if out.kind == "forward":
-            return await gateway.forward_message(
-                int(out.payload["from_chat_id"]), int(out.payload["message_id"]), out.to_chat_id
-            )
-        raise EgressRefused(f"unknown kind of send {out.kind!r}")
+    async def _tidy(self) -> None:
+        """The files of items nobody waits on any more go: what was shown leaves no copy behind."""
+        rows = await self.db.fetchall("select id from pending_sends where status = 'pending'")
+        pending = {f"held-{int(row[0])}" for row in rows}
 
-    def _gateway(self) -> Gateway:
-        if self.gateway is None:
-            raise EgressRefused("Telegram is not connected.")
-        return self.gateway
+        def drop() -> None:
+            for path in self._folder().glob("held-*"):
+                if path.name.split(".", 1)[0] not in pending:
+                    path.unlink(missing_ok=True)
 
-    def _notice(self, held_id: int, from_chat_id: int, out: Outgoing) -> str:
-        text = preview(out)
-        if len(text) > PREVIEW_CAP:
-            text = text[:PREVIEW_CAP] + f" [… {len(text) - PREVIEW_CAP} more characters]"
-        until = datetime.fromtimestamp(self.clock() + self.settings.expiry_s).astimezone()
-        # Quoted with its origin: what a conversation wants sent may have been written by a group, and
-        # this notice sits in the owner's chat, where it must never read as the owner's own words.
-        origin = label_origin(self.principals.chat_label(from_chat_id), str(from_chat_id))
-        return (
-            f"Held #{held_id}: a conversation in chat {from_chat_id} wants this to reach the {target_of(out)}, "
-            f"who may not see everything that conversation saw:\n\n{quote(text, origin)}\n\n"
-            f"/approve {held_id} to carry it out exactly as shown, /deny {held_id} to drop it "
-            f"(expires {until:%H:%M})."
-        )
+        await asyncio.to_thread(drop)
+
+    # -- telling the owner --------------------------------------------------------------------------
+    async def _notice(self, item: Held) -> Notice:
+        until = datetime.fromtimestamp(item.expires_at).astimezone()
+        return notice(item, self.principals, until=until, title=await self._title(item))
+
+    async def _announce(self, item: Held, shown: Notice) -> None:
+        chat = self.principals.notice_chat()
+        if chat is None or self.gateway is None:
+            return
+        try:
+            await self.gateway.send_choice(chat, shown.text, self._choices(item))
+            if shown.attachment is not None:
+                path = self._folder() / shown.filename
+                await asyncio.to_thread(write_private_bytes, path, shown.attachment)
+                await self.gateway.send_file(chat, path, caption=f"Held #{item.id}: the whole of it.")
+        except Exception as exc:  # the held row stays; /held shows it
+            log.warning("held_notice_failed", held=item.id, error=repr(exc))
+
+    def _choices(self, item: Held) -> list[tuple[str, str]]:
+        return [("Approve", f"/approve {item.id} {item.code}"), ("Deny", f"/deny {item.id}")]
+
+    def _folder(self) -> Path:
+        return self.settings.held_dir or Path(tempfile.gettempdir()) / f"teleton-held-{id(self)}"
+
+    async def _title(self, item: Held) -> str:
+        if item.to_chat_id is None:
+            return ""
+        row = await self.db.fetchone("select title from tg_chats where id = ?", (item.to_chat_id,))
+        return str(row["title"] or "") if row else ""
 
 
-def _hold(conn: Connection, from_chat_id: int, out: Outgoing, unreadable: list[str], now: float, expires: float) -> int:
-    payload = out.payload if out.label is None else {**out.payload, "label": out.label}
-    cur = conn.execute(
-        "insert into pending_sends(from_chat_id, to_chat_id, kind, payload, preview, exposure, created_at, "
-        "expires_at) values (?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            from_chat_id,
-            out.to_chat_id if out.to_chat_id is not None else 0,
-            out.kind,
-            json.dumps(payload),
-            preview(out),
-            json.dumps(unreadable),
-            now,
-            expires,
-        ),
+def _done(out: Outgoing) -> str:
+    return {"fetch": "fetched", "exec": "run", "move": "moved", "fact": "saved"}.get(
+        out.kind, "sent" if out.kind in CHAT_KINDS else "written"
     )
+
+
+def _fields(out: Outgoing) -> dict[str, Any]:
+    return {name: getattr(out, name) for name in Outgoing.__dataclass_fields__}
+
+
+def _insert(conn: Connection, item: Held) -> int:
+    cur = conn.execute(
+        "insert into pending_sends(from_chat_id, to_chat_id, kind, tool, label, payload, body, body_sha256, "
+        "source_sha256, digest, preview, exposure, steering, created_at, expires_at) "
+        "values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?)",
+        (
+            item.from_chat_id, item.to_chat_id, item.kind, item.tool, item.label, json.dumps(item.meta),
+            item.body, sha256(item.body), item.source_sha256, item.digest, json.dumps(list(item.unreadable)),
+            json.dumps(list(item.steering)), item.created_at, item.expires_at,
+        ),
+    )  # fmt: skip
     return int(cur.lastrowid)
 
 

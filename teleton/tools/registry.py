@@ -6,7 +6,7 @@ tool) and again when a call arrives (a model that invents a call to a hidden too
 validated against the schema before the handler runs; a bad input is a clear error result the model can
 correct, never an exception.
 
-A call also carries the turn's ``Clearance`` (what it may read, DESIGN §8) and its ``Exposure`` (what it
+A call also carries the turn's ``Clearance`` (what it may read, DESIGN §8) and its ``Taint`` (what it
 has been shown). A tool that reads asks the clearance and records the label of what it returns; a tool that
 sends to another chat goes through the outbox, which asks ``teleton.privacy.decide``. Tools marked
 ``owner_only`` (exec) are offered to, and run for, the owner's clearance alone, whatever their scope says.
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import jsonschema
 import structlog
@@ -25,7 +25,10 @@ import structlog
 from teleton.gateway.contract import ChatInfo, Gateway, UserInfo
 from teleton.llm.tool_loop import ToolCall, ToolResult
 from teleton.memory.hybrid_search import SearchParams
-from teleton.privacy import Clearance, Exposure, Principals, path_label
+from teleton.privacy import Clearance, Principals, Taint, path_label
+
+if TYPE_CHECKING:
+    from teleton.tools.held import Held
 
 log = structlog.get_logger(__name__)
 
@@ -64,21 +67,29 @@ class ToolContext:
     clearance: Clearance
     deps: ToolDeps
     message_id: int | None = None
-    exposure: Exposure = field(default_factory=Exposure)
+    taint: Taint = field(default_factory=Taint)
     # Sends to the turn's own chat (the runtime's, which writes the delivery record first); None: straight
     # to the gateway (tool tasks, tests).
     say: Callable[[str, int | None], Awaitable[Any]] | None = None
     from_task: bool = False  # a scheduled task's turn or tool call (what it schedules is rate-bound)
+    # What the speaker typed in this turn's message ("" for scheduled work): a URL or a command found in it
+    # exactly may go out even from a turn something else steered (``teleton.privacy.egress``).
+    typed: str = ""
 
     def __post_init__(self) -> None:
-        self.exposure.add(self.clearance.label)  # a turn has always seen its own chat
+        self.taint.add(self.clearance.label)  # a turn has always seen its own chat
 
     def shown(self, *labels: str) -> None:
         """Record that this turn's model is being shown items of ``labels`` (for the egress check)."""
-        self.exposure.add(*labels)
+        self.taint.add(*labels)
+
+    def saw(self, *origins: str) -> None:
+        """Record that outside content (a fetched page, a document, a command's output) is being shown."""
+        self.taint.saw(*origins)
 
 
 Handler = Callable[[dict[str, Any], ToolContext], Awaitable["str | ToolResult"]]
+Release = Callable[["Held", ToolDeps], Awaitable[str]]
 
 
 @dataclass(frozen=True)
@@ -90,6 +101,8 @@ class Tool:
     scope: Scope = "always"
     category: str = ""
     owner_only: bool = False  # only for the owner's clearance (its DM, `teleton chat`), whatever the scope
+    # Carries out an item of this tool the owner approved (``teleton.tools.outbox``): from its held bytes only.
+    release: Release | None = None
 
     def api_schema(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
@@ -133,6 +146,9 @@ class ToolRegistry:
     @property
     def names(self) -> list[str]:
         return sorted(self._tools)
+
+    def tools(self) -> list[Tool]:
+        return [self._tools[name] for name in self.names]
 
     def set_override(self, name: str, *, enabled: bool | None = None, scope: Scope | None = None) -> None:
         """Run-time changes (admin commands; persisted in ``tool_config`` by whoever calls this)."""
@@ -179,7 +195,9 @@ class ToolRegistry:
         if problem:
             return ToolResult.error(f"Invalid input for {call.name}: {problem}")
         outcome = await tool.handler(call.input, ctx)
-        return outcome if isinstance(outcome, ToolResult) else ToolResult(str(outcome))
+        result = outcome if isinstance(outcome, ToolResult) else ToolResult(str(outcome))
+        ctx.taint.absorb(result.content)  # words quoted from elsewhere in a result steer like any others
+        return result
 
 
 def validation_error(schema: dict[str, Any], value: Any) -> str | None:

@@ -149,6 +149,8 @@ async def schedule_task(args: dict[str, Any], ctx: ToolContext, limits: TaskLimi
             if dep is None or (dep.chat_id != ctx.chat.id and not ctx.clearance.is_owner):
                 raise TaskError(f"task #{dep_id} does not exist in this chat")
         kind, payload = _action(args, ctx)
+        # What the scheduling turn was shown goes with the task: run later, it is as steered as it was now.
+        payload["taint"] = ctx.taint.to_json()
         task = await store.add(
             NewTask(
                 description=args["description"],

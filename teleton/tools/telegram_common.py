@@ -2,7 +2,7 @@
 
 Rules that keep one chat from reaching into another (DESIGN §8), checked in the handlers:
 - reading another chat (history, search, info, participants, forwarding from it) needs the turn's clearance
-  to read that chat's label, and what is read is recorded in the turn's exposure;
+  to read that chat's label, and what is read is recorded in the turn's taint;
 - acting in another chat (sending, forwarding to it) needs an admin AND goes through the outbox, which holds
   the send for the owner's approval when the target may not see what the turn has seen;
 - in a group, only an admin may delete messages that are not the agent's own;
@@ -57,8 +57,10 @@ def _guarded(fn: Handler) -> Handler:
     return handler
 
 
-def tool(name: str, description: str, schema: dict[str, Any], handler: Handler, scope: str = "always") -> Tool:
-    return Tool(name, description, schema, _guarded(handler), scope, "telegram")  # type: ignore[arg-type]
+def tool(
+    name: str, description: str, schema: dict[str, Any], handler: Handler, scope: str = "always", release: Any = None
+) -> Tool:
+    return Tool(name, description, schema, _guarded(handler), scope, "telegram", release=release)  # type: ignore[arg-type]
 
 
 def schema(props: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -72,7 +74,7 @@ def gateway(ctx: ToolContext) -> Gateway:
 
 
 def readable_chat(args: dict[str, Any], ctx: ToolContext) -> int:
-    """The chat a read is about, if this turn may read it; what is read from it enters the exposure."""
+    """The chat a read is about, if this turn may read it; what is read from it enters the taint."""
     chat_id = int(args.get("chat_id", ctx.chat.id))
     label = ctx.deps.principals.chat_label(chat_id)
     if chat_id != ctx.chat.id and not ctx.clearance.may_read(label):

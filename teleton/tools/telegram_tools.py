@@ -7,13 +7,14 @@ the reading tools in ``telegram_reads``. A send to another chat goes through the
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import dataclass
 from typing import Any
 
-from teleton.gateway.contract import GatewayError
+from teleton.gateway.contract import Gateway, GatewayError
 from teleton.memory.feed_archive import is_our_message
-from teleton.tools.outbox import Outgoing
-from teleton.tools.registry import Tool, ToolContext
+from teleton.tools.held import Held, Outgoing, sha256
+from teleton.tools.registry import Tool, ToolContext, ToolDeps
 from teleton.tools.telegram_common import (
     CHAT_ID,
     MESSAGE_ID,
@@ -43,9 +44,15 @@ class TelegramToolSettings:
 async def send_message(args: dict[str, Any], ctx: ToolContext) -> str:
     chat_id = writable_chat(args, ctx)
     if chat_id != ctx.chat.id:
-        return await _outbox(ctx).send(ctx.chat.id, ctx.exposure, Outgoing("message", chat_id, {"text": args["text"]}))
+        out = Outgoing("message", args["text"].encode(), to_chat_id=chat_id, tool="send_message")
+        return await _outbox(ctx).send(ctx, out)
     sent = await _say(ctx, args["text"])
     return f"Sent message {sent.message_id} to chat {chat_id}."
+
+
+async def release_message(item: Held, deps: ToolDeps) -> str:
+    sent = await _gateway(deps).send_message(int(item.to_chat_id or 0), item.text)
+    return f"Sent to chat {item.to_chat_id} (message {sent.message_id})."
 
 
 async def _say(ctx: ToolContext, text: str, reply_to: int | None = None) -> Any:
@@ -62,6 +69,12 @@ def _outbox(ctx: ToolContext) -> Any:
     if ctx.deps.outbox is None:
         raise Refused("Sending to other chats is not available here.")
     return ctx.deps.outbox
+
+
+def _gateway(deps: ToolDeps) -> Gateway:
+    if deps.gateway is None:
+        raise Refused("Telegram is not connected.")
+    return deps.gateway
 
 
 async def reply(args: dict[str, Any], ctx: ToolContext) -> str:
@@ -94,14 +107,46 @@ async def forward_message(args: dict[str, Any], ctx: ToolContext) -> str:
     from_chat = readable_chat({"chat_id": args.get("from_chat_id", ctx.chat.id)}, ctx)
     to_chat = writable_chat(args, ctx, "to_chat_id")
     message_id = int(args["message_id"])
-    if to_chat != ctx.chat.id:
-        row = await ctx.deps.db.fetchone(
-            "select text from tg_messages where chat_id = ? and message_id = ?", (from_chat, message_id)
-        )
-        payload = {"from_chat_id": from_chat, "message_id": message_id, "text": row["text"] if row else ""}
-        return await _outbox(ctx).send(ctx.chat.id, ctx.exposure, Outgoing("forward", to_chat, payload))
-    sent = await gateway(ctx).forward_message(from_chat, message_id, to_chat)
-    return f"Forwarded message {message_id} to chat {to_chat} (now message {sent.message_id})."
+    if to_chat == ctx.chat.id:
+        sent = await gateway(ctx).forward_message(from_chat, message_id, to_chat)
+        return f"Forwarded message {message_id} to chat {to_chat} (now message {sent.message_id})."
+    source = await ctx.deps.db.read(lambda conn: forwarded(conn, from_chat, message_id))
+    text, shown, media = source or ("", None, None)
+    meta = {"from_chat_id": from_chat, "message_id": message_id, "media": media}
+    if source is None and _outbox(ctx).decision(ctx, Outgoing("forward", b"", to_chat_id=to_chat)).verdict != "allow":
+        raise Refused(f"Message {message_id} is not in the archive, so it cannot be shown to the owner to approve.")
+    out = Outgoing("forward", text.encode(), to_chat_id=to_chat, meta=meta, source_sha256=shown, tool="forward_message")
+    return await _outbox(ctx).send(ctx, out)
+
+
+def forwarded(conn: Any, chat_id: int, message_id: int) -> tuple[str, str, str | None] | None:
+    """A message as it is now: (text, a digest of what it shows, its media kind); None when it is gone."""
+    row = conn.execute(
+        "select text, media_kind, edit_date from tg_messages where chat_id = ? and message_id = ? and deleted = 0",
+        (chat_id, message_id),
+    ).fetchone()
+    if row is None:
+        return None
+    shown = json.dumps([row["text"], row["media_kind"], row["edit_date"]])
+    return str(row["text"]), sha256(shown.encode()), row["media_kind"]
+
+
+async def release_forward(item: Held, deps: ToolDeps) -> str:
+    """A forward allowed outright is Telegram's own; one the owner approved goes out as a copy of exactly
+    the text that was shown, and not at all if the message changed since (a forward would carry the
+    message as it is at that moment, edits included)."""
+    from_chat, message_id = int(item.meta["from_chat_id"]), int(item.meta["message_id"])
+    to_chat = int(item.to_chat_id or 0)
+    if not item.id:
+        sent = await _gateway(deps).forward_message(from_chat, message_id, to_chat)
+        return f"Forwarded message {message_id} to chat {to_chat} (now message {sent.message_id})."
+    now = await deps.db.read(lambda conn: forwarded(conn, from_chat, message_id))
+    if now is None or now[1] != item.source_sha256:
+        raise Refused(f"message {message_id} changed or was deleted after you were shown it; nothing was sent")
+    if not item.text.strip():
+        raise Refused(f"message {message_id} has no text to send (its {item.meta.get('media')} is not sent)")
+    sent = await _gateway(deps).send_message(to_chat, item.text)
+    return f"Sent a copy of message {message_id} to chat {to_chat} (message {sent.message_id})"
 
 
 async def pin_message(args: dict[str, Any], ctx: ToolContext) -> str:
@@ -152,6 +197,7 @@ def telegram_tools(settings: TelegramToolSettings = TelegramToolSettings()) -> l
             "message, write to someone.",
             schema({"text": text, "chat_id": CHAT_ID}, ("text",)),
             send_message,
+            release=release_message,
         ),
         tool(
             "reply",
@@ -186,6 +232,7 @@ def telegram_tools(settings: TelegramToolSettings = TelegramToolSettings()) -> l
                 ("message_id", "to_chat_id"),
             ),
             forward_message,
+            release=release_forward,
         ),
         tool(
             "pin_message",

@@ -26,7 +26,12 @@ from typing import Any
 import httpx
 
 from teleton.llm.tool_loop import ToolResult
-from teleton.tools.registry import Tool, ToolContext
+from teleton.privacy.payload import links
+from teleton.privacy.quoting import outside, outside_origin, quote_lines
+from teleton.storage.private_files import write_private
+from teleton.tools.held import Held, Outgoing
+from teleton.tools.outbox import EgressRefused, egress
+from teleton.tools.registry import Tool, ToolContext, ToolDeps
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -283,27 +288,66 @@ def html_to_text(html: str) -> str:
 
 
 # -- the tool ----------------------------------------------------------------------------------------
+def typed_url(url: str, typed: str) -> bool:
+    """Whether ``url`` is exactly a link the speaker typed (a bare ``example.org/x`` typed counts for its
+    https address): then it carries nothing but their own words, whatever else the turn was shown."""
+    found = {link.url for link in links(typed)}
+    return url in found or any(url == f"https://{u}" for u in found if "://" not in u)
+
+
+def page_text(result: FetchResult, settings: FetchSettings) -> tuple[str, bool]:
+    """A fetched page as the model reads it: outside content, quoted with its origin, never instructions."""
+    text = result.text
+    notes = []
+    if result.truncated:
+        notes.append(f"page larger than {settings.max_bytes} bytes; only the start was read")
+    if len(text) > settings.output_cap:
+        text = text[: settings.output_cap]
+        notes.append(f"text cut to {settings.output_cap} characters")
+    head = f"{result.url} (HTTP {result.status}, {result.content_type or 'unknown type'})"
+    tail = f"\n[{'; '.join(notes)}]" if notes else ""
+    host = httpx.URL(result.url).host
+    return f"{head}\n\n{quote_lines(text, outside_origin(outside('web', host)))}{tail}", result.status >= 400
+
+
+async def _fetch(url: str, settings: FetchSettings) -> FetchResult | ToolResult:
+    try:
+        return await fetch(url, settings)
+    except FetchRefused as exc:
+        return ToolResult.error(str(exc))
+    except TimeoutError:
+        return ToolResult.error(f"the page did not load within {settings.timeout_s:g} s")
+    except httpx.HTTPError as exc:
+        return ToolResult.error(f"fetch failed: {type(exc).__name__}: {exc}")
+
+
 def web_fetch_tools(settings: FetchSettings = FetchSettings()) -> list[Tool]:
     async def web_fetch(args: dict[str, Any], ctx: ToolContext) -> str | ToolResult:
+        url = args["url"].strip()
+        # Decided before the host is even looked up: a host name is payload too.
+        out = Outgoing("fetch", url.encode(), typed=typed_url(url, ctx.typed), tool="web_fetch")
         try:
-            result = await fetch(args["url"], settings)
-        except FetchRefused as exc:
+            _, held = await egress(ctx, out)
+        except EgressRefused as exc:
             return ToolResult.error(str(exc))
-        except TimeoutError:
-            return ToolResult.error(f"the page did not load within {settings.timeout_s:g} s")
-        except httpx.HTTPError as exc:
-            return ToolResult.error(f"fetch failed: {type(exc).__name__}: {exc}")
-        text = result.text
-        cut = len(text) > settings.output_cap
-        notes = []
-        if result.truncated:
-            notes.append(f"page larger than {settings.max_bytes} bytes; only the start was read")
-        if cut:
-            text = text[: settings.output_cap]
-            notes.append(f"text cut to {settings.output_cap} characters")
-        head = f"{result.url} (HTTP {result.status}, {result.content_type or 'unknown type'})"
-        tail = f"\n[{'; '.join(notes)}]" if notes else ""
-        return ToolResult(f"{head}\n\n{text}{tail}", is_error=result.status >= 400)
+        if held is not None:
+            return held
+        result = await _fetch(url, settings)
+        if isinstance(result, ToolResult):
+            return result
+        ctx.saw(outside("web", httpx.URL(result.url).host))
+        text, failed = page_text(result, settings)
+        return ToolResult(text, is_error=failed)
+
+    async def release_fetch(item: Held, deps: ToolDeps) -> str:
+        """A fetch the owner approved: exactly the address shown; the page is kept for the owner alone."""
+        result = await _fetch(item.text, settings)
+        if isinstance(result, ToolResult):
+            raise FetchRefused(result.content)
+        text, _ = page_text(result, settings)
+        rel = f"fetched/held-{item.id}.md"
+        await asyncio.to_thread(write_private, deps.workspace / rel, text, stop_at=deps.workspace)
+        return f"fetched {result.url} (HTTP {result.status}); the page is in {rel}, which only you can read"
 
     return [
         Tool(
@@ -327,5 +371,6 @@ def web_fetch_tools(settings: FetchSettings = FetchSettings()) -> list[Tool]:
             },
             handler=web_fetch,
             category="web",
+            release=release_fetch,
         )
     ]

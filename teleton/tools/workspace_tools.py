@@ -23,10 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from teleton.llm.tool_loop import ToolResult
+from teleton.privacy.quoting import mark
 from teleton.storage.private_files import Unreadable, private_dir, read_confined, write_private
-from teleton.tools.outbox import EgressRefused, Outgoing
-from teleton.tools.publish import guard
-from teleton.tools.registry import Tool, ToolContext
+from teleton.tools.held import Held, Outgoing, sha256
+from teleton.tools.outbox import EgressRefused, egress
+from teleton.tools.registry import Tool, ToolContext, ToolDeps
 from teleton.tools.workspace_paths import (
     PathRefused,
     WorkspacePath,
@@ -39,6 +40,7 @@ from teleton.tools.workspace_paths import (
 READ_CAP = 60_000  # characters returned by one read; the model pages with offset
 WRITE_CAP = 1_000_000  # characters accepted by one write
 LIST_CAP = 300  # entries shown by one listing
+SNAPSHOT_CAP = 20 * 2**20  # bytes of a file held for the owner's approval of a move
 
 
 @dataclass(frozen=True)
@@ -129,13 +131,19 @@ async def workspace_write(args: dict[str, Any], ctx: ToolContext, limits: Limits
     except PathRefused as exc:
         return _refusal(exc)
     append = bool(args.get("append", False))
-    try:  # into public/ or a chat's folder: others will read it (the egress rule)
-        held = await guard(ctx, Outgoing("write", None, {"path": target.name, "content": content, "append": append},
-                                         ctx.deps.label_of_path(target.rel)))  # fmt: skip
-    except EgressRefused as exc:
-        return ToolResult.error(str(exc))
-    if held is not None:
-        return held
+    label = ctx.deps.label_of_path(target.rel)
+    if label != ctx.clearance.label:  # into public/ or a chat's folder: others will read it (the egress rule)
+        meta = {"path": target.name, "append": append}
+        try:
+            _, held = await egress(
+                ctx, Outgoing("write", content.encode(), label=label, meta=meta, tool="workspace_write")
+            )
+        except EgressRefused as exc:
+            return ToolResult.error(str(exc))
+        if held is not None:
+            return held
+    else:  # words a steered turn writes into its own files keep their origin (a later reader is tainted)
+        content = mark(content, ctx.taint.steering(ctx.clearance.label))
 
     def _write() -> str | None:
         if target.real.is_dir():
@@ -184,13 +192,19 @@ async def workspace_rename(args: dict[str, Any], ctx: ToolContext, limits: Limit
     except PathRefused as exc:
         return _refusal(exc)
     ctx.shown(ctx.deps.label_of_path(source.rel))  # what is moved is the file's content
-    try:
-        held = await guard(ctx, Outgoing("rename", None, {"path": source.name, "new_path": dest.name},
-                                         ctx.deps.label_of_path(dest.rel)))  # fmt: skip
-    except EgressRefused as exc:
-        return ToolResult.error(str(exc))
-    if held is not None:
-        return held
+    label = ctx.deps.label_of_path(dest.rel)
+    if label != ctx.clearance.label:  # where others read: the approval is of the content, not the name
+        try:
+            content = await asyncio.to_thread(snapshot, source)
+            meta = {"path": source.name, "new_path": dest.name}
+            out = Outgoing(
+                "move", content, label=label, meta=meta, source_sha256=sha256(content), tool="workspace_rename"
+            )
+            _, held = await egress(ctx, out)
+        except (EgressRefused, PathRefused) as exc:
+            return ToolResult.error(str(exc))
+        if held is not None:
+            return held
 
     def _rename() -> str | None:
         if not source.real.exists():
@@ -208,9 +222,58 @@ async def workspace_rename(args: dict[str, Any], ctx: ToolContext, limits: Limit
     return f"Renamed {source.name} to {dest.name}."
 
 
+def snapshot(path: WorkspacePath) -> bytes:
+    """A file's bytes as the owner will be shown them (a folder cannot be shown exactly: refused)."""
+    if path.real.is_dir():
+        raise PathRefused(f"{path.name} is a folder: move its files one at a time, so each can be shown to the owner")
+    if not path.real.is_file():
+        raise PathRefused(f"{path.name} does not exist")
+    if path.real.stat().st_size > SNAPSHOT_CAP:
+        raise PathRefused(f"{path.name} is larger than {SNAPSHOT_CAP // 2**20} MB: too large to hold for approval")
+    return path.real.read_bytes()
+
+
+async def release_write(item: Held, deps: ToolDeps) -> str:
+    target = await asyncio.to_thread(resolve, deps.workspace, str(item.meta["path"]))
+    if deps.label_of_path(target.rel) != item.label:  # what the path means changed since it was shown
+        raise EgressRefused(f"{target.name} is no longer read by {item.label}")
+    append = bool(item.meta.get("append"))
+    await asyncio.to_thread(write_private, target.real, item.text, append=append, stop_at=deps.workspace)
+    await _reindex(deps, target.rel.parts)
+    return f"{'appended to' if append else 'wrote'} {target.name}"
+
+
+async def release_move(item: Held, deps: ToolDeps) -> str:
+    """The bytes shown go to the destination, and the source goes, only if it still holds exactly them."""
+    source = await asyncio.to_thread(resolve, deps.workspace, str(item.meta["path"]))
+    dest = await asyncio.to_thread(resolve, deps.workspace, str(item.meta["new_path"]))
+    if deps.label_of_path(dest.rel) != item.label:
+        raise EgressRefused(f"{dest.name} is no longer read by {item.label}")
+
+    def move() -> None:
+        if not source.real.is_file() or sha256(source.real.read_bytes()) != item.source_sha256:
+            raise EgressRefused(f"{source.name} changed after you were shown it; nothing was moved")
+        private_dir(dest.real.parent, stop_at=deps.workspace)
+        try:
+            fd = os.open(dest.real, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            raise EgressRefused(f"{dest.name} exists now; nothing was moved") from None
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(item.body)
+        source.real.unlink()
+
+    await asyncio.to_thread(move)
+    await _reindex(deps, source.rel.parts + dest.rel.parts)
+    return f"moved {source.name} to {dest.name}"
+
+
 async def _reindex_if_memory(parts: tuple[str, ...], ctx: ToolContext) -> None:
+    await _reindex(ctx.deps, parts)
+
+
+async def _reindex(deps: ToolDeps, parts: tuple[str, ...]) -> None:
     # DESIGN §4: a write through a tool is searchable at once; the index follows MEMORY.md, memory/, public/.
-    index = ctx.deps.knowledge
+    index = deps.knowledge
     if index is None or not hasattr(index, "reindex") or not ({"MEMORY.md", "memory", "public"} & set(parts)):
         return
     try:
@@ -288,6 +351,7 @@ def workspace_tools(limits: Limits = Limits()) -> list[Tool]:
             handler=bind(workspace_write),
             scope="admin-only",
             category="workspace",
+            release=release_write,
         ),
         Tool(
             name="workspace_delete",
@@ -320,5 +384,6 @@ def workspace_tools(limits: Limits = Limits()) -> list[Tool]:
             handler=bind(workspace_rename),
             scope="admin-only",
             category="workspace",
+            release=release_move,
         ),
     ]

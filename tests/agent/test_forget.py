@@ -217,13 +217,15 @@ async def test_a_person_forgets_their_own_in_their_dm_and_nothing_else(h: Harnes
 
     preview = await h.dm(f"/forget {PHONE}", sender=ALICE)
     assert preview is not None
-    assert "archived messages (with their keyword rows and vectors): 2" in preview  # her DM, her group line
+    # Her DM's line; her group line is the group's (label chat:), not hers to count or erase.
+    assert "archived messages (with their keyword rows and vectors): 1" in preview
     assert "facts (current and past): 1" in preview
     report = await h.dm("/forget confirm", sender=ALICE)
-    assert report is not None and "archived messages (with their keyword rows and vectors): 2" in report
+    assert report is not None and "archived messages (with their keyword rows and vectors): 1" in report
 
     left = await h.db.fetchall("select chat_id, sender_id from tg_messages where instr(text, ?)", (PHONE,))
-    assert sorted(tuple(r) for r in left) == sorted([(OWNER.id, OWNER.id), (GROUP.id, MALLORY.id)])
+    expected = [(OWNER.id, OWNER.id), (GROUP.id, ALICE.id), (GROUP.id, MALLORY.id)]
+    assert sorted(tuple(r) for r in left) == sorted(expected)
     scopes = [r[0] for r in await h.db.fetchall("select scope from facts where instr(value, ?)", (PHONE,))]
     assert scopes == ["owner"]
     owner_session = await h.agent.sessions.active(OWNER.id)
@@ -318,3 +320,44 @@ def test_the_tool_is_offered_to_the_owner_alone(h: Harness) -> None:
     assert "memory_forget" in offered(OWNER_DM, True)
     assert "memory_forget" not in offered(ChatInfo(id=ALICE.id, type="dm"), False)  # an admin's DM too
     assert "memory_forget" not in offered(GROUP, False)
+
+
+async def test_a_persons_answers_are_the_same_whatever_else_holds_it(h: Harness) -> None:
+    """Issue 29: Alice's /forget answers are made of her rows alone, so they cannot tell her whether the
+    owner's memory, a group or anyone else holds the text (here a prefix of a number, one digit at a time)."""
+    await h.dm(f"my number is {PHONE}", sender=ALICE)
+    await h.dm("that's all", sender=ALICE)  # her number's keyword context is full: her /forget cancels add none
+    await h.agent.deps.facts.save(Fact(f"Alice's phone is {PHONE}", scope=f"user:{ALICE.id}"))
+    guesses = ["+351 912 3", "+351 912 4", "Olga's jazz club"]
+
+    async def answers() -> list[str | None]:
+        out = []
+        for guess in guesses:
+            out.append(await h.dm(f"/forget {guess}", sender=ALICE))
+            await h.dm("/forget cancel", sender=ALICE)
+        return out
+
+    alone = await answers()
+    # Everyone else's copies: the owner's DM, facts, MEMORY.md (indexed) and searches, a group (Alice too).
+    await h.dm(f"Alice's number is {PHONE}, and the jazz club is Olga's jazz club")
+    await h.agent.deps.facts.save(Fact(f"Alice's phone is {PHONE}; Olga's jazz club", scope="owner"))
+    (h.workspace / "MEMORY.md").write_text(f"# Olga\n- Alice: {PHONE}\n- Olga's jazz club on Fridays\n")
+    await h.agent.deps.knowledge.reindex()
+    await h.agent.deps.embedder.embed([*guesses, PHONE])
+    await h.group(f"call me on {PHONE}", sender=ALICE)
+    await h.group(f"Alice's number is {PHONE}, Olga's jazz club", sender=MALLORY)
+    await embed_pending(h.db, h.agent.deps.embedder)
+    crowded = await answers()
+    assert crowded == alone, (alone, crowded)
+    assert alone[0] is not None and alone[0].startswith("Found “+3…” (10 characters) in:")
+    assert alone[2] == "I found nothing to forget for “Ol…” (16 characters)."
+
+    # The owner's own /forget sees the copies Alice was not told of.
+    owner = await h.dm("/forget Olga's jazz club")
+    assert owner is not None and "knowledge chunks: 2" in owner and "facts (current and past): 1" in owner
+    await h.dm("/forget cancel")
+
+    assert (await h.dm(f"/forget {guesses[0]}", sender=ALICE) or "").startswith("Found")
+    report = await h.dm("/forget confirm", sender=ALICE)
+    assert report is not None and "archived messages (with their keyword rows and vectors): 1" in report
+    assert "vectors:" not in report and "cached embeddings" not in report and "database file" not in report

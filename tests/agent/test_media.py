@@ -109,7 +109,9 @@ async def test_a_photo_reaches_the_model_as_an_image_and_is_found_later_by_its_d
     assert hits and "Brightwater Hardware" in hits[0].text
     # The session keeps the line, not the image: later requests do not carry it again.
     session = await h.agent.sessions.active(OWNER_DM.id)
-    assert session.messages[0] == {"role": "user", "content": typed}
+    # The picture's words are not the sender's: the session keeps them with their origin (issue 29).
+    marker = "\n\n(This exchange was shown words from elsewhere: a photo (outside: photo:IMG_2041.jpg).)"
+    assert session.messages[0] == {"role": "user", "content": typed + marker}
     h.main = lambda body: text("ok")
     await h.dm("thanks")
     assert '"type": "image"' not in body_text(h.main_requests()[-1])

@@ -21,7 +21,6 @@ from teleton.privacy import Principals
 from teleton.storage import Database
 from teleton.tools.memory_tools import memory_tools
 from teleton.tools.outbox import Outbox
-from teleton.tools.publish import performer
 from teleton.tools.registry import ToolContext, ToolDeps, ToolRegistry
 from tests.agent.conftest import build_harness
 from tests.fakes.anthropic_server import FakeAnthropic
@@ -58,12 +57,13 @@ async def test_save_labels_and_remove(db: Database, tmp_path: Path) -> None:
     # Public means every chat reads it, and the owner's turn has seen the owner's memory: it waits for the
     # owner's approval, then is saved exactly as shown.
     dm.deps.outbox = Outbox(db, None, PRINCIPALS)
+    dm.deps.outbox.attach(reg.tools(), dm.deps)
     held = await reg.execute(
         ToolCall("a", "memory_save", {"value": "Water boils at 100 C", "visibility": "public"}), dm
     )
     assert "Held for the owner's approval (#1)" in held.content
-    dm.deps.outbox.perform = performer(dm.deps)
-    assert (await dm.deps.outbox.approve(1, by=OWNER_DM.id)).startswith("Done #1: saved fact")
+    code = (await db.fetchone("select digest from pending_sends where id = 1"))["digest"][:8]
+    assert (await dm.deps.outbox.approve(1, code, by=OWNER_DM.id)).startswith("Done #1: saved public fact")
     await reg.execute(ToolCall("b", "memory_save", {"value": "Olga's PIN hint is 'blue'"}), dm)
     await reg.execute(ToolCall("c", "memory_save", {"value": "Meetups are on Tuesdays"}), group)
     await reg.execute(ToolCall("c2", "memory_save", {"value": "Ada likes tea"}), admin_dm)

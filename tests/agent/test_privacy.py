@@ -151,7 +151,9 @@ async def test_no_dm_content_reaches_a_group_request(
     await h.dm(f"my diary says {SECRETS['dm message']}; note this")
     await h.dm("look up my tax id")  # a failing tool call: its input goes to the learnings file
     dm_start = len(fake_api.requests)
-    await h.dm("what do you know about my bank and my diary?")
+    # "note": the daily note was written by a turn the chess group's message steered (its feed hit), so it is
+    # kept quoted with that origin, and such a log entry comes into a prompt only when it shares a word.
+    await h.dm("what do you know about my bank, my diary and my note?")
     dm_body = body_text(h.main_requests(dm_start)[0])
     for name in (
         "memory file",

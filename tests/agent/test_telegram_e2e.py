@@ -107,7 +107,9 @@ async def test_a_held_send_is_approved_with_a_bot_button(tmp_path: Path, db: Dat
     notice = next(r for r in client.sent() if r.reply_markup is not None)
     assert notice.peer.user_id == ADMIN.id and "The plan is ready." in notice.message
     buttons = [(b.text, b.type.data) for row in notice.reply_markup.rows for b in row.buttons]
-    assert buttons == [("Approve", b"/approve 1"), ("Deny", b"/deny 1")]
+    code = (await db.fetchone("select digest from pending_sends where id = 1"))["digest"][:8]
+    approve = f"/approve 1 {code}".encode()
+    assert buttons == [("Approve", approve), ("Deny", b"/deny 1")]
     assert not [r for r in client.sent() if isinstance(r.peer, types.InputPeerChat)]  # nothing reached the group
 
     def press(user: types.User, data: bytes) -> types.UpdateBotCallbackQuery:
@@ -117,16 +119,19 @@ async def test_a_held_send_is_approved_with_a_bot_button(tmp_path: Path, db: Dat
         update._entities = {user.id: user}
         return update
 
-    await client._dispatch_update(press(ALICE, b"/approve 1"))  # someone else's press in their own DM
+    await client._dispatch_update(press(ALICE, approve))  # someone else's press in their own DM
     await dispatcher.idle()
     assert not [r for r in client.sent() if isinstance(r.peer, types.InputPeerChat)]
     assert (await db.fetchone("select status from pending_sends where id = 1"))[0] == "pending"
-    await client._dispatch_update(press(ADMIN, b"/approve 1"))
+    await client._dispatch_update(press(ADMIN, b"/approve 1"))  # a press without the code is not accepted
+    await dispatcher.idle()
+    assert (await db.fetchone("select status from pending_sends where id = 1"))[0] == "pending"
+    await client._dispatch_update(press(ADMIN, approve))
     await dispatcher.idle()
     to_group = [r for r in client.sent() if isinstance(r.peer, types.InputPeerChat)]
     assert [r.message for r in to_group] == ["The plan is ready."]
     row = await db.fetchone("select status, decided_by from pending_sends where id = 1")
     assert tuple(row) == ("sent", ADMIN.id)
-    assert client.sent()[-1].message == "Sent #1 to chat -500."  # the owner is told
+    assert client.sent()[-1].message.startswith("Done #1: Sent to chat -500")  # the owner is told
     await gateway.stop(grace_s=1)
     await llm.close()

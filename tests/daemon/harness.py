@@ -20,6 +20,7 @@ from teleton.storage import connect
 from teleton.storage.sqlite_driver import pick_driver
 
 OWNER = {"id": 1001, "first_name": "Olga", "username": "olga"}
+DNS_WITNESS = Path(__file__).resolve().parent.parent / "fakes" / "dns_witness"
 
 
 def write_config(root: Path, api_url: str, **overrides: Any) -> Path:
@@ -51,6 +52,7 @@ class Daemon:
         self.root = root
         self.config = config
         self.socket_path = root / "chat.sock"
+        self.dns_log = root / "dns.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self.sock: socket.socket | None = None
         self.events: list[dict[str, Any]] = []
@@ -60,6 +62,9 @@ class Daemon:
     def start(self) -> Daemon:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("TELETON_", "ANTHROPIC_"))}
         env["HOME"] = str(self.root / "home")
+        # Every host name the daemon looks up is written down, and none is resolved (tests/fakes/dns_witness).
+        env["PYTHONPATH"] = os.pathsep.join([str(DNS_WITNESS), *filter(None, [env.get("PYTHONPATH")])])
+        env["DNS_WITNESS_LOG"] = str(self.dns_log)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "teleton.cli.main", "-c", str(self.config), "start",
              "--transport", f"loopback:{self.socket_path}"],
@@ -119,6 +124,10 @@ class Daemon:
                     f"daemon exited ({self.proc.returncode}); last events: {self.events[-5:]}; "
                     f"socket error: {self.socket_error!r}; stderr: {self.stderr()[-3000:]}"
                 )
+
+    def looked_up(self) -> list[str]:
+        """Every host name the daemon tried to resolve (none was: see tests/fakes/dns_witness)."""
+        return self.dns_log.read_text().splitlines() if self.dns_log.exists() else []
 
     def sent(self, chat_id: int | None = None) -> list[dict[str, Any]]:
         return [e for e in self.events if e["op"] == "send_message" and chat_id in (None, e["chat_id"])]

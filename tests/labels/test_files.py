@@ -78,7 +78,7 @@ async def test_prompt_files_are_confined_and_labelled_by_target(tmp_path: Path) 
         text = str(await builder.build(group))
     assert "4711" not in text and "outside the workspace" not in text
     assert any(e["event"] == "prompt_file_skipped" and e["file"] == "SECURITY.md" for e in logs)
-    assert group.exposure.labels <= {"public", "chat:-100500"}  # nothing of anyone else's was shown
+    assert group.taint.labels <= {"public", "chat:-100500"}  # nothing of anyone else's was shown
     owner = PromptInputs(ChatInfo(1001, "dm"), None, Clearance("owner"))
     assert "4711" in str(await builder.build(owner))
 

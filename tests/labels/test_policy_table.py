@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from teleton.privacy import OWNER, PUBLIC, Clearance, Exposure, Principals, decide, is_label, path_label
+from teleton.privacy import OWNER, PUBLIC, Clearance, Principals, Taint, decide, is_label, path_label
+from teleton.privacy.egress import Way
 
 OWNER_ID, BOB, ADA, GROUP, OTHER_GROUP = 1001, 2002, 3003, -100500, -100600
 P = Principals(owner_id=OWNER_ID, admin_ids=frozenset({BOB}), owner_chats=frozenset({1}))
@@ -107,31 +108,32 @@ def test_path_labels(path: str, label: str) -> None:
     assert path_label(path, P, shared=["shared/*.md"]) == label
 
 
-def _exposure(*labels: str) -> Exposure:
-    return Exposure(labels)
+def _send(mode: str, labels: tuple[str, ...], own: str, to: int, own_chat: bool = False) -> str:
+    way = Way("message", P.clearance(to), own=own_chat)
+    return decide(mode, Taint(labels), own, way).verdict  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("mode", ["approve", "deny", "allow"])
 def test_egress_verdicts(mode: str) -> None:
-    owner_turn = _exposure(OWNER)
-    group_turn = _exposure(f"chat:{GROUP}", PUBLIC)
-    blocked = {"approve": "hold", "deny": "deny", "allow": "send"}[mode]
+    owner_turn = (OWNER,)
+    group_turn = (f"chat:{GROUP}", PUBLIC)
+    g = f"chat:{GROUP}"
+    blocked = {"approve": "hold", "deny": "deny", "allow": "allow"}[mode]
     # The turn's own chat: never held, whatever it saw.
-    assert decide(mode, owner_turn, P.clearance(OWNER_ID), own_chat=True) == "send"
-    assert decide(mode, group_turn, P.clearance(GROUP), own_chat=True) == "send"
+    assert _send(mode, owner_turn, OWNER, OWNER_ID, own_chat=True) == "allow"
+    assert _send(mode, group_turn, g, GROUP, own_chat=True) == "allow"
     # To the owner: the owner may read everything.
-    assert decide(mode, group_turn, P.clearance(OWNER_ID), own_chat=False) == "send"
+    assert _send(mode, group_turn, g, OWNER_ID) == "allow"
     # The owner's turn to a group or to Bob: they may not read the owner's memory.
-    assert decide(mode, owner_turn, P.clearance(GROUP), own_chat=False) == blocked
-    assert decide(mode, owner_turn, P.clearance(BOB), own_chat=False) == blocked
+    assert _send(mode, owner_turn, OWNER, GROUP) == blocked
+    assert _send(mode, owner_turn, OWNER, BOB) == blocked
     # A group's turn to another group or to Bob: they may not read the group.
-    assert decide(mode, group_turn, P.clearance(OTHER_GROUP), own_chat=False) == blocked
-    assert decide(mode, group_turn, P.clearance(BOB), own_chat=False) == blocked
+    assert _send(mode, group_turn, g, OTHER_GROUP) == blocked
+    assert _send(mode, group_turn, g, BOB) == blocked
     # A turn that saw only public things may send anywhere.
-    assert decide(mode, _exposure(PUBLIC), P.clearance(OTHER_GROUP), own_chat=False) == "send"
+    assert _send(mode, (PUBLIC,), g, OTHER_GROUP) == "allow"
     # Seeing one more label is enough to hold it.
-    mixed = _exposure(PUBLIC, f"chat:{OTHER_GROUP}")
-    assert decide(mode, mixed, P.clearance(OTHER_GROUP), own_chat=False) == "send"
-    mixed.add(f"user:{ADA}")
-    assert decide(mode, mixed, P.clearance(OTHER_GROUP), own_chat=False) == blocked
-    assert mixed.unreadable_by(P.clearance(OTHER_GROUP)) == {f"user:{ADA}"}
+    mixed = (PUBLIC, f"chat:{OTHER_GROUP}")
+    assert _send(mode, mixed, g, OTHER_GROUP) == "allow"
+    assert _send(mode, (*mixed, f"user:{ADA}"), g, OTHER_GROUP) == blocked
+    assert Taint((*mixed, f"user:{ADA}")).unreadable_by(P.clearance(OTHER_GROUP)) == {f"user:{ADA}"}

@@ -23,10 +23,15 @@ def registry() -> ToolRegistry:
 
 
 @pytest.fixture
-def tg_deps(deps: ToolDeps, telegram: Any) -> ToolDeps:
+def tg_deps(deps: ToolDeps, telegram: Any, registry: ToolRegistry) -> ToolDeps:
     deps.gateway = telegram[0]
     deps.outbox = Outbox(deps.db, deps.gateway, deps.principals)  # privacy.cross_chat_sends: approve
+    deps.outbox.attach(registry.tools(), deps)
     return deps
+
+
+async def _code(deps: ToolDeps, held_id: int) -> str:
+    return str((await deps.db.fetchone("select digest from pending_sends where id = ?", (held_id,)))["digest"])[:8]
 
 
 @pytest.fixture
@@ -57,12 +62,14 @@ async def test_sending_elsewhere_needs_an_admin_and_the_owners_approval(registry
     result = await call(registry, owner, "send_message", text="meeting moved to 5", chat_id=BOB.id)
     assert not result.is_error and "Held for the owner's approval (#1)" in result.content
     notice = client.sent(functions.messages.SendMessageRequest)[-1]
-    assert notice.peer.user_id == DM.id and "meeting moved to 5" in notice.message and "/approve 1" in notice.message
+    code = await _code(tg_deps, 1)
+    assert notice.peer.user_id == DM.id and "> meeting moved to 5" in notice.message
+    assert f"/approve 1 {code}" in notice.message and not notice.entities  # plain text, never rendered
     assert all(r.peer.user_id != BOB.id for r in client.sent(functions.messages.SendMessageRequest))
-    assert await tg_deps.outbox.approve(1, by=DM.id) == f"Sent #1 to chat {BOB.id}."
+    assert (await tg_deps.outbox.approve(1, code, by=DM.id)).startswith(f"Done #1: Sent to chat {BOB.id}")
     sent = client.sent(functions.messages.SendMessageRequest)[-1]
     assert sent.peer.user_id == BOB.id and sent.message == "meeting moved to 5"
-    assert "already sent" in await tg_deps.outbox.approve(1, by=DM.id)  # approved once, sent once
+    assert "already sent" in await tg_deps.outbox.approve(1, code, by=DM.id)  # approved once, sent once
 
 
 async def test_edit_pin_unpin_react(registry, tg_deps, client) -> None:
@@ -92,13 +99,20 @@ async def test_poll(registry, tg_deps, client) -> None:
 
 async def test_forward(registry, tg_deps, client) -> None:
     # A group's message forwarded to Bob: Bob may not read the group, so the owner decides.
+    for message_id in (12, 13):
+        record = MessageRecord(GROUP.id, message_id, time.time(), f"trail map {message_id}", 7, "Hiker")
+        await tg_deps.db.write(lambda conn, record=record: insert_message(conn, record))
     ctx = make_ctx(tg_deps, GROUP, admin=True)
     result = await call(registry, ctx, "forward_message", message_id=12, to_chat_id=BOB.id)
     assert not result.is_error and "Held" in result.content, result
     assert not client.sent(functions.messages.ForwardMessagesRequest)
-    assert "Sent #1" in await tg_deps.outbox.approve(1, by=DM.id)
-    fwd = client.sent(functions.messages.ForwardMessagesRequest)[-1]
-    assert fwd.id == [12] and fwd.to_peer.user_id == BOB.id
+    assert "Sent a copy of message 12" in await tg_deps.outbox.approve(1, await _code(tg_deps, 1), by=DM.id)
+    sent = client.sent(functions.messages.SendMessageRequest)[-1]  # exactly the text the owner was shown
+    assert sent.message == "trail map 12" and sent.peer.user_id == BOB.id
+    assert not client.sent(functions.messages.ForwardMessagesRequest)
+    # A message the archive does not hold cannot be shown to the owner: refused, not held blind.
+    missing = await call(registry, ctx, "forward_message", message_id=99, to_chat_id=BOB.id)
+    assert missing.is_error and "not in the archive" in missing.content
     # With privacy.cross_chat_sends: allow the owner chose to let such sends through.
     tg_deps.outbox.settings = OutboxSettings(mode="allow")
     assert not (await call(registry, ctx, "forward_message", message_id=13, to_chat_id=BOB.id)).is_error

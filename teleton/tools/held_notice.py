@@ -1,0 +1,164 @@
+"""What the owner is shown of a held item: the whole payload, hiding nothing (DESIGN §8, "The preview").
+
+The notice is plain text (the gateway never renders it as Markdown, so a link's address cannot hide
+behind its text). The payload is shown whole: in the message when it is short, otherwise as an attached
+file holding all of it (a binary file: its exact bytes). Every link in it is written out in full with its
+host in ASCII, look-alike hosts flagged; invisible and format characters, blank-line runs and trailing
+spaces are shown as ``⟦…⟧`` escapes, with a warning. The approval code is the digest of exactly what was
+held, so ``/approve N CODE`` can only ever release these bytes.
+
+The payload's lines are quoted ("> ") under an origin line naming what steered the conversation: the
+notice sits in the owner's chat, where later turns read it, and planted words must arrive there as data
+with their origin (``teleton.privacy.quoting``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from teleton.privacy import PUBLIC, Principals
+from teleton.privacy.payload import links, reveal
+from teleton.privacy.quoting import QUOTE, origins_text, steered_origin
+from teleton.tools.held import Held, is_text, sha256
+
+INLINE_CHARS = 2500  # a payload longer than this (as shown) goes as a file, whole
+INLINE_LINES = 60
+BEGINNING = 300  # characters of a long payload shown in the message, so the owner knows which file is which
+
+_EXTENSIONS = {"fetch": "url", "exec": "sh"}
+
+
+@dataclass(frozen=True)
+class Notice:
+    text: str  # plain text, at most a few thousand characters
+    attachment: bytes | None = None  # the whole payload when it does not fit the message
+    filename: str = ""
+
+
+def readers(label: str | None, principals: Principals) -> str:
+    if label == PUBLIC:
+        return "everyone (every chat and person)"
+    if label is None or not label.startswith(("user:", "chat:")):
+        return "only you"
+    number = label.split(":", 1)[1]
+    return f"the group chat {number}" if label.startswith("chat:") else f"the person {number} (their DM with me)"
+
+
+def chat_name(chat_id: int | None, principals: Principals, title: str = "") -> str:
+    if chat_id is None:
+        return "no chat"
+    if chat_id in principals.owner_chat_ids():
+        return "your own chat with me"
+    named = f" titled {reveal(title).text!r}" if title else ""
+    return f"{'group' if chat_id < 0 else 'the DM of person'} {chat_id}{named}"
+
+
+def what_happens(item: Held, principals: Principals, title: str = "") -> str:
+    """One line: what releasing it does."""
+    meta = item.meta
+    if item.kind == "message":
+        return f"send a message to {chat_name(item.to_chat_id, principals, title)}"
+    if item.kind == "forward":
+        source = chat_name(int(meta.get("from_chat_id", 0)), principals)
+        return (
+            f"forward message {meta.get('message_id')} of {source} to {chat_name(item.to_chat_id, principals, title)}. "
+            "It goes out as a copy of exactly this text, and not at all if the message changes before you decide"
+        )
+    if item.kind == "write":
+        verb = "append to" if meta.get("append") else "write"
+        return f"{verb} the file {meta.get('path')}, which {readers(item.label, principals)} can read"
+    if item.kind == "move":
+        return (
+            f"move the file {meta.get('path')} to {meta.get('new_path')}, where {readers(item.label, principals)} "
+            "can read it. This is its content now; if it changes before you decide, nothing is moved"
+        )
+    if item.kind == "fact":
+        return f"save a fact that {readers(item.label, principals)} can read (category {meta.get('category')!r})"
+    if item.kind == "document":
+        return f"publish a document as {meta.get('path')}, which {readers(item.label, principals)} can read"
+    if item.kind == "fetch":
+        return "fetch this address from the internet (its host name leaves at the lookup, all of it at the request)"
+    if item.kind == "exec":
+        return "run this command on the server (a shell reads and reaches everything I can)"
+    return f"carry out a {item.kind} to {item.destination}"
+
+
+def notice(item: Held, principals: Principals, *, until: datetime, title: str = "") -> Notice:
+    origin = chat_name(item.from_chat_id, principals)
+    lines = [f"Held #{item.id}: a conversation in {origin} wants to {what_happens(item, principals, title)}."]
+    if item.unreadable:
+        lines.append(
+            f"It waits for you because they may not read what that conversation saw: {_plain(item.unreadable)}."
+        )
+    if item.steering:
+        lines.append(
+            f"The conversation was shown words from elsewhere that may steer it: {origins_text(item.steering)}."
+        )
+    lines.append("")
+    shown, attachment, filename = _payload(item)
+    lines += shown
+    found = links(item.text) if is_text(item.body) else []
+    if found:
+        lines += ["", f"Links in it, written out in full ({len(found)}):"]
+        for link in found:
+            warn = f" — {'; '.join(link.warnings)}" if link.warnings else ""
+            host = f"host {link.host}" + (f" (shown as {link.shown_host})" if link.shown_host != link.host else "")
+            lines.append(f"- {link.url} — {host if link.host else 'no host'}{warn}")
+    if is_text(item.body):
+        hidden = reveal(item.text).found
+        if hidden:
+            counts = ", ".join(f"{name} ×{n}" for name, n in hidden.items())
+            lines += ["", f"Warning: characters you could not see are shown as ⟦…⟧: {counts}."]
+    if item.meta.get("stripped"):
+        lines += ["", f"{item.meta['stripped']} invisible characters it carried were removed: they will not be sent."]
+    lines += [
+        "",
+        f"/approve {item.id} {item.code} releases exactly this. /deny {item.id} drops it. Expires {until:%H:%M}.",
+    ]
+    return Notice("\n".join(lines), attachment, filename)
+
+
+def _payload(item: Held) -> tuple[list[str], bytes | None, str]:
+    """The payload's lines for the message, and the attachment when it does not fit there."""
+    origin = steered_origin(item.steering) if item.steering else "this conversation"
+    head = f"{QUOTE}(from {origin})"
+    size = f"{len(item.body):,} bytes, sha256 {sha256(item.body)[:16]}"
+    if not is_text(item.body):
+        name = f"held-{item.id}{_suffix(item)}"
+        return (
+            [f"Exactly what would leave is the attached file {name} ({size}): not text, so not shown here."],
+            (item.body),
+            name,
+        )
+    shown = reveal(item.text).text
+    body_lines = shown.split("\n")
+    if len(shown) <= INLINE_CHARS and len(body_lines) <= INLINE_LINES:
+        intro = f"Exactly what would leave ({len(item.text):,} characters), every line quoted with '{QUOTE.strip()}':"
+        return [intro, head, *(QUOTE + line for line in body_lines)], None, ""
+    name = f"held-{item.id}.txt"
+    intro = (
+        f"Exactly what would leave is too long for a message ({len(item.text):,} characters, {size}): all of it "
+        f"is in the attached file {name}, with characters you could not see shown as ⟦…⟧. It begins:"
+    )
+    start = shown[:BEGINNING].split("\n")[:5]
+    return [intro, head, *(QUOTE + line for line in start), "[… all of it is in the file]"], shown.encode(), name
+
+
+def summary(item: Held, principals: Principals, now: float, title: str = "") -> str:
+    """One line for /held: which item, what it would do, how big; the whole of it is ``/held N``."""
+    left = max(0, int((item.expires_at - now) // 60))
+    size = f"{len(item.text):,} characters" if is_text(item.body) else f"a file of {len(item.body):,} bytes"
+    what = what_happens(item, principals, title)
+    return f"#{item.id}: {what} — {size}, expires in {left} min. /held {item.id} shows it whole."
+
+
+def _suffix(item: Held) -> str:
+    path = str(item.meta.get("new_path") or item.meta.get("path") or "")
+    dot = path.rfind(".")
+    return path[dot:] if dot > path.rfind("/") and dot != -1 else f".{_EXTENSIONS.get(item.kind, 'bin')}"
+
+
+def _plain(labels: tuple[str, ...]) -> str:
+    # Written without the "(chat:…)" form: these are what was seen, not quoted words (no taint is implied).
+    return ", ".join(sorted(labels))
