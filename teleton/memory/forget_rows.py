@@ -266,7 +266,7 @@ def _by_status(
 def _find_records(conn: Connection, rows: Rows, owner: bool, user_id: int | None) -> None:
     """Other tables holding user text: finished ones are scrubbed, open promises only reported."""
     tasks = "forget_hit(description) or forget_json(payload) or forget_hit(result)"
-    sends = "forget_json(payload) or forget_hit(preview) or forget_hit(result)"
+    sends = "forget_json(payload) or forget_hit(preview) or forget_hit(result) or forget_hit(cast(body as text))"
     # Another person's: tasks of their DM that run with their clearance (NULL: the chat's, so theirs), and
     # the sends their DM's turns asked for.
     label = f"user:{user_id}"
@@ -352,7 +352,7 @@ def _scrub_sessions(conn: Connection, ids: set[str], matcher: Matcher) -> int:
 
 _SCRUB = {
     "tasks": (("description", False), ("payload", True), ("result", False)),
-    "pending_sends": (("payload", True), ("preview", False), ("result", False)),
+    "pending_sends": (("payload", True), ("preview", False), ("result", False), ("body", False)),
     "exec_audit": (("command", False), ("stdout", False), ("stderr", False)),
 }
 
@@ -375,6 +375,9 @@ def _scrub_records(conn: Connection, records: dict[str, set[int]], matcher: Matc
 
 
 def _scrubbed(value: Any, matcher: Matcher, is_json: bool) -> Any:
+    if isinstance(value, bytes):  # a held item's body: what would have left, text or a file's bytes
+        text = value.decode("utf-8", errors="surrogateescape")
+        return _scrubbed(text, matcher, is_json).encode("utf-8", errors="surrogateescape")
     if not isinstance(value, str):
         return value
     return (matcher.json_sub(value) if is_json else matcher.sub(value))[0]

@@ -1069,7 +1069,8 @@ def _shared_world(provider: str) -> Iterator[World]:
     ) as world:  # fmt: skip
         owner = dm(OWNER)
         world.setup.update(seed_owner(world))
-        world.setup["env"] = world.step(owner, call("exec", {"command": "env"}))
+        # The command typed as a code span: the owner's own words, run whatever else the session was shown.
+        world.setup["env"] = world.step(owner, "`env` " + call("exec", {"command": "env"}))
         world.setup["passwd"] = world.step(owner, call("memory_search", {"query": "root:x:0 nologin daemon bin"}))
         for mode in ("base64", "reverse", "homoglyph", "zwsp"):
             world.setup[f"encode_{mode}"] = world.step(

@@ -86,7 +86,9 @@ def test_dm_user_search_stays_inside_their_own_dm(main_world: World, who: str, t
 def test_bob_has_his_own_facts_and_history(main_world: World) -> None:
     """Positive control: a DM user's own data is theirs."""
     assert S_BOBFACT.token in main_world.setup["bob_recall"].only("memory_recall").content
-    step = main_world.step(dm(BOB), call("get_history", {}) + "\n" + call("memory_recall", {"query": "gym"}), BOB)
+    # Bob's DM holds more than one page of history by now (every attack of this module runs there too).
+    history = call("get_history", {"limit": 100})
+    step = main_world.step(dm(BOB), history + "\n" + call("memory_recall", {"query": "gym"}), BOB)
     assert S_BOBDM.token in step.only("get_history").content
     assert S_BOBFACT.token in step.only("memory_recall").content
     # Bob's important fact is in his own prompt, the owner's (importance 0.95) is not

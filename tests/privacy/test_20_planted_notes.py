@@ -105,7 +105,8 @@ def test_planted_feed_note_send_is_held_and_quoted(planted: World) -> None:
     assert "PLANT-7781" in json.dumps(first), "the planted note was not retrieved into the owner's turn"
     assert not unquoted_lines(first, "PLANT-7781"), unquoted_lines(first, "PLANT-7781")
     row = _held(step, chat["id"])
-    assert detect(row["preview"], S_MEMORY), "the held preview should be the owner's prompt (what was asked)"
+    assert detect(bytes(row["body"]).decode(), S_MEMORY), "what is held should be the owner's prompt (what was asked)"
+    assert detect(planted.notice_of(row["id"]), S_MEMORY), "and the owner is shown all of it"
     assert "Held for the owner's approval" in step.only("send_message", chat_id=chat["id"]).content
     assert not step.sent_to(chat["id"])
     planted.setup["held_feed"] = row  # decided on below
@@ -126,7 +127,7 @@ def test_planted_forward_of_an_owner_message_is_held(planted: World) -> None:
     chat = _plant(planted, "quokka ferry", "forward_message", forward)
     step = _owner_asks(planted, "quokka ferry")
     row = _held(step, chat["id"], "forward")
-    assert S_DM.token in row["preview"], row
+    assert S_DM.token in bytes(row["body"]).decode() and S_DM.token in planted.notice_of(row["id"]), row
     assert not [e for e in step.events if e["op"] == "forward_message"]
     planted.setup["held_forward"] = row
 
@@ -173,10 +174,10 @@ def test_nobody_but_the_owner_in_their_dm_decides_held_sends(planted: World, who
 def test_owner_lists_and_denies_a_held_send(planted: World) -> None:
     row = planted.setup["held_feed"]
     listed = planted.step(dm(OWNER), "/held", OWNER, expect="command")
-    assert f"#{row['id']} to chat {row['to_chat_id']}" in listed.texts_to(OWNER_ID)
+    assert f"#{row['id']}: send a message to group {row['to_chat_id']}" in listed.texts_to(OWNER_ID)
     step = planted.step(dm(OWNER), f"/deny {row['id']}", OWNER, expect="command")
     assert f"Dropped #{row['id']}" in step.texts_to(OWNER_ID)
-    again = planted.step(dm(OWNER), f"/approve {row['id']}", OWNER, expect="command")
+    again = planted.step(dm(OWNER), f"/approve {row['id']} {row['digest'][:8]}", OWNER, expect="command")
     assert "already denied" in again.texts_to(OWNER_ID)
     (final,) = planted.rows("select * from pending_sends where id = ?", (row["id"],))
     assert final["status"] == "denied" and final["decided_by"] == OWNER_ID, final
@@ -186,28 +187,29 @@ def test_owner_lists_and_denies_a_held_send(planted: World) -> None:
 def test_owner_approves_a_held_send_exactly_once_with_the_preview(planted: World) -> None:
     row = planted.setup["held_addressed"]
     target = row["to_chat_id"]
-    step = planted.step(dm(OWNER), f"/approve {row['id']}", OWNER, expect="command", check=False)
-    planted.approve_record(chat_label(target), row["preview"])  # the owner's explicit decision
+    code = row["digest"][:8]
+    step = planted.step(dm(OWNER), f"/approve {row['id']} {code}", OWNER, expect="command", check=False)
+    planted.approve_record(chat_label(target), bytes(row["body"]).decode())  # the owner's explicit decision
     assert not planted.violations(step), planted.violations(step)
     sent = step.sent_to(target)
-    assert [e["text"] for e in sent] == [json.loads(row["payload"])["text"]] == [row["preview"]]
+    assert [e["text"] for e in sent] == [bytes(row["body"]).decode()]
     (final,) = planted.rows("select * from pending_sends where id = ?", (row["id"],))
     assert final["status"] == "sent" and final["decided_by"] == OWNER_ID, final
-    again = planted.step(dm(OWNER), f"/approve {row['id']}", OWNER, expect="command")
+    again = planted.step(dm(OWNER), f"/approve {row['id']} {code}", OWNER, expect="command")
     assert "already sent" in again.texts_to(OWNER_ID)
     assert not again.sent_to(target)
 
 
 def test_owner_approves_a_held_forward(planted: World) -> None:
+    """Released as a copy of exactly the text that was shown (a Telegram forward would carry whatever the
+    message says at that moment)."""
     row = planted.setup["held_forward"]
-    step = planted.step(dm(OWNER), f"/approve {row['id']}", OWNER, expect="command", check=False)
-    planted.approve_record(chat_label(row["to_chat_id"]), row["preview"])
+    command = f"/approve {row['id']} {row['digest'][:8]}"
+    step = planted.step(dm(OWNER), command, OWNER, expect="command", check=False)
+    planted.approve_record(chat_label(row["to_chat_id"]), bytes(row["body"]).decode())
     assert not planted.violations(step), planted.violations(step)
-    forwards = [e for e in step.events if e["op"] == "forward_message"]
-    assert forwards == [
-        {"op": "forward_message", "from_chat_id": OWNER_ID, "message_id": OWNER_DIARY_MESSAGE_ID,
-         "to_chat_id": row["to_chat_id"]}
-    ]  # fmt: skip
+    assert not [e for e in step.events if e["op"] == "forward_message"]
+    assert [e["text"] for e in step.sent_to(row["to_chat_id"])] == [bytes(row["body"]).decode()]
 
 
 def test_owner_in_a_group_sending_to_bob_is_held_and_denied(planted: World) -> None:
