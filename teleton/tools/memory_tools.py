@@ -33,7 +33,8 @@ from teleton.memory.facts import Fact
 from teleton.memory.hybrid_search import hybrid_search
 from teleton.memory.subjects import attributable, chat_members, resolve, speaker_subject
 from teleton.privacy import OWNER, PUBLIC
-from teleton.privacy.quoting import label_origin, mark, quote
+from teleton.privacy.paths import is_document
+from teleton.privacy.quoting import label_origin, mark, outside, quote
 from teleton.storage.private_files import write_private
 from teleton.tools.held import Held, Outgoing
 from teleton.tools.outbox import EgressRefused, egress
@@ -230,11 +231,16 @@ async def memory_search(args: dict[str, Any], ctx: ToolContext) -> str | ToolRes
     vector = await _query_vector(ctx, query)
     params = replace(ctx.deps.search, limit=limit)
 
+    documents: set[str] = set()
+
     def _search(conn: Any) -> list[tuple[str, str]]:
         lines: list[tuple[str, str]] = []
         if chat_id is None:
             for hit in hybrid_search(conn, KNOWLEDGE, query, vector, params=params, scope=clearance.readable()):
-                lines.append((hit.meta["label"], f"[knowledge {hit.meta['path']}] {hit.text}"))
+                path = str(hit.meta["path"] or "")
+                if is_document(path):  # a document someone sent: its words are not the owner's
+                    documents.add(outside("document", path))
+                lines.append((hit.meta["label"], f"[knowledge {path}] {hit.text}"))
         for hit in hybrid_search(conn, FEED, query, vector, params=params, scope=feed_scope):
             when = datetime.fromtimestamp(hit.meta["date"]).astimezone()
             who = "me" if hit.meta["is_outgoing"] else (hit.meta["sender_name"] or hit.meta["sender_id"])
@@ -243,6 +249,7 @@ async def memory_search(args: dict[str, Any], ctx: ToolContext) -> str | ToolRes
         return lines
 
     found = await ctx.deps.db.read(_search)
+    ctx.saw(*documents)
     if ctx.deps.facts is not None and chat_id is None:
         for fact in await ctx.deps.facts.recall(query, clearance.readable(), limit=limit, query_vector=vector):
             found.append((fact.scope, f"[fact #{fact.id}] {fact.line()}"))

@@ -129,12 +129,12 @@ class Outbox:
         return decide(self.settings.mode, ctx.taint, ctx.clearance.label, way(ctx, out, self.principals))
 
     async def check(self, ctx: ToolContext, out: Outgoing) -> tuple[Outgoing, str | None]:
-        target = way(ctx, out, self.principals)
-        if self.settings.strip_invisible and out.kind in STRIPPED_KINDS and not target.own:
+        own = out.kind in CHAT_KINDS and out.to_chat_id == ctx.chat.id
+        if self.settings.strip_invisible and out.kind in STRIPPED_KINDS and not own:
             clean, removed = strip_invisible(out.text)
             if removed:
                 out = replace(out, body=clean.encode(), meta={**out.meta, "stripped": removed})
-        decision = decide(self.settings.mode, ctx.taint, ctx.clearance.label, target)
+        decision = self.decision(ctx, out)
         if decision.verdict == "allow":
             if decision.unreadable or (decision.steering and out.kind not in CHAT_KINDS):
                 log.warning("egress_allowed", kind=out.kind, to=out.destination, why=decision.why)
@@ -154,7 +154,7 @@ class Outbox:
             "approves exactly this."
         )
 
-    async def approve(self, held_id: int, code: str, *, by: int | None) -> str:
+    async def approve(self, held_id: int, code: str | None, *, by: int | None) -> str:
         row = await self._decide(held_id, "approved", by, code)
         if isinstance(row, str):
             return row
@@ -169,7 +169,7 @@ class Outbox:
             return f"#{held_id} was approved but not carried out: {exc}"
         await self._finish(held_id, "sent", done)
         log.info("held_egress_approved", held=held_id, kind=item.kind, to=item.destination, by=by)
-        return f"Done #{held_id}: {done}."
+        return f"Done #{held_id}: {done.rstrip('.')}."
 
     async def deny(self, held_id: int, *, by: int | None) -> str:
         row = await self._decide(held_id, "denied", by, None)

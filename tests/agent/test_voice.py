@@ -101,8 +101,10 @@ async def test_the_local_voice_speaks_the_reply_and_whisper_hears_it_back(harnes
         heard = (await whisper.transcribe(spoken)).text.lower()
     finally:
         whisper.close()
-    assert "friday" in heard and "meeting" in heard
-    assert "http" not in heard and "asterisk" not in heard  # read as words, not as Markdown
+    # Whisper's int8 kernels differ by CPU ("friday at three" was heard as "private free" on one): the
+    # sentence is checked by the words every machine hears, and that no Markdown or address is read out.
+    assert "meeting moved to" in heard
+    assert not any(word in heard for word in ("http", "asterisk", "example", "cal.")), heard
     await speech.aclose()
 
 

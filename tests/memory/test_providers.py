@@ -81,11 +81,11 @@ async def test_local_model_embeds_normalised_vectors_in_input_order(embedder: Lo
     assert vectors.shape == (3, 384) and vectors.dtype == np.float32
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
     # Batching and length sorting do not reorder rows: each row is the text embedded alone. Not bit-equal with
-    # the default model: its int8 graph quantises each batch's activations with one scale (cosine 0.98-0.996;
-    # the texts among themselves: 0.18-0.46).
+    # the default model: its int8 graph quantises each batch's activations with one scale, and the rounding
+    # depends on the CPU's int8 kernels (cosine 0.979-0.996 seen; the texts among themselves: 0.18-0.46).
     alone = np.stack([(await embedder.embed([text]))[0] for text in texts])
     same = alone @ vectors.T
-    assert list(np.argmax(same, axis=1)) == [0, 1, 2] and np.diag(same).min() > 0.98
+    assert list(np.argmax(same, axis=1)) == [0, 1, 2] and np.diag(same).min() > 0.95
     assert float(vectors[1] @ vectors[2]) > float(vectors[0] @ vectors[2])  # semantics, roughly
     assert (await embedder.embed([])).shape == (0, 384)
 

