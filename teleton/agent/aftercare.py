@@ -58,7 +58,7 @@ async def learn(agent: Agent, turn: Turn) -> None:
     msg = turn.msg
     # A group could otherwise write into the owner's prompt through an error message it provoked; and an
     # owner's turn that was shown another chat's words may have been steered by them (a planted call).
-    steered = bool(untrusted_labels(turn))
+    steered = bool(turn.steering())
     if agent.deps.learnings is not None and turn.clearance.is_owner and not steered:
         calls = {c.id: c for c in result.tool_calls}
         for message in result.new_messages:
@@ -84,16 +84,11 @@ async def learn(agent: Agent, turn: Turn) -> None:
         )
 
 
-def untrusted_labels(turn: Turn) -> frozenset[str]:
-    """What may have steered the turn: other labels' words and outside content it was shown."""
-    return turn.taint.steering(turn.clearance.label)
-
-
 def kept_user(turn: Turn) -> Message:
     """The user message as the session keeps it: for a steered exchange, with what steered it, so every
     later turn that still has the exchange in its history is tainted by it (``Taint.absorb``)."""
     user = required(turn.stored_user)
-    steering = untrusted_labels(turn)
+    steering = turn.steering()
     if not steering or not isinstance(user["content"], str):
         return user
     note = f"(This exchange was shown words from elsewhere: {origins_text(steering)}.)"
@@ -105,7 +100,7 @@ async def log_exchange(agent: Agent, turn: Turn) -> None:
     said = msg.text if msg.chat.type == "dm" else f"{sender_label(msg.sender)}: {msg.text}"
     answer = turn.reply or (turn.result.text if turn.result else "") or "(answered with tools)"
     where = origin(msg.chat, turn.clearance, sender_label(msg.sender))
-    steering = untrusted_labels(turn)
+    steering = turn.steering()
     if where is None and steering:  # the owner's own line, but steered: quoted, with what steered it
         where = steered_origin(steering)
     try:

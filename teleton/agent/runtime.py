@@ -35,10 +35,11 @@ from teleton.agent.delivery import Delivery, MessageDelivery
 from teleton.agent.deps import AgentDeps, AgentSettings, load_owner
 from teleton.agent.locks import KeyedLocks
 from teleton.agent.media_reading import read_media
-from teleton.agent.messages import quoted_referent, texts, user_text
+from teleton.agent.messages import quoted_referent, user_text
 from teleton.agent.prompt import PromptBuilder, PromptInputs, SystemParts
 from teleton.agent.scheduled import ScheduledTurns
 from teleton.agent.sessions import Session, SessionStore, expiry_reason
+from teleton.agent.steering import shown
 from teleton.agent.turn import Turn, required
 from teleton.agent.voice_reply import speak_reply
 from teleton.gateway.contract import IncomingMessage, UserInfo
@@ -390,10 +391,7 @@ class Agent:
         memory_budget.log_left_out(turn.msg.chat.id, turn.memory)
         text = required(turn.stored_user)["content"]
         rag_text = plan.rag.render(label)
-        # Words quoted from elsewhere steer as much from a daily log, a note or the history as from a search.
-        system = [block["text"] for block in turn.system]
-        for shown in (*system, rag_text, text, *texts(required(turn.session).messages)):
-            turn.taint.absorb(shown)
+        shown(turn.taint, [block["text"] for block in turn.system], rag_text, text, required(turn.session).messages)
         blocks = [{"type": "text", "text": rag_text}] if rag_text else []
         # The image is seen in this request only; the session keeps the line that describes it.
         blocks += [*turn.images, {"type": "text", "text": text}]

@@ -17,6 +17,14 @@ from teleton.memory.compaction import is_user_turn
 from teleton.privacy import PUBLIC, Taint
 
 
+def shown(taint: Taint, system: Sequence[str], rag: str, said: str, history: Sequence[Message]) -> None:
+    """A turn's request is built: words quoted from elsewhere in any part of it (the system prompt's notes,
+    facts, summary and daily logs, the retrieved context, the message, the session's history) steer as
+    much as a search hit from another chat does."""
+    for text in (*system, rag, said, *texts(history)):
+        taint.absorb(text)
+
+
 def steering_of(messages: Iterable[Message], own: str, *more: str) -> frozenset[str]:
     """What steered any of ``messages`` (and the ``more`` texts, e.g. an earlier summary), for a session
     of label ``own``."""

@@ -50,6 +50,10 @@ class Turn:
     # before the chat's next turn may start.
     swapping: asyncio.Task[Any] | None = None
 
+    def steering(self) -> frozenset[str]:
+        """What may have steered this turn: other labels' words and outside content it was shown."""
+        return self.taint.steering(self.clearance.label)
+
 
 def required(value: Any) -> Any:
     if value is None:
