@@ -30,7 +30,7 @@ import structlog
 from teleton.llm.tool_loop import ToolResult
 from teleton.tools import exec_sweep
 from teleton.tools.held import Held, Outgoing
-from teleton.tools.outbox import EgressRefused, egress
+from teleton.tools.outbox import gate
 from teleton.tools.registry import Tool, ToolContext, ToolDeps
 
 log = structlog.get_logger(__name__)
@@ -250,14 +250,10 @@ def exec_tools(settings: ExecSettings = ExecSettings()) -> list[Tool]:
             return ToolResult.error("Commands run only for the owner, in the owner's own chat with me.")
         command = args["command"]
         # A turn that something steered runs only what the owner typed; anything else waits for the owner.
-        out = Outgoing("exec", command.encode(), typed=typed_command(command, ctx.typed), tool="exec")
-        try:
-            _, held = await egress(ctx, out)
-        except EgressRefused as exc:
-            return ToolResult.error(str(exc))
-        if held is not None:
-            return held
-        return await run(command, ctx.deps, ctx.chat.id)
+        _, stop = await gate(
+            ctx, Outgoing("exec", command.encode(), typed=typed_command(command, ctx.typed), tool="exec")
+        )
+        return stop if stop is not None else await run(command, ctx.deps, ctx.chat.id)
 
     async def release_exec(item: Held, deps: ToolDeps) -> str:
         """A command the owner approved: exactly that one, once; its output is the answer to /approve."""

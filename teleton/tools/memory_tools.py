@@ -37,7 +37,7 @@ from teleton.privacy.paths import is_document
 from teleton.privacy.quoting import label_origin, mark, outside, quote
 from teleton.storage.private_files import write_private
 from teleton.tools.held import Held, Outgoing
-from teleton.tools.outbox import EgressRefused, egress
+from teleton.tools.outbox import EgressRefused, gate
 from teleton.tools.registry import Tool, ToolContext, ToolDeps
 
 log = structlog.get_logger(__name__)
@@ -116,13 +116,9 @@ async def memory_save(args: dict[str, Any], ctx: ToolContext) -> str | ToolResul
     if visibility == "public":  # every chat will read it: the egress rule
         meta = {k: args[k] for k in ("category", "key", "importance") if k in args}
         meta["category"] = _slug(args.get("category") or "general")
-        out = Outgoing("fact", value.encode(), label=PUBLIC, meta=meta, tool="memory_save")
-        try:
-            out, held = await egress(ctx, out)
-        except EgressRefused as exc:
-            return ToolResult.error(str(exc))
-        if held is not None:
-            return held
+        out, stop = await gate(ctx, Outgoing("fact", value.encode(), label=PUBLIC, meta=meta, tool="memory_save"))
+        if stop is not None:
+            return stop
         value = out.text  # as it may leave: without invisible characters
     else:
         value = mark(value, ctx.taint.steering(ctx.clearance.label))

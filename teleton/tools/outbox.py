@@ -28,6 +28,7 @@ from typing import Any
 import structlog
 
 from teleton.gateway.contract import Gateway
+from teleton.llm.tool_loop import ToolResult
 from teleton.privacy import Principals
 from teleton.privacy.egress import CHAT_KINDS, OUTSIDE, SHELL, Decision, Mode, Way, decide
 from teleton.privacy.payload import strip_invisible
@@ -75,6 +76,15 @@ async def egress(ctx: ToolContext, out: Outgoing) -> tuple[Outgoing, str | None]
     if decision.verdict != "allow":
         raise EgressRefused(f"Not {_done(out)}: {decision.why}.")
     return out, None
+
+
+async def gate(ctx: ToolContext, out: Outgoing) -> tuple[Outgoing, str | ToolResult | None]:
+    """``egress`` for a tool's handler: (what may leave, None) to go ahead; otherwise the answer for the
+    model — that it is held for the owner, or an error saying why it may not leave."""
+    try:
+        return await egress(ctx, out)
+    except EgressRefused as exc:
+        return out, ToolResult.error(str(exc))
 
 
 def way(ctx: ToolContext, out: Outgoing, principals: Principals) -> Way:

@@ -30,7 +30,7 @@ from teleton.privacy.payload import links
 from teleton.privacy.quoting import outside, outside_origin, quote_lines
 from teleton.storage.private_files import write_private
 from teleton.tools.held import Held, Outgoing
-from teleton.tools.outbox import EgressRefused, egress
+from teleton.tools.outbox import gate
 from teleton.tools.registry import Tool, ToolContext, ToolDeps
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -325,13 +325,9 @@ def web_fetch_tools(settings: FetchSettings = FetchSettings()) -> list[Tool]:
     async def web_fetch(args: dict[str, Any], ctx: ToolContext) -> str | ToolResult:
         url = args["url"].strip()
         # Decided before the host is even looked up: a host name is payload too.
-        out = Outgoing("fetch", url.encode(), typed=typed_url(url, ctx.typed), tool="web_fetch")
-        try:
-            _, held = await egress(ctx, out)
-        except EgressRefused as exc:
-            return ToolResult.error(str(exc))
-        if held is not None:
-            return held
+        _, stop = await gate(ctx, Outgoing("fetch", url.encode(), typed=typed_url(url, ctx.typed), tool="web_fetch"))
+        if stop is not None:
+            return stop
         result = await _fetch(url, settings)
         if isinstance(result, ToolResult):
             return result

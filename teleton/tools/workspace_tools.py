@@ -26,7 +26,7 @@ from teleton.llm.tool_loop import ToolResult
 from teleton.privacy.quoting import mark
 from teleton.storage.private_files import Unreadable, private_dir, read_confined, write_private
 from teleton.tools.held import Held, Outgoing, sha256
-from teleton.tools.outbox import EgressRefused, egress
+from teleton.tools.outbox import EgressRefused, gate
 from teleton.tools.registry import Tool, ToolContext, ToolDeps
 from teleton.tools.workspace_paths import (
     PathRefused,
@@ -134,14 +134,9 @@ async def workspace_write(args: dict[str, Any], ctx: ToolContext, limits: Limits
     label = ctx.deps.label_of_path(target.rel)
     if label != ctx.clearance.label:  # into public/ or a chat's folder: others will read it (the egress rule)
         meta = {"path": target.name, "append": append}
-        try:
-            _, held = await egress(
-                ctx, Outgoing("write", content.encode(), label=label, meta=meta, tool="workspace_write")
-            )
-        except EgressRefused as exc:
-            return ToolResult.error(str(exc))
-        if held is not None:
-            return held
+        _, stop = await gate(ctx, Outgoing("write", content.encode(), label=label, meta=meta, tool="workspace_write"))
+        if stop is not None:
+            return stop
     else:  # words a steered turn writes into its own files keep their origin (a later reader is tainted)
         content = mark(content, ctx.taint.steering(ctx.clearance.label))
 
@@ -196,15 +191,13 @@ async def workspace_rename(args: dict[str, Any], ctx: ToolContext, limits: Limit
     if label != ctx.clearance.label:  # where others read: the approval is of the content, not the name
         try:
             content = await asyncio.to_thread(snapshot, source)
-            meta = {"path": source.name, "new_path": dest.name}
-            out = Outgoing(
-                "move", content, label=label, meta=meta, source_sha256=sha256(content), tool="workspace_rename"
-            )
-            _, held = await egress(ctx, out)
-        except (EgressRefused, PathRefused) as exc:
-            return ToolResult.error(str(exc))
-        if held is not None:
-            return held
+        except PathRefused as exc:
+            return _refusal(exc)
+        meta = {"path": source.name, "new_path": dest.name}
+        out = Outgoing("move", content, label=label, meta=meta, source_sha256=sha256(content), tool="workspace_rename")
+        _, stop = await gate(ctx, out)
+        if stop is not None:
+            return stop
 
     def _rename() -> str | None:
         if not source.real.exists():
