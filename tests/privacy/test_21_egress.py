@@ -169,6 +169,15 @@ def test_a_public_fact_with_a_secret_in_a_link_is_shown_in_full(world: World) ->
     assert not world.rows("select id from facts where scope = 'public' and value like '%evil.example%'")
 
 
+def test_a_file_written_into_public_is_held_with_its_content(world: World) -> None:
+    write = {"path": "public/minutes.md", "content": "Minutes: {{FIND:passport}}"}
+    plant(world, "avocet minutes", "workspace_write", write)
+    row = _held(owner_asks(world, "avocet minutes"), "write")
+    assert S_USERMD.token in world.notice_of(int(row["id"]))
+    assert not world.careful_owner(row).approved
+    assert not (world.workspace / "public" / "minutes.md").exists()
+
+
 def test_padding_and_look_alike_hosts_are_made_visible(world: World) -> None:
     text = "details at https://pаypal.example/login" + "\n" * 80 + "{{FIND:passport}}"
     chat = plant(world, "grebe login", "send_message", {"chat_id": "GROUP", "text": text})
