@@ -233,7 +233,7 @@ def log_items(days: Sequence[tuple[str, str]], terms: set[str]) -> list[Item]:
     return [
         Item("daily logs", header, entry, unscored(count - 1 - n, count, terms, entry), i)
         for n, (header, i, entry) in enumerate(entries)
-        if overlap(terms, entry) or origins_in(entry) == (frozenset(), frozenset())
+        if overlap(terms, entry) or not any(origins_in(entry))
     ]
 
 

@@ -37,13 +37,9 @@ def steering_of(messages: Iterable[Message], own: str, *more: str) -> frozenset[
 def unsteered(messages: Sequence[Message], own: str) -> list[Message]:
     """``messages`` without the exchanges (a user message and what answered it) that something steered:
     what the distiller may turn into facts under the session's own label."""
-    kept: list[Message] = []
-    exchange: list[Message] = []
-    for message in [*messages, None]:
-        if message is None or (is_user_turn(message) and exchange):
-            if not steering_of(exchange, own):
-                kept.extend(exchange)
-            exchange = []
-        if message is not None:
-            exchange.append(message)
-    return kept
+    exchanges: list[list[Message]] = []
+    for message in messages:
+        if is_user_turn(message) or not exchanges:
+            exchanges.append([])
+        exchanges[-1].append(message)
+    return [message for exchange in exchanges if not steering_of(exchange, own) for message in exchange]

@@ -16,17 +16,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import PurePosixPath
 
 from teleton.privacy import PUBLIC, Principals
-from teleton.privacy.payload import links, reveal
+from teleton.privacy.payload import Revealed, links, reveal
 from teleton.privacy.quoting import QUOTE, origins_text, steered_origin
 from teleton.tools.held import Held, is_text, sha256
 
 INLINE_CHARS = 2500  # a payload longer than this (as shown) goes as a file, whole
 INLINE_LINES = 60
 BEGINNING = 300  # characters of a long payload shown in the message, so the owner knows which file is which
-
-_EXTENSIONS = {"fetch": "url", "exec": "sh"}
 
 
 @dataclass(frozen=True)
@@ -36,7 +35,7 @@ class Notice:
     filename: str = ""
 
 
-def readers(label: str | None, principals: Principals) -> str:
+def readers(label: str | None) -> str:
     if label == PUBLIC:
         return "everyone (every chat and person)"
     if label is None or not label.startswith(("user:", "chat:")):
@@ -67,16 +66,16 @@ def what_happens(item: Held, principals: Principals, title: str = "") -> str:
         )
     if item.kind == "write":
         verb = "append to" if meta.get("append") else "write"
-        return f"{verb} the file {meta.get('path')}, which {readers(item.label, principals)} can read"
+        return f"{verb} the file {meta.get('path')}, which {readers(item.label)} can read"
     if item.kind == "move":
         return (
-            f"move the file {meta.get('path')} to {meta.get('new_path')}, where {readers(item.label, principals)} "
+            f"move the file {meta.get('path')} to {meta.get('new_path')}, where {readers(item.label)} "
             "can read it. This is its content now; if it changes before you decide, nothing is moved"
         )
     if item.kind == "fact":
-        return f"save a fact that {readers(item.label, principals)} can read (category {meta.get('category')!r})"
+        return f"save a fact that {readers(item.label)} can read (category {meta.get('category')!r})"
     if item.kind == "document":
-        return f"publish a document as {meta.get('path')}, which {readers(item.label, principals)} can read"
+        return f"publish a document as {meta.get('path')}, which {readers(item.label)} can read"
     if item.kind == "fetch":
         return "fetch this address from the internet (its host name leaves at the lookup, all of it at the request)"
     if item.kind == "exec":
@@ -96,20 +95,19 @@ def notice(item: Held, principals: Principals, *, until: datetime, title: str = 
             f"The conversation was shown words from elsewhere that may steer it: {origins_text(item.steering)}."
         )
     lines.append("")
-    shown, attachment, filename = _payload(item)
+    revealed = reveal(item.text) if is_text(item.body) else None
+    shown, attachment, filename = _payload(item, revealed)
     lines += shown
-    found = links(item.text) if is_text(item.body) else []
+    found = links(item.text) if revealed is not None else []
     if found:
         lines += ["", f"Links in it, written out in full ({len(found)}):"]
         for link in found:
             warn = f" — {'; '.join(link.warnings)}" if link.warnings else ""
             host = f"host {link.host}" + (f" (shown as {link.shown_host})" if link.shown_host != link.host else "")
             lines.append(f"- {link.url} — {host if link.host else 'no host'}{warn}")
-    if is_text(item.body):
-        hidden = reveal(item.text).found
-        if hidden:
-            counts = ", ".join(f"{name} ×{n}" for name, n in hidden.items())
-            lines += ["", f"Warning: characters you could not see are shown as ⟦…⟧: {counts}."]
+    if revealed is not None and revealed.found:
+        counts = ", ".join(f"{name} ×{n}" for name, n in revealed.found.items())
+        lines += ["", f"Warning: characters you could not see are shown as ⟦…⟧: {counts}."]
     if item.meta.get("stripped"):
         lines += ["", f"{item.meta['stripped']} invisible characters it carried were removed: they will not be sent."]
     lines += [
@@ -119,19 +117,17 @@ def notice(item: Held, principals: Principals, *, until: datetime, title: str = 
     return Notice("\n".join(lines), attachment, filename)
 
 
-def _payload(item: Held) -> tuple[list[str], bytes | None, str]:
-    """The payload's lines for the message, and the attachment when it does not fit there."""
+def _payload(item: Held, revealed: Revealed | None) -> tuple[list[str], bytes | None, str]:
+    """The payload's lines for the message, and the attachment when it does not fit there (``revealed``:
+    the body as text with what cannot be seen escaped; None: the body is not text)."""
     origin = steered_origin(item.steering) if item.steering else "this conversation"
     head = f"{QUOTE}(from {origin})"
     size = f"{len(item.body):,} bytes, sha256 {sha256(item.body)[:16]}"
-    if not is_text(item.body):
+    if revealed is None:
         name = f"held-{item.id}{_suffix(item)}"
-        return (
-            [f"Exactly what would leave is the attached file {name} ({size}): not text, so not shown here."],
-            (item.body),
-            name,
-        )
-    shown = reveal(item.text).text
+        said = f"Exactly what would leave is the attached file {name} ({size}): not text, so not shown here."
+        return [said], item.body, name
+    shown = revealed.text
     body_lines = shown.split("\n")
     if len(shown) <= INLINE_CHARS and len(body_lines) <= INLINE_LINES:
         intro = f"Exactly what would leave ({len(item.text):,} characters), every line quoted with '{QUOTE.strip()}':"
@@ -154,9 +150,8 @@ def summary(item: Held, principals: Principals, now: float, title: str = "") -> 
 
 
 def _suffix(item: Held) -> str:
-    path = str(item.meta.get("new_path") or item.meta.get("path") or "")
-    dot = path.rfind(".")
-    return path[dot:] if dot > path.rfind("/") and dot != -1 else f".{_EXTENSIONS.get(item.kind, 'bin')}"
+    """A binary body is a file being moved or written: its own extension, so the owner's client opens it."""
+    return PurePosixPath(str(item.meta.get("new_path") or item.meta.get("path") or "")).suffix or ".bin"
 
 
 def _plain(labels: tuple[str, ...]) -> str:

@@ -72,7 +72,7 @@ async def egress(ctx: ToolContext, out: Outgoing) -> tuple[Outgoing, str | None]
     if ctx.deps.outbox is not None:
         result: tuple[Outgoing, str | None] = await ctx.deps.outbox.check(ctx, out)
         return result
-    decision = decide("deny", ctx.taint, ctx.clearance.label, way(ctx, out, ctx.deps.principals))
+    decision = decide("deny", ctx.taint, ctx.clearance.label, way(ctx, out))
     if decision.verdict != "allow":
         raise EgressRefused(f"Not {_done(out)}: {decision.why}.")
     return out, None
@@ -87,10 +87,10 @@ async def gate(ctx: ToolContext, out: Outgoing) -> tuple[Outgoing, str | ToolRes
         return out, ToolResult.error(str(exc))
 
 
-def way(ctx: ToolContext, out: Outgoing, principals: Principals) -> Way:
+def way(ctx: ToolContext, out: Outgoing) -> Way:
     if out.kind in CHAT_KINDS:
         own = out.to_chat_id == ctx.chat.id
-        return Way(out.kind, principals.clearance(int(out.to_chat_id or 0)), own=own)
+        return Way(out.kind, ctx.deps.principals.clearance(int(out.to_chat_id or 0)), own=own)
     if out.kind in ("fetch", "outside_tool"):
         return Way(out.kind, OUTSIDE, typed=out.typed)
     if out.kind == "exec":
@@ -136,7 +136,7 @@ class Outbox:
 
     def decision(self, ctx: ToolContext, out: Outgoing) -> Decision:
         """What ``check`` would decide, without holding anything."""
-        return decide(self.settings.mode, ctx.taint, ctx.clearance.label, way(ctx, out, self.principals))
+        return decide(self.settings.mode, ctx.taint, ctx.clearance.label, way(ctx, out))
 
     async def check(self, ctx: ToolContext, out: Outgoing) -> tuple[Outgoing, str | None]:
         own = out.kind in CHAT_KINDS and out.to_chat_id == ctx.chat.id

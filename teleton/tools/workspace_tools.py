@@ -149,7 +149,7 @@ async def workspace_write(args: dict[str, Any], ctx: ToolContext, limits: Limits
     problem = await asyncio.to_thread(_write)
     if problem:
         return ToolResult.error(problem)
-    await _reindex_if_memory(target.rel.parts, ctx)
+    await _reindex(ctx.deps, target.rel.parts)
     return f"{'Appended' if append else 'Wrote'} {len(content)} characters to {target.name}."
 
 
@@ -174,7 +174,7 @@ async def workspace_delete(args: dict[str, Any], ctx: ToolContext, limits: Limit
     problem = await asyncio.to_thread(_delete)
     if problem:
         return ToolResult.error(problem)
-    await _reindex_if_memory(target.rel.parts, ctx)
+    await _reindex(ctx.deps, target.rel.parts)
     return f"Deleted {target.name}."
 
 
@@ -211,7 +211,7 @@ async def workspace_rename(args: dict[str, Any], ctx: ToolContext, limits: Limit
     problem = await asyncio.to_thread(_rename)
     if problem:
         return ToolResult.error(problem)
-    await _reindex_if_memory(source.rel.parts + dest.rel.parts, ctx)
+    await _reindex(ctx.deps, source.rel.parts + dest.rel.parts)
     return f"Renamed {source.name} to {dest.name}."
 
 
@@ -258,10 +258,6 @@ async def release_move(item: Held, deps: ToolDeps) -> str:
     await asyncio.to_thread(move)
     await _reindex(deps, source.rel.parts + dest.rel.parts)
     return f"moved {source.name} to {dest.name}"
-
-
-async def _reindex_if_memory(parts: tuple[str, ...], ctx: ToolContext) -> None:
-    await _reindex(ctx.deps, parts)
 
 
 async def _reindex(deps: ToolDeps, parts: tuple[str, ...]) -> None:
