@@ -118,12 +118,15 @@ async def deliver(agent: Agent, turn: Turn) -> None:
 
 
 async def say(agent: Agent, turn: Turn, text: str, *, reply_to: int | None = None) -> SentMessage:
-    """Every word a turn sends to its own chat goes through here: the delivery record first."""
-    await turn.delivery.sending(failure=turn.failed or None)
+    """Every word a turn sends to its own chat goes through here: recorded first, then sent once."""
+    sending = await turn.delivery.sending(text, reply_to, failure=turn.failed or None)
     try:
-        return await agent.deps.gateway.send_message(turn.msg.chat.id, text, reply_to=reply_to)
+        sent = await agent.deps.gateway.send_message(turn.msg.chat.id, text, reply_to=reply_to, once=sending.once)
     except Exception as exc:
+        await turn.delivery.sent(sending, f"{type(exc).__name__}: {exc}")
         raise DeliveryFailed(f"{type(exc).__name__}: {exc}") from exc
+    await turn.delivery.sent(sending)
+    return sent
 
 
 async def reply(agent: Agent, turn: Turn, text: str) -> None:

@@ -1,30 +1,47 @@
 """Delivery records: the durable state written around a turn's reply (DESIGN §11, "Delivery guarantees").
 
 A turn answers either archived messages (their ``agent_state`` in ``tg_messages``) or a scheduled task (its
-``sending_at`` / ``delivered_at`` in ``tasks``). Before the first word goes to the chat the record says
-"sending"; after the turn it says answered, or failed with a reason. A crash between the two is resolved
-after the restart by looking for our reply in the chat's archive, never by sending again.
+``sending_at`` / ``delivered_at`` in ``tasks``). Before a reply goes to the chat, one transaction says
+"sending" and records the reply itself (``reply_sends``: its words and the ``random_id`` base Telegram
+deduplicates its parts by); after the turn, its messages are answered, or failed with a reason, and the
+reply rows are gone. A crash between the two is settled after the restart by sending what is still pending
+again with the same ids (Telegram keeps the parts that went out from arriving twice).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from teleton.gateway.contract import Once
 from teleton.memory import feed_archive as fa
 from teleton.scheduler.scheduler import NotDelivered
+from teleton.storage import reply_sends as rs
 from teleton.storage.database import Database
+from teleton.storage.sqlite_driver import Connection
 
 
 class DeliveryFailed(NotDelivered):
     """The reply could not be delivered to the chat; the message says why (a scheduled task retries)."""
 
 
+@dataclass(frozen=True)
+class Sending:
+    """One reply on its way out: how the network deduplicates it, and its record (None: not recorded)."""
+
+    once: Once
+    row: int | None = None
+
+
 class Delivery(Protocol):
-    async def sending(self, failure: str | None = None) -> None:
-        """Called once, just before the first send to the turn's chat; ``failure`` when what goes out is the
-        turn's apology (the model failed), so a crash after it cannot turn it into an answer."""
+    async def sending(self, text: str, reply_to: int | None = None, failure: str | None = None) -> Sending:
+        """Called before each reply to the turn's chat, with its words; ``failure`` when what goes out is
+        the turn's apology (the model failed), so a crash after it cannot turn it into an answer."""
+
+    async def sent(self, reply: Sending, error: str | None = None) -> None:
+        """The reply went out (``error`` None) or was refused for good."""
 
     async def finished(self, state: str, note: str | None = None) -> None:
         """The turn is over: ``fa.STATE_ANSWERED``, ``STATE_FAILED`` (with why) or ``STATE_IGNORED``."""
@@ -33,7 +50,10 @@ class Delivery(Protocol):
 class NoRecord:
     """A turn that answers nothing archived (a command typed in the terminal, a heartbeat)."""
 
-    async def sending(self, failure: str | None = None) -> None:
+    async def sending(self, text: str, reply_to: int | None = None, failure: str | None = None) -> Sending:
+        return Sending(Once(rs.new_random_base()))
+
+    async def sent(self, reply: Sending, error: str | None = None) -> None:
         return None
 
     async def finished(self, state: str, note: str | None = None) -> None:
@@ -41,36 +61,94 @@ class NoRecord:
 
 
 @dataclass
-class MessageDelivery:
-    """The answer state of the archived messages one turn answers."""
+class _Recorded:
+    """The reply rows of one turn, and the transaction that writes each with the turn's own record."""
 
     db: Database
     chat_id: int
-    message_ids: tuple[int, ...]
-    _sending: bool = field(default=False, init=False)
+    rows: list[int] = field(default_factory=list, init=False)
 
-    async def sending(self, failure: str | None = None) -> None:
-        if self._sending or not self.message_ids:
-            return
-        self._sending = True
-        note = fa.sending_note(time.time(), failure)
-        await self.db.write(lambda c: fa.set_answer_state(c, self.chat_id, self.message_ids, fa.STATE_SENDING, note))
+    async def _record(
+        self,
+        mark: Callable[[Connection], None],
+        text: str,
+        reply_to: int | None,
+        failure: str | None,
+        *,
+        answers: tuple[int, ...] = (),
+        task_id: int | None = None,
+    ) -> Sending:
+        base = rs.new_random_base()
 
-    async def finished(self, state: str, note: str | None = None) -> None:
-        if self.message_ids:
-            await self.db.write(lambda c: fa.set_answer_state(c, self.chat_id, self.message_ids, state, note))
+        def op(conn: Connection) -> int:
+            mark(conn)
+            return rs.record(conn, chat_id=self.chat_id, text=text, reply_to=reply_to, random_base=base,
+                             now=time.time(), answers=answers, task_id=task_id, failure=failure)  # fmt: skip
+
+        row = await self.db.write(op)
+        self.rows.append(row)
+
+        async def confirm(parts: int) -> None:
+            await self.db.write(lambda conn: rs.progress(conn, row, parts))
+
+        return Sending(Once(base, confirm=confirm), row)
+
+    async def sent(self, reply: Sending, error: str | None = None) -> None:
+        if reply.row is not None:
+            row = reply.row
+            await self.db.write(lambda conn: rs.close(conn, row, rs.FAILED if error else rs.SENT))
+
+    def _settle(self, conn: Connection) -> None:
+        rs.delete(conn, self.rows)
 
 
 @dataclass
-class TaskDelivery:
-    """A scheduled task's reply: ``sending_at`` before it goes out, ``delivered_at`` once it did."""
+class MessageDelivery(_Recorded):
+    """The answer state of the archived messages one turn answers."""
 
-    db: Database
-    task_id: int
+    message_ids: tuple[int, ...] = ()
+    _since: float | None = field(default=None, init=False)
 
-    async def sending(self, failure: str | None = None) -> None:
-        await self.db.execute("update tasks set sending_at = ? where id = ?", (time.time(), self.task_id))
+    async def sending(self, text: str, reply_to: int | None = None, failure: str | None = None) -> Sending:
+        if not self.message_ids:
+            return Sending(Once(rs.new_random_base()))
+        if self._since is None:
+            self._since = time.time()
+        note = fa.sending_note(self._since, failure)
+
+        def mark(conn: Connection) -> None:
+            fa.set_answer_state(conn, self.chat_id, self.message_ids, fa.STATE_SENDING, note)
+
+        return await self._record(mark, text, reply_to, failure, answers=self.message_ids)
 
     async def finished(self, state: str, note: str | None = None) -> None:
-        if state == fa.STATE_ANSWERED:
-            await self.db.execute("update tasks set delivered_at = ? where id = ?", (time.time(), self.task_id))
+        if not self.message_ids:
+            return
+
+        def op(conn: Connection) -> None:
+            fa.set_answer_state(conn, self.chat_id, self.message_ids, state, note)
+            self._settle(conn)
+
+        await self.db.write(op)
+
+
+@dataclass
+class TaskDelivery(_Recorded):
+    """A scheduled task's reply: ``sending_at`` before it goes out, ``delivered_at`` once it did."""
+
+    task_id: int = 0
+
+    async def sending(self, text: str, reply_to: int | None = None, failure: str | None = None) -> Sending:
+        def mark(conn: Connection) -> None:
+            sql = "update tasks set sending_at = coalesce(sending_at, ?) where id = ?"
+            conn.execute(sql, (time.time(), self.task_id))
+
+        return await self._record(mark, text, reply_to, failure, task_id=self.task_id)
+
+    async def finished(self, state: str, note: str | None = None) -> None:
+        def op(conn: Connection) -> None:
+            if state == fa.STATE_ANSWERED:
+                conn.execute("update tasks set delivered_at = ? where id = ?", (time.time(), self.task_id))
+            self._settle(conn)
+
+        await self.db.write(op)

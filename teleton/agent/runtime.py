@@ -42,12 +42,13 @@ from teleton.agent.sessions import Session, SessionStore, expiry_reason
 from teleton.agent.steering import shown
 from teleton.agent.turn import Turn, required
 from teleton.agent.voice_reply import speak_reply
-from teleton.gateway.contract import IncomingMessage, UserInfo
+from teleton.gateway.contract import IncomingMessage, TurnDeferred, UserInfo
 from teleton.memory import feed_archive as fa
 from teleton.memory.compaction import needs_hard, needs_soft
 from teleton.memory.daily_logs import DailyLogs
 from teleton.privacy import Clearance, Taint
 from teleton.privacy.quoting import outside
+from teleton.storage.database import storage_fault
 from teleton.tools.registry import ToolDeps
 
 __all__ = ["Agent", "AgentDeps", "AgentSettings"]
@@ -168,14 +169,13 @@ class Agent:
             await run_command(self, turn, *found)
         elif self.paused and not turn.is_admin:
             log.info("paused_ignored", chat_id=msg.chat.id)
-            await turn.delivery.finished(fa.STATE_IGNORED, "paused")
+            await _finish(turn, fa.STATE_IGNORED, "paused")
             return None
         else:
             async with self.locks.hold(msg.chat.id):
                 if not await self._run_pipeline(turn):
                     return turn
-        state, note = answering.outcome(turn)
-        await turn.delivery.finished(state, note)
+        await _finish(turn, *answering.outcome(turn))
         return turn
 
     async def _run_pipeline(self, turn: Turn) -> bool:
@@ -190,10 +190,13 @@ class Agent:
             if current is not None and current.cancelling():
                 raise  # we are being cancelled (shutdown), not /stop: the messages stay accepted
             log.info("turn_stopped", chat_id=chat_id)
-            await turn.delivery.finished(fa.STATE_FAILED, "stopped by the user")
+            await _finish(turn, fa.STATE_FAILED, "stopped by the user")
             return False
         except Exception as exc:
-            await turn.delivery.finished(fa.STATE_FAILED, f"error: {type(exc).__name__}: {exc}"[:300])
+            fault = storage_fault(exc)
+            if fault is not None:  # not the message's fault: it is answered once the disk takes writes again
+                raise TurnDeferred(fault) from exc
+            await _finish(turn, fa.STATE_FAILED, f"error: {type(exc).__name__}: {exc}"[:300])
             raise
         finally:
             self._running.pop(chat_id, None)
@@ -401,3 +404,13 @@ class Agent:
         """A model or Telegram failure for the status file (``teleton status``)."""
         if self.deps.report is not None:
             self.deps.report(kind, error)
+
+
+async def _finish(turn: Turn, state: str, note: str | None) -> None:
+    """The turn's outcome into its record; a record that cannot be written leaves the turn deferred (its
+    messages stay open and are taken up again), never forgotten as if it had ended."""
+    try:
+        await turn.delivery.finished(state, note)
+    except Exception as exc:
+        log.error("turn_outcome_not_recorded", chat_id=turn.msg.chat.id, error=f"{type(exc).__name__}: {exc}")
+        raise TurnDeferred(storage_fault(exc) or f"{type(exc).__name__}: {exc}") from exc

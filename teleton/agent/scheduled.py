@@ -77,7 +77,7 @@ class ScheduledTurns:
             clearance=clearance,
             principal=principal,
             is_admin=is_admin,
-            delivery=TaskDelivery(self.agent.deps.db, int(task.id)),
+            delivery=TaskDelivery(self.agent.deps.db, int(task.chat_id), task_id=int(task.id)),
             taint=task_taint(task),
         )
 

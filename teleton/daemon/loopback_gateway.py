@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import json
 import shutil
 import time
@@ -29,21 +28,25 @@ from typing import Any
 
 import structlog
 
+from teleton.daemon.loopback_chats import LoopbackChats
 from teleton.gateway.contract import (
     ChatInfo,
     GatewayError,
     IncomingHandler,
     IncomingMessage,
     MediaInfo,
+    Once,
     SentMessage,
     UserInfo,
 )
 from teleton.memory import feed_archive as fa
 from teleton.storage import Database
+from teleton.storage.reply_sends import new_random_base
 from teleton.telegram.archiver import ArchiveBatcher
 from teleton.telegram.dispatch import Dispatcher
 from teleton.telegram.gateway import GatewaySettings
 from teleton.telegram.pipeline import FeedPipeline
+from teleton.telegram.split import TELEGRAM_LIMIT, split_text
 
 log = structlog.get_logger(__name__)
 
@@ -64,7 +67,7 @@ class LoopbackGateway:
         self.dispatcher: Dispatcher | None = None
         self._server: asyncio.base_events.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
-        self._ids = itertools.count(int(time.time() * 1000) % 1_000_000_000 + 1_000_000_000)
+        self.chats = LoopbackChats(socket_path.with_name(socket_path.name + ".received.jsonl"))
         self._chats: OrderedDict[int, ChatInfo] = OrderedDict()  # the most recently active, like dialogs
         self._unheard: deque[bytes] = deque(maxlen=UNHEARD_MAX)
         self._files: OrderedDict[tuple[int, int], Path] = OrderedDict()  # (chat, message) -> its media file
@@ -73,10 +76,11 @@ class LoopbackGateway:
 
     def on_message(self, handler: IncomingHandler) -> Dispatcher:
         self.dispatcher = self.settings.dispatcher(handler, me_id=lambda: ME.id)
-        self.pipeline.dispatcher = self.dispatcher
+        self.pipeline.attach(self.dispatcher, self.send_message, self.settings.recovery_window_s, lambda: self.me)
         return self.dispatcher
 
     async def start(self, supervisor: Any = None) -> None:
+        self.chats.open()
         self.batcher.start()
         if self.dispatcher is not None:
             await self.pipeline.recover(self.settings.recovery_window_s, ME)
@@ -93,6 +97,7 @@ class LoopbackGateway:
         await self.batcher.close()
         for writer in list(self._writers):
             writer.close()
+        self.chats.close()
         self.socket_path.unlink(missing_ok=True)
 
     # ---- incoming ---------------------------------------------------------------------------------
@@ -111,8 +116,9 @@ class LoopbackGateway:
                         await self._edited(int(event["chat_id"]), int(event["message_id"]), str(event["text"]))
                     else:
                         self._emit({"op": "error", "error": f"unknown op {event.get('op')!r}"})
-                except (ValueError, KeyError, TypeError) as exc:
-                    self._emit({"op": "error", "error": f"bad event: {exc}"})
+                except (ValueError, KeyError, TypeError, OverflowError) as exc:
+                    # One error event for one bad line; the connection stays (Telegram drops a bad update).
+                    self._emit({"op": "error", "error": f"bad event: {type(exc).__name__}: {exc}"})
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         finally:
@@ -126,10 +132,10 @@ class LoopbackGateway:
         while len(self._chats) > CHATS_KEPT:
             self._chats.popitem(last=False)
         record = fa.MessageRecord(
-            chat_id=chat.id,
-            message_id=int(event["message_id"]),
+            chat_id=_int64(chat.id),
+            message_id=_int64(event["message_id"]),
             date=float(event.get("date") or time.time()),
-            text=str(event.get("text", "")),
+            text=str(event.get("text") or ""),
             sender_id=sender.id if sender else None,
             sender_name=sender.display_name if sender else "",
             reply_to_id=event.get("reply_to_id"),
@@ -183,26 +189,43 @@ class LoopbackGateway:
                 continue
             writer.write(line)
 
-    async def _outgoing(self, chat_id: int, text: str, reply_to: int | None = None) -> SentMessage:
-        message_id = next(self._ids)
-        record = fa.MessageRecord(
-            chat_id=chat_id, message_id=message_id, date=time.time(), text=text, sender_id=ME.id,
-            sender_name=ME.display_name, is_outgoing=True, reply_to_id=reply_to,
-        )  # fmt: skip
-        await self.pipeline.message(record)
-        self._emit({"op": "send_message", "chat_id": chat_id, "text": text, "reply_to": reply_to,
-                    "message_id": message_id})  # fmt: skip
-        return SentMessage(chat_id, message_id, text)
+    async def _outgoing(
+        self, chat_id: int, text: str, reply_to: int | None = None, once: Once | None = None
+    ) -> SentMessage:
+        """Each part as Telegram does it: received by the chat (deduplicated by ``random_id``), then emitted
+        and archived as ours; parts ``once`` knows delivered are skipped."""
+        once = once or Once(new_random_base())
+        parts = [p.text for p in split_text(text)] if len(text) > TELEGRAM_LIMIT else [text]
+        first: int | None = None
+        for i, part in enumerate(parts):
+            if i < once.parts_sent:
+                continue
+            answer_to = reply_to if i == 0 else None
+            received = self.chats.receive(once.random_base + i, chat_id, part, answer_to)
+            if not received.duplicate:
+                self._emit({"op": "send_message", "chat_id": chat_id, "text": part, "reply_to": answer_to,
+                            "message_id": received.message_id})  # fmt: skip
+            record = fa.MessageRecord(
+                chat_id=chat_id, message_id=received.message_id, date=time.time(), text=part, sender_id=ME.id,
+                sender_name=ME.display_name, is_outgoing=True, reply_to_id=answer_to,
+            )  # fmt: skip
+            await self.pipeline.message(record)
+            first = first or received.message_id
+            if once.confirm is not None:
+                await once.confirm(i + 1)
+        return SentMessage(chat_id, first or 0, text)
 
     def _action(self, name: str, **fields: Any) -> None:
         self._emit({"op": name, **fields})
 
     # ---- the Gateway protocol -----------------------------------------------------------------------
 
-    async def send_message(self, chat_id: int, text: str, *, reply_to: int | None = None) -> SentMessage:
+    async def send_message(
+        self, chat_id: int, text: str, *, reply_to: int | None = None, once: Once | None = None
+    ) -> SentMessage:
         if not text.strip():
             raise GatewayError("cannot send an empty message")
-        return await self._outgoing(chat_id, text, reply_to)
+        return await self._outgoing(chat_id, text, reply_to, once)
 
     async def send_choice(self, chat_id: int, text: str, choices: Sequence[tuple[str, str]]) -> SentMessage:
         return await self.send_message(chat_id, text)  # the text names the commands to type
@@ -216,8 +239,9 @@ class LoopbackGateway:
         self._action("delete_messages", chat_id=chat_id, message_ids=list(message_ids))
 
     async def forward_message(self, from_chat_id: int, message_id: int, to_chat_id: int) -> SentMessage:
+        received = self.chats.receive(new_random_base(), to_chat_id, f"[forwarded {from_chat_id}/{message_id}]", None)
         self._action("forward_message", from_chat_id=from_chat_id, message_id=message_id, to_chat_id=to_chat_id)
-        return SentMessage(to_chat_id, next(self._ids), "")
+        return SentMessage(to_chat_id, received.message_id, "")
 
     async def pin_message(self, chat_id: int, message_id: int, *, unpin: bool = False) -> None:
         self._action("pin_message", chat_id=chat_id, message_id=message_id, unpin=unpin)
@@ -278,3 +302,11 @@ class LoopbackGateway:
     async def typing(self, chat_id: int) -> None:
         with contextlib.suppress(Exception):
             self._action("typing", chat_id=chat_id)
+
+
+def _int64(value: Any) -> int:
+    """An id as Telegram has them (a signed 64-bit integer at most); anything else is a bad event."""
+    number = int(value)
+    if not -(2**63) <= number < 2**63:
+        raise ValueError(f"id {number} is out of range")
+    return number

@@ -80,6 +80,18 @@ class IncomingMessage:
         return self.answering or ((self.message_id,) if self.message_id > 0 else ())
 
 
+@dataclass
+class Once:
+    """How a reply is made to arrive once even if it is sent again after a crash: part ``i`` of it goes out
+    with the network's deduplication id ``random_base + i`` (Telegram's ``random_id``), and parts before
+    ``parts_sent`` are known delivered and skipped. ``confirm(n)`` is awaited after each delivered part,
+    with the count delivered so far, so the record can say where to resume."""
+
+    random_base: int
+    parts_sent: int = 0
+    confirm: Callable[[int], Awaitable[None]] | None = None
+
+
 @dataclass(frozen=True)
 class SentMessage:
     chat_id: int
@@ -95,7 +107,13 @@ class Gateway(Protocol):
 
     me: UserInfo | None
 
-    async def send_message(self, chat_id: int, text: str, *, reply_to: int | None = None) -> SentMessage: ...
+    async def send_message(
+        self, chat_id: int, text: str, *, reply_to: int | None = None, once: Once | None = None
+    ) -> SentMessage:
+        """``text`` split as the network needs; with ``once``, each part is deduplicated by the network and
+        parts already delivered are skipped (the returned message is then the first part sent now, or the
+        first part of the reply if all went out before)."""
+        ...
 
     async def send_choice(self, chat_id: int, text: str, choices: Sequence[tuple[str, str]]) -> SentMessage:
         """``text`` as plain text, exactly (never rendered as Markdown, never cut), with buttons where the
@@ -140,3 +158,8 @@ class Gateway(Protocol):
 
 class GatewayError(Exception):
     """An action failed in a way the agent should be told about (not a crash)."""
+
+
+class TurnDeferred(Exception):
+    """A turn could not record its outcome (the database refuses writes: a full disk): its messages are
+    neither answered nor failed yet, so they must be picked up again once storage works, not forgotten."""

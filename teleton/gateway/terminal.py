@@ -22,7 +22,7 @@ from rich.markdown import Markdown
 from rich.panel import Panel
 from rich.text import Text
 
-from teleton.gateway.contract import ChatInfo, GatewayError, IncomingMessage, MediaInfo, SentMessage, UserInfo
+from teleton.gateway.contract import ChatInfo, GatewayError, IncomingMessage, MediaInfo, Once, SentMessage, UserInfo
 from teleton.memory import feed_archive as fa
 from teleton.storage.database import Database
 
@@ -75,7 +75,10 @@ class TerminalGateway:
         """``path`` is the file of that message: what ``download_media`` copies."""
         self._attachments[(chat_id, message_id)] = path
 
-    async def send_message(self, chat_id: int, text: str, *, reply_to: int | None = None) -> SentMessage:
+    async def send_message(
+        self, chat_id: int, text: str, *, reply_to: int | None = None, once: Once | None = None
+    ) -> SentMessage:
+        # ``once`` needs no network id here: the terminal session has no crash to resend after.
         sent = SentMessage(chat_id=chat_id, message_id=next(self._ids), text=text)
         await self._archive(chat_id, sent.message_id, text, sender=self.me, outgoing=True)
         self.sent = [*self.sent[-99:], sent]  # the last ones, for tests and a session of months

@@ -66,6 +66,8 @@ class MessageRecord:
     fwd_from: str | None = None
     is_service: bool = False
     edit_date: float | None = None
+    # The gate's one fact the text does not hold (a mention by entity): kept so a restart judges it alike.
+    mentions_us: bool = False
 
 
 @dataclass(frozen=True)
@@ -114,8 +116,8 @@ def insert_message(conn: Connection, msg: MessageRecord, *, agent_state: str | N
     """Archive a message once. A second sighting (replay, catch-up, backfill) changes nothing."""
     cur = conn.execute(
         "insert into tg_messages(chat_id, message_id, sender_id, sender_name, date, text, is_outgoing, "
-        "media_kind, reply_to_id, fwd_from, is_service, edited, edit_date, agent_state) "
-        "values (?,?,?,?,?,?,?,?,?,?,?,?,?,?) on conflict(chat_id, message_id) do nothing",
+        "media_kind, reply_to_id, fwd_from, is_service, edited, edit_date, agent_state, mentions_us) "
+        "values (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) on conflict(chat_id, message_id) do nothing",
         (
             msg.chat_id,
             msg.message_id,
@@ -131,6 +133,7 @@ def insert_message(conn: Connection, msg: MessageRecord, *, agent_state: str | N
             int(msg.edit_date is not None),
             msg.edit_date,
             agent_state,
+            int(msg.mentions_us),
         ),
     )
     if cur.rowcount:
@@ -212,6 +215,16 @@ def set_answer_state(
     return int(cur.rowcount)
 
 
+def any_open(conn: Connection, chat_id: int, message_ids: Sequence[int]) -> bool:
+    """Whether any of these messages is still owed an answer."""
+    row = conn.execute(
+        "select 1 from tg_messages where chat_id = ? and message_id in (select value from json_each(?)) "
+        "and agent_state in (select value from json_each(?)) limit 1",
+        (chat_id, json.dumps(list(message_ids)), json.dumps(OPEN_STATES)),
+    ).fetchone()
+    return row is not None
+
+
 @dataclass(frozen=True)
 class OpenMessage:
     """A message still owed an answer, as the archive knows it (for recovery after a restart)."""
@@ -227,6 +240,7 @@ class OpenMessage:
     sender: UserRecord | None
     reply_to_id: int | None
     fwd_from: str | None = None
+    mentions_us: bool = False
 
 
 def open_messages(conn: Connection) -> list[OpenMessage]:
@@ -234,7 +248,8 @@ def open_messages(conn: Connection) -> list[OpenMessage]:
     rows = conn.execute(
         "select m.chat_id, coalesce(c.type, case when m.chat_id > 0 then 'dm' else 'group' end) as chat_type, "
         "coalesce(c.title, '') as title, m.message_id, m.date, m.text, m.agent_state, m.agent_note, "
-        "m.sender_id, m.reply_to_id, m.fwd_from, u.first_name, u.last_name, u.username, u.phone, u.is_bot "
+        "m.sender_id, m.reply_to_id, m.fwd_from, m.mentions_us, "
+        "u.first_name, u.last_name, u.username, u.phone, u.is_bot "
         "from tg_messages m left join tg_chats c on c.id = m.chat_id left join tg_users u on u.id = m.sender_id "
         "where m.agent_state in (select value from json_each(?)) order by m.chat_id, m.date, m.message_id",
         (json.dumps(OPEN_STATES),),
@@ -261,6 +276,7 @@ def open_messages(conn: Connection) -> list[OpenMessage]:
             ),
             reply_to_id=r["reply_to_id"],
             fwd_from=r["fwd_from"],
+            mentions_us=bool(r["mentions_us"]),
         )
         for r in rows
     ]

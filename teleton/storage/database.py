@@ -10,6 +10,7 @@ transaction.
 from __future__ import annotations
 
 import asyncio
+import errno
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -249,6 +250,24 @@ class Database:
     def _check_open(self) -> None:
         if self._closed:
             raise RuntimeError("database is closed")
+
+
+_STORAGE_ERRNOS = {errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EROFS}
+_STORAGE_WORDS = ("disk is full", "disk i/o error", "readonly database", "database is locked")
+
+
+def storage_fault(exc: BaseException) -> str | None:
+    """Why a write failed when the cause is the storage (a full disk, an I/O error, a lock held too long),
+    not the data: such a write succeeds later unchanged, so what it recorded must be tried again."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in _STORAGE_ERRNOS:
+            return seen.strerror or str(seen)
+        text = str(seen).lower()
+        if any(word in text for word in _STORAGE_WORDS):
+            return str(seen)
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def _rollback(conn: Connection) -> None:

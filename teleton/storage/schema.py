@@ -15,6 +15,7 @@ from collections.abc import Callable
 from teleton.storage.migration_fact_history import migrate_fact_history
 from teleton.storage.migration_held import migrate_held
 from teleton.storage.migration_labels import migrate_labels
+from teleton.storage.migration_replies import migrate_replies
 from teleton.storage.sqlite_driver import Connection
 
 FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
@@ -299,10 +300,14 @@ def _v4(conn: Connection) -> None:
     migrate_held(conn, run_script)
 
 
+def _v5(conn: Connection) -> None:
+    migrate_replies(conn, run_script)
+
+
 Migration = Callable[[Connection], None]
 
 # Index i holds the step from version i to version i + 1. Append only; never edit a released step.
-MIGRATIONS: list[Migration] = [_v1, _v2, _v3, _v4]
+MIGRATIONS: list[Migration] = [_v1, _v2, _v3, _v4, _v5]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -16,14 +16,16 @@ import structlog
 from telethon import TelegramClient, errors, functions, utils
 from telethon.tl import types
 
-from teleton.gateway.contract import ChatInfo, GatewayError, IncomingMessage, SentMessage, UserInfo
+from teleton.gateway.contract import ChatInfo, GatewayError, IncomingMessage, Once, SentMessage, UserInfo
 from teleton.memory.feed_archive import MessageRecord
+from teleton.storage.reply_sends import new_random_base
 from teleton.telegram import convert
 from teleton.telegram.approvals import inline_buttons
 from teleton.telegram.dispatch import Dispatcher
 from teleton.telegram.flood import with_flood_retry
 from teleton.telegram.markdown import Span
 from teleton.telegram.pipeline import FeedPipeline
+from teleton.telegram.sending import Delivered, send_once, send_request
 from teleton.telegram.split import Part, plan_reply
 
 log = structlog.get_logger(__name__)
@@ -54,20 +56,29 @@ class TelegramActions:
     me: UserInfo | None
     _sleep: Callable[[float], Awaitable[None]]
 
-    async def send_message(self, chat_id: int, text: str, *, reply_to: int | None = None) -> SentMessage:
+    async def send_message(
+        self, chat_id: int, text: str, *, reply_to: int | None = None, once: Once | None = None
+    ) -> SentMessage:
         if len(text) > _BIG_TEXT:
             parts = await asyncio.to_thread(plan_reply, text)
         else:
             parts = plan_reply(text)
         if not parts:
             raise GatewayError("cannot send an empty message")
-        peer = await self._peer(chat_id)
-        first: Any = None
+        once = once or Once(new_random_base())
+        peer = await self._input_peer(chat_id)
+        first: int | None = None
         for i, part in enumerate(parts):
-            sent = await self._send_part(peer, part, reply_to if i == 0 else None)
-            first = first or sent
-            await self._archive_sent(chat_id, sent, part.text, reply_to if i == 0 else None)
-        return SentMessage(chat_id=chat_id, message_id=int(first.id), text=text)
+            if i < once.parts_sent:
+                continue
+            answer_to = reply_to if i == 0 else None
+            sent = await self._send_part(peer, part, answer_to, once.random_base + i)
+            first = first or sent.id
+            if sent.id:
+                await self._archive_sent(chat_id, sent.id, sent.date, part.text, answer_to)
+            if once.confirm is not None:
+                await once.confirm(i + 1)
+        return SentMessage(chat_id=chat_id, message_id=first or 0, text=text)
 
     async def send_choice(self, chat_id: int, text: str, choices: Sequence[tuple[str, str]]) -> SentMessage:
         """Plain text, never rendered (a link's address must not hide behind its text), in as many messages
@@ -85,7 +96,8 @@ class TelegramActions:
                 )
 
             message = await self._call(send, "send message")
-            await self._archive_sent(chat_id, message, part, None)
+            date = message.date.timestamp() if getattr(message, "date", None) else 0.0
+            await self._archive_sent(chat_id, int(message.id), date, part, None)
             first = first or SentMessage(chat_id=chat_id, message_id=int(message.id), text=text)
         assert first is not None
         return first
@@ -93,35 +105,34 @@ class TelegramActions:
     def _offer(self, msg: IncomingMessage) -> Any:
         return None if self.dispatcher is None else self.dispatcher.offer(msg)
 
-    async def _send_part(self, peer: Any, part: Part, reply_to: int | None) -> Any:
+    async def _input_peer(self, chat_id: int) -> Any:
+        peer = await self._peer(chat_id)
+        return await self._call(lambda: self.client.get_input_entity(peer), "resolve chat")
+
+    async def _send_part(self, peer: Any, part: Part, reply_to: int | None, random_id: int) -> Delivered:
+        """One part with its own ``random_id`` (``sending``): Telegram refuses it a second time."""
         entities = [_tl_entity(s) for s in part.spans]
 
-        def send(formatting: list[Any]) -> Callable[[], Awaitable[Any]]:
-            return lambda: self.client.send_message(
-                peer,
-                part.text,
-                formatting_entities=formatting,
-                parse_mode=None,
-                reply_to=reply_to,
-                link_preview=False,
-            )
+        def call(fn: Callable[[], Awaitable[Any]]) -> Awaitable[Any]:
+            return self._call(fn, "send message")
 
         if entities:
             try:
-                return await self._call(send(entities), "send message")
+                return await send_once(self.client, call, peer, send_request(peer, part.text, entities, reply_to,
+                                                                             random_id))  # fmt: skip
             except GatewayError as exc:
                 if not isinstance(exc.__cause__, errors.BadRequestError):
                     raise
                 # Formatting must never cost the user the reply: send the same words unformatted.
                 log.warning("formatting_rejected", error=str(exc))
-        return await self._call(send([]), "send message")
+        return await send_once(self.client, call, peer, send_request(peer, part.text, [], reply_to, random_id))
 
-    async def _archive_sent(self, chat_id: int, sent: Any, text: str, reply_to: int | None) -> None:
+    async def _archive_sent(self, chat_id: int, message_id: int, date: float, text: str, reply_to: int | None) -> None:
         me = self.me
         record = MessageRecord(
             chat_id=chat_id,
-            message_id=int(sent.id),
-            date=sent.date.timestamp() if getattr(sent, "date", None) else 0.0,
+            message_id=message_id,
+            date=date,
             text=text,
             sender_id=me.id if me else None,
             sender_name=me.display_name if me else "",

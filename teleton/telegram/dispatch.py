@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 
 import structlog
 
-from teleton.gateway.contract import IncomingHandler, IncomingMessage
+from teleton.gateway.contract import IncomingHandler, IncomingMessage, TurnDeferred
 from teleton.telegram.policy import Decision, PolicyConfig, decide
 from teleton.telegram.ratelimit import RateLimiter
 
@@ -39,6 +39,7 @@ UNDECIDED = (IN_PROGRESS, SHUTTING_DOWN)  # not a verdict on the message: its re
 FINISHED_KEPT = 20_000  # turns finished in this process, remembered so a late replay is not answered again
 CONTEXT_CHATS = 2_000  # chats whose unanswered messages are kept (the least recently active are dropped)
 REFUSAL_LOG_EVERY_S = 3600.0  # a chat the policy refuses is logged once an hour, not once per message
+DEFER_FIRST_S, DEFER_MAX_S = 1.0, 60.0  # deferred turns are taken up again after this, doubling per deferral
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,12 @@ class Dispatcher:
     refused: Counter[str] = field(default_factory=Counter)  # chat type -> messages a policy refused
     clock: Callable[[], float] = time.monotonic
     _refusal_logged: OrderedDict[int, float] = field(default_factory=OrderedDict)
+    # Takes deferred turns up again (the pipeline's recovery pass: what is open and not in flight is offered).
+    on_deferred: Callable[[], Awaitable[object]] | None = None
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    deferred: int = 0
+    _defer_delay: float = DEFER_FIRST_S
+    _retry: asyncio.Task[None] | None = None
 
     def offer(self, msg: IncomingMessage, *, accepted: bool = False) -> Decision:
         """Gate one archived message; queue it for the agent or keep it as context. Never blocks.
@@ -171,6 +178,8 @@ class Dispatcher:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.idle(), grace_s)
         urgent = list(self._urgent)
+        if self._retry is not None:
+            urgent.append(self._retry)
         for task in [*tasks, *urgent]:
             task.cancel()
         await asyncio.gather(*tasks, *urgent, return_exceptions=True)
@@ -214,33 +223,65 @@ class Dispatcher:
                 return
 
     async def _urgent_turn(self, msg: IncomingMessage) -> None:
+        keys = [(msg.chat.id, msg.message_id)]
         try:
             await self.handler(msg)
+        except TurnDeferred as exc:
+            self._defer(keys, str(exc))
+            return
         except Exception:
             log.exception("agent_turn_failed", chat_id=msg.chat.id, message_id=msg.message_id)
-        finally:
-            self._done([(msg.chat.id, msg.message_id)])
+        self._done(keys)
 
     async def _turn(self, chat_id: int, batch: list[IncomingMessage]) -> None:
         context = list(self._context.pop(chat_id, ())) + batch[:-1]
         context.sort(key=lambda m: (m.date, m.message_id))
         msg = replace(batch[-1], earlier_context=tuple(context), answering=tuple(m.message_id for m in batch))
         typing = asyncio.get_running_loop().create_task(self._keep_typing(chat_id)) if self.typing else None
+        keys = [(chat_id, m.message_id) for m in batch]
         try:
             await self.handler(msg)
             self.turns += 1
+            self._defer_delay = DEFER_FIRST_S
+            self._done(keys)
         except asyncio.CancelledError:
+            self._done(keys)
             raise
+        except TurnDeferred as exc:
+            self._defer(keys, str(exc))
         except Exception:
             # One failed turn must not stop the chat's lane, let alone the daemon.
             self.failures += 1
             log.exception("agent_turn_failed", chat_id=chat_id, message_id=msg.message_id)
+            self._done(keys)
         finally:
-            self._done([(chat_id, m.message_id) for m in batch])
             if typing is not None:
                 typing.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await typing
+
+    def _defer(self, keys: list[tuple[int, int]], why: str) -> None:
+        """A turn that could not record its outcome: its messages stay open (not finished, not in flight)
+        and the recovery pass offers them again after a backoff that grows while deferrals go on."""
+        for key in keys:
+            self._inflight.discard(key)
+        self.deferred += len(keys)
+        log.warning("turn_deferred", chat_id=keys[0][0], messages=len(keys), why=why, retry_in_s=self._defer_delay)
+        if self.on_deferred is None or self._closing or (self._retry is not None and not self._retry.done()):
+            return
+        delay, self._defer_delay = self._defer_delay, min(self._defer_delay * 2, DEFER_MAX_S)
+        self._retry = asyncio.get_running_loop().create_task(self._take_up(delay), name="deferred-turns")
+
+    async def _take_up(self, delay: float) -> None:
+        assert self.on_deferred is not None
+        while not self._closing:
+            await self.sleep(delay)
+            try:
+                await self.on_deferred()
+                return
+            except Exception as exc:  # the storage still refuses: wait longer
+                log.warning("deferred_retry_failed", error=f"{type(exc).__name__}: {exc}")
+                delay = self._defer_delay = min(delay * 2, DEFER_MAX_S)
 
     async def _keep_typing(self, chat_id: int) -> None:
         assert self.typing is not None

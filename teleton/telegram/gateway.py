@@ -114,6 +114,7 @@ def make_client(tg: Any) -> TelegramClient:
         int(tg.api_id),
         str(tg.api_hash),
         flood_sleep_threshold=0,
+        raise_last_call_error=True,  # a RANDOM_ID_DUPLICATE must surface as itself (telegram/sending.py)
         catch_up=True,
         auto_reconnect=True,
         connection_retries=5,
@@ -171,7 +172,7 @@ class TelegramGateway(TelegramActions):
             me_id=lambda: self.me.id if self.me else None,
             typing=self.typing if self.settings.typing_indicator else None,
         )
-        self.pipeline.dispatcher = self.dispatcher
+        self.pipeline.attach(self.dispatcher, self.send_message, self.settings.recovery_window_s, lambda: self.me)
         return self.dispatcher
 
     def install(self) -> None:

@@ -27,7 +27,7 @@ from teleton.storage import Database
 from teleton.storage.sqlite_driver import Connection
 from teleton.telegram.archiver import ArchiveBatcher
 from teleton.telegram.dispatch import UNDECIDED, Dispatcher
-from teleton.telegram.recovery import recover_open
+from teleton.telegram.recovery import SendMessage, recover_open, resend_pending
 
 log = structlog.get_logger(__name__)
 
@@ -53,6 +53,7 @@ class FeedPipeline:
     # media.describe_all: a message with a photo, voice note or document that the gate did not let through
     # (a group message not addressed to us) is handed here to be read into the archive anyway.
     on_unaddressed_media: Callable[[IncomingMessage], None] | None = None
+    send_message: SendMessage | None = None  # the gateway's, for replies a fault cut (``attach``)
     _written: OrderedDict[tuple[str, int], object] = field(default_factory=OrderedDict)
     _ours: OrderedDict[int, deque[int]] = field(default_factory=OrderedDict)
     _writes: set[asyncio.Future[Any]] = field(default_factory=set)
@@ -90,6 +91,8 @@ class FeedPipeline:
         offer = incoming is not None and not record.is_outgoing and self.dispatcher is not None
         offer = offer and self.clock() - record.date <= self.stale_after_s
         state = fa.STATE_ARCHIVED if offer else fa.STATE_HISTORY
+        if offer and incoming is not None and incoming.mentions_us:
+            record = replace(record, mentions_us=True)
         reply_id = incoming.reply_to_id if offer and incoming is not None and not incoming.reply_to_us else None
         if reply_id is not None and reply_id in self._ours.get(record.chat_id, ()):
             incoming = replace(incoming, reply_to_us=True)  # type: ignore[arg-type]
@@ -188,10 +191,25 @@ class FeedPipeline:
             await asyncio.gather(*list(self._writes), return_exceptions=True)
         await self.batcher.drain()
 
-    async def recover(self, window_s: float = RECOVERY_WINDOW_S, me: UserInfo | None = None) -> dict[str, int]:
-        """Answer what a restart left open: once, in order per chat; too old or half-sent ones fail."""
+    def attach(
+        self, dispatcher: Dispatcher, send_message: SendMessage, window_s: float, me: Callable[[], UserInfo | None]
+    ) -> None:
+        """The agent's dispatcher behind this pipeline, and the gateway's send for replies owed after a
+        fault; a turn the dispatcher defers (its record could not be written) is taken up by a recovery pass."""
+        self.dispatcher, self.send_message = dispatcher, send_message
+        dispatcher.on_deferred = lambda: self.recover(window_s, me(), at_start=False)
+
+    async def recover(
+        self, window_s: float = RECOVERY_WINDOW_S, me: UserInfo | None = None, *, at_start: bool = True
+    ) -> dict[str, int]:
+        """Answer what a restart (or a full disk) left open: replies cut while going out are sent again with
+        their recorded ids, then each open message is offered once, in order per chat; too old ones fail."""
         assert self.dispatcher is not None
-        report = await recover_open(self.db, self.dispatcher, self._offer, window_s, self.clock(), me)
+        report: dict[str, int] = {}
+        if self.send_message is not None:
+            now = self.clock()
+            report |= await resend_pending(self.db, self.dispatcher, self.send_message, window_s, now, tasks=at_start)
+        report |= await recover_open(self.db, self.dispatcher, self._offer, window_s, self.clock(), me)
         if any(report.values()):
             log.warning("messages_recovered", window_min=round(window_s / 60), **report)
         return report

@@ -3,27 +3,86 @@
 - accepted (the gate said yes) and younger than the recovery window: offered again, in order per chat,
   without asking the gate twice (the dispatcher refuses one already in flight);
 - archived (committed, the gate never ran): through the gate now, as it would have been;
-- sending (its reply was going out): our reply in the chat's archive since then means it went out — it
-  is answered (failed, with the turn's reason, when what went out was an apology for a failed turn);
-  otherwise it failed, and it is not sent again (a reply is never sent twice);
+- sending (its reply was going out): the reply was recorded before it went out (``reply_sends``), so
+  what is still pending is sent again first, from its first part not confirmed, with the same
+  ``random_id``s — Telegram refuses a part it already holds, so nothing arrives twice. Then the message is
+  answered (failed, with the turn's reason, when what went out was an apology for a failed turn), or failed
+  when its reply was refused for good. A ``sending`` record with no reply rows (written before schema 5)
+  falls back to looking for our message in the chat's archive, and is never sent again;
 - older than the window: failed, "too old to answer after a restart", and counted in the log.
+
+The same pass runs while the daemon is up when a turn could not record its outcome (a full disk): it skips
+what is in flight, so a live turn's reply is never sent a second time by it.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from teleton.gateway.contract import ChatInfo, IncomingMessage, UserInfo
+import structlog
+
+from teleton.gateway.contract import ChatInfo, GatewayError, IncomingMessage, Once, SentMessage, UserInfo
 from teleton.memory import feed_archive as fa
 from teleton.storage import Database
+from teleton.storage import reply_sends as rs
 from teleton.storage.sqlite_driver import Connection
 
 TOO_OLD = "too old to answer after a restart (telegram.recovery_window_minutes)"
 CUT_WHILE_SENDING = "a restart cut its reply while it was going out; not sent again"
+REFUSED = "reply not delivered after a restart"
+
+log = structlog.get_logger(__name__)
 
 Offer = Callable[..., None]  # (IncomingMessage, accepted=bool) -> None: the pipeline's gate and record
+SendMessage = Callable[..., Awaitable[SentMessage]]  # the gateway's send_message(chat_id, text, reply_to=, once=)
+
+
+async def resend_pending(db: Database, dispatcher: Any, send: SendMessage, window_s: float, now: float,
+                         *, tasks: bool) -> dict[str, int]:  # fmt: skip
+    """Send again every reply a crash cut, in order per chat, with its recorded ids. ``tasks``: also the
+    replies of scheduled tasks still marked running (only at start: a live pass cannot tell a task's reply
+    going out right now from one a fault cut)."""
+    report = {"resent": 0, "not_resent": 0}
+    for row in await db.read(rs.pending):
+        if row.task_id is not None and not tasks:
+            continue
+        if any(dispatcher.in_flight(row.chat_id, m) for m in row.answers):
+            continue  # a live turn is sending it right now
+        state = rs.FAILED
+        if now - row.created_at <= window_s and await db.read(lambda c, r=row: _still_owed(c, r)):
+            state = rs.SENT if await _resend(db, send, row) else rs.FAILED
+        await db.write(lambda c, r=row, s=state: _closed(c, r, s, now))
+        report["resent" if state == rs.SENT else "not_resent"] += 1
+    return report
+
+
+async def _resend(db: Database, send: SendMessage, row: rs.ReplySend) -> bool:
+    async def confirm(parts: int) -> None:
+        await db.write(lambda c: rs.progress(c, row.id, parts))
+
+    try:
+        await send(row.chat_id, row.text, reply_to=row.reply_to, once=Once(row.random_base, row.parts_sent, confirm))
+    except GatewayError as exc:  # refused for good (the chat is gone, we were banned): not a fault to retry
+        log.warning("reply_not_resent", chat_id=row.chat_id, error=str(exc))
+        return False
+    return True
+
+
+def _still_owed(conn: Connection, row: rs.ReplySend) -> bool:
+    if row.task_id is not None:
+        found = conn.execute("select status from tasks where id = ?", (row.task_id,)).fetchone()
+        return found is not None and found[0] == "running"
+    return fa.any_open(conn, row.chat_id, row.answers)
+
+
+def _closed(conn: Connection, row: rs.ReplySend, state: str, now: float) -> None:
+    rs.close(conn, row.id, state)
+    if row.task_id is not None:
+        if state == rs.SENT:
+            conn.execute("update tasks set delivered_at = ? where id = ?", (now, row.task_id))
+        rs.delete(conn, [row.id])
 
 
 async def recover_open(
@@ -36,11 +95,11 @@ async def recover_open(
     for row in rows:
         if dispatcher.in_flight(row.chat_id, row.message_id):
             continue
-        if now - row.date > window_s:
+        if row.state == fa.STATE_SENDING:  # settled by what its reply rows say, however old
+            offers.append((row, False))
+        elif now - row.date > window_s:
             closes.append((row, fa.STATE_FAILED, TOO_OLD))
             report["too_old"] += 1
-        elif row.state == fa.STATE_SENDING:
-            offers.append((row, False))
         else:
             offers.append((row, row.state == fa.STATE_ACCEPTED))
 
@@ -51,19 +110,15 @@ async def recover_open(
         kept: list[tuple[fa.OpenMessage, bool, bool]] = []
         for row, accepted in offers:
             if row.state == fa.STATE_SENDING:
-                since, failure = fa.read_sending_note(row.note, row.date)
-                went_out = fa.our_message_since(conn, row.chat_id, since)
-                if not went_out:
-                    state, note = fa.STATE_FAILED, CUT_WHILE_SENDING
-                elif failure:  # what went out was the turn's apology: the message failed, for the turn's reason
-                    state, note = fa.STATE_FAILED, failure
-                else:
-                    state, note = fa.STATE_ANSWERED, None
-                fa.set_answer_state(conn, row.chat_id, [row.message_id], state, note)
-                report["sent_before" if went_out else "cut_while_sending"] += 1
+                settled = _settle_sending(conn, row)
+                if settled is not None:
+                    state, note, went_out = settled
+                    fa.set_answer_state(conn, row.chat_id, [row.message_id], state, note)
+                    report["sent_before" if went_out else "cut_while_sending"] += 1
                 continue
             replied_to_us = row.reply_to_id is not None and fa.is_our_message(conn, row.chat_id, row.reply_to_id)
             kept.append((row, accepted, replied_to_us))
+        rs.delete_settled(conn)
         return kept
 
     for row, accepted, replied_to_us in await db.write(resolve):
@@ -72,13 +127,32 @@ async def recover_open(
     return report
 
 
+def _settle_sending(conn: Connection, row: fa.OpenMessage) -> tuple[str, str | None, bool] | None:
+    """What a message whose reply was going out is now: (state, note, went out), or None while a reply of
+    it is still pending (in flight in a live pass)."""
+    replies = rs.answering(conn, row.chat_id, row.message_id)
+    if any(r.state == rs.PENDING for r in replies):
+        return None
+    if replies:
+        sent = [r for r in replies if r.state == rs.SENT]
+        if not sent:
+            return fa.STATE_FAILED, REFUSED, False
+        failure = next((r.failure for r in sent if r.failure), None)
+        return (fa.STATE_FAILED, failure, True) if failure else (fa.STATE_ANSWERED, None, True)
+    since, failure = fa.read_sending_note(row.note, row.date)
+    if not fa.our_message_since(conn, row.chat_id, since):
+        return fa.STATE_FAILED, CUT_WHILE_SENDING, False
+    # What went out was the turn's apology: the message failed, for the turn's reason.
+    return (fa.STATE_FAILED, failure, True) if failure else (fa.STATE_ANSWERED, None, True)
+
+
 def _incoming(row: fa.OpenMessage, me: UserInfo | None, replied_to_us: bool) -> IncomingMessage:
     sender = None
     if row.sender is not None:
         s = row.sender
         sender = UserInfo(s.id, s.first_name, s.last_name, s.username, s.phone, s.is_bot)
-    # Entity mentions are not archived; an @username in the text is the mention a re-gate can still see.
-    named = me is not None and me.username is not None and _names(row.text, me.username)
+    # A mention by entity was archived with the message; an @username in its text is one too.
+    named = row.mentions_us or (me is not None and me.username is not None and _names(row.text, me.username))
     return IncomingMessage(
         chat=ChatInfo(id=row.chat_id, type=row.chat_type, title=row.chat_title),  # type: ignore[arg-type]
         sender=sender,

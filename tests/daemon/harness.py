@@ -56,6 +56,7 @@ class Daemon:
         self.proc: subprocess.Popen[bytes] | None = None
         self.sock: socket.socket | None = None
         self.events: list[dict[str, Any]] = []
+        self.env: dict[str, str] = {}  # extra environment for the daemon (fault knobs)
         self.socket_error: OSError | ValueError | None = None  # the last error reading the socket (see wait_for)
         self._buffer = b""
 
@@ -65,6 +66,7 @@ class Daemon:
         # Every host name the daemon looks up is written down, and none is resolved (tests/fakes/dns_witness).
         env["PYTHONPATH"] = os.pathsep.join([str(DNS_WITNESS), *filter(None, [env.get("PYTHONPATH")])])
         env["DNS_WITNESS_LOG"] = str(self.dns_log)
+        env.update(self.env)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "teleton.cli.main", "-c", str(self.config), "start",
              "--transport", f"loopback:{self.socket_path}"],
@@ -131,6 +133,13 @@ class Daemon:
 
     def sent(self, chat_id: int | None = None) -> list[dict[str, Any]]:
         return [e for e in self.events if e["op"] == "send_message" and chat_id in (None, e["chat_id"])]
+
+    def received(self, chat_id: int | None = None) -> list[dict[str, Any]]:
+        """What the chats received, as the network (the loopback's stand-in for Telegram) holds it: kept
+        across restarts and kills, unlike ``events`` (what this connection happened to read)."""
+        path = self.socket_path.with_name(self.socket_path.name + ".received.jsonl")
+        lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+        return [e for e in map(json.loads, lines) if chat_id in (None, e["chat_id"])]
 
     def acked(self) -> list[tuple[int, int]]:
         return [(e["chat_id"], e["message_id"]) for e in self.events if e["op"] == "archived"]

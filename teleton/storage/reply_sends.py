@@ -1,0 +1,114 @@
+"""Replies recorded before they go out (``reply_sends``, schema step 5): what recovery sends again, once.
+
+A row is written with the ``sending`` record of the messages it answers (or the task it reports), moves on
+as its parts are delivered (``parts_sent``), ends ``sent`` or ``failed``, and is deleted when its turn is
+settled. Only rows of a turn a crash or a full disk cut are left behind, and recovery resends those still
+``pending`` with the same ``random_base`` (see ``teleton/telegram/sending.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from teleton.storage.sqlite_driver import Connection
+
+RANDOM_MAX = 2**62  # a signed 64-bit random_id, with room for the part numbers added to the base
+PENDING, SENT, FAILED = "pending", "sent", "failed"
+
+
+def new_random_base() -> int:
+    return secrets.randbelow(RANDOM_MAX - 1) + 1
+
+
+@dataclass(frozen=True)
+class ReplySend:
+    id: int
+    chat_id: int
+    answers: tuple[int, ...]
+    task_id: int | None
+    text: str
+    reply_to: int | None
+    random_base: int
+    parts_sent: int
+    state: str
+    failure: str | None
+    created_at: float
+
+
+_COLUMNS = "id, chat_id, answers, task_id, text, reply_to, random_base, parts_sent, state, failure, created_at"
+
+
+def record(
+    conn: Connection,
+    *,
+    chat_id: int,
+    text: str,
+    reply_to: int | None,
+    random_base: int,
+    now: float,
+    answers: Sequence[int] = (),
+    task_id: int | None = None,
+    failure: str | None = None,
+) -> int:
+    cur = conn.execute(
+        "insert into reply_sends(chat_id, answers, task_id, text, reply_to, random_base, failure, created_at) "
+        "values (?, ?, ?, ?, ?, ?, ?, ?)",
+        (chat_id, json.dumps(list(answers)), task_id, text, reply_to, random_base, failure, now),
+    )
+    return int(cur.lastrowid)
+
+
+def progress(conn: Connection, row_id: int, parts_sent: int) -> None:
+    conn.execute("update reply_sends set parts_sent = max(parts_sent, ?) where id = ?", (parts_sent, row_id))
+
+
+def close(conn: Connection, row_id: int, state: str) -> None:
+    conn.execute("update reply_sends set state = ? where id = ? and state = 'pending'", (state, row_id))
+
+
+def delete(conn: Connection, row_ids: Sequence[int]) -> None:
+    conn.execute("delete from reply_sends where id in (select value from json_each(?))", (json.dumps(list(row_ids)),))
+
+
+def delete_settled(conn: Connection) -> None:
+    """Rows whose messages are all settled (answered, failed): nothing is owed through them any more."""
+    conn.execute(
+        "delete from reply_sends where task_id is null and state != 'pending' and not exists ("
+        "select 1 from json_each(reply_sends.answers) j join tg_messages m on m.chat_id = reply_sends.chat_id "
+        "and m.message_id = j.value where m.agent_state in ('archived', 'accepted', 'sending'))"
+    )
+
+
+def pending(conn: Connection) -> list[ReplySend]:
+    """Every reply still owed to a chat, in the order it was meant to go out."""
+    rows = conn.execute(f"select {_COLUMNS} from reply_sends where state = 'pending' order by chat_id, id")
+    return [_row(r) for r in rows]
+
+
+def answering(conn: Connection, chat_id: int, message_id: int) -> list[ReplySend]:
+    """The replies recorded for one archived message, oldest first."""
+    rows = conn.execute(
+        f"select {_COLUMNS} from reply_sends where chat_id = ? and exists "
+        "(select 1 from json_each(reply_sends.answers) where value = ?) order by id",
+        (chat_id, message_id),
+    )
+    return [_row(r) for r in rows]
+
+
+def _row(r: Sequence[object]) -> ReplySend:
+    return ReplySend(
+        id=int(r[0]),  # type: ignore[call-overload]
+        chat_id=int(r[1]),  # type: ignore[call-overload]
+        answers=tuple(json.loads(str(r[2]))),
+        task_id=None if r[3] is None else int(r[3]),  # type: ignore[call-overload]
+        text=str(r[4]),
+        reply_to=None if r[5] is None else int(r[5]),  # type: ignore[call-overload]
+        random_base=int(r[6]),  # type: ignore[call-overload]
+        parts_sent=int(r[7]),  # type: ignore[call-overload]
+        state=str(r[8]),
+        failure=None if r[9] is None else str(r[9]),
+        created_at=float(r[10]),  # type: ignore[arg-type]
+    )

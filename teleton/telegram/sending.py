@@ -1,0 +1,88 @@
+"""One part of a reply, sent with our own ``random_id`` so that Telegram delivers it at most once.
+
+``messages.sendMessage`` takes a client ``random_id`` and refuses a second message with one it has seen from
+the same account (``RANDOM_ID_DUPLICATE``; https://core.telegram.org/method/messages.sendMessage and
+https://core.telegram.org/api/updates "updateMessageID"). Telethon's ``send_message`` draws a fresh id on
+every call, so a reply sent again after a crash would arrive twice; here the request is built with the id
+the delivery record holds, and a duplicate answer means "it went out before": the part counts as delivered
+and is looked up in the chat's recent messages so it can be archived.
+
+Telethon retries 500-class errors, and ``RandomIdDuplicateError`` is one: the client is built with
+``raise_last_call_error=True`` so that after its retries (a few seconds, only when resending) the duplicate
+itself surfaces rather than a bare ``ValueError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from telethon import TelegramClient, errors, functions
+from telethon.tl import types
+
+LOOKUP_RECENT = 30  # our recent messages searched for a duplicate's id
+
+
+@dataclass(frozen=True)
+class Delivered:
+    """A part Telegram holds: its id and date, or ``id`` 0 when a duplicate could not be found again."""
+
+    id: int
+    date: float
+    duplicate: bool = False
+
+
+def send_request(
+    peer: Any, text: str, entities: list[Any], reply_to: int | None, random_id: int
+) -> functions.messages.SendMessageRequest:
+    return functions.messages.SendMessageRequest(
+        peer=peer,
+        message=text,
+        no_webpage=True,
+        reply_to=types.InputReplyToMessage(reply_to_msg_id=reply_to) if reply_to else None,
+        random_id=random_id,
+        entities=entities,
+    )
+
+
+async def send_once(
+    client: TelegramClient,
+    call: Callable[[Callable[[], Awaitable[Any]]], Awaitable[Any]],
+    peer: Any,
+    request: functions.messages.SendMessageRequest,
+) -> Delivered:
+    """Send ``request`` through ``call`` (our FloodWait and error handling); a duplicate is delivered."""
+    try:
+        result = await call(lambda: client(request))
+    except Exception as exc:
+        if not isinstance(exc.__cause__ or exc, errors.RandomIdDuplicateError):
+            raise
+        return await _find_sent(client, peer, request.message)
+    return _delivered(client, request, result, peer)
+
+
+def _delivered(client: TelegramClient, request: Any, result: Any, peer: Any) -> Delivered:
+    if isinstance(result, types.UpdateShortSentMessage):
+        return Delivered(int(result.id), _stamp(result.date))
+    message = client._get_response_message(request, result, peer)  # Telethon's own random_id -> id mapping
+    if message is None:
+        return Delivered(0, 0.0)
+    return Delivered(int(message.id), _stamp(message.date))
+
+
+async def _find_sent(client: TelegramClient, peer: Any, text: str) -> Delivered:
+    """The message a duplicate ``random_id`` names: our newest recent message with the same words."""
+    try:
+        recent = await client.get_messages(peer, limit=LOOKUP_RECENT)
+    except Exception:  # delivered either way; only its archive row is missing (the history catch-up fills it)
+        return Delivered(0, 0.0, duplicate=True)
+    for message in recent or ():
+        if getattr(message, "out", False) and (message.message or "").strip() == text.strip():
+            return Delivered(int(message.id), _stamp(message.date), duplicate=True)
+    return Delivered(0, 0.0, duplicate=True)
+
+
+def _stamp(date: datetime | None) -> float:
+    return date.timestamp() if date is not None else 0.0
