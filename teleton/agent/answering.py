@@ -1,7 +1,8 @@
 """The answer and reply stages of a turn, and every word a turn sends to its own chat.
 
 The tool loop answers (a context overflow compacts and retries, then cuts oversized messages and retries;
-a model failure becomes an apology and a failed record); the reply goes out whole (the gateway splits it
+a model failure becomes an apology and a failed record; a user kept waiting past ``agent.slow_notice_s`` is
+told once, ``slow_notice``); the reply goes out whole (the gateway splits it
 for its chat) after the delivery record says ``sending``; the outcome of the turn is what its messages
 become: answered, or failed and why.
 """
@@ -15,6 +16,7 @@ import structlog
 from teleton.agent.delivery import DeliveryFailed
 from teleton.agent.messages import spoke_here
 from teleton.agent.oversize import shorten_history
+from teleton.agent.slow_notice import slow_notice
 from teleton.agent.turn import Turn, required
 from teleton.gateway.contract import SentMessage
 from teleton.llm.client import ContextOverflowError, LLMError
@@ -45,6 +47,11 @@ def key_rejected(provider: str | None) -> str:
 
 
 async def answer(agent: Agent, turn: Turn) -> None:
+    async with slow_notice(agent.deps.gateway, turn, agent.settings.slow_notice_s, agent.deps.sleep):
+        await _answer(agent, turn)
+
+
+async def _answer(agent: Agent, turn: Turn) -> None:
     ctx = ToolContext(
         chat=turn.msg.chat,
         sender=turn.msg.sender,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +45,7 @@ class AgentSettings:
     session_idle_minutes: int | None = 720
     max_input_chars: int = 20_000
     send_tools: frozenset[str] = SEND_TOOLS
+    slow_notice_s: float = 0.0  # 0: off; the daemon and `teleton chat` take agent.slow_notice_s (``slow_notice``)
 
     @classmethod
     def from_config(cls, config: Any) -> AgentSettings:
@@ -53,6 +55,7 @@ class AgentSettings:
         return cls(
             limits=LoopLimits(a.max_iterations, a.tool_timeout_s, a.tool_output_cap),
             max_input_chars=a.max_input_chars,
+            slow_notice_s=a.slow_notice_s,
             thresholds=Thresholds(
                 a.context_window, m.soft_threshold, m.hard_threshold, m.hard_max_messages, m.keep_last
             ),
@@ -104,6 +107,7 @@ class AgentDeps:
     report: Callable[[str, Any], None] | None = None  # (kind, error) -> the daemon's health record
     media: Any = None  # teleton.agent.media_reading.MediaReader: photos, voice notes, documents (None: not read)
     voice: Any = None  # teleton.agent.voice_reply.VoiceReplies (None: media.voice_replies is off)
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep  # the wait of the slow notice (a test moves time)
 
 
 async def load_owner(db: Database, owner_id: int | None) -> UserInfo | None:

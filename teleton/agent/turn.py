@@ -11,7 +11,7 @@ from teleton.agent.context import RagContext
 from teleton.agent.delivery import Delivery, NoRecord
 from teleton.agent.memory_budget import MemoryUsage
 from teleton.agent.sessions import Session
-from teleton.gateway.contract import IncomingMessage
+from teleton.gateway.contract import IncomingMessage, SentMessage
 from teleton.llm.client import Message
 from teleton.llm.tool_loop import LoopResult
 from teleton.privacy import Clearance, Taint
@@ -41,6 +41,7 @@ class Turn:
     reply: str = ""
     failed: str | None = None  # why the model gave no answer (the user got an apology instead)
     undelivered: str | None = None  # why the reply did not reach the chat
+    slow_notice: SentMessage | None = None  # "the model is slow to answer" sent before the answer (``slow_notice``)
     timings: dict[str, float] = field(default_factory=dict)  # stage -> ms, logged with turn_done
     silent_token: str | None = None  # a reply that is exactly this is not sent (heartbeat: nothing fired)
     from_task: bool = False  # a scheduled task's turn

@@ -66,6 +66,8 @@ class AgentConfig(Section):
     request_timeout_s: float = Field(default=120.0, gt=0)
     max_retries: int = Field(default=10, ge=0)
     retry_max_delay_s: float = Field(default=60.0, gt=0)
+    # A user whose answer takes longer gets one short notice first (0: never); scheduled turns never do.
+    slow_notice_s: float = Field(default=20.0, ge=0)
 
     @model_validator(mode="before")
     @classmethod

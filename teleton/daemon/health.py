@@ -3,7 +3,7 @@
 ``open_checked``: a database that is not one, or fails ``PRAGMA quick_check``, stops the start with one
 line saying what to do (restore the last ``teleton backup``), instead of a daemon that says ready and then
 answers nobody. ``gather_status``: per loop health, queue depths, the last error of each kind, quarantined
-items and messages still owed an answer, for ``teleton status``.
+items, messages still owed an answer and model calls retrying now, for ``teleton status``.
 """
 
 from __future__ import annotations
@@ -64,6 +64,7 @@ async def gather_status(daemon: Any) -> None:
     status.queues = queues
     if daemon.stack is not None:
         status.turns = daemon.stack.agent.turns
+        status.model_retrying = daemon.stack.llm.watch.line()
     status.loops = {name: h.as_dict() for name, h in daemon.supervisor.loops.items()}
     status.errors = {kind: [error, at] for kind, (error, at) in daemon.supervisor.errors.items()}
     status.details["loop_lag_p99_ms"] = round(daemon.lag.p99_ms(), 1)

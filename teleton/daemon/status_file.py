@@ -35,6 +35,7 @@ class DaemonStatus:
     queues: dict[str, int] = field(default_factory=dict)
     quarantined: dict[str, int] = field(default_factory=dict)
     messages: dict[str, int] = field(default_factory=dict)  # open (archived/accepted/sending) and failed
+    model_retrying: str | None = None  # "model retrying since HH:MM (last: ...)" while model calls retry
 
 
 def write_status(path: Path, status: DaemonStatus) -> None:
@@ -98,6 +99,8 @@ def _health(status: DaemonStatus, now: float) -> str:
     if status.messages:
         waiting = sum(v for k, v in status.messages.items() if k != "failed")
         lines.append(f"messages: {waiting} waiting for an answer, {status.messages.get('failed', 0)} failed")
+    if status.model_retrying:
+        lines.append(status.model_retrying)
     if status.quarantined:
         lines.append("quarantined: " + ", ".join(f"{v} {k}" for k, v in sorted(status.quarantined.items())))
     for kind, (error, at) in sorted(status.errors.items()):

@@ -1,12 +1,14 @@
 """The Anthropic Messages API: Teleton's own format, so nothing is translated but the SDK's objects.
 
 Prompt caching (``cache_control`` on system blocks and messages) goes through as the caller set it; usage
-comes back with its cache figures; a "prompt is too long" answer is ``ContextOverflowError``. The SDK's own
-retries are off (``max_retries=0``): the client retries, the same way for every provider.
+comes back with its cache figures; a "prompt is too long" answer is ``ContextOverflowError``; a 200 that is not a
+message (cut short, or JSON of another shape) is a ``TransientError``. The SDK's own retries are off
+(``max_retries=0``): the client retries, the same way for every provider.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import anthropic
@@ -21,6 +23,7 @@ from teleton.llm.types import (
     TransientError,
     Usage,
     is_retryable,
+    malformed,
     retry_after,
 )
 
@@ -54,6 +57,8 @@ class AnthropicProvider:
                     message = await stream.get_final_message()
         except (anthropic.APIStatusError, anthropic.APIConnectionError) as exc:
             raise _mapped(exc) from exc
+        except json.JSONDecodeError as exc:  # the SDK parses the body as it came: a cut one fails here
+            raise malformed(f"invalid JSON ({exc.msg} at char {exc.pos})", exc.doc) from exc
         return _to_response(message)
 
 
@@ -89,25 +94,37 @@ def _mapped(exc: anthropic.APIStatusError | anthropic.APIConnectionError) -> Exc
 
 
 def _to_response(message: Any) -> LLMResponse:
+    # The SDK builds its objects without validating them: a body of another shape arrives as a Message of
+    # Nones (or as the string or list it was), and must not pass for an empty answer.
+    content = getattr(message, "content", None)
+    if not isinstance(content, list):
+        raise malformed("no content list", message)
     blocks: list[Block] = []
-    for block in message.content:
-        if block.type == "text":
+    for block in content:
+        kind = getattr(block, "type", None)
+        if kind == "text" and isinstance(block.text, str):
             blocks.append({"type": "text", "text": block.text})
-        elif block.type == "tool_use":
+        elif kind == "tool_use" and isinstance(block.input, dict) and _strings(block.id, block.name):
             blocks.append({"type": "tool_use", "id": block.id, "name": block.name, "input": block.input})
+        elif kind in ("text", "tool_use") or not isinstance(kind, str):
+            raise malformed(f"a content block of no known shape ({kind or 'no type'})", message)
         # Other block kinds (thinking, server tools) are not used by Teleton and not replayed.
     usage = message.usage
     return LLMResponse(
         content=blocks,
         stop_reason=message.stop_reason,
         usage=Usage(
-            input_tokens=usage.input_tokens or 0,
-            output_tokens=usage.output_tokens or 0,
+            input_tokens=getattr(usage, "input_tokens", 0) or 0,
+            output_tokens=getattr(usage, "output_tokens", 0) or 0,
             cache_read_tokens=getattr(usage, "cache_read_input_tokens", 0) or 0,
             cache_write_tokens=getattr(usage, "cache_creation_input_tokens", 0) or 0,
         ),
-        model=message.model,
+        model=message.model or "",
     )
+
+
+def _strings(*values: Any) -> bool:
+    return all(isinstance(value, str) for value in values)
 
 
 def _is_overflow(exc: anthropic.BadRequestError) -> bool:

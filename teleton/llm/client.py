@@ -4,8 +4,10 @@ The provider modules (``anthropic_provider``, ``openai_provider``) translate one
 this client owns what is the same for all of them: settings, retries, and the errors its callers see. The SDKs'
 own retries are switched off and done here instead (tenacity), so that every retry is logged, the delays are
 configurable (tests run a 529 storm in milliseconds) and a ``retry-after`` from the server is honoured up to a
-cap. Retried: 429, 500-class (529 "overloaded" included), timeouts and dropped connections. An answer saying
-the prompt does not fit becomes ``ContextOverflowError`` so the runtime can compact and try once more.
+cap. Retried: 429, 500-class (529 "overloaded" included), timeouts, dropped connections and malformed 200s (a
+body cut short or of another shape: its first characters are logged). An answer saying the prompt does not fit
+becomes ``ContextOverflowError`` so the runtime can compact and try once more. While a call retries,
+``watch`` says since when and why (``teleton status``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from tenacity import (
 from teleton.llm.failover import Failover, Route, failover_reason
 from teleton.llm.prices import Price
 from teleton.llm.progress import Progress
+from teleton.llm.retry_watch import RetryWatch
 from teleton.llm.types import (
     RETRYABLE,
     Block,
@@ -137,6 +140,7 @@ class LLMClient:
         self.utility = utility  # None: the utility model runs on the main chain
         self.price = price  # the main model's, for /status spend; None: unknown
         self.retries = 0  # total retries since start, for /status and logs
+        self.watch = RetryWatch()  # the calls retrying now, for `teleton status`
 
     async def close(self) -> None:
         providers = [r.provider for r in self.failover.routes] + ([self.utility.provider] if self.utility else [])
@@ -196,11 +200,16 @@ class LLMClient:
     async def _send(self, provider: Provider, request: Request, progress: Progress | None, retries: int) -> LLMResponse:
         """One request to one provider, retried ``retries`` times on transient failures."""
 
+        sequence = object()  # this call's retries, for the watch
+
         def retrying_log(state: RetryCallState) -> None:
             self.retries += 1
             wait = state.next_action.sleep if state.next_action else 0.0
-            reason = str(state.outcome.exception()) if state.outcome else ""
-            log.warning("llm_retry", attempt=state.attempt_number, wait_s=round(wait, 3), reason=reason)
+            error = state.outcome.exception() if state.outcome else None
+            reason = str(error) if error else ""
+            body = {"body": error.body} if isinstance(error, TransientError) and error.body is not None else {}
+            log.warning("llm_retry", attempt=state.attempt_number, wait_s=round(wait, 3), reason=reason, **body)
+            self.watch.retrying(sequence, reason)
             if progress is not None:
                 progress.retry(state.attempt_number, wait, reason)
 
@@ -212,9 +221,12 @@ class LLMClient:
             before_sleep=retrying_log,
             reraise=True,
         )
-        async for attempt in retrying:
-            with attempt:
-                response = await provider.send(request, progress)
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    response = await provider.send(request, progress)
+        finally:
+            self.watch.ended(sequence)
         return response
 
     @property

@@ -4,8 +4,9 @@ Anthropic-format messages, on the official ``openai`` SDK.
 Everything above ``teleton.llm`` speaks the Anthropic format, so the translation lives here and only here:
 system blocks become one system message (``cache_control`` dropped: these APIs cache on their own or not at
 all), ``tool_use`` blocks become ``tool_calls``, ``tool_result`` blocks become ``role: tool`` messages, images
-become ``image_url`` data URLs; the answer comes back as text / ``tool_use`` blocks. Requests are not
-streamed: a watching terminal gets the answer in one piece.
+become ``image_url`` data URLs; the answer comes back as text / ``tool_use`` blocks; a 200 that is not a
+completion (cut short, or JSON of another shape) is a ``TransientError``. Requests are not streamed: a
+watching terminal gets the answer in one piece.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from teleton.llm.types import (
     TransientError,
     Usage,
     is_retryable,
+    malformed,
     retry_after,
 )
 from teleton.memory.compaction import estimate_tokens
@@ -71,7 +73,12 @@ class OpenAIProvider:
             completion = await self._sdk.chat.completions.create(**body, messages=[], extra_body=bulk, timeout=timeout)
         except (openai.APIStatusError, openai.APIConnectionError) as exc:
             raise _mapped(exc, request.model) from exc
-        response = to_response(completion.model_dump(), request)
+        except json.JSONDecodeError as exc:  # the SDK parses the body as it came: a cut one fails here
+            raise malformed(f"invalid JSON ({exc.msg} at char {exc.pos})", exc.doc) from exc
+        # The SDK builds its objects without validating them; ``to_dict`` is what arrived (a proxy's HTML page
+        # arrives as the string it was).
+        dumped = completion.to_dict(warnings=False) if hasattr(completion, "to_dict") else completion
+        response = to_response(dumped, request)
         if progress is not None and response.text:
             progress.text(response.text)
         return response
@@ -191,11 +198,19 @@ def _plain(parts: list[Chat]) -> str | list[Chat]:
 
 
 def to_response(completion: Chat, request: Request) -> LLMResponse:
-    choice = (completion.get("choices") or [{}])[0]
-    message = choice.get("message") or {}
+    """The answer in Teleton's format; a body that is no completion (no ``choices[0].message`` object) is
+    ``TransientError``, never an empty answer."""
+    choices = completion.get("choices") if isinstance(completion, dict) else None
+    choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+    message = choice.get("message")
+    problem = _shape_problem(message)
+    if problem:
+        raise malformed(problem, completion)
+    assert isinstance(message, dict)
     blocks: list[Block] = []
-    if message.get("content"):
-        blocks.append({"type": "text", "text": message["content"]})
+    text = _text_of(message.get("content"))
+    if text:
+        blocks.append({"type": "text", "text": text})
     invalid: dict[str, str] = {}
     for call in message.get("tool_calls") or []:
         function = call.get("function") or {}
@@ -213,6 +228,27 @@ def to_response(completion: Chat, request: Request) -> LLMResponse:
         model=completion.get("model") or request.model,
         invalid_inputs=invalid,
     )
+
+
+def _shape_problem(message: Any) -> str | None:
+    """What keeps ``message`` from being a chat completion's message, or None."""
+    if not isinstance(message, dict):
+        return "no choices[0].message object"
+    if _text_of(message.get("content")) is None and message.get("content") is not None:
+        return "message content is not text"
+    calls = message.get("tool_calls") or []
+    if not isinstance(calls, list) or not all(isinstance(c, dict) and isinstance(c.get("id"), str) for c in calls):
+        return "tool_calls of no known shape"
+    return None
+
+
+def _text_of(content: Any) -> str | None:
+    """A message's text: a string, or a list of text parts (some servers answer so); None for neither."""
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, list) and all(isinstance(p, dict) for p in content):
+        return "".join(str(p.get("text") or "") for p in content if p.get("type") == "text")
+    return None
 
 
 def parse_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:

@@ -7,6 +7,7 @@ provider marks ``TransientError`` and hands everything else to its caller.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -92,18 +93,34 @@ class ContextOverflowError(LLMError):
 
 @dataclass
 class TransientError(Exception):
-    """A failure worth retrying (429, 5xx, 529, a timeout, a dropped connection), as a provider saw it."""
+    """A failure worth retrying (429, 5xx, 529, a timeout, a dropped connection, a malformed 200), as a
+    provider saw it."""
 
     reason: str
     retry_after_s: float | None = None  # what the server asked for, when it said
     unreachable: bool = False  # no answer at all (connection refused, timeout)
     status: int | None = field(default=None)
+    body: str | None = None  # the start of a malformed answer's body, for the retry's log line only
 
     def __post_init__(self) -> None:
         super().__init__(self.reason)
 
     def __str__(self) -> str:
         return self.reason
+
+
+EXCERPT_CHARS = 200
+
+
+def malformed(why: str, body: object) -> TransientError:
+    """A 200 whose body is not the API's answer (cut short, HTML from a proxy, JSON of another shape): a
+    passing fault of the server or the way to it, retried like a 5xx. ``body``: the raw text, or what the SDK
+    made of it (the SDKs' models give back what arrived with ``to_dict``, quietly: it is known not to fit)."""
+    to_dict = getattr(body, "to_dict", None)
+    if callable(to_dict):
+        body = to_dict(warnings=False)
+    text = body if isinstance(body, str) else json.dumps(body, default=str, ensure_ascii=False)
+    return TransientError(f"malformed answer: {why}", body=text[:EXCERPT_CHARS])
 
 
 # Request timeout, conflict, rate limit; every 5xx (529 "overloaded" included) is retried as well.

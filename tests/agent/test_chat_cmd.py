@@ -133,6 +133,7 @@ def test_settings_follow_the_config() -> None:
     assert settings.limits.max_iterations == 4 and settings.limits.tool_timeout_s == 90
     assert settings.thresholds == type(settings.thresholds)(200_000, 0.5, 0.75, 200, 20)
     assert settings.masking_keep == 10 and settings.daily_log_lines == 100
+    assert settings.slow_notice_s == 20  # on for the daemon and the terminal; AgentSettings() alone: off
 
 
 async def test_what_is_said_in_chat_is_embedded_like_telegram_messages(tmp_path: Path, fake_api: FakeAnthropic) -> None:

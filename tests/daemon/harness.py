@@ -27,7 +27,9 @@ def write_config(root: Path, api_url: str, **overrides: Any) -> Path:
     config: dict[str, Any] = {
         "agent": {"api_key": "sk-ant-test", "base_url": api_url, "model": "claude-test",
                   "utility_model": "claude-test-small", "max_retries": 3, "retry_max_delay_s": 0.2,
-                  "request_timeout_s": 10},
+                  # Off: on a loaded machine a slow turn's notice would be one more message in a count (the
+                  # notice has its own tests, tests/agent/test_model_faults.py).
+                  "request_timeout_s": 10, "slow_notice_s": 0},
         "telegram": {"owner_id": OWNER["id"], "admin_ids": [OWNER["id"]], "dm_policy": "allowlist",
                      "group_policy": "open", "require_mention": True, "debounce_ms": 0,
                      "rate_limit_per_chat": 1000, "rate_limit_global": 10000},

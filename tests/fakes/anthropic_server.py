@@ -2,8 +2,9 @@
 
 The server speaks the wire format of ``POST /v1/messages`` (``content`` blocks of ``text`` and
 ``tool_use``, ``stop_reason``, ``usage`` with cache figures), can answer errors with ``retry-after``,
-and can stall. Every request body is kept in ``server.requests`` so a test can assert on exactly what the
-model was sent.
+can stall, and can answer a 200 whose body is not a message (``raw``: cut short, or JSON of another
+shape). Every request body is kept in ``server.requests`` so a test can assert on exactly what the model
+was sent.
 
 Replies come from a queue (``server.queue(...)``) and, when it is empty, from ``server.responder`` (a
 function of the request body), so a test can script a fixed exchange or a small "model" that reacts to
@@ -42,6 +43,12 @@ class Reply:
     # for ``pause`` (a test holds the answer half-written, as a slow model would).
     pause: threading.Event | None = None
     pause_at: int = 0
+    raw: bytes | None = None  # a 200 whose body is exactly these bytes (a malformed answer), streamed or not
+
+
+def raw(body: bytes | str) -> Reply:
+    """A 200 ``application/json`` answer of exactly ``body``: truncated JSON, or JSON of the wrong shape."""
+    return Reply(raw=body.encode() if isinstance(body, str) else body)
 
 
 def text(content: str, *, delay: float = 0.0, usage: dict[str, int] | None = None) -> Reply:
@@ -217,7 +224,9 @@ class FakeAnthropic:
                 reply = fake._next(body)
                 if reply.delay:
                     time.sleep(reply.delay)
-                if reply.status == 200 and body.get("stream"):
+                if reply.raw is not None:
+                    self._send_raw(reply.raw)
+                elif reply.status == 200 and body.get("stream"):
                     self._stream(fake._message(body, reply), reply)
                 elif reply.status == 200:
                     self._send(200, fake._message(body, reply), reply.headers)
@@ -237,6 +246,16 @@ class FakeAnthropic:
                     self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout or a cancelled turn)
+
+            def _send_raw(self, data: bytes) -> None:
+                try:
+                    self.send_response(200)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
 
             def _stream(self, message: Body, reply: Reply) -> None:
                 """The same message as server-sent events, text in small pieces, as the real API streams."""

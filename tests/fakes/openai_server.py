@@ -3,7 +3,8 @@
 The server speaks the wire format of ``POST /v1/chat/completions`` (``choices[0].message`` with ``content``
 and ``tool_calls``, ``finish_reason``, ``usage`` with ``prompt_tokens_details.cached_tokens``) and
 ``GET /v1/models``, answers errors in OpenAI's error JSON (``{"error": {message, type, param, code}}``) with
-``retry-after`` when asked, and keeps every request body in ``server.requests``.
+``retry-after`` when asked, sends a ``raw`` reply's bytes as they are (a malformed 200), and keeps every
+request body in ``server.requests``.
 
 Scripts are the ones of ``tests.fakes.anthropic_server`` (``queue(...)``, ``responder``, ``Reply``): a reply
 written in the Anthropic vocabulary (``text(...)``, ``tool_use(...)``, ``error(...)``, ``overloaded()``) is
@@ -122,13 +123,15 @@ class FakeOpenAI:
                 reply = fake._next(body)
                 if reply.delay:
                     time.sleep(reply.delay)
-                if reply.status == 200:
+                if reply.raw is not None:
+                    self._send(200, reply.raw)
+                elif reply.status == 200:
                     self._send(200, fake._completion(body, reply), reply.headers)
                 else:
                     self._send(reply.status, _error_body(reply), reply.headers)
 
-            def _send(self, status: int, payload: Body, headers: dict[str, str] | None = None) -> None:
-                data = json.dumps(payload).encode()
+            def _send(self, status: int, payload: Body | bytes, headers: dict[str, str] | None = None) -> None:
+                data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 try:
                     self.send_response(status)
                     self.send_header("content-type", "application/json")
