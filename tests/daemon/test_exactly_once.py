@@ -76,9 +76,7 @@ def test_a_reply_cut_after_the_chat_received_it_arrives_once(api: FakeAnthropic,
         daemon.stop()
 
 
-def test_a_long_reply_cut_between_its_parts_resumes_where_it_stopped(
-    api: FakeAnthropic, daemon_root: Path
-) -> None:
+def test_a_long_reply_cut_between_its_parts_resumes_where_it_stopped(api: FakeAnthropic, daemon_root: Path) -> None:
     paragraphs = [f"Paragraph {i}: " + ("word " * 700).strip() for i in range(3)]  # ~3,500 characters each
     api.responder = lambda body: text("\n\n".join(paragraphs))
     config = write_config(daemon_root, api.base_url)
