@@ -46,9 +46,17 @@ def user_text(msg: IncomingMessage, quoted: str = "") -> str:
     if msg.media_kind and msg.text.strip():
         body += f"\n[attached: {msg.media_kind}]"
     lines = []
-    if msg.earlier_context:
+    # A debounced burst rides along with the unaddressed context; the burst's own messages are to us.
+    to_us = set(msg.answering)
+    others = [m for m in msg.earlier_context if m.message_id not in to_us and m.text.strip()]
+    burst = [m for m in msg.earlier_context if m.message_id in to_us and m.text.strip()]
+    if others:
         lines.append("[Earlier messages in this chat, not addressed to you]")
-        lines += [f"{sender_label(m.sender)}: {m.text.strip()}" for m in msg.earlier_context if m.text.strip()]
+        lines += [f"{sender_label(m.sender)}: {m.text.strip()}" for m in others]
+    if burst:
+        lines.append("[Messages to you]")
+        lines += [f"{sender_label(m.sender)}: {m.text.strip()}" for m in burst]
+    elif others:
         lines.append("[Message to you]")
     if quoted:
         lines.append(f"[In reply to {quoted}]")

@@ -19,8 +19,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import structlog
 from telethon import TelegramClient, errors, functions
 from telethon.tl import types
+
+log = structlog.get_logger(__name__)
 
 LOOKUP_RECENT = 30  # our recent messages searched for a duplicate's id
 
@@ -76,7 +79,8 @@ async def _find_sent(client: TelegramClient, peer: Any, text: str) -> Delivered:
     """The message a duplicate ``random_id`` names: our newest recent message with the same words."""
     try:
         recent = await client.get_messages(peer, limit=LOOKUP_RECENT)
-    except Exception:  # delivered either way; only its archive row is missing (the history catch-up fills it)
+    except Exception as exc:  # delivered either way; only its archive row is missing (the catch-up fills it)
+        log.warning("duplicate_lookup_failed", error=f"{type(exc).__name__}: {exc}")
         return Delivered(0, 0.0, duplicate=True)
     for message in recent or ():
         if getattr(message, "out", False) and (message.message or "").strip() == text.strip():

@@ -7,6 +7,7 @@ import json
 import threading
 import time
 from collections import Counter
+from dataclasses import replace
 from datetime import datetime
 
 from teleton.agent.context import FEED_HEADER, KNOWLEDGE_HEADER
@@ -274,6 +275,26 @@ async def test_group_context_that_did_not_trigger_a_reply_is_included(harness: H
         "Alice (@alice): I'll bring cheese",
         "[Message to you]",
         "Alice (@alice): @teleton and now?",
+    ]
+
+
+async def test_a_burst_to_us_is_labelled_to_us_and_the_chatter_around_it_is_not(harness: Harness) -> None:
+    """A debounced burst: the messages that addressed the agent are under "to you", in order; only the
+    chatter that did not is "not addressed to you"."""
+    h = harness
+    chatter = h.message(GROUP, OWNER, "I'll bring the wine")
+    first = h.message(GROUP, ALICE, "@teleton who brings bread?", mentions_us=True)
+    last = h.message(GROUP, ALICE, "@teleton and dessert?", mentions_us=True)
+    for msg in (chatter, first, last):
+        await h.archive(msg)
+    await h.agent.handle(replace(last, earlier_context=(chatter, first), answering=(first.message_id, last.message_id)))
+    said = h.fake.requests[-1]["messages"][-1]["content"][-1]["text"]
+    assert said.splitlines() == [
+        "[Earlier messages in this chat, not addressed to you]",
+        "Olga (@olga): I'll bring the wine",
+        "[Messages to you]",
+        "Alice (@alice): @teleton who brings bread?",
+        "Alice (@alice): @teleton and dessert?",
     ]
 
 

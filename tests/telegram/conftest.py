@@ -50,6 +50,7 @@ class RecordingClient(TelegramClient):
         self.failures: list[BaseException] = []  # raised, in order, by the next requests
         self.fail_when: Callable[[Any], BaseException | None] | None = None
         self._ids = itertools.count(10_000)
+        self.history: list[Any] = []  # what messages.getHistory answers (newest first, as Telegram does)
 
     async def _call(self, sender: Any, request: Any, ordered: bool = False, flood_sleep_threshold: Any = None) -> Any:
         if isinstance(request, list):  # Telethon sends chunked requests as one list
@@ -81,6 +82,8 @@ class RecordingClient(TelegramClient):
             return types.messages.AffectedMessages(pts=2, pts_count=len(request.id))
         if isinstance(request, functions.messages.EditMessageRequest):
             return types.Updates(updates=[], users=[], chats=[], date=datetime.now(UTC), seq=0)
+        if isinstance(request, functions.messages.GetHistoryRequest):
+            return types.messages.Messages(messages=self.history, topics=[], chats=[], users=[ME, ALICE, BOB])
         if isinstance(request, functions.channels.GetChannelsRequest):
             raise errors.ChannelInvalidError(request=request)  # what Telegram says for a chat we cannot see
         raise AssertionError(f"unexpected request in test: {type(request).__name__}")
