@@ -111,10 +111,11 @@ def start(
 @app.command()
 def status(ctx: typer.Context) -> None:
     """Is the daemon running? Uptime, queue depth, archive size and the last error (works from any shell)."""
-    from teleton.daemon.status_file import describe, read_status
+    from teleton.daemon.status_file import describe, free_space, read_status
 
     config = cli_config(ctx)
-    running, text = describe(read_status(config.storage.data_dir / "status.json"))
+    data_dir = config.storage.data_dir
+    running, text = describe(read_status(data_dir / "status.json"), free_bytes=free_space(data_dir))
     console.print(text, highlight=False)
     if not running:
         raise typer.Exit(1)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 from teleton.storage.private_files import write_private
 
 STALE_AFTER_S = 30.0
+FULL_BELOW_BYTES = 1 << 20  # less free space than this where the daemon writes: it cannot write its status
 
 
 @dataclass
@@ -63,13 +65,28 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def describe(status: DaemonStatus | None, now: float | None = None) -> tuple[bool, str]:
-    """(running, one-paragraph description) for the CLI."""
+def free_space(directory: Path) -> int | None:
+    """Bytes free on the file system of ``directory`` (None: it cannot be read)."""
+    try:
+        return shutil.disk_usage(directory).free
+    except OSError:
+        return None
+
+
+def describe(status: DaemonStatus | None, now: float | None = None, free_bytes: int | None = None) -> tuple[bool, str]:
+    """(running, one-paragraph description) for the CLI. ``free_bytes``: free space where the daemon writes
+    (a status gone stale on a full disk means "disk full", not "unresponsive")."""
     now = time.time() if now is None else now
     if status is None:
         return False, "not running (no status file: the daemon has not been started here)"
     if not pid_alive(status.pid):
         text = f"not running (last pid {status.pid}, last seen {_ago(now - status.updated_at)} ago)"
+    elif now - status.updated_at > STALE_AFTER_S and free_bytes is not None and free_bytes < FULL_BELOW_BYTES:
+        text = (
+            f"disk full: pid {status.pid} alive, {free_bytes:,} bytes free where it writes; no status update for "
+            f"{_ago(now - status.updated_at)}. Free some space: messages it accepted are answered once it can "
+            "write again (no restart needed)"
+        )
     elif now - status.updated_at > STALE_AFTER_S:
         text = f"unresponsive: pid {status.pid} alive but no status update for {_ago(now - status.updated_at)}"
     else:

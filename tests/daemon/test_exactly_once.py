@@ -15,11 +15,13 @@ import contextlib
 import sqlite3
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from teleton.daemon.status_file import STALE_AFTER_S, describe, free_space, read_status
 from tests.daemon.harness import OWNER, Daemon, db_rows, write_config
 from tests.fakes.anthropic_server import FakeAnthropic, last_user_text, text, user_said
 
@@ -142,6 +144,11 @@ def test_after_a_full_disk_every_accepted_message_is_answered_without_a_restart(
         gate.set()
         # The turns cannot write their records: they are deferred, not answered, not dropped.
         daemon.wait_for(lambda _events: "turn_deferred" in (daemon_root / "daemon.log").read_text())
+        # Its status file cannot be rewritten either: `teleton status`, a minute on, says why.
+        status = read_status(small_disk / "status.json")
+        later = time.time() + 2 * STALE_AFTER_S
+        _running, said = describe(status, now=later, free_bytes=free_space(small_disk))
+        assert said.startswith("disk full: ") and "no restart needed" in said, said
         filler.unlink()
         daemon.wait_for(lambda _events: all(_state(daemon_root, i) == "answered" for i in range(1, 6)))
         texts = sorted(r["text"] for r in daemon.received())
