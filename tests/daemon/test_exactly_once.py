@@ -156,3 +156,21 @@ def test_after_a_full_disk_every_accepted_message_is_answered_without_a_restart(
         assert daemon.proc is not None and daemon.proc.poll() is None  # no restart was needed
     finally:
         daemon.stop()
+
+
+def test_odd_input_is_one_error_event_and_the_connection_stays(api: FakeAnthropic, daemon_root: Path) -> None:
+    """An id no Telegram message can have, and a null text: one error event for the first, an empty text
+    for the second, and the same connection carries on."""
+    daemon = Daemon(daemon_root, write_config(daemon_root, api.base_url)).start()
+    try:
+        daemon.send(OWNER_DM, "a huge id", 2**65)
+        daemon.wait_for(lambda events: any(e["op"] == "error" for e in events))
+        assert "out of range" in next(e for e in daemon.events if e["op"] == "error")["error"]
+        daemon.send(OWNER_DM, None, 2)  # type: ignore[arg-type]
+        daemon.send(OWNER_DM, "still there?", 3)
+        daemon.wait_for(lambda _events: _state(daemon_root, 3) == "answered")
+        texts = db_rows(daemon_root, "select message_id, text from tg_messages where is_outgoing = 0")
+        assert sorted(texts) == [(2, ""), (3, "still there?")]
+        assert daemon.socket_error is None
+    finally:
+        daemon.stop()
