@@ -39,8 +39,9 @@ Offer = Callable[..., None]  # (IncomingMessage, accepted=bool) -> None: the pip
 SendMessage = Callable[..., Awaitable[SentMessage]]  # the gateway's send_message(chat_id, text, reply_to=, once=)
 
 
-async def resend_pending(db: Database, dispatcher: Any, send: SendMessage, window_s: float, now: float,
-                         *, tasks: bool) -> dict[str, int]:  # fmt: skip
+async def resend_pending(
+    db: Database, dispatcher: Any, send: SendMessage, window_s: float, now: float, *, tasks: bool
+) -> dict[str, int]:
     """Send again every reply a crash cut, in order per chat, with its recorded ids. ``tasks``: also the
     replies of scheduled tasks still marked running (only at start: a live pass cannot tell a task's reply
     going out right now from one a fault cut)."""
