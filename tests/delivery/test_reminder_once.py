@@ -282,3 +282,33 @@ def test_daemon_killed_after_the_reminder_went_out_never_sends_it_again(daemon_r
     assert model.calls == calls_before  # the turn was not run again
     assert _sent_reminders(daemon_root) == 1
     assert [e["text"] for e in again.sent()].count(REMINDER) == 0
+
+
+def test_daemon_killed_right_after_the_chat_received_the_reminder_is_done_and_it_arrives_once(
+    daemon_root: Path,
+) -> None:
+    """The window the database cannot see: the chat holds the reminder, the daemon died before it learned
+    so. At the next start the reply is sent again with its recorded random_id, the network refuses the
+    duplicate, and the task is done — the chat received it once and the model was not asked again."""
+    with FakeAnthropic() as api:
+        model = ReminderModel(via_tool=False)
+        model.stall = False
+        api.responder = model
+        config = _config(daemon_root, api)
+        task_id = _schedule_reminder(daemon_root)
+        first = Daemon(daemon_root, config)
+        first.env["TELETON_LOOPBACK_DIE_AFTER"] = "1"
+        first.start()
+        assert first.wait() == -signal.SIGKILL
+        first.stop()
+        assert [r["text"] for r in first.received()] == [REMINDER]
+        calls_before = model.calls
+
+        again = Daemon(daemon_root, config).start()
+        try:
+            status, result, _ = _settle(daemon_root, again, task_id)
+        finally:
+            again.stop()
+    assert (status, result) == ("done", "delivered (before a restart)")
+    assert [r["text"] for r in again.received()] == [REMINDER]  # once, not twice
+    assert model.calls == calls_before
