@@ -77,8 +77,9 @@ def run_with_faults(root: Path, api: FakeAnthropic, *, kills: int, terms: int, o
         daemon = Daemon(root, config)
         # A third of the kills land exactly in the window the database cannot see: right after the chat
         # received a reply, before the daemon learned it went out (the loopback's fault knob).
-        kind = rng.choice(["archived", "send_message", "received"]) if stop is not None else ""
-        if stop == signal.SIGKILL and kind == "received":
+        kinds = ["archived", "send_message"] + (["received"] if stop == signal.SIGKILL else [])
+        kind = rng.choice(kinds) if stop is not None else ""
+        if kind == "received":
             daemon.env["TELETON_LOOPBACK_DIE_AFTER"] = str(rng.randint(1, max(1, chunk)))
         daemon.start()
         if outage_s:
