@@ -30,10 +30,10 @@ class FileIdentity:
 
 
 def identity_of(path: Path) -> FileIdentity | None:
-    """The identity of the file ``path`` names now (None: no file there)."""
+    """The identity of the file ``path`` names now (None: no file there, or its folder is gone)."""
     try:
         st = os.stat(path)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return None
     return FileIdentity(st.st_dev, st.st_ino)
 
@@ -77,7 +77,10 @@ class DatabaseWatch:
         """None while the path still names the opened file; else what was lost."""
         if self.identity is None:
             return None
-        now = await asyncio.to_thread(identity_of, self.path)
+        try:
+            now = await asyncio.to_thread(identity_of, self.path)
+        except OSError:  # cannot look (a permission changed): no proof the file is gone, so no stop
+            return None
         if now == self.identity:
             return None
         how = "deleted" if now is None else "replaced"
