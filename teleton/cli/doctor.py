@@ -12,6 +12,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -286,6 +287,19 @@ def check_database(config: Config) -> Check:
     return Check("Database", True, f"{path} (quick_check ok)")
 
 
+def check_lost_database(config: Config) -> Check | None:
+    """The last run stopped because its database file was deleted or replaced (the marker it left)."""
+    from teleton.daemon.database_watch import read_marker
+
+    lost = read_marker(config.storage.data_dir)
+    if lost is None:
+        return None
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(lost.at))
+    detail = f"the last run stopped at {when}: {lost.path} was {lost.how} while the daemon ran"
+    fix = "restore the last `teleton backup` over the database file, or start fresh; the next start tells the owner"
+    return Check("Last stop", False, detail, fix)
+
+
 def check_config_mode(config: Config) -> Check | None:
     if config.source is None:
         return None
@@ -309,6 +323,7 @@ def run_checks(config_path: Path | None, *, online: bool = False) -> list[Check]
         check_embedding_model,
         check_workspace,
         check_database,
+        check_lost_database,
         check_database_mode,
         check_data_dir,
         check_telegram_session,

@@ -27,6 +27,7 @@ from typing import Any
 import structlog
 
 from teleton.config import Config, load_config, require_llm, require_telegram
+from teleton.daemon.database_watch import DatabaseWatch, clear_marker, read_marker, write_marker
 from teleton.daemon.health import gather_status, open_checked
 from teleton.daemon.instance_lock import InstanceLock
 from teleton.daemon.loop_lag import LoopLagMonitor
@@ -61,6 +62,7 @@ class Daemon:
     principals: Principals = field(init=False)
     supervisor: Supervisor = field(init=False)
     fatal: str | None = None  # why the daemon stopped itself (a loop's fatal error)
+    db_watch: DatabaseWatch | None = None
     # Set as start-up reaches them; shutdown closes whatever exists, in reverse dependency order.
     db: Database | None = None
     gateway: Any = None
@@ -115,6 +117,7 @@ class Daemon:
         provider = await asyncio.to_thread(create_provider, config.embedding)
         embedding = (provider.model_id, provider.dims) if provider is not None else None
         db = self.db = await open_checked(config.storage.database, embedding)
+        self.db_watch = await DatabaseWatch.opened(db.path)
         # Knowledge, queries and tools go through the embedding cache; the feed embedder does not: every
         # message is new text, and caching it would only evict entries that get reused.
         embedder = with_cache(provider, db, config.embedding) if db.vectors else None
@@ -150,6 +153,7 @@ class Daemon:
         stack.agent.deps.report = self.supervisor.report
         scheduler = self._make_scheduler(db, stack)
         await gateway.start(self.supervisor)
+        await self._report_lost_database()
         await scheduler.start(self.supervisor)  # after Telegram: tasks a crash failed are told to the owner
 
         self._tasks.append(asyncio.create_task(self._status_loop(), name="status-file"))
@@ -284,8 +288,37 @@ class Daemon:
     async def _status_loop(self) -> None:
         while True:
             await asyncio.sleep(STATUS_EVERY_S)
+            if await self._database_lost():
+                return
             with contextlib.suppress(Exception):
                 await self._write_status()
+
+    async def _database_lost(self) -> bool:
+        """The database file was deleted or replaced: stop (exit 78) and leave a note for the next start."""
+        lost = await self.db_watch.check() if self.db_watch is not None else None
+        if lost is None:
+            return False
+        log.error("database_lost", path=lost.path, how=lost.how, device=lost.device, inode=lost.inode)
+        try:
+            await asyncio.to_thread(write_marker, self.config.storage.data_dir, lost)
+        except OSError as exc:  # the data directory went with it: the stop and its line still happen
+            log.warning("database_lost_marker_failed", error=str(exc))
+        self._on_fatal("storage", lost.line())
+        return True
+
+    async def _report_lost_database(self) -> None:
+        """Tell the owner once that the last run stopped on a lost database; the marker stays if telling fails."""
+        data_dir = self.config.storage.data_dir
+        lost = await asyncio.to_thread(read_marker, data_dir)
+        if lost is None:
+            return
+        log.warning("database_lost_last_run", path=lost.path, how=lost.how, at=lost.at)
+        try:
+            await self._tell_owner(lost.owner_notice())
+        except Exception as exc:
+            log.warning("owner_not_told", error=repr(exc))
+            return
+        await asyncio.to_thread(clear_marker, data_dir)
 
     async def _write_status(self) -> None:
         await gather_status(self)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from teleton.daemon.runner import EXIT_FATAL
 from teleton.daemon.systemd_notify import Notifier
 
 UNIT = Path(__file__).resolve().parents[2] / "systemd" / "teleton.service"
@@ -26,6 +27,8 @@ def test_unit_declares_notify_restart_user_and_sandbox() -> None:
     service = _unit()["Service"]
     assert service["Type"] == "notify"
     assert service["Restart"] == "on-failure"
+    # A fatal stop (a revoked session, a deleted database) is not restarted into the same failure.
+    assert str(EXIT_FATAL) in service["RestartPreventExitStatus"].split()
     assert service["User"] == "teleton"
     assert service["StateDirectory"] == "teleton"
     for key, value in {

@@ -559,6 +559,9 @@ class World:
     _ids: dict[int, itertools.count[int]] = field(default_factory=dict)
     _log_pos: int = 0
     _log_buffer: str = ""
+    # Every event the daemon emitted has been received: true right after a barrier; a send or a wait since
+    # (the daemon was working) may have set off more that are still in the socket.
+    _all_received: bool = False
     logs: list[dict[str, Any]] = field(default_factory=list)
 
     # -- paths and the database -----------------------------------------------------------------------
@@ -601,6 +604,7 @@ class World:
         return next(self._ids.setdefault(chat_id, itertools.count(1)))
 
     def _send(self, chat: dict[str, Any], text_: str, message_id: int, sender: dict[str, Any] | None, **extra: Any):
+        self._all_received = False
         if chat.get("title"):
             self.titles[chat["title"]] = int(chat["id"])
         event = {"op": "message", "chat": chat, "sender": sender, "message_id": message_id, "text": text_,
@@ -610,6 +614,7 @@ class World:
 
     def wait(self, predicate: Callable[[], bool], what: str) -> None:
         """Wait for ``what`` (no deadline: a hang is pytest-timeout's to report, showing this line)."""
+        self._all_received = False
         while True:
             self.daemon.pump()  # blocks up to 0.05 s on the socket: no busy loop
             if predicate():
@@ -644,6 +649,7 @@ class World:
             ),
             "the barrier message",
         )
+        self._all_received = True
 
     def step(
         self,
@@ -662,6 +668,10 @@ class World:
     ) -> Step:
         """Send one message and wait until everything it set off is finished; check the criteria."""
         chat_id = int(chat["id"])
+        if not self._all_received:
+            # The test waited on the daemon since the last step (a task's row): what that set off (the task's
+            # reply, still in the socket) is received now, so it is never counted as this step's.
+            self.barrier()
         req_start, ev_start = len(self.api.requests), len(self.daemon.events)
         log_start = len(self.read_logs())
         held_start = self.scalar("select coalesce(max(id), 0) from pending_sends")
@@ -719,11 +729,21 @@ class World:
 
     def _wait_tasks(self, task_start: int) -> None:
         def settled() -> bool:
-            rows = self.rows("select status, run_at from tasks where id > ?", (task_start,))
+            rows = self.rows("select id, status, run_at from tasks where id > ?", (task_start,))
             soon = time.time() + 5
-            return not any(r["status"] in ("pending", "running") and (r["run_at"] or 0) <= soon for r in rows)
+            if any(r["status"] in ("pending", "running") and (r["run_at"] or 0) <= soon for r in rows):
+                return False
+            # A failed task tells the owner after its row says so: the notice is part of this step too.
+            return all(self._owner_told_of(int(r["id"])) for r in rows if r["status"] == "failed")
 
-        self.wait(settled, "the scheduled tasks started by the step")
+        self.wait(settled, "the scheduled tasks started by the step, and the owner's notices of failed ones")
+
+    def _owner_told_of(self, task_id: int) -> bool:
+        head = f"Scheduled task #{task_id} "
+        return any(
+            e["op"] == "send_message" and e["chat_id"] == OWNER_ID and e["text"].startswith(head)
+            for e in self.daemon.events
+        )
 
     def _distiller_caught_up(self) -> bool:
         logs = self.read_logs()

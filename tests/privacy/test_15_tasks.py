@@ -2,7 +2,8 @@
 inherits it; quotas and the minimum repeat interval hold for everyone but the owner.
 
 Tasks use ``delay_minutes: 0`` so they run at once; ``World.step`` waits until every task the step started
-(and every task those started) has finished, and checks the requests of the task turns like any other.
+(and every task those started) has finished and the owner was told of each that failed, and checks the
+requests of the task turns like any other.
 """
 
 from __future__ import annotations
