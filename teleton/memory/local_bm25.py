@@ -119,8 +119,13 @@ def _prefix_phrases(term: str) -> list[str]:
     """The phrases of a ``keyword_terms`` term (one quoted word, or stem prefixes ``"stem"*`` OR-ed), less
     the prefixes that extend another one."""
     phrases = term.split(" OR ")
-    stems = [p[1:-2] for p in phrases if p.endswith('"*')]
-    return [p for p in phrases if not any(p.endswith('"*') and s != p[1:-2] and p[1:-2].startswith(s) for s in stems)]
+    prefixes = {p[1:-2] for p in phrases if p.endswith('"*')}  # "stem"* -> stem
+
+    def extends_another(phrase: str) -> bool:
+        stem = phrase[1:-2]
+        return phrase.endswith('"*') and any(stem != other and stem.startswith(other) for other in prefixes)
+
+    return [p for p in phrases if not extends_another(p)]
 
 
 def drop_common_terms(counts: dict[str, int], max_matches: int) -> list[str]:
