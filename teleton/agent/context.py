@@ -183,6 +183,9 @@ class ContextSettings:
     feed: int = 5
     facts: int = 5
     params: SearchParams = field(default_factory=SearchParams)
+    # Of one archived message, what a recent or feed line reads: as much as the model reads of a message
+    # (agent.max_input_chars). A 10 MB paste stays whole in the archive; every later turn reads its head.
+    message_chars: int = 20_000
 
 
 class ContextBuilder:
@@ -213,7 +216,7 @@ class ContextBuilder:
         embedding = None if skip else asyncio.create_task(self._embed(msg.text))
         try:
             recent = await self.db.read(
-                lambda conn: recent_messages(conn, msg.chat.id, s.recent, exclude=msg.message_id)
+                lambda conn: recent_messages(conn, msg.chat.id, s.recent, exclude=msg.message_id, chars=s.message_chars)
             )
             recent = [replace(line, label=self.principals.chat_label(line.chat_id)) for line in recent]
         except BaseException:
@@ -331,7 +334,7 @@ class ContextBuilder:
         )
         return [
             replace(
-                _feed_line(h.meta, h.text),
+                _feed_line(h.meta, h.text[: s.message_chars]),
                 chat_title=titles.get(int(h.meta["chat_id"])) or "",
                 label=self.principals.chat_label(int(h.meta["chat_id"])),
                 score=h.score,
@@ -345,15 +348,15 @@ class ContextBuilder:
         return await embed_query(self.embedder, text)  # a failing provider degrades to keyword search
 
 
-def recent_messages(conn: Connection, chat_id: int, limit: int, exclude: int | None = None) -> list[FeedLine]:
-    """The last ``limit`` messages of one chat, oldest first."""
+def recent_messages(conn: Connection, chat_id: int, limit: int, *, exclude: int | None, chars: int) -> list[FeedLine]:
+    """The last ``limit`` messages of one chat, oldest first, each text read up to ``chars`` characters."""
     if limit <= 0:
         return []
     rows = conn.execute(
-        "select chat_id, message_id, date, sender_id, sender_name, is_outgoing, text from tg_messages "
-        "where chat_id = ? and deleted = 0 and message_id != ? and text != '' "
+        "select chat_id, message_id, date, sender_id, sender_name, is_outgoing, substr(text, 1, ?) as text "
+        "from tg_messages where chat_id = ? and deleted = 0 and message_id != ? and text != '' "
         "order by date desc, message_id desc limit ?",
-        (chat_id, -1 if exclude is None else exclude, limit),
+        (chars, chat_id, -1 if exclude is None else exclude, limit),
     ).fetchall()
     return [_feed_line(row, row["text"]) for row in reversed(rows)]
 

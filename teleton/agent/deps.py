@@ -63,6 +63,7 @@ class AgentSettings:
                 recent=m.context_recent,
                 knowledge=m.context_knowledge,
                 feed=m.context_feed,
+                message_chars=a.max_input_chars,
                 params=SearchParams(
                     vector_weight=vector_weight,
                     keyword_weight=keyword_weight,

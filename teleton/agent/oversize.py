@@ -4,7 +4,8 @@ One message must never wedge a conversation: it would stay in every later reques
 So an incoming message over ``agent.max_input_chars`` is kept whole — in the archive (the Telegram layer
 already wrote it) and as a workspace file of its chat, which the agent can read in parts with
 ``workspace_read`` — and the model, retrieval, the daily log and the distiller get its head, its tail and a
-note saying what was cut and where the whole text is. A session that still overflows the model after a
+note saying what was cut and where the whole text is. The same holds for a group's unanswered messages that
+ride along with the next one addressed to the agent. A session that still overflows the model after a
 compaction (say, it holds a paste from before this limit) has its oversized messages cut the same way.
 """
 
@@ -46,6 +47,16 @@ async def shorten(workspace: Path, msg: IncomingMessage, limit: int) -> Incoming
     rel = paste_path(msg)
     await asyncio.to_thread(write_private, workspace / rel, msg.text, stop_at=workspace)
     return replace(msg, text=excerpt(msg.text, limit, rel))
+
+
+async def fit(workspace: Path, msg: IncomingMessage, limit: int) -> IncomingMessage:
+    """``msg`` with every text over ``limit`` shortened: its own and those of the group's unanswered messages
+    riding along with it (``earlier_context``), which the model reads in the same user message. ``msg``
+    itself when everything fits."""
+    earlier = tuple([await fit(workspace, m, limit) for m in msg.earlier_context])
+    if any(new is not old for new, old in zip(earlier, msg.earlier_context, strict=True)):
+        msg = replace(msg, earlier_context=earlier)
+    return await shorten(workspace, msg, limit) if len(msg.text) > limit else msg
 
 
 def shorten_history(messages: list[dict[str, Any]], limit: int) -> int:

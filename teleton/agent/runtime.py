@@ -288,8 +288,9 @@ class Agent:
 
     async def _stage_session(self, turn: Turn) -> None:
         limit = self.settings.max_input_chars
-        if len(turn.msg.text) > limit:  # kept whole in a file; everything after this reads the excerpt
-            turn.msg = await oversize.shorten(Path(self.deps.workspace), turn.msg, limit)
+        fitted = await oversize.fit(Path(self.deps.workspace), turn.msg, limit)
+        if fitted is not turn.msg:  # kept whole in a file; everything after this reads the excerpt
+            turn.msg = fitted
             log.info("long_message_shortened", chat_id=turn.msg.chat.id, kept_chars=limit)
         # The user's words first: a /stop during the session swap below still keeps them (persist_stopped).
         text = user_text(turn.msg, await quoted_referent(self.deps.db, turn.msg))

@@ -18,7 +18,7 @@ from teleton.memory.corpora import FEED, Corpus, chat_token
 from teleton.memory.embeddings.cached import text_hash
 from teleton.memory.feed_embedding import FeedMessage, context_text, index_text, load_context, message_line
 from teleton.memory.vector_leg import vector_available
-from teleton.storage.schema import FEED_CONTEXT_MESSAGES, FEED_CONTEXT_SECONDS
+from teleton.storage.feed_context import FEED_CONTEXT_MESSAGES, FEED_CONTEXT_SECONDS
 from teleton.storage.sqlite_driver import Connection
 
 FTS_TABLES = ("tg_messages_fts", "facts_fts", "knowledge_fts")

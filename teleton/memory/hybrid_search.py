@@ -231,8 +231,8 @@ def scope_of(corpus: Corpus, scope: Sequence[Any]) -> Scope:
 
 def corpus_bm25(conn: Connection, corpus: Corpus, terms: list[str], limit: int, scope: Scope) -> dict[int, float]:
     return local_bm25(
-        conn, fts=corpus.fts, table=corpus.table, columns=corpus.fts_columns, weights=corpus.fts_weights,
-        terms=terms, scope=scope, limit=limit, max_matches=MAX_KEYWORD_MATCHES,
+        conn, fts=corpus.fts, table=corpus.table, weights=corpus.fts_weights, terms=terms, scope=scope,
+        limit=limit, max_matches=MAX_KEYWORD_MATCHES,
     )  # fmt: skip
 
 

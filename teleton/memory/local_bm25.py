@@ -9,9 +9,12 @@ the rows the scope admits, so adding text to other chats changes nothing in this
 
 The formula is FTS5's own (k1 = 1.2, b = 0.75, idf = ln((N - n + 0.5) / (n + 0.5)) floored at 1e-6, a word's
 frequency in a row = the column-weighted count of its matches, the row length = all columns' tokens), so a
-store holding one scope ranks exactly as FTS5 does. Counts come from FTS5 itself: a word's matches in a
-column are the markers ``highlight()`` adds (porter stemming and diacritics as the index has them), a row's
-length is its ``_docsize`` record.
+store holding one scope ranks exactly as FTS5 does. Counts come from FTS5 itself (porter stemming and
+diacritics as the index has them), a row's length is its ``_docsize`` record.
+
+A word's weighted count in a row is read back from ``bm25()`` (``word_counts``), which takes it from the
+index's position lists. ``highlight()`` would re-tokenise the whole row and rebuild its output at every
+match: a 2 MB pasted log took seconds per query word, a 10 MB one minutes (issue 30).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from teleton.storage.sqlite_driver import Connection
 
 K1 = 1.2
 B = 0.75
-MARK = "\x01"  # one character per match: a column's count is the highlighted text's extra length
+COUNT_DECIMALS = 4  # of a weighted count read back from bm25() (see _weighted_count)
 LENGTH_SAMPLE = 1_000  # rows (the scope's newest) the average length is taken from; exact for small scopes
 
 
@@ -49,7 +52,6 @@ def local_bm25(
     *,
     fts: str,
     table: str,
-    columns: Sequence[str],
     weights: Sequence[float],
     terms: Sequence[str],
     scope: Scope,
@@ -74,7 +76,7 @@ def local_bm25(
     idf = {term: max(1e-6, math.log((rows - counts[term] + 0.5) / (counts[term] + 0.5))) for term in kept}
     frequency: dict[int, dict[str, float]] = {}
     for term in kept:
-        for row_id, tf in search.frequencies(_phrase(term), columns, weights, newest=max_matches):
+        for row_id, tf in word_counts(search, term, weights, newest=max_matches).items():
             frequency.setdefault(row_id, {})[term] = tf
     lengths = search.lengths(list(frequency))
     average = search.average_length()
@@ -97,6 +99,33 @@ def term_counts(
 
 def _phrase(term: str) -> str:
     return or_expression([term])
+
+
+def word_counts(search: _Search, term: str, weights: Sequence[float], newest: int) -> dict[int, float]:
+    """Row id -> column-weighted count of ``term``'s matches, for the ``newest`` scope rows it matches.
+
+    ``bm25()`` sums a score per phrase of the MATCH, so a term of several stem prefixes (``keyword_terms``)
+    is counted one prefix at a time; a prefix that extends another one matches nothing the shorter one does
+    not, and is left out so no word counts twice.
+    """
+    counts: dict[int, float] = {}
+    for phrase in _prefix_phrases(term):
+        for row_id, tf in search.frequencies(phrase, weights, newest):
+            counts[row_id] = counts.get(row_id, 0.0) + tf
+    return dict(sorted(counts.items(), reverse=True)[:newest])
+
+
+def _prefix_phrases(term: str) -> list[str]:
+    """The phrases of a ``keyword_terms`` term (one quoted word, or stem prefixes ``"stem"*`` OR-ed), less
+    the prefixes that extend another one."""
+    phrases = term.split(" OR ")
+    prefixes = {p[1:-2] for p in phrases if p.endswith('"*')}  # "stem"* -> stem
+
+    def extends_another(phrase: str) -> bool:
+        stem = phrase[1:-2]
+        return phrase.endswith('"*') and any(stem != other and stem.startswith(other) for other in prefixes)
+
+    return [p for p in phrases if not extends_another(p)]
 
 
 def drop_common_terms(counts: dict[str, int], max_matches: int) -> list[str]:
@@ -141,19 +170,30 @@ class _Search:
             return int(self.conn.execute(f"select count(*) {sql}", args).fetchone()[0])
         return int(self.conn.execute(f"select count(*) from (select 1 {sql} limit ?)", [*args, cap]).fetchone()[0])
 
-    def frequencies(
-        self, expression: str, columns: Sequence[str], weights: Sequence[float], newest: int
-    ) -> list[tuple[int, float]]:
-        """(row id, column-weighted match count) of the ``newest`` scope rows matching ``expression``; counted
-        in SQL so no text crosses into Python."""
-        marked = " + ".join(
-            f"{float(w)} * coalesce(length(highlight({self.fts}, {i}, '{MARK}', '')) - length({self.fts}.{name}), 0)"
-            for i, (name, w) in enumerate(zip(columns, weights, strict=True))
-            if w > 0
-        )
-        sql, args, row_id = self._from(expression, ranked=True)
-        rows = self.conn.execute(f"select {row_id}, {marked} {sql} order by {row_id} desc limit ?", [*args, newest])
-        return [(int(r[0]), float(r[1])) for r in rows]
+    def frequencies(self, phrase: str, weights: Sequence[float], newest: int) -> list[tuple[int, float]]:
+        """(row id, column-weighted match count) of the ``newest`` scope rows matching one ``phrase``.
+
+        FTS5's bm25() of a row is ``idf * f * (K1 + 1) / (f + k)`` with ``f`` the weighted count and ``k``
+        from the row's length and the table's average; the same row with doubled weights gives ``2f``, and
+        the two scores give ``x = f / k``. ``k`` is computed as FTS5 computes it, from the table's totals
+        (its averages record, read in the same statement, so from the same snapshot) and the row's
+        ``_docsize``. Scope phrases (the feed's chat token) sit in a column of weight 0 and add nothing.
+        """
+        single = ", ".join(str(float(w)) for w in weights)
+        double = ", ".join(str(2 * float(w)) for w in weights)
+        fts = self.fts
+        sql, args, row_id = self._from(phrase, ranked=True)
+        rows = self.conn.execute(
+            f"select {row_id}, bm25({fts}, {single}), bm25({fts}, {double}), "
+            f"(select sz from {fts}_docsize where id = {row_id}), (select block from {fts}_data where id = 1) "
+            f"{sql} order by {row_id} desc limit ?",
+            [*args, newest],
+        ).fetchall()
+        if not rows:
+            return []
+        table_rows, *column_tokens = _varints(rows[0][4])
+        average = sum(column_tokens) / table_rows
+        return [(int(r[0]), _weighted_count(r[1], r[2], r[3], average)) for r in rows]
 
     def lengths(self, ids: list[int]) -> dict[int, int]:
         if not ids:
@@ -167,6 +207,17 @@ class _Search:
         newest = f"select {row_id} {sql} order by {row_id} desc limit {LENGTH_SAMPLE}"
         rows = self.conn.execute(f"select sz from {self.fts}_docsize where id in ({newest})", args).fetchall()
         return sum(_row_length(r[0]) for r in rows) / len(rows) if rows else 0.0
+
+
+def _weighted_count(single: float, double: float, docsize: bytes | None, average: float) -> float:
+    """``f`` from bm25() with the weights once (``single``) and doubled (see ``_Search.frequencies``)."""
+    if not single or not double or not docsize:
+        return 0.0  # matched in columns of weight 0 only
+    ratio = double / single  # = 2 (x + 1) / (2x + 1)
+    x = (2.0 - ratio) / (2.0 * (ratio - 1.0))
+    # f is whole counts times weights of a decimal place or two: rounding drops the float noise of the
+    # inversion, so a row's count never depends on the rest of the table.
+    return round(x * K1 * (1 - B + B * _row_length(docsize) / average), COUNT_DECIMALS)
 
 
 def _row_length(blob: bytes) -> int:

@@ -12,6 +12,7 @@ import sqlite3
 import uuid
 from collections.abc import Callable
 
+from teleton.storage.feed_context import feed_triggers, migrate_feed_context
 from teleton.storage.migration_fact_history import migrate_fact_history
 from teleton.storage.migration_held import migrate_held
 from teleton.storage.migration_labels import migrate_labels
@@ -19,23 +20,6 @@ from teleton.storage.migration_replies import migrate_replies
 from teleton.storage.sqlite_driver import Connection
 
 FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
-
-# How many earlier messages of the same chat, at most how long before, form a message's context in the
-# feed's indexes (keyword and vector). teleton.memory.feed_embedding applies the same rule in Python.
-FEED_CONTEXT_MESSAGES = 2
-FEED_CONTEXT_SECONDS = 6 * 3600
-FEED_CONTEXT_SQL = f"""(
-        select coalesce(group_concat(p.text, ' '), '') from (
-            select text from tg_messages
-            where chat_id = new.chat_id and id != new.id and deleted = 0 and is_service = 0
-              and date <= new.date and date >= new.date - {FEED_CONTEXT_SECONDS}
-            order by date desc, id desc limit {FEED_CONTEXT_MESSAGES}
-        ) p
-    )"""
-
-# The token of a chat in tg_messages_fts.chat: "c" + the id, "-" spelled "m" (a tokenizer separator).
-# teleton.memory.hybrid_search.chat_token builds the same token for queries.
-FEED_CHAT_TOKEN_SQL = "('c' || replace(cast(new.chat_id as text), '-', 'm'))"
 
 _V1 = f"""
 create table if not exists meta (
@@ -137,24 +121,16 @@ create index if not exists tg_messages_unembedded on tg_messages(embedded) where
 -- do not repeat the question ("What did Anna paint?" -> "a sunset over the lake"), and the preceding
 -- message supplies them. It is a regular FTS5 table (it keeps its own copy of the text) so that a row can
 -- be deleted by rowid alone even after its neighbours changed; the embedding worker refreshes the context
--- when it embeds the row (see teleton.memory.feed_embedding, which owns the same rule in Python).
+-- when it embeds the row (see teleton.memory.feed_embedding, which owns the same rule in Python). The
+-- triggers live in teleton.storage.feed_context, with the rule's numbers.
 -- The `chat` column holds one token naming the chat (see FEED_CHAT_TOKEN_SQL), so a chat-scoped keyword
 -- search is a doclist intersection inside FTS5 instead of a join over every match in every chat.
 create virtual table if not exists tg_messages_fts using fts5(
     sender_name, text, context, chat, tokenize='{FTS_TOKENIZER}'
 );
-create trigger if not exists tg_messages_ai after insert on tg_messages begin
-    insert into tg_messages_fts(rowid, sender_name, text, context, chat)
-        values (new.id, new.sender_name, new.text, {FEED_CONTEXT_SQL}, {FEED_CHAT_TOKEN_SQL});
-end;
+{feed_triggers(None)}
 create trigger if not exists tg_messages_ad after delete on tg_messages begin
     delete from tg_messages_fts where rowid = old.id;
-end;
-create trigger if not exists tg_messages_au after update of sender_name, text on tg_messages begin
-    delete from tg_messages_fts where rowid = old.id;
-    insert into tg_messages_fts(rowid, sender_name, text, context, chat)
-        values (new.id, new.sender_name, new.text, {FEED_CONTEXT_SQL}, {FEED_CHAT_TOKEN_SQL});
-    update tg_messages set embedded = 0 where id = new.id and new.text is not old.text;
 end;
 
 create table if not exists embedding_cache (
@@ -304,10 +280,14 @@ def _v5(conn: Connection) -> None:
     migrate_replies(conn, run_script)
 
 
+def _v6(conn: Connection) -> None:
+    migrate_feed_context(conn, run_script)
+
+
 Migration = Callable[[Connection], None]
 
 # Index i holds the step from version i to version i + 1. Append only; never edit a released step.
-MIGRATIONS: list[Migration] = [_v1, _v2, _v3, _v4, _v5]
+MIGRATIONS: list[Migration] = [_v1, _v2, _v3, _v4, _v5, _v6]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

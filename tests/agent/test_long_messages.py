@@ -10,7 +10,7 @@ import json
 from teleton.agent.distiller import Distiller
 from teleton.memory.facts import FactStore
 from teleton.tools.workspace_tools import workspace_tools
-from tests.agent.conftest import OWNER_DM, UTILITY_MODEL, Harness
+from tests.agent.conftest import ALICE, GROUP, OWNER_DM, UTILITY_MODEL, Harness
 from tests.fakes.anthropic_server import Body, Reply, prompt_too_long, text, tool_results, tool_use, user_said
 from tests.waiting import until
 
@@ -91,3 +91,21 @@ async def test_a_session_holding_an_old_paste_is_cut_when_the_model_says_too_lon
     assert len(h.main_requests(start)) == 1  # the session is healthy again: no overflow, no retry
     active = await h.agent.sessions.active(OWNER_DM.id)
     assert max(len(m["content"]) for m in active.messages if isinstance(m["content"], str)) < LIMIT + 200
+
+
+async def test_a_paste_the_agent_was_not_asked_about_rides_along_as_its_excerpt(harness: Harness) -> None:
+    # In a group, unanswered messages come with the next one addressed to the agent (``earlier_context``).
+    h = harness
+    pasted = h.message(GROUP, ALICE, PASTE)
+    h.main = _too_long_above(200_000, text("Seen it."))
+    assert await h.send(GROUP, ALICE, "@teleton what broke?", earlier_context=(pasted,), mentions_us=True) == "Seen it."
+
+    (request,) = h.main_requests()
+    said = user_said(request)
+    assert "HEAD-MARK" in said and "TAIL-MARK" in said and "MIDDLE-MARK" not in said, said[:300]
+    assert said.endswith("Alice (@alice): @teleton what broke?") and len(said) < LIMIT + 500
+    kept = h.workspace / f"chats/{GROUP.id}/long-messages/{pasted.message_id}.txt"
+    assert kept.read_text() == PASTE and f"the whole text is the workspace file {kept.relative_to(h.workspace)}" in said
+    session = await h.agent.sessions.active(GROUP.id)
+    stored = [m["content"] for m in session.messages if isinstance(m["content"], str)]
+    assert stored and max(len(c) for c in stored) < LIMIT + 500  # later turns carry the excerpt only

@@ -8,6 +8,7 @@ from teleton.memory.embeddings.cached import DAY, CachedProvider
 from teleton.memory.feed_embedding import FeedEmbedder, FeedMessage, embed_pending, index_text
 from teleton.memory.feed_search import search_feed
 from teleton.storage import Database
+from teleton.storage.feed_context import FEED_CONTEXT_CHARS
 from tests.waiting import until
 
 from .conftest import CountingProvider
@@ -114,6 +115,20 @@ async def test_answers_are_found_through_the_question_they_answer(mdb: Database,
     assert (await mdb.fetchone("select count(*) from tg_messages where embedded = 0"))[0] == 0
     hits = await search_feed(mdb, "what did Ben paint?", chat_ids=[5], provider=embedder)
     assert "A sunset over the lake." in [h.text for h in hits[:2]]
+
+
+async def test_a_long_paste_is_the_next_messages_keyword_context_only_by_its_head(mdb: Database, embedder):
+    paste = "HEADWORD opens the log\n" + "a line of the pasted log\n" * 1_000 + "TAILWORD closes it"
+    assert len(paste) > FEED_CONTEXT_CHARS
+    ids = await mdb.write(lambda conn: add(conn, 5, [paste, "ok, reading it", "done"]))
+
+    async def found(word: str) -> set[int]:
+        return {h.id for h in await search_feed(mdb, word, chat_ids=[5])}
+
+    for _ in ("as archived", "as embedded"):
+        assert await found("tailword") == {ids[0]}  # the next two rows do not hold the whole paste again
+        assert await found("headword") == set(ids)  # its head is their context
+        assert await embed_pending(mdb, embedder) in (3, 0)
 
 
 async def test_an_edit_is_reembedded(mdb: Database, embedder):

@@ -18,8 +18,8 @@ import pytest
 
 from teleton.config.schema import EmbeddingConfig
 from teleton.memory.embeddings import create_provider, with_cache
-from teleton.memory.embeddings.e5_files import E5_SOURCE_SHA256, MANIFEST, build, e5_model
-from teleton.memory.embeddings.local import LocalEmbedder
+from teleton.memory.embeddings.e5_files import E5_SOURCE_SHA256, MANIFEST, MAX_TOKENS, E5Tokenizer, build, e5_model
+from teleton.memory.embeddings.local import LocalEmbedder, by_heads
 from teleton.memory.embeddings.model_files import (
     E5_MODEL_ID,
     MINILM_MODEL_ID,
@@ -154,6 +154,14 @@ def test_a_question_finds_its_answer_across_languages(e5: LocalEmbedder) -> None
     ]
     scores = e5.encode_queries(questions) @ e5.encode(passages).T
     assert list(np.argmax(scores, axis=1)) == [0, 1, 2, 3]
+
+
+def test_a_long_text_is_tokenised_from_its_head_to_the_same_tokens(cache: Path) -> None:
+    tokenizer = E5Tokenizer(e5_model(cache).tokenizer)  # type: ignore[arg-type]
+    lines = ["Встреча с бухгалтером перенесена на пятницу.", "Der Kühlschrank   ist schon wieder kaputt.",
+             "هفته آینده به اصفهان سفر می‌کنم.", "a line of the pasted log\twith\ttabs", "x" * 3_000]  # fmt: skip
+    texts = ["\n".join(lines[(i + n) % len(lines)] for i in range(n)) for n in (1, 40, 400, 4_000)]
+    assert by_heads(tokenizer.ids, MAX_TOKENS)(texts) == tokenizer.ids(texts)
 
 
 async def test_the_cache_keeps_a_question_apart_from_the_same_text(e5: LocalEmbedder, tmp_path: Path) -> None:

@@ -114,8 +114,8 @@ async def test_fact_scopes_and_knowledge_labels_rank_with_their_own_statistics(d
 
 
 async def test_a_message_stuffed_with_marker_characters_scores_as_without_them(db: Database) -> None:
-    # The word count of a match is read from FTS5's highlight markers; text carrying the marker itself must
-    # not count as more matches.
+    # Word counts once came from FTS5's highlight markers (\x01); text carrying the marker itself must not
+    # count as more matches.
     # One message per chat, so no context column repeats a neighbour's words.
     def add(conn) -> list[int]:
         texts = ["roof \x01\x01\x01\x01 tiles", "roof tiles", *["garden"] * 6]
@@ -137,3 +137,33 @@ def test_the_most_common_words_are_dropped_first_and_the_rarest_always_stays() -
     assert drop_common_terms({"paris": 3_000, "louvre": 10, "think": 4_000}, 5_000) == ["paris", "louvre"]
     assert drop_common_terms({"think": 9_000, "need": 8_000}, 5_000) == ["need"]
     assert drop_common_terms({"a": 1, "b": 2}, 5_000) == ["a", "b"]  # the query's order
+
+
+async def test_a_long_pasted_log_ranks_exactly_as_fts5_bm25(db: Database) -> None:
+    # A word's count in a row is read back from bm25(); a paste repeating it thousands of times is where the
+    # inversion's float error would show.
+    paste = "BEGIN\n" + "the worker restarted the lake pump again\n" * 5_000 + "END"
+    await db.write(lambda conn: add_messages(conn, 7, [*CHAT, paste]))
+
+    def both(conn, query: str) -> tuple[dict[int, float], dict[int, float]]:
+        return keyword_leg(conn, FEED, query, 30, [7]), keyword_leg(conn, FEED, query, 30, None)
+
+    for query in ["lake pump", "restarted the roof", "sunset lake"]:
+        scoped, fts5 = await db.read(lambda conn, q=query: both(conn, q))
+        assert scoped.keys() == fts5.keys() and len(scoped) > 1
+        for row_id, score in fts5.items():
+            assert scoped[row_id] == pytest.approx(score, rel=1e-9)
+
+
+async def test_a_word_with_the_arabic_article_counts_once_in_either_form(db: Database) -> None:
+    # An Arabic word is searched as its stem and its stem with "ال": two prefixes, one word.
+    # One message per chat, so no context column repeats a neighbour's words.
+    def add(conn) -> list[int]:
+        texts = ["الكتاب جديد", "كتاب جديد", "كتاب الكتاب", "لا شيء"]
+        return [add_messages(conn, 7 + n, [text])[0] for n, text in enumerate(texts)]
+
+    with_article, without, both_forms, _ = await db.write(add)
+    scores = await db.read(lambda conn: keyword_leg(conn, FEED, "كتاب", 30, list(range(7, 11))))
+    assert set(scores) == {with_article, without, both_forms}
+    assert scores[with_article] == pytest.approx(scores[without])
+    assert scores[both_forms] > scores[without]

@@ -20,6 +20,7 @@ from teleton.memory.embeddings.model_files import ModelFiles, ModelFilesError
 MAX_TOKENS = 256  # all-MiniLM-L6-v2 was trained on 256-token inputs; longer text is truncated
 DEFAULT_BATCH = 64
 TOKEN_BUDGET = 1024  # padded tokens per batch (see token_batches)
+HEAD_CHARS_PER_TOKEN = 8  # a long text's first head, in characters per token of the window (see by_heads)
 
 
 class OnWorkerThread:
@@ -104,9 +105,10 @@ class LocalEmbedder(OnWorkerThread):
 def _tokenizer(files: ModelFiles) -> Callable[[list[str]], list[list[int]]]:
     """Texts -> token ids: a Hugging Face ``tokenizer.json``, or e5's SentencePiece model."""
     if files.tokenizer is not None and files.tokenizer.suffix == ".model":
+        from teleton.memory.embeddings.e5_files import MAX_TOKENS as E5_MAX_TOKENS
         from teleton.memory.embeddings.e5_files import E5Tokenizer
 
-        return E5Tokenizer(files.tokenizer).ids
+        return by_heads(E5Tokenizer(files.tokenizer).ids, E5_MAX_TOKENS)
     from tokenizers import Tokenizer
 
     try:
@@ -115,7 +117,38 @@ def _tokenizer(files: ModelFiles) -> Callable[[list[str]], list[list[int]]]:
         raise ModelFilesError(f"{files.tokenizer} is not a tokenizer.json ({_first_line(exc)})") from None
     tokenizer.enable_truncation(max_length=MAX_TOKENS)
     tokenizer.no_padding()  # we pad per batch ourselves, to the batch's own longest text
-    return lambda texts: [e.ids for e in tokenizer.encode_batch(texts)]
+    return by_heads(lambda texts: [e.ids for e in tokenizer.encode_batch(texts)], MAX_TOKENS)
+
+
+def by_heads(
+    token_ids: Callable[[list[str]], list[list[int]]], max_tokens: int
+) -> Callable[[list[str]], list[list[int]]]:
+    """``token_ids`` (which cuts every text at ``max_tokens``) reading a long text only as far as the cut.
+
+    A text is tokenised from its head, cut at a space, doubled while its tokens do not reach the cut: words
+    are tokenised one by one, so a head that fills the window gives the whole text's tokens. A 10 MB paste
+    was tokenised whole, and three times (itself and as the context of the next two messages), to keep 512.
+    """
+
+    def ids(texts: list[str]) -> list[list[int]]:
+        chars = max_tokens * HEAD_CHARS_PER_TOKEN
+        heads = [head(text, chars) for text in texts]
+        out = token_ids(heads)
+        for i, text in enumerate(texts):
+            size = chars
+            while len(out[i]) < max_tokens and len(heads[i]) < len(text):
+                size *= 2
+                heads[i] = head(text, size)
+                out[i] = token_ids([heads[i]])[0]
+        return out
+
+    return ids
+
+
+def head(text: str, chars: int) -> str:
+    """``text`` up to the first space at or after ``chars`` (all of it when there is none)."""
+    cut = text.find(" ", chars)
+    return text if cut < 0 else text[:cut]
 
 
 def import_onnxruntime():  # -> the onnxruntime module
