@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 
 from teleton.llm import LLMClient, LLMSettings
 from teleton.storage import Database
@@ -121,3 +122,10 @@ def daemon_root() -> Iterator[Path]:
     (root / "home").mkdir(parents=True)
     yield root
     shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def logs() -> Iterator[list[dict[str, Any]]]:
+    """What the code under test logged (structlog's events as dicts)."""
+    with structlog.testing.capture_logs() as captured:
+        yield captured

@@ -7,13 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
-
-import pytest
-import structlog
 
 from teleton.agent.factory import AgentStack
 from teleton.agent.slow_notice import NOTICE
@@ -30,12 +26,6 @@ from tests.fakes.anthropic_server import Body, Reply, overloaded, raw, text
 from tests.waiting import until
 
 CUT = '{"id": "msg_01XFDUDYJgAACzvnptvVoYEL", "type": "message", "role": "assistant", "content": [{"type": "te'
-
-
-@pytest.fixture
-def logs() -> Iterator[list[dict[str, Any]]]:
-    with structlog.testing.capture_logs() as captured:
-        yield captured
 
 
 def retries(logs: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -2,23 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import structlog
 
 from teleton.llm import ContextOverflowError, LLMClient, LLMError, LLMSettings
 from tests.fakes.anthropic_server import FakeAnthropic, error, overloaded, prompt_too_long, text
 
 SYSTEM = [{"type": "text", "text": "You are Teleton.", "cache_control": {"type": "ephemeral"}}]
 HELLO = [{"role": "user", "content": "hello"}]
-
-
-@pytest.fixture
-def logs() -> Iterator[list[dict[str, Any]]]:
-    with structlog.testing.capture_logs() as captured:
-        yield captured
 
 
 def retry_waits(logs: list[dict[str, Any]]) -> list[float]:

@@ -9,7 +9,6 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
-import structlog
 
 from teleton.llm import LLMClient, LLMError, LLMSettings
 from teleton.llm.openai_provider import OpenAIProvider
@@ -38,12 +37,6 @@ async def client(api: FakeAnthropic | FakeOpenAI) -> AsyncIterator[LLMClient]:
         llm = LLMClient(SETTINGS, api_key="test", base_url=api.base_url)
     yield llm
     await llm.close()
-
-
-@pytest.fixture
-def logs() -> Iterator[list[dict[str, Any]]]:
-    with structlog.testing.capture_logs() as captured:
-        yield captured
 
 
 def retries(logs: list[dict[str, Any]]) -> list[dict[str, Any]]:
