@@ -15,12 +15,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from teleton.gateway.contract import Once
+import structlog
+
+from teleton.gateway.contract import Once, TurnDeferred
 from teleton.memory import feed_archive as fa
 from teleton.scheduler.scheduler import NotDelivered
 from teleton.storage import reply_sends as rs
-from teleton.storage.database import Database
+from teleton.storage.database import Database, storage_fault
 from teleton.storage.sqlite_driver import Connection
+
+log = structlog.get_logger(__name__)
 
 
 class DeliveryFailed(NotDelivered):
@@ -152,3 +156,13 @@ class TaskDelivery(_Recorded):
             self._settle(conn)
 
         await self.db.write(op)
+
+
+async def finish(delivery: Delivery, chat_id: int, state: str, note: str | None) -> None:
+    """A turn's outcome into its record; a record that cannot be written leaves the turn deferred (its
+    messages stay open and are taken up again), never forgotten as if it had ended."""
+    try:
+        await delivery.finished(state, note)
+    except Exception as exc:
+        log.error("turn_outcome_not_recorded", chat_id=chat_id, error=f"{type(exc).__name__}: {exc}")
+        raise TurnDeferred(storage_fault(exc) or f"{type(exc).__name__}: {exc}") from exc

@@ -31,7 +31,7 @@ from teleton.agent import aftercare, answering, memory_budget, oversize
 from teleton.agent.commands import command_of, run_command
 from teleton.agent.compactor import Compactor
 from teleton.agent.context import ContextBuilder
-from teleton.agent.delivery import Delivery, MessageDelivery
+from teleton.agent.delivery import Delivery, MessageDelivery, finish
 from teleton.agent.deps import AgentDeps, AgentSettings, load_owner
 from teleton.agent.locks import KeyedLocks
 from teleton.agent.media_reading import read_media
@@ -169,13 +169,13 @@ class Agent:
             await run_command(self, turn, *found)
         elif self.paused and not turn.is_admin:
             log.info("paused_ignored", chat_id=msg.chat.id)
-            await _finish(turn, fa.STATE_IGNORED, "paused")
+            await finish(turn.delivery, turn.msg.chat.id, fa.STATE_IGNORED, "paused")
             return None
         else:
             async with self.locks.hold(msg.chat.id):
                 if not await self._run_pipeline(turn):
                     return turn
-        await _finish(turn, *answering.outcome(turn))
+        await finish(turn.delivery, turn.msg.chat.id, *answering.outcome(turn))
         return turn
 
     async def _run_pipeline(self, turn: Turn) -> bool:
@@ -190,13 +190,13 @@ class Agent:
             if current is not None and current.cancelling():
                 raise  # we are being cancelled (shutdown), not /stop: the messages stay accepted
             log.info("turn_stopped", chat_id=chat_id)
-            await _finish(turn, fa.STATE_FAILED, "stopped by the user")
+            await finish(turn.delivery, turn.msg.chat.id, fa.STATE_FAILED, "stopped by the user")
             return False
         except Exception as exc:
             fault = storage_fault(exc)
             if fault is not None:  # not the message's fault: it is answered once the disk takes writes again
                 raise TurnDeferred(fault) from exc
-            await _finish(turn, fa.STATE_FAILED, f"error: {type(exc).__name__}: {exc}"[:300])
+            await finish(turn.delivery, turn.msg.chat.id, fa.STATE_FAILED, f"error: {type(exc).__name__}: {exc}"[:300])
             raise
         finally:
             self._running.pop(chat_id, None)
@@ -405,13 +405,3 @@ class Agent:
         """A model or Telegram failure for the status file (``teleton status``)."""
         if self.deps.report is not None:
             self.deps.report(kind, error)
-
-
-async def _finish(turn: Turn, state: str, note: str | None) -> None:
-    """The turn's outcome into its record; a record that cannot be written leaves the turn deferred (its
-    messages stay open and are taken up again), never forgotten as if it had ended."""
-    try:
-        await turn.delivery.finished(state, note)
-    except Exception as exc:
-        log.error("turn_outcome_not_recorded", chat_id=turn.msg.chat.id, error=f"{type(exc).__name__}: {exc}")
-        raise TurnDeferred(storage_fault(exc) or f"{type(exc).__name__}: {exc}") from exc
