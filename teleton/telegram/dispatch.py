@@ -223,38 +223,38 @@ class Dispatcher:
                 return
 
     async def _urgent_turn(self, msg: IncomingMessage) -> None:
-        keys = [(msg.chat.id, msg.message_id)]
+        keys, deferred = [(msg.chat.id, msg.message_id)], False
         try:
             await self.handler(msg)
         except TurnDeferred as exc:
+            deferred = True
             self._defer(keys, str(exc))
-            return
         except Exception:
             log.exception("agent_turn_failed", chat_id=msg.chat.id, message_id=msg.message_id)
-        self._done(keys)
+        finally:
+            if not deferred:
+                self._done(keys)
 
     async def _turn(self, chat_id: int, batch: list[IncomingMessage]) -> None:
         context = list(self._context.pop(chat_id, ())) + batch[:-1]
         context.sort(key=lambda m: (m.date, m.message_id))
         msg = replace(batch[-1], earlier_context=tuple(context), answering=tuple(m.message_id for m in batch))
         typing = asyncio.get_running_loop().create_task(self._keep_typing(chat_id)) if self.typing else None
-        keys = [(chat_id, m.message_id) for m in batch]
+        keys, deferred = [(chat_id, m.message_id) for m in batch], False
         try:
             await self.handler(msg)
             self.turns += 1
             self._defer_delay = DEFER_FIRST_S
-            self._done(keys)
-        except asyncio.CancelledError:
-            self._done(keys)
-            raise
         except TurnDeferred as exc:
+            deferred = True
             self._defer(keys, str(exc))
         except Exception:
             # One failed turn must not stop the chat's lane, let alone the daemon.
             self.failures += 1
             log.exception("agent_turn_failed", chat_id=chat_id, message_id=msg.message_id)
-            self._done(keys)
         finally:
+            if not deferred:
+                self._done(keys)
             if typing is not None:
                 typing.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

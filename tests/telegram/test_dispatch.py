@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 
 from structlog.testing import capture_logs
 
-from teleton.gateway.contract import ChatInfo, IncomingMessage, UserInfo
+from teleton.gateway.contract import ChatInfo, IncomingMessage, TurnDeferred, UserInfo
 from teleton.telegram.dispatch import DebounceConfig, Dispatcher
 from teleton.telegram.policy import PolicyConfig
 from teleton.telegram.policy_control import DispatcherPolicy
@@ -166,3 +167,37 @@ async def test_refused_chats_are_logged_once_an_hour_each_and_counted() -> None:
     assert (d.refused["dm"], d.refused["group"]) == (5, 1) and turns == []
     control = DispatcherPolicy(lambda: d)
     assert control.refusals().startswith("Refused by policy since start: 5 DM messages, 1 group message")
+
+
+async def test_a_deferred_turn_is_not_finished_and_is_taken_up_again_with_a_growing_wait() -> None:
+    """A turn that could not record its outcome (a full disk) raises TurnDeferred: its message is neither
+    finished nor in flight, a replay of it is accepted again, and the take-up pass runs after a backoff that
+    doubles while deferrals go on (waits recorded by an injected sleep, not slept)."""
+    turns: list[IncomingMessage] = []
+    faults = [True, True, False]  # the disk is full for two turns, then has room
+
+    async def handler(m: IncomingMessage) -> None:
+        turns.append(m)
+        if faults.pop(0):
+            raise TurnDeferred("database or disk is full")
+
+    waits: list[float] = []
+
+    async def sleep(s: float) -> None:
+        waits.append(s)
+
+    d = Dispatcher(handler=handler, policy=PolicyConfig.build(dm_policy="open"), limiter=RateLimiter(1000, 1000),
+                   sleep=sleep)  # fmt: skip
+    dm = replace(msg(1), chat=ChatInfo(id=7, type="dm"))
+
+    async def take_up() -> None:  # what the pipeline's recovery pass does: offer what is open again
+        d.offer(dm, accepted=True)
+
+    d.on_deferred = take_up
+    assert d.offer(dm).accept
+    await until(lambda: len(turns) == 3 and not d.busy())
+    await d.idle()
+    assert [t.message_id for t in turns] == [1, 1, 1] and d.deferred == 2
+    assert waits == [1.0, 2.0]
+    assert d.offer(dm).reason == "already in progress"  # answered now: a replay is refused
+    await d.close()
