@@ -97,10 +97,10 @@ def test_a_long_reply_cut_between_its_parts_resumes_where_it_stopped(api: FakeAn
 
 @pytest.fixture
 def small_disk(daemon_root: Path) -> Iterator[Path]:
-    """The daemon's data directory on an 8 MB tmpfs (a full disk is a file that fills it)."""
+    """The daemon's data directory on a 64 MB tmpfs (a full disk is a file that fills it)."""
     state = daemon_root / "state"
     state.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(state)], capture_output=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(state)], capture_output=True)
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs to simulate a full disk: {mounted.stderr.decode().strip()}")
     try:
