@@ -34,7 +34,6 @@ class Delivered:
 
     id: int
     date: float
-    duplicate: bool = False
 
 
 def send_request(
@@ -81,11 +80,11 @@ async def _find_sent(client: TelegramClient, peer: Any, text: str) -> Delivered:
         recent = await client.get_messages(peer, limit=LOOKUP_RECENT)
     except Exception as exc:  # delivered either way; only its archive row is missing (the catch-up fills it)
         log.warning("duplicate_lookup_failed", error=f"{type(exc).__name__}: {exc}")
-        return Delivered(0, 0.0, duplicate=True)
+        return Delivered(0, 0.0)
     for message in recent or ():
         if getattr(message, "out", False) and (message.message or "").strip() == text.strip():
-            return Delivered(int(message.id), _stamp(message.date), duplicate=True)
-    return Delivered(0, 0.0, duplicate=True)
+            return Delivered(int(message.id), _stamp(message.date))
+    return Delivered(0, 0.0)
 
 
 def _stamp(date: datetime | None) -> float:
