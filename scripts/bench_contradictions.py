@@ -36,8 +36,8 @@ from teleton.memory.embeddings.local import LocalEmbedder
 from teleton.memory.embeddings.model_files import packaged_model
 from teleton.memory.facts import FactStore
 from teleton.memory.subjects import attributable, speaker_subject
-from teleton.observability.logging import configure_logging
 from teleton.privacy import Principals, chat_label
+from teleton.process.logging import configure_logging
 from teleton.storage import Database
 from tests.fakes.anthropic_server import Body, FakeAnthropic, Reply, tool_use
 

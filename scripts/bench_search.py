@@ -40,7 +40,7 @@ from teleton.memory.feed_embedding import FeedMessage, embed_pending, index_text
 from teleton.memory.feed_search import search_feed
 from teleton.memory.vector_leg import vector_leg
 from teleton.memory.vector_store import write_vectors
-from teleton.observability.logging import configure_logging
+from teleton.process.logging import configure_logging
 from teleton.storage.database import Database
 
 COMMON = (

@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from rich.console import Console
 
 from teleton.agent.factory import build_agent
+from teleton.cli.terminal_gateway import TerminalGateway
 from teleton.config.schema import (
     AgentConfig,
     Config,
@@ -46,13 +47,12 @@ from teleton.config.schema import (
     TelegramConfig,
 )
 from teleton.gateway.contract import ChatInfo, IncomingMessage, UserInfo
-from teleton.gateway.terminal import TerminalGateway
 from teleton.memory import feed_archive as fa
 from teleton.memory.corpora import FEED
 from teleton.memory.facts import Fact
 from teleton.memory.knowledge_index import KnowledgeIndex
 from teleton.memory.vector_store import write_vectors
-from teleton.observability.logging import configure_logging
+from teleton.process.logging import configure_logging
 from teleton.storage import Database
 from tests.fakes.anthropic_server import FakeAnthropic, text
 from tests.fakes.openai_view import FakeOpenAIInAnthropicTerms

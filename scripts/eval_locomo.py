@@ -46,7 +46,7 @@ from teleton.memory.facts import RECALL_PARAMS, Fact, FactStore
 from teleton.memory.feed_embedding import embed_pending
 from teleton.memory.feed_search import search_feed_sync
 from teleton.memory.hybrid_search import SearchParams
-from teleton.observability.logging import configure_logging
+from teleton.process.logging import configure_logging
 from teleton.storage.database import Database
 
 CHAT_ID = 1

@@ -32,6 +32,7 @@ from teleton.memory.facts import FactStore
 from teleton.privacy import Clearance
 from teleton.privacy.quoting import mark
 from teleton.storage.database import Database
+from teleton.text.tokens import estimate_tokens
 
 log = structlog.get_logger(__name__)
 
@@ -87,7 +88,7 @@ class Compactor:
             summary,
             carried=summary,
             messages=kept,
-            last_input_tokens=compaction.estimate_tokens([summary, kept]),
+            last_input_tokens=estimate_tokens([summary, kept]),
         )
         log.info(
             "session_compacted",

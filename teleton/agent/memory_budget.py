@@ -19,7 +19,7 @@ Memory reaches a request in two places, budgeted differently because Anthropic c
   words they contain: the 0.5 / 0.5 of the search fusion, with recency standing in for the leg they lack.
 
 Items go in whole, the most relevant first; one that does not fit is left out, and a smaller one after it
-may still fit. Tokens are counted with ``compaction.estimate_tokens`` (the one estimate of the project) on
+may still fit. Tokens are counted with ``text.tokens.estimate_tokens`` (the one estimate of the project) on
 each item as rendered plus a separator, and on a block's header once, when its first item goes in. The
 estimate rounds up, so a whole block never counts more than the sum of its items.
 """
@@ -39,9 +39,9 @@ from teleton.agent.context import FEED_HEADER, KNOWLEDGE_HEADER, RagContext
 from teleton.agent.sessions import Session
 from teleton.llm.client import Usage
 from teleton.memory.chunker import chunk_markdown
-from teleton.memory.compaction import estimate_tokens
 from teleton.memory.fts_query import query_terms
 from teleton.privacy.quoting import origins_in
+from teleton.text.tokens import estimate_tokens
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")

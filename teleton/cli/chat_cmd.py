@@ -23,11 +23,11 @@ from rich.console import Console
 
 from teleton.cli.chat_screen import ChatScreen
 from teleton.cli.context import cli_embedder
+from teleton.cli.terminal_gateway import TERMINAL_CHAT_ID, TerminalGateway
 from teleton.gateway.contract import UserInfo
-from teleton.gateway.terminal import TERMINAL_CHAT_ID, TerminalGateway
 from teleton.llm.progress import WATCHING
-from teleton.observability.logging import configure_logging
 from teleton.privacy import Principals
+from teleton.process.logging import configure_logging
 
 log = structlog.get_logger(__name__)
 INTERACTIVE_RETRIES = 2
@@ -197,7 +197,7 @@ class ChatSession:
     ) -> ChatSession:
         from teleton.agent.factory import build_agent
         from teleton.storage import Database
-        from teleton.workspace.template import create_workspace
+        from teleton.storage.workspace_template import create_workspace
 
         await asyncio.to_thread(create_workspace, config.storage.workspace)  # as the daemon does at start
         if embedder is None:

@@ -81,6 +81,7 @@ def check_embedding_model(config: Config) -> Check:
     if config.embedding.provider == "openai_compatible":
         return check_embedding_endpoint(config)
     from teleton.memory.embeddings import hf_download, model_files
+    from teleton.providers.pinned_files import ModelFilesError
 
     emb = config.embedding
     packaged = model_files.packaged_id(emb.model)  # None: a Hugging Face id
@@ -93,7 +94,7 @@ def check_embedding_model(config: Config) -> Check:
         else:  # e5 (the default) is built here if this is its first use
             files = model_files.packaged_model(emb.model)
         files.verify()
-    except model_files.ModelFilesError as exc:
+    except ModelFilesError as exc:
         fix = "point embedding.model_path at a complete model folder"
         if emb.model_path is None and packaged is not None:
             fix = f"pip install --force-reinstall {model_files.PACKAGES[packaged]}"
@@ -231,7 +232,7 @@ def provider_label(provider: str) -> str:
 
 def check_api_key(config: Config) -> Check:
     """The main model's key, from the config or its preset's variable; a local server needs none."""
-    from teleton.llm.presets import PresetError, endpoint_for
+    from teleton.config.presets import PresetError, endpoint_for
 
     name = f"{provider_label(config.agent.provider)} API key"
     try:
@@ -247,7 +248,7 @@ def check_api_key(config: Config) -> Check:
 
 def check_fallback_keys(config: Config) -> list[Check]:
     """Each failover provider's key, checked now rather than on the day the main provider is down."""
-    from teleton.llm.presets import PresetError, preset
+    from teleton.config.presets import PresetError, preset
 
     found = []
     for fallback in config.agent.fallbacks:

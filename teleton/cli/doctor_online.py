@@ -14,9 +14,9 @@ def check_model_online(config: Config) -> Check:
     """One tiny request (one token) to the main model on its own provider, never failed over: is the key
     accepted, is the server reachable, does the model exist."""
     from teleton.cli.doctor import provider_label
+    from teleton.config.presets import endpoint_for, problem
     from teleton.llm import LLMClient, LLMError, LLMSettings
     from teleton.llm.connect import provider_for
-    from teleton.llm.presets import endpoint_for, problem
 
     agent = config.agent
     name = f"{provider_label(agent.provider)} API (online)"

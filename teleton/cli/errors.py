@@ -9,7 +9,8 @@ from __future__ import annotations
 import errno
 import sqlite3
 
-from teleton.memory.embeddings.model_files import DEFAULT_MODEL_ID, PACKAGES, ModelFilesError
+from teleton.memory.embeddings.model_files import DEFAULT_MODEL_ID, PACKAGES
+from teleton.providers.pinned_files import ModelFilesError
 from teleton.storage.sqlite_driver import pick_driver
 
 RESTORE = "restore the last `teleton backup` over it, or move it away to start a new one"

@@ -47,7 +47,7 @@ def version() -> None:
 @app.command()
 def init(ctx: typer.Context) -> None:
     """Create the workspace (SOUL.md, MEMORY.md, ...) from the template; existing files are kept."""
-    from teleton.workspace.template import create_workspace
+    from teleton.storage.workspace_template import create_workspace
 
     config = cli_config(ctx)
     assert config.storage.workspace is not None

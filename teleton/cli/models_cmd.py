@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from teleton.llm.presets import PRESETS, Preset
+from teleton.config.presets import PRESETS, Preset
 
 
 def models() -> None:

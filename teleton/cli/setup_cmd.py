@@ -297,7 +297,7 @@ def setup(
 ) -> None:
     """Write the config (mode 0600), create the workspace and log in to Telegram."""
     from teleton.cli.context import state
-    from teleton.workspace.template import create_workspace
+    from teleton.storage.workspace_template import create_workspace
 
     path = (state(ctx).config_path or default_config_path()).expanduser()
     existing = _read_existing(path)

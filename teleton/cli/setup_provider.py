@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from teleton.llm.presets import PRESETS, preset
+from teleton.config.presets import PRESETS, preset
 
 # Where each local server listens by default (the presets' URLs); tests point these at a fake server.
 LOCAL_URLS: dict[str, str] = {name: p.base_url for name, p in PRESETS.items() if p.local and p.base_url is not None}

@@ -262,7 +262,7 @@ def require_telegram(config: Config) -> None:
 
 def require_llm(config: Config, env: Mapping[str, str] | None = None) -> None:
     """The model provider can serve the agent: a key where one is needed, a URL, tool calling."""
-    from teleton.llm.presets import endpoint_for, problem
+    from teleton.config.presets import endpoint_for, problem
 
     agent = config.agent
     trouble = problem(endpoint_for(agent, env), agent.model)

@@ -15,7 +15,7 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
-# The names of teleton.llm.presets.PRESETS (a test keeps the two in step).
+# The names of teleton.config.presets.PRESETS (a test keeps the two in step).
 ProviderName = Literal[
     "anthropic", "openai", "openrouter", "groq", "deepseek", "mistral", "together", "xai", "gemini",
     "ollama", "vllm", "lmstudio", "llamacpp", "openai_compatible",
@@ -74,7 +74,7 @@ class AgentConfig(Section):
     def _preset_window(cls, data: object) -> object:
         """An unset (or null) context_window is the provider preset's: compaction thresholds derive from it."""
         if isinstance(data, dict) and data.get("context_window") is None:
-            from teleton.llm.presets import PRESETS
+            from teleton.config.presets import PRESETS
 
             known = PRESETS.get(str(data.get("provider", "anthropic")))
             if known is not None:  # an unknown name is reported by the field's own check

@@ -35,11 +35,11 @@ from teleton.daemon.memory_tuning import limit_malloc_arenas
 from teleton.daemon.status_file import DaemonStatus, write_status
 from teleton.daemon.systemd_notify import Notifier
 from teleton.media.retention import sweep_downloads
-from teleton.observability.logging import configure_logging
-from teleton.observability.supervisor import Supervisor
 from teleton.privacy import Principals
+from teleton.process.logging import configure_logging
+from teleton.process.supervisor import Supervisor
 from teleton.storage import Database
-from teleton.workspace.template import create_workspace
+from teleton.storage.workspace_template import create_workspace
 
 log = structlog.get_logger(__name__)
 

@@ -1,6 +1,7 @@
 """What the agent sees of a chat network and what it may ask of it.
 
-The Telethon implementation lives in ``teleton.telegram``; ``teleton chat`` uses a terminal one. The agent,
+The gateways: Telegram (``telegram/gateway.py``), the terminal of ``teleton chat`` (``cli/terminal_gateway.py``)
+and the loopback the fault tests drive (``daemon/loopback_gateway.py``). The agent,
 the tools and the tests talk only to this contract, so none of them import Telethon.
 """
 

@@ -7,9 +7,9 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from teleton.config.presets import Endpoint, endpoint, endpoint_for, preset
 from teleton.llm.client import LLMClient, LLMSettings, anthropic_provider
 from teleton.llm.failover import Route
-from teleton.llm.presets import Endpoint, endpoint, endpoint_for, preset
 from teleton.llm.prices import price_for
 from teleton.llm.types import Provider
 

@@ -31,7 +31,7 @@ from teleton.llm.types import (
     malformed,
     retry_after,
 )
-from teleton.memory.compaction import estimate_tokens
+from teleton.text.tokens import estimate_tokens
 
 Chat = dict[str, Any]
 

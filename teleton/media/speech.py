@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from teleton.llm.presets import PresetError, preset
+from teleton.config.presets import PresetError, preset
 from teleton.media.errors import MediaError
 
 MAX_INPUT_CHARS = 4096  # OpenAI's limit for one request
@@ -62,7 +62,7 @@ def speech_client(speech: Any, env: Mapping[str, str] | None = None) -> Any:
     """The client ``media.speech`` describes; ``ValueError`` in one line naming the key to fix."""
     if speech.provider == "local":
         from teleton.media.speech_local import LocalSpeech  # it imports this module
-        from teleton.memory.embeddings.model_files import ModelFilesError
+        from teleton.providers.pinned_files import ModelFilesError
 
         try:
             return LocalSpeech()

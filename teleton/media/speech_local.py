@@ -24,8 +24,8 @@ import numpy as np
 
 from teleton.media.errors import MediaError
 from teleton.media.speech import MAX_INPUT_CHARS, speakable
-from teleton.memory.embeddings.model_files import ModelFilesError, package_dir, sha256_file
-from teleton.memory.stemming import detect_language
+from teleton.providers.pinned_files import check_pinned, package_dir
+from teleton.text.language import detect_language
 
 PACKAGE = "espeakng_loader"
 # Checked on this machine against espeakng-loader 0.2.4's wheel; another file under these names is refused.
@@ -58,11 +58,7 @@ def espeak_files(root: Path | None = None) -> tuple[Path, Path]:
     ModelFilesError in one line."""
     root = root or package_dir(PACKAGE, "pip install espeakng-loader")
     for name, expected in PINNED_SHA256.items():
-        path = root / name
-        if not path.is_file():
-            raise ModelFilesError(f"local speech: {path} not found (reinstall espeakng-loader)")
-        if sha256_file(path) != expected:
-            raise ModelFilesError(f"local speech: {path} is not the pinned file (checksum differs); refusing it")
+        check_pinned(root / name, expected, "local speech", " (reinstall espeakng-loader)")
     return root / "libespeak-ng.so", root / "espeak-ng-data"
 
 

@@ -2,7 +2,7 @@
 
 OpenAI (``whisper-1``), Groq (``whisper-large-v3-turbo``), and local servers (faster-whisper-server /
 speaches, LocalAI, a llama.cpp whisper server). Plain httpx, like the embedding endpoints, and their retry
-rule (``teleton/memory/embeddings/http_retry.py``: 429, 5xx and network errors are retried with back-off,
+rule (``teleton/providers/http_retry.py``: 429, 5xx and network errors are retried with back-off,
 any other 4xx is the caller's to fix), with one addition: a ``retry-after`` header is obeyed, and one longer
 than ``max_wait`` ends the attempt at once instead of hammering a server that said when to come back.
 
@@ -24,11 +24,11 @@ from urllib.parse import urlsplit
 import httpx
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
 
-from teleton.llm.presets import PresetError, preset
+from teleton.config.presets import PresetError, preset
 from teleton.media.audio import AudioSource, check_duration, decode, probe, wav_bytes
 from teleton.media.errors import MediaError
 from teleton.media.transcription import DEFAULT_MAX_DURATION_S, Transcript, join_texts, split_at_silences
-from teleton.memory.embeddings.http_retry import transient
+from teleton.providers.http_retry import transient
 
 MAX_UPLOAD_BYTES = 25 * 1024 * 1024  # OpenAI's and Groq's (free tier) limit per request
 WINDOW_S = 600.0  # 10 min of 16 kHz 16-bit WAV is 19 MB: under MAX_UPLOAD_BYTES
@@ -253,7 +253,7 @@ def from_settings(
     env: Mapping[str, str] | None = None,
     **options: Any,
 ) -> HttpTranscriber:
-    """An HttpTranscriber from config values: a preset of ``teleton.llm.presets`` (``openai``, ``groq``) or a
+    """An HttpTranscriber from config values: a preset of ``teleton.config.presets`` (``openai``, ``groq``) or a
     base URL; the key from ``api_key`` or the preset's variable. ``TranscriberConfigError`` names the fix."""
     env = os.environ if env is None else env
     key_env, label = None, None

@@ -36,7 +36,7 @@ from teleton.media.transcription import (
     split_at_silences,
 )
 from teleton.media.whisper_files import WhisperFiles, whisper_files
-from teleton.memory.embeddings.model_files import ModelFilesError
+from teleton.providers.pinned_files import ModelFilesError
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ The model is a CTranslate2 conversion of OpenAI's Whisper (the layout faster-whi
   (e.g. ``whisper-small``). Its files are the user's own, so there is nothing to pin them against.
 
 Files from third-party packages are checked against pinned SHA-256 sums before CTranslate2 parses them, as
-the embedding model's are (``teleton/memory/embeddings/model_files.py``).
+the embedding model's are (``teleton/providers/model_files.py``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from teleton.memory.embeddings.model_files import ModelFilesError, package_dir, sha256_file
+from teleton.providers.pinned_files import ModelFilesError, check_pinned, package_dir
 
 DEFAULT_MODEL = "whisper-base"
 # Names a user may write in the config for each packaged model.
@@ -88,8 +88,7 @@ class WhisperFiles:
             folders = {paths[0].parent for paths in self.sources.values()}
             if len(folders) == 1:
                 for paths in self.sources.values():
-                    if paths[0].name in self.pinned:
-                        self._verify(paths[0], sha256_file(paths[0]))
+                    check_pinned(paths[0], self.pinned.get(paths[0].name), "speech model file", self._hint())
                 yield folders.pop()
                 return
         with tempfile.TemporaryDirectory(prefix="teleton-whisper-", dir=scratch) as tmp:
@@ -103,16 +102,9 @@ class WhisperFiles:
                             for block in iter(lambda src=src: src.read(1 << 20), b""):
                                 digest.update(block)
                                 out.write(block)
-                        self._verify(path, digest.hexdigest())
+                        expected = self.pinned.get(path.name)
+                        check_pinned(path, expected, "speech model file", self._hint(), actual=digest.hexdigest())
             yield target
-
-    def _verify(self, path: Path, actual: str) -> None:
-        expected = self.pinned.get(path.name)
-        if expected is not None and actual != expected:
-            raise ModelFilesError(
-                f"speech model file {path} has sha256 {actual}, expected {expected}; refusing to load it "
-                f"(reinstall the package or configure a model_path){self._hint()}"
-            )
 
     def _hint(self) -> str:
         return f" ({self.install_hint})" if self.install_hint else ""

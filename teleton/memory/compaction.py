@@ -8,15 +8,11 @@ tool_result and the kept history is a valid Messages API conversation on its own
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 Message = dict[str, Any]
-
-CHARS_PER_TOKEN = 3.5  # estimate used only until the API has reported real usage
 
 
 @dataclass(frozen=True)
@@ -34,13 +30,6 @@ def needs_hard(message_count: int, prompt_tokens: int, t: Thresholds) -> bool:
 
 def needs_soft(prompt_tokens: int, t: Thresholds) -> bool:
     return prompt_tokens >= t.soft * t.context_window
-
-
-def estimate_tokens(payload: Any) -> int:
-    """The project's one token estimate (compaction, the memory budget). Rounded up, so the count of a
-    text is never more than the sum of the counts of its parts."""
-    text = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False)
-    return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
 def is_user_turn(message: Message) -> bool:

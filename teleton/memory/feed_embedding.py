@@ -34,7 +34,7 @@ from teleton.memory.corpora import FEED, chat_token
 from teleton.memory.embeddings.cached import text_hash
 from teleton.memory.embeddings.provider import EmbeddingProvider
 from teleton.memory.vector_store import check_model, write_vectors
-from teleton.observability.supervisor import Supervisor
+from teleton.process.supervisor import Supervisor
 from teleton.storage import quarantine
 from teleton.storage.database import Database
 from teleton.storage.feed_context import FEED_CONTEXT_CHARS, FEED_CONTEXT_MESSAGES, FEED_CONTEXT_SECONDS

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from teleton.memory.knowledge_index import PUBLIC_DIR
-from teleton.observability.supervisor import Supervisor
+from teleton.process.supervisor import Supervisor
 
 if TYPE_CHECKING:
     from teleton.memory.knowledge_index import KnowledgeIndex

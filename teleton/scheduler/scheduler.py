@@ -27,9 +27,9 @@ from typing import Any
 import structlog
 
 from teleton.llm.tool_loop import ToolCall, ToolResult
-from teleton.observability.supervisor import Supervisor
 from teleton.privacy import OWNER
 from teleton.privacy.quoting import label_origin, quote
+from teleton.process.supervisor import Supervisor
 from teleton.scheduler import task_store
 from teleton.scheduler.task_store import TaskRecord, TaskStore, next_cron
 

@@ -27,8 +27,8 @@ from telethon import TelegramClient
 from telethon.tl import types
 
 from teleton.gateway.contract import GatewayError, IncomingHandler, UserInfo
-from teleton.observability.supervisor import Supervisor
 from teleton.privacy import Principals
+from teleton.process.supervisor import Supervisor
 from teleton.storage import Database
 from teleton.telegram import convert
 from teleton.telegram.actions import TelegramActions

@@ -16,8 +16,8 @@ from rich.console import Console
 
 from teleton.agent.media_reading import MediaReader, MediaSettings, describer
 from teleton.agent.runtime import Agent, AgentDeps, AgentSettings
+from teleton.cli.terminal_gateway import TerminalGateway
 from teleton.gateway.contract import ChatInfo, IncomingMessage, UserInfo
-from teleton.gateway.terminal import TerminalGateway
 from teleton.llm import LLMClient, LLMSettings
 from teleton.llm.openai_provider import OpenAIProvider
 from teleton.memory import feed_archive as fa

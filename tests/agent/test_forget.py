@@ -17,8 +17,8 @@ import pytest
 from rich.console import Console
 
 from teleton.agent.runtime import Agent, AgentDeps, AgentSettings
+from teleton.cli.terminal_gateway import TerminalGateway
 from teleton.gateway.contract import ChatInfo
-from teleton.gateway.terminal import TerminalGateway
 from teleton.llm import LLMClient
 from teleton.memory import feed_archive as fa
 from teleton.memory.embeddings.cached import CachedProvider

@@ -14,8 +14,8 @@ from typing import Any
 from fpdf import FPDF
 from PIL import Image, ImageDraw
 
+from teleton.cli.terminal_gateway import attached
 from teleton.gateway.contract import ChatInfo, MediaInfo, UserInfo
-from teleton.gateway.terminal import attached
 from teleton.memory.feed_search import search_feed
 from teleton.storage import Database
 from teleton.tools.document_tool import document_tools

@@ -8,9 +8,9 @@ import pytest
 
 from teleton.agent.deps import AgentSettings
 from teleton.agent.factory import build_agent
+from teleton.cli.terminal_gateway import TerminalGateway
 from teleton.config.schema import Config
 from teleton.gateway.contract import ChatInfo, UserInfo
-from teleton.gateway.terminal import TerminalGateway
 from teleton.llm import LLMClient
 from teleton.llm.tool_loop import ToolCall
 from teleton.memory.daily_logs import DailyLogs

@@ -23,7 +23,7 @@ from teleton.daemon.health import gather_status
 from teleton.daemon.runner import EXIT_FATAL, WATCHDOG_GRACE_S, Daemon
 from teleton.daemon.status_file import describe
 from teleton.daemon.systemd_notify import Notifier
-from teleton.observability.supervisor import Supervisor
+from teleton.process.supervisor import Supervisor
 from teleton.storage import Database
 from teleton.telegram.gateway import GatewaySettings, TelegramGateway
 from tests.daemon.harness import write_config

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from teleton.workspace.template import PROMPT_FILES
+from teleton.storage.workspace_template import PROMPT_FILES
 from tests.fakes.anthropic_server import FakeAnthropic, error
 
 

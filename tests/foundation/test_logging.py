@@ -9,7 +9,7 @@ import logging
 import pytest
 import structlog
 
-from teleton.observability.logging import configure_logging
+from teleton.process.logging import configure_logging
 
 SECRETS = {
     "anthropic key": "sk-ant-api03-Xb2kQ9vLmN4pR7sT1uW3yZ5aC8dF0gH2jK4",

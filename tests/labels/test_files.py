@@ -18,7 +18,7 @@ from teleton.memory.knowledge_index import KnowledgeIndex
 from teleton.memory.learnings import Learnings
 from teleton.privacy import Clearance, Principals
 from teleton.storage import Database
-from teleton.workspace.template import create_workspace
+from teleton.storage.workspace_template import create_workspace
 
 
 @pytest.fixture

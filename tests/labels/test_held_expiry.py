@@ -8,8 +8,8 @@ from pathlib import Path
 
 from rich.console import Console
 
+from teleton.cli.terminal_gateway import TerminalGateway
 from teleton.gateway.contract import ChatInfo, UserInfo
-from teleton.gateway.terminal import TerminalGateway
 from teleton.privacy import OWNER_CLEARANCE, Principals, Taint
 from teleton.storage import Database
 from teleton.tools.held import Outgoing

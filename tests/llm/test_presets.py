@@ -10,10 +10,10 @@ from typing import get_args
 import pytest
 
 from teleton.config import ConfigError, load_config, require_llm
+from teleton.config.presets import PRESETS, endpoint_for
 from teleton.config.schema import ProviderName
 from teleton.llm.connect import client_for
 from teleton.llm.openai_provider import OpenAIProvider
-from teleton.llm.presets import PRESETS, endpoint_for
 
 
 def config_file(tmp_path: Path, agent: str) -> Path:

@@ -10,7 +10,7 @@ import pytest
 
 from teleton.media.errors import MediaError
 from teleton.media.speech_local import PINNED_SHA256, LocalSpeech, espeak_files
-from teleton.memory.embeddings.model_files import ModelFilesError, sha256_file
+from teleton.providers.pinned_files import ModelFilesError, sha256_file
 
 
 def packaged_root() -> Path:

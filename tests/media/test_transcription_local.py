@@ -14,7 +14,7 @@ from teleton.media.errors import MediaError
 from teleton.media.transcribe_local import LocalSettings, LocalTranscriber, from_settings
 from teleton.media.transcription import Transcriber
 from teleton.media.whisper_files import WhisperFiles, directory_whisper, packaged_whisper
-from teleton.memory.embeddings.model_files import ModelFilesError
+from teleton.providers.pinned_files import ModelFilesError
 from tests.media.test_transcription_audio import DENTIST, MEETING_ES, RECEIPT, encode_as, long_recording
 
 

@@ -20,16 +20,10 @@ from teleton.config.schema import EmbeddingConfig
 from teleton.memory.embeddings import create_provider, with_cache
 from teleton.memory.embeddings.e5_files import E5_SOURCE_SHA256, MANIFEST, MAX_TOKENS, E5Tokenizer, build, e5_model
 from teleton.memory.embeddings.local import LocalEmbedder, by_heads
-from teleton.memory.embeddings.model_files import (
-    E5_MODEL_ID,
-    MINILM_MODEL_ID,
-    ModelFilesError,
-    package_dir,
-    packaged_model,
-    sha256_file,
-)
+from teleton.memory.embeddings.model_files import E5_MODEL_ID, MINILM_MODEL_ID, packaged_model
 from teleton.memory.embeddings.query import embed_query
 from teleton.memory.fusion import COSINE_CEILING
+from teleton.providers.pinned_files import ModelFilesError, package_dir, sha256_file
 from teleton.storage import Database
 
 # One process asking for the model: it says whether it built it and which files it got. The two processes of

@@ -21,8 +21,9 @@ from teleton.memory.embeddings import create_provider, local_model_files
 from teleton.memory.embeddings.hf_download import cached_or_download
 from teleton.memory.embeddings.local import LocalEmbedder
 from teleton.memory.embeddings.local_strings import MAX_CHARS, StringsEmbedder
-from teleton.memory.embeddings.model_files import PACKAGED_SHA256, ModelFiles, ModelFilesError, packaged_model
+from teleton.memory.embeddings.model_files import PACKAGED_SHA256, ModelFiles, packaged_model
 from teleton.memory.embeddings.voyage import VoyageEmbedder, VoyageError
+from teleton.providers.pinned_files import ModelFilesError
 
 
 # -- a scripted HTTP server on 127.0.0.1 ------------------------------------------------------------------

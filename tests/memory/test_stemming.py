@@ -9,8 +9,8 @@ import pytest
 from teleton.memory.corpora import FEED
 from teleton.memory.fts_query import keyword_terms, query_terms
 from teleton.memory.hybrid_search import keyword_leg
-from teleton.memory.stemming import detect_language
 from teleton.storage import Database
+from teleton.text.language import detect_language
 from tests.memory.test_hybrid_search import add_messages
 
 # (language, message, question): the question's word for the thing differs in form from the message's.

@@ -13,7 +13,7 @@ from telethon import TelegramClient, errors
 from telethon.sessions import MemorySession
 
 from teleton.gateway.contract import GatewayError
-from teleton.observability.supervisor import Supervisor
+from teleton.process.supervisor import Supervisor
 from teleton.storage import Database
 from teleton.telegram.faults import fatal_reason
 from teleton.telegram.gateway import GatewaySettings, TelegramGateway, make_client

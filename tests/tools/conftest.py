@@ -16,8 +16,8 @@ from teleton.gateway.contract import ChatInfo, UserInfo
 from teleton.llm.tool_loop import ToolCall, ToolResult
 from teleton.privacy import Principals
 from teleton.storage import Database
+from teleton.storage.workspace_template import create_workspace
 from teleton.tools.registry import ToolContext, ToolDeps, ToolRegistry
-from teleton.workspace.template import create_workspace
 
 OWNER = UserInfo(id=1000, first_name="Owner")
 STRANGER = UserInfo(id=2000, first_name="Stranger")

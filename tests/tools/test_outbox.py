@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from teleton.cli.terminal_gateway import TerminalGateway
 from teleton.gateway.contract import ChatInfo, UserInfo
-from teleton.gateway.terminal import TerminalGateway
 from teleton.llm.tool_loop import ToolCall
 from teleton.privacy import OWNER_CLEARANCE, Principals, Taint
 from teleton.storage import Database

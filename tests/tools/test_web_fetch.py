@@ -21,7 +21,7 @@ import httpx
 import pytest
 from rich.console import Console
 
-from teleton.gateway.terminal import TerminalGateway
+from teleton.cli.terminal_gateway import TerminalGateway
 from teleton.tools.outbox import Outbox, OutboxSettings
 from teleton.tools.registry import ToolDeps, ToolRegistry
 from teleton.tools.web_fetch import FetchRefused, FetchSettings, address_refusal, fetch, html_to_text, web_fetch_tools

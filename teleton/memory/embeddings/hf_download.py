@@ -13,7 +13,8 @@ from pathlib import Path
 import httpx
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
-from teleton.memory.embeddings.model_files import ModelFiles, ModelFilesError, directory_model
+from teleton.memory.embeddings.model_files import ModelFiles, directory_model
+from teleton.providers.pinned_files import ModelFilesError
 
 HF_BASE_URL = "https://huggingface.co"
 # The ONNX file's place differs between repos; the first one that exists wins.

@@ -15,7 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from teleton.memory.embeddings.model_files import ModelFiles, ModelFilesError
+from teleton.memory.embeddings.model_files import ModelFiles
+from teleton.providers.pinned_files import ModelFilesError
 
 MAX_TOKENS = 256  # all-MiniLM-L6-v2 was trained on 256-token inputs; longer text is truncated
 DEFAULT_BATCH = 64

@@ -18,11 +18,11 @@ parses them (DESIGN §5).
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from teleton.providers.pinned_files import check_pinned, package_dir
 
 MINILM_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
 MULTILINGUAL_MODEL_ID = "use-multilingual-v3-onnx-int8"
@@ -85,10 +85,6 @@ def search_weights(embedding: Any, memory: Any) -> tuple[float, float]:
     return vector, keyword
 
 
-class ModelFilesError(RuntimeError):
-    """The model files are missing or are not the files they claim to be."""
-
-
 @dataclass(frozen=True)
 class ModelFiles:
     model_id: str
@@ -104,37 +100,9 @@ class ModelFiles:
     center: Path | None = None
 
     def verify(self) -> None:
+        hint = " (reinstall the package or configure embedding.model_path)"
         for path in (p for p in (self.onnx, self.tokenizer, self.center) if p is not None):
-            if not path.is_file():
-                raise ModelFilesError(f"embedding model file not found: {path}")
-            expected = self.pinned.get(path.name)
-            if expected is not None:
-                actual = sha256_file(path)
-                if actual != expected:
-                    raise ModelFilesError(
-                        f"embedding model file {path} has sha256 {actual}, expected {expected}; "
-                        "refusing to load it (reinstall the package or configure embedding.model_path)"
-                    )
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def package_dir(name: str, install: str | None = None) -> Path:
-    """Where the installed package ``name`` lies (its files are model data); ModelFilesError naming
-    ``install``, the command that brings it, when it is missing."""
-    # find_spec locates the package without importing (and so without running) it.
-    spec = importlib.util.find_spec(name)
-    locations = list(spec.submodule_search_locations or []) if spec else []
-    if not locations:
-        hint = f" ({install})" if install else ""
-        raise ModelFilesError(f"the pip package providing {name!r} is not installed{hint}")
-    return Path(locations[0])
+            check_pinned(path, self.pinned.get(path.name), "embedding model file", hint)
 
 
 def packaged_model(name: str | None = None, cache_dir: Path | None = None) -> ModelFiles:

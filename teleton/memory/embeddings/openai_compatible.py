@@ -2,7 +2,7 @@
 
 OpenAI itself, and local servers (Ollama, LM Studio, vLLM, llama.cpp) that embed with a model the user
 pulled. Plain httpx like ``voyage.py``, so the memory layer needs no model SDK. Where the server is comes
-from ``embedding.base_url`` or a named preset of ``teleton.llm.presets`` (``embedding.preset: ollama``); the
+from ``embedding.base_url`` or a named preset of ``teleton.config.presets`` (``embedding.preset: ollama``); the
 key from ``embedding.api_key`` or the preset's environment variable, and none is sent to a server that
 needs none.
 
@@ -21,8 +21,8 @@ from urllib.parse import urlsplit
 import httpx
 import numpy as np
 
-from teleton.llm.presets import PresetError, preset
-from teleton.memory.embeddings.http_retry import embed_in_batches, retrying, retrying_sync, unit_rows
+from teleton.config.presets import PresetError, preset
+from teleton.providers.http_retry import embed_in_batches, retrying, retrying_sync, unit_rows
 
 MAX_BATCH = 256
 

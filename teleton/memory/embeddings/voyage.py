@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import httpx
 import numpy as np
 
-from teleton.memory.embeddings.http_retry import embed_in_batches, retrying, unit_rows
+from teleton.providers.http_retry import embed_in_batches, retrying, unit_rows
 
 VOYAGE_URL = "https://api.voyageai.com/v1"
 DEFAULT_MODEL = "voyage-3.5-lite"

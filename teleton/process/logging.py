@@ -13,7 +13,7 @@ from typing import Literal, TextIO
 
 import structlog
 
-from teleton.observability.redaction import redact_event
+from teleton.process.redaction import redact_event
 
 Format = Literal["auto", "console", "json"]
 

@@ -1,0 +1,1 @@
+"""Facts about a text that every layer reads the same way: its size in tokens and its language."""
