@@ -31,11 +31,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.fakes: the
 from teleton.agent.distiller import Distiller, Exchange
 from teleton.gateway.contract import ChatInfo
 from teleton.llm import LLMClient, LLMSettings
-from teleton.memory import feed_archive as fa
 from teleton.memory.embeddings.local import LocalEmbedder
 from teleton.memory.embeddings.model_files import packaged_model
-from teleton.memory.facts import FactStore
-from teleton.memory.subjects import attributable, speaker_subject
+from teleton.memory.facts.store import FactStore
+from teleton.memory.facts.subjects import attributable, speaker_subject
+from teleton.memory.feed import archive as fa
 from teleton.privacy import Principals, chat_label
 from teleton.process.logging import configure_logging
 from teleton.storage import Database

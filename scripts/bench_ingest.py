@@ -107,8 +107,8 @@ def main() -> None:
         f"archive only:      {plain['msgs_per_s']:8.0f} msgs/s  ({plain['messages']} msgs in "
         f"{plain['archive_s']:.2f} s, {plain['commits']} commits, worst loop lag {plain['worst_lag_ms']:.1f} ms)"
     )
-    if importlib.util.find_spec("teleton.memory.feed_embedding") is None:
-        print("with embeddings:   skipped (teleton.memory.feed_embedding is not there yet)")
+    if importlib.util.find_spec("teleton.memory.feed.embedding") is None:
+        print("with embeddings:   skipped (teleton.memory.feed.embedding is not there yet)")
     else:
         emb = asyncio.run(run(args.embed_messages, args.chats, load_provider(args.threads)))
         print(

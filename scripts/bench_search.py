@@ -32,14 +32,14 @@ from pathlib import Path
 
 import numpy as np
 
-from teleton.memory import bit_index
-from teleton.memory.corpora import FEED
 from teleton.memory.embeddings.local import LocalEmbedder
 from teleton.memory.embeddings.model_files import packaged_model
-from teleton.memory.feed_embedding import FeedMessage, embed_pending, index_text
-from teleton.memory.feed_search import search_feed
-from teleton.memory.vector_leg import vector_leg
-from teleton.memory.vector_store import write_vectors
+from teleton.memory.feed.embedding import FeedMessage, embed_pending, index_text
+from teleton.memory.feed.search import search_feed
+from teleton.memory.search import bit_index
+from teleton.memory.search.corpora import FEED
+from teleton.memory.search.vector_leg import vector_leg
+from teleton.memory.search.vector_store import write_vectors
 from teleton.process.logging import configure_logging
 from teleton.storage.database import Database
 
@@ -223,7 +223,7 @@ def exact_knn(conn, vector: np.ndarray, k: int) -> set[int]:
 
 async def bench_reindex(embedder: LocalEmbedder, chunks: int = 1000) -> dict:
     """Time a re-index of an unchanged knowledge base of ``chunks`` chunks (nothing may be embedded)."""
-    from teleton.memory.knowledge_index import KnowledgeIndex
+    from teleton.memory.knowledge.index import KnowledgeIndex
 
     with tempfile.TemporaryDirectory() as tmp:
         ws = Path(tmp) / "ws"

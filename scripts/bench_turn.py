@@ -47,11 +47,11 @@ from teleton.config.schema import (
     TelegramConfig,
 )
 from teleton.gateway.contract import ChatInfo, IncomingMessage, UserInfo
-from teleton.memory import feed_archive as fa
-from teleton.memory.corpora import FEED
-from teleton.memory.facts import Fact
-from teleton.memory.knowledge_index import KnowledgeIndex
-from teleton.memory.vector_store import write_vectors
+from teleton.memory.facts.store import Fact
+from teleton.memory.feed import archive as fa
+from teleton.memory.knowledge.index import KnowledgeIndex
+from teleton.memory.search.corpora import FEED
+from teleton.memory.search.vector_store import write_vectors
 from teleton.process.logging import configure_logging
 from teleton.storage import Database
 from tests.fakes.anthropic_server import FakeAnthropic, text

@@ -42,10 +42,10 @@ from bench_search import build as build_archive  # scripts/ is the script's path
 from teleton.config.schema import EmbeddingConfig, MemoryConfig
 from teleton.memory.embeddings import EmbeddingProvider, create_provider
 from teleton.memory.embeddings.model_files import search_weights
-from teleton.memory.facts import RECALL_PARAMS, Fact, FactStore
-from teleton.memory.feed_embedding import embed_pending
-from teleton.memory.feed_search import search_feed_sync
-from teleton.memory.hybrid_search import SearchParams
+from teleton.memory.facts.store import RECALL_PARAMS, Fact, FactStore
+from teleton.memory.feed.embedding import embed_pending
+from teleton.memory.feed.search import search_feed_sync
+from teleton.memory.search.hybrid import SearchParams
 from teleton.process.logging import configure_logging
 from teleton.storage.database import Database
 

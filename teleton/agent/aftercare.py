@@ -15,9 +15,9 @@ from teleton.agent.distiller import Exchange
 from teleton.agent.messages import sender_label
 from teleton.agent.privacy import origin
 from teleton.agent.turn import Turn, required
+from teleton.agent.window.masking import mask_observations
 from teleton.llm.client import Message
-from teleton.memory.observation_masking import mask_observations
-from teleton.memory.subjects import speaker_subject
+from teleton.memory.facts.subjects import speaker_subject
 from teleton.privacy.quoting import origins_text, steered_origin
 
 if TYPE_CHECKING:

@@ -18,12 +18,12 @@ from teleton.agent.messages import spoke_here
 from teleton.agent.oversize import shorten_history
 from teleton.agent.slow_notice import slow_notice
 from teleton.agent.turn import Turn, required
+from teleton.agent.window.masking import mask_observations
 from teleton.config.presets import PRESETS
 from teleton.gateway.contract import SentMessage
 from teleton.llm.client import ContextOverflowError, LLMError
 from teleton.llm.tool_loop import ToolCall, ToolResult, run_tool_loop
-from teleton.memory import feed_archive as fa
-from teleton.memory.observation_masking import mask_observations
+from teleton.memory.feed import archive as fa
 from teleton.tools.registry import ToolContext
 
 if TYPE_CHECKING:

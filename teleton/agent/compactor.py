@@ -24,11 +24,11 @@ from teleton.agent.messages import archived_chat
 from teleton.agent.privacy import origin
 from teleton.agent.sessions import Session, SessionStore
 from teleton.agent.steering import steering_of, unsteered
+from teleton.agent.window import compaction
 from teleton.gateway.contract import ChatInfo
 from teleton.llm.client import LLMClient, LLMError
-from teleton.memory import compaction
-from teleton.memory.daily_logs import DailyLogs
-from teleton.memory.facts import FactStore
+from teleton.memory.facts.store import FactStore
+from teleton.memory.journal.daily_logs import DailyLogs
 from teleton.privacy import Clearance
 from teleton.privacy.quoting import mark
 from teleton.storage.database import Database

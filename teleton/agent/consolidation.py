@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from teleton.memory.salience import decay_salience
+from teleton.memory.search.salience import decay_salience
 from teleton.storage import Database
 from teleton.storage.schema import get_meta, set_meta
 

@@ -23,13 +23,13 @@ from typing import Any
 import numpy as np
 
 from teleton.gateway.contract import IncomingMessage
-from teleton.memory.corpora import FACTS, FEED, KNOWLEDGE
 from teleton.memory.embeddings.query import embed_query
-from teleton.memory.fact_rows import asks_about_past, day
-from teleton.memory.facts import predecessors
-from teleton.memory.hybrid_search import SearchHit, SearchParams, hybrid_search, hybrid_search_db
-from teleton.memory.subjects import attributable, speaker_subject
-from teleton.memory.time_ranges import query_time_range
+from teleton.memory.facts.rows import asks_about_past, day
+from teleton.memory.facts.store import predecessors
+from teleton.memory.facts.subjects import attributable, speaker_subject
+from teleton.memory.search.corpora import FACTS, FEED, KNOWLEDGE
+from teleton.memory.search.hybrid import SearchHit, SearchParams, hybrid_search, hybrid_search_db
+from teleton.memory.search.time_ranges import query_time_range
 from teleton.privacy import PUBLIC, Clearance, Principals
 from teleton.privacy.paths import is_document
 from teleton.privacy.quoting import label_origin, outside, quote

@@ -18,7 +18,7 @@ from typing import Protocol
 import structlog
 
 from teleton.gateway.contract import Once, TurnDeferred
-from teleton.memory import feed_archive as fa
+from teleton.memory.feed import archive as fa
 from teleton.scheduler.scheduler import NotDelivered
 from teleton.storage import reply_sends as rs
 from teleton.storage.database import Database, storage_fault

@@ -10,14 +10,14 @@ from typing import Any
 
 from teleton.agent.commands import PolicyControl
 from teleton.agent.context import ContextSettings
+from teleton.agent.window.compaction import Thresholds
 from teleton.gateway.contract import ChatInfo, Gateway, UserInfo
 from teleton.llm.client import LLMClient
 from teleton.llm.tool_loop import LoopLimits
-from teleton.memory.compaction import Thresholds
-from teleton.memory.daily_logs import DailyLogs
 from teleton.memory.embeddings.model_files import search_weights
-from teleton.memory.facts import FactStore
-from teleton.memory.hybrid_search import SearchParams
+from teleton.memory.facts.store import FactStore
+from teleton.memory.journal.daily_logs import DailyLogs
+from teleton.memory.search.hybrid import SearchParams
 from teleton.privacy import Principals
 from teleton.storage.database import Database
 from teleton.tools.registry import ToolRegistry
@@ -100,7 +100,7 @@ class AgentDeps:
     tool_selector: ToolSelector | None = None
     owner: UserInfo | None = None
     distiller: Any = None  # teleton.agent.distiller.Distiller: facts from each exchange, in the background
-    learnings: Any = None  # teleton.memory.learnings.Learnings: tool errors and corrections for the DM prompt
+    learnings: Any = None  # teleton.memory.journal.learnings.Learnings: tool errors and corrections for the DM prompt
     principals: Principals = field(default_factory=Principals)  # owner and admins: the one shared source
     outbox: Any = None  # teleton.tools.outbox.Outbox: sends to other chats (held for approval when needed)
     shared_paths: tuple[str, ...] = ()  # privacy.shared_paths

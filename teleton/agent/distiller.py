@@ -12,9 +12,9 @@ Where a fact goes is not the model's call: every fact takes the label of the tur
 
 Updates are asked for explicitly: the model sees the facts already remembered under the label that relate to
 the conversation, with their ids, and says which one a new fact replaces (``replaces``); the old fact is then
-kept as history and never recalled as current (``teleton.memory.facts``). An id the model was not shown is
+kept as history and never recalled as current (``teleton.memory.facts.store``). An id the model was not shown is
 ignored. Each fact also says whom it is about (``about``), resolved to a subject by
-``teleton.memory.subjects``: the speaker, the owner, the group, a member by name, or someone else.
+``teleton.memory.facts.subjects``: the speaker, the owner, the group, a member by name, or someone else.
 A message carrying ``#nomem`` (or ``#nomemory``) is never distilled, alone or as part of a transcript.
 """
 
@@ -32,14 +32,14 @@ import structlog
 
 from teleton.agent.locks import KeyedLocks
 from teleton.agent.oversize import excerpt
+from teleton.agent.window.compaction import Message, is_user_turn, transcript
 from teleton.gateway.contract import ChatInfo
 from teleton.llm.client import LLMClient, LLMError
-from teleton.memory.compaction import Message, is_user_turn, transcript
-from teleton.memory.fact_merge import NEAR_DUPLICATE, save_merging
-from teleton.memory.fact_rows import Fact, StoredFact
-from teleton.memory.facts import FactStore
-from teleton.memory.learnings import Learnings
-from teleton.memory.subjects import chat_members, label_speaker, resolve
+from teleton.memory.facts.merge import NEAR_DUPLICATE, save_merging
+from teleton.memory.facts.rows import Fact, StoredFact
+from teleton.memory.facts.store import FactStore
+from teleton.memory.facts.subjects import chat_members, label_speaker, resolve
+from teleton.memory.journal.learnings import Learnings
 from teleton.privacy import OWNER, Principals
 
 log = structlog.get_logger(__name__)
@@ -102,7 +102,7 @@ class Exchange:
     user_text: str
     assistant_text: str
     label: str  # the turn's clearance label: every fact of this exchange is stored under it
-    speaker: str = ""  # the sender's subject (teleton.memory.subjects)
+    speaker: str = ""  # the sender's subject (teleton.memory.facts.subjects)
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,8 @@ from teleton.agent.runtime import Agent, AgentDeps, AgentSettings, load_owner
 from teleton.gateway.contract import Gateway
 from teleton.llm.client import LLMClient
 from teleton.llm.connect import client_for
-from teleton.memory.daily_logs import DailyLogs
-from teleton.memory.facts import RECALL_PARAMS, FactStore
+from teleton.memory.facts.store import RECALL_PARAMS, FactStore
+from teleton.memory.journal.daily_logs import DailyLogs
 from teleton.privacy import Principals
 from teleton.storage.database import Database
 from teleton.tools.outbox import Outbox, OutboxSettings
@@ -121,7 +121,7 @@ def _distiller(
     config: Any, llm: LLMClient, facts: FactStore, workspace: Path, principals: Principals
 ) -> tuple[Any, Any]:
     from teleton.agent.distiller import Distiller
-    from teleton.memory.learnings import Learnings
+    from teleton.memory.journal.learnings import Learnings
 
     learnings = Learnings(workspace)
     return learnings, Distiller(llm, facts, learnings, enabled=config.memory.distill, principals=principals)

@@ -20,8 +20,8 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING
 
-from teleton.memory.forget import Findings, Needle, NeedleError, Report, erase, find, parse_needle, scope_for
-from teleton.memory.forget_feed import forget_deleted
+from teleton.memory.forget.everywhere import Findings, Needle, NeedleError, Report, erase, find, parse_needle, scope_for
+from teleton.memory.forget.feed import forget_deleted
 from teleton.tools.forget_tool import describe_preview, describe_report, pending_forgets
 
 if TYPE_CHECKING:

@@ -25,7 +25,7 @@ from teleton.media.documents import extract_text, kind_from_name
 from teleton.media.errors import MediaError
 from teleton.media.images import image_block, prepare_image
 from teleton.media.transcription import Transcriber
-from teleton.memory import feed_archive as fa
+from teleton.memory.feed import archive as fa
 from teleton.privacy.quoting import outside
 from teleton.storage import Database
 from teleton.tools.telegram_common import Refused, download_to_chat

@@ -38,8 +38,8 @@ import structlog
 from teleton.agent.context import FEED_HEADER, KNOWLEDGE_HEADER, RagContext
 from teleton.agent.sessions import Session
 from teleton.llm.client import Usage
-from teleton.memory.chunker import chunk_markdown
-from teleton.memory.fts_query import query_terms
+from teleton.memory.knowledge.chunker import chunk_markdown
+from teleton.memory.search.fts_query import query_terms
 from teleton.privacy.quoting import origins_in
 from teleton.text.tokens import estimate_tokens
 

@@ -31,8 +31,8 @@ import structlog
 from teleton.agent.memory_budget import IMPORTANT_FACTS, MEMORY_MD, SUMMARY, MemoryUsage, fill, stable_items
 from teleton.agent.privacy import prompt_files
 from teleton.gateway.contract import ChatInfo, UserInfo
-from teleton.memory.daily_logs import DailyLogs
-from teleton.memory.facts import FactStore
+from teleton.memory.facts.store import FactStore
+from teleton.memory.journal.daily_logs import DailyLogs
 from teleton.privacy import OWNER, Clearance, Principals, Taint, path_label
 from teleton.privacy.quoting import UNTRUSTED_NOTE
 from teleton.storage.private_files import Unreadable, read_confined

@@ -42,10 +42,10 @@ from teleton.agent.sessions import Session, SessionStore, expiry_reason
 from teleton.agent.steering import shown
 from teleton.agent.turn import Turn, required
 from teleton.agent.voice_reply import speak_reply
+from teleton.agent.window.compaction import needs_hard, needs_soft
 from teleton.gateway.contract import IncomingMessage, TurnDeferred, UserInfo
-from teleton.memory import feed_archive as fa
-from teleton.memory.compaction import needs_hard, needs_soft
-from teleton.memory.daily_logs import DailyLogs
+from teleton.memory.feed import archive as fa
+from teleton.memory.journal.daily_logs import DailyLogs
 from teleton.privacy import Clearance, Taint
 from teleton.privacy.quoting import outside
 from teleton.storage.database import storage_fault

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from teleton.agent.messages import texts
+from teleton.agent.window.compaction import is_user_turn
 from teleton.llm.client import Message
-from teleton.memory.compaction import is_user_turn
 from teleton.privacy import PUBLIC, Taint
 
 

@@ -219,7 +219,7 @@ class ChatSession:
         )
         feed_embedder = None
         if embedder is not None and db.vectors:  # what is said here is found by meaning later, as on Telegram
-            from teleton.memory.feed_embedding import FeedEmbedder
+            from teleton.memory.feed.embedding import FeedEmbedder
 
             feed_embedder = FeedEmbedder(db, embedder)
             feed_embedder.start()

@@ -97,9 +97,9 @@ def search_cmd(
 ) -> None:
     """Search the archive (hybrid keyword + vector when embeddings are on)."""
     try:
-        feed_search = importlib.import_module("teleton.memory.feed_search")
+        feed_search = importlib.import_module("teleton.memory.feed.search")
     except ImportError:
-        console.print("[red]error:[/] feed search is not available in this build (teleton.memory.feed_search)")
+        console.print("[red]error:[/] feed search is not available in this build (teleton.memory.feed.search)")
         raise typer.Exit(1) from None
     config = cli_config(ctx)
     hits = asyncio.run(_search(config, feed_search, query, chat, limit))
@@ -113,7 +113,7 @@ def search_cmd(
 
 
 async def _search(config: Any, feed_search: Any, query: str, chat: int | None, limit: int) -> list[Any]:
-    from teleton.memory.hybrid_search import SearchParams
+    from teleton.memory.search.hybrid import SearchParams
 
     provider = cli_embedder(config, console)
     embedding = (provider.model_id, provider.dims) if provider is not None else None
@@ -154,7 +154,7 @@ def _hit_row(hit: Any) -> tuple[str, str, str, str, str]:
 @app.command("stats")
 def stats_cmd(ctx: typer.Context) -> None:
     """How much the archive holds: messages, chats, users, edits, deletions, embeddings, busiest chats."""
-    from teleton.memory.feed_archive import stats
+    from teleton.memory.feed.archive import stats
 
     config = cli_config(ctx)
     assert config.storage.database is not None

@@ -35,7 +35,7 @@ async def _open(config: Any) -> tuple[Any, Any]:
 
 
 async def _index(config: Any) -> Any:
-    from teleton.memory.knowledge_index import KnowledgeIndex
+    from teleton.memory.knowledge.index import KnowledgeIndex
 
     db, provider = await _open(config)
     try:
@@ -63,7 +63,7 @@ def index_cmd(ctx: typer.Context) -> None:
 
 
 async def _search(config: Any, query: str, sources: list[str] | None, limit: int) -> list[Any]:
-    from teleton.memory.knowledge_index import KnowledgeIndex
+    from teleton.memory.knowledge.index import KnowledgeIndex
 
     db, provider = await _open(config)
     try:
@@ -168,7 +168,7 @@ def stats_cmd(
 
 
 async def _find_forget(config: Any, needle: Any) -> Any:
-    from teleton.memory.forget import OWNER_SCOPE, find
+    from teleton.memory.forget.everywhere import OWNER_SCOPE, find
     from teleton.storage import Database
 
     db = await Database.open(config.storage.database)
@@ -179,8 +179,8 @@ async def _find_forget(config: Any, needle: Any) -> Any:
 
 
 async def _erase_forget(config: Any, findings: Any) -> Any:
-    from teleton.memory.forget import erase
-    from teleton.memory.knowledge_index import KnowledgeIndex
+    from teleton.memory.forget.everywhere import erase
+    from teleton.memory.knowledge.index import KnowledgeIndex
 
     db, provider = await _open(config)
     try:  # the rewritten files are indexed again at once, with the configured model
@@ -197,7 +197,7 @@ def forget_cmd(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Erase without asking first.")] = False,
 ) -> None:
     """Find a text in every layer of memory (archive, facts, knowledge, logs, sessions …) and erase it."""
-    from teleton.memory.forget import NeedleError, parse_needle
+    from teleton.memory.forget.everywhere import NeedleError, parse_needle
     from teleton.tools.forget_tool import describe_findings, describe_report
 
     config = cli_config(ctx)

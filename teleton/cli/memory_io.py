@@ -18,8 +18,8 @@ console = Console(soft_wrap=True)
 
 
 async def _facts(config: Any, subject: str | None, history: bool) -> list[Any]:
-    from teleton.memory.fact_rows import COLUMNS, CURRENT, stored
-    from teleton.memory.subjects import resolve
+    from teleton.memory.facts.rows import COLUMNS, CURRENT, stored
+    from teleton.memory.facts.subjects import resolve
     from teleton.storage import Database
 
     db = await Database.open(config.storage.database)
@@ -90,7 +90,7 @@ def export_cmd(
 
 async def _import(config: Any, data: dict[str, Any]) -> Any:
     from teleton.cli.memory_cmd import _open
-    from teleton.memory.knowledge_index import KnowledgeIndex
+    from teleton.memory.knowledge.index import KnowledgeIndex
     from teleton.memory.portable import import_memory
 
     db, provider = await _open(config)

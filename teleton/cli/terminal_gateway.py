@@ -23,7 +23,7 @@ from rich.panel import Panel
 from rich.text import Text
 
 from teleton.gateway.contract import ChatInfo, GatewayError, IncomingMessage, MediaInfo, Once, SentMessage, UserInfo
-from teleton.memory import feed_archive as fa
+from teleton.memory.feed import archive as fa
 from teleton.storage.database import Database
 
 TERMINAL_CHAT_ID = 1  # not a real Telegram chat, so terminal messages never collide with archived ones

@@ -39,7 +39,7 @@ from teleton.gateway.contract import (
     SentMessage,
     UserInfo,
 )
-from teleton.memory import feed_archive as fa
+from teleton.memory.feed import archive as fa
 from teleton.storage import Database
 from teleton.storage.reply_sends import new_random_base
 from teleton.telegram.archiver import ArchiveBatcher

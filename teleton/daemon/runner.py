@@ -126,7 +126,7 @@ class Daemon:
         if embedder is not None:
             # Facts left without a vector (a model change emptied the tables, or a stop cut a catch-up short)
             # get one in the background; knowledge, feed and tools re-embed on their own paths.
-            from teleton.memory.reembed import embed_pending_facts
+            from teleton.memory.embeddings.reembed import embed_pending_facts
 
             self._tasks.append(asyncio.create_task(embed_pending_facts(db, embedder), name="reembed-facts"))
         gateway = self.gateway = self._make_gateway(db)
@@ -184,7 +184,7 @@ class Daemon:
         print(f"teleton ready in {time.monotonic() - started:.1f}s: {summary}", flush=True)
 
     async def _start_knowledge(self, db: Database, embedder: Any) -> Any:
-        from teleton.memory.knowledge_index import KnowledgeIndex
+        from teleton.memory.knowledge.index import KnowledgeIndex
 
         assert self.config.storage.workspace is not None
         index = KnowledgeIndex.from_config(db, self.config, embedder, self.principals)

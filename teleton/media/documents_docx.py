@@ -1,6 +1,6 @@
 """Word (.docx) text with python-docx, as Markdown: headings as "#", list items as "-", tables as rows.
 
-Markdown because the text is split for the archive and the knowledge base by ``teleton.memory.chunker``,
+Markdown because the text is split for the archive and the knowledge base by ``teleton.memory.knowledge.chunker``,
 which keeps every chunk's heading path: a paragraph deep in a report still knows its section.
 Plain and synchronous, like the rest of ``teleton.media.documents``: the caller runs it in a thread.
 """

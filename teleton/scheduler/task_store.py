@@ -24,7 +24,7 @@ from typing import Any
 
 from croniter import croniter
 
-from teleton.memory.feed_archive import our_message_since
+from teleton.memory.feed.archive import our_message_since
 from teleton.storage.sqlite_driver import Connection
 
 FINAL = ("done", "failed", "blocked", "cancelled")

@@ -2,7 +2,7 @@
 step 5 -> 6, which bounds what one earlier message puts there.
 
 A message's keyword row carries the text of up to ``FEED_CONTEXT_MESSAGES`` earlier messages of its chat
-sent within ``FEED_CONTEXT_SECONDS`` before it (``teleton.memory.feed_embedding`` applies the same rule in
+sent within ``FEED_CONTEXT_SECONDS`` before it (``teleton.memory.feed.embedding`` applies the same rule in
 Python, for the vector and when it refreshes a row). In the keyword row each of them contributes at most
 ``FEED_CONTEXT_CHARS`` of its text: Telegram's longest message whole, but not a 10 MB pasted log, which the
 index would otherwise tokenise again into each of the next two rows, and find those rows by the paste's
@@ -20,7 +20,7 @@ FEED_CONTEXT_SECONDS = 6 * 3600
 FEED_CONTEXT_CHARS = 4_096
 
 # The token of a chat in tg_messages_fts.chat: "c" + the id, "-" spelled "m" (a tokenizer separator).
-# teleton.memory.corpora.chat_token builds the same token for queries.
+# teleton.memory.search.corpora.chat_token builds the same token for queries.
 FEED_CHAT_TOKEN_SQL = "('c' || replace(cast(new.chat_id as text), '-', 'm'))"
 
 

@@ -8,7 +8,7 @@
   A fact is current while ``valid_until`` is NULL; a superseded fact keeps its row as history, with
   ``superseded_by`` naming the fact that replaced it.
 - Only current facts are in ``facts_fts`` and ``facts_vec``: ending a fact takes it out of the keyword index
-  here (trigger) and out of the vector table in ``teleton.memory.facts``, so no search path can offer it as
+  here (trigger) and out of the vector table in ``teleton.memory.facts.store``, so no search path can offer it as
   current. The unique keys (same text, same attribute) hold among current facts of one subject only, so a
   value can be superseded and later said again.
 """

@@ -121,7 +121,7 @@ create index if not exists tg_messages_unembedded on tg_messages(embedded) where
 -- do not repeat the question ("What did Anna paint?" -> "a sunset over the lake"), and the preceding
 -- message supplies them. It is a regular FTS5 table (it keeps its own copy of the text) so that a row can
 -- be deleted by rowid alone even after its neighbours changed; the embedding worker refreshes the context
--- when it embeds the row (see teleton.memory.feed_embedding, which owns the same rule in Python). The
+-- when it embeds the row (see teleton.memory.feed.embedding, which owns the same rule in Python). The
 -- triggers live in teleton.storage.feed_context, with the rule's numbers.
 -- The `chat` column holds one token naming the chat (see FEED_CHAT_TOKEN_SQL), so a chat-scoped keyword
 -- search is a doclist intersection inside FTS5 instead of a join over every match in every chat.

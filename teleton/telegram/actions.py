@@ -17,7 +17,7 @@ from telethon import TelegramClient, errors, functions, utils
 from telethon.tl import types
 
 from teleton.gateway.contract import ChatInfo, GatewayError, IncomingMessage, Once, SentMessage, UserInfo
-from teleton.memory.feed_archive import MessageRecord
+from teleton.memory.feed.archive import MessageRecord
 from teleton.storage.reply_sends import new_random_base
 from teleton.telegram import convert
 from teleton.telegram.approvals import inline_buttons

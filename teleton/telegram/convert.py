@@ -13,7 +13,7 @@ from telethon import helpers, utils
 from telethon.tl import types
 
 from teleton.gateway.contract import ChatInfo, ChatType, IncomingMessage, MediaInfo, UserInfo
-from teleton.memory.feed_archive import ChatRecord, MessageRecord, UserRecord
+from teleton.memory.feed.archive import ChatRecord, MessageRecord, UserRecord
 
 
 def peer_id(peer: Any) -> int:

@@ -15,7 +15,7 @@ from telethon import TelegramClient, events
 from telethon.tl import types
 
 from teleton.gateway.contract import UserInfo
-from teleton.memory.feed_archive import ChatRecord, UserRecord
+from teleton.memory.feed.archive import ChatRecord, UserRecord
 from teleton.telegram import convert
 from teleton.telegram.pipeline import FeedPipeline
 

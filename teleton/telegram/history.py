@@ -16,7 +16,7 @@ from telethon import TelegramClient, errors, utils
 from telethon.tl import types
 
 from teleton.gateway.contract import GatewayError
-from teleton.memory import feed_archive as fa
+from teleton.memory.feed import archive as fa
 from teleton.storage import Database
 from teleton.telegram import convert
 from teleton.telegram.archiver import ArchiveBatcher

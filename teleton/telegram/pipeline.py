@@ -21,8 +21,8 @@ from typing import Any
 import structlog
 
 from teleton.gateway.contract import IncomingMessage, UserInfo
-from teleton.memory import feed_archive as fa
-from teleton.memory.forget_feed import forget_deleted
+from teleton.memory.feed import archive as fa
+from teleton.memory.forget.feed import forget_deleted
 from teleton.storage import Database
 from teleton.storage.sqlite_driver import Connection
 from teleton.telegram.archiver import ArchiveBatcher
@@ -217,7 +217,7 @@ class FeedPipeline:
     def start_embedder(self, provider: Any, *, batch: int = 64, supervisor: Any = None) -> Any:
         """Embed archived messages in the background (the memory engine's FeedEmbedder), off the receive
         path; each commit of new or edited messages wakes it. No provider or no sqlite-vec: keyword-only."""
-        from teleton.memory.feed_embedding import FeedEmbedder
+        from teleton.memory.feed.embedding import FeedEmbedder
 
         if provider is None or not self.db.vectors:
             return None

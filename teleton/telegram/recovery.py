@@ -24,7 +24,7 @@ from typing import Any
 import structlog
 
 from teleton.gateway.contract import ChatInfo, GatewayError, IncomingMessage, Once, SentMessage, UserInfo
-from teleton.memory import feed_archive as fa
+from teleton.memory.feed import archive as fa
 from teleton.storage import Database
 from teleton.storage import reply_sends as rs
 from teleton.storage.sqlite_driver import Connection

@@ -17,7 +17,7 @@ from typing import Any
 import structlog
 
 from teleton.llm.tool_loop import ToolResult
-from teleton.memory.forget import Findings, NeedleError, Report, find, parse_needle, scope_for
+from teleton.memory.forget.everywhere import Findings, NeedleError, Report, find, parse_needle, scope_for
 from teleton.privacy.quoting import label_origin, quote
 from teleton.tools.registry import Tool, ToolContext, ToolDeps
 

@@ -27,11 +27,11 @@ from typing import Any
 import structlog
 
 from teleton.llm.tool_loop import ToolResult
-from teleton.memory.corpora import FEED, KNOWLEDGE
 from teleton.memory.embeddings.query import embed_query
-from teleton.memory.facts import Fact
-from teleton.memory.hybrid_search import hybrid_search
-from teleton.memory.subjects import attributable, chat_members, resolve, speaker_subject
+from teleton.memory.facts.store import Fact
+from teleton.memory.facts.subjects import attributable, chat_members, resolve, speaker_subject
+from teleton.memory.search.corpora import FEED, KNOWLEDGE
+from teleton.memory.search.hybrid import hybrid_search
 from teleton.privacy import OWNER, PUBLIC
 from teleton.privacy.paths import is_document
 from teleton.privacy.quoting import label_origin, mark, outside, quote

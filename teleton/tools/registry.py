@@ -24,7 +24,7 @@ import structlog
 
 from teleton.gateway.contract import ChatInfo, Gateway, UserInfo
 from teleton.llm.tool_loop import ToolCall, ToolResult
-from teleton.memory.hybrid_search import SearchParams
+from teleton.memory.search.hybrid import SearchParams
 from teleton.privacy import Clearance, Principals, Taint, path_label
 
 if TYPE_CHECKING:
@@ -43,14 +43,14 @@ class ToolDeps:
     db: Any  # teleton.storage.Database
     workspace: Path
     gateway: Gateway | None = None
-    facts: Any = None  # teleton.memory.facts.FactStore
-    daily_logs: Any = None  # teleton.memory.daily_logs.DailyLogs
+    facts: Any = None  # teleton.memory.facts.store.FactStore
+    daily_logs: Any = None  # teleton.memory.journal.daily_logs.DailyLogs
     knowledge: Any = None  # a KnowledgeIndex (add_entry / reindex), when the daemon has one
     embedder: Any = None  # an EmbeddingProvider, or None for keyword-only
     principals: Principals = field(default_factory=Principals)  # who the owner and admins are (shared)
     shared_paths: tuple[str, ...] = ()  # privacy.shared_paths: workspace files the owner made public
     outbox: Any = None  # teleton.tools.outbox.Outbox: sends to other chats, held for approval when needed
-    learnings: Any = None  # teleton.memory.learnings.Learnings
+    learnings: Any = None  # teleton.memory.journal.learnings.Learnings
     # memory.* search settings (weights, candidates, floor) for the tools' searches, as the turn's own use them
     search: SearchParams = field(default_factory=SearchParams)
     extras: dict[str, Any] = field(default_factory=dict)

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from teleton.gateway.contract import ChatInfo, UserInfo
-from teleton.memory.feed_search import search_feed
+from teleton.memory.feed.search import search_feed
 from teleton.tools.registry import Tool, ToolContext
 from teleton.tools.telegram_common import CHAT_ID, Refused, gateway, readable_chat, schema, tool
 

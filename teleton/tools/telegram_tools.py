@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from teleton.gateway.contract import Gateway, GatewayError
-from teleton.memory.feed_archive import is_our_message
+from teleton.memory.feed.archive import is_our_message
 from teleton.tools.held import Held, Outgoing, sha256
 from teleton.tools.registry import Tool, ToolContext, ToolDeps
 from teleton.tools.telegram_common import (

@@ -26,10 +26,10 @@ import numpy as np
 import structlog
 
 from teleton.gateway.contract import ChatInfo
-from teleton.memory.corpora import TOOLS
 from teleton.memory.embeddings.query import embed_query
-from teleton.memory.hybrid_search import SearchParams, hybrid_search
-from teleton.memory.vector_leg import vector_available
+from teleton.memory.search.corpora import TOOLS
+from teleton.memory.search.hybrid import SearchParams, hybrid_search
+from teleton.memory.search.vector_leg import vector_available
 from teleton.storage.sqlite_driver import Connection
 from teleton.tools.registry import Tool, ToolRegistry
 

@@ -20,8 +20,8 @@ from teleton.cli.terminal_gateway import TerminalGateway
 from teleton.gateway.contract import ChatInfo, IncomingMessage, UserInfo
 from teleton.llm import LLMClient, LLMSettings
 from teleton.llm.openai_provider import OpenAIProvider
-from teleton.memory import feed_archive as fa
-from teleton.memory.facts import FactStore
+from teleton.memory.facts.store import FactStore
+from teleton.memory.feed import archive as fa
 from teleton.privacy import Principals
 from teleton.storage import Database
 from teleton.tools.memory_tools import memory_tools

@@ -3,7 +3,7 @@ a group (DESIGN §8); memory_recall's category filter works inside the search.""
 
 from __future__ import annotations
 
-from teleton.memory.facts import Fact
+from teleton.memory.facts.store import Fact
 from teleton.privacy import group_label as chat_scope
 from tests.agent.conftest import GROUP, Harness
 from tests.fakes.anthropic_server import body_text, result_text, sequence, text, tool_results, tool_use

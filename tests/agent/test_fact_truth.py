@@ -9,7 +9,7 @@ from typing import Any
 
 from teleton.agent.distiller import Distiller
 from teleton.gateway.contract import UserInfo
-from teleton.memory.learnings import Learnings
+from teleton.memory.journal.learnings import Learnings
 from tests.agent.conftest import ALICE, GROUP, Harness
 from tests.fakes.anthropic_server import Body, Reply, result_text, sequence, text, tool_results, tool_use
 
@@ -94,7 +94,7 @@ async def test_an_id_the_model_was_not_shown_ends_nothing(harness: Harness) -> N
     h = harness
     distiller = _with_distiller(h)
     facts = h.agent.deps.facts
-    from teleton.memory.facts import Fact
+    from teleton.memory.facts.store import Fact
 
     kept = await facts.save(Fact("The group's treasurer is Carla", category="club", scope=f"chat:{GROUP.id}"))
     h.utility = lambda body: _record(

@@ -20,15 +20,15 @@ from teleton.agent.runtime import Agent, AgentDeps, AgentSettings
 from teleton.cli.terminal_gateway import TerminalGateway
 from teleton.gateway.contract import ChatInfo
 from teleton.llm import LLMClient
-from teleton.memory import feed_archive as fa
 from teleton.memory.embeddings.cached import CachedProvider
 from teleton.memory.embeddings.local import LocalEmbedder
 from teleton.memory.embeddings.model_files import packaged_model
-from teleton.memory.fact_rows import Fact
-from teleton.memory.facts import FactStore
-from teleton.memory.feed_embedding import embed_pending
-from teleton.memory.forget_match import compile_needle
-from teleton.memory.knowledge_index import KnowledgeIndex
+from teleton.memory.facts.rows import Fact
+from teleton.memory.facts.store import FactStore
+from teleton.memory.feed import archive as fa
+from teleton.memory.feed.embedding import embed_pending
+from teleton.memory.forget.match import compile_needle
+from teleton.memory.knowledge.index import KnowledgeIndex
 from teleton.privacy import Principals
 from teleton.storage import Database
 from teleton.tools.forget_tool import forget_tools, pending_forgets

@@ -9,7 +9,7 @@ from pathlib import Path
 from teleton.agent.consolidation import Consolidation
 from teleton.agent.heartbeat import SILENT, Heartbeat
 from teleton.agent.runtime import AgentSettings
-from teleton.memory.facts import Fact, FactStore
+from teleton.memory.facts.store import Fact, FactStore
 from teleton.storage import Database
 from tests.agent.conftest import Harness, build_harness
 from tests.fakes.anthropic_server import FakeAnthropic, last_user_text, text

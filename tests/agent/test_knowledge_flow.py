@@ -7,7 +7,7 @@ from pathlib import Path
 
 from teleton.agent.context import KNOWLEDGE_HEADER
 from teleton.config import Config
-from teleton.memory.knowledge_index import KnowledgeIndex
+from teleton.memory.knowledge.index import KnowledgeIndex
 from teleton.storage import Database
 from tests.agent.conftest import OWNER, Harness, build_harness
 from tests.fakes.anthropic_server import Body, FakeAnthropic, Reply, text, tool_use, user_said

@@ -16,7 +16,7 @@ from PIL import Image, ImageDraw
 
 from teleton.cli.terminal_gateway import attached
 from teleton.gateway.contract import ChatInfo, MediaInfo, UserInfo
-from teleton.memory.feed_search import search_feed
+from teleton.memory.feed.search import search_feed
 from teleton.storage import Database
 from teleton.tools.document_tool import document_tools
 from tests.agent.conftest import ALICE, GROUP, OWNER, OWNER_DM, Harness, default_utility

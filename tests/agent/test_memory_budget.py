@@ -15,9 +15,9 @@ from teleton.agent.memory_budget import Item, fill, log_entries
 from teleton.config import Config
 from teleton.memory.embeddings.local import LocalEmbedder
 from teleton.memory.embeddings.model_files import packaged_model
-from teleton.memory.facts import Fact
-from teleton.memory.feed_embedding import embed_pending
-from teleton.memory.knowledge_index import KnowledgeIndex
+from teleton.memory.facts.store import Fact
+from teleton.memory.feed.embedding import embed_pending
+from teleton.memory.knowledge.index import KnowledgeIndex
 from teleton.storage import Database
 from teleton.text.tokens import estimate_tokens
 from tests.agent.conftest import ALICE, GROUP, OWNER, OWNER_DM, Harness, build_harness

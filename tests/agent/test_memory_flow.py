@@ -9,7 +9,7 @@ from datetime import datetime
 from pathlib import Path
 
 from teleton.agent.runtime import AgentSettings
-from teleton.memory.compaction import Thresholds
+from teleton.agent.window.compaction import Thresholds
 from teleton.storage import Database
 from tests.agent.conftest import OWNER, OWNER_DM, Harness, build_harness
 from tests.fakes.anthropic_server import (
@@ -256,7 +256,7 @@ async def test_exchanges_feed_the_distiller_and_tool_errors_the_learnings(
     tmp_path: Path, db: Database, fake_api: FakeAnthropic
 ) -> None:
     from teleton.agent.distiller import Distiller
-    from teleton.memory.learnings import Learnings
+    from teleton.memory.journal.learnings import Learnings
 
     h = await build_harness(tmp_path, db, fake_api)
     learnings = Learnings(h.workspace)

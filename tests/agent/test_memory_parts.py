@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import date, datetime
 from pathlib import Path
 
-from teleton.memory.compaction import cut_index, is_user_turn, split, truncation_summary
-from teleton.memory.daily_logs import DailyLogs, exchange_line
-from teleton.memory.facts import Fact, FactStore
-from teleton.memory.observation_masking import mask_observations
+from teleton.agent.window.compaction import cut_index, is_user_turn, split, truncation_summary
+from teleton.agent.window.masking import mask_observations
+from teleton.memory.facts.store import Fact, FactStore
+from teleton.memory.journal.daily_logs import DailyLogs, exchange_line
 from teleton.privacy import group_label as chat_scope
 from teleton.storage import Database
 

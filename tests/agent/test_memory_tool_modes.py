@@ -13,10 +13,10 @@ from teleton.config.schema import Config
 from teleton.gateway.contract import ChatInfo, UserInfo
 from teleton.llm import LLMClient
 from teleton.llm.tool_loop import ToolCall
-from teleton.memory.daily_logs import DailyLogs
-from teleton.memory.facts import RECALL_PARAMS, FactStore
-from teleton.memory.hybrid_search import SearchParams
-from teleton.memory.knowledge_index import KnowledgeIndex
+from teleton.memory.facts.store import RECALL_PARAMS, FactStore
+from teleton.memory.journal.daily_logs import DailyLogs
+from teleton.memory.knowledge.index import KnowledgeIndex
+from teleton.memory.search.hybrid import SearchParams
 from teleton.privacy import Principals
 from teleton.storage import Database
 from teleton.tools.memory_tools import memory_tools

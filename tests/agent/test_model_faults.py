@@ -18,7 +18,7 @@ from teleton.daemon.health import gather_status
 from teleton.daemon.runner import Daemon
 from teleton.daemon.status_file import describe, read_status, write_status
 from teleton.gateway.contract import IncomingMessage
-from teleton.memory import feed_archive as fa
+from teleton.memory.feed import archive as fa
 from tests.agent.conftest import GROUP, OWNER, OWNER_DM, Harness, archive_incoming
 from tests.daemon.harness import write_config
 from tests.delivery.support import Gate, answer_state

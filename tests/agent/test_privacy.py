@@ -13,9 +13,9 @@ import pytest
 
 from teleton.agent.distiller import Distiller
 from teleton.agent.runtime import AgentSettings
-from teleton.memory.compaction import Thresholds
-from teleton.memory.facts import Fact
-from teleton.memory.learnings import Learnings
+from teleton.agent.window.compaction import Thresholds
+from teleton.memory.facts.store import Fact
+from teleton.memory.journal.learnings import Learnings
 from teleton.privacy import group_label as chat_scope
 from teleton.storage import Database
 from tests.agent.conftest import ALICE, GROUP, MALLORY, OTHER_GROUP, OWNER, Harness, build_harness

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from teleton.agent.context import KNOWLEDGE_HEADER
-from teleton.memory.corpora import KNOWLEDGE
 from teleton.memory.embeddings.local import LocalEmbedder
 from teleton.memory.embeddings.model_files import packaged_model
-from teleton.memory.vector_store import write_vectors
+from teleton.memory.search.corpora import KNOWLEDGE
+from teleton.memory.search.vector_store import write_vectors
 from teleton.storage import Database
 from tests.agent.conftest import build_harness
 from tests.fakes.anthropic_server import FakeAnthropic, Reply, text, tool_use, user_said

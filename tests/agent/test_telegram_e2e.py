@@ -10,7 +10,7 @@ from telethon.tl import types
 
 from teleton.agent.runtime import Agent, AgentDeps, AgentSettings
 from teleton.llm import LLMClient
-from teleton.memory.facts import FactStore
+from teleton.memory.facts.store import FactStore
 from teleton.privacy import Principals
 from teleton.storage import Database
 from teleton.telegram.gateway import TelegramGateway

@@ -326,7 +326,7 @@ async def test_tool_rag_pick_limits_the_tools_sent(harness: Harness) -> None:
 
 
 async def test_a_group_sees_its_own_facts_in_context(harness: Harness) -> None:
-    from teleton.memory.facts import Fact
+    from teleton.memory.facts.store import Fact
     from teleton.privacy import group_label as chat_scope
 
     h = harness

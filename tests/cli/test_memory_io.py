@@ -7,8 +7,8 @@ import json
 import stat
 from pathlib import Path
 
-from teleton.memory.fact_rows import Fact
-from teleton.memory.facts import FactStore
+from teleton.memory.facts.rows import Fact
+from teleton.memory.facts.store import FactStore
 from teleton.storage import Database
 from tests.foundation.test_cli import _config, teleton
 

@@ -11,7 +11,7 @@ from typing import Any
 from telethon import functions, types
 
 from teleton.gateway.contract import IncomingMessage
-from teleton.memory import feed_archive as fa
+from teleton.memory.feed import archive as fa
 from teleton.storage import Database
 from tests.agent.conftest import archive_incoming
 from tests.telegram.conftest import RecordingClient

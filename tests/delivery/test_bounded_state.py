@@ -15,7 +15,7 @@ from telethon.tl import types
 from teleton.agent.distiller import Distiller
 from teleton.agent.locks import KeyedLocks
 from teleton.gateway.contract import ChatInfo, IncomingMessage, UserInfo
-from teleton.memory.facts import FactStore
+from teleton.memory.facts.store import FactStore
 from teleton.storage import Database
 from teleton.telegram.dispatch import CONTEXT_CAP, CONTEXT_CHATS, FINISHED_KEPT
 from teleton.telegram.ratelimit import PRUNE_EVERY, WINDOW_S, RateLimiter

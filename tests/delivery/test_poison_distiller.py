@@ -9,7 +9,7 @@ import asyncio
 from teleton.agent.distiller import Distiller, Exchange
 from teleton.gateway.contract import ChatInfo
 from teleton.llm import LLMClient
-from teleton.memory.facts import FactStore
+from teleton.memory.facts.store import FactStore
 from teleton.storage import Database
 from tests.fakes.anthropic_server import Body, FakeAnthropic, Reply, error, tool_use, user_said
 

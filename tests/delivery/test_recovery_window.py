@@ -14,7 +14,7 @@ from pathlib import Path
 
 from teleton.agent.answering import UNAVAILABLE as APOLOGY
 from teleton.gateway.contract import ChatInfo, IncomingMessage, UserInfo
-from teleton.memory import feed_archive as fa
+from teleton.memory.feed import archive as fa
 from teleton.storage import Database
 from teleton.telegram.recovery import CUT_WHILE_SENDING, TOO_OLD
 from tests.daemon.harness import OWNER, Daemon, write_config

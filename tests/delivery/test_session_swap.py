@@ -15,8 +15,8 @@ import pytest
 
 from teleton.agent.runtime import AgentSettings
 from teleton.agent.sessions import SessionStore
-from teleton.memory import feed_archive as fa
-from teleton.memory.compaction import Thresholds
+from teleton.agent.window.compaction import Thresholds
+from teleton.memory.feed import archive as fa
 from teleton.storage import Database
 from tests.agent.conftest import OWNER, OWNER_DM, build_harness
 from tests.delivery.support import answer_state, archive_accepted

@@ -19,7 +19,7 @@ from teleton.config import load_config
 from teleton.daemon.health import gather_status
 from teleton.daemon.runner import Daemon
 from teleton.daemon.status_file import describe, read_status, write_status
-from teleton.memory import feed_archive as fa
+from teleton.memory.feed import archive as fa
 from teleton.storage import Database, quarantine
 from teleton.telegram.archiver import ArchiveBatcher
 from teleton.telegram.gateway import TelegramGateway

@@ -9,8 +9,8 @@ import json
 from pathlib import Path
 
 from teleton.agent.runtime import AgentSettings
-from teleton.memory import feed_archive as fa
-from teleton.memory.compaction import Thresholds
+from teleton.agent.window.compaction import Thresholds
+from teleton.memory.feed import archive as fa
 from teleton.storage import Database
 from tests.agent.conftest import OWNER, OWNER_DM, Harness, build_harness
 from tests.delivery.support import Gate, answer_state, archive_accepted

@@ -15,7 +15,7 @@ from telethon import errors, functions, types
 
 from teleton.agent.runtime import Agent, AgentDeps, AgentSettings
 from teleton.llm import LLMClient
-from teleton.memory.facts import FactStore
+from teleton.memory.facts.store import FactStore
 from teleton.privacy import Principals
 from teleton.scheduler import task_store
 from teleton.scheduler.scheduler import DELIVERY_ATTEMPTS, DELIVERY_RETRY_S, Scheduler

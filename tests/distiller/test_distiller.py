@@ -11,9 +11,9 @@ from teleton.agent.distiller import Distiller, Exchange, Transcript, without_off
 from teleton.agent.sessions import SessionStore
 from teleton.gateway.contract import ChatInfo
 from teleton.llm import LLMClient
-from teleton.memory.daily_logs import DailyLogs
-from teleton.memory.facts import Fact, FactStore
-from teleton.memory.learnings import CORRECTIONS_FILE, Learnings
+from teleton.memory.facts.store import Fact, FactStore
+from teleton.memory.journal.daily_logs import DailyLogs
+from teleton.memory.journal.learnings import CORRECTIONS_FILE, Learnings
 from teleton.privacy import Clearance
 from teleton.storage import Database
 from tests.fakes.anthropic_server import FakeAnthropic, text, tool_use

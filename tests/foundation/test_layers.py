@@ -31,7 +31,7 @@ def test_an_upward_import_or_a_telegram_import_in_memory_breaks_the_check(tmp_pa
     shutil.copy(ROOT / "pyproject.toml", tmp_path)
     with (tmp_path / "teleton/storage/database.py").open("a") as module:
         module.write("\nfrom teleton.agent import runtime  # noqa: E402\n")
-    with (tmp_path / "teleton/memory/stemming.py").open("a") as module:
+    with (tmp_path / "teleton/memory/search/stemming.py").open("a") as module:
         module.write("\nimport telethon  # noqa: E402\n")
 
     result = lint(tmp_path)
@@ -39,4 +39,4 @@ def test_an_upward_import_or_a_telegram_import_in_memory_breaks_the_check(tmp_pa
     assert result.returncode == 1, result.stdout
     assert "0 kept, 2 broken" in result.stdout
     assert "teleton.storage.database -> teleton.agent.runtime" in result.stdout
-    assert "teleton.memory.stemming -> telethon" in result.stdout
+    assert "teleton.memory.search.stemming -> telethon" in result.stdout

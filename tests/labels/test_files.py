@@ -13,9 +13,9 @@ import structlog
 from teleton.agent.prompt import PromptBuilder, PromptInputs
 from teleton.daemon.status_file import DaemonStatus, write_status
 from teleton.gateway.contract import ChatInfo
-from teleton.memory.daily_logs import DailyLogs
-from teleton.memory.knowledge_index import KnowledgeIndex
-from teleton.memory.learnings import Learnings
+from teleton.memory.journal.daily_logs import DailyLogs
+from teleton.memory.journal.learnings import Learnings
+from teleton.memory.knowledge.index import KnowledgeIndex
 from teleton.privacy import Clearance, Principals
 from teleton.storage import Database
 from teleton.storage.workspace_template import create_workspace

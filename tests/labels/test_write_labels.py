@@ -10,7 +10,7 @@ from datetime import datetime
 from pathlib import Path
 
 from teleton.agent.distiller import Distiller
-from teleton.memory.learnings import CORRECTIONS_FILE, ERRORS_FILE, Learnings
+from teleton.memory.journal.learnings import CORRECTIONS_FILE, ERRORS_FILE, Learnings
 from teleton.storage import Database
 from tests.agent.conftest import ALICE, GROUP, OWNER, build_harness
 from tests.fakes.anthropic_server import Body, FakeAnthropic, Reply, text, tool_results, tool_use, user_said

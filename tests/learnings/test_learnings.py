@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from teleton.memory.learnings import CORRECTIONS_FILE, ERRORS_FILE, MAX_ENTRIES, Learnings
+from teleton.memory.journal.learnings import CORRECTIONS_FILE, ERRORS_FILE, MAX_ENTRIES, Learnings
 
 
 class Clock:

@@ -16,7 +16,7 @@ from PIL import Image, ImageDraw
 from teleton.media.documents import ExtractedDocument, detect_kind, extract_text, kind_from_name, split_pages
 from teleton.media.documents_pdf import SCANNED_NOTE
 from teleton.media.errors import MediaError
-from teleton.memory.chunker import chunk_markdown
+from teleton.memory.knowledge.chunker import chunk_markdown
 
 RUSSIAN = "Привет! Встреча перенесена на четверг, 15:00. Не забудьте отчёт.\nЁлка стоит в зале.\n"
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from teleton.memory import bit_index
-from teleton.memory.corpora import FEED
 from teleton.memory.embeddings.local import LocalEmbedder
-from teleton.memory.vector_leg import vector_leg
-from teleton.memory.vector_store import delete_vectors, write_vectors
+from teleton.memory.search import bit_index
+from teleton.memory.search.corpora import FEED
+from teleton.memory.search.vector_leg import vector_leg
+from teleton.memory.search.vector_store import delete_vectors, write_vectors
 from teleton.storage import Database
 from teleton.storage.schema import HALF_VECTOR_TABLE
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from teleton.memory.embeddings.cached import DAY, CachedProvider
-from teleton.memory.feed_embedding import FeedEmbedder, FeedMessage, embed_pending, index_text
-from teleton.memory.feed_search import search_feed
+from teleton.memory.feed.embedding import FeedEmbedder, FeedMessage, embed_pending, index_text
+from teleton.memory.feed.search import search_feed
 from teleton.storage import Database
 from teleton.storage.feed_context import FEED_CONTEXT_CHARS
 from tests.waiting import until
@@ -172,9 +172,9 @@ async def test_feed_reembeds_after_a_model_change(tmp_path, embedder):
 
 
 async def test_facts_are_reembedded_after_a_model_change(tmp_path, embedder):
-    from teleton.memory.corpora import FACTS
-    from teleton.memory.hybrid_search import hybrid_search
-    from teleton.memory.reembed import reembed_all
+    from teleton.memory.embeddings.reembed import reembed_all
+    from teleton.memory.search.corpora import FACTS
+    from teleton.memory.search.hybrid import hybrid_search
 
     def add_fact(conn) -> None:
         conn.execute(

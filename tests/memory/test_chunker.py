@@ -7,7 +7,7 @@ import re
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from teleton.memory.chunker import chunk_markdown
+from teleton.memory.knowledge.chunker import chunk_markdown
 
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 

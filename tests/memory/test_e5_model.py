@@ -22,7 +22,7 @@ from teleton.memory.embeddings.e5_files import E5_SOURCE_SHA256, MANIFEST, MAX_T
 from teleton.memory.embeddings.local import LocalEmbedder, by_heads
 from teleton.memory.embeddings.model_files import E5_MODEL_ID, MINILM_MODEL_ID, packaged_model
 from teleton.memory.embeddings.query import embed_query
-from teleton.memory.fusion import COSINE_CEILING
+from teleton.memory.search.fusion import COSINE_CEILING
 from teleton.providers.pinned_files import ModelFilesError, package_dir, sha256_file
 from teleton.storage import Database
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import time
 
-from teleton.memory.corpora import FACTS
 from teleton.memory.embeddings.local import LocalEmbedder
-from teleton.memory.fact_recall import category_key, label_overlap, pick_categories
-from teleton.memory.facts import Fact, FactStore
-from teleton.memory.hybrid_search import SearchParams, hybrid_search
+from teleton.memory.facts.recall import category_key, label_overlap, pick_categories
+from teleton.memory.facts.store import Fact, FactStore
+from teleton.memory.search.corpora import FACTS
+from teleton.memory.search.hybrid import SearchParams, hybrid_search
 from teleton.privacy import group_label as chat_scope
 from teleton.storage import Database
 

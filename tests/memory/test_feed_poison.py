@@ -7,8 +7,8 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from teleton.memory.feed_archive import MessageRecord, insert_message
-from teleton.memory.feed_embedding import embed_pending
+from teleton.memory.feed.archive import MessageRecord, insert_message
+from teleton.memory.feed.embedding import embed_pending
 from teleton.storage import Database
 
 

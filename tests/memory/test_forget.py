@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-from teleton.memory import feed_archive as fa
 from teleton.memory.embeddings.cached import CachedProvider, text_hash
 from teleton.memory.embeddings.local import LocalEmbedder
-from teleton.memory.fact_rows import Fact
-from teleton.memory.facts import FactStore
-from teleton.memory.feed_embedding import embed_pending, index_text, load_context, read_pending
-from teleton.memory.forget import OWNER_SCOPE, ForgetScope, NeedleError, erase, find, parse_needle
-from teleton.memory.forget_match import compile_needle
+from teleton.memory.facts.rows import Fact
+from teleton.memory.facts.store import FactStore
+from teleton.memory.feed import archive as fa
+from teleton.memory.feed.embedding import embed_pending, index_text, load_context, read_pending
+from teleton.memory.forget.everywhere import OWNER_SCOPE, ForgetScope, NeedleError, erase, find, parse_needle
+from teleton.memory.forget.match import compile_needle
 from teleton.storage import Database
 from teleton.telegram.archiver import ArchiveBatcher
 from teleton.telegram.pipeline import FeedPipeline
@@ -211,8 +211,8 @@ def test_the_cli_finds_asks_and_erases(tmp_path: Path, isolated_home: Path) -> N
 
 
 async def test_a_message_erased_while_the_embedder_holds_its_neighbour(mdb: Database, embedder: LocalEmbedder) -> None:
-    from teleton.memory.feed_embedding import store_batch
-    from teleton.memory.forget_feed import forget_deleted
+    from teleton.memory.feed.embedding import store_batch
+    from teleton.memory.forget.feed import forget_deleted
 
     ids = await archive(mdb, GROUP, [(ANN, f"ring me on {PHONE}"), (BOB, "will do tonight")])
     batch = await mdb.read(lambda conn: read_pending(conn, 10))  # the worker read both, the number in context
@@ -237,7 +237,7 @@ async def test_a_message_erased_while_the_embedder_holds_its_neighbour(mdb: Data
 async def test_the_all_chat_index_forgets_erased_vectors(
     mdb: Database, embedder: LocalEmbedder, tmp_path: Path
 ) -> None:
-    from teleton.memory.bit_index import index_for, nearest
+    from teleton.memory.search.bit_index import index_for, nearest
     from teleton.storage.schema import HALF_VECTOR_TABLE
 
     await archive(mdb, ANN, [(ANN, f"my number is {PHONE}"), (ANN, "I like green tea")])

@@ -19,14 +19,23 @@ from typing import Any
 
 import pytest
 
-from teleton.memory import feed_archive as fa
 from teleton.memory.embeddings.cached import CachedProvider
 from teleton.memory.embeddings.local import LocalEmbedder
-from teleton.memory.fact_rows import Fact
-from teleton.memory.facts import FactStore
-from teleton.memory.feed_embedding import embed_pending
-from teleton.memory.forget import OWNER_SCOPE, Findings, ForgetScope, Needle, erase, find, parse_needle, scope_for
-from teleton.memory.knowledge_index import KnowledgeIndex
+from teleton.memory.facts.rows import Fact
+from teleton.memory.facts.store import FactStore
+from teleton.memory.feed import archive as fa
+from teleton.memory.feed.embedding import embed_pending
+from teleton.memory.forget.everywhere import (
+    OWNER_SCOPE,
+    Findings,
+    ForgetScope,
+    Needle,
+    erase,
+    find,
+    parse_needle,
+    scope_for,
+)
+from teleton.memory.knowledge.index import KnowledgeIndex
 from teleton.privacy import Clearance, Principals
 from teleton.scheduler.task_store import NewTask, insert_task
 from teleton.storage import Database

@@ -10,13 +10,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from teleton.memory.corpora import FACTS, FEED, KNOWLEDGE, TOOLS
-from teleton.memory.feed_embedding import embed_pending
-from teleton.memory.feed_search import search_feed, search_feed_sync
-from teleton.memory.fts_query import match_expression, query_terms
-from teleton.memory.fusion import fuse, normalise_cosine, normalise_keyword
-from teleton.memory.hybrid_search import SearchParams, hybrid_search
-from teleton.memory.vector_store import write_vectors
+from teleton.memory.feed.embedding import embed_pending
+from teleton.memory.feed.search import search_feed, search_feed_sync
+from teleton.memory.search.corpora import FACTS, FEED, KNOWLEDGE, TOOLS
+from teleton.memory.search.fts_query import match_expression, query_terms
+from teleton.memory.search.fusion import fuse, normalise_cosine, normalise_keyword
+from teleton.memory.search.hybrid import SearchParams, hybrid_search
+from teleton.memory.search.vector_store import write_vectors
 from teleton.storage import Database
 from teleton.storage.database import connect
 from teleton.storage.sqlite_driver import pick_driver

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from structlog.testing import capture_logs
 
-from teleton.memory.knowledge_index import KnowledgeIndex
+from teleton.memory.knowledge.index import KnowledgeIndex
 from teleton.storage import Database
 
 from .conftest import CountingProvider

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from teleton.memory.corpora import FACTS, FEED, KNOWLEDGE
-from teleton.memory.fact_recall import search_in_categories
-from teleton.memory.hybrid_search import DEFAULT_PARAMS, keyword_leg
-from teleton.memory.local_bm25 import _row_length, _varints, drop_common_terms
+from teleton.memory.facts.recall import search_in_categories
+from teleton.memory.search.corpora import FACTS, FEED, KNOWLEDGE
+from teleton.memory.search.hybrid import DEFAULT_PARAMS, keyword_leg
+from teleton.memory.search.local_bm25 import _row_length, _varints, drop_common_terms
 from teleton.storage import Database
 from tests.memory.test_hybrid_search import add_messages
 

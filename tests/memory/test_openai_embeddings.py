@@ -9,15 +9,15 @@ from types import SimpleNamespace
 import pytest
 
 from teleton.config.schema import EmbeddingConfig
-from teleton.memory.corpora import FACTS
 from teleton.memory.embeddings import create_provider
 from teleton.memory.embeddings.openai_compatible import (
     EmbeddingEndpointError,
     OpenAICompatibleEmbedder,
     endpoint_of,
 )
-from teleton.memory.hybrid_search import hybrid_search
-from teleton.memory.reembed import reembed_all
+from teleton.memory.embeddings.reembed import reembed_all
+from teleton.memory.search.corpora import FACTS
+from teleton.memory.search.hybrid import hybrid_search
 from teleton.storage import Database
 from tests.fakes.openai_embeddings import FakeEmbeddings
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from teleton.memory.corpora import FEED
-from teleton.memory.fts_query import keyword_terms, query_terms
-from teleton.memory.hybrid_search import keyword_leg
+from teleton.memory.search.corpora import FEED
+from teleton.memory.search.fts_query import keyword_terms, query_terms
+from teleton.memory.search.hybrid import keyword_leg
 from teleton.storage import Database
 from teleton.text.language import detect_language
 from tests.memory.test_hybrid_search import add_messages

@@ -6,9 +6,9 @@ from datetime import datetime
 
 import pytest
 
-from teleton.memory.feed_embedding import embed_pending
-from teleton.memory.feed_search import search_feed
-from teleton.memory.time_ranges import query_time_range
+from teleton.memory.feed.embedding import embed_pending
+from teleton.memory.feed.search import search_feed
+from teleton.memory.search.time_ranges import query_time_range
 from teleton.storage import Database
 from tests.memory.test_hybrid_search import add_messages
 

@@ -277,7 +277,7 @@ async def test_periodic_job_never_runs_twice_at_once(db: Database) -> None:
 
 async def test_archived_chat_for_the_context_of_a_task(db: Database) -> None:
     from teleton.agent.messages import archived_chat
-    from teleton.memory.feed_archive import ChatRecord, upsert_chat
+    from teleton.memory.feed.archive import ChatRecord, upsert_chat
 
     await db.write(lambda c: upsert_chat(c, ChatRecord(GROUP.id, "group", "Hikers", None, 5), time.time()))
     chat = await archived_chat(db, GROUP.id)

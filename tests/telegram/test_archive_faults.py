@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from teleton.memory.feed_archive import MessageRecord, insert_message
+from teleton.memory.feed.archive import MessageRecord, insert_message
 from teleton.storage import Database
 from teleton.telegram.archiver import ArchiveBatcher
 from tests.waiting import until

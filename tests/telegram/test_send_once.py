@@ -13,7 +13,7 @@ from telethon.tl import types
 
 from teleton.agent.delivery import MessageDelivery
 from teleton.gateway.contract import Once
-from teleton.memory import feed_archive as fa
+from teleton.memory.feed import archive as fa
 from teleton.storage import Database
 from tests.telegram.conftest import ALICE, GROUP, ME, Harness, make_harness, new_message
 

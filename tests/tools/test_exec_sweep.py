@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from teleton.memory.knowledge_index import KnowledgeIndex
+from teleton.memory.knowledge.index import KnowledgeIndex
 from teleton.storage import Database
 from teleton.tools.exec_sweep import OUTPUT_DIR, snapshot, sweep
 from teleton.tools.exec_tool import ExecSettings, exec_tools

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from telethon import functions, types
 
-from teleton.memory.feed_archive import MessageRecord, insert_message
+from teleton.memory.feed.archive import MessageRecord, insert_message
 from teleton.storage import Database
 from teleton.tools.outbox import Outbox, OutboxSettings
 from teleton.tools.registry import ToolDeps, ToolRegistry

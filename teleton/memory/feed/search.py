@@ -11,11 +11,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from teleton.memory.corpora import FEED
 from teleton.memory.embeddings.provider import EmbeddingProvider
 from teleton.memory.embeddings.query import embed_query
-from teleton.memory.hybrid_search import DEFAULT_PARAMS, SearchHit, SearchParams, hybrid_search, hybrid_search_db
-from teleton.memory.time_ranges import query_time_range
+from teleton.memory.search.corpora import FEED
+from teleton.memory.search.hybrid import DEFAULT_PARAMS, SearchHit, SearchParams, hybrid_search, hybrid_search_db
+from teleton.memory.search.time_ranges import query_time_range
 from teleton.storage.database import Database
 from teleton.storage.sqlite_driver import Connection
 

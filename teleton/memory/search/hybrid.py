@@ -22,12 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from teleton.memory.corpora import Corpus, chat_token
-from teleton.memory.fts_query import keyword_terms, or_expression
-from teleton.memory.fusion import fuse, normalise_cosine, normalise_keyword
-from teleton.memory.local_bm25 import Scope, drop_common_terms, local_bm25, term_counts
-from teleton.memory.time_ranges import TimeRange
-from teleton.memory.vector_leg import exact_cosines, vector_available, vector_leg
+from teleton.memory.search.corpora import Corpus, chat_token
+from teleton.memory.search.fts_query import keyword_terms, or_expression
+from teleton.memory.search.fusion import fuse, normalise_cosine, normalise_keyword
+from teleton.memory.search.local_bm25 import Scope, drop_common_terms, local_bm25, term_counts
+from teleton.memory.search.time_ranges import TimeRange
+from teleton.memory.search.vector_leg import exact_cosines, vector_available, vector_leg
 from teleton.storage.database import Database
 from teleton.storage.sqlite_driver import Connection
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from teleton.memory.bit_index import half_cosines, nearest
-from teleton.memory.corpora import Corpus
+from teleton.memory.search.bit_index import half_cosines, nearest
+from teleton.memory.search.corpora import Corpus
 from teleton.storage.sqlite_driver import Connection
 
 

@@ -35,10 +35,11 @@ from typing import Any
 
 import structlog
 
-from teleton.memory import forget_files, forget_rows
-from teleton.memory.bit_index import index_for
-from teleton.memory.corpora import FEED
-from teleton.memory.forget_match import MIN_CHARS, Matcher, NeedleError, compile_needle
+from teleton.memory.forget import files as forget_files
+from teleton.memory.forget import rows as forget_rows
+from teleton.memory.forget.match import MIN_CHARS, Matcher, NeedleError, compile_needle
+from teleton.memory.search.bit_index import index_for
+from teleton.memory.search.corpora import FEED
 from teleton.privacy import Clearance
 from teleton.storage.database import Database
 from teleton.storage.sqlite_driver import Connection

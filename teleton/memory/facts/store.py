@@ -3,7 +3,7 @@
 A fact's scope is its privacy label (DESIGN §8, ``teleton.privacy``): ``owner``, ``user:<id>`` (another
 person's DM), ``chat:<id>`` (a group) or ``public``, given by the turn that learned it; readers pass the
 labels their clearance reads (None = every label, the owner). A fact also names its subject, whom it is
-about (``teleton.memory.subjects``). Saving skips an exact duplicate of a current fact, and a fact about the
+about (``teleton.memory.facts.subjects``). Saving skips an exact duplicate of a current fact, and a fact about the
 same subject and attribute (category, key) — or one the distiller names as replaced — supersedes the old
 one: "my cat is called X" then "... is called Y" leaves one current fact and the first one as history
 (``fact_rows``), which only ``history=True`` recalls show, marked as no longer true.
@@ -26,10 +26,9 @@ from typing import Any
 import numpy as np
 import structlog
 
-from teleton.memory.corpora import FACTS
 from teleton.memory.embeddings.provider import EmbeddingProvider
 from teleton.memory.embeddings.query import embed_query
-from teleton.memory.fact_recall import (
+from teleton.memory.facts.recall import (
     categories_in,
     category_key,
     content_scores,
@@ -38,10 +37,11 @@ from teleton.memory.fact_recall import (
     pick_categories,
     search_in_categories,
 )
-from teleton.memory.fact_rows import COLUMNS, CURRENT, Fact, StoredFact, embedding_text, fact_hash, stored
-from teleton.memory.hybrid_search import SearchParams, hybrid_search
-from teleton.memory.subjects import may_replace
-from teleton.memory.vector_leg import vector_available
+from teleton.memory.facts.rows import COLUMNS, CURRENT, Fact, StoredFact, embedding_text, fact_hash, stored
+from teleton.memory.facts.subjects import may_replace
+from teleton.memory.search.corpora import FACTS
+from teleton.memory.search.hybrid import SearchParams, hybrid_search
+from teleton.memory.search.vector_leg import vector_available
 from teleton.privacy import is_label
 from teleton.storage.database import Database
 from teleton.storage.sqlite_driver import Connection

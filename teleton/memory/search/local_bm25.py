@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from teleton.memory.fts_query import or_expression
+from teleton.memory.search.fts_query import or_expression
 from teleton.storage.sqlite_driver import Connection
 
 K1 = 1.2

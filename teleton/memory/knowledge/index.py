@@ -28,13 +28,13 @@ from typing import Any
 import numpy as np
 import structlog
 
-from teleton.memory.chunker import MAX_CHARS, TARGET_CHARS, chunk_markdown
-from teleton.memory.corpora import KNOWLEDGE
 from teleton.memory.embeddings.model_files import search_weights
 from teleton.memory.embeddings.provider import EmbeddingProvider
 from teleton.memory.embeddings.query import embed_query
-from teleton.memory.hybrid_search import DEFAULT_PARAMS, SearchHit, SearchParams, hybrid_search_db
-from teleton.memory.vector_store import check_model, delete_vectors, write_vectors
+from teleton.memory.knowledge.chunker import MAX_CHARS, TARGET_CHARS, chunk_markdown
+from teleton.memory.search.corpora import KNOWLEDGE
+from teleton.memory.search.hybrid import DEFAULT_PARAMS, SearchHit, SearchParams, hybrid_search_db
+from teleton.memory.search.vector_store import check_model, delete_vectors, write_vectors
 from teleton.privacy import OWNER, Principals, is_label, path_label
 from teleton.storage.database import Database
 from teleton.storage.private_files import Unreadable, read_confined
@@ -369,7 +369,7 @@ class KnowledgeIndex:
 
     def watch(self, debounce_ms: int = 500, supervisor: Any = None) -> Any:
         """Follow the files while the daemon runs (a ``KnowledgeWatcher``; ``await stop()`` ends it)."""
-        from teleton.memory.knowledge_watch import KnowledgeWatcher
+        from teleton.memory.knowledge.watch import KnowledgeWatcher
 
         watcher = KnowledgeWatcher(self, debounce_ms)
         watcher.start(supervisor)

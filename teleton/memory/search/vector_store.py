@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from teleton.memory.corpora import Corpus
+from teleton.memory.search.corpora import Corpus
 from teleton.storage.schema import get_meta
 from teleton.storage.sqlite_driver import Connection
 

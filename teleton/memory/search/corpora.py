@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from teleton.memory.fact_rows import CURRENT
+from teleton.memory.facts.rows import CURRENT
 from teleton.storage.schema import HALF_VECTOR_TABLE
 
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 
-from teleton.memory.corpora import FEED, Corpus, chat_token
 from teleton.memory.embeddings.cached import text_hash
-from teleton.memory.feed_embedding import FeedMessage, context_text, index_text, load_context, message_line
-from teleton.memory.vector_leg import vector_available
+from teleton.memory.feed.embedding import FeedMessage, context_text, index_text, load_context, message_line
+from teleton.memory.search.corpora import FEED, Corpus, chat_token
+from teleton.memory.search.vector_leg import vector_available
 from teleton.storage.feed_context import FEED_CONTEXT_MESSAGES, FEED_CONTEXT_SECONDS
 from teleton.storage.sqlite_driver import Connection
 

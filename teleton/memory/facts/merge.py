@@ -12,11 +12,11 @@ import time
 
 import numpy as np
 
-from teleton.memory.corpora import FACTS
 from teleton.memory.embeddings.query import embed_query
-from teleton.memory.fact_rows import CURRENT, embedding_text, fact_hash
-from teleton.memory.facts import Fact, FactStore, SaveOutcome
-from teleton.memory.vector_leg import vector_available
+from teleton.memory.facts.rows import CURRENT, embedding_text, fact_hash
+from teleton.memory.facts.store import Fact, FactStore, SaveOutcome
+from teleton.memory.search.corpora import FACTS
+from teleton.memory.search.vector_leg import vector_available
 from teleton.storage.sqlite_driver import Connection
 
 NEAR_DUPLICATE = 0.95

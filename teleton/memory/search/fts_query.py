@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import re
 
-from teleton.memory.stemming import stem_prefixes
-from teleton.memory.stopwords import STOPWORDS
+from teleton.memory.search.stemming import stem_prefixes
+from teleton.memory.search.stopwords import STOPWORDS
 from teleton.text.language import detect_language
 
 # Letters, digits and marks, like unicode61's token characters; "_" counts as a separator there too.

@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from teleton.memory.knowledge_index import PUBLIC_DIR
+from teleton.memory.knowledge.index import PUBLIC_DIR
 from teleton.process.supervisor import Supervisor
 
 if TYPE_CHECKING:
-    from teleton.memory.knowledge_index import KnowledgeIndex
+    from teleton.memory.knowledge.index import KnowledgeIndex
 
 log = structlog.get_logger(__name__)
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from teleton.memory.daily_logs import USER_CAP, flatten
+from teleton.memory.journal.daily_logs import USER_CAP, flatten
 
 MIN_CHARS = 3  # a shorter needle ("a", "of") would match nearly every message
 MAX_CHARS = 500

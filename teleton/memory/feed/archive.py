@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from teleton.memory.corpora import FEED
-from teleton.memory.vector_store import delete_vectors
+from teleton.memory.search.corpora import FEED
+from teleton.memory.search.vector_store import delete_vectors
 from teleton.storage.sqlite_driver import Connection
 
 # agent_state: the durable life of a message the agent may answer (DESIGN §11):

@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from teleton.memory.forget_match import Matcher
+from teleton.memory.forget.match import Matcher
 from teleton.storage.private_files import FILE_MODE, Unreadable, read_confined
 
 FOLDERS = ("memory", "learnings", "public", "chats")

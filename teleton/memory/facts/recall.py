@@ -23,13 +23,13 @@ from typing import Any
 
 import numpy as np
 
-from teleton.memory.corpora import FACTS
-from teleton.memory.fact_rows import CURRENT
-from teleton.memory.fts_query import keyword_terms, query_terms
-from teleton.memory.fusion import Fused, fuse, normalise_cosine, normalise_keyword
-from teleton.memory.hybrid_search import SearchParams, corpus_bm25
-from teleton.memory.local_bm25 import Scope
-from teleton.memory.vector_leg import exact_cosines, vector_available, vector_leg
+from teleton.memory.facts.rows import CURRENT
+from teleton.memory.search.corpora import FACTS
+from teleton.memory.search.fts_query import keyword_terms, query_terms
+from teleton.memory.search.fusion import Fused, fuse, normalise_cosine, normalise_keyword
+from teleton.memory.search.hybrid import SearchParams, corpus_bm25
+from teleton.memory.search.local_bm25 import Scope
+from teleton.memory.search.vector_leg import exact_cosines, vector_available, vector_leg
 from teleton.storage.sqlite_driver import Connection
 
 # Raw MiniLM cosines: a query and the label of its topic sit around 0.4-0.6 ("what is my dog's name?" vs

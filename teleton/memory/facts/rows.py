@@ -1,7 +1,7 @@
 """What a fact is, as saved and as read back, and the two texts derived from it (its hash and its embedding).
 
 A fact has a label (``scope``: who may read it, DESIGN §8) and a ``subject`` (whom it is about:
-``teleton.memory.subjects``). It is current until ``valid_until`` is set, when a newer fact about the same
+``teleton.memory.facts.subjects``). It is current until ``valid_until`` is set, when a newer fact about the same
 subject and attribute supersedes it; the old row stays as history (``superseded_by`` names the new one).
 """
 

@@ -13,12 +13,12 @@ from typing import Any
 import numpy as np
 import structlog
 
-from teleton.memory.corpora import FACTS
 from teleton.memory.embeddings.provider import EmbeddingProvider
 from teleton.memory.embeddings.query import query_embedding
-from teleton.memory.fact_rows import CURRENT, embedding_text
-from teleton.memory.feed_embedding import embed_pending
-from teleton.memory.vector_store import check_model, write_vectors
+from teleton.memory.facts.rows import CURRENT, embedding_text
+from teleton.memory.feed.embedding import embed_pending
+from teleton.memory.search.corpora import FACTS
+from teleton.memory.search.vector_store import check_model, write_vectors
 from teleton.storage.database import Database
 from teleton.storage.sqlite_driver import Connection
 

@@ -29,11 +29,11 @@ from typing import Any
 import numpy as np
 import structlog
 
-from teleton.memory.bit_index import index_for
-from teleton.memory.corpora import FEED, chat_token
 from teleton.memory.embeddings.cached import text_hash
 from teleton.memory.embeddings.provider import EmbeddingProvider
-from teleton.memory.vector_store import check_model, write_vectors
+from teleton.memory.search.bit_index import index_for
+from teleton.memory.search.corpora import FEED, chat_token
+from teleton.memory.search.vector_store import check_model, write_vectors
 from teleton.process.supervisor import Supervisor
 from teleton.storage import quarantine
 from teleton.storage.database import Database

@@ -1,0 +1,1 @@
+"""The Telegram archive: messages, chats and users as stored, their vectors, and keyword search over them."""

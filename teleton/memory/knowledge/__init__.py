@@ -1,0 +1,1 @@
+"""The Markdown knowledge base: split into chunks, indexed, kept in step with the files as they change."""
