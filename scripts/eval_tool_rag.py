@@ -123,8 +123,8 @@ async def evaluate(
     from teleton.memory.embeddings.model_files import packaged_model
     from teleton.memory.embeddings.query import query_embedding
     from teleton.storage import Database
+    from teleton.tools.rag import ToolIndex, ToolRagSettings
     from teleton.tools.suite import build_registry
-    from teleton.tools.tool_rag import ToolIndex, ToolRagSettings
 
     config = Config()
     config.capabilities.exec.enabled = True

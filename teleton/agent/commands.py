@@ -148,7 +148,7 @@ async def cmd_held(agent: Agent, turn: Turn, args: str) -> str:
 
 async def cmd_tools(agent: Agent, turn: Turn, args: str) -> str:
     # /tools and /tool enable|disable|reset|scope: overrides persisted in tool_config (issue 6's store).
-    from teleton.tools.tool_config_store import ToolConfigStore, handle_tool_command
+    from teleton.tools.config_store import ToolConfigStore, handle_tool_command
 
     name = "/tools" if turn.msg.text.strip().lower().startswith("/tools") else "/tool"
     return await handle_tool_command(f"{name} {args}".strip(), agent.deps.registry, ToolConfigStore(agent.deps.db))

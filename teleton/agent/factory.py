@@ -129,7 +129,7 @@ def _distiller(
 
 async def _load_tool_overrides(db: Database, registry: ToolRegistry) -> None:
     try:
-        from teleton.tools.tool_config_store import ToolConfigStore
+        from teleton.tools.config_store import ToolConfigStore
 
         await ToolConfigStore(db).load(registry)
     except Exception as exc:  # a bad override row must not keep the agent from starting
@@ -139,7 +139,7 @@ async def _load_tool_overrides(db: Database, registry: ToolRegistry) -> None:
 async def _tool_rag(config: Any, db: Database, embedder: Any, registry: ToolRegistry) -> tuple[Any, Any]:
     if not config.tool_rag.enabled:
         return None, None
-    from teleton.tools.tool_rag import ToolIndex, ToolRagSettings
+    from teleton.tools.rag import ToolIndex, ToolRagSettings
 
     index = ToolIndex(db, embedder, ToolRagSettings.from_config(config.tool_rag))
     await index.sync(registry)

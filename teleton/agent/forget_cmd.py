@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from teleton.memory.forget.everywhere import Findings, Needle, NeedleError, Report, erase, find, parse_needle, scope_for
 from teleton.memory.forget.feed import forget_deleted
-from teleton.tools.forget_tool import describe_preview, describe_report, pending_forgets
+from teleton.tools.families.forget import describe_preview, describe_report, pending_forgets
 
 if TYPE_CHECKING:
     from teleton.agent.runtime import Agent

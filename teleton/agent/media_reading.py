@@ -28,7 +28,7 @@ from teleton.media.transcription import Transcriber
 from teleton.memory.feed import archive as fa
 from teleton.privacy.quoting import outside
 from teleton.storage import Database
-from teleton.tools.telegram_common import Refused, download_to_chat
+from teleton.tools.families.telegram_common import Refused, download_to_chat
 
 log = structlog.get_logger(__name__)
 

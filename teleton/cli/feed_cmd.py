@@ -50,7 +50,7 @@ async def _backfill(config: Any, chat: str, limit: int | None) -> Any:
     from telethon.sessions import SQLiteSession, StringSession
 
     from teleton.telegram.gateway import session_file
-    from teleton.telegram.history import backfill
+    from teleton.telegram.receive.history import backfill
 
     tg = config.telegram
     # A copy of the login in memory: the daemon may be using the session file right now.

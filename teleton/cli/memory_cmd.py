@@ -198,7 +198,7 @@ def forget_cmd(
 ) -> None:
     """Find a text in every layer of memory (archive, facts, knowledge, logs, sessions …) and erase it."""
     from teleton.memory.forget.everywhere import NeedleError, parse_needle
-    from teleton.tools.forget_tool import describe_findings, describe_report
+    from teleton.tools.families.forget import describe_findings, describe_report
 
     config = cli_config(ctx)
     try:

@@ -42,11 +42,11 @@ from teleton.gateway.contract import (
 from teleton.memory.feed import archive as fa
 from teleton.storage import Database
 from teleton.storage.reply_sends import new_random_base
-from teleton.telegram.archiver import ArchiveBatcher
-from teleton.telegram.dispatch import Dispatcher
 from teleton.telegram.gateway import GatewaySettings
-from teleton.telegram.pipeline import FeedPipeline
-from teleton.telegram.split import TELEGRAM_LIMIT, split_text
+from teleton.telegram.receive.archiver import ArchiveBatcher
+from teleton.telegram.receive.dispatch import Dispatcher
+from teleton.telegram.receive.pipeline import FeedPipeline
+from teleton.telegram.send.split import TELEGRAM_LIMIT, split_text
 
 log = structlog.get_logger(__name__)
 

@@ -107,7 +107,7 @@ class Daemon:
     async def _start(self, started: float) -> None:
         from teleton.agent.factory import build_agent
         from teleton.memory.embeddings import create_provider, with_cache
-        from teleton.telegram.policy_control import DispatcherPolicy
+        from teleton.telegram.receive.policy_control import DispatcherPolicy
 
         config = self.config
         self._install_signals()
@@ -274,7 +274,7 @@ class Daemon:
             return
         self.config = fresh
         configure_logging(fresh.logging.level, fresh.logging.format, fresh.logging.file)
-        from teleton.telegram.policy import PolicyConfig
+        from teleton.telegram.receive.policy import PolicyConfig
 
         # Owner and admins change in the one shared record: the policy gate, the agent, the privacy rules,
         # the outbox and the heartbeat all read it at their next message.

@@ -3,7 +3,7 @@
 A row is written with the ``sending`` record of the messages it answers (or the task it reports), moves on
 as its parts are delivered (``parts_sent``), ends ``sent`` or ``failed``, and is deleted when its turn is
 settled. Only rows of a turn a crash or a full disk cut are left behind, and recovery resends those still
-``pending`` with the same ``random_base`` (see ``teleton/telegram/sending.py``).
+``pending`` with the same ``random_base`` (see ``teleton/telegram/send/sending.py``).
 """
 
 from __future__ import annotations

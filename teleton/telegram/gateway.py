@@ -30,16 +30,16 @@ from teleton.gateway.contract import GatewayError, IncomingHandler, UserInfo
 from teleton.privacy import Principals
 from teleton.process.supervisor import Supervisor
 from teleton.storage import Database
-from teleton.telegram import convert
-from teleton.telegram.actions import TelegramActions
-from teleton.telegram.approvals import ChoiceButtons
-from teleton.telegram.archiver import ArchiveBatcher
-from teleton.telegram.dispatch import DebounceConfig, Dispatcher
 from teleton.telegram.faults import NotLoggedIn, describe, fatal_reason
-from teleton.telegram.handlers import FeedHandlers
-from teleton.telegram.pipeline import FeedPipeline
-from teleton.telegram.policy import PolicyConfig
-from teleton.telegram.ratelimit import RateLimiter
+from teleton.telegram.receive import convert
+from teleton.telegram.receive.archiver import ArchiveBatcher
+from teleton.telegram.receive.dispatch import DebounceConfig, Dispatcher
+from teleton.telegram.receive.handlers import FeedHandlers
+from teleton.telegram.receive.pipeline import FeedPipeline
+from teleton.telegram.receive.policy import PolicyConfig
+from teleton.telegram.receive.ratelimit import RateLimiter
+from teleton.telegram.send.actions import TelegramActions
+from teleton.telegram.send.approvals import ChoiceButtons
 
 log = structlog.get_logger(__name__)
 
@@ -263,7 +263,7 @@ class TelegramGateway(TelegramActions):
 
     async def catch_up_archive(self) -> int:
         """Fill archive gaps left by downtime (best effort: a failure is logged, never raised)."""
-        from teleton.telegram.history import catch_up_archive
+        from teleton.telegram.receive.history import catch_up_archive
 
         try:
             return await catch_up_archive(

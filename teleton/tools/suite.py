@@ -13,15 +13,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from teleton.tools.document_tool import document_tools
-from teleton.tools.exec_tool import ExecSettings, exec_tools
-from teleton.tools.forget_tool import forget_tools
-from teleton.tools.memory_tools import memory_tools
+from teleton.tools.families.documents import document_tools
+from teleton.tools.families.exec import ExecSettings, exec_tools
+from teleton.tools.families.forget import forget_tools
+from teleton.tools.families.memory import memory_tools
+from teleton.tools.families.tasks import TaskLimits, task_tools
+from teleton.tools.families.telegram_actions import TelegramToolSettings, telegram_tools
+from teleton.tools.families.web_fetch import FetchSettings, web_fetch_tools
+from teleton.tools.families.workspace import workspace_tools
 from teleton.tools.registry import Tool, ToolRegistry
-from teleton.tools.task_tools import TaskLimits, task_tools
-from teleton.tools.telegram_tools import TelegramToolSettings, telegram_tools
-from teleton.tools.web_fetch import FetchSettings, web_fetch_tools
-from teleton.tools.workspace_tools import workspace_tools
 
 
 def suite_tools(config: Any, *, fetch_settings: FetchSettings | None = None) -> list[Tool]:

@@ -24,7 +24,7 @@ from teleton.memory.facts.store import FactStore
 from teleton.memory.feed import archive as fa
 from teleton.privacy import Principals
 from teleton.storage import Database
-from teleton.tools.memory_tools import memory_tools
+from teleton.tools.families.memory import memory_tools
 from teleton.tools.registry import ToolRegistry
 from tests.fakes.anthropic_server import Body, FakeAnthropic, Reply, text, tool_use
 from tests.fakes.openai_server import FakeOpenAI

@@ -31,8 +31,8 @@ from teleton.memory.forget.match import compile_needle
 from teleton.memory.knowledge.index import KnowledgeIndex
 from teleton.privacy import Principals
 from teleton.storage import Database
-from teleton.tools.forget_tool import forget_tools, pending_forgets
-from teleton.tools.memory_tools import memory_tools
+from teleton.tools.families.forget import forget_tools, pending_forgets
+from teleton.tools.families.memory import memory_tools
 from teleton.tools.registry import ToolRegistry
 from tests.agent.conftest import ALICE, GROUP, MALLORY, OWNER, OWNER_DM, Harness, llm_settings
 from tests.fakes.anthropic_server import FakeAnthropic, body_text, result_text, sequence, text, tool_results, tool_use

@@ -9,7 +9,7 @@ import json
 
 from teleton.agent.distiller import Distiller
 from teleton.memory.facts.store import FactStore
-from teleton.tools.workspace_tools import workspace_tools
+from teleton.tools.families.workspace import workspace_tools
 from tests.agent.conftest import ALICE, GROUP, OWNER_DM, UTILITY_MODEL, Harness
 from tests.fakes.anthropic_server import Body, Reply, prompt_too_long, text, tool_results, tool_use, user_said
 from tests.waiting import until

@@ -18,7 +18,7 @@ from teleton.cli.terminal_gateway import attached
 from teleton.gateway.contract import ChatInfo, MediaInfo, UserInfo
 from teleton.memory.feed.search import search_feed
 from teleton.storage import Database
-from teleton.tools.document_tool import document_tools
+from teleton.tools.families.documents import document_tools
 from tests.agent.conftest import ALICE, GROUP, OWNER, OWNER_DM, Harness, default_utility
 from tests.agent.test_knowledge_flow import indexed_harness
 from tests.fakes.anthropic_server import (

@@ -19,7 +19,7 @@ from teleton.memory.knowledge.index import KnowledgeIndex
 from teleton.memory.search.hybrid import SearchParams
 from teleton.privacy import Principals
 from teleton.storage import Database
-from teleton.tools.memory_tools import memory_tools
+from teleton.tools.families.memory import memory_tools
 from teleton.tools.outbox import Outbox
 from teleton.tools.registry import ToolContext, ToolDeps, ToolRegistry
 from tests.agent.conftest import build_harness

@@ -8,7 +8,7 @@ from teleton.gateway.contract import ChatInfo, UserInfo
 from teleton.llm.tool_loop import ToolCall
 from teleton.privacy import Principals
 from teleton.storage import Database
-from teleton.tools.memory_tools import memory_tools
+from teleton.tools.families.memory import memory_tools
 from teleton.tools.registry import Tool, ToolContext, ToolDeps, ToolRegistry, scope_allows
 
 DM = ChatInfo(1, "dm")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from teleton.gateway.contract import ChatInfo
-from teleton.tools.web_fetch import web_fetch_tools
+from teleton.tools.families.web_fetch import web_fetch_tools
 from tests.agent.conftest import OWNER, Harness
 from tests.fakes.anthropic_server import Body, Reply, text, tool_use
 

@@ -14,10 +14,10 @@ from teleton.memory.facts.store import FactStore
 from teleton.privacy import Principals
 from teleton.storage import Database
 from teleton.telegram.gateway import TelegramGateway
-from teleton.tools.memory_tools import memory_tools
+from teleton.tools.families.memory import memory_tools
+from teleton.tools.families.telegram_actions import telegram_tools
 from teleton.tools.outbox import Outbox
 from teleton.tools.registry import ToolRegistry
-from teleton.tools.telegram_tools import telegram_tools
 from tests.agent.conftest import llm_settings
 from tests.fakes.anthropic_server import FakeAnthropic, sequence, text, tool_use, user_said
 from tests.telegram.conftest import ADMIN, ALICE, GROUP, ME, RecordingClient, make_settings, new_message

@@ -13,10 +13,10 @@ from datetime import datetime
 from teleton.agent.context import FEED_HEADER, KNOWLEDGE_HEADER
 from teleton.gateway.contract import ChatInfo, IncomingMessage, UserInfo
 from teleton.llm.tool_loop import ToolResult
-from teleton.telegram.dispatch import Dispatcher
-from teleton.telegram.policy import PolicyConfig
-from teleton.telegram.policy_control import DispatcherPolicy
-from teleton.telegram.ratelimit import RateLimiter
+from teleton.telegram.receive.dispatch import Dispatcher
+from teleton.telegram.receive.policy import PolicyConfig
+from teleton.telegram.receive.policy_control import DispatcherPolicy
+from teleton.telegram.receive.ratelimit import RateLimiter
 from teleton.tools.registry import Tool, ToolContext
 from tests.agent.conftest import ALICE, GROUP, OWNER, OWNER_DM, Harness
 from tests.fakes.anthropic_server import (

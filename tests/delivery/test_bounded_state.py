@@ -17,8 +17,8 @@ from teleton.agent.locks import KeyedLocks
 from teleton.gateway.contract import ChatInfo, IncomingMessage, UserInfo
 from teleton.memory.facts.store import FactStore
 from teleton.storage import Database
-from teleton.telegram.dispatch import CONTEXT_CAP, CONTEXT_CHATS, FINISHED_KEPT
-from teleton.telegram.ratelimit import PRUNE_EVERY, WINDOW_S, RateLimiter
+from teleton.telegram.receive.dispatch import CONTEXT_CAP, CONTEXT_CHATS, FINISHED_KEPT
+from teleton.telegram.receive.ratelimit import PRUNE_EVERY, WINDOW_S, RateLimiter
 from tests.agent.conftest import build_harness
 from tests.fakes.anthropic_server import Body, FakeAnthropic, Reply, text, tool_use, user_said
 from tests.telegram.conftest import ALICE, make_harness, make_settings

@@ -16,7 +16,7 @@ from teleton.agent.answering import UNAVAILABLE as APOLOGY
 from teleton.gateway.contract import ChatInfo, IncomingMessage, UserInfo
 from teleton.memory.feed import archive as fa
 from teleton.storage import Database
-from teleton.telegram.recovery import CUT_WHILE_SENDING, TOO_OLD
+from teleton.telegram.receive.recovery import CUT_WHILE_SENDING, TOO_OLD
 from tests.daemon.harness import OWNER, Daemon, write_config
 from tests.delivery.support import archive_accepted
 from tests.fakes.anthropic_server import FakeAnthropic, text, user_said

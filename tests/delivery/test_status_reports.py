@@ -21,8 +21,8 @@ from teleton.daemon.runner import Daemon
 from teleton.daemon.status_file import describe, read_status, write_status
 from teleton.memory.feed import archive as fa
 from teleton.storage import Database, quarantine
-from teleton.telegram.archiver import ArchiveBatcher
 from teleton.telegram.gateway import TelegramGateway
+from teleton.telegram.receive.archiver import ArchiveBatcher
 from tests.daemon.harness import OWNER, write_config
 from tests.daemon.harness import Daemon as DaemonProcess
 from tests.delivery.support import BOUND_S, Gate

@@ -21,7 +21,7 @@ from teleton.scheduler import task_store
 from teleton.scheduler.scheduler import DELIVERY_ATTEMPTS, DELIVERY_RETRY_S, Scheduler
 from teleton.scheduler.task_store import NewTask
 from teleton.storage import Database
-from teleton.tools.memory_tools import memory_tools
+from teleton.tools.families.memory import memory_tools
 from teleton.tools.registry import ToolRegistry
 from tests.agent.conftest import llm_settings
 from tests.fakes.anthropic_server import FakeAnthropic, text

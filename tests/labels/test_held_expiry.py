@@ -12,10 +12,10 @@ from teleton.cli.terminal_gateway import TerminalGateway
 from teleton.gateway.contract import ChatInfo, UserInfo
 from teleton.privacy import OWNER_CLEARANCE, Principals, Taint
 from teleton.storage import Database
+from teleton.tools.families.telegram_actions import telegram_tools
 from teleton.tools.held import Outgoing
 from teleton.tools.outbox import Outbox, OutboxSettings
 from teleton.tools.registry import ToolContext, ToolDeps
-from teleton.tools.telegram_tools import telegram_tools
 
 OWNER, GROUP = 1001, -4242
 

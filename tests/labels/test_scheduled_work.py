@@ -12,10 +12,10 @@ from pathlib import Path
 from teleton.gateway.contract import UserInfo
 from teleton.scheduler.scheduler import Scheduler, SchedulerSettings
 from teleton.storage import Database
-from teleton.tools.memory_tools import memory_tools
+from teleton.tools.families.memory import memory_tools
+from teleton.tools.families.tasks import TaskLimits, task_tools
+from teleton.tools.families.workspace import workspace_tools
 from teleton.tools.registry import ToolRegistry
-from teleton.tools.task_tools import TaskLimits, task_tools
-from teleton.tools.workspace_tools import workspace_tools
 from tests.agent.conftest import ALICE, GROUP, OWNER, Harness, build_harness
 from tests.fakes.anthropic_server import Body, FakeAnthropic, Reply, body_text, text, tool_results, tool_use, user_said
 from tests.waiting import until

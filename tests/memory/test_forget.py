@@ -20,8 +20,8 @@ from teleton.memory.feed.embedding import embed_pending, index_text, load_contex
 from teleton.memory.forget.everywhere import OWNER_SCOPE, ForgetScope, NeedleError, erase, find, parse_needle
 from teleton.memory.forget.match import compile_needle
 from teleton.storage import Database
-from teleton.telegram.archiver import ArchiveBatcher
-from teleton.telegram.pipeline import FeedPipeline
+from teleton.telegram.receive.archiver import ArchiveBatcher
+from teleton.telegram.receive.pipeline import FeedPipeline
 
 ANN, BOB = 5151, 6262
 GROUP = -100777

@@ -39,7 +39,7 @@ from teleton.memory.knowledge.index import KnowledgeIndex
 from teleton.privacy import Clearance, Principals
 from teleton.scheduler.task_store import NewTask, insert_task
 from teleton.storage import Database
-from teleton.tools.forget_tool import describe_preview, describe_report
+from teleton.tools.families.forget import describe_preview, describe_report
 
 OWNER_ID, BOB, CAROL, MALLORY = 4242, 2002, 3003, 6006
 GROUP = -100555

@@ -14,8 +14,8 @@ from teleton.llm.tool_loop import ToolResult
 from teleton.scheduler.scheduler import Scheduler, SchedulerSettings
 from teleton.scheduler.task_store import NewTask, TaskStore
 from teleton.storage import Database
+from teleton.tools.families.tasks import parse_when, task_tools
 from teleton.tools.registry import Tool, ToolContext, ToolDeps, ToolRegistry
-from teleton.tools.task_tools import parse_when, task_tools
 from tests.tools.conftest import DM, GROUP, call, make_ctx, principals
 from tests.waiting import until
 

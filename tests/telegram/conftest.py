@@ -25,9 +25,9 @@ from telethon.tl import types
 
 from teleton.gateway.contract import IncomingMessage
 from teleton.storage import Database
-from teleton.telegram.dispatch import DebounceConfig
 from teleton.telegram.gateway import GatewaySettings, TelegramGateway
-from teleton.telegram.policy import PolicyConfig
+from teleton.telegram.receive.dispatch import DebounceConfig
+from teleton.telegram.receive.policy import PolicyConfig
 
 ME = types.User(id=1000, is_self=True, first_name="Tele", last_name="Ton", username="teleton_bot", access_hash=11)
 ALICE = types.User(id=2001, first_name="Alice", username="alice", access_hash=21, phone="15550001")

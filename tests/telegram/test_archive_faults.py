@@ -7,7 +7,7 @@ import asyncio
 
 from teleton.memory.feed.archive import MessageRecord, insert_message
 from teleton.storage import Database
-from teleton.telegram.archiver import ArchiveBatcher
+from teleton.telegram.receive.archiver import ArchiveBatcher
 from tests.waiting import until
 
 

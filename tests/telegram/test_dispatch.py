@@ -9,10 +9,10 @@ from dataclasses import replace
 from structlog.testing import capture_logs
 
 from teleton.gateway.contract import ChatInfo, IncomingMessage, TurnDeferred, UserInfo
-from teleton.telegram.dispatch import DebounceConfig, Dispatcher
-from teleton.telegram.policy import PolicyConfig
-from teleton.telegram.policy_control import DispatcherPolicy
-from teleton.telegram.ratelimit import RateLimiter
+from teleton.telegram.receive.dispatch import DebounceConfig, Dispatcher
+from teleton.telegram.receive.policy import PolicyConfig
+from teleton.telegram.receive.policy_control import DispatcherPolicy
+from teleton.telegram.receive.ratelimit import RateLimiter
 from tests.waiting import until
 
 GROUP = ChatInfo(id=-5, type="group", title="g")

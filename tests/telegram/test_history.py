@@ -12,7 +12,7 @@ from telethon.tl import types
 
 from teleton.gateway.contract import GatewayError
 from teleton.storage import Database
-from teleton.telegram.history import backfill
+from teleton.telegram.receive.history import backfill
 from tests.telegram.conftest import ALICE, BOB, GROUP, Harness, make_harness, new_message
 
 GROUP_ID = utils.get_peer_id(GROUP)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from teleton.telegram.markdown import to_telegram
-from teleton.telegram.split import plan_reply, split_text, utf16_len
+from teleton.telegram.send.markdown import to_telegram
+from teleton.telegram.send.split import plan_reply, split_text, utf16_len
 
 MARKUP = st.lists(
     st.sampled_from([*"ab *_`~[]()#>-\n.!? 😀é", "https://x.y", "```", "**", "](", "word "]), max_size=200

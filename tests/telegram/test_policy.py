@@ -10,7 +10,7 @@ from telethon import utils
 from telethon.tl import types
 
 from teleton.storage import Database
-from teleton.telegram.dispatch import DebounceConfig
+from teleton.telegram.receive.dispatch import DebounceConfig
 from tests.telegram.conftest import (
     ADMIN,
     ALICE,

@@ -10,7 +10,7 @@ from telethon import errors, functions, utils
 from telethon.tl import types
 
 from teleton.gateway.contract import GatewayError
-from teleton.telegram.split import utf16_len
+from teleton.telegram.send.split import utf16_len
 from tests.telegram.conftest import ALICE, GROUP, Harness, new_message
 from tests.waiting import until
 

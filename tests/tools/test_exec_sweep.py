@@ -12,10 +12,10 @@ import pytest
 
 from teleton.memory.knowledge.index import KnowledgeIndex
 from teleton.storage import Database
-from teleton.tools.exec_sweep import OUTPUT_DIR, snapshot, sweep
-from teleton.tools.exec_tool import ExecSettings, exec_tools
+from teleton.tools.families.exec import ExecSettings, exec_tools
+from teleton.tools.families.exec_sweep import OUTPUT_DIR, snapshot, sweep
+from teleton.tools.families.workspace import workspace_tools
 from teleton.tools.registry import ToolDeps, ToolRegistry
-from teleton.tools.workspace_tools import workspace_tools
 from tests.tools.conftest import DM, GROUP, call, make_ctx, principals
 from tests.waiting import until
 

@@ -13,7 +13,7 @@ import pytest
 from teleton.config.schema import Config
 from teleton.llm.tool_loop import ToolResult
 from teleton.storage import Database
-from teleton.tools.exec_tool import ExecSettings, exec_tools, run_command, typed_command
+from teleton.tools.families.exec import ExecSettings, exec_tools, run_command, typed_command
 from teleton.tools.registry import ToolDeps, ToolRegistry
 from teleton.tools.suite import build_registry
 from tests.tools.conftest import BOB_DM, DM, GROUP, call, make_ctx, principals

@@ -15,10 +15,10 @@ from teleton.gateway.contract import ChatInfo, UserInfo
 from teleton.llm.tool_loop import ToolCall
 from teleton.privacy import OWNER_CLEARANCE, Principals, Taint
 from teleton.storage import Database
+from teleton.tools.families.telegram_actions import telegram_tools
+from teleton.tools.families.workspace import workspace_tools
 from teleton.tools.outbox import Outbox, OutboxSettings
 from teleton.tools.registry import ToolContext, ToolDeps, ToolRegistry
-from teleton.tools.telegram_tools import telegram_tools
-from teleton.tools.workspace_tools import workspace_tools
 
 OWNER, GROUP = 1001, -4242
 SECRET = "SECRET-LOCKER-4711"

@@ -11,9 +11,9 @@ from telethon import functions, types
 
 from teleton.memory.feed.archive import MessageRecord, insert_message
 from teleton.storage import Database
+from teleton.tools.families.telegram_actions import TelegramToolSettings, telegram_tools
 from teleton.tools.outbox import Outbox, OutboxSettings
 from teleton.tools.registry import ToolDeps, ToolRegistry
-from teleton.tools.telegram_tools import TelegramToolSettings, telegram_tools
 from tests.tools.conftest import BOB, BOB_DM, DM, GROUP, OTHER_GROUP, call, make_ctx
 
 

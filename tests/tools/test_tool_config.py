@@ -6,14 +6,14 @@ from pathlib import Path
 
 from teleton.config.schema import Config
 from teleton.storage import Database
-from teleton.tools.suite import build_registry
-from teleton.tools.tool_config_store import (
+from teleton.tools.config_store import (
     ToolCommand,
     ToolConfigStore,
     apply_tool_command,
     handle_tool_command,
     parse_tool_command,
 )
+from teleton.tools.suite import build_registry
 from tests.tools.conftest import DM, GROUP, call, make_ctx
 
 

@@ -10,9 +10,9 @@ from typing import Any
 
 from teleton.config.schema import Config
 from teleton.storage import Database
+from teleton.tools.rag import ToolIndex, ToolRagSettings
 from teleton.tools.registry import ToolRegistry
 from teleton.tools.suite import suite_tools
-from teleton.tools.tool_rag import ToolIndex, ToolRagSettings
 from tests.tools.conftest import DM, GROUP
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -22,9 +22,16 @@ import pytest
 from rich.console import Console
 
 from teleton.cli.terminal_gateway import TerminalGateway
+from teleton.tools.families.web_fetch import (
+    FetchRefused,
+    FetchSettings,
+    address_refusal,
+    fetch,
+    html_to_text,
+    web_fetch_tools,
+)
 from teleton.tools.outbox import Outbox, OutboxSettings
 from teleton.tools.registry import ToolDeps, ToolRegistry
-from teleton.tools.web_fetch import FetchRefused, FetchSettings, address_refusal, fetch, html_to_text, web_fetch_tools
 from tests.tools.conftest import DM, call, make_ctx
 
 LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"),)

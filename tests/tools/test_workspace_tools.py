@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from teleton.tools.families.workspace import Limits, workspace_tools
+from teleton.tools.families.workspace_paths import PathRefused, resolve
 from teleton.tools.registry import ToolDeps, ToolRegistry
-from teleton.tools.workspace_paths import PathRefused, resolve
-from teleton.tools.workspace_tools import Limits, workspace_tools
 from tests.tools.conftest import BOB_DM, DM, GROUP, call, make_ctx
 
 

@@ -25,9 +25,9 @@ from teleton.memory.feed import archive as fa
 from teleton.memory.forget.feed import forget_deleted
 from teleton.storage import Database
 from teleton.storage.sqlite_driver import Connection
-from teleton.telegram.archiver import ArchiveBatcher
-from teleton.telegram.dispatch import UNDECIDED, Dispatcher
-from teleton.telegram.recovery import SendMessage, recover_open, resend_pending
+from teleton.telegram.receive.archiver import ArchiveBatcher
+from teleton.telegram.receive.dispatch import UNDECIDED, Dispatcher
+from teleton.telegram.receive.recovery import SendMessage, recover_open, resend_pending
 
 log = structlog.get_logger(__name__)
 

@@ -9,8 +9,8 @@ from typing import Any
 
 from teleton.gateway.contract import ChatInfo, UserInfo
 from teleton.memory.feed.search import search_feed
+from teleton.tools.families.telegram_common import CHAT_ID, Refused, gateway, readable_chat, schema, tool
 from teleton.tools.registry import Tool, ToolContext
-from teleton.tools.telegram_common import CHAT_ID, Refused, gateway, readable_chat, schema, tool
 
 HISTORY_MAX = 100
 _USER_ID = {"type": "integer", "description": "the member's user id (see get_participants)"}

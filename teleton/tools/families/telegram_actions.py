@@ -13,9 +13,7 @@ from typing import Any
 
 from teleton.gateway.contract import Gateway, GatewayError
 from teleton.memory.feed.archive import is_our_message
-from teleton.tools.held import Held, Outgoing, sha256
-from teleton.tools.registry import Tool, ToolContext, ToolDeps
-from teleton.tools.telegram_common import (
+from teleton.tools.families.telegram_common import (
     CHAT_ID,
     MESSAGE_ID,
     Handler,
@@ -29,8 +27,10 @@ from teleton.tools.telegram_common import (
     tool,
     writable_chat,
 )
-from teleton.tools.telegram_reads import read_tools
-from teleton.tools.workspace_paths import check_readable, resolve
+from teleton.tools.families.telegram_reads import read_tools
+from teleton.tools.families.workspace_paths import check_readable, resolve
+from teleton.tools.held import Held, Outgoing, sha256
+from teleton.tools.registry import Tool, ToolContext, ToolDeps
 
 DOWNLOAD_CAP = 20 * 1024 * 1024
 

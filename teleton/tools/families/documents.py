@@ -21,10 +21,7 @@ from teleton.media.errors import MediaError
 from teleton.privacy import PUBLIC
 from teleton.privacy.paths import DOCUMENT_PLACES
 from teleton.storage.private_files import write_private
-from teleton.tools.held import Held, Outgoing
-from teleton.tools.outbox import EgressRefused, egress
-from teleton.tools.registry import Tool, ToolContext, ToolDeps
-from teleton.tools.telegram_common import (
+from teleton.tools.families.telegram_common import (
     CHAT_ID,
     MESSAGE_ID,
     Refused,
@@ -35,7 +32,10 @@ from teleton.tools.telegram_common import (
     target_message,
     tool,
 )
-from teleton.tools.workspace_paths import resolve
+from teleton.tools.families.workspace_paths import resolve
+from teleton.tools.held import Held, Outgoing
+from teleton.tools.outbox import EgressRefused, egress
+from teleton.tools.registry import Tool, ToolContext, ToolDeps
 
 DOCUMENT_CAP = 20 * 1024 * 1024
 MAX_CHARS = 1_000_000  # of text kept in the knowledge base from one document

@@ -26,9 +26,9 @@ from teleton.gateway.contract import Gateway, GatewayError
 from teleton.llm.tool_loop import ToolResult
 from teleton.privacy.paths import chat_dir
 from teleton.storage.private_files import make_private, private_dir
+from teleton.tools.families.workspace_paths import PathRefused
 from teleton.tools.outbox import EgressRefused
 from teleton.tools.registry import Tool, ToolContext
-from teleton.tools.workspace_paths import PathRefused
 
 DOWNLOAD_DIR = "downloads"
 CHAT_ID = {"type": "integer", "description": "another chat's id (default: this chat)"}

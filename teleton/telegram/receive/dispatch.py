@@ -25,8 +25,8 @@ from dataclasses import dataclass, field, replace
 import structlog
 
 from teleton.gateway.contract import IncomingHandler, IncomingMessage, TurnDeferred
-from teleton.telegram.policy import Decision, PolicyConfig, decide
-from teleton.telegram.ratelimit import RateLimiter
+from teleton.telegram.receive.policy import Decision, PolicyConfig, decide
+from teleton.telegram.receive.ratelimit import RateLimiter
 
 log = structlog.get_logger(__name__)
 

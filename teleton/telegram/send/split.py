@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from teleton.telegram.markdown import Span, to_telegram
+from teleton.telegram.send.markdown import Span, to_telegram
 
 TELEGRAM_LIMIT = 4096
 MAX_PARTS = 10

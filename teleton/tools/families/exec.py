@@ -28,7 +28,7 @@ from typing import Any
 import structlog
 
 from teleton.llm.tool_loop import ToolResult
-from teleton.tools import exec_sweep
+from teleton.tools.families import exec_sweep
 from teleton.tools.held import Held, Outgoing
 from teleton.tools.outbox import gate
 from teleton.tools.registry import Tool, ToolContext, ToolDeps

@@ -25,10 +25,7 @@ from typing import Any
 from teleton.llm.tool_loop import ToolResult
 from teleton.privacy.quoting import mark
 from teleton.storage.private_files import Unreadable, private_dir, read_confined, write_private
-from teleton.tools.held import Held, Outgoing, sha256
-from teleton.tools.outbox import EgressRefused, gate
-from teleton.tools.registry import Tool, ToolContext, ToolDeps
-from teleton.tools.workspace_paths import (
+from teleton.tools.families.workspace_paths import (
     PathRefused,
     WorkspacePath,
     check_readable,
@@ -36,6 +33,9 @@ from teleton.tools.workspace_paths import (
     may_see,
     resolve,
 )
+from teleton.tools.held import Held, Outgoing, sha256
+from teleton.tools.outbox import EgressRefused, gate
+from teleton.tools.registry import Tool, ToolContext, ToolDeps
 
 READ_CAP = 60_000  # characters returned by one read; the model pages with offset
 WRITE_CAP = 1_000_000  # characters accepted by one write

@@ -19,14 +19,14 @@ from telethon.tl import types
 from teleton.gateway.contract import ChatInfo, GatewayError, IncomingMessage, Once, SentMessage, UserInfo
 from teleton.memory.feed.archive import MessageRecord
 from teleton.storage.reply_sends import new_random_base
-from teleton.telegram import convert
-from teleton.telegram.approvals import inline_buttons
-from teleton.telegram.dispatch import Dispatcher
-from teleton.telegram.flood import with_flood_retry
-from teleton.telegram.markdown import Span
-from teleton.telegram.pipeline import FeedPipeline
-from teleton.telegram.sending import Delivered, send_once, send_request
-from teleton.telegram.split import Part, plan_reply
+from teleton.telegram.receive import convert
+from teleton.telegram.receive.dispatch import Dispatcher
+from teleton.telegram.receive.pipeline import FeedPipeline
+from teleton.telegram.send.approvals import inline_buttons
+from teleton.telegram.send.flood import with_flood_retry
+from teleton.telegram.send.markdown import Span
+from teleton.telegram.send.sending import Delivered, send_once, send_request
+from teleton.telegram.send.split import Part, plan_reply
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")

@@ -11,8 +11,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import get_args
 
-from teleton.telegram.dispatch import Dispatcher
-from teleton.telegram.policy import PolicyValue
+from teleton.telegram.receive.dispatch import Dispatcher
+from teleton.telegram.receive.policy import PolicyValue
 
 KINDS = {"dm": "dm_policy", "group": "group_policy"}
 VALUES = get_args(PolicyValue)

@@ -16,8 +16,8 @@ from telethon.tl import types
 
 from teleton.gateway.contract import UserInfo
 from teleton.memory.feed.archive import ChatRecord, UserRecord
-from teleton.telegram import convert
-from teleton.telegram.pipeline import FeedPipeline
+from teleton.telegram.receive import convert
+from teleton.telegram.receive.pipeline import FeedPipeline
 
 log = structlog.get_logger(__name__)
 

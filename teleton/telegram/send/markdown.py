@@ -5,7 +5,7 @@ Instead the text is parsed here, leniently, into plain text and spans (bold, ita
 links, block quotes); anything that does not parse cleanly stays literal text. The gateway sends the text
 with explicit entities, and if Telegram still rejects them, resends the same text without any.
 
-Offsets here are in Python characters; ``teleton.telegram.split`` converts them to UTF-16 per part.
+Offsets here are in Python characters; ``teleton.telegram.send.split`` converts them to UTF-16 per part.
 """
 
 from __future__ import annotations

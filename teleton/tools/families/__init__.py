@@ -1,0 +1,1 @@
+"""The tool families: each validates its arguments, calls one operation below it, formats the result."""
