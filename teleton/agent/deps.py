@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from teleton.agent.commands import PolicyControl
-from teleton.agent.context import ContextSettings
+from teleton.agent.commands.slash import PolicyControl
+from teleton.agent.stages.context import ContextSettings
 from teleton.agent.window.compaction import Thresholds
 from teleton.gateway.contract import ChatInfo, Gateway, UserInfo
 from teleton.llm.client import LLMClient
@@ -106,8 +106,8 @@ class AgentDeps:
     shared_paths: tuple[str, ...] = ()  # privacy.shared_paths
     rate_check: RateCheck | None = None  # the gateway's rate limiter, for scheduled turns
     report: Callable[[str, Any], None] | None = None  # (kind, error) -> the daemon's health record
-    media: Any = None  # teleton.agent.media_reading.MediaReader: photos, voice notes, documents (None: not read)
-    voice: Any = None  # teleton.agent.voice_reply.VoiceReplies (None: media.voice_replies is off)
+    media: Any = None  # teleton.agent.stages.media_reading.MediaReader: photos, voice notes, documents (None: not read)
+    voice: Any = None  # teleton.agent.stages.voice_reply.VoiceReplies (None: media.voice_replies is off)
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep  # the wait of the slow notice (a test moves time)
 
 

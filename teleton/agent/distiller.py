@@ -31,7 +31,7 @@ import jsonschema
 import structlog
 
 from teleton.agent.locks import KeyedLocks
-from teleton.agent.oversize import excerpt
+from teleton.agent.stages.oversize import excerpt
 from teleton.agent.window.compaction import Message, is_user_turn, transcript
 from teleton.gateway.contract import ChatInfo
 from teleton.llm.client import LLMClient, LLMError

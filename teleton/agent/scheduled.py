@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from teleton.agent.delivery import Delivery, DeliveryFailed, NoRecord, TaskDelivery
+from teleton.agent.delivery.records import Delivery, DeliveryFailed, NoRecord, TaskDelivery
 from teleton.agent.messages import archived_chat
 from teleton.agent.privacy import task_origin, task_taint
 from teleton.gateway.contract import IncomingMessage, UserInfo

@@ -7,10 +7,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from teleton.agent.context import RagContext
-from teleton.agent.delivery import Delivery, NoRecord
-from teleton.agent.memory_budget import MemoryUsage
-from teleton.agent.sessions import Session
+from teleton.agent.delivery.records import Delivery, NoRecord
+from teleton.agent.stages.context import RagContext
+from teleton.agent.stages.memory_budget import MemoryUsage
+from teleton.agent.window.sessions import Session
 from teleton.gateway.contract import IncomingMessage, SentMessage
 from teleton.llm.client import Message
 from teleton.llm.tool_loop import LoopResult

@@ -7,7 +7,7 @@
 | suite | build_registry(config): every family the config enables |
 | config_store | tool_config overrides and the /tools, /tool admin commands |
 | rag | ToolIndex: which tools to offer for one message |
-| families/telegram_actions | send/reply/edit/delete/forward/pin/react/poll/file/download (+ the list of all Telegram tools) |
+| families/telegram_actions | send, reply, edit, delete, forward, pin, react, poll, file, download; all Telegram tools |
 | families/telegram_reads | history, search, chat/user info, dialogs, participants, moderation |
 | families/telegram_common | the chat rules every Telegram tool obeys, refusals as error results |
 | families/memory | memory_read/write/save/recall/search |

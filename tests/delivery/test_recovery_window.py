@@ -12,7 +12,7 @@ import json
 import time
 from pathlib import Path
 
-from teleton.agent.answering import UNAVAILABLE as APOLOGY
+from teleton.agent.stages.answering import UNAVAILABLE as APOLOGY
 from teleton.gateway.contract import ChatInfo, IncomingMessage, UserInfo
 from teleton.memory.feed import archive as fa
 from teleton.storage import Database

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from teleton.agent.runtime import AgentSettings
-from teleton.agent.sessions import SessionStore
 from teleton.agent.window.compaction import Thresholds
+from teleton.agent.window.sessions import SessionStore
 from teleton.memory.feed import archive as fa
 from teleton.storage import Database
 from tests.agent.conftest import OWNER, OWNER_DM, build_harness

@@ -11,7 +11,7 @@ from typing import Any
 from telethon import errors, functions
 from telethon.tl import types
 
-from teleton.agent.delivery import MessageDelivery
+from teleton.agent.delivery.records import MessageDelivery
 from teleton.gateway.contract import Once
 from teleton.memory.feed import archive as fa
 from teleton.storage import Database

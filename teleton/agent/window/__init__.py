@@ -1,1 +1,2 @@
-"""The context window: when and where to compact a session, and old tool results masked to one line."""
+"""The context window: sessions, when and where to compact them (writing first what compaction drops), and
+old tool results masked to one line."""

@@ -14,15 +14,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from teleton.agent import answering, memory_budget
+from teleton.agent.stages import answering, memory_budget
 from teleton.gateway.contract import IncomingMessage
 from teleton.llm.prices import FREE, Price, usd
 
 if TYPE_CHECKING:
-    from teleton.agent.compactor import CompactionOutcome
     from teleton.agent.runtime import Agent
-    from teleton.agent.sessions import Session
     from teleton.agent.turn import Turn
+    from teleton.agent.window.compactor import CompactionOutcome
+    from teleton.agent.window.sessions import Session
     from teleton.privacy import Clearance
 
 _COMMAND = re.compile(r"^/([a-zA-Z_]+)(?:@\w+)?(?:\s+(.*))?$", re.DOTALL)
@@ -156,7 +156,7 @@ async def cmd_tools(agent: Agent, turn: Turn, args: str) -> str:
 
 async def cmd_forget(agent: Agent, turn: Turn, args: str) -> str:
     # Who may forget what is decided by the turn's clearance (memory.forget.scope_for), in the handler.
-    from teleton.agent.forget_cmd import cmd_forget as forget
+    from teleton.agent.commands.forget import cmd_forget as forget
 
     return await forget(agent, turn, args)
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import structlog
 
-from teleton.agent import oversize
+from teleton.agent.stages import oversize
 from teleton.agent.turn import Turn
 from teleton.gateway.contract import Gateway, GatewayError, IncomingMessage, MediaInfo
 from teleton.media.documents import extract_text, kind_from_name

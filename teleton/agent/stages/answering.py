@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from teleton.agent.delivery import DeliveryFailed
+from teleton.agent.delivery.records import DeliveryFailed
+from teleton.agent.delivery.slow_notice import slow_notice
 from teleton.agent.messages import spoke_here
-from teleton.agent.oversize import shorten_history
-from teleton.agent.slow_notice import slow_notice
+from teleton.agent.stages.oversize import shorten_history
 from teleton.agent.turn import Turn, required
 from teleton.agent.window.masking import mask_observations
 from teleton.config.presets import PRESETS

@@ -35,8 +35,8 @@ from typing import TypeVar
 
 import structlog
 
-from teleton.agent.context import FEED_HEADER, KNOWLEDGE_HEADER, RagContext
-from teleton.agent.sessions import Session
+from teleton.agent.stages.context import FEED_HEADER, KNOWLEDGE_HEADER, RagContext
+from teleton.agent.window.sessions import Session
 from teleton.llm.client import Usage
 from teleton.memory.knowledge.chunker import chunk_markdown
 from teleton.memory.search.fts_query import query_terms

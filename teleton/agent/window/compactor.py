@@ -22,9 +22,9 @@ import structlog
 from teleton.agent.distiller import Distiller, Transcript
 from teleton.agent.messages import archived_chat
 from teleton.agent.privacy import origin
-from teleton.agent.sessions import Session, SessionStore
 from teleton.agent.steering import steering_of, unsteered
 from teleton.agent.window import compaction
+from teleton.agent.window.sessions import Session, SessionStore
 from teleton.gateway.contract import ChatInfo
 from teleton.llm.client import LLMClient, LLMError
 from teleton.memory.facts.store import FactStore
