@@ -8,7 +8,7 @@ and by category.
 
 The turns go into a temporary Teleton database exactly as the Telegram archive stores messages (one chat per
 conversation, speaker as sender, session time as date), are embedded by ``feed_embedding.embed_pending`` and
-searched by ``feed_search`` — so what is measured is the product's record design and search, not a copy.
+searched by ``memory.feed.search`` — so what is measured is the product's record design and search, not a copy.
 
 Usage: python scripts/eval_locomo.py ../shared/eval/locomo-dev.json [--mode bm25|vector|hybrid]
        [--shared-store | --in-archive 100000]

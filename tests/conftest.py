@@ -15,7 +15,7 @@ import structlog
 
 from teleton.llm import LLMClient, LLMSettings
 from teleton.storage import Database
-from tests.fakes.anthropic_server import FakeAnthropic
+from tests.fakes.anthropic_server import FakeAnthropic, last_user_text, text
 
 MODEL_CACHE = pytest.StashKey[str]()  # the run's model cache, in the controller (see pytest_configure)
 
@@ -95,6 +95,14 @@ async def db(tmp_path: Path) -> AsyncIterator[Database]:
 def fake_api() -> Iterator[FakeAnthropic]:
     """The scripted Messages API on 127.0.0.1; ``fake_api.requests`` holds every body it received."""
     with FakeAnthropic() as server:
+        yield server
+
+
+@pytest.fixture
+def pong_api() -> Iterator[FakeAnthropic]:
+    """The scripted Messages API answering every message with "pong: " and the message's last 40 characters."""
+    with FakeAnthropic() as server:
+        server.responder = lambda body: text(f"pong: {last_user_text(body)[-40:]}")
         yield server
 
 

@@ -20,10 +20,10 @@ from teleton.memory.journal.daily_logs import DailyLogs
 from teleton.memory.search.hybrid import SearchParams
 from teleton.privacy import Principals
 from teleton.storage.database import Database
+from teleton.tools.families.telegram_actions import SPEAKS_IN_CHAT
 from teleton.tools.registry import ToolRegistry
 
 # Tools that speak in the chat themselves; when the model used one, its final text is not sent again.
-SEND_TOOLS = frozenset({"send_message", "reply", "telegram_send_message", "telegram_reply"})
 
 # (query, query vector, chat, is_admin, is_owner) -> names of the tools to offer, or None for all allowed ones.
 ToolSelector = Callable[[str, Any, ChatInfo, bool, bool], Awaitable[Sequence[str] | None]]
@@ -44,7 +44,7 @@ class AgentSettings:
     session_reset_hour: int | None = 4
     session_idle_minutes: int | None = 720
     max_input_chars: int = 20_000
-    send_tools: frozenset[str] = SEND_TOOLS
+    send_tools: frozenset[str] = SPEAKS_IN_CHAT
     slow_notice_s: float = 0.0  # 0: off; the daemon and `teleton chat` take agent.slow_notice_s (``slow_notice``)
 
     @classmethod

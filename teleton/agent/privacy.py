@@ -17,14 +17,17 @@ from typing import Any
 
 from teleton.gateway.contract import ChatInfo, UserInfo
 from teleton.privacy import Clearance, Principals, Taint
+from teleton.privacy.paths import PERSONA_FILES
 
-PERSONA_FILES = ("SOUL.md", "SECURITY.md")  # public: every turn's prompt starts with them
+# Every turn's prompt starts with these, a group's too: so they must be public (persona files), checked here.
+EVERY_PROMPT = ("SOUL.md", "SECURITY.md")
+assert set(EVERY_PROMPT) <= PERSONA_FILES, "a file in every prompt must be a public persona file"
 OWNER_FILES = ("STRATEGY.md", "USER.md")
 
 
 def prompt_files(clearance: Clearance) -> tuple[str, ...]:
     """Workspace files that go into the system prompt, stable ones first (they lead the cached prefix)."""
-    return PERSONA_FILES + (OWNER_FILES if clearance.is_owner else ())
+    return EVERY_PROMPT + (OWNER_FILES if clearance.is_owner else ())
 
 
 def origin(chat: ChatInfo, clearance: Clearance, sender_name: str = "") -> str | None:

@@ -112,6 +112,31 @@ def endpoint_for(agent: Any, env: Mapping[str, str] | None = None) -> Endpoint:
     return endpoint(agent.provider, base_url=agent.base_url, api_key=api_key, supports_tools=agent.supports_tools)
 
 
+def service_endpoint(
+    section: str, settings: Any, env: Mapping[str, str] | None = None, *, example: str
+) -> tuple[str, str | None, Preset | None]:
+    """(base URL, key or None, preset or None) of an OpenAI-style service beside the agent's model (embeddings,
+    transcription, speech): ``settings.preset`` names a preset whose URL and key variable are defaults,
+    ``settings.base_url`` and ``settings.api_key`` win. PresetError names the ``section`` key to fix;
+    ``example`` is a URL or preset that would do."""
+    env = os.environ if env is None else env
+    name = getattr(settings, "preset", None)
+    base_url, key_env, found = getattr(settings, "base_url", None), None, None
+    if name:
+        found = PRESETS.get(name)
+        if found is None:
+            raise PresetError(f"{section}.preset: unknown preset {name!r} (known: {', '.join(PRESETS)})")
+        if found.family != "openai" or found.base_url is None:
+            raise PresetError(f"{section}.preset: {name} has no OpenAI-style endpoint for this")
+        base_url, key_env = base_url or found.base_url, found.key_env
+    if not base_url:
+        raise PresetError(f"{section}.base_url: required ({example})")
+    key = getattr(settings, "api_key", None) or (env.get(key_env) if key_env else None)
+    if key_env and not key:
+        raise PresetError(f"{section}.api_key: required for {name} (set {key_env} or {section}.api_key)")
+    return base_url.rstrip("/"), key, found
+
+
 def problem(ep: Endpoint, model: str) -> str | None:
     """Why this endpoint cannot run the agent, as one line naming the fix; None when it can."""
     name = ep.preset.name

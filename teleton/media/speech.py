@@ -8,14 +8,13 @@ The answer is asked for as Opus in an Ogg container: what Telegram plays as a vo
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping
 from typing import Any
 
 import httpx
 
-from teleton.config.presets import PresetError, preset
+from teleton.config.presets import PresetError, service_endpoint
 from teleton.media.errors import MediaError
 
 MAX_INPUT_CHARS = 4096  # OpenAI's limit for one request
@@ -68,19 +67,10 @@ def speech_client(speech: Any, env: Mapping[str, str] | None = None) -> Any:
             return LocalSpeech()
         except ModelFilesError as exc:
             raise ValueError(f"media.speech.provider: local: {exc}") from None
-    env = os.environ if env is None else env
-    base_url, key_env = speech.base_url, None
-    if speech.preset:
-        try:
-            p = preset(speech.preset)
-        except PresetError:
-            raise ValueError(f"media.speech.preset: unknown preset {speech.preset!r}") from None
-        base_url, key_env = base_url or p.base_url, p.key_env
-    if not base_url:
-        raise ValueError("media.speech.base_url: required (or a preset such as openai)")
-    key = speech.api_key or (env.get(key_env) if key_env else None)
-    if key_env and not key:
-        raise ValueError(f"media.speech.api_key: required for {speech.preset} (set {key_env})")
+    try:
+        base_url, key, _ = service_endpoint("media.speech", speech, env, example="or a preset such as openai")
+    except PresetError as exc:
+        raise ValueError(str(exc)) from None
     return SpeechClient(base_url, api_key=key, model=speech.model, voice=speech.voice)
 
 

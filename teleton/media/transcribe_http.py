@@ -18,13 +18,14 @@ import asyncio
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
 
-from teleton.config.presets import PresetError, preset
+from teleton.config.presets import PresetError, service_endpoint
 from teleton.media.audio import AudioSource, check_duration, decode, probe, wav_bytes
 from teleton.media.errors import MediaError
 from teleton.media.transcription import DEFAULT_MAX_DURATION_S, Transcript, join_texts, split_at_silences
@@ -255,29 +256,16 @@ def from_settings(
 ) -> HttpTranscriber:
     """An HttpTranscriber from config values: a preset of ``teleton.config.presets`` (``openai``, ``groq``) or a
     base URL; the key from ``api_key`` or the preset's variable. ``TranscriberConfigError`` names the fix."""
-    env = os.environ if env is None else env
-    key_env, label = None, None
-    if preset_name:
-        try:
-            p = preset(preset_name)
-        except PresetError:
-            raise TranscriberConfigError(f"media.transcription.preset: unknown preset {preset_name!r}") from None
-        if p.family != "openai" or p.base_url is None:
-            raise TranscriberConfigError(f"media.transcription.preset: {preset_name} has no transcription endpoint")
-        base_url, key_env, label = base_url or p.base_url, p.key_env, preset_name
-    if not base_url:
-        raise TranscriberConfigError(
-            "media.transcription.base_url: required for openai_compatible (e.g. http://127.0.0.1:8000/v1), "
-            "or name a preset: openai, groq"
-        )
+    settings = SimpleNamespace(preset=preset_name, base_url=base_url, api_key=api_key)
+    example = "e.g. http://127.0.0.1:8000/v1 for openai_compatible, or name a preset: openai, groq"
+    try:
+        base_url, key, found = service_endpoint("media.transcription", settings, env, example=example)
+    except PresetError as exc:
+        raise TranscriberConfigError(str(exc)) from None
+    label = found.name if found else None
     model = model or DEFAULT_MODELS.get(preset_name or "")
     if not model:
         raise TranscriberConfigError("media.transcription.model: required (e.g. whisper-1, whisper-large-v3-turbo)")
-    key = api_key or (env.get(key_env) if key_env else None)
-    if key_env and not key:
-        raise TranscriberConfigError(
-            f"media.transcription.api_key: required for {preset_name} (set {key_env} or media.transcription.api_key)"
-        )
     return HttpTranscriber(model, base_url=base_url, api_key=key, label=label, **options)
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from teleton.privacy.labels import is_label
+from teleton.privacy.labels import PUBLIC, is_label
 
 QUOTE = "> "
 
@@ -50,6 +50,12 @@ def origins_text(steering: Iterable[str]) -> str:
 def steered_origin(steering: Iterable[str]) -> str:
     """Where words written by a turn that ``steering`` may have steered come from."""
     return "a conversation steered by " + origins_text(steering)
+
+
+def shown_to(reader: str, label: str, text: str, title: str = "") -> str:
+    """The one rule for text labelled ``label`` shown to a turn whose own label is ``reader``: its own and public
+    text as written, anyone else's quoted on one line with its origin (``title``: the chat's, when known)."""
+    return text if label in (reader, PUBLIC) else quote(text, label_origin(label, title))
 
 
 def quote(text: str, where: str) -> str:

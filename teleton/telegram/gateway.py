@@ -114,7 +114,7 @@ def make_client(tg: Any) -> TelegramClient:
         int(tg.api_id),
         str(tg.api_hash),
         flood_sleep_threshold=0,
-        raise_last_call_error=True,  # a RANDOM_ID_DUPLICATE must surface as itself (telegram/sending.py)
+        raise_last_call_error=True,  # a RANDOM_ID_DUPLICATE must surface as itself (telegram/send/sending.py)
         catch_up=True,
         auto_reconnect=True,
         connection_retries=5,

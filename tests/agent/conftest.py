@@ -40,13 +40,6 @@ MAIN_MODEL = "claude-test"
 UTILITY_MODEL = "claude-test-small"
 
 
-@pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[Database]:
-    database = await Database.open(tmp_path / "teleton.db")
-    yield database
-    await database.close()
-
-
 def default_utility(body: Body) -> Reply:
     """The utility model: fact extraction records no facts, summaries summarise the user lines it was given."""
     prompt = body["messages"][-1]["content"]

@@ -24,19 +24,12 @@ from tests.fakes.anthropic_server import FakeAnthropic, Reply, last_user_text, o
 OWNER_DM = {"id": OWNER["id"], "type": "dm", "title": ""}
 
 
-@pytest.fixture
-def fake_api() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as server:
-        server.responder = lambda body: text(f"pong: {last_user_text(body)[-40:]}")
-        yield server
-
-
 def _logged(root: Path, event: str) -> bool:
     log_file = root / "daemon.log"
     return log_file.exists() and f'"event": "{event}"' in log_file.read_text(errors="replace")
 
 
-def test_sigterm_during_a_turn_finishes_it_and_exits_cleanly(fake_api: FakeAnthropic, daemon_root: Path) -> None:
+def test_sigterm_during_a_turn_finishes_it_and_exits_cleanly(pong_api: FakeAnthropic, daemon_root: Path) -> None:
     # The model's answer is held until the daemon has begun stopping: the turn is certainly running then.
     release = threading.Event()
 
@@ -44,12 +37,12 @@ def test_sigterm_during_a_turn_finishes_it_and_exits_cleanly(fake_api: FakeAnthr
         release.wait(120)  # hang guard only: the test releases it
         return text("slow answer")
 
-    fake_api.responder = held
-    daemon = Daemon(daemon_root, write_config(daemon_root, fake_api.base_url)).start()
+    pong_api.responder = held
+    daemon = Daemon(daemon_root, write_config(daemon_root, pong_api.base_url)).start()
     try:
         daemon.send(OWNER_DM, "what's up?", message_id=1)
         daemon.wait_for(lambda ev: any(e["op"] == "archived" for e in ev))
-        daemon.wait_for(lambda _: fake_api.requests)  # the turn reached the model
+        daemon.wait_for(lambda _: pong_api.requests)  # the turn reached the model
         daemon.signal(signal.SIGTERM)
         while not _logged(daemon_root, "stopping"):
             assert daemon.proc is not None and daemon.proc.poll() is None, "the daemon exited before the turn ended"
@@ -68,9 +61,9 @@ def test_sigterm_during_a_turn_finishes_it_and_exits_cleanly(fake_api: FakeAnthr
     assert db_rows(daemon_root, "pragma integrity_check") == [("ok",)]
 
 
-def test_kill_9_during_burst_loses_and_duplicates_nothing(fake_api: FakeAnthropic, daemon_root: Path) -> None:
+def test_kill_9_during_burst_loses_and_duplicates_nothing(pong_api: FakeAnthropic, daemon_root: Path) -> None:
     # Group messages that do not address the agent: archived and kept as context, no model calls.
-    config = write_config(daemon_root, fake_api.base_url, **{"telegram.group_policy": "open"})
+    config = write_config(daemon_root, pong_api.base_url, **{"telegram.group_policy": "open"})
     chats = [{"id": -100 - i, "type": "group", "title": f"group {i}"} for i in range(50)]
     messages = [(chats[i % 50], f"message {i} about the trip", i // 50 + 1) for i in range(5000)]
     daemon = Daemon(daemon_root, config).start()
@@ -121,10 +114,10 @@ def test_kill_9_during_burst_loses_and_duplicates_nothing(fake_api: FakeAnthropi
     assert replayed_new == 5000 - len(stored)
     counts = db_rows(daemon_root, "select count(*), count(distinct chat_id || ':' || message_id) from tg_messages")
     assert counts == [(5000, 5000)]
-    assert fake_api.requests == []  # nobody addressed the agent, so it never spoke
+    assert pong_api.requests == []  # nobody addressed the agent, so it never spoke
 
 
-def test_api_outage_then_recovery_answers_every_queued_message(fake_api: FakeAnthropic, daemon_root: Path) -> None:
+def test_api_outage_then_recovery_answers_every_queued_message(pong_api: FakeAnthropic, daemon_root: Path) -> None:
     # The outage is counted in refused requests, not seconds: on a busy machine a timed one could be over
     # before the first request arrives.
     outage = int(os.environ.get("TELETON_OUTAGE_REQUESTS", "12"))
@@ -135,9 +128,9 @@ def test_api_outage_then_recovery_answers_every_queued_message(fake_api: FakeAnt
             return overloaded()
         return text(f"answer to: {last_user_text(body)[-30:]}")
 
-    fake_api.responder = flaky
+    pong_api.responder = flaky
     config = write_config(
-        daemon_root, fake_api.base_url,
+        daemon_root, pong_api.base_url,
         **{"agent.max_retries": outage + 20, "agent.retry_max_delay_s": 1.0, "telegram.require_mention": False},
     )  # fmt: skip
     daemon = Daemon(daemon_root, config).start()
@@ -153,7 +146,7 @@ def test_api_outage_then_recovery_answers_every_queued_message(fake_api: FakeAnt
     assert len(answers) == 3
     assert all(a.startswith("answer to:") for a in answers), answers
     assert any("first question" in a for a in answers) and any("second question" in a for a in answers)
-    assert len(fake_api.requests) >= outage + 3  # every refused request was retried
+    assert len(pong_api.requests) >= outage + 3  # every refused request was retried
 
 
 @pytest.fixture
@@ -173,9 +166,9 @@ def full_memory_dir(daemon_root: Path) -> Iterator[Path]:
 
 
 def test_disk_full_on_daily_log_keeps_replying_and_logs_once(
-    fake_api: FakeAnthropic, daemon_root: Path, full_memory_dir: Path
+    pong_api: FakeAnthropic, daemon_root: Path, full_memory_dir: Path
 ) -> None:
-    daemon = Daemon(daemon_root, write_config(daemon_root, fake_api.base_url)).start()
+    daemon = Daemon(daemon_root, write_config(daemon_root, pong_api.base_url)).start()
     try:
         for i in range(1, 4):
             daemon.send(OWNER_DM, f"question {i}", message_id=i)
@@ -190,8 +183,8 @@ def test_disk_full_on_daily_log_keeps_replying_and_logs_once(
     assert "No space left on device" in log_text
 
 
-def test_second_daemon_on_same_data_dir_is_refused(fake_api: FakeAnthropic, daemon_root: Path) -> None:
-    config = write_config(daemon_root, fake_api.base_url)
+def test_second_daemon_on_same_data_dir_is_refused(pong_api: FakeAnthropic, daemon_root: Path) -> None:
+    config = write_config(daemon_root, pong_api.base_url)
     first = Daemon(daemon_root, config).start()
     try:
         second = Daemon(daemon_root, config)
@@ -207,8 +200,8 @@ def test_db_module_is_not_stdlib_sqlite() -> None:
     assert pick_driver().module is not sqlite3 or hasattr(sqlite3.Connection, "enable_load_extension")
 
 
-def test_sighup_reloads_policy_and_status_sees_the_running_daemon(fake_api: FakeAnthropic, daemon_root: Path) -> None:
-    config = write_config(daemon_root, fake_api.base_url, **{"telegram.dm_policy": "allowlist"})
+def test_sighup_reloads_policy_and_status_sees_the_running_daemon(pong_api: FakeAnthropic, daemon_root: Path) -> None:
+    config = write_config(daemon_root, pong_api.base_url, **{"telegram.dm_policy": "allowlist"})
     stranger = {"id": 3003, "first_name": "Sam"}
     stranger_dm = {"id": 3003, "type": "dm", "title": ""}
     daemon = Daemon(daemon_root, config).start()
@@ -264,19 +257,19 @@ def _answer_states(root: Path) -> dict[int, tuple[str, str | None]]:
     return {int(r[0]): (r[1], r[2]) for r in rows}
 
 
-def test_turn_cut_by_kill_9_is_answered_once_after_restart(fake_api: FakeAnthropic, daemon_root: Path) -> None:
-    fake_api.responder = lambda body: Reply(
+def test_turn_cut_by_kill_9_is_answered_once_after_restart(pong_api: FakeAnthropic, daemon_root: Path) -> None:
+    pong_api.responder = lambda body: Reply(
         body={"content": [{"type": "text", "text": "late answer"}], "stop_reason": "end_turn"}, delay=30
     )
-    config = write_config(daemon_root, fake_api.base_url)
+    config = write_config(daemon_root, pong_api.base_url)
     daemon = Daemon(daemon_root, config).start()
     daemon.send(OWNER_DM, "tell me a long story", message_id=7)
-    daemon.wait_for(lambda _: fake_api.requests)  # the turn reached the model
+    daemon.wait_for(lambda _: pong_api.requests)  # the turn reached the model
     daemon.signal(signal.SIGKILL)
     daemon.wait()
     assert _answer_states(daemon_root)[7][0] == "accepted"  # owed an answer, durably
 
-    fake_api.responder = lambda body: text("answer to " + user_said(body))
+    pong_api.responder = lambda body: text("answer to " + user_said(body))
     again = Daemon(daemon_root, config).start()
     try:
         # The restart answers it (it is younger than the recovery window) ...
@@ -296,13 +289,13 @@ def _reloaded(root: Path) -> bool:
     return _logged(root, "reloaded")
 
 
-def test_sighup_moves_owner_and_admin_rights_everywhere(fake_api: FakeAnthropic, daemon_root: Path) -> None:
+def test_sighup_moves_owner_and_admin_rights_everywhere(pong_api: FakeAnthropic, daemon_root: Path) -> None:
     """One record of who is owner and admin: after SIGHUP the prompt's clearance, admin commands and the
     policy gate all follow the new config, with no restart."""
-    fake_api.responder = lambda body: text("ok")
+    pong_api.responder = lambda body: text("ok")
     bob = {"id": 2002, "first_name": "Bob"}
     bob_dm = {"id": 2002, "type": "dm", "title": ""}
-    config = write_config(daemon_root, fake_api.base_url, **{"telegram.allow_from": [2002]})
+    config = write_config(daemon_root, pong_api.base_url, **{"telegram.allow_from": [2002]})
     daemon = Daemon(daemon_root, config).start()
     workspace = daemon_root / "state" / "workspace"
     (workspace / "MEMORY.md").write_text("The vault code is SECRET-VAULT-8080.")
@@ -310,10 +303,10 @@ def test_sighup_moves_owner_and_admin_rights_everywhere(fake_api: FakeAnthropic,
 
     def turn(chat: dict, sender: dict, words: str) -> tuple[str, str]:
         """Send, wait for the reply; (what the model was sent for it, the reply)."""
-        asked, replies = len(fake_api.requests), len(daemon.sent(chat["id"]))
+        asked, replies = len(pong_api.requests), len(daemon.sent(chat["id"]))
         daemon.send(chat, words, message_id=next(ids), sender=sender)
         daemon.wait_for(lambda ev: len(daemon.sent(chat["id"])) > replies)
-        bodies = json.dumps(fake_api.requests[asked:])
+        bodies = json.dumps(pong_api.requests[asked:])
         return bodies, daemon.sent(chat["id"])[-1]["text"]
 
     try:

@@ -7,28 +7,18 @@ import asyncio
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from teleton.daemon.database_watch import MARKER, DatabaseWatch
 from teleton.daemon.runner import EXIT_FATAL
 from teleton.storage import Database, connect
 from teleton.storage.sqlite_driver import pick_driver
 from tests.daemon.harness import OWNER, Daemon, write_config
-from tests.fakes.anthropic_server import FakeAnthropic, last_user_text, text
+from tests.fakes.anthropic_server import FakeAnthropic
 from tests.waiting import until_sync
 
 OWNER_DM = {"id": OWNER["id"], "type": "dm", "title": ""}
 NOTICE = "because the database file was deleted or replaced while I ran"
-
-
-@pytest.fixture
-def fake_api() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as server:
-        server.responder = lambda body: text(f"pong: {last_user_text(body)[-40:]}")
-        yield server
 
 
 def _cli(root: Path, config: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -92,9 +82,9 @@ def _restart_tells_the_owner_once(root: Path, config: Path) -> tuple[list[str], 
 
 
 def test_a_deleted_database_stops_the_daemon_and_the_next_start_tells_the_owner(
-    fake_api: FakeAnthropic, daemon_root: Path
+    pong_api: FakeAnthropic, daemon_root: Path
 ) -> None:
-    config = write_config(daemon_root, fake_api.base_url)
+    config = write_config(daemon_root, pong_api.base_url)
     _lose_database(daemon_root, config, "delete", "deleted")
     status = _cli(daemon_root, config, "status")
     assert status.returncode == 1 and "not running" in status.stdout
@@ -110,9 +100,9 @@ def test_a_deleted_database_stops_the_daemon_and_the_next_start_tells_the_owner(
 
 
 def test_a_database_replaced_while_running_stops_the_daemon_and_the_copy_serves_next(
-    fake_api: FakeAnthropic, daemon_root: Path
+    pong_api: FakeAnthropic, daemon_root: Path
 ) -> None:
-    config = write_config(daemon_root, fake_api.base_url)
+    config = write_config(daemon_root, pong_api.base_url)
     _lose_database(daemon_root, config, "replace", "replaced")
     assert "was replaced while the daemon ran" in _cli(daemon_root, config, "status").stdout
 

@@ -11,11 +11,9 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from telethon import errors, functions
 
 from teleton.config import load_config
@@ -90,12 +88,6 @@ class DaemonOnLink(Daemon):
 
     def _make_gateway(self, db: Database) -> Any:
         return TelegramGateway(self.link, db, GatewaySettings.from_telegram(self.config.telegram, self.principals))
-
-
-@pytest.fixture
-def fake_api() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as server:
-        yield server
 
 
 def _daemon(tmp_path: Path, api: FakeAnthropic, link: LinkClient) -> DaemonOnLink:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import random
 import time
-from pathlib import Path
 
 import pytest
 
@@ -33,13 +32,6 @@ WORDS = "lake roof dog sunset paint painting anna coffee class pier photo bowl t
 def noise(rng: random.Random, n: int) -> list[str]:
     """Other chats' chatter, heavy in the searched chat's words and of another length."""
     return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 30))) for _ in range(n)]
-
-
-@pytest.fixture
-async def db(tmp_path: Path):
-    database = await Database.open(tmp_path / "bm25.db", embedding=None)
-    yield database
-    await database.close()
 
 
 async def feed_rankings(db: Database, chat: int) -> dict[str, list[tuple[int, float]]]:

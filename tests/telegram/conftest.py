@@ -14,7 +14,6 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -164,13 +163,6 @@ class Agent:
         self.seen.append(msg)
         if self.delay:
             await asyncio.sleep(self.delay)
-
-
-@pytest.fixture
-async def db(tmp_path: Path):
-    database = await Database.open(tmp_path / "teleton.db")
-    yield database
-    await database.close()
 
 
 def make_settings(**policy: Any) -> GatewaySettings:

@@ -141,7 +141,7 @@ async def reply(agent: Agent, turn: Turn, text: str) -> None:
     reply_to = msg.message_id if msg.chat.type != "dm" and msg.message_id > 0 else None
     if not text.strip():
         return
-    try:  # whole: the gateway splits it the way its chat needs (Telegram: telegram/split.py)
+    try:  # whole: the gateway splits it the way its chat needs (Telegram: telegram/send/split.py)
         await say(agent, turn, text, reply_to=reply_to)
     except DeliveryFailed as exc:
         log.error("send_failed", chat_id=msg.chat.id, error=str(exc))

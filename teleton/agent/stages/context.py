@@ -30,9 +30,9 @@ from teleton.memory.facts.subjects import attributable, speaker_subject
 from teleton.memory.search.corpora import FACTS, FEED, KNOWLEDGE
 from teleton.memory.search.hybrid import SearchHit, SearchParams, hybrid_search, hybrid_search_db
 from teleton.memory.search.time_ranges import query_time_range
-from teleton.privacy import PUBLIC, Clearance, Principals
+from teleton.privacy import Clearance, Principals
 from teleton.privacy.paths import is_document
-from teleton.privacy.quoting import label_origin, outside, quote
+from teleton.privacy.quoting import outside, shown_to
 from teleton.storage.database import Database
 from teleton.storage.sqlite_driver import Connection
 
@@ -100,9 +100,7 @@ class FeedLine:
     def render(self, own_label: str) -> str:
         when = datetime.fromtimestamp(self.date).astimezone()
         said = f"[{when:%Y-%m-%d %H:%M}] {self.sender}: {' '.join(self.text.split())[:LINE_CAP]}"
-        if self.label in (own_label, PUBLIC):
-            return said
-        return quote(said, label_origin(self.label, self.chat_title or str(self.chat_id)))
+        return shown_to(own_label, self.label, said, self.chat_title or str(self.chat_id))
 
 
 @dataclass
@@ -171,9 +169,7 @@ def history_hits(conn: Connection, hits: list[SearchHit]) -> list[SearchHit]:
 
 
 def _hit_line(hit: SearchHit, label: str, what: str, own_label: str) -> str:
-    if label in (own_label, PUBLIC):
-        return f"- ({what}) {hit.text.strip()}"
-    return "- " + quote(f"({what}) {hit.text.strip()}", label_origin(label))
+    return "- " + shown_to(own_label, label, f"({what}) {hit.text.strip()}")
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,6 @@ server as well as the model, so ``nomic-embed-text`` on two servers never shares
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -21,7 +20,7 @@ from urllib.parse import urlsplit
 import httpx
 import numpy as np
 
-from teleton.config.presets import PresetError, preset
+from teleton.config.presets import PresetError, service_endpoint
 from teleton.providers.http_retry import embed_in_batches, retrying, retrying_sync, unit_rows
 
 MAX_BATCH = 256
@@ -33,26 +32,12 @@ class EmbeddingEndpointError(RuntimeError):
 
 def endpoint_of(config: Any, env: Mapping[str, str] | None = None) -> tuple[str, str | None, str]:
     """(base URL, key or None, label) from ``config.embedding``; the label prefixes the model id."""
-    env = os.environ if env is None else env
-    name = getattr(config, "preset", None)
-    base_url, key_env, label = getattr(config, "base_url", None), None, None
-    if name:
-        try:
-            p = preset(name)
-        except PresetError as exc:
-            raise EmbeddingEndpointError(str(exc).replace("agent.provider", "embedding.preset")) from None
-        if p.family != "openai":
-            raise EmbeddingEndpointError(f"embedding.preset: {name} has no OpenAI-style embeddings endpoint")
-        base_url, key_env, label = base_url or p.base_url, p.key_env, name
-    if not base_url:
-        raise EmbeddingEndpointError(
-            "embedding.base_url: required for provider openai_compatible "
-            "(e.g. http://127.0.0.1:11434/v1), or name a preset with embedding.preset: ollama"
-        )
-    key = getattr(config, "api_key", None) or (env.get(key_env) if key_env else None)
-    if key_env and not key:
-        raise EmbeddingEndpointError(f"embedding.api_key: required for {name} (set {key_env} or embedding.api_key)")
-    return base_url.rstrip("/"), key, label or urlsplit(base_url).netloc
+    try:
+        example = "e.g. http://127.0.0.1:11434/v1, or name a preset with embedding.preset: ollama"
+        base_url, key, found = service_endpoint("embedding", config, env, example=example)
+    except PresetError as exc:
+        raise EmbeddingEndpointError(str(exc)) from None
+    return base_url, key, found.name if found else urlsplit(base_url).netloc
 
 
 def one_line(exc: httpx.HTTPStatusError, base_url: str) -> EmbeddingEndpointError:

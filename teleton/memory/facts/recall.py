@@ -5,7 +5,7 @@ facts even when thirty work facts share more of its words, so recall goes:
 1. pick categories: each category present in scope is scored by the larger of two cosines with the query,
    its label ("pet") and its best fact among the query's nearest facts (so a vague label like "general"
    still wins on content). Categories are few, label vectors are cached by the store: this is one KNN.
-2. search inside the picked categories: the same hybrid blend as ``hybrid_search``, with the category (and
+2. search inside the picked categories: the same hybrid blend as ``search.hybrid``, with the category (and
    scope) restriction INSIDE both legs: a join in the FTS query and an ``id in (...)`` constraint in the vec0
    KNN, which sqlite-vec applies before taking the top k. A filter after a global top-k cut would lose a
    weakly matching pet fact behind thirty stronger facts of other categories.

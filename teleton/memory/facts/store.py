@@ -6,9 +6,9 @@ labels their clearance reads (None = every label, the owner). A fact also names 
 about (``teleton.memory.facts.subjects``). Saving skips an exact duplicate of a current fact, and a fact about the
 same subject and attribute (category, key) — or one the distiller names as replaced — supersedes the old
 one: "my cat is called X" then "... is called Y" leaves one current fact and the first one as history
-(``fact_rows``), which only ``history=True`` recalls show, marked as no longer true.
+(``rows``), which only ``history=True`` recalls show, marked as no longer true.
 
-Recall has three tiers (seed 002; the first two live in ``fact_recall``): pick the categories the query is
+Recall has three tiers (seed 002; the first two live in ``recall``): pick the categories the query is
 about, search inside them, and fall back to all facts in scope when they yield too few. Each tier's hits are
 re-ranked by relevance with an access-count boost and recency decay (half-life from the config), and every
 recalled fact has its access count and last-access time bumped: what gets used stays on top.
@@ -169,7 +169,7 @@ class FactStore:
         keep: Callable[[str], bool] = lambda subject: True,
         history: bool = False,
     ) -> Recall:
-        """Three-tier recall (see ``fact_recall``): the query's categories, their facts, then all facts.
+        """Three-tier recall (see ``recall``): the query's categories, their facts, then all facts.
 
         ``category`` restricts the search to that category (inside the search) with no fallback; ``keep``
         to facts about the subjects it admits. Only current facts are found; ``history`` adds, in

@@ -2,7 +2,7 @@
 vectors, its cached embeddings (sync; inside the caller's transaction).
 
 A message's text also lives in the ``context`` column of the next messages of its chat (see
-``feed_embedding``) and in their vectors, which embed it as context. So erasing a message rebuilds those
+``feed.embedding``) and in their vectors, which embed it as context. So erasing a message rebuilds those
 neighbours' keyword rows from what is left, drops their vectors and marks them for embedding again (the
 feed embedder re-embeds them without it), and drops the cached vectors of every text that held it.
 

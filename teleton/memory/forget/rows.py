@@ -1,8 +1,8 @@
 """The database side of forgetting: which rows hold a needle, and erasing them (sync; inside one transaction).
 
 Rows are matched by a Python function registered on the connection (``forget_hit``), so a needle is never
-SQL or an FTS query, and matching is the same everywhere (``forget_match``). Archived messages are erased
-with ``forget_feed``, which the Telegram layer also uses for ``telegram.deleted_messages: erase``.
+SQL or an FTS query, and matching is the same everywhere (``match``). Archived messages are erased
+with ``feed``, which the Telegram layer also uses for ``telegram.deleted_messages: erase``.
 
 Another person's scope (``owner`` False) reads their rows only, and through the scope's own index where
 there is one (their DM's messages and session, their label's facts and knowledge), so nobody else's rows are

@@ -107,7 +107,7 @@ async def hybrid_search_db(
     scope: Sequence[Any] | None = None,
     when: TimeRange | None = None,
 ) -> list[SearchHit]:
-    """``hybrid_search`` with the keyword and vector legs on two reader threads at once (same results)."""
+    """``search.hybrid`` with the keyword and vector legs on two reader threads at once (same results)."""
     scope = normalise_scope(corpus, scope)
     if scope == []:
         return []

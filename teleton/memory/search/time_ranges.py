@@ -1,6 +1,6 @@
 """The time a question is about: "on 16 November, 2023", "in May", "last week", "yesterday", "3 days ago".
 
-A search whose query names a time ranks messages of that time higher (``hybrid_search``). Relative
+A search whose query names a time ranks messages of that time higher (``search.hybrid``). Relative
 expressions are resolved against ``now``: the date of the message asking, so a question read from the
 archive later means what it meant when it was asked. English expressions and ISO / dotted numeric dates are
 understood; a text naming none returns None and the search is unchanged.

@@ -1,7 +1,7 @@
 """Writing and removing rows of the sqlite-vec tables (sync; call inside ``db.write``).
 
 vec0 tables have no upsert, so a write is delete-then-insert. Table names come from the corpus constants
-in ``hybrid_search``; vectors are bound as float32 blobs.
+in ``search.hybrid``; vectors are bound as float32 blobs.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 ``FeedPipeline.message`` returns only after the message is committed, and the insert is the deduplication:
 a replayed update, a catch-up after a restart, or our own sent message echoing back are archived once. A
 live message is archived ``archived``; the gate's verdict follows as ``accepted`` or ``ignored``, and the
-agent's runtime closes it as ``answered`` or ``failed`` (``feed_archive``). A message still open — accepted
+agent's runtime closes it as ``answered`` or ``failed`` (``memory.feed.archive``). A message still open — accepted
 before a crash or a SIGTERM and never answered — is offered again when its update is replayed, and at
 start by ``recover``: once, in order per chat, if younger than the recovery window; older ones are marked
 failed and counted. No Telethon here; the Telethon handlers build the records and call in.

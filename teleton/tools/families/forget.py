@@ -18,7 +18,7 @@ import structlog
 
 from teleton.llm.tool_loop import ToolResult
 from teleton.memory.forget.everywhere import Findings, NeedleError, Report, find, parse_needle, scope_for
-from teleton.privacy.quoting import label_origin, quote
+from teleton.privacy.quoting import shown_to
 from teleton.tools.registry import Tool, ToolContext, ToolDeps
 
 log = structlog.get_logger(__name__)
@@ -171,7 +171,7 @@ def _excerpts(findings: Findings, ctx: ToolContext) -> list[str]:
         label = excerpt.origin(ctx.deps.principals)
         ctx.shown(label)
         line = f"{excerpt.layer}: {excerpt.text}"
-        lines.append(line if label == ctx.clearance.label else quote(line, label_origin(label)))
+        lines.append(shown_to(ctx.clearance.label, label, line))
     return lines
 
 

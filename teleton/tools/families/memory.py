@@ -34,7 +34,7 @@ from teleton.memory.search.corpora import FEED, KNOWLEDGE
 from teleton.memory.search.hybrid import hybrid_search
 from teleton.privacy import OWNER, PUBLIC
 from teleton.privacy.paths import is_document
-from teleton.privacy.quoting import label_origin, mark, outside, quote
+from teleton.privacy.quoting import mark, outside, shown_to
 from teleton.storage.private_files import write_private
 from teleton.tools.held import Held, Outgoing
 from teleton.tools.outbox import EgressRefused, gate
@@ -212,7 +212,7 @@ async def _subjects(ctx: ToolContext, requested: str | None) -> Callable[[str], 
 
 def _shown(ctx: ToolContext, label: str, line: str) -> str:
     """A result line; quoted with its origin when it is another chat's or person's (untrusted)."""
-    return line if label in (ctx.clearance.label, PUBLIC) else quote(line, label_origin(label))
+    return shown_to(ctx.clearance.label, label, line)
 
 
 # -- memory_search -----------------------------------------------------------------------------------

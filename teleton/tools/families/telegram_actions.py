@@ -188,6 +188,10 @@ def _download_tool(settings: TelegramToolSettings) -> Handler:
 
 
 # -- the tool list ---------------------------------------------------------------------------------------
+# The tools that put a message in the turn's own chat: when one did, the turn's final text is not sent again.
+SPEAKS_IN_CHAT = frozenset({"send_message", "reply"})
+
+
 def telegram_tools(settings: TelegramToolSettings = TelegramToolSettings()) -> list[Tool]:
     text = {"type": "string", "minLength": 1, "maxLength": 40_000}
     return [
