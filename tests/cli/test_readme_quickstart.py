@@ -9,6 +9,8 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -19,6 +21,7 @@ def quickstart() -> list[str]:
     return block.group(1).strip().splitlines()
 
 
+@pytest.mark.timeout(1800)  # a whole install: on a busy machine it outlasts the suite's 300 s per test
 def test_the_readme_quick_start_runs_as_written_up_to_doctor(tmp_path: Path) -> None:
     lines = quickstart()
     upto = next(i for i, line in enumerate(lines) if "teleton doctor" in line)

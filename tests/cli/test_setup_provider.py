@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 from teleton.cli.setup_provider import ModelChoice, agent_settings, detect_local
 from teleton.config import load_config
+from tests.cli.test_setup_login import DOWN, ENTER, _cli, _keys, _wizard
 from tests.fakes.openai_embeddings import FakeEmbeddings
-from tests.telegram.test_setup import DOWN, ENTER, _cli, _keys, _wizard
 
 
 def closed_port_url() -> str:
