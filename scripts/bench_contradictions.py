@@ -122,7 +122,7 @@ async def run_scenario(
 
 def _archive(conn: Any, chat: ChatInfo, sender: int, turn: dict[str, Any], n: int) -> None:
     """The message as the Telegram layer archives it (a group's members are known by their messages)."""
-    fa.upsert_chat(conn, fa.ChatRecord(id=chat.id, type=chat.type, title=chat.title), time.time())
+    fa.upsert_chat(conn, ChatInfo(id=chat.id, type=chat.type, title=chat.title), time.time())
     fa.insert_message(
         conn,
         fa.MessageRecord(

@@ -99,7 +99,7 @@ async def fill_archive(db: Database, count: int, chats: int, vectors: bool, dims
         def _write(conn: Any, records: list[fa.MessageRecord] = records) -> None:
             for chat_id in {r.chat_id for r in records}:
                 kind = "dm" if chat_id > 0 else "group"
-                fa.upsert_chat(conn, fa.ChatRecord(id=chat_id, type=kind, title=str(chat_id)), now)
+                fa.upsert_chat(conn, ChatInfo(id=chat_id, type=kind, title=str(chat_id)), now)
             for record in records:
                 row = fa.insert_message(conn, record)
                 if vectors:

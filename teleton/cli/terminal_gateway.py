@@ -191,7 +191,7 @@ class TerminalGateway:
             media_kind=media.kind if media else None,
         )
         now = time.time()
-        chat = fa.ChatRecord(id=self.chat.id, type="dm", title=self.chat.title)
+        chat = ChatInfo(id=self.chat.id, type="dm", title=self.chat.title)
 
         def _write(conn: object) -> None:
             if chat_id == chat.id:

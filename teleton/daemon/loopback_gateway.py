@@ -156,9 +156,9 @@ class LoopbackGateway:
             media=media,
             forwarded_from=record.fwd_from,
         )
-        users = [fa.UserRecord(sender.id, sender.first_name, sender.last_name, sender.username)] if sender else []
+        users = [UserInfo(sender.id, sender.first_name, sender.last_name, sender.username)] if sender else []
         result = await self.pipeline.message(
-            record, chat=fa.ChatRecord(chat.id, chat.type, chat.title), users=users, incoming=incoming
+            record, chat=ChatInfo(chat.id, chat.type, chat.title), users=users, incoming=incoming
         )
         self._emit({"op": "archived", "chat_id": chat.id, "message_id": record.message_id, "new": result.new})
 

@@ -36,6 +36,8 @@ class UserInfo:
     username: str | None = None
     phone: str | None = None
     is_bot: bool = False
+    # A "min" user (Telegram's partial view) lacks username/phone: archived, it must not erase what we know.
+    partial: bool = False
 
     @property
     def display_name(self) -> str:

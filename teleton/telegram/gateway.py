@@ -184,7 +184,7 @@ class TelegramGateway(TelegramActions):
         self.batcher.start()
 
     def set_me(self, user: types.User) -> None:
-        self.me = convert.user_info(convert.user_record(user))
+        self.me = convert.user_record(user)
         # Telethon needs our id to build events offline (e.g. outgoing flags of short updates).
         self.client._mb_entity_cache.set_self_user(user.id, bool(user.bot), user.access_hash)
 

@@ -175,7 +175,7 @@ async def archive_incoming(db: Database, msg: IncomingMessage, agent_state: str 
         sender_id=msg.sender.id if msg.sender else None,
         sender_name=msg.sender.display_name if msg.sender else "",
     )
-    chat = fa.ChatRecord(id=msg.chat.id, type=msg.chat.type, title=msg.chat.title)
+    chat = ChatInfo(id=msg.chat.id, type=msg.chat.type, title=msg.chat.title)
 
     def _write(conn: Any) -> None:
         fa.upsert_chat(conn, chat, time.time())

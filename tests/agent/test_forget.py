@@ -18,7 +18,7 @@ from rich.console import Console
 
 from teleton.agent.runtime import Agent, AgentDeps, AgentSettings
 from teleton.cli.terminal_gateway import TerminalGateway
-from teleton.gateway.contract import ChatInfo
+from teleton.gateway.contract import ChatInfo, UserInfo
 from teleton.llm import LLMClient
 from teleton.memory.embeddings.cached import CachedProvider
 from teleton.memory.embeddings.local import LocalEmbedder
@@ -85,7 +85,7 @@ def daily_log(h: Harness) -> Path:
 async def seed_everywhere(h: Harness) -> dict[str, Any]:
     """The phone number in every layer; returns the ids of what holds it."""
     db = h.db
-    await db.write(lambda conn: fa.upsert_user(conn, fa.UserRecord(OWNER.id, "Olga", phone=DIGITS), time.time()))
+    await db.write(lambda conn: fa.upsert_user(conn, UserInfo(OWNER.id, "Olga", phone=DIGITS), time.time()))
     await h.dm(f"My new number is {PHONE}, write it down")  # archive, live session, daily log, query cache
     await h.dm("What's the weather like tomorrow?")  # its keyword context carries the number
     facts = h.agent.deps.facts

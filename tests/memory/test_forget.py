@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from teleton.gateway.contract import ChatInfo
 from teleton.memory.embeddings.cached import CachedProvider, text_hash
 from teleton.memory.embeddings.local import LocalEmbedder
 from teleton.memory.facts.rows import Fact
@@ -33,7 +34,7 @@ async def archive(db: Database, chat_id: int, texts: list[tuple[int, str]], star
     now = start or time.time()
 
     def _write(conn: Any) -> list[int]:
-        fa.upsert_chat(conn, fa.ChatRecord(chat_id, "dm" if chat_id > 0 else "group"), now)
+        fa.upsert_chat(conn, ChatInfo(chat_id, "dm" if chat_id > 0 else "group"), now)
         base = (fa.last_message_id(conn, chat_id) or 0) + 1
         return [
             fa.insert_message(

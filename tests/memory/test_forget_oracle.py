@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from teleton.gateway.contract import ChatInfo, UserInfo
 from teleton.memory.embeddings.cached import CachedProvider
 from teleton.memory.embeddings.local import LocalEmbedder
 from teleton.memory.facts.rows import Fact
@@ -64,7 +65,7 @@ async def _archive(db: Database, chat_id: int, said: list[tuple[int, str, float]
     """Archive ``(sender, text, date)`` messages in one chat."""
 
     def _write(conn: Any) -> None:
-        fa.upsert_chat(conn, fa.ChatRecord(chat_id, "dm" if chat_id > 0 else "group"), T0)
+        fa.upsert_chat(conn, ChatInfo(chat_id, "dm" if chat_id > 0 else "group"), T0)
         base = (fa.last_message_id(conn, chat_id) or 0) + 1
         for i, (sender, text, date) in enumerate(said):
             record = fa.MessageRecord(chat_id, base + i, date, text, sender_id=sender, sender_name=f"u{sender}")
@@ -98,7 +99,7 @@ async def build(tmp_path: Path, embedder: LocalEmbedder, *, others: bool) -> Wor
 
     # Bob's own: one guess per message of his DM (with the agent's answers), per fact, per daily-log line,
     # per summary of his; his conversation and a scheduled task of his DM hold them all.
-    await db.write(lambda conn: fa.upsert_user(conn, fa.UserRecord(BOB, "Bob", username="bob"), T0))
+    await db.write(lambda conn: fa.upsert_user(conn, UserInfo(BOB, "Bob", username="bob"), T0))
     said = [line for guess in GUESSES for line in (f"my guess: {guess}", "noted")]
     await _archive(
         db, BOB, [(BOB if i % 2 == 0 else OWNER_ID, s, T0 + i // 2 * APART + i % 2) for i, s in enumerate(said)]

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from teleton.gateway.contract import ChatInfo
 from teleton.llm.tool_loop import ToolResult
 from teleton.scheduler.scheduler import Scheduler, SchedulerSettings
 from teleton.scheduler.task_store import NewTask, TaskStore
@@ -277,9 +278,9 @@ async def test_periodic_job_never_runs_twice_at_once(db: Database) -> None:
 
 async def test_archived_chat_for_the_context_of_a_task(db: Database) -> None:
     from teleton.agent.messages import archived_chat
-    from teleton.memory.feed.archive import ChatRecord, upsert_chat
+    from teleton.memory.feed.archive import upsert_chat
 
-    await db.write(lambda c: upsert_chat(c, ChatRecord(GROUP.id, "group", "Hikers", None, 5), time.time()))
+    await db.write(lambda c: upsert_chat(c, ChatInfo(GROUP.id, "group", "Hikers", None, 5), time.time()))
     chat = await archived_chat(db, GROUP.id)
     assert (chat.type, chat.title, chat.member_count) == ("group", "Hikers", 5)
     assert (await archived_chat(db, 555)).type == "dm" and (await archived_chat(db, -555)).type == "group"

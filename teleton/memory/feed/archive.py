@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from teleton.gateway.contract import ChatInfo, UserInfo
 from teleton.memory.search.corpora import FEED
 from teleton.memory.search.vector_store import delete_vectors
 from teleton.storage.sqlite_driver import Connection
@@ -29,27 +30,6 @@ STATE_SENDING = "sending"  # its reply is going out (agent_note: since when)
 STATE_ANSWERED = "answered"
 STATE_FAILED = "failed"
 OPEN_STATES = (STATE_ARCHIVED, STATE_ACCEPTED, STATE_SENDING)
-
-
-@dataclass(frozen=True)
-class ChatRecord:
-    id: int
-    type: str  # 'dm' | 'group' | 'channel'
-    title: str = ""
-    username: str | None = None
-    member_count: int | None = None
-
-
-@dataclass(frozen=True)
-class UserRecord:
-    id: int
-    first_name: str = ""
-    last_name: str = ""
-    username: str | None = None
-    phone: str | None = None
-    is_bot: bool = False
-    # A "min" user (Telegram's partial view) lacks username/phone; it must not erase what we know.
-    partial: bool = False
 
 
 @dataclass(frozen=True)
@@ -79,7 +59,7 @@ class ArchiveResult:
     agent_state: str | None
 
 
-def upsert_chat(conn: Connection, chat: ChatRecord, now: float) -> None:
+def upsert_chat(conn: Connection, chat: ChatInfo, now: float) -> None:
     conn.execute(
         "insert into tg_chats(id, type, title, username, member_count, updated_at) values (?,?,?,?,?,?) "
         "on conflict(id) do update set type = excluded.type, "
@@ -91,7 +71,7 @@ def upsert_chat(conn: Connection, chat: ChatRecord, now: float) -> None:
     )
 
 
-def upsert_user(conn: Connection, user: UserRecord, now: float) -> None:
+def upsert_user(conn: Connection, user: UserInfo, now: float) -> None:
     if user.partial:
         conn.execute(
             "insert into tg_users(id, first_name, last_name, username, phone, is_bot, updated_at) "
@@ -237,7 +217,7 @@ class OpenMessage:
     text: str
     state: str
     note: str | None
-    sender: UserRecord | None
+    sender: UserInfo | None
     reply_to_id: int | None
     fwd_from: str | None = None
     mentions_us: bool = False
@@ -266,7 +246,7 @@ def open_messages(conn: Connection) -> list[OpenMessage]:
             note=r["agent_note"],
             sender=None
             if r["sender_id"] is None
-            else UserRecord(
+            else UserInfo(
                 id=int(r["sender_id"]),
                 first_name=r["first_name"] or "",
                 last_name=r["last_name"] or "",
@@ -334,13 +314,13 @@ def is_our_message(conn: Connection, chat_id: int, message_id: int) -> bool:
     return bool(row and row[0])
 
 
-def known_user(conn: Connection, user_id: int) -> UserRecord | None:
+def known_user(conn: Connection, user_id: int) -> UserInfo | None:
     row = conn.execute(
         "select id, first_name, last_name, username, phone, is_bot from tg_users where id = ?", (user_id,)
     ).fetchone()
     if row is None:
         return None
-    return UserRecord(
+    return UserInfo(
         id=int(row[0]), first_name=row[1], last_name=row[2], username=row[3], phone=row[4], is_bot=bool(row[5])
     )
 

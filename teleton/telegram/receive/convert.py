@@ -13,7 +13,7 @@ from telethon import helpers, utils
 from telethon.tl import types
 
 from teleton.gateway.contract import ChatInfo, ChatType, IncomingMessage, MediaInfo, UserInfo
-from teleton.memory.feed.archive import ChatRecord, MessageRecord, UserRecord
+from teleton.memory.feed.archive import MessageRecord
 
 
 def peer_id(peer: Any) -> int:
@@ -33,8 +33,8 @@ def chat_type(peer: Any, entity: Any = None, message: Any = None) -> ChatType:
     return "channel" if getattr(message, "post", False) else "group"
 
 
-def user_record(user: types.User) -> UserRecord:
-    return UserRecord(
+def user_record(user: types.User) -> UserInfo:
+    return UserInfo(
         id=int(user.id),
         first_name=user.first_name or "",
         last_name=user.last_name or "",
@@ -45,47 +45,26 @@ def user_record(user: types.User) -> UserRecord:
     )
 
 
-def user_info(user: UserRecord) -> UserInfo:
-    return UserInfo(
-        id=user.id,
-        first_name=user.first_name,
-        last_name=user.last_name,
-        username=user.username,
-        phone=user.phone,
-        is_bot=user.is_bot,
-    )
-
-
-def chat_record(chat_id: int, kind: ChatType, entity: Any) -> ChatRecord:
+def chat_record(chat_id: int, kind: ChatType, entity: Any) -> ChatInfo:
     if isinstance(entity, types.User):
         title = " ".join(p for p in (entity.first_name, entity.last_name) if p) or (entity.username or "")
-        return ChatRecord(id=chat_id, type=kind, title=title, username=_username(entity))
+        return ChatInfo(id=chat_id, type=kind, title=title, username=_username(entity))
     if isinstance(entity, (types.Chat, types.ChatForbidden)):
-        return ChatRecord(
+        return ChatInfo(
             id=chat_id,
             type=kind,
             title=entity.title or "",
             member_count=getattr(entity, "participants_count", None),
         )
     if isinstance(entity, (types.Channel, types.ChannelForbidden)):
-        return ChatRecord(
+        return ChatInfo(
             id=chat_id,
             type=kind,
             title=entity.title or "",
             username=_username(entity),
             member_count=getattr(entity, "participants_count", None),
         )
-    return ChatRecord(id=chat_id, type=kind)
-
-
-def chat_info(chat: ChatRecord) -> ChatInfo:
-    return ChatInfo(
-        id=chat.id,
-        type=chat.type,  # type: ignore[arg-type]
-        title=chat.title,
-        username=chat.username,
-        member_count=chat.member_count,
-    )
+    return ChatInfo(id=chat_id, type=kind)
 
 
 def sender_of(message: Any, chat_id: int, me_id: int | None) -> int | None:
@@ -276,7 +255,7 @@ def _ts(value: Any) -> float:
 
 
 def incoming(
-    chat: ChatRecord,
+    chat: ChatInfo,
     sender: UserInfo | None,
     record: MessageRecord,
     *,
@@ -285,7 +264,7 @@ def incoming(
     media: MediaInfo | None = None,
 ) -> IncomingMessage:
     return IncomingMessage(
-        chat=chat_info(chat),
+        chat=chat,
         sender=sender,
         message_id=record.message_id,
         text=record.text,

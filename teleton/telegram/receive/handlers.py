@@ -14,8 +14,7 @@ import structlog
 from telethon import TelegramClient, events
 from telethon.tl import types
 
-from teleton.gateway.contract import UserInfo
-from teleton.memory.feed.archive import ChatRecord, UserRecord
+from teleton.gateway.contract import ChatInfo, UserInfo
 from teleton.telegram.receive import convert
 from teleton.telegram.receive.pipeline import FeedPipeline
 
@@ -91,7 +90,7 @@ class FeedHandlers:
         users = [convert.user_record(e) for e in entities.values() if isinstance(e, types.User)]
         await self.pipeline.service(record, chat=chat, users=users, new_title=title, member_delta=delta)
 
-    def _records(self, msg: Any) -> tuple[ChatRecord, list[UserRecord], UserInfo | None, Any]:
+    def _records(self, msg: Any) -> tuple[ChatInfo, list[UserInfo], UserInfo | None, Any]:
         chat_id = int(msg.chat_id)
         entity = msg.chat  # cached from the update's entities; None when it did not carry the chat
         kind = convert.chat_type(msg.peer_id, entity, msg)
@@ -101,12 +100,12 @@ class FeedHandlers:
         me = self.me()
         sender_id = convert.sender_of(msg, chat_id, me.id if me else None)
         sender_entity = msg.sender
-        users: list[UserRecord] = []
+        users: list[UserInfo] = []
         sender: UserInfo | None = None
         if isinstance(sender_entity, types.User):
             user = convert.user_record(sender_entity)
             users.append(user)
-            sender = convert.user_info(user)
+            sender = user
         elif sender_entity is not None:
             sender = UserInfo(id=int(sender_id or chat_id), first_name=convert.display_name(sender_entity))
         elif sender_id is not None:

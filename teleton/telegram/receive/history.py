@@ -15,7 +15,7 @@ import structlog
 from telethon import TelegramClient, errors, utils
 from telethon.tl import types
 
-from teleton.gateway.contract import GatewayError
+from teleton.gateway.contract import ChatInfo, GatewayError
 from teleton.memory.feed import archive as fa
 from teleton.storage import Database
 from teleton.telegram.receive import convert
@@ -85,7 +85,7 @@ async def backfill(
     return BackfillResult(chat_id=chat_id, title=chat_rec.title, fetched=fetched, new=new)
 
 
-def _archive_page(conn: Any, chat: fa.ChatRecord, page: list[Any]) -> int:
+def _archive_page(conn: Any, chat: ChatInfo, page: list[Any]) -> int:
     import time
 
     now = time.time()

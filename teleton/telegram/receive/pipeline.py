@@ -20,7 +20,7 @@ from typing import Any
 
 import structlog
 
-from teleton.gateway.contract import IncomingMessage, UserInfo
+from teleton.gateway.contract import ChatInfo, IncomingMessage, UserInfo
 from teleton.memory.feed import archive as fa
 from teleton.memory.forget.feed import forget_deleted
 from teleton.storage import Database
@@ -64,8 +64,8 @@ class FeedPipeline:
         self,
         record: fa.MessageRecord,
         *,
-        chat: fa.ChatRecord | None = None,
-        users: Sequence[fa.UserRecord] = (),
+        chat: ChatInfo | None = None,
+        users: Sequence[UserInfo] = (),
         incoming: IncomingMessage | None = None,
     ) -> fa.ArchiveResult:
         """Archive one message; then offer it to the agent if it is new, live and from someone else."""
@@ -75,8 +75,8 @@ class FeedPipeline:
         self,
         record: fa.MessageRecord,
         *,
-        chat: fa.ChatRecord | None = None,
-        users: Sequence[fa.UserRecord] = (),
+        chat: ChatInfo | None = None,
+        users: Sequence[UserInfo] = (),
         incoming: IncomingMessage | None = None,
     ) -> asyncio.Future[fa.ArchiveResult]:
         """``message`` without waiting for the commit: the returned future resolves once the row is committed
@@ -99,7 +99,7 @@ class FeedPipeline:
             reply_id = None
         bare = incoming.sender if offer and incoming is not None and _bare(incoming.sender) else None
 
-        def op(conn: Connection) -> tuple[fa.ArchiveResult, bool, fa.UserRecord | None]:
+        def op(conn: Connection) -> tuple[fa.ArchiveResult, bool, UserInfo | None]:
             _write_meta(conn, meta)
             result = fa.insert_message(conn, record, agent_state=state)
             if not result.new:
@@ -110,7 +110,7 @@ class FeedPipeline:
 
         done: asyncio.Future[fa.ArchiveResult] = asyncio.get_running_loop().create_future()
 
-        def committed(write: asyncio.Future[tuple[fa.ArchiveResult, bool, fa.UserRecord | None]]) -> None:
+        def committed(write: asyncio.Future[tuple[fa.ArchiveResult, bool, UserInfo | None]]) -> None:
             if write.cancelled() or write.exception() is not None:
                 if not done.done():
                     done.set_exception(write.exception() or asyncio.CancelledError())
@@ -133,7 +133,7 @@ class FeedPipeline:
         result: fa.ArchiveResult,
         incoming: IncomingMessage | None,
         reply_is_ours: bool,
-        known: fa.UserRecord | None,
+        known: UserInfo | None,
     ) -> None:
         self._remember(meta)
         if record.is_outgoing:
@@ -227,7 +227,7 @@ class FeedPipeline:
         return embedder
 
     async def edit(
-        self, record: fa.MessageRecord, *, chat: fa.ChatRecord | None = None, users: Sequence[fa.UserRecord] = ()
+        self, record: fa.MessageRecord, *, chat: ChatInfo | None = None, users: Sequence[UserInfo] = ()
     ) -> fa.ArchiveResult:
         meta = self._unwritten(chat, users)
 
@@ -253,8 +253,8 @@ class FeedPipeline:
         self,
         record: fa.MessageRecord,
         *,
-        chat: fa.ChatRecord | None = None,
-        users: Sequence[fa.UserRecord] = (),
+        chat: ChatInfo | None = None,
+        users: Sequence[UserInfo] = (),
         new_title: str | None = None,
         member_delta: int = 0,
     ) -> fa.ArchiveResult:
@@ -285,7 +285,7 @@ class FeedPipeline:
         while len(self._ours) > _OURS_CHATS:
             self._ours.popitem(last=False)
 
-    def _unwritten(self, chat: fa.ChatRecord | None, users: Sequence[fa.UserRecord]) -> list[object]:
+    def _unwritten(self, chat: ChatInfo | None, users: Sequence[UserInfo]) -> list[object]:
         # Chat and user rows change rarely; writing them with every message would double the write load.
         meta: list[object] = []
         if chat is not None and self._written.get(("chat", chat.id)) != chat:
@@ -295,7 +295,7 @@ class FeedPipeline:
 
     def _remember(self, meta: list[object]) -> None:
         for item in meta:
-            kind = "chat" if isinstance(item, fa.ChatRecord) else "user"
+            kind = "chat" if isinstance(item, ChatInfo) else "user"
             self._written[(kind, item.id)] = item  # type: ignore[attr-defined]
             self._written.move_to_end((kind, item.id))  # type: ignore[attr-defined]
         while len(self._written) > _ENTITY_CACHE:
@@ -310,7 +310,7 @@ def _bare(sender: UserInfo | None) -> bool:
 def _write_meta(conn: Connection, meta: list[object]) -> None:
     now = time.time()
     for item in meta:
-        if isinstance(item, fa.ChatRecord):
+        if isinstance(item, ChatInfo):
             fa.upsert_chat(conn, item, now)
-        elif isinstance(item, fa.UserRecord):
+        elif isinstance(item, UserInfo):
             fa.upsert_user(conn, item, now)

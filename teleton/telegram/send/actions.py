@@ -258,26 +258,26 @@ class TelegramActions:
     async def get_chat(self, chat_id: int) -> ChatInfo:
         entity = await self._call(lambda: self.client.get_entity(chat_id), "get chat")
         peer = utils.get_peer(entity)
-        return convert.chat_info(convert.chat_record(chat_id, convert.chat_type(peer, entity), entity))
+        return convert.chat_record(chat_id, convert.chat_type(peer, entity), entity)
 
     async def get_user(self, user: int | str) -> UserInfo:
         entity = await self._call(lambda: self.client.get_entity(user), "get user")
         if not isinstance(entity, types.User):
             raise GatewayError(f"{user} is not a user")
-        return convert.user_info(convert.user_record(entity))
+        return convert.user_record(entity)
 
     async def list_dialogs(self, limit: int = 50) -> list[ChatInfo]:
         dialogs = await self._call(lambda: self.client.get_dialogs(limit=limit), "list dialogs")
         out = []
         for d in dialogs:
             peer = utils.get_peer(d.entity)
-            out.append(convert.chat_info(convert.chat_record(int(d.id), convert.chat_type(peer, d.entity), d.entity)))
+            out.append(convert.chat_record(int(d.id), convert.chat_type(peer, d.entity), d.entity))
         return out
 
     async def get_participants(self, chat_id: int, limit: int = 200) -> list[UserInfo]:
         peer = await self._peer(chat_id)
         users = await self._call(lambda: self.client.get_participants(peer, limit=limit), "get participants")
-        return [convert.user_info(convert.user_record(u)) for u in users]
+        return [convert.user_record(u) for u in users]
 
     async def kick(self, chat_id: int, user_id: int) -> None:
         peer = await self._peer(chat_id)
