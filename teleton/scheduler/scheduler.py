@@ -191,9 +191,8 @@ class Scheduler:
             _, pending = await asyncio.wait(running, timeout=grace_s)
             for task in pending:
                 task.cancel()
-        for task in [*loops, *running]:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        # gather, not "suppress(CancelledError): await task": that also swallowed a cancel of stop()'s caller.
+        await asyncio.gather(*loops, *running, return_exceptions=True)
 
     # -- tasks ---------------------------------------------------------------------------------------
     async def _task_loop(self, up: Callable[[], None]) -> None:
@@ -210,8 +209,11 @@ class Scheduler:
         delay = self.settings.max_sleep_s
         if nxt is not None:
             delay = max(0.0, min(nxt - self.clock(), delay))
+        # asyncio.timeout, not wait_for: on 3.11 wait_for swallows a cancel that lands as the wake arrives, and
+        # stop() then waited forever on a loop the supervisor kept restarting (a loaded suite run hung on it).
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), timeout=max(delay, 0.05))
+            async with asyncio.timeout(max(delay, 0.05)):
+                await self._wake.wait()
 
     async def run_due(self) -> list[int]:
         """One pass: block tasks whose dependency ended badly, start every due task. Returns started ids."""

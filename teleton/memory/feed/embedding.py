@@ -260,4 +260,5 @@ class FeedEmbedder:
                 # Load new vectors (all of them at start) into the all-chat index now, not in a search.
                 await self._db.read(lambda conn, table=FEED.half_vec: index_for(conn, table))
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self._interval)
+                async with asyncio.timeout(self._interval):  # not wait_for: on 3.11 it can swallow stop()'s cancel
+                    await self._wake.wait()

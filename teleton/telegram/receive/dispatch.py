@@ -196,7 +196,8 @@ class Dispatcher:
     async def _work(self, chat_id: int, lane: _Lane) -> None:
         while True:
             try:
-                first = await asyncio.wait_for(lane.queue.get(), LANE_IDLE_S)
+                async with asyncio.timeout(LANE_IDLE_S):  # not wait_for: on 3.11 it can swallow a stop's cancel
+                    first = await lane.queue.get()
             except TimeoutError:
                 if lane.queue.empty():
                     self._lanes.pop(chat_id, None)
@@ -218,7 +219,8 @@ class Dispatcher:
             if wait <= 0:
                 return
             try:
-                batch.append(await asyncio.wait_for(lane.queue.get(), wait))
+                async with asyncio.timeout(wait):
+                    batch.append(await lane.queue.get())
             except TimeoutError:
                 return
 
