@@ -16,7 +16,7 @@ import structlog
 
 from teleton.memory.search.salience import decay_salience
 from teleton.storage import Database
-from teleton.storage.schema import get_meta, set_meta
+from teleton.storage.vector_tables import get_meta, set_meta
 
 log = structlog.get_logger(__name__)
 

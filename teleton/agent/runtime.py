@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -49,14 +48,13 @@ from teleton.memory.journal.daily_logs import DailyLogs
 from teleton.privacy import Clearance, Taint
 from teleton.privacy.quoting import outside
 from teleton.storage.database import storage_fault
+from teleton.tools.rag import StickyPicks
 from teleton.tools.registry import ToolDeps
 
 __all__ = ["Agent", "AgentDeps", "AgentSettings"]
 
 log = structlog.get_logger(__name__)
 
-STICKY_TOOLS_MAX = 40
-OFFERED_KEPT = 2_000  # sessions whose sticky tool picks are kept (one per active chat)
 FLUSH_NOTE = (
     "## Memory flush\nThis conversation has filled half of your context window and will be compacted "
     "soon. Before answering, save anything worth keeping with memory_save (facts) or memory_write (notes)."
@@ -110,7 +108,7 @@ class Agent:
         self._running: dict[int, asyncio.Task[None]] = {}
         self._flushed: set[str] = set()  # sessions already told to flush (once per session)
         # session id -> tools offered so far (sticky tool RAG), for the most recently active sessions
-        self._offered: OrderedDict[str, set[str]] = OrderedDict()
+        self._offered = StickyPicks()
         self.turns = 0
         self.daily_log_failing = False
         self.last_timings: dict[str, float] = {}  # stage timings of the last finished turn (bench, /status)
@@ -343,30 +341,13 @@ class Agent:
             self.context.build(msg, turn.clearance, pick_tools), self.prompt.parts(self._prompt_inputs(turn))
         )
         self._fit_memory(turn, parts)
-        names = self._sticky_tools(required(turn.session).id, turn.rag.extra)
+        names = self._offered.offer(required(turn.session).id, turn.rag.extra)
         turn.tools = self.deps.registry.schemas(msg.chat, turn.is_admin, names, is_owner=turn.clearance.is_owner)
 
     def forget(self, session_id: str) -> None:
         """Drop per-session state of a session that ended (the daemon runs for months)."""
         self._flushed.discard(session_id)
-        self._offered.pop(session_id, None)
-
-    def _sticky_tools(self, session_id: str, picked: Sequence[str] | None) -> list[str] | None:
-        """Tool RAG's pick, grown over the session rather than replaced each turn.
-
-        The tool list is the first thing in a request, so any change to it misses the prompt cache for
-        everything after it. Offering the union of this session's picks changes the list only when a new
-        tool becomes relevant; past ``STICKY_TOOLS_MAX`` the set starts over from this turn's pick.
-        """
-        if picked is None:
-            return None
-        offered = self._offered.pop(session_id, set()) | set(picked)
-        if len(offered) > STICKY_TOOLS_MAX:
-            offered = set(picked)
-        self._offered[session_id] = offered
-        while len(self._offered) > OFFERED_KEPT:  # a long-quiet session just starts a new pick
-            self._offered.popitem(last=False)
-        return sorted(offered)
+        self._offered.forget(session_id)
 
     async def build_system(self, turn: Turn) -> None:
         """After a compaction mid-turn: the summary changed, and with it what is left for the rest."""

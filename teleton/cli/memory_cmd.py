@@ -109,7 +109,7 @@ def search_cmd(
 
 
 def _stats(conn: Any) -> dict[str, Any]:
-    from teleton.storage.schema import get_meta
+    from teleton.storage.vector_tables import get_meta
 
     def one(sql: str) -> Any:
         try:

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import structlog
 
-from teleton.storage import schema
+from teleton.storage import schema, vector_tables
 from teleton.storage.sqlite_driver import Connection, Driver, has_fts5, load_sqlite_vec, pick_driver
 
 log = structlog.get_logger(__name__)
@@ -110,7 +110,7 @@ class Database:
                 vec_version = _vec_version(conn)
             reset = False
             if vec_version is not None and embedding is not None:
-                reset = schema.ensure_vector_tables(conn, embedding[0], embedding[1])
+                reset = vector_tables.ensure_vector_tables(conn, embedding[0], embedding[1])
             info = StoreInfo(
                 path=path,
                 driver=driver.name,

@@ -18,6 +18,7 @@ import hashlib
 import json
 import re
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -224,3 +225,31 @@ class ToolIndex:
             # A tool registered after the last sync cannot be ranked yet; offer it rather than hide it.
             picked += [name for name in available if name not in self._indexed and name not in picked]
         return picked
+
+
+class StickyPicks:
+    """Tool RAG's pick, grown over a session rather than replaced each turn.
+
+    The tool list is the first thing in a request, so any change to it misses the prompt cache for everything
+    after it. Offering the union of this session's picks changes the list only when a new tool becomes
+    relevant; past ``most`` tools the set starts over from this turn's pick.
+    """
+
+    def __init__(self, most: int = 40, sessions: int = 2_000) -> None:
+        self.most = most
+        self.sessions = sessions  # sessions whose picks are kept (one per active chat): the daemon runs for months
+        self._offered: OrderedDict[str, set[str]] = OrderedDict()
+
+    def offer(self, session_id: str, picked: Sequence[str] | None) -> list[str] | None:
+        if picked is None:
+            return None
+        offered = self._offered.pop(session_id, set()) | set(picked)
+        if len(offered) > self.most:
+            offered = set(picked)
+        self._offered[session_id] = offered
+        while len(self._offered) > self.sessions:  # a long-quiet session just starts a new pick
+            self._offered.popitem(last=False)
+        return sorted(offered)
+
+    def forget(self, session_id: str) -> None:
+        self._offered.pop(session_id, None)

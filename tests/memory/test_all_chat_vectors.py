@@ -19,7 +19,7 @@ from teleton.memory.search.corpora import FEED
 from teleton.memory.search.vector_leg import vector_leg
 from teleton.memory.search.vector_store import delete_vectors, write_vectors
 from teleton.storage import Database
-from teleton.storage.schema import HALF_VECTOR_TABLE
+from teleton.storage.vector_tables import HALF_VECTOR_TABLE
 
 ROWS, CHATS, POOL, K = 100_000, 200, 500, 30
 WORDS = (

@@ -239,7 +239,7 @@ async def test_the_all_chat_index_forgets_erased_vectors(
     mdb: Database, embedder: LocalEmbedder, tmp_path: Path
 ) -> None:
     from teleton.memory.search.bit_index import index_for, nearest
-    from teleton.storage.schema import HALF_VECTOR_TABLE
+    from teleton.storage.vector_tables import HALF_VECTOR_TABLE
 
     await archive(mdb, ANN, [(ANN, f"my number is {PHONE}"), (ANN, "I like green tea")])
     ids = await archive(mdb, GROUP, [(BOB, f"Ann's number is {PHONE}"), (BOB, "the match starts at nine")])

@@ -100,12 +100,12 @@ class _SyncDb:
 
     def get(self, factory: pytest.TempPathFactory) -> Any:
         if self.conn is None:
-            from teleton.storage import schema
+            from teleton.storage import schema, vector_tables
 
             path = factory.mktemp("hyp") / "h.db"
             conn = connect(path, pick_driver())
             schema.migrate(conn)
-            schema.ensure_vector_tables(conn, "unit", 384)
+            vector_tables.ensure_vector_tables(conn, "unit", 384)
             conn.execute("begin")
             ids = add_messages(conn, 1, ["hello world", "NEAR the river", 'quotes " and * stars'])
             write_vectors(conn, FEED, [(i, 1, _UNIT) for i in ids])

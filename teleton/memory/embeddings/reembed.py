@@ -1,7 +1,7 @@
 """Catching up on rows without a vector: after a model change, or rows written while embeddings were down.
 
 When the configured model differs from the one the vector index was built with, the storage layer drops
-the vector tables and marks every row ``embedded = 0`` (``schema.ensure_vector_tables``); nothing is ever
+the vector tables and marks every row ``embedded = 0`` (``vector_tables.ensure_vector_tables``); nothing is ever
 searched against vectors of two models. ``reembed_all`` then rebuilds the index in the background: the
 knowledge base, the feed and the facts (tool RAG re-embeds its own rows when it syncs the tool list).
 """

@@ -143,20 +143,10 @@ class FactStore:
             log.info("memory.fact_superseded", old=outcome.replaced, new=outcome.id, scope=fact.scope)
         return outcome
 
-    async def recall(
-        self,
-        query: str,
-        scopes: Sequence[str] | None,
-        *,
-        limit: int = 5,
-        category: str | None = None,
-        query_vector: np.ndarray | None = None,
-        keep: Callable[[str], bool] = lambda subject: True,
-    ) -> list[StoredFact]:
-        """The current facts best matching ``query`` within ``scopes`` (None = every scope) about the
-        subjects ``keep`` admits; bumps their access."""
-        found = await self.retrieve(query, scopes, limit=limit, category=category, query_vector=query_vector, keep=keep)
-        return found.facts
+    async def recall(self, query: str, scopes: Sequence[str] | None, **options: Any) -> list[StoredFact]:
+        """``retrieve`` (same options), the facts alone: the current ones best matching ``query`` within
+        ``scopes`` (None = every scope); bumps their access."""
+        return (await self.retrieve(query, scopes, **options)).facts
 
     async def retrieve(
         self,

@@ -9,7 +9,7 @@ table and the exact top k returned, with exact cosines. At 100k, the share of th
 the bench's archive (`scripts/bench_search.py`), 0.977 on the test's harder one
 (`tests/memory/test_all_chat_vectors.py`). Memory at 100k rows of 384 dims: 45 MB of arrays, ~60 MB resident.
 
-The table (``schema.HALF_VECTOR_TABLE``) numbers every write with an AUTOINCREMENT ``seq``, so each search
+The table (``vector_tables.HALF_VECTOR_TABLE``) numbers every write with an AUTOINCREMENT ``seq``, so each search
 first loads only the rows written since the index last looked. A re-written row is overwritten in place.
 A deleted row stays in memory and is dropped when its float16 row is not found; when such misses pile up
 the index is rebuilt. A table recreated for a new model has a new ``index_id`` (meta), hence a new index.
@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from teleton.storage.schema import get_meta
 from teleton.storage.sqlite_driver import Connection
+from teleton.storage.vector_tables import get_meta
 
 # Codes re-ranked with the int8 copy per wanted result. Recall@30 at 100k, test / bench archive: x20 - / 0.955,
 # x40 0.93 / 0.988, x60 0.96 / -, x80 0.977 / 0.998.

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from teleton.memory.facts.rows import CURRENT
-from teleton.storage.schema import HALF_VECTOR_TABLE
+from teleton.storage.vector_tables import HALF_VECTOR_TABLE
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 
 from teleton.memory.search.corpora import Corpus
-from teleton.storage.schema import get_meta
 from teleton.storage.sqlite_driver import Connection
+from teleton.storage.vector_tables import get_meta
 
 
 class ModelMismatchError(RuntimeError):

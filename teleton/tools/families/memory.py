@@ -193,7 +193,7 @@ async def memory_recall(args: dict[str, Any], ctx: ToolContext) -> str | ToolRes
     if not found:
         return "No matching facts."
     ctx.shown(*{f.scope for f in found})
-    return "\n".join(_shown(ctx, f.scope, f"#{f.id} {f.line()}") for f in found)
+    return "\n".join(shown_to(ctx.clearance.label, f.scope, f"#{f.id} {f.line()}") for f in found)
 
 
 async def _subjects(ctx: ToolContext, requested: str | None) -> Callable[[str], bool]:
@@ -208,11 +208,6 @@ async def _subjects(ctx: ToolContext, requested: str | None) -> Callable[[str], 
     if ctx.chat.type == "dm":
         return lambda subject: True
     return lambda subject: attributable(subject, asker)
-
-
-def _shown(ctx: ToolContext, label: str, line: str) -> str:
-    """A result line; quoted with its origin when it is another chat's or person's (untrusted)."""
-    return shown_to(ctx.clearance.label, label, line)
 
 
 # -- memory_search -----------------------------------------------------------------------------------
@@ -251,7 +246,7 @@ async def memory_search(args: dict[str, Any], ctx: ToolContext) -> str | ToolRes
             found.append((fact.scope, f"[fact #{fact.id}] {fact.line()}"))
     found = [(label, line) for label, line in found if clearance.may_read(label)]
     ctx.shown(*{label for label, _ in found})
-    return "\n".join(_shown(ctx, label, line) for label, line in found) if found else "Nothing found."
+    return "\n".join(shown_to(ctx.clearance.label, label, line) for label, line in found) if found else "Nothing found."
 
 
 def _list_memory_files(workspace: Any) -> str:
