@@ -25,8 +25,10 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.fakes.scripted import ScriptedServer
 
 Body = dict[str, Any]
 
@@ -160,48 +162,20 @@ def result_text(block: Body) -> str:
     return "\n".join(b.get("text", "") for b in content if b.get("type") == "text")
 
 
-class _QuietServer(ThreadingHTTPServer):
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # A client killed mid-request (the kill -9 tests) resets the connection: expected, not a failure.
-        import sys
-
-        if not isinstance(sys.exc_info()[1], ConnectionError):
-            super().handle_error(request, client_address)
-
-
-class FakeAnthropic:
+class FakeAnthropic(ScriptedServer[Reply]):
     """The server. Use as a context manager or call ``start()`` / ``stop()``."""
 
     def __init__(self) -> None:
-        self.requests: list[Body] = []
-        self.responder: Callable[[Body], Reply] = lambda body: text("ok")
-        self._queue: collections.deque[Reply] = collections.deque()
-        self._lock = threading.Lock()
+        super().__init__(lambda body: text("ok"))
         self._cache: set[str] = set()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
     # -- script ---------------------------------------------------------------------------------------
-    def queue(self, *replies: Reply | Iterable[Reply]) -> None:
-        with self._lock:
-            for reply in replies:
-                if isinstance(reply, Reply):
-                    self._queue.append(reply)
-                else:
-                    self._queue.extend(reply)
-
-    @property
-    def pending(self) -> int:
-        return len(self._queue)
-
     def bodies_since(self, start: int) -> list[Body]:
         return self.requests[start:]
 
     @property
     def base_url(self) -> str:
-        assert self._server is not None
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return self.root
 
     # -- lifecycle ------------------------------------------------------------------------------------
     def start(self) -> FakeAnthropic:
@@ -275,33 +249,9 @@ class FakeAnthropic:
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 
-        self._server = _QuietServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, name="fake-anthropic", daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    def __enter__(self) -> FakeAnthropic:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        return self.serve(Handler, "fake-anthropic")
 
     # -- internals ------------------------------------------------------------------------------------
-    def _next(self, body: Body) -> Reply:
-        with self._lock:
-            self.requests.append(body)
-            if self._queue:
-                return self._queue.popleft()
-        return self.responder(body)
 
     def _message(self, body: Body, reply: Reply) -> Body:
         partial = dict(reply.body or {})

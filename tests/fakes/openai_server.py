@@ -16,17 +16,16 @@ is reported as ``cached_tokens``.
 
 from __future__ import annotations
 
-import collections
 import hashlib
 import itertools
 import json
-import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tests.fakes.anthropic_server import Body, Reply, _QuietServer, text
+from tests.fakes.anthropic_server import Body, Reply, text
+from tests.fakes.scripted import ScriptedServer
 
 _ids = itertools.count(1)
 FINISH = {"end_turn": "stop", "tool_use": "tool_calls", "max_tokens": "length"}
@@ -72,31 +71,16 @@ def context_too_long() -> Reply:
     )
 
 
-class FakeOpenAI:
+class FakeOpenAI(ScriptedServer[Reply]):
     """The server. Use as a context manager or call ``start()`` / ``stop()``."""
 
     def __init__(self) -> None:
-        self.requests: list[Body] = []
-        self.responder: Callable[[Body], Reply] = lambda body: text("ok")
-        self._queue: collections.deque[Reply] = collections.deque()
-        self._lock = threading.Lock()
+        super().__init__(lambda body: text("ok"))
         self._seen: set[str] = set()  # prefixes of message lists already served (the automatic cache)
-        self._server: _QuietServer | None = None
-
-    def queue(self, *replies: Reply | Iterable[Reply]) -> None:
-        with self._lock:
-            for reply in replies:
-                self._queue.extend([reply] if isinstance(reply, Reply) else reply)
-
-    @property
-    def pending(self) -> int:
-        return len(self._queue)
 
     @property
     def base_url(self) -> str:
-        assert self._server is not None
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        return self.root + "/v1"
 
     def start(self) -> FakeOpenAI:
         fake = self
@@ -143,32 +127,7 @@ class FakeOpenAI:
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 
-        self._server = _QuietServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, name="fake-openai", daemon=True
-        )
-        thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    def __enter__(self) -> FakeOpenAI:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def _next(self, body: Body) -> Reply:
-        with self._lock:
-            self.requests.append(body)
-            if self._queue:
-                return self._queue.popleft()
-        return self.responder(body)
+        return self.serve(Handler, "fake-openai")
 
     def _completion(self, body: Body, reply: Reply) -> Body:
         partial = reply.body or {}
