@@ -122,29 +122,28 @@ def system_text(body: Body) -> str:
     return system if isinstance(system, str) else "\n\n".join(b.get("text", "") for b in system)
 
 
+def _last_user_texts(body: Body) -> list[str]:
+    """The text blocks of the last user message (its string content as one)."""
+    for message in reversed(body.get("messages", [])):
+        if message["role"] == "user":
+            content = message["content"]
+            return (
+                [content]
+                if isinstance(content, str)
+                else [b.get("text", "") for b in content if b.get("type") == "text"]
+            )
+    return []
+
+
 def last_user_text(body: Body) -> str:
     """The text of the last user message (string content or text blocks)."""
-    for message in reversed(body.get("messages", [])):
-        if message["role"] != "user":
-            continue
-        content = message["content"]
-        if isinstance(content, str):
-            return content
-        return "\n".join(b.get("text", "") for b in content if b.get("type") == "text")
-    return ""
+    return "\n".join(_last_user_texts(body))
 
 
 def user_said(body: Body) -> str:
     """The last text block of the last user message: what the user typed, without context blocks before it."""
-    for message in reversed(body.get("messages", [])):
-        if message["role"] != "user":
-            continue
-        content = message["content"]
-        if isinstance(content, str):
-            return content
-        texts = [b.get("text", "") for b in content if b.get("type") == "text"]
-        return texts[-1] if texts else ""
-    return ""
+    texts = _last_user_texts(body)
+    return texts[-1] if texts else ""
 
 
 def tool_results(body: Body) -> list[Body]:
