@@ -18,8 +18,9 @@ console = Console(soft_wrap=True)
 
 
 async def _facts(config: Any, subject: str | None, history: bool) -> list[Any]:
-    from teleton.memory.facts.rows import COLUMNS, CURRENT, stored
+    from teleton.memory.facts.rows import COLUMNS, stored
     from teleton.memory.facts.subjects import resolve
+    from teleton.memory.search.corpora import CURRENT
     from teleton.storage import Database
 
     db = await Database.open(config.storage.database)

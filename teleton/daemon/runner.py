@@ -126,7 +126,7 @@ class Daemon:
         if embedder is not None:
             # Facts left without a vector (a model change emptied the tables, or a stop cut a catch-up short)
             # get one in the background; knowledge, feed and tools re-embed on their own paths.
-            from teleton.memory.embeddings.reembed import embed_pending_facts
+            from teleton.memory.reembed import embed_pending_facts
 
             self._tasks.append(asyncio.create_task(embed_pending_facts(db, embedder), name="reembed-facts"))
         gateway = self.gateway = self._make_gateway(db)

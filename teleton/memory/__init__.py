@@ -2,7 +2,8 @@
 Telegram (import-linter keeps it so).
 
 - ``search/``: the one hybrid search (FTS5 keywords + vectors, fused), its query parsing and its indexes.
-- ``embeddings/``: the embedding providers (local ONNX by default), their cache and the catch-up after a model change.
+- ``embeddings/``: the embedding providers (local ONNX by default) and their cache.
+- ``reembed.py``: rows of every kind without a vector embedded (after a model change, or an outage).
 - ``feed/``: the Telegram archive: every tg_* row is written and read here, and the delivery states of a message.
 - ``knowledge/``: the Markdown knowledge base, chunked and indexed; the only writer of knowledge rows.
 - ``facts/``: structured facts, who they are about, their merging and recall.

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from teleton.memory.facts.rows import COLUMNS, CURRENT, fact_hash
+from teleton.memory.facts.rows import COLUMNS, fact_hash
+from teleton.memory.search.corpora import CURRENT
 from teleton.privacy import is_label
 from teleton.storage.database import Database
 from teleton.storage.private_files import Unreadable, read_confined, write_private

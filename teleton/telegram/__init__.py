@@ -9,7 +9,7 @@ Where a message goes (DESIGN §1; docs/architecture.md):
                         debounce, unanswered group messages kept as ``earlier_context``
     receive/recovery    after a restart: every message left open answered once or failed with a reason
     send/actions        the agent's actions out: ``send/markdown`` → ``send/split`` → ``send/sending`` (one
-                        ``random_id`` per part), ``send/flood`` retries, GatewayError
+                        ``random_id`` per part), ``flood`` retries, GatewayError
     gateway             life cycle: login (``login``), reconnect, catch-up (``receive/history``), ``faults``
 
 Only this package, ``teleton.daemon`` and ``teleton.cli`` import Telethon.

@@ -172,7 +172,7 @@ async def test_feed_reembeds_after_a_model_change(tmp_path, embedder):
 
 
 async def test_facts_are_reembedded_after_a_model_change(tmp_path, embedder):
-    from teleton.memory.embeddings.reembed import reembed_all
+    from teleton.memory.reembed import reembed_all
     from teleton.memory.search.corpora import FACTS
     from teleton.memory.search.hybrid import hybrid_search
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 
 from teleton.memory.embeddings.local import LocalEmbedder
-from teleton.memory.embeddings.reembed import embed_pending_facts
 from teleton.memory.facts.rows import Fact
 from teleton.memory.facts.store import FactStore
+from teleton.memory.reembed import embed_pending_facts
 from teleton.storage import Database, connect, schema
 from teleton.storage.sqlite_driver import pick_driver
 

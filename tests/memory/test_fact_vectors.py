@@ -9,8 +9,8 @@ import pytest
 
 from teleton.memory.embeddings.local import LocalEmbedder
 from teleton.memory.embeddings.model_files import packaged_model
-from teleton.memory.embeddings.reembed import embed_pending_facts
 from teleton.memory.facts.store import Fact, FactStore
+from teleton.memory.reembed import embed_pending_facts
 from teleton.storage import Database
 
 FACTS = [

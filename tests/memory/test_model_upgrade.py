@@ -15,12 +15,12 @@ from teleton.agent.deps import AgentSettings
 from teleton.config.schema import Config
 from teleton.memory.embeddings.local import LocalEmbedder
 from teleton.memory.embeddings.model_files import DEFAULT_MODEL_ID, MINILM_MODEL_ID, packaged_model
-from teleton.memory.embeddings.reembed import embed_pending_facts
 from teleton.memory.facts.rows import Fact
 from teleton.memory.facts.store import FactStore
 from teleton.memory.feed.embedding import FeedEmbedder, embed_pending
 from teleton.memory.feed.search import search_feed
 from teleton.memory.knowledge.index import KnowledgeIndex
+from teleton.memory.reembed import embed_pending_facts
 from teleton.storage import Database
 from tests.waiting import until
 

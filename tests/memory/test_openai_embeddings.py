@@ -15,7 +15,7 @@ from teleton.memory.embeddings.openai_compatible import (
     OpenAICompatibleEmbedder,
     endpoint_of,
 )
-from teleton.memory.embeddings.reembed import reembed_all
+from teleton.memory.reembed import reembed_all
 from teleton.memory.search.corpora import FACTS
 from teleton.memory.search.hybrid import hybrid_search
 from teleton.storage import Database

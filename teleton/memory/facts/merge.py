@@ -13,9 +13,9 @@ import time
 import numpy as np
 
 from teleton.memory.embeddings.query import embed_query
-from teleton.memory.facts.rows import CURRENT, embedding_text, fact_hash
+from teleton.memory.facts.rows import embedding_text, fact_hash
 from teleton.memory.facts.store import Fact, FactStore, SaveOutcome
-from teleton.memory.search.corpora import FACTS
+from teleton.memory.search.corpora import CURRENT, FACTS
 from teleton.memory.search.vector_leg import vector_available
 from teleton.storage.sqlite_driver import Connection
 

@@ -23,8 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from teleton.memory.facts.rows import CURRENT
-from teleton.memory.search.corpora import FACTS
+from teleton.memory.search.corpora import CURRENT, FACTS
 from teleton.memory.search.fts_query import keyword_terms, query_terms
 from teleton.memory.search.fusion import Fused, fuse, normalise_cosine, normalise_keyword
 from teleton.memory.search.hybrid import SearchParams, corpus_bm25

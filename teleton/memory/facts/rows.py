@@ -15,7 +15,6 @@ from typing import Any
 
 from teleton.privacy import OWNER
 
-CURRENT = "valid_until is null"  # the one test of "this fact is still true", in SQL
 COLUMNS = (
     "id, category, key, value, scope, subject, source, importance, access_count, last_access, created_at, "
     "updated_at, valid_from, valid_until, superseded_by"

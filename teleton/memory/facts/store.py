@@ -37,9 +37,9 @@ from teleton.memory.facts.recall import (
     pick_categories,
     search_in_categories,
 )
-from teleton.memory.facts.rows import COLUMNS, CURRENT, Fact, StoredFact, embedding_text, fact_hash, stored
+from teleton.memory.facts.rows import COLUMNS, Fact, StoredFact, embedding_text, fact_hash, stored
 from teleton.memory.facts.subjects import may_replace
-from teleton.memory.search.corpora import FACTS
+from teleton.memory.search.corpora import CURRENT, FACTS
 from teleton.memory.search.hybrid import SearchParams, hybrid_search
 from teleton.memory.search.vector_leg import vector_available
 from teleton.privacy import is_label

@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from teleton.memory.facts.rows import CURRENT
 from teleton.storage.vector_tables import HALF_VECTOR_TABLE
 
 
@@ -37,6 +36,8 @@ def chat_token(chat_id: Any) -> str:
     """The token of a chat in ``tg_messages_fts.chat`` (mirrors FEED_CHAT_TOKEN_SQL of the schema)."""
     return "c" + str(int(chat_id)).replace("-", "m")
 
+
+CURRENT = "valid_until is null"  # facts: the one test of "this fact is still true", in SQL
 
 KNOWLEDGE = Corpus(
     name="knowledge",

@@ -18,10 +18,10 @@ from telethon.tl import types
 from teleton.gateway.contract import ChatInfo, GatewayError
 from teleton.memory.feed import archive as fa
 from teleton.storage import Database
+from teleton.telegram.flood import with_flood_retry
 from teleton.telegram.receive import convert
 from teleton.telegram.receive.archiver import ArchiveBatcher
 from teleton.telegram.receive.handlers import FeedHandlers
-from teleton.telegram.send.flood import with_flood_retry
 
 log = structlog.get_logger(__name__)
 

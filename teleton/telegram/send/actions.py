@@ -19,11 +19,11 @@ from telethon.tl import types
 from teleton.gateway.contract import ChatInfo, GatewayError, IncomingMessage, Once, SentMessage, UserInfo
 from teleton.memory.feed.archive import MessageRecord
 from teleton.storage.reply_sends import new_random_base
+from teleton.telegram.flood import with_flood_retry
 from teleton.telegram.receive import convert
 from teleton.telegram.receive.dispatch import Dispatcher
 from teleton.telegram.receive.pipeline import FeedPipeline
 from teleton.telegram.send.approvals import inline_buttons
-from teleton.telegram.send.flood import with_flood_retry
 from teleton.telegram.send.markdown import Span
 from teleton.telegram.send.sending import Delivered, send_once, send_request
 from teleton.telegram.send.split import Part, plan_reply

@@ -15,9 +15,9 @@ import structlog
 
 from teleton.memory.embeddings.provider import EmbeddingProvider
 from teleton.memory.embeddings.query import query_embedding
-from teleton.memory.facts.rows import CURRENT, embedding_text
+from teleton.memory.facts.rows import embedding_text
 from teleton.memory.feed.embedding import embed_pending
-from teleton.memory.search.corpora import FACTS
+from teleton.memory.search.corpora import CURRENT, FACTS
 from teleton.memory.search.vector_store import check_model, write_vectors
 from teleton.storage.database import Database
 from teleton.storage.sqlite_driver import Connection
