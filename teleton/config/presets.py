@@ -113,15 +113,19 @@ def endpoint_for(agent: Any, env: Mapping[str, str] | None = None) -> Endpoint:
 
 
 def service_endpoint(
-    section: str, settings: Any, env: Mapping[str, str] | None = None, *, example: str
+    section: str,
+    *,
+    name: str | None,
+    base_url: str | None,
+    api_key: str | None,
+    example: str,
+    env: Mapping[str, str] | None = None,
 ) -> tuple[str, str | None, Preset | None]:
     """(base URL, key or None, preset or None) of an OpenAI-style service beside the agent's model (embeddings,
-    transcription, speech): ``settings.preset`` names a preset whose URL and key variable are defaults,
-    ``settings.base_url`` and ``settings.api_key`` win. PresetError names the ``section`` key to fix;
-    ``example`` is a URL or preset that would do."""
+    transcription, speech): the preset ``name`` gives a default URL and key variable, ``base_url`` and
+    ``api_key`` win. PresetError names the ``section`` key to fix; ``example`` is a URL or preset that would do."""
     env = os.environ if env is None else env
-    name = getattr(settings, "preset", None)
-    base_url, key_env, found = getattr(settings, "base_url", None), None, None
+    key_env, found = None, None
     if name:
         found = PRESETS.get(name)
         if found is None:
@@ -131,7 +135,7 @@ def service_endpoint(
         base_url, key_env = base_url or found.base_url, found.key_env
     if not base_url:
         raise PresetError(f"{section}.base_url: required ({example})")
-    key = getattr(settings, "api_key", None) or (env.get(key_env) if key_env else None)
+    key = api_key or (env.get(key_env) if key_env else None)
     if key_env and not key:
         raise PresetError(f"{section}.api_key: required for {name} (set {key_env} or {section}.api_key)")
     return base_url.rstrip("/"), key, found

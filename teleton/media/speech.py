@@ -68,7 +68,14 @@ def speech_client(speech: Any, env: Mapping[str, str] | None = None) -> Any:
         except ModelFilesError as exc:
             raise ValueError(f"media.speech.provider: local: {exc}") from None
     try:
-        base_url, key, _ = service_endpoint("media.speech", speech, env, example="or a preset such as openai")
+        base_url, key, _ = service_endpoint(
+            "media.speech",
+            name=speech.preset,
+            base_url=speech.base_url,
+            api_key=speech.api_key,
+            example="or a preset such as openai",
+            env=env,
+        )
     except PresetError as exc:
         raise ValueError(str(exc)) from None
     return SpeechClient(base_url, api_key=key, model=speech.model, voice=speech.voice)

@@ -18,7 +18,6 @@ import asyncio
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -256,10 +255,11 @@ def from_settings(
 ) -> HttpTranscriber:
     """An HttpTranscriber from config values: a preset of ``teleton.config.presets`` (``openai``, ``groq``) or a
     base URL; the key from ``api_key`` or the preset's variable. ``TranscriberConfigError`` names the fix."""
-    settings = SimpleNamespace(preset=preset_name, base_url=base_url, api_key=api_key)
     example = "e.g. http://127.0.0.1:8000/v1 for openai_compatible, or name a preset: openai, groq"
     try:
-        base_url, key, found = service_endpoint("media.transcription", settings, env, example=example)
+        base_url, key, found = service_endpoint(
+            "media.transcription", name=preset_name, base_url=base_url, api_key=api_key, example=example, env=env
+        )
     except PresetError as exc:
         raise TranscriberConfigError(str(exc)) from None
     label = found.name if found else None

@@ -34,7 +34,14 @@ def endpoint_of(config: Any, env: Mapping[str, str] | None = None) -> tuple[str,
     """(base URL, key or None, label) from ``config.embedding``; the label prefixes the model id."""
     try:
         example = "e.g. http://127.0.0.1:11434/v1, or name a preset with embedding.preset: ollama"
-        base_url, key, found = service_endpoint("embedding", config, env, example=example)
+        base_url, key, found = service_endpoint(
+            "embedding",
+            name=getattr(config, "preset", None),
+            base_url=getattr(config, "base_url", None),
+            api_key=getattr(config, "api_key", None),
+            example=example,
+            env=env,
+        )
     except PresetError as exc:
         raise EmbeddingEndpointError(str(exc)) from None
     return base_url, key, found.name if found else urlsplit(base_url).netloc
