@@ -11,6 +11,7 @@ from typing import Any
 from teleton.agent.commands.slash import PolicyControl
 from teleton.agent.stages.context import ContextSettings
 from teleton.agent.window.compaction import Thresholds
+from teleton.config.schema import AgentConfig, MemoryConfig, default
 from teleton.gateway.contract import ChatInfo, Gateway, UserInfo
 from teleton.llm.client import LLMClient
 from teleton.llm.tool_loop import LoopLimits
@@ -36,14 +37,16 @@ class AgentSettings:
     limits: LoopLimits = field(default_factory=LoopLimits)
     thresholds: Thresholds = field(default_factory=Thresholds)
     context: ContextSettings = field(default_factory=ContextSettings)
-    masking_keep: int = 10
-    daily_log_lines: int = 100
-    memory_budget: int | None = 3_000  # tokens of memory one prompt may hold (None: no limit)
-    memory_stable_share: float = 0.5  # the share of it the cached system block may use (``memory_budget``)
-    salience_threshold: float = 0.85
-    session_reset_hour: int | None = 4
-    session_idle_minutes: int | None = 720
-    max_input_chars: int = 20_000
+    masking_keep: int = default(MemoryConfig, "masking_keep")
+    daily_log_lines: int = default(MemoryConfig, "daily_log_lines")
+    # tokens of memory one prompt may hold (None: no limit)
+    memory_budget: int | None = default(MemoryConfig, "prompt_budget_tokens")
+    # the share of it the cached system block may use (``memory_budget``)
+    memory_stable_share: float = default(MemoryConfig, "prompt_stable_share")
+    salience_threshold: float = default(MemoryConfig, "salience_threshold")
+    session_reset_hour: int | None = default(MemoryConfig, "session_reset_hour")
+    session_idle_minutes: int | None = default(MemoryConfig, "session_idle_minutes")
+    max_input_chars: int = default(AgentConfig, "max_input_chars")
     send_tools: frozenset[str] = SPEAKS_IN_CHAT
     slow_notice_s: float = 0.0  # 0: off; the daemon and `teleton chat` take agent.slow_notice_s (``slow_notice``)
 

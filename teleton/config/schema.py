@@ -4,7 +4,7 @@ keeps the two in step. DESIGN §12's numbers live here and are read where they a
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -13,6 +13,12 @@ Policy = Literal["open", "allowlist", "admin-only", "disabled"]
 
 class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+def default(section: type[Section], name: str) -> Any:
+    """The schema's default for one setting: what a module's own dataclass defaults to, so the number has
+    one home (a test builds every such dataclass and compares)."""
+    return section.model_fields[name].default
 
 
 # The names of teleton.config.presets.PRESETS (a test keeps the two in step).

@@ -15,6 +15,7 @@ from typing import Any
 
 import structlog
 
+from teleton.config.schema import AgentConfig, default
 from teleton.llm.client import Block, LLMClient, LLMResponse, Message, Usage
 from teleton.llm.progress import WATCHING
 
@@ -46,9 +47,9 @@ Prepare = Callable[[list[Message]], list[Message]]
 
 @dataclass(frozen=True)
 class LoopLimits:
-    max_iterations: int = 10
-    tool_timeout_s: float = 90.0
-    output_cap: int = 50_000
+    max_iterations: int = default(AgentConfig, "max_iterations")
+    tool_timeout_s: float = default(AgentConfig, "tool_timeout_s")
+    output_cap: int = default(AgentConfig, "tool_output_cap")
 
 
 @dataclass

@@ -185,3 +185,24 @@ def test_write_config_is_private_and_loads_back(tmp_path: Path, isolated_home: P
     with pytest.raises(ConfigError, match=r"telegram\.mod: unknown key"):
         write_config(path, {"telegram": {"mod": "bot"}})
     assert load_config(path).telegram.mode == "bot"  # the bad write changed nothing
+
+
+def test_the_parts_default_to_the_schema_numbers() -> None:
+    """A part built without a config (a test, a script, `teleton chat` before loading one) behaves as the
+    daemon does with an empty config: the schema is the one home of every default."""
+    from dataclasses import replace
+
+    from teleton.agent.deps import AgentSettings
+    from teleton.memory.embeddings.cached import CachedProvider
+
+    configured = AgentSettings.from_config(Config())
+    # Deliberate differences: the daemon turns the slow notice on, and the search weights follow the model.
+    bare = replace(AgentSettings(), slow_notice_s=configured.slow_notice_s)
+    bare = replace(bare, context=replace(bare.context, params=configured.context.params))
+    assert bare == configured
+    assert AgentSettings().context.params.min_score == Config().memory.min_score
+    cache = CachedProvider.__init__.__kwdefaults__
+    assert (cache["ttl_days"], cache["max_entries"]) == (
+        Config().embedding.cache_ttl_days,
+        Config().embedding.cache_max_entries,
+    )

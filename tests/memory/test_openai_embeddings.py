@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -113,13 +112,13 @@ def test_the_key_is_sent_when_given(fake: FakeEmbeddings) -> None:
 
 
 def test_presets_give_the_url_and_the_key_variable() -> None:
-    ollama = SimpleNamespace(preset="ollama", base_url=None, api_key=None)
+    ollama = EmbeddingConfig(provider="openai_compatible", preset="ollama")
     assert endpoint_of(ollama, env={}) == ("http://127.0.0.1:11434/v1", None, "ollama")
-    openai = SimpleNamespace(preset="openai", base_url=None, api_key=None)
+    openai = EmbeddingConfig(provider="openai_compatible", preset="openai")
     assert endpoint_of(openai, env={"OPENAI_API_KEY": "sk"}) == ("https://api.openai.com/v1", "sk", "openai")
     with pytest.raises(EmbeddingEndpointError, match="OPENAI_API_KEY"):
         endpoint_of(openai, env={})
     with pytest.raises(EmbeddingEndpointError, match=r"embedding\.base_url"):
-        endpoint_of(SimpleNamespace(preset=None, base_url=None, api_key=None), env={})
+        endpoint_of(EmbeddingConfig(provider="openai_compatible"), env={})
     with pytest.raises(EmbeddingEndpointError, match=r"embedding\.model"):
         create_provider(EmbeddingConfig(provider="openai_compatible", preset="ollama"))

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from teleton.config.schema import EmbeddingConfig
 from teleton.memory.embeddings import create_provider, local_model_files
 from teleton.memory.embeddings.hf_download import cached_or_download
 from teleton.memory.embeddings.local import LocalEmbedder
@@ -101,7 +102,7 @@ def test_packaged_minilm_is_found_without_network_and_pinned() -> None:
 # -- the packaged multilingual model --------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def multilingual() -> StringsEmbedder:
-    provider = create_provider(type("Cfg", (), {"provider": "local", "model": "use-multilingual"})())
+    provider = create_provider(EmbeddingConfig(model="use-multilingual"))
     assert isinstance(provider, StringsEmbedder)
     return provider
 
@@ -160,7 +161,7 @@ def test_model_path_directory_loads_without_pins(tmp_path: Path) -> None:
     (tmp_path / "onnx").mkdir()
     shutil.copy(files.onnx, tmp_path / "onnx" / "model.onnx")
     shutil.copy(files.tokenizer, tmp_path / "tokenizer.json")
-    config = type("Cfg", (), {"provider": "local", "model": None, "model_path": tmp_path, "batch_size": 8})()
+    config = EmbeddingConfig(model_path=tmp_path, batch_size=8)
     provider = create_provider(config)
     assert provider is not None and provider.dims == 384 and provider.model_id == tmp_path.name
     assert isinstance(provider, LocalEmbedder)
@@ -168,9 +169,9 @@ def test_model_path_directory_loads_without_pins(tmp_path: Path) -> None:
 
 
 def test_factory_none_and_unknown() -> None:
-    assert create_provider(type("Cfg", (), {"provider": "none"})()) is None
+    assert create_provider(EmbeddingConfig(provider="none")) is None
     with pytest.raises(ValueError, match="unknown"):
-        create_provider(type("Cfg", (), {"provider": "openai"})())
+        create_provider(EmbeddingConfig.model_construct(provider="openai"))
 
 
 # -- Hugging Face download ----------------------------------------------------------------------------
@@ -187,7 +188,7 @@ def test_hf_model_is_downloaded_once_and_then_read_from_cache(tmp_path: Path, se
     again = cached_or_download("acme/tiny-embed", tmp_path, server.url, show_progress=False)
     assert again == files and len(server.requests) == count  # offline from now on
 
-    config = type("Cfg", (), {"model": "acme/tiny-embed", "model_path": None})()
+    config = EmbeddingConfig(model="acme/tiny-embed")
     assert local_model_files(config, cache_dir=tmp_path, hf_base_url=server.url) == files
 
 
@@ -249,7 +250,7 @@ def test_voyage_needs_a_key(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(VoyageError, match="VOYAGE_API_KEY"):
         VoyageEmbedder()
     monkeypatch.setenv("VOYAGE_API_KEY", "from-env")
-    config = type("Cfg", (), {"provider": "anthropic", "model": None, "voyage_model": "voyage-3-lite"})()
+    config = EmbeddingConfig(provider="anthropic", voyage_model="voyage-3-lite")
     provider = create_provider(config)
     assert provider is not None and provider.dims == 512
 

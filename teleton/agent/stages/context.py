@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from teleton.config.schema import AgentConfig, MemoryConfig, default
 from teleton.gateway.contract import IncomingMessage
 from teleton.memory.embeddings.query import embed_query
 from teleton.memory.facts.rows import asks_about_past, day
@@ -174,14 +175,14 @@ def _hit_line(hit: SearchHit, label: str, what: str, own_label: str) -> str:
 
 @dataclass(frozen=True)
 class ContextSettings:
-    recent: int = 10
-    knowledge: int = 5
-    feed: int = 5
+    recent: int = default(MemoryConfig, "context_recent")
+    knowledge: int = default(MemoryConfig, "context_knowledge")
+    feed: int = default(MemoryConfig, "context_feed")
     facts: int = 5
     params: SearchParams = field(default_factory=SearchParams)
     # Of one archived message, what a recent or feed line reads: as much as the model reads of a message
     # (agent.max_input_chars). A 10 MB paste stays whole in the archive; every later turn reads its head.
-    message_chars: int = 20_000
+    message_chars: int = default(AgentConfig, "max_input_chars")
 
 
 class ContextBuilder:

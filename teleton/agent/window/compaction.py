@@ -12,16 +12,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from teleton.config.schema import AgentConfig, MemoryConfig, default
+
 Message = dict[str, Any]
 
 
 @dataclass(frozen=True)
 class Thresholds:
-    context_window: int = 200_000
-    soft: float = 0.5
-    hard: float = 0.75
-    max_messages: int = 200
-    keep_last: int = 20
+    context_window: int = default(AgentConfig, "context_window")
+    soft: float = default(MemoryConfig, "soft_threshold")
+    hard: float = default(MemoryConfig, "hard_threshold")
+    max_messages: int = default(MemoryConfig, "hard_max_messages")
+    keep_last: int = default(MemoryConfig, "keep_last")
 
 
 def needs_hard(message_count: int, prompt_tokens: int, t: Thresholds) -> bool:

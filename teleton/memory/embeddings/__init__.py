@@ -8,16 +8,17 @@ open (the database needs the provider's model id and dimension first, to build t
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
+from teleton.config.schema import EmbeddingConfig
 from teleton.memory.embeddings import model_files
 from teleton.memory.embeddings.provider import EmbeddingProvider
+from teleton.storage.database import Database
 
 __all__ = ["EmbeddingProvider", "create_provider", "with_cache"]
 
 
 def create_provider(
-    config: Any, *, cache_dir: Path | None = None, hf_base_url: str | None = None
+    config: EmbeddingConfig, *, cache_dir: Path | None = None, hf_base_url: str | None = None
 ) -> EmbeddingProvider | None:
     """Build the provider named by ``config.provider`` (``local`` | ``anthropic`` | ``openai_compatible`` |
     ``none``).
@@ -25,9 +26,7 @@ def create_provider(
     Loading the local model takes a fraction of a second of CPU: call it via ``asyncio.to_thread`` from
     async code.
     """
-    kind = (getattr(config, "provider", None) or "local").lower()
-    batch_size = int(getattr(config, "batch_size", None) or 64)
-    model = getattr(config, "model", None)
+    kind, batch_size, model = config.provider, config.batch_size, config.model
     if kind == "none":
         return None
     if kind == "local":
@@ -37,11 +36,10 @@ def create_provider(
         files = local_model_files(config, cache_dir=cache_dir, hf_base_url=hf_base_url)
         embedder = LocalEmbedder if files.tokenizer is not None else StringsEmbedder
         return embedder(files, batch_size=batch_size)
-    if kind in ("anthropic", "voyage"):
+    if kind == "anthropic":
         from teleton.memory.embeddings.voyage import VoyageEmbedder
 
-        voyage_model = model or getattr(config, "voyage_model", None)
-        return VoyageEmbedder(voyage_model, api_key=getattr(config, "voyage_api_key", None), batch_size=batch_size)
+        return VoyageEmbedder(model or config.voyage_model, api_key=config.voyage_api_key, batch_size=batch_size)
     if kind == "openai_compatible":
         from teleton.memory.embeddings.openai_compatible import from_config
 
@@ -50,14 +48,13 @@ def create_provider(
 
 
 def local_model_files(
-    config: Any, *, cache_dir: Path | None = None, hf_base_url: str | None = None
+    config: EmbeddingConfig, *, cache_dir: Path | None = None, hf_base_url: str | None = None
 ) -> model_files.ModelFiles:
     """Which files the local provider loads: ``model_path``, else a packaged or Hugging Face ``model``, else
     the default packaged model."""
     from teleton.memory.embeddings import hf_download
 
-    model_path = getattr(config, "model_path", None)
-    model = getattr(config, "model", None)
+    model_path, model = config.model_path, config.model
     if model_path:
         return model_files.directory_model(Path(model_path), model)
     if model_files.packaged_id(model) is None:
@@ -65,15 +62,13 @@ def local_model_files(
     return model_files.packaged_model(model, cache_dir)
 
 
-def with_cache(provider: EmbeddingProvider | None, db: Any, config: Any = None) -> EmbeddingProvider | None:
+def with_cache(
+    provider: EmbeddingProvider | None, db: Database, config: EmbeddingConfig | None = None
+) -> EmbeddingProvider | None:
     """Wrap ``provider`` in the embedding cache (None stays None)."""
     if provider is None:
         return None
     from teleton.memory.embeddings.cached import CachedProvider
 
-    return CachedProvider(
-        provider,
-        db,
-        ttl_days=float(getattr(config, "cache_ttl_days", None) or 60),
-        max_entries=int(getattr(config, "cache_max_entries", None) or 50_000),
-    )
+    config = config or EmbeddingConfig()
+    return CachedProvider(provider, db, ttl_days=config.cache_ttl_days, max_entries=config.cache_max_entries)

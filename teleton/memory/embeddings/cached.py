@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import numpy as np
 
+from teleton.config.schema import EmbeddingConfig, default
 from teleton.memory.embeddings.provider import EmbeddingProvider
 from teleton.storage.database import Database
 from teleton.storage.sqlite_driver import Connection
@@ -34,8 +35,8 @@ class CachedProvider:
         inner: EmbeddingProvider,
         db: Database,
         *,
-        ttl_days: float = 60,
-        max_entries: int = 50_000,
+        ttl_days: float = default(EmbeddingConfig, "cache_ttl_days"),
+        max_entries: int = default(EmbeddingConfig, "cache_max_entries"),
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.inner = inner

@@ -21,6 +21,7 @@ import httpx
 import numpy as np
 
 from teleton.config.presets import PresetError, service_endpoint
+from teleton.config.schema import EmbeddingConfig
 from teleton.providers.http_retry import embed_in_batches, retrying, retrying_sync, unit_rows
 
 MAX_BATCH = 256
@@ -30,15 +31,15 @@ class EmbeddingEndpointError(RuntimeError):
     """A problem the user fixes in the config or on the server, worded as one line."""
 
 
-def endpoint_of(config: Any, env: Mapping[str, str] | None = None) -> tuple[str, str | None, str]:
+def endpoint_of(config: EmbeddingConfig, env: Mapping[str, str] | None = None) -> tuple[str, str | None, str]:
     """(base URL, key or None, label) from ``config.embedding``; the label prefixes the model id."""
     try:
         example = "e.g. http://127.0.0.1:11434/v1, or name a preset with embedding.preset: ollama"
         base_url, key, found = service_endpoint(
             "embedding",
-            name=getattr(config, "preset", None),
-            base_url=getattr(config, "base_url", None),
-            api_key=getattr(config, "api_key", None),
+            name=config.preset,
+            base_url=config.base_url,
+            api_key=config.api_key,
             example=example,
             env=env,
         )
@@ -136,8 +137,8 @@ class OpenAICompatibleEmbedder:
         await self._client.aclose()
 
 
-def from_config(config: Any, batch_size: int, attempts: int = 5) -> OpenAICompatibleEmbedder:
-    model = getattr(config, "model", None)
+def from_config(config: EmbeddingConfig, batch_size: int, attempts: int = 5) -> OpenAICompatibleEmbedder:
+    model = config.model
     if not model:
         raise EmbeddingEndpointError("embedding.model: required for provider openai_compatible (e.g. nomic-embed-text)")
     base_url, key, label = endpoint_of(config)

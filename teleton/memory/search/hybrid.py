@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from teleton.config.schema import MemoryConfig, default
 from teleton.memory.search.corpora import Corpus, chat_token
 from teleton.memory.search.fts_query import keyword_terms, or_expression
 from teleton.memory.search.fusion import fuse, normalise_cosine, normalise_keyword
@@ -49,10 +50,10 @@ class SearchParams:
 
     vector_weight: float = 0.5
     keyword_weight: float = 0.5
-    vector_candidates: int = 30
-    keyword_candidates: int = 30
-    limit: int = 10
-    min_score: float = 0.15
+    vector_candidates: int = default(MemoryConfig, "vector_candidates")
+    keyword_candidates: int = default(MemoryConfig, "vector_candidates")
+    limit: int = default(MemoryConfig, "result_limit")
+    min_score: float = default(MemoryConfig, "min_score")
 
 
 DEFAULT_PARAMS = SearchParams()
