@@ -18,13 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import structlog
-from tenacity import (
-    AsyncRetrying,
-    RetryCallState,
-    retry_if_exception_type,
-    stop_after_attempt,
-    wait_random_exponential,
-)
+from tenacity import RetryCallState
 
 from teleton.llm.failover import Failover, Route, failover_reason
 from teleton.llm.prices import Price
@@ -42,6 +36,7 @@ from teleton.llm.types import (
     TransientError,
     Usage,
 )
+from teleton.process.retries import Wait, failure, retrying, waits
 
 __all__ = [
     "RETRYABLE",
@@ -90,18 +85,14 @@ class LLMSettings:
         return cls(**values)
 
 
-def _backoff(base_s: float, max_s: float) -> Callable[[RetryCallState], float]:
-    """Exponential backoff with full jitter, or the server's retry-after when it sent one."""
-    jittered = wait_random_exponential(multiplier=base_s, max=max_s)
+def _backoff(base_s: float, max_s: float) -> Wait:
+    """The server's retry-after (at most ``max_s``) when it sent one, else the jittered back-off."""
 
-    def wait(state: RetryCallState) -> float:
-        error = state.outcome.exception() if state.outcome else None
-        retry_after = error.retry_after_s if isinstance(error, TransientError) else None
-        if retry_after is not None and retry_after >= 0:
-            return min(retry_after, max_s)
-        return float(jittered(state))
+    def asked(error: BaseException) -> float | None:
+        after = error.retry_after_s if isinstance(error, TransientError) else None
+        return None if after is None else min(after, max_s)
 
-    return wait
+    return waits(base_s=base_s, max_s=max_s, jitter_s=base_s, told=asked)
 
 
 def anthropic_provider(settings: LLMSettings, api_key: str | None, base_url: str | None) -> Provider:
@@ -205,7 +196,7 @@ class LLMClient:
         def retrying_log(state: RetryCallState) -> None:
             self.retries += 1
             wait = state.next_action.sleep if state.next_action else 0.0
-            error = state.outcome.exception() if state.outcome else None
+            error = failure(state)
             reason = str(error) if error else ""
             body = {"body": error.body} if isinstance(error, TransientError) and error.body is not None else {}
             log.warning("llm_retry", attempt=state.attempt_number, wait_s=round(wait, 3), reason=reason, **body)
@@ -214,15 +205,14 @@ class LLMClient:
                 progress.retry(state.attempt_number, wait, reason)
 
         s = self.settings
-        retrying = AsyncRetrying(
-            stop=stop_after_attempt(retries + 1),
-            wait=_backoff(s.retry_base_delay_s, s.retry_max_delay_s),
-            retry=retry_if_exception_type(TransientError),
-            before_sleep=retrying_log,
-            reraise=True,
+        attempts = retrying(
+            lambda error: isinstance(error, TransientError),
+            _backoff(s.retry_base_delay_s, s.retry_max_delay_s),
+            attempts=retries + 1,
+            on_retry=retrying_log,
         )
         try:
-            async for attempt in retrying:
+            async for attempt in attempts:
                 with attempt:
                     response = await provider.send(request, progress)
         finally:

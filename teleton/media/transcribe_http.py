@@ -22,13 +22,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
-from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from teleton.config.presets import PresetError, service_endpoint
 from teleton.media.audio import AudioSource, check_duration, decode, probe, wav_bytes
 from teleton.media.errors import MediaError
 from teleton.media.transcription import DEFAULT_MAX_DURATION_S, Transcript, join_texts, split_at_silences
-from teleton.providers.http_retry import transient
+from teleton.providers.http_retry import http_retrying, retry_after
 
 MAX_UPLOAD_BYTES = 25 * 1024 * 1024  # OpenAI's and Groq's (free tier) limit per request
 WINDOW_S = 600.0  # 10 min of 16 kHz 16-bit WAV is 19 MB: under MAX_UPLOAD_BYTES
@@ -131,12 +130,7 @@ class HttpTranscriber:
 
     async def _post(self, data: bytes, upload_name: str) -> dict[str, Any]:
         try:
-            async for attempt in AsyncRetrying(
-                retry=retry_if_exception(transient),
-                stop=stop_after_attempt(self._attempts),
-                wait=self._wait,
-                reraise=True,
-            ):
+            async for attempt in http_retrying(self._attempts, self._max_wait):
                 with attempt:
                     response = await self._client.post(
                         "/audio/transcriptions", files=self._files(data, upload_name), data=self._fields()
@@ -171,18 +165,9 @@ class HttpTranscriber:
             fields["language"] = self.language
         return fields
 
-    def _wait(self, state: Any) -> float:
-        backoff = float(wait_exponential(multiplier=0.5, max=self._max_wait)(state))
-        exc = state.outcome.exception() if state.outcome else None
-        if isinstance(exc, httpx.HTTPStatusError):
-            after = _retry_after(exc.response)
-            if after is not None:
-                return after
-        return backoff
-
     def _raise_for_status(self, response: httpx.Response) -> None:
         if response.status_code == 429 or response.status_code >= 500:
-            after = _retry_after(response)
+            after = retry_after(response)
             if after is not None and after > self._max_wait:
                 raise RetryLater(f"HTTP {response.status_code}, retry after {after:.0f} s")
         response.raise_for_status()  # 429/5xx go back to the retry loop; other 4xx end it
@@ -221,14 +206,6 @@ def _language(body: dict[str, Any]) -> str | None:
         return None
     name = raw.strip().lower()
     return _LANGUAGE_CODES.get(name, name)
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    value = response.headers.get("retry-after")
-    try:
-        return max(0.0, float(value)) if value is not None else None
-    except ValueError:  # an HTTP date: rare from APIs; the exponential back-off is a fine stand-in
-        return None
 
 
 def _error_message(response: httpx.Response) -> str:

@@ -19,7 +19,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import structlog
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_exponential_jitter
+from tenacity import RetryCallState
+
+from teleton.process.retries import failure, retrying, waits
 
 log = structlog.get_logger(__name__)
 
@@ -61,7 +63,7 @@ class Supervisor:
         self.loops: dict[str, LoopHealth] = {}
         self.errors: dict[str, tuple[str, float]] = {}  # kind (model, telegram, storage, a loop) -> last error
         self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._backoff = wait_exponential_jitter(multiplier=first_backoff_s, max=max_backoff_s, jitter=jitter_s)
+        self._wait = waits(base_s=first_backoff_s, max_s=max_backoff_s, jitter_s=jitter_s, told=_flood_seconds)
         self._pause_s = first_backoff_s
 
     def run(
@@ -99,7 +101,7 @@ class Supervisor:
                 health.state, health.since, health.retry_in_s = "up", self.clock(), None
 
         def down(state: RetryCallState) -> None:
-            error = state.outcome.exception() if state.outcome else None
+            error = failure(state)
             if health.state != "down":
                 health.state, health.since = "down", self.clock()
             health.restarts += 1
@@ -110,13 +112,10 @@ class Supervisor:
 
         try:
             while True:
-                retrying = AsyncRetrying(
-                    wait=self._wait,
-                    retry=retry_if_exception(lambda exc: isinstance(exc, Exception) and classify(exc) is None),
-                    before_sleep=down,
-                    reraise=True,
+                tries = retrying(
+                    lambda exc: isinstance(exc, Exception) and classify(exc) is None, self._wait, on_retry=down
                 )
-                async for attempt in retrying:
+                async for attempt in tries:
                     with attempt:
                         await body(up)
                 # The work ended normally (a connection closed): start over, with a fresh backoff.
@@ -131,15 +130,14 @@ class Supervisor:
             log.error("loop_fatal", loop=health.name, reason=reason)
             self.on_fatal(health.name, reason)
 
-    def _wait(self, state: RetryCallState) -> float:
-        error = state.outcome.exception() if state.outcome else None
-        flood = getattr(error, "seconds", None)
-        if isinstance(flood, int | float) and flood > 0:  # Telegram said how long: exactly that
-            return float(flood)
-        return float(self._backoff(state))
-
 
 def _describe(error: BaseException | str | None) -> str:
     if error is None or isinstance(error, str):
         return error or "unknown error"
     return f"{type(error).__name__}: {error}"[:300]
+
+
+def _flood_seconds(error: BaseException) -> float | None:
+    """Telegram's FloodWait says how long: exactly that (process imports no Telethon, hence by attribute)."""
+    flood = getattr(error, "seconds", None)
+    return float(flood) if isinstance(flood, int | float) and flood > 0 else None

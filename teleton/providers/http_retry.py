@@ -10,11 +10,15 @@ thread), which learns the vector dimension.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
 
 import httpx
 import numpy as np
-from tenacity import AsyncRetrying, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+from tenacity import AsyncRetrying, Retrying
+
+from teleton.process.retries import Wait, retrying_sync, waits
+from teleton.process.retries import retrying as _retrying
+
+FIRST_WAIT_S = 0.5
 
 
 def transient(exc: BaseException) -> bool:
@@ -24,21 +28,31 @@ def transient(exc: BaseException) -> bool:
     return isinstance(exc, httpx.TransportError)
 
 
-def _policy(attempts: int, max_wait: float) -> dict[str, Any]:
-    return {
-        "retry": retry_if_exception(transient),
-        "stop": stop_after_attempt(attempts),
-        "wait": wait_exponential(multiplier=0.5, max=max_wait),
-        "reraise": True,
-    }
+def retry_after(response: httpx.Response) -> float | None:
+    """The server's Retry-After in seconds, when it sent one as a number."""
+    value = response.headers.get("retry-after")
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:  # an HTTP date: rare from APIs; the exponential back-off is a fine stand-in
+        return None
 
 
-def retrying(attempts: int, max_wait: float) -> AsyncRetrying:
-    return AsyncRetrying(**_policy(attempts, max_wait))
+def http_waits(max_wait: float) -> Wait:
+    """The server's Retry-After (at most ``max_wait``), else the back-off (``teleton.process.retries``)."""
+
+    def asked(exc: BaseException) -> float | None:
+        after = retry_after(exc.response) if isinstance(exc, httpx.HTTPStatusError) else None
+        return None if after is None else min(after, max_wait)
+
+    return waits(base_s=FIRST_WAIT_S, max_s=max_wait, told=asked)
 
 
-def retrying_sync(attempts: int, max_wait: float) -> Retrying:
-    return Retrying(**_policy(attempts, max_wait))
+def http_retrying(attempts: int, max_wait: float) -> AsyncRetrying:
+    return _retrying(transient, http_waits(max_wait), attempts=attempts)
+
+
+def http_retrying_sync(attempts: int, max_wait: float) -> Retrying:
+    return retrying_sync(transient, http_waits(max_wait), attempts=attempts)
 
 
 async def embed_in_batches(

@@ -8,9 +8,10 @@ from typing import TypeVar
 
 import structlog
 from telethon import errors
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+from tenacity import RetryCallState
 
 from teleton.gateway.contract import GatewayError
+from teleton.process.retries import failure, retrying, waits
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
@@ -36,19 +37,17 @@ async def with_flood_retry(
         return int(getattr(exc, "seconds", 0) or 0)
 
     def waited(state: RetryCallState) -> None:
-        error = state.outcome.exception() if state.outcome else None
-        log.warning("flood_wait", what=what, seconds=seconds(error), attempt=state.attempt_number)
+        log.warning("flood_wait", what=what, seconds=seconds(failure(state)), attempt=state.attempt_number)
 
-    retrying = AsyncRetrying(
-        stop=stop_after_attempt(attempts),
-        wait=lambda state: float(seconds(state.outcome.exception() if state.outcome else None)),
-        retry=retry_if_exception(lambda exc: isinstance(exc, errors.FloodError) and seconds(exc) <= max_wait_s),
-        before_sleep=waited,
+    tries = retrying(
+        lambda exc: isinstance(exc, errors.FloodError) and seconds(exc) <= max_wait_s,
+        waits(base_s=0.0, max_s=max_wait_s, told=lambda exc: float(seconds(exc))),
+        attempts=attempts,
+        on_retry=waited,
         sleep=sleep,
-        reraise=True,
     )
     try:
-        async for attempt in retrying:
+        async for attempt in tries:
             with attempt:
                 return await call()
     except errors.FloodError as exc:

@@ -22,7 +22,7 @@ import numpy as np
 
 from teleton.config.presets import PresetError, service_endpoint
 from teleton.config.schema import EmbeddingConfig
-from teleton.providers.http_retry import embed_in_batches, retrying, retrying_sync, unit_rows
+from teleton.providers.http_retry import embed_in_batches, http_retrying, http_retrying_sync, unit_rows
 
 MAX_BATCH = 256
 
@@ -92,7 +92,7 @@ class OpenAICompatibleEmbedder:
         """Embed one text synchronously (the provider is built in a worker thread) to learn the dimension."""
         try:
             with httpx.Client(base_url=self.base_url, headers=self._headers, timeout=httpx.Timeout(60.0)) as client:
-                for attempt in retrying_sync(self._attempts, self._max_wait):
+                for attempt in http_retrying_sync(self._attempts, self._max_wait):
                     with attempt:
                         response = client.post("/embeddings", json={"input": ["probe"], "model": self.model})
                         self._raise_for_status(response)
@@ -106,7 +106,7 @@ class OpenAICompatibleEmbedder:
         return await embed_in_batches(texts, self.batch_size, self.dims, self._embed_batch)
 
     async def _embed_batch(self, texts: list[str]) -> np.ndarray:
-        async for attempt in retrying(self._attempts, self._max_wait):
+        async for attempt in http_retrying(self._attempts, self._max_wait):
             with attempt:
                 response = await self._client.post("/embeddings", json={"input": texts, "model": self.model})
                 self._raise_for_status(response)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import httpx
 import numpy as np
 
-from teleton.providers.http_retry import embed_in_batches, retrying, unit_rows
+from teleton.providers.http_retry import embed_in_batches, http_retrying, unit_rows
 
 VOYAGE_URL = "https://api.voyageai.com/v1"
 DEFAULT_MODEL = "voyage-3.5-lite"
@@ -70,7 +70,7 @@ class VoyageEmbedder:
         return await embed_in_batches(texts, self.batch_size, self.dims, self._embed_batch)
 
     async def _embed_batch(self, texts: list[str]) -> np.ndarray:
-        async for attempt in retrying(self._attempts, self._max_wait):
+        async for attempt in http_retrying(self._attempts, self._max_wait):
             with attempt:
                 response = await self._client.post(
                     "/embeddings", json={"input": texts, "model": self.model, "truncation": True}

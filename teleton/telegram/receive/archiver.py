@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import structlog
-from tenacity import AsyncRetrying, retry_if_exception_type, wait_exponential_jitter
+from tenacity import RetryCallState
 
+from teleton.process.retries import failure, retrying, waits
 from teleton.storage import Database
 from teleton.storage.sqlite_driver import Connection
 
@@ -126,16 +127,15 @@ class ArchiveBatcher:
             self.failing_since, self.last_error = time.time(), str(exc)
             log.error("archive_write_failed", error=str(exc), batch=len(ops), effect="retrying; nothing is lost")
 
-        def failed(state: Any) -> None:
-            self.last_error = str(state.outcome.exception())
+        def failed(state: RetryCallState) -> None:
+            self.last_error = str(failure(state))
 
-        retrying = AsyncRetrying(
-            wait=wait_exponential_jitter(multiplier=0.1, max=self.retry_max_s, jitter=0.2),
-            retry=retry_if_exception_type(Exception),
-            before_sleep=failed,
-            reraise=True,
+        tries = retrying(
+            lambda exc: isinstance(exc, Exception),
+            waits(base_s=0.1, max_s=self.retry_max_s, jitter_s=0.2),
+            on_retry=failed,
         )
-        async for attempt in retrying:
+        async for attempt in tries:
             with attempt:
                 results = await self.db.write(lambda conn: _apply(conn, ops))
         log.info("archive_write_recovered", after_s=round(time.time() - (self.failing_since or time.time()), 1))
