@@ -32,7 +32,7 @@ from teleton.agent.distiller import Distiller, Exchange
 from teleton.gateway.contract import ChatInfo
 from teleton.llm import LLMClient, LLMSettings
 from teleton.memory.embeddings.local import LocalEmbedder
-from teleton.memory.embeddings.model_files import packaged_model
+from teleton.memory.embeddings.packaged import packaged_model
 from teleton.memory.facts.store import FactStore
 from teleton.memory.facts.subjects import attributable, speaker_subject
 from teleton.memory.feed import archive as fa

@@ -37,7 +37,7 @@ FLOOR = 2000.0
 def load_provider(threads: int | None) -> Any:
     """The default local model (multilingual-e5-small, int8 ONNX, offline; built at its first use)."""
     from teleton.memory.embeddings.local import LocalEmbedder
-    from teleton.memory.embeddings.model_files import packaged_model
+    from teleton.memory.embeddings.packaged import packaged_model
 
     return LocalEmbedder(packaged_model(), threads=threads)
 

@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from teleton.memory.embeddings.local import LocalEmbedder
-from teleton.memory.embeddings.model_files import packaged_model
+from teleton.memory.embeddings.packaged import packaged_model
 from teleton.memory.feed.embedding import FeedMessage, embed_pending, index_text
 from teleton.memory.feed.search import search_feed
 from teleton.memory.search import bit_index

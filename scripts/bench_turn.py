@@ -113,7 +113,7 @@ def embedder_or_none(use_vectors: bool) -> Any:
     if not use_vectors:
         return None
     from teleton.memory.embeddings.local import LocalEmbedder
-    from teleton.memory.embeddings.model_files import packaged_model
+    from teleton.memory.embeddings.packaged import packaged_model
 
     return LocalEmbedder(packaged_model())
 

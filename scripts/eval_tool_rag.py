@@ -120,7 +120,7 @@ async def evaluate(
     from teleton.config.schema import Config
     from teleton.gateway.contract import ChatInfo
     from teleton.memory.embeddings.local import LocalEmbedder
-    from teleton.memory.embeddings.model_files import packaged_model
+    from teleton.memory.embeddings.packaged import packaged_model
     from teleton.memory.embeddings.query import query_embedding
     from teleton.storage import Database
     from teleton.tools.rag import ToolIndex, ToolRagSettings

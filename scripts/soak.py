@@ -64,7 +64,7 @@ async def prefill(db_path: Path, total: int) -> None:
     from bench_search import build
 
     from teleton.memory.embeddings.local import LocalEmbedder
-    from teleton.memory.embeddings.model_files import packaged_model
+    from teleton.memory.embeddings.packaged import packaged_model
     from teleton.storage import Database
 
     embedder = LocalEmbedder(packaged_model())

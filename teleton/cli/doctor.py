@@ -14,20 +14,11 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
+from teleton.cli.checks import Check, provider_label
 from teleton.config import Config, ConfigError, load_config
 from teleton.storage.sqlite_driver import has_fts5, load_sqlite_vec, pick_driver
-
-
-@dataclass
-class Check:
-    name: str
-    ok: bool | None  # None: not checked (what it needs is missing)
-    detail: str
-    fix: str = ""
-
 
 MIN_FREE_BYTES = 200 * 1024 * 1024  # below this, the archive and the WAL will soon fail to write
 
@@ -81,6 +72,7 @@ def check_embedding_model(config: Config) -> Check:
     if config.embedding.provider == "openai_compatible":
         return check_embedding_endpoint(config)
     from teleton.memory.embeddings import hf_download, model_files
+    from teleton.memory.embeddings.packaged import packaged_model
     from teleton.providers.pinned_files import ModelFilesError
 
     emb = config.embedding
@@ -92,7 +84,7 @@ def check_embedding_model(config: Config) -> Check:
             cached = hf_download.model_dir(hf_download.default_cache_dir(), emb.model)
             files = model_files.directory_model(cached, emb.model)
         else:  # e5 (the default) is built here if this is its first use
-            files = model_files.packaged_model(emb.model)
+            files = packaged_model(emb.model)
         files.verify()
     except ModelFilesError as exc:
         fix = "point embedding.model_path at a complete model folder"
@@ -224,10 +216,6 @@ def check_database_mode(config: Config) -> Check | None:
     mode = path.stat().st_mode & 0o777
     ok = not mode & 0o077
     return Check("Database file mode", ok, f"{mode:o}", "" if ok else f"chmod 600 {path}")
-
-
-def provider_label(provider: str) -> str:
-    return "Anthropic" if provider == "anthropic" else provider
 
 
 def check_api_key(config: Config) -> Check:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from teleton.cli.doctor import Check
+from teleton.cli.checks import Check, provider_label
 from teleton.config import Config
 
 ONLINE_TIMEOUT_S = 20.0
@@ -13,7 +13,6 @@ ONLINE_TIMEOUT_S = 20.0
 def check_model_online(config: Config) -> Check:
     """One tiny request (one token) to the main model on its own provider, never failed over: is the key
     accepted, is the server reachable, does the model exist."""
-    from teleton.cli.doctor import provider_label
     from teleton.config.presets import endpoint_for, problem
     from teleton.llm import LLMClient, LLMError, LLMSettings
     from teleton.llm.connect import provider_for

@@ -185,12 +185,14 @@ class Daemon:
 
     async def _start_knowledge(self, db: Database, embedder: Any) -> Any:
         from teleton.memory.knowledge.index import KnowledgeIndex
+        from teleton.memory.knowledge.watch import KnowledgeWatcher
 
         assert self.config.storage.workspace is not None
         index = KnowledgeIndex.from_config(db, self.config, embedder, self.principals)
         counts = await index.reindex()
         log.info("knowledge_indexed", **counts.as_dict())
-        self.watcher = index.watch(self.config.memory.watch_debounce_ms, self.supervisor)
+        self.watcher = KnowledgeWatcher(index, self.config.memory.watch_debounce_ms)
+        self.watcher.start(self.supervisor)
         return index
 
     def _make_gateway(self, db: Database) -> Any:

@@ -15,16 +15,14 @@ import io
 import os
 import re
 import zipfile
-from dataclasses import dataclass
-from typing import Literal
 
 from teleton.media.errors import MediaError
+from teleton.media.extracted import ExtractedDocument, Kind
 
 MAX_CHARS = 2_000_000
 # Declared uncompressed size of a docx's parts; python-docx reads every part (images too) into memory.
 MAX_DOCX_UNPACKED = 256 * 1024 * 1024
 
-Kind = Literal["pdf", "docx", "csv", "text"]
 
 _TEXT_EXTENSIONS = {
     "txt", "text", "md", "markdown", "rst", "log", "json", "jsonl", "ndjson", "xml", "yaml", "yml", "toml", "ini",
@@ -57,16 +55,6 @@ _MAGIC: tuple[tuple[bytes, str], ...] = (
     (b"fLaC", "FLAC audio"),
     (b"\x1a\x45\xdf\xa3", "WebM/Matroska video"),
 )
-
-
-@dataclass(frozen=True)
-class ExtractedDocument:
-    kind: Kind
-    text: str
-    pages: int | None  # PDF page count; None for kinds without pages
-    truncated: bool  # text stops at max_chars (or a CSV at its row cap); the rest was not read
-    title: str | None = None  # from the document's metadata, when it has one
-    note: str | None = None  # one line for the model about what it is missing (e.g. a scanned PDF)
 
 
 def extract_text(data: bytes, *, filename: str, mime_type: str | None, max_chars: int = MAX_CHARS) -> ExtractedDocument:

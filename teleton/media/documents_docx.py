@@ -14,8 +14,8 @@ import docx
 from docx.table import Table
 from docx.text.paragraph import Paragraph
 
-from teleton.media.documents import ExtractedDocument
 from teleton.media.errors import MediaError
+from teleton.media.extracted import ExtractedDocument
 
 
 def docx_text(data: bytes, *, max_chars: int) -> ExtractedDocument:

@@ -11,8 +11,8 @@ import logging
 from pypdf import PdfReader
 from pypdf.errors import DependencyError, FileNotDecryptedError, PdfReadError
 
-from teleton.media.documents import ExtractedDocument
 from teleton.media.errors import MediaError
+from teleton.media.extracted import ExtractedDocument
 
 # pypdf logs a warning for every small defect it repairs (common in real PDFs); they say nothing to an owner.
 logging.getLogger("pypdf").setLevel(logging.ERROR)

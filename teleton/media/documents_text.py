@@ -13,7 +13,7 @@ import re
 import unicodedata
 from collections import Counter
 
-from teleton.media.documents import ExtractedDocument
+from teleton.media.extracted import ExtractedDocument
 
 MAX_ROWS = 10_000
 # Byte-order marks, longest first: the UTF-32 LE mark starts with the UTF-16 LE one.

@@ -8,7 +8,6 @@ The answer is asked for as Opus in an Ogg container: what Telegram plays as a vo
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,19 +15,7 @@ import httpx
 
 from teleton.config.presets import PresetError, service_endpoint
 from teleton.media.errors import MediaError
-
-MAX_INPUT_CHARS = 4096  # OpenAI's limit for one request
-_CODE_BLOCK = re.compile(r"```.*?(```|$)", re.S)
-_LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
-_URL = re.compile(r"https?://\S+")
-_MARKUP = re.compile(r"[*_`#>|~]+")
-
-
-def speakable(text: str) -> str:
-    """What of a Markdown reply is read aloud: a link by its text, no code, no markup characters."""
-    text = _CODE_BLOCK.sub(" (code) ", text)
-    text = _URL.sub("a link", _LINK.sub(r"\1", text))
-    return " ".join(_MARKUP.sub(" ", text).split())
+from teleton.media.speakable import MAX_INPUT_CHARS, speakable
 
 
 class SpeechClient:

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from teleton.media.errors import MediaError
-from teleton.media.speech import MAX_INPUT_CHARS, speakable
+from teleton.media.speakable import MAX_INPUT_CHARS, speakable
 from teleton.providers.pinned_files import check_pinned, package_dir
 from teleton.text.language import detect_language
 

@@ -22,7 +22,7 @@ from teleton.gateway.contract import ChatInfo, UserInfo
 from teleton.llm import LLMClient
 from teleton.memory.embeddings.cached import CachedProvider
 from teleton.memory.embeddings.local import LocalEmbedder
-from teleton.memory.embeddings.model_files import packaged_model
+from teleton.memory.embeddings.packaged import packaged_model
 from teleton.memory.facts.rows import Fact
 from teleton.memory.facts.store import FactStore
 from teleton.memory.feed import archive as fa

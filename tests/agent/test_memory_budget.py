@@ -14,7 +14,7 @@ from teleton.agent.deps import AgentSettings
 from teleton.agent.stages.memory_budget import Item, fill, log_entries
 from teleton.config import Config
 from teleton.memory.embeddings.local import LocalEmbedder
-from teleton.memory.embeddings.model_files import packaged_model
+from teleton.memory.embeddings.packaged import packaged_model
 from teleton.memory.facts.store import Fact
 from teleton.memory.feed.embedding import embed_pending
 from teleton.memory.knowledge.index import KnowledgeIndex

@@ -9,7 +9,7 @@ import pytest
 
 from teleton.agent.stages.context import KNOWLEDGE_HEADER
 from teleton.memory.embeddings.local import LocalEmbedder
-from teleton.memory.embeddings.model_files import packaged_model
+from teleton.memory.embeddings.packaged import packaged_model
 from teleton.memory.search.corpora import KNOWLEDGE
 from teleton.memory.search.vector_store import write_vectors
 from teleton.storage import Database

@@ -138,7 +138,7 @@ def test_settings_follow_the_config() -> None:
 
 async def test_what_is_said_in_chat_is_embedded_like_telegram_messages(tmp_path: Path, fake_api: FakeAnthropic) -> None:
     from teleton.memory.embeddings.local import LocalEmbedder
-    from teleton.memory.embeddings.model_files import packaged_model
+    from teleton.memory.embeddings.packaged import packaged_model
     from teleton.storage import Database
 
     fake_api.responder = model

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from teleton.memory.embeddings.local import LocalEmbedder
-from teleton.memory.embeddings.model_files import packaged_model
+from teleton.memory.embeddings.packaged import packaged_model
 
 
 @pytest.fixture(scope="session")

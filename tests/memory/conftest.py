@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from teleton.memory.embeddings.local import LocalEmbedder
-from teleton.memory.embeddings.model_files import packaged_model
+from teleton.memory.embeddings.packaged import packaged_model
 from teleton.storage import Database
 
 

@@ -18,9 +18,11 @@ import pytest
 
 from teleton.config.schema import EmbeddingConfig
 from teleton.memory.embeddings import create_provider, with_cache
-from teleton.memory.embeddings.e5_files import E5_SOURCE_SHA256, MANIFEST, MAX_TOKENS, E5Tokenizer, build, e5_model
+from teleton.memory.embeddings.e5_files import E5_SOURCE_SHA256, MANIFEST, build, e5_model
+from teleton.memory.embeddings.e5_tokenizer import MAX_TOKENS, E5Tokenizer
 from teleton.memory.embeddings.local import LocalEmbedder, by_heads
-from teleton.memory.embeddings.model_files import E5_MODEL_ID, MINILM_MODEL_ID, packaged_model
+from teleton.memory.embeddings.model_files import E5_MODEL_ID, MINILM_MODEL_ID
+from teleton.memory.embeddings.packaged import packaged_model
 from teleton.memory.embeddings.query import embed_query
 from teleton.memory.search.fusion import COSINE_CEILING
 from teleton.providers.pinned_files import ModelFilesError, package_dir, sha256_file

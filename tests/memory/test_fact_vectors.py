@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from teleton.memory.embeddings.local import LocalEmbedder
-from teleton.memory.embeddings.model_files import packaged_model
+from teleton.memory.embeddings.packaged import packaged_model
 from teleton.memory.facts.store import Fact, FactStore
 from teleton.memory.reembed import embed_pending_facts
 from teleton.storage import Database

@@ -8,6 +8,7 @@ from pathlib import Path
 from structlog.testing import capture_logs
 
 from teleton.memory.knowledge.index import KnowledgeIndex
+from teleton.memory.knowledge.watch import KnowledgeWatcher
 from teleton.storage import Database
 
 from .conftest import CountingProvider
@@ -97,7 +98,8 @@ async def test_watcher_picks_up_an_edit(tmp_path: Path, mdb: Database, counting:
     write(ws / "MEMORY.md", "# Memory\n\nThe wifi password is hunter2.\n")
     index = KnowledgeIndex(mdb, ws, counting)
     await index.reindex()
-    watcher = index.watch(debounce_ms=200)
+    watcher = KnowledgeWatcher(index, debounce_ms=200)
+    watcher.start()
     try:
         # The edit is repeated until the watcher reacts, so a watcher still arming misses nothing (latency is a
         # benchmark; a broken watcher hangs into pytest-timeout).

@@ -14,7 +14,8 @@ import numpy as np
 from teleton.agent.deps import AgentSettings
 from teleton.config.schema import Config
 from teleton.memory.embeddings.local import LocalEmbedder
-from teleton.memory.embeddings.model_files import DEFAULT_MODEL_ID, MINILM_MODEL_ID, packaged_model
+from teleton.memory.embeddings.model_files import DEFAULT_MODEL_ID, MINILM_MODEL_ID
+from teleton.memory.embeddings.packaged import packaged_model
 from teleton.memory.facts.rows import Fact
 from teleton.memory.facts.store import FactStore
 from teleton.memory.feed.embedding import FeedEmbedder, embed_pending

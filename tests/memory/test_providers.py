@@ -22,7 +22,8 @@ from teleton.memory.embeddings import create_provider, local_model_files
 from teleton.memory.embeddings.hf_download import cached_or_download
 from teleton.memory.embeddings.local import LocalEmbedder
 from teleton.memory.embeddings.local_strings import MAX_CHARS, StringsEmbedder
-from teleton.memory.embeddings.model_files import PACKAGED_SHA256, ModelFiles, packaged_model
+from teleton.memory.embeddings.model_files import PACKAGED_SHA256, ModelFiles
+from teleton.memory.embeddings.packaged import packaged_model
 from teleton.memory.embeddings.voyage import VoyageEmbedder, VoyageError
 from teleton.providers.pinned_files import ModelFilesError
 
@@ -264,7 +265,7 @@ def test_the_local_model_writes_nothing_under_home(tmp_path: Path) -> None:
     script = (
         "import asyncio\n"
         "from teleton.memory.embeddings.local import LocalEmbedder\n"
-        "from teleton.memory.embeddings.model_files import packaged_model\n"
+        "from teleton.memory.embeddings.packaged import packaged_model\n"
         "print(asyncio.run(LocalEmbedder(packaged_model()).embed(['hello'])).shape)\n"
     )
     proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)

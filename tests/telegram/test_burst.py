@@ -57,7 +57,7 @@ def local_model():
     """The default local model (multilingual-e5-small, int8 ONNX), offline from the run's model cache. One
     thread, so a core stays free for the event loop (ONNX Runtime's workers spin)."""
     from teleton.memory.embeddings.local import LocalEmbedder
-    from teleton.memory.embeddings.model_files import packaged_model
+    from teleton.memory.embeddings.packaged import packaged_model
 
     provider = LocalEmbedder(packaged_model(), threads=1)
     yield provider

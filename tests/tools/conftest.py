@@ -156,7 +156,7 @@ async def telegram(db: Database) -> AsyncIterator[tuple[Any, RecordingClient]]:
 def embedder() -> Any:
     """The real default embedding model (multilingual-e5-small, from the run's model cache), loaded once."""
     from teleton.memory.embeddings.local import LocalEmbedder
-    from teleton.memory.embeddings.model_files import packaged_model
+    from teleton.memory.embeddings.packaged import packaged_model
 
     model = LocalEmbedder(packaged_model())
     yield model

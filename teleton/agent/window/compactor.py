@@ -11,9 +11,6 @@ chat's: a group's summary is the group's, quoted in the owner's log); (4) the se
 
 from __future__ import annotations
 
-import hashlib
-import inspect
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +26,8 @@ from teleton.gateway.contract import ChatInfo
 from teleton.llm.client import LLMClient, LLMError
 from teleton.memory.facts.store import FactStore
 from teleton.memory.journal.daily_logs import DailyLogs
+from teleton.memory.knowledge.index import KnowledgeIndex
+from teleton.memory.knowledge.rows import store_entry
 from teleton.privacy import Clearance
 from teleton.privacy.quoting import mark
 from teleton.storage.database import Database
@@ -61,7 +60,7 @@ class Compactor:
         daily_logs: DailyLogs,
         facts: FactStore | None,
         *,
-        knowledge: Any = None,
+        knowledge: KnowledgeIndex | None = None,
         distiller: Distiller | None = None,
     ) -> None:
         self.db = db
@@ -165,26 +164,13 @@ class Compactor:
 
     async def _to_knowledge(self, session: Session, summary: str, label: str) -> None:
         path = f"sessions/{session.chat_id}/{session.id}"
-        if self.knowledge is not None and hasattr(self.knowledge, "add_entry"):
-            try:
-                result = self.knowledge.add_entry(summary, source="session", path=path, label=label)
-                if inspect.isawaitable(result):
-                    await result
-                return
-            except Exception as exc:  # fall through: the summary must still reach the knowledge table
-                log.warning("knowledge_index_add_failed", error=repr(exc))
         try:
-            await self._insert_knowledge(summary, path, label)
+            if self.knowledge is not None:
+                await self.knowledge.add_entry(summary, source="session", path=path, label=label)
+                return
+        except Exception as exc:  # the index could not embed it: the row still goes in, embedded later
+            log.warning("knowledge_index_add_failed", error=repr(exc))
+        try:  # the same writer the index uses: an entry it already stored is not stored twice
+            await store_entry(self.db, summary, source="session", path=path, label=label)
         except Exception as exc:
             log.warning("knowledge_write_failed", error=repr(exc))
-
-    async def _insert_knowledge(self, text: str, path: str, label: str) -> None:
-        # Without a KnowledgeIndex (tests, `teleton chat` without embeddings) the row is still keyword
-        # searchable through the FTS trigger; embedded = 0 lets an embedding worker pick it up later.
-        now = time.time()
-        digest = hashlib.sha256(f"{label}\n{text}".encode()).hexdigest()
-        await self.db.execute(
-            "insert into knowledge(source, path, heading, text, hash, label, created_at, updated_at) "
-            "values ('session', ?, 'Session summary', ?, ?, ?, ?, ?)",
-            (path, text, digest, label, now, now),
-        )

@@ -53,13 +53,14 @@ def local_model_files(
     """Which files the local provider loads: ``model_path``, else a packaged or Hugging Face ``model``, else
     the default packaged model."""
     from teleton.memory.embeddings import hf_download
+    from teleton.memory.embeddings.packaged import packaged_model
 
     model_path, model = config.model_path, config.model
     if model_path:
         return model_files.directory_model(Path(model_path), model)
     if model_files.packaged_id(model) is None:
         return hf_download.cached_or_download(model, cache_dir, hf_base_url or hf_download.HF_BASE_URL)
-    return model_files.packaged_model(model, cache_dir)
+    return packaged_model(model, cache_dir)
 
 
 def with_cache(

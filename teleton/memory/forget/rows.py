@@ -24,7 +24,7 @@ from teleton.memory.embeddings.cached import text_hash
 from teleton.memory.facts.rows import embedding_text as fact_text
 from teleton.memory.forget.feed import drop_vectors, erase_messages, feed_hashes, neighbours, optimize, uncache
 from teleton.memory.forget.match import Matcher, strings
-from teleton.memory.knowledge.index import embedding_text as chunk_text
+from teleton.memory.knowledge.rows import embedding_text as chunk_text
 from teleton.memory.search.corpora import FACTS, KNOWLEDGE, Corpus
 from teleton.privacy import OWNER, Principals
 from teleton.storage.sqlite_driver import Connection

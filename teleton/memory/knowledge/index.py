@@ -18,7 +18,6 @@ with one log line.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -31,171 +30,29 @@ import structlog
 from teleton.memory.embeddings.model_files import search_weights
 from teleton.memory.embeddings.provider import EmbeddingProvider
 from teleton.memory.embeddings.query import embed_query
-from teleton.memory.knowledge.chunker import MAX_CHARS, TARGET_CHARS, chunk_markdown
+from teleton.memory.knowledge.chunker import MAX_CHARS, TARGET_CHARS
+from teleton.memory.knowledge.files import knowledge_files, plan_file
+from teleton.memory.knowledge.rows import (
+    IndexCounts,
+    PlannedChunk,
+    apply_plan,
+    delete_rows,
+    embedding_text,
+    store_entry,
+)
 from teleton.memory.search.corpora import KNOWLEDGE
 from teleton.memory.search.hybrid import DEFAULT_PARAMS, SearchHit, SearchParams, hybrid_search_db
-from teleton.memory.search.vector_store import check_model, delete_vectors, write_vectors
-from teleton.privacy import OWNER, Principals, is_label, path_label
+from teleton.memory.search.vector_store import check_model, write_vectors
+from teleton.privacy import Principals
 from teleton.storage.database import Database
-from teleton.storage.private_files import Unreadable, read_confined
+from teleton.storage.private_files import Unreadable
 from teleton.storage.sqlite_driver import Connection
 
 log = structlog.get_logger(__name__)
 
-SOURCES = ("memory", "session", "learned")
 Progress = Callable[[int, int], None]
 EMBED_BATCH = 64
 PROGRESS_EVERY_S = 10.0  # a progress line while embedding (the log is all a service or a pipe shows)
-
-
-@dataclass
-class IndexCounts:
-    added: int = 0
-    updated: int = 0
-    removed: int = 0
-    unchanged: int = 0
-    embedded: int = 0
-    files: int = 0
-
-    def as_dict(self) -> dict[str, int]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class PlannedChunk:
-    path: str
-    heading: str
-    text: str
-    hash: str
-    start_line: int
-    label: str = OWNER
-
-
-def chunk_hash(heading: str, text: str, label: str = OWNER) -> str:
-    # The heading path is part of what gets embedded, so a moved chunk is a changed chunk; the label is
-    # part of the row's identity, so a file made public (or private again) is re-labelled everywhere.
-    return hashlib.sha256(f"{label}\n{heading}\n{text}".encode()).hexdigest()
-
-
-def embedding_text(heading: str, text: str) -> str:
-    return f"{heading}\n{text}" if heading else text
-
-
-PUBLIC_DIR = "public"
-
-
-def knowledge_files(workspace: Path) -> list[Path]:
-    files = [workspace / "MEMORY.md"] if (workspace / "MEMORY.md").is_file() else []
-    memory_dir = workspace / "memory"
-    if memory_dir.is_dir():
-        files += sorted(p for p in memory_dir.glob("*.md") if p.is_file())
-    public_dir = workspace / PUBLIC_DIR
-    if public_dir.is_dir():
-        files += sorted(p for p in public_dir.rglob("*.md") if p.is_file())
-    return files
-
-
-def plan_file(
-    workspace: Path,
-    path: Path,
-    target: int,
-    limit: int,
-    *,
-    principals: Principals | None = None,
-    shared: Sequence[str] = (),
-) -> list[PlannedChunk]:
-    rel = path.relative_to(workspace).as_posix()
-    text, real_rel = read_confined(workspace, path)
-    # The label follows where the content really is: public/x.md -> ../MEMORY.md stays the owner's.
-    label = path_label(real_rel, principals or Principals(), shared)
-    planned = []
-    for chunk in chunk_markdown(text, target, limit):
-        body = chunk.text.strip()
-        if body:
-            digest = chunk_hash(chunk.heading, body, label)
-            planned.append(PlannedChunk(rel, chunk.heading, body, digest, chunk.start_line, label))
-    return planned
-
-
-@dataclass
-class _Stored:
-    id: int
-    hash: str
-    start_line: int
-
-
-def apply_plan(conn: Connection, plans: dict[str, list[PlannedChunk]], now: float) -> IndexCounts:
-    """Bring the ``memory`` rows in line with ``plans`` (path -> chunks); paths not in it are removed."""
-    counts = IndexCounts(files=len(plans))
-    stored: dict[str, list[_Stored]] = {}
-    for row in conn.execute("select id, path, hash, start_line from knowledge where source = 'memory' order by id"):
-        stored.setdefault(row[1], []).append(_Stored(int(row[0]), str(row[2]), int(row[3])))
-    for path in set(stored) - set(plans):
-        _delete(conn, [s.id for s in stored[path]])
-        counts.removed += len(stored[path])
-    for path, chunks in plans.items():
-        _apply_file(conn, path, chunks, stored.get(path, []), now, counts)
-    return counts
-
-
-def _apply_file(
-    conn: Connection, path: str, chunks: list[PlannedChunk], old: list[_Stored], now: float, counts: IndexCounts
-) -> None:
-    by_hash: dict[str, list[_Stored]] = {}
-    for row in old:
-        by_hash.setdefault(row.hash, []).append(row)
-    fresh: list[PlannedChunk] = []
-    for chunk in chunks:
-        same = by_hash.get(chunk.hash)
-        if same:
-            row = same.pop(0)
-            counts.unchanged += 1
-            if row.start_line != chunk.start_line:
-                conn.execute("update knowledge set start_line = ? where id = ?", (chunk.start_line, row.id))
-        else:
-            fresh.append(chunk)
-    vanished = [row for rows in by_hash.values() for row in rows]
-    # A changed chunk reuses a vanished row (an update); the rest are plain inserts and deletes.
-    for chunk, row in zip(fresh, vanished, strict=False):
-        conn.execute(
-            "update knowledge set heading = ?, text = ?, hash = ?, start_line = ?, label = ?, embedded = 0, "
-            "updated_at = ? where id = ?",
-            (chunk.heading, chunk.text, chunk.hash, chunk.start_line, chunk.label, now, row.id),
-        )
-        if _has_vectors(conn):  # its vector sits in the old label's partition
-            delete_vectors(conn, KNOWLEDGE, [row.id])
-        counts.updated += 1
-    for chunk in fresh[len(vanished) :]:
-        _insert(conn, "memory", chunk, now)
-        counts.added += 1
-    leftover = vanished[len(fresh) :]
-    _delete(conn, [row.id for row in leftover])
-    counts.removed += len(leftover)
-
-
-def _insert(conn: Connection, source: str, chunk: PlannedChunk, now: float) -> int:
-    cur = conn.execute(
-        "insert into knowledge(source, path, heading, text, hash, start_line, label, created_at, updated_at) "
-        "values (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (source, chunk.path, chunk.heading, chunk.text, chunk.hash, chunk.start_line, chunk.label, now, now),
-    )
-    return int(cur.lastrowid)
-
-
-def _delete(conn: Connection, ids: Sequence[int]) -> None:
-    if not ids:
-        return
-    if _has_vectors(conn):
-        delete_vectors(conn, KNOWLEDGE, ids)
-    conn.executemany("delete from knowledge where id = ?", [(i,) for i in ids])
-
-
-def _has_vectors(conn: Connection) -> bool:
-    try:
-        conn.execute("select vec_version()").fetchone()
-    except Exception:
-        return False
-    return conn.execute("select 1 from sqlite_master where name = 'knowledge_vec'").fetchone() is not None
 
 
 @dataclass
@@ -290,36 +147,16 @@ class KnowledgeIndex:
     async def add_entry(
         self, text: str, source: str = "learned", path: str = "", heading: str = "", *, label: str
     ) -> list[int]:
-        """Store text that does not come from a file (chunked like a file), labelled ``label`` (the writing
-        turn's); return the row ids. An identical entry (same source, path, label and text) is stored once.
-        """
-        if source not in SOURCES:
-            raise ValueError(f"source must be one of {SOURCES}, not {source!r}")
-        if not is_label(label):
-            raise ValueError(f"not a privacy label: {label!r}")
-        planned = []
-        for chunk in chunk_markdown(text, self.chunk_target, self.chunk_max):
-            body = chunk.text.strip()
-            context = " > ".join(p for p in (heading, chunk.heading) if p)
-            if body:
-                digest = chunk_hash(context, body, label)
-                planned.append(PlannedChunk(path, context, body, digest, chunk.start_line, label))
-
-        def _write(conn: Connection) -> list[int]:
-            now, ids = time.time(), []
-            for chunk in planned:
-                row = conn.execute(
-                    "select id from knowledge where source = ? and path = ? and hash = ?", (source, path, chunk.hash)
-                ).fetchone()
-                ids.append(int(row[0]) if row else _insert(conn, source, chunk, now))
-            return ids
-
-        ids = await self.db.write(_write)
+        """Store text that does not come from a file (``rows.store_entry``) and embed it."""
+        ids = await store_entry(
+            self.db, text, source=source, path=path, heading=heading, label=label,
+            target=self.chunk_target, limit=self.chunk_max,
+        )  # fmt: skip
         await self.embed_pending()
         return ids
 
     async def remove_entries(self, ids: Sequence[int]) -> None:
-        await self.db.write(lambda conn: _delete(conn, list(ids)))
+        await self.db.write(lambda conn: delete_rows(conn, list(ids)))
 
     async def embed_pending(self, batch: int = EMBED_BATCH, progress: Progress | None = None) -> int:
         """Embed knowledge rows with ``embedded = 0``; return how many got a vector."""
@@ -366,14 +203,6 @@ class KnowledgeIndex:
         if sources is not None:
             hits = [h for h in hits if h.meta["source"] in sources]
         return hits[:wanted]
-
-    def watch(self, debounce_ms: int = 500, supervisor: Any = None) -> Any:
-        """Follow the files while the daemon runs (a ``KnowledgeWatcher``; ``await stop()`` ends it)."""
-        from teleton.memory.knowledge.watch import KnowledgeWatcher
-
-        watcher = KnowledgeWatcher(self, debounce_ms)
-        watcher.start(supervisor)
-        return watcher
 
 
 def _store_vectors(conn: Connection, rows: list[Any], vectors: np.ndarray, model: tuple[str, int]) -> int:

@@ -6,17 +6,22 @@ import asyncio
 import contextlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import structlog
 
-from teleton.memory.knowledge.index import PUBLIC_DIR
+from teleton.memory.knowledge.files import PUBLIC_DIR
 from teleton.process.supervisor import Supervisor
 
-if TYPE_CHECKING:
-    from teleton.memory.knowledge.index import KnowledgeIndex
-
 log = structlog.get_logger(__name__)
+
+
+class Reindexable(Protocol):
+    """What the watcher drives (a ``KnowledgeIndex``)."""
+
+    workspace: Path
+
+    async def reindex(self) -> object: ...
 
 
 class KnowledgeWatcher:
@@ -26,7 +31,7 @@ class KnowledgeWatcher:
     Only ``MEMORY.md``, ``memory/*.md`` and ``public/**/*.md`` count; the reindex only embeds changed chunks.
     """
 
-    def __init__(self, index: KnowledgeIndex, debounce_ms: int = 500) -> None:
+    def __init__(self, index: Reindexable, debounce_ms: int = 500) -> None:
         self.index = index
         self.debounce_ms = debounce_ms
         self._stop = asyncio.Event()

@@ -1,0 +1,46 @@
+"""Which workspace files are knowledge, and how one file becomes planned chunks with its privacy label."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from teleton.memory.knowledge.chunker import chunk_markdown
+from teleton.memory.knowledge.rows import PlannedChunk, chunk_hash
+from teleton.privacy import Principals, path_label
+from teleton.storage.private_files import read_confined
+
+PUBLIC_DIR = "public"
+
+
+def knowledge_files(workspace: Path) -> list[Path]:
+    files = [workspace / "MEMORY.md"] if (workspace / "MEMORY.md").is_file() else []
+    memory_dir = workspace / "memory"
+    if memory_dir.is_dir():
+        files += sorted(p for p in memory_dir.glob("*.md") if p.is_file())
+    public_dir = workspace / PUBLIC_DIR
+    if public_dir.is_dir():
+        files += sorted(p for p in public_dir.rglob("*.md") if p.is_file())
+    return files
+
+
+def plan_file(
+    workspace: Path,
+    path: Path,
+    target: int,
+    limit: int,
+    *,
+    principals: Principals | None = None,
+    shared: Sequence[str] = (),
+) -> list[PlannedChunk]:
+    rel = path.relative_to(workspace).as_posix()
+    text, real_rel = read_confined(workspace, path)
+    # The label follows where the content really is: public/x.md -> ../MEMORY.md stays the owner's.
+    label = path_label(real_rel, principals or Principals(), shared)
+    planned = []
+    for chunk in chunk_markdown(text, target, limit):
+        body = chunk.text.strip()
+        if body:
+            digest = chunk_hash(chunk.heading, body, label)
+            planned.append(PlannedChunk(rel, chunk.heading, body, digest, chunk.start_line, label))
+    return planned
