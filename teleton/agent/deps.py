@@ -17,6 +17,7 @@ from teleton.llm.client import LLMClient
 from teleton.llm.tool_loop import LoopLimits
 from teleton.memory.embeddings.model_files import search_weights
 from teleton.memory.facts.store import FactStore
+from teleton.memory.feed import reads
 from teleton.memory.journal.daily_logs import DailyLogs
 from teleton.memory.search.hybrid import SearchParams
 from teleton.privacy import Principals
@@ -118,7 +119,7 @@ async def load_owner(db: Database, owner_id: int | None) -> UserInfo | None:
     """The owner as the archive knows them (name, username), for the system prompt."""
     if owner_id is None:
         return None
-    row = await db.fetchone("select first_name, last_name, username from tg_users where id = ?", (owner_id,))
+    row = await db.read(lambda conn: reads.user_name(conn, owner_id))
     if row is None:
         return UserInfo(id=owner_id)
     return UserInfo(id=owner_id, first_name=row["first_name"], last_name=row["last_name"], username=row["username"])

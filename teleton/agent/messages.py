@@ -10,6 +10,7 @@ from typing import Any
 from teleton.gateway.contract import ChatInfo, IncomingMessage, UserInfo
 from teleton.llm.client import Message
 from teleton.llm.tool_loop import LoopResult
+from teleton.memory.feed import reads
 
 
 def spoke_here(result: LoopResult, send_tools: frozenset[str], chat_id: int) -> bool:
@@ -73,7 +74,7 @@ def sender_label(user: UserInfo | None) -> str:
 async def archived_chat(db: Any, chat_id: int) -> ChatInfo:
     """A chat as the feed archive knows it (scheduled turns, summaries of idle sessions). A chat the
     archive has never seen is a DM when its id is positive (Telegram's user ids), a group otherwise."""
-    row = await db.fetchone("select type, title, username, member_count from tg_chats where id = ?", (chat_id,))
+    row = await db.read(lambda conn: reads.chat(conn, chat_id))
     if row is None:
         return ChatInfo(id=chat_id, type="dm" if chat_id > 0 else "group")
     return ChatInfo(
@@ -86,10 +87,8 @@ async def quoted_referent(db: Any, msg: IncomingMessage) -> str:
     """The message this one replies to (same chat only), so "yes, that one" has its referent."""
     if msg.reply_to_id is None:
         return ""
-    row = await db.fetchone(
-        "select sender_name, is_outgoing, text from tg_messages where chat_id = ? and message_id = ?",
-        (msg.chat.id, msg.reply_to_id),
-    )
+    reply_to = msg.reply_to_id
+    row = await db.read(lambda conn: reads.message(conn, msg.chat.id, reply_to))
     if row is None or not row["text"]:
         return ""
     who = "you" if row["is_outgoing"] else (row["sender_name"] or "someone")

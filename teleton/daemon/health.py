@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from teleton.memory.feed import archive as fa
+from teleton.memory.feed import reads
 from teleton.storage import quarantine
 from teleton.storage.database import Database
 
@@ -50,8 +51,7 @@ async def gather_status(daemon: Any) -> None:
     if db is not None:
 
         def _counts(conn: Any) -> tuple[int, dict[str, int], dict[str, int]]:
-            newest = conn.execute("select max(id) from tg_messages").fetchone()[0]
-            return int(newest or 0), fa.answer_counts(conn), quarantine.counts(conn)
+            return reads.newest_row(conn), fa.answer_counts(conn), quarantine.counts(conn)
 
         status.archived_messages, status.messages, status.quarantined = await db.read(_counts)
     queues: dict[str, int] = {}

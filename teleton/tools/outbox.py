@@ -29,6 +29,7 @@ import structlog
 
 from teleton.gateway.contract import Gateway
 from teleton.llm.tool_loop import ToolResult
+from teleton.memory.feed import reads
 from teleton.privacy import Principals
 from teleton.privacy.egress import CHAT_KINDS, OUTSIDE, SHELL, Decision, Mode, Way, decide
 from teleton.privacy.payload import strip_invisible
@@ -295,8 +296,8 @@ class Outbox:
     async def _title(self, item: Held) -> str:
         if item.to_chat_id is None:
             return ""
-        row = await self.db.fetchone("select title from tg_chats where id = ?", (item.to_chat_id,))
-        return str(row["title"] or "") if row else ""
+        to_chat = item.to_chat_id
+        return (await self.db.read(lambda conn: reads.chat_titles(conn, [to_chat]))).get(to_chat, "")
 
 
 def _done(out: Outgoing) -> str:

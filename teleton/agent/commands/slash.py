@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Protocol
 from teleton.agent.stages import answering, memory_budget
 from teleton.gateway.contract import IncomingMessage
 from teleton.llm.prices import FREE, Price, usd
+from teleton.memory.feed import reads
 
 if TYPE_CHECKING:
     from teleton.agent.runtime import Agent
@@ -315,14 +316,8 @@ async def memory_stats(agent: Agent, clearance: Clearance) -> str:
         )
     parts.append(f"{int(row[0]):,} knowledge chunks")
     chats = clearance.readable_chats()
-    if chats is None:
-        row = await db.fetchone("select count(*) from tg_messages where deleted = 0")
-    else:
-        row = await db.fetchone(
-            "select count(*) from tg_messages where deleted = 0 and chat_id in (select value from json_each(?))",
-            (json.dumps(chats),),
-        )
-    parts.append(f"{int(row[0]):,} archived messages")
+    messages = await db.read(lambda conn: reads.count(conn, None if chats is None else list(chats)))
+    parts.append(f"{messages:,} archived messages")
     return ", ".join(parts)
 
 

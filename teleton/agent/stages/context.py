@@ -13,7 +13,6 @@ The query is embedded once and the vector is handed on (tool RAG reuses it). Tri
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
@@ -28,6 +27,7 @@ from teleton.memory.embeddings.query import embed_query
 from teleton.memory.facts.rows import asks_about_past, day
 from teleton.memory.facts.store import predecessors
 from teleton.memory.facts.subjects import attributable, speaker_subject
+from teleton.memory.feed import reads
 from teleton.memory.search.corpora import FACTS, FEED, KNOWLEDGE
 from teleton.memory.search.hybrid import SearchHit, SearchParams, hybrid_search, hybrid_search_db
 from teleton.memory.search.time_ranges import query_time_range
@@ -320,15 +320,7 @@ class ContextBuilder:
         best = max(h.score for h in kept)
         kept = [h for h in kept if best > 0 and h.score / best >= s.params.min_score][: s.feed]
         others = sorted({int(h.meta["chat_id"]) for h in kept} - {msg.chat.id})
-        titles = (
-            dict(
-                conn.execute(
-                    "select id, title from tg_chats where id in (select value from json_each(?))", (json.dumps(others),)
-                ).fetchall()
-            )
-            if others
-            else {}
-        )
+        titles = reads.chat_titles(conn, others) if others else {}
         return [
             replace(
                 _feed_line(h.meta, h.text[: s.message_chars]),
@@ -349,13 +341,8 @@ def recent_messages(conn: Connection, chat_id: int, limit: int, *, exclude: int 
     """The last ``limit`` messages of one chat, oldest first, each text read up to ``chars`` characters."""
     if limit <= 0:
         return []
-    rows = conn.execute(
-        "select chat_id, message_id, date, sender_id, sender_name, is_outgoing, substr(text, 1, ?) as text "
-        "from tg_messages where chat_id = ? and deleted = 0 and message_id != ? and text != '' "
-        "order by date desc, message_id desc limit ?",
-        (chars, chat_id, -1 if exclude is None else exclude, limit),
-    ).fetchall()
-    return [_feed_line(row, row["text"]) for row in reversed(rows)]
+    rows = reads.recent_lines(conn, chat_id, limit, exclude=exclude, chars=chars)
+    return [_feed_line(row, row["text"]) for row in rows]
 
 
 def _feed_line(meta: Any, text: str) -> FeedLine:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
+from teleton.memory.feed import reads
 from teleton.storage.sqlite_driver import Connection
 
 OWNER_SUBJECT = "owner"
@@ -60,12 +61,7 @@ def resolve(about: str | None, speaker: str, chat_id: int, members: Mapping[str,
 
 def chat_members(conn: Connection, chat_id: int, owner_id: int | None, limit: int = 500) -> dict[str, str]:
     """Lower-case name (full, first word and @username) -> subject, of the recent senders of a chat."""
-    rows = conn.execute(
-        "select m.sender_id, m.sender_name, u.username from (select sender_id, max(sender_name) as sender_name "
-        "from (select sender_id, sender_name from tg_messages where chat_id = ? and sender_id is not null "
-        "order by date desc limit ?) group by sender_id) m left join tg_users u on u.id = m.sender_id",
-        (chat_id, limit),
-    ).fetchall()
+    rows = reads.recent_senders(conn, chat_id, limit)
     names: dict[str, set[str]] = {}
     for sender_id, name, username in rows:
         subject = OWNER_SUBJECT if sender_id == owner_id else f"user:{sender_id}"

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from teleton.gateway.contract import Gateway, GatewayError
+from teleton.memory.feed import reads
 from teleton.memory.feed.archive import is_our_message
 from teleton.tools.families.telegram_common import (
     CHAT_ID,
@@ -121,10 +122,7 @@ async def forward_message(args: dict[str, Any], ctx: ToolContext) -> str:
 
 def forwarded(conn: Any, chat_id: int, message_id: int) -> tuple[str, str, str | None] | None:
     """A message as it is now: (text, a digest of what it shows, its media kind); None when it is gone."""
-    row = conn.execute(
-        "select text, media_kind, edit_date from tg_messages where chat_id = ? and message_id = ? and deleted = 0",
-        (chat_id, message_id),
-    ).fetchone()
+    row = reads.message(conn, chat_id, message_id)
     if row is None:
         return None
     shown = json.dumps([row["text"], row["media_kind"], row["edit_date"]])

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from teleton.gateway.contract import ChatInfo, UserInfo
+from teleton.memory.feed import reads
 from teleton.memory.feed.search import search_feed
 from teleton.tools.families.telegram_common import CHAT_ID, Refused, gateway, readable_chat, schema, tool
 from teleton.tools.registry import Tool, ToolContext
@@ -29,19 +30,8 @@ async def get_history(args: dict[str, Any], ctx: ToolContext) -> str:
     limit = int(args.get("limit", 30))
     before = args.get("before_id")
 
-    def _read(conn: Any) -> list[Any]:
-        sql = (
-            "select message_id, date, sender_id, sender_name, text, is_outgoing, media_kind, reply_to_id "
-            "from tg_messages where chat_id = ? and deleted = 0 and is_service = 0 "
-        )
-        params: list[Any] = [chat_id]
-        if before is not None:
-            sql += "and message_id < ? "
-            params.append(int(before))
-        rows = conn.execute(sql + "order by date desc, message_id desc limit ?", [*params, limit]).fetchall()
-        return list(reversed(rows))
-
-    rows = await ctx.deps.db.read(_read)
+    before_id = None if before is None else int(before)
+    rows = await ctx.deps.db.read(lambda conn: reads.history(conn, chat_id, limit, before_id))
     if not rows:
         return "No archived messages for that chat."
     return "\n".join(_line(row) for row in rows)
