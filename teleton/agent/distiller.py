@@ -152,6 +152,7 @@ class Distiller:
         enabled: bool = True,
         near_duplicate: float = NEAR_DUPLICATE,
         principals: Principals | None = None,
+        on_error: Callable[[BaseException], None] | None = None,
     ) -> None:
         self.llm = llm
         self.principals = principals or Principals()
@@ -160,7 +161,7 @@ class Distiller:
         self.enabled = enabled
         self.near_duplicate = near_duplicate
         self._locks = KeyedLocks()
-        self.on_error: Callable[[BaseException], None] | None = None  # the daemon's health record
+        self.on_error = on_error  # the daemon's health record
         self._tasks: set[asyncio.Task[DistillStats]] = set()
         self._malformed_streak = 0
         self.totals = DistillStats()

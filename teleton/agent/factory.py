@@ -8,6 +8,7 @@ await stack.close()                         # SIGTERM: finish or cancel turns, c
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -54,11 +55,13 @@ async def build_agent(
     llm: LLMClient | None = None,
     principals: Principals | None = None,
     rate_check: Any = None,
+    report: Callable[[str, Any], None] | None = None,
 ) -> AgentStack:
     """The agent for ``config`` (teleton.config.Config). ``embedder`` None = keyword-only retrieval.
 
     ``principals`` is the one shared record of owner and admins (the daemon's policy gate holds the same
-    object, and SIGHUP updates it); by default it is read from ``config.telegram``."""
+    object, and SIGHUP updates it); by default it is read from ``config.telegram``. ``report`` (kind, error)
+    is the daemon's health record, which `teleton status` shows."""
     principals = principals or Principals.from_telegram(config.telegram)
     workspace = Path(config.storage.workspace)
     if registry is None:
@@ -76,7 +79,7 @@ async def build_agent(
         params=replace(RECALL_PARAMS, vector_weight=search.vector_weight, keyword_weight=search.keyword_weight),
         half_life_days=config.memory.recency_half_life_days,
     )
-    learnings, distiller = _distiller(config, llm, facts, workspace, principals)
+    learnings, distiller = _distiller(config, llm, facts, workspace, principals, report)
     deps = AgentDeps(
         db=db,
         llm=llm,
@@ -98,6 +101,7 @@ async def build_agent(
         rate_check=rate_check,
         media=media_reader(config, db, gateway, llm),
         voice=_voice_replies(config, gateway, workspace),
+        report=report,
     )
     agent = Agent(deps, settings)
     return AgentStack(agent=agent, llm=llm, registry=registry, tool_index=index)
@@ -118,13 +122,22 @@ def _voice_replies(config: Any, gateway: Gateway, workspace: Path) -> Any:
 
 
 def _distiller(
-    config: Any, llm: LLMClient, facts: FactStore, workspace: Path, principals: Principals
+    config: Any,
+    llm: LLMClient,
+    facts: FactStore,
+    workspace: Path,
+    principals: Principals,
+    report: Callable[[str, Any], None] | None,
 ) -> tuple[Any, Any]:
     from teleton.agent.distiller import Distiller
     from teleton.memory.journal.learnings import Learnings
 
     learnings = Learnings(workspace)
-    return learnings, Distiller(llm, facts, learnings, enabled=config.memory.distill, principals=principals)
+    on_error = None if report is None else (lambda exc: report("distiller", exc))
+    distiller = Distiller(
+        llm, facts, learnings, enabled=config.memory.distill, principals=principals, on_error=on_error
+    )
+    return learnings, distiller
 
 
 async def _load_tool_overrides(db: Database, registry: ToolRegistry) -> None:

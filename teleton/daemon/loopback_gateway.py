@@ -21,7 +21,7 @@ import json
 import shutil
 import time
 from collections import OrderedDict, deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -74,9 +74,17 @@ class LoopbackGateway:
 
     # ---- wiring and life cycle (as TelegramGateway) -------------------------------------------------
 
-    def on_message(self, handler: IncomingHandler) -> Dispatcher:
-        self.dispatcher = self.settings.dispatcher(handler, me_id=lambda: ME.id)
-        self.pipeline.attach(self.dispatcher, self.send_message, self.settings.recovery_window_s, lambda: self.me)
+    def on_message(
+        self,
+        handler: IncomingHandler,
+        *,
+        immediate: Callable[[IncomingMessage], bool] | None = None,
+        unaddressed_media: Callable[[IncomingMessage], None] | None = None,
+    ) -> Dispatcher:
+        self.dispatcher = self.settings.dispatcher(handler, me_id=lambda: ME.id, immediate=immediate)
+        self.pipeline.attach(
+            self.dispatcher, self.send_message, self.settings.recovery_window_s, lambda: self.me, unaddressed_media
+        )
         return self.dispatcher
 
     async def start(self, supervisor: Any = None) -> None:

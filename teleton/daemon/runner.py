@@ -140,17 +140,17 @@ class Daemon:
             policy=policy,
             principals=self.principals,
             rate_check=self._rate_check,
+            report=self.supervisor.report,
         )
-        self.dispatcher = gateway.on_message(stack.agent.handle)
-        if self.config.media.describe_all and stack.agent.deps.media is not None:
-            gateway.pipeline.on_unaddressed_media = stack.agent.deps.media.read_later
-        self.dispatcher.immediate = stack.agent.wants_immediate
+        media = stack.agent.deps.media if self.config.media.describe_all else None
+        self.dispatcher = gateway.on_message(
+            stack.agent.handle,
+            immediate=stack.agent.wants_immediate,
+            unaddressed_media=media.read_later if media is not None else None,
+        )
         self.feed_embedder = gateway.pipeline.start_embedder(
             provider if embedder is not None else None, batch=config.embedding.batch_size, supervisor=self.supervisor
         )
-        if stack.agent.deps.distiller is not None:
-            stack.agent.deps.distiller.on_error = lambda exc: self.supervisor.report("distiller", exc)
-        stack.agent.deps.report = self.supervisor.report
         scheduler = self._make_scheduler(db, stack)
         await gateway.start(self.supervisor)
         await self._report_lost_database()

@@ -26,7 +26,7 @@ import structlog
 from telethon import TelegramClient
 from telethon.tl import types
 
-from teleton.gateway.contract import GatewayError, IncomingHandler, UserInfo
+from teleton.gateway.contract import GatewayError, IncomingHandler, IncomingMessage, UserInfo
 from teleton.privacy import Principals
 from teleton.process.supervisor import Supervisor
 from teleton.storage import Database
@@ -83,6 +83,7 @@ class GatewaySettings:
         *,
         me_id: Callable[[], int | None],
         typing: Callable[[int], Awaitable[None]] | None = None,
+        immediate: Callable[[IncomingMessage], bool] | None = None,
     ) -> Dispatcher:
         """The policy gate and per-chat lanes these settings describe, in front of ``handler``."""
         return Dispatcher(
@@ -92,6 +93,7 @@ class GatewaySettings:
             debounce=self.debounce,
             me_id=me_id,
             typing=typing,
+            immediate=immediate,
         )
 
 
@@ -165,14 +167,24 @@ class TelegramGateway(TelegramActions):
 
     # ---- wiring -------------------------------------------------------------------------------------
 
-    def on_message(self, handler: IncomingHandler) -> Dispatcher:
-        """Register the agent. Messages that pass the gate reach ``handler``, serially per chat."""
+    def on_message(
+        self,
+        handler: IncomingHandler,
+        *,
+        immediate: Callable[[IncomingMessage], bool] | None = None,
+        unaddressed_media: Callable[[IncomingMessage], None] | None = None,
+    ) -> Dispatcher:
+        """Register the agent. Messages that pass the gate reach ``handler``, serially per chat; those
+        ``immediate`` picks skip the debounce; media not addressed to us go to ``unaddressed_media``."""
         self.dispatcher = self.settings.dispatcher(
             handler,
             me_id=lambda: self.me.id if self.me else None,
             typing=self.typing if self.settings.typing_indicator else None,
+            immediate=immediate,
         )
-        self.pipeline.attach(self.dispatcher, self.send_message, self.settings.recovery_window_s, lambda: self.me)
+        self.pipeline.attach(
+            self.dispatcher, self.send_message, self.settings.recovery_window_s, lambda: self.me, unaddressed_media
+        )
         return self.dispatcher
 
     def install(self) -> None:

@@ -29,9 +29,8 @@ async def test_a_poison_exchange_is_reported_and_blocks_no_other_commit(
     db: Database, llm: LLMClient, fake_api: FakeAnthropic
 ) -> None:
     fake_api.responder = _utility
-    distiller = Distiller(llm, FactStore(db))
     reported: list[BaseException] = []
-    distiller.on_error = reported.append
+    distiller = Distiller(llm, FactStore(db), on_error=reported.append)
     poisoned = ChatInfo(id=-900, type="group", title="Poisoned")
 
     def exchange(chat: ChatInfo, said: str) -> Exchange:

@@ -192,11 +192,18 @@ class FeedPipeline:
         await self.batcher.drain()
 
     def attach(
-        self, dispatcher: Dispatcher, send_message: SendMessage, window_s: float, me: Callable[[], UserInfo | None]
+        self,
+        dispatcher: Dispatcher,
+        send_message: SendMessage,
+        window_s: float,
+        me: Callable[[], UserInfo | None],
+        unaddressed_media: Callable[[IncomingMessage], None] | None = None,
     ) -> None:
         """The agent's dispatcher behind this pipeline, and the gateway's send for replies owed after a
-        fault; a turn the dispatcher defers (its record could not be written) is taken up by a recovery pass."""
+        fault; a turn the dispatcher defers (its record could not be written) is taken up by a recovery pass.
+        ``unaddressed_media``: where media nobody addressed to us goes (``media.describe_all``)."""
         self.dispatcher, self.send_message = dispatcher, send_message
+        self.on_unaddressed_media = unaddressed_media
         dispatcher.on_deferred = lambda: self.recover(window_s, me(), at_start=False)
 
     async def recover(
