@@ -9,20 +9,27 @@ from pathlib import Path
 from typing import Any
 
 from teleton.agent.commands.slash import PolicyControl
+from teleton.agent.distiller import Distiller
 from teleton.agent.stages.context import ContextSettings
+from teleton.agent.stages.media_reading import MediaReader
+from teleton.agent.stages.voice_reply import VoiceReplies
 from teleton.agent.window.compaction import Thresholds
 from teleton.config.schema import AgentConfig, MemoryConfig, default
 from teleton.gateway.contract import ChatInfo, Gateway, UserInfo
 from teleton.llm.client import LLMClient
 from teleton.llm.tool_loop import LoopLimits
 from teleton.memory.embeddings.model_files import search_weights
+from teleton.memory.embeddings.provider import EmbeddingProvider
 from teleton.memory.facts.store import FactStore
 from teleton.memory.feed import reads
 from teleton.memory.journal.daily_logs import DailyLogs
+from teleton.memory.journal.learnings import Learnings
+from teleton.memory.knowledge.index import KnowledgeIndex
 from teleton.memory.search.hybrid import SearchParams
 from teleton.privacy import Principals
 from teleton.storage.database import Database
 from teleton.tools.families.telegram_actions import SPEAKS_IN_CHAT
+from teleton.tools.outbox import Outbox
 from teleton.tools.registry import ToolRegistry
 
 # Tools that speak in the chat themselves; when the model used one, its final text is not sent again.
@@ -98,20 +105,20 @@ class AgentDeps:
     workspace: Path
     facts: FactStore | None = None
     daily_logs: DailyLogs | None = None
-    embedder: Any = None  # EmbeddingProvider or None (keyword-only)
-    knowledge: Any = None  # KnowledgeIndex or None
+    embedder: EmbeddingProvider | None = None  # None: keyword-only
+    knowledge: KnowledgeIndex | None = None
     policy: PolicyControl | None = None
     tool_selector: ToolSelector | None = None
     owner: UserInfo | None = None
-    distiller: Any = None  # teleton.agent.distiller.Distiller: facts from each exchange, in the background
-    learnings: Any = None  # teleton.memory.journal.learnings.Learnings: tool errors and corrections for the DM prompt
+    distiller: Distiller | None = None  # facts from each exchange, in the background
+    learnings: Learnings | None = None  # tool errors and corrections, for the DM prompt
     principals: Principals = field(default_factory=Principals)  # owner and admins: the one shared source
-    outbox: Any = None  # teleton.tools.outbox.Outbox: sends to other chats (held for approval when needed)
+    outbox: Outbox | None = None  # sends to other chats (held for approval when needed)
     shared_paths: tuple[str, ...] = ()  # privacy.shared_paths
     rate_check: RateCheck | None = None  # the gateway's rate limiter, for scheduled turns
     report: Callable[[str, Any], None] | None = None  # (kind, error) -> the daemon's health record
-    media: Any = None  # teleton.agent.stages.media_reading.MediaReader: photos, voice notes, documents (None: not read)
-    voice: Any = None  # teleton.agent.stages.voice_reply.VoiceReplies (None: media.voice_replies is off)
+    media: MediaReader | None = None  # photos, voice notes, documents (None: not read)
+    voice: VoiceReplies | None = None  # None: media.voice_replies is off
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep  # the wait of the slow notice (a test moves time)
 
 

@@ -24,8 +24,14 @@ import structlog
 
 from teleton.gateway.contract import ChatInfo, Gateway, UserInfo
 from teleton.llm.tool_loop import ToolCall, ToolResult
+from teleton.memory.embeddings.provider import EmbeddingProvider
+from teleton.memory.facts.store import FactStore
+from teleton.memory.journal.daily_logs import DailyLogs
+from teleton.memory.journal.learnings import Learnings
+from teleton.memory.knowledge.index import KnowledgeIndex
 from teleton.memory.search.hybrid import SearchParams
 from teleton.privacy import Clearance, Principals, Taint, path_label
+from teleton.storage.database import Database
 
 if TYPE_CHECKING:
     from teleton.tools.held import Held
@@ -40,17 +46,17 @@ SCOPES: tuple[Scope, ...] = ("always", "dm-only", "group-only", "admin-only")
 class ToolDeps:
     """Services tools use, shared by every call. Families added later put theirs in ``extras``."""
 
-    db: Any  # teleton.storage.Database
+    db: Database
     workspace: Path
     gateway: Gateway | None = None
-    facts: Any = None  # teleton.memory.facts.store.FactStore
-    daily_logs: Any = None  # teleton.memory.journal.daily_logs.DailyLogs
-    knowledge: Any = None  # a KnowledgeIndex (add_entry / reindex), when the daemon has one
-    embedder: Any = None  # an EmbeddingProvider, or None for keyword-only
+    facts: FactStore | None = None
+    daily_logs: DailyLogs | None = None
+    knowledge: KnowledgeIndex | None = None  # when the daemon has one
+    embedder: EmbeddingProvider | None = None  # None: keyword-only
     principals: Principals = field(default_factory=Principals)  # who the owner and admins are (shared)
     shared_paths: tuple[str, ...] = ()  # privacy.shared_paths: workspace files the owner made public
     outbox: Any = None  # teleton.tools.outbox.Outbox: sends to other chats, held for approval when needed
-    learnings: Any = None  # teleton.memory.journal.learnings.Learnings
+    learnings: Learnings | None = None
     # memory.* search settings (weights, candidates, floor) for the tools' searches, as the turn's own use them
     search: SearchParams = field(default_factory=SearchParams)
     extras: dict[str, Any] = field(default_factory=dict)
