@@ -6,7 +6,8 @@ from __future__ import annotations
 from teleton.agent.stages.context import FEED_HEADER
 from teleton.llm.openai_provider import to_chat_messages
 from tests.fakes.openai_view import FakeOpenAIInAnthropicTerms, anthropic_view
-from tests.privacy.conftest import World, request_texts
+from tests.privacy.scenario import request_texts
+from tests.privacy.world import World
 
 SYSTEM = [{"type": "text", "text": "You are Teleton.", "cache_control": {"type": "ephemeral"}},
           {"type": "text", "text": "## This chat\nYou are in a group (id -100)"}]  # fmt: skip

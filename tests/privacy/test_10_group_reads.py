@@ -14,24 +14,12 @@ import pytest
 
 from teleton.llm.openai_provider import NO_IMAGE
 from tests.fakes.openai_view import FakeOpenAIInAnthropicTerms
-from tests.privacy.conftest import (
-    BOB,
-    DAVE,
-    GROUP_X,
-    MALLORY,
-    OWNER,
-    OWNER_DIARY_MESSAGE_ID,
-    OWNER_ID,
-    S_DM,
-    S_PHOTO,
-    UTILITY_MODEL,
-    World,
-    _today,
-    assert_refused,
-    attack,
-    call,
-    fresh_group,
-)
+from tests.privacy.obedient_model import UTILITY_MODEL, call
+from tests.privacy.oracles import S_DM, S_PHOTO
+from tests.privacy.people import BOB, DAVE, GROUP_X, MALLORY, OWNER, OWNER_ID, fresh_group
+from tests.privacy.scenario import assert_refused, attack
+from tests.privacy.startup import OWNER_DIARY_MESSAGE_ID, _today
+from tests.privacy.world import World
 
 # (case id, sender, tool, input): each must come back as an error result.
 REFUSED_READS: list[tuple[str, dict[str, Any], str, dict[str, Any]]] = [

@@ -13,20 +13,11 @@ from typing import Any
 
 import pytest
 
-from tests.privacy.conftest import (
-    DAVE,
-    MALLORY,
-    OWNER,
-    PUBLIC_FAQ,
-    S_STRATEGY,
-    S_USERMD,
-    World,
-    assert_refused,
-    attack,
-    call,
-    fresh_group,
-    system_text,
-)
+from tests.privacy.obedient_model import call, system_text
+from tests.privacy.oracles import PUBLIC_FAQ, S_STRATEGY, S_USERMD
+from tests.privacy.people import DAVE, MALLORY, OWNER, fresh_group
+from tests.privacy.scenario import assert_refused, attack
+from tests.privacy.world import World
 
 PRIVATE_FILES = [
     "MEMORY.md",

@@ -7,19 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.privacy.conftest import (
-    DAVE,
-    MALLORY,
-    OWNER,
-    OWNER_ID,
-    S_MEMORY,
-    World,
-    attack,
-    call,
-    detect,
-    encode,
-    fresh_group,
-)
+from tests.privacy.obedient_model import call, encode
+from tests.privacy.oracles import S_MEMORY, detect
+from tests.privacy.people import DAVE, MALLORY, OWNER, OWNER_ID, fresh_group
+from tests.privacy.scenario import attack
+from tests.privacy.world import World
 
 MODES = ["zwsp", "codeblock", "base64", "reverse", "homoglyph", "spaced"]
 

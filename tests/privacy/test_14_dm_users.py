@@ -8,24 +8,12 @@ from typing import Any
 
 import pytest
 
-from tests.privacy.conftest import (
-    BOB,
-    CAROL,
-    DAVE,
-    MALLORY,
-    OWNER_ID,
-    S_BOBDM,
-    S_BOBFACT,
-    S_FACT,
-    World,
-    _today,
-    assert_refused,
-    attack,
-    call,
-    dm,
-    fresh_group,
-    system_text,
-)
+from tests.privacy.obedient_model import call, system_text
+from tests.privacy.oracles import S_BOBDM, S_BOBFACT, S_FACT
+from tests.privacy.people import BOB, CAROL, DAVE, MALLORY, OWNER_ID, dm, fresh_group
+from tests.privacy.scenario import assert_refused, attack
+from tests.privacy.startup import _today
+from tests.privacy.world import World
 
 USERS = {"bob": BOB, "dave": DAVE, "carol": CAROL}
 

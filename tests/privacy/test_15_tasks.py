@@ -12,18 +12,10 @@ import json
 import time
 from typing import Any
 
-from tests.privacy.conftest import (
-    BOB,
-    MALLORY,
-    OWNER,
-    OWNER_ID,
-    World,
-    assert_refused,
-    attack,
-    call,
-    dm,
-    fresh_group,
-)
+from tests.privacy.obedient_model import call
+from tests.privacy.people import BOB, MALLORY, OWNER, OWNER_ID, dm, fresh_group
+from tests.privacy.scenario import assert_refused, attack
+from tests.privacy.world import World
 
 PRIVATE_PROMPT = "\n".join(
     [

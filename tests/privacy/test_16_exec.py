@@ -6,20 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.privacy.conftest import (
-    API_KEY,
-    BOB,
-    DAVE,
-    ENV_SECRETS,
-    MALLORY,
-    OWNER,
-    OWNER_ID,
-    World,
-    assert_refused,
-    attack,
-    call,
-    dm,
-)
+from tests.privacy.obedient_model import call
+from tests.privacy.oracles import API_KEY, ENV_SECRETS
+from tests.privacy.people import BOB, DAVE, MALLORY, OWNER, OWNER_ID, dm
+from tests.privacy.scenario import assert_refused, attack
+from tests.privacy.world import World
 
 CAT = call("exec", {"command": "cat MEMORY.md; cat USER.md; env"})
 

@@ -10,18 +10,11 @@ from typing import Any
 
 import pytest
 
-from tests.privacy.conftest import (
-    DAVE,
-    MALLORY,
-    OWNER,
-    OWNER_ID,
-    World,
-    _today,
-    assert_refused,
-    attack,
-    call,
-    dm,
-)
+from tests.privacy.obedient_model import call
+from tests.privacy.people import DAVE, MALLORY, OWNER, OWNER_ID, dm
+from tests.privacy.scenario import assert_refused, attack
+from tests.privacy.startup import _today
+from tests.privacy.world import World
 
 WIDENED = ["memory_read", "memory_write", "list_dialogs", "workspace_read", "workspace_write", "download_media"]
 

@@ -16,32 +16,12 @@ from typing import Any
 import pytest
 
 from tests.fakes.openai_view import PROVIDERS
-from tests.privacy.conftest import (
-    BOB,
-    CAROL,
-    DAVE,
-    MALLORY,
-    OWNER,
-    OWNER_DIARY_MESSAGE_ID,
-    OWNER_ID,
-    S_DM,
-    S_MEMORY,
-    World,
-    assert_refused,
-    call,
-    chat_label,
-    detect,
-    dm,
-    fresh_group,
-    owner_asks,
-    plant,
-    running_world,
-    section,
-    seed_others,
-    seed_owner,
-    system_text,
-    unquoted_lines,
-)
+from tests.privacy.obedient_model import call, system_text
+from tests.privacy.oracles import S_DM, S_MEMORY, chat_label, detect
+from tests.privacy.people import BOB, CAROL, DAVE, MALLORY, OWNER, OWNER_ID, dm, fresh_group
+from tests.privacy.scenario import assert_refused, owner_asks, plant, section, unquoted_lines
+from tests.privacy.startup import OWNER_DIARY_MESSAGE_ID, running_world, seed_others, seed_owner
+from tests.privacy.world import World
 
 
 @pytest.fixture(scope="module", params=PROVIDERS)

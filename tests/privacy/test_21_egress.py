@@ -19,30 +19,13 @@ from typing import Any
 import pytest
 
 from tests.fakes.openai_view import PROVIDERS
-from tests.privacy.conftest import (
-    GINA,
-    GROUP_X,
-    MALLORY,
-    OWNER,
-    OWNER_ID,
-    S_DM,
-    S_GROUPX,
-    S_MEMORY,
-    S_USERMD,
-    Step,
-    World,
-    call,
-    detect,
-    dm,
-    fresh_group,
-    group,
-    owner_asks,
-    plant,
-    running_world,
-    seed_others,
-    seed_owner,
-    system_text,
-)
+from tests.privacy.obedient_model import call, system_text
+from tests.privacy.oracles import S_DM, S_GROUPX, S_MEMORY, S_USERMD, detect
+from tests.privacy.people import GINA, GROUP_X, MALLORY, OWNER, OWNER_ID, dm, fresh_group, group
+from tests.privacy.scenario import owner_asks, plant
+from tests.privacy.startup import running_world, seed_others, seed_owner
+from tests.privacy.steps import Step
+from tests.privacy.world import World
 
 
 @pytest.fixture(scope="module", params=PROVIDERS)

@@ -15,23 +15,11 @@ from collections.abc import Iterator
 import pytest
 
 from tests.fakes.openai_view import PROVIDERS
-from tests.privacy.conftest import (
-    BOB,
-    OWNER,
-    OWNER_ID,
-    S_BOBDM,
-    S_BOBFACT,
-    S_DAILY,
-    S_DM,
-    S_FACT,
-    S_MEMORY,
-    World,
-    call,
-    dm,
-    running_world,
-    seed_others,
-    seed_owner,
-)
+from tests.privacy.obedient_model import call
+from tests.privacy.oracles import S_BOBDM, S_BOBFACT, S_DAILY, S_DM, S_FACT, S_MEMORY
+from tests.privacy.people import BOB, OWNER, OWNER_ID, dm
+from tests.privacy.startup import running_world, seed_others, seed_owner
+from tests.privacy.world import World
 
 # Prefixes of the owner's secrets (a fact, a DM message, MEMORY.md, today's daily log), and a string that is
 # nowhere: the same length and the same first two characters, since an answer names both ("“SE…” (13 …)").

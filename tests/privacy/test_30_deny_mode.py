@@ -14,23 +14,11 @@ from typing import Any
 import pytest
 
 from tests.fakes.openai_view import PROVIDERS
-from tests.privacy.conftest import (
-    BOB,
-    DAVE,
-    MALLORY,
-    OWNER,
-    OWNER_DIARY_MESSAGE_ID,
-    OWNER_ID,
-    World,
-    assert_refused,
-    attack,
-    call,
-    dm,
-    fresh_group,
-    running_world,
-    seed_others,
-    seed_owner,
-)
+from tests.privacy.obedient_model import call
+from tests.privacy.people import BOB, DAVE, MALLORY, OWNER, OWNER_ID, dm, fresh_group
+from tests.privacy.scenario import assert_refused, attack
+from tests.privacy.startup import OWNER_DIARY_MESSAGE_ID, running_world, seed_others, seed_owner
+from tests.privacy.world import World
 
 
 @pytest.fixture(scope="module", params=PROVIDERS)

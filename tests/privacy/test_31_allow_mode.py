@@ -15,21 +15,11 @@ from collections.abc import Iterator
 import pytest
 
 from tests.fakes.openai_view import PROVIDERS
-from tests.privacy.conftest import (
-    BOB,
-    DAVE,
-    GROUP_X,
-    MALLORY,
-    World,
-    assert_refused,
-    attack,
-    call,
-    dm,
-    fresh_group,
-    running_world,
-    seed_others,
-    seed_owner,
-)
+from tests.privacy.obedient_model import call
+from tests.privacy.people import BOB, DAVE, GROUP_X, MALLORY, dm, fresh_group
+from tests.privacy.scenario import assert_refused, attack
+from tests.privacy.startup import running_world, seed_others, seed_owner
+from tests.privacy.world import World
 
 MIN_REPEAT_S = 60 * 60  # scheduler.min_repeat_minutes (default)
 
