@@ -50,7 +50,9 @@ def default_utility(body: Body) -> Reply:
 
 
 @dataclass
-class Harness:
+class AgentHarness:
+    """Drives one real Agent: a real database and workspace, the real SDK against a scripted model API."""
+
     tmp_path: Path
     db: Database
     fake: FakeAnthropic | FakeOpenAI
@@ -111,7 +113,7 @@ async def build_harness(
     fake: FakeAnthropic | FakeOpenAI,
     settings: AgentSettings | None = None,
     llm: LLMClient | None = None,
-) -> Harness:
+) -> AgentHarness:
     """The agent on the provider ``fake`` plays: the scripted Messages API, or the OpenAI-compatible one
     (``llm``: a client built by the test, e.g. from a config with fallbacks)."""
     workspace = tmp_path / "workspace"
@@ -134,7 +136,7 @@ async def build_harness(
         media=MediaReader(db, gateway, workspace, MediaSettings(), describe=describer(llm)),
     )
     settings = settings or AgentSettings(session_reset_hour=None, session_idle_minutes=None)
-    harness = Harness(
+    harness = AgentHarness(
         tmp_path=tmp_path, db=db, fake=fake, agent=Agent(deps, settings), gateway=gateway, llm=llm, console_out=out
     )
     fake.responder = harness.respond
@@ -142,7 +144,7 @@ async def build_harness(
 
 
 @pytest.fixture
-async def harness(tmp_path: Path, db: Database, fake_api: FakeAnthropic) -> AsyncIterator[Harness]:
+async def harness(tmp_path: Path, db: Database, fake_api: FakeAnthropic) -> AsyncIterator[AgentHarness]:
     h = await build_harness(tmp_path, db, fake_api)
     yield h
     await h.llm.close()
@@ -158,7 +160,7 @@ def any_api(request: pytest.FixtureRequest) -> Iterator[FakeAnthropic | FakeOpen
 
 
 @pytest.fixture
-async def any_harness(tmp_path: Path, db: Database, any_api: FakeAnthropic | FakeOpenAI) -> AsyncIterator[Harness]:
+async def any_harness(tmp_path: Path, db: Database, any_api: FakeAnthropic | FakeOpenAI) -> AsyncIterator[AgentHarness]:
     """The harness once per provider: the same scripted exchange, sent in each API's wire format."""
     h = await build_harness(tmp_path, db, any_api)
     yield h

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from teleton.memory.facts.store import Fact
 from teleton.privacy import group_label as chat_scope
-from tests.agent.conftest import GROUP, Harness
+from tests.agent.conftest import GROUP, AgentHarness
 from tests.fakes.anthropic_server import body_text, result_text, sequence, text, tool_results, tool_use
 
 
-async def test_salient_facts_reach_the_dm_prompt_but_never_a_group_prompt(harness: Harness) -> None:
+async def test_salient_facts_reach_the_dm_prompt_but_never_a_group_prompt(harness: AgentHarness) -> None:
     h = harness
     facts = h.agent.deps.facts
     await facts.save(Fact("Olga is allergic to peanuts", category="health", importance=0.95))
@@ -34,7 +34,9 @@ async def test_salient_facts_reach_the_dm_prompt_but_never_a_group_prompt(harnes
     assert "peanuts" not in dump and "7781" not in dump  # neither in the prompt nor in retrieved context
 
 
-async def test_memory_recall_with_a_category_finds_a_weak_match_behind_thirty_strong_ones(harness: Harness) -> None:
+async def test_memory_recall_with_a_category_finds_a_weak_match_behind_thirty_strong_ones(
+    harness: AgentHarness,
+) -> None:
     h = harness
     for n in range(30):
         await h.agent.deps.facts.save(Fact(f"The team meeting number {n} is on Monday in room {n}", category="work"))

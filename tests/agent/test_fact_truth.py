@@ -10,13 +10,13 @@ from typing import Any
 from teleton.agent.distiller import Distiller
 from teleton.gateway.contract import UserInfo
 from teleton.memory.journal.learnings import Learnings
-from tests.agent.conftest import ALICE, GROUP, Harness
+from tests.agent.conftest import ALICE, GROUP, AgentHarness
 from tests.fakes.anthropic_server import Body, Reply, result_text, sequence, text, tool_results, tool_use
 
 BOB = UserInfo(id=7272, first_name="Bob", username="bob")
 
 
-def _with_distiller(h: Harness) -> Distiller:
+def _with_distiller(h: AgentHarness) -> Distiller:
     distiller = Distiller(h.llm, h.agent.deps.facts, Learnings(h.workspace), principals=h.agent.principals)
     h.agent.deps.distiller = distiller
     return distiller
@@ -39,7 +39,7 @@ def _fact_lines(body: Body) -> list[str]:
     return [line for line in context.splitlines() if "(fact," in line]
 
 
-async def test_a_move_supersedes_the_old_city_and_history_keeps_it(harness: Harness) -> None:
+async def test_a_move_supersedes_the_old_city_and_history_keeps_it(harness: AgentHarness) -> None:
     h = harness
     distiller = _with_distiller(h)
     shown_on_update: list[dict[str, int]] = []
@@ -90,7 +90,7 @@ async def test_a_move_supersedes_the_old_city_and_history_keeps_it(harness: Harn
     assert any("Porto" in line and "no longer" not in line for line in lines), lines
 
 
-async def test_an_id_the_model_was_not_shown_ends_nothing(harness: Harness) -> None:
+async def test_an_id_the_model_was_not_shown_ends_nothing(harness: AgentHarness) -> None:
     h = harness
     distiller = _with_distiller(h)
     facts = h.agent.deps.facts
@@ -106,7 +106,7 @@ async def test_an_id_the_model_was_not_shown_ends_nothing(harness: Harness) -> N
     assert [(r[0], r[1]) for r in rows] == [("The group's treasurer is Carla", None), ("Olga likes green tea.", None)]
 
 
-async def test_in_a_group_each_members_facts_stay_theirs(harness: Harness) -> None:
+async def test_in_a_group_each_members_facts_stay_theirs(harness: AgentHarness) -> None:
     h = harness
     distiller = _with_distiller(h)
 

@@ -34,7 +34,7 @@ from teleton.storage import Database
 from teleton.tools.families.forget import forget_tools, pending_forgets
 from teleton.tools.families.memory import memory_tools
 from teleton.tools.registry import ToolRegistry
-from tests.agent.conftest import ALICE, GROUP, MALLORY, OWNER, OWNER_DM, Harness, llm_settings
+from tests.agent.conftest import ALICE, GROUP, MALLORY, OWNER, OWNER_DM, AgentHarness, llm_settings
 from tests.fakes.anthropic_server import FakeAnthropic, body_text, result_text, sequence, text, tool_results, tool_use
 
 PHONE = "+351 912 345 678"
@@ -48,7 +48,7 @@ def model() -> LocalEmbedder:
 
 
 @pytest.fixture
-async def h(tmp_path: Path, fake_api: FakeAnthropic, model: LocalEmbedder) -> AsyncIterator[Harness]:
+async def h(tmp_path: Path, fake_api: FakeAnthropic, model: LocalEmbedder) -> AsyncIterator[AgentHarness]:
     """The agent as the daemon builds it, with vectors, the embedding cache and a knowledge index."""
     db = await Database.open(tmp_path / "teleton.db", embedding=(model.model_id, model.dims))
     cached = CachedProvider(model, db)
@@ -71,18 +71,18 @@ async def h(tmp_path: Path, fake_api: FakeAnthropic, model: LocalEmbedder) -> As
         principals=principals,
     )
     agent = Agent(deps, AgentSettings(session_reset_hour=None, session_idle_minutes=None))
-    harness = Harness(tmp_path, db, fake_api, agent, gateway, llm, out, main=lambda body: text("Noted."))
+    harness = AgentHarness(tmp_path, db, fake_api, agent, gateway, llm, out, main=lambda body: text("Noted."))
     fake_api.responder = harness.respond
     yield harness
     await llm.close()
     await db.close()
 
 
-def daily_log(h: Harness) -> Path:
+def daily_log(h: AgentHarness) -> Path:
     return h.workspace / "memory" / f"{datetime.now().astimezone():%Y-%m-%d}.md"
 
 
-async def seed_everywhere(h: Harness) -> dict[str, Any]:
+async def seed_everywhere(h: AgentHarness) -> dict[str, Any]:
     """The phone number in every layer; returns the ids of what holds it."""
     db = h.db
     await db.write(lambda conn: fa.upsert_user(conn, UserInfo(OWNER.id, "Olga", phone=DIGITS), time.time()))
@@ -126,7 +126,7 @@ async def leftovers(db: Database) -> list[str]:
     return found
 
 
-async def test_forget_a_phone_number_everywhere(h: Harness) -> None:
+async def test_forget_a_phone_number_everywhere(h: AgentHarness) -> None:
     seeded = await seed_everywhere(h)
     assert await leftovers(h.db)  # the check sees it before
     assert PHONE in daily_log(h).read_text()
@@ -197,7 +197,7 @@ async def test_forget_a_phone_number_everywhere(h: Harness) -> None:
     assert all("912" not in body_text(body) for body in h.main_requests(start))
 
 
-async def test_a_person_forgets_their_own_in_their_dm_and_nothing_else(h: Harness) -> None:
+async def test_a_person_forgets_their_own_in_their_dm_and_nothing_else(h: AgentHarness) -> None:
     alice_dm = ChatInfo(id=ALICE.id, type="dm")
     await h.dm(f"Alice's number is {PHONE}")  # the owner's
     await h.dm(f"my number is {PHONE}", sender=ALICE)
@@ -237,7 +237,7 @@ async def test_a_person_forgets_their_own_in_their_dm_and_nothing_else(h: Harnes
     assert log.count(PHONE) == 3  # and the group's lines: the owner's notes of a group, not hers to erase
 
 
-async def test_forget_the_message_replied_to(h: Harness) -> None:
+async def test_forget_the_message_replied_to(h: AgentHarness) -> None:
     said = "My locker code is 4417-2209, don't tell anyone"
     await h.dm(said, sender=ALICE)
     await h.dm("I also like green tea", sender=ALICE)
@@ -258,7 +258,7 @@ async def test_forget_the_message_replied_to(h: Harness) -> None:
     assert "4417" not in daily_log(h).read_text() and "green tea" in daily_log(h).read_text()
 
 
-async def test_a_group_member_cannot_forget(h: Harness) -> None:
+async def test_a_group_member_cannot_forget(h: AgentHarness) -> None:
     await h.group(f"my number is {PHONE}", sender=ALICE)
     for sender in (ALICE, OWNER):  # not even the owner: a group's messages are not one person's
         answer = await h.group(f"/forget {PHONE}", sender=sender)
@@ -266,7 +266,7 @@ async def test_a_group_member_cannot_forget(h: Harness) -> None:
     assert (await h.db.fetchone("select count(*) from tg_messages where instr(text, ?)", (PHONE,)))[0] == 3
 
 
-async def test_the_model_alone_never_erases(h: Harness) -> None:
+async def test_the_model_alone_never_erases(h: AgentHarness) -> None:
     await h.dm(f"My number is {PHONE}")
     held = lambda: h.db.fetchone("select count(*) from tg_messages where instr(text, ?)", (PHONE,))  # noqa: E731
     h.main = sequence(tool_use(("memory_forget", {"text": PHONE})), text("Send /forget confirm to erase it."))
@@ -306,7 +306,7 @@ async def test_the_model_alone_never_erases(h: Harness) -> None:
     assert (await held())[0] == 0
 
 
-async def test_bad_input_to_forget(h: Harness) -> None:
+async def test_bad_input_to_forget(h: AgentHarness) -> None:
     assert "Tell me what to forget" in (await h.dm("/forget") or "")
     assert "too short" in (await h.dm("/forget a") or "")
     answer = await h.dm("/forget NEAR( OR *")
@@ -314,7 +314,7 @@ async def test_bad_input_to_forget(h: Harness) -> None:
     assert "No such" not in answer and "fts5" not in answer.lower()
 
 
-def test_the_tool_is_offered_to_the_owner_alone(h: Harness) -> None:
+def test_the_tool_is_offered_to_the_owner_alone(h: AgentHarness) -> None:
     registry = h.agent.deps.registry
     offered = lambda chat, owner: {s["name"] for s in registry.schemas(chat, True, is_owner=owner)}  # noqa: E731
     assert "memory_forget" in offered(OWNER_DM, True)
@@ -322,7 +322,7 @@ def test_the_tool_is_offered_to_the_owner_alone(h: Harness) -> None:
     assert "memory_forget" not in offered(GROUP, False)
 
 
-async def test_a_persons_answers_are_the_same_whatever_else_holds_it(h: Harness) -> None:
+async def test_a_persons_answers_are_the_same_whatever_else_holds_it(h: AgentHarness) -> None:
     """Issue 29: Alice's /forget answers are made of her rows alone, so they cannot tell her whether the
     owner's memory, a group or anyone else holds the text (here a prefix of a number, one digit at a time)."""
     await h.dm(f"my number is {PHONE}", sender=ALICE)

@@ -11,11 +11,11 @@ from teleton.agent.heartbeat import SILENT, Heartbeat
 from teleton.agent.runtime import AgentSettings
 from teleton.memory.facts.store import Fact, FactStore
 from teleton.storage import Database
-from tests.agent.conftest import Harness, build_harness
+from tests.agent.conftest import AgentHarness, build_harness
 from tests.fakes.anthropic_server import FakeAnthropic, last_user_text, text
 
 
-async def test_heartbeat_stays_silent_unless_a_rule_fires(harness: Harness, fake_api: FakeAnthropic) -> None:
+async def test_heartbeat_stays_silent_unless_a_rule_fires(harness: AgentHarness, fake_api: FakeAnthropic) -> None:
     (harness.workspace / "HEARTBEAT.md").write_text("- If a scheduled task failed, tell the owner.\n")
     heartbeat = Heartbeat(harness.agent, harness.agent.principals, harness.workspace)
     harness.main = lambda body: text(SILENT)
@@ -30,7 +30,7 @@ async def test_heartbeat_stays_silent_unless_a_rule_fires(harness: Harness, fake
     assert "Task #3 (backup) failed" in harness.console_out.getvalue()
 
 
-async def test_heartbeat_without_rules_does_not_call_the_model(harness: Harness, fake_api: FakeAnthropic) -> None:
+async def test_heartbeat_without_rules_does_not_call_the_model(harness: AgentHarness, fake_api: FakeAnthropic) -> None:
     assert await Heartbeat(harness.agent, harness.agent.principals, harness.workspace).beat() is None
     assert fake_api.requests == []
 

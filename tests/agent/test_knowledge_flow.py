@@ -9,11 +9,11 @@ from teleton.agent.stages.context import KNOWLEDGE_HEADER
 from teleton.config import Config
 from teleton.memory.knowledge.index import KnowledgeIndex
 from teleton.storage import Database
-from tests.agent.conftest import OWNER, Harness, build_harness
+from tests.agent.conftest import OWNER, AgentHarness, build_harness
 from tests.fakes.anthropic_server import Body, FakeAnthropic, Reply, text, tool_use, user_said
 
 
-async def indexed_harness(tmp_path: Path, db: Database, fake: FakeAnthropic) -> tuple[Harness, KnowledgeIndex]:
+async def indexed_harness(tmp_path: Path, db: Database, fake: FakeAnthropic) -> tuple[AgentHarness, KnowledgeIndex]:
     h = await build_harness(tmp_path, db, fake)
     config = Config()
     config.storage.workspace = h.workspace

@@ -10,7 +10,7 @@ import json
 from teleton.agent.distiller import Distiller
 from teleton.memory.facts.store import FactStore
 from teleton.tools.families.workspace import workspace_tools
-from tests.agent.conftest import ALICE, GROUP, OWNER_DM, UTILITY_MODEL, Harness
+from tests.agent.conftest import ALICE, GROUP, OWNER_DM, UTILITY_MODEL, AgentHarness
 from tests.fakes.anthropic_server import Body, Reply, prompt_too_long, text, tool_results, tool_use, user_said
 from tests.waiting import until
 
@@ -28,7 +28,7 @@ def _too_long_above(chars: int, then: Reply) -> object:
     return respond
 
 
-async def test_a_1mb_paste_is_kept_whole_and_the_model_reads_head_tail_and_a_note(harness: Harness) -> None:
+async def test_a_1mb_paste_is_kept_whole_and_the_model_reads_head_tail_and_a_note(harness: AgentHarness) -> None:
     h = harness
     assert len(PASTE) > 1_000_000
     h.agent.deps.distiller = distiller = Distiller(h.llm, FactStore(h.db))
@@ -56,7 +56,7 @@ async def test_a_1mb_paste_is_kept_whole_and_the_model_reads_head_tail_and_a_not
     assert len(json.dumps(h.main_requests()[-1])) < 60_000  # the paste does not ride along whole
 
 
-async def test_the_agent_reads_the_cut_part_from_the_kept_file(harness: Harness) -> None:
+async def test_the_agent_reads_the_cut_part_from_the_kept_file(harness: AgentHarness) -> None:
     h = harness
     for tool in workspace_tools():
         h.agent.deps.registry.register(tool)
@@ -73,7 +73,7 @@ async def test_the_agent_reads_the_cut_part_from_the_kept_file(harness: Harness)
     assert await h.dm(PASTE) == "found the middle"
 
 
-async def test_a_session_holding_an_old_paste_is_cut_when_the_model_says_too_long(harness: Harness) -> None:
+async def test_a_session_holding_an_old_paste_is_cut_when_the_model_says_too_long(harness: AgentHarness) -> None:
     h = harness
     session = await h.agent.sessions.create(OWNER_DM.id)
     session.messages = [  # a paste from before the input limit, and its answer
@@ -93,7 +93,7 @@ async def test_a_session_holding_an_old_paste_is_cut_when_the_model_says_too_lon
     assert max(len(m["content"]) for m in active.messages if isinstance(m["content"], str)) < LIMIT + 200
 
 
-async def test_a_paste_the_agent_was_not_asked_about_rides_along_as_its_excerpt(harness: Harness) -> None:
+async def test_a_paste_the_agent_was_not_asked_about_rides_along_as_its_excerpt(harness: AgentHarness) -> None:
     # In a group, unanswered messages come with the next one addressed to the agent (``earlier_context``).
     h = harness
     pasted = h.message(GROUP, ALICE, PASTE)

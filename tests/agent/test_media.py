@@ -19,7 +19,7 @@ from teleton.gateway.contract import ChatInfo, MediaInfo, UserInfo
 from teleton.memory.feed.search import search_feed
 from teleton.storage import Database
 from teleton.tools.families.documents import document_tools
-from tests.agent.conftest import ALICE, GROUP, OWNER, OWNER_DM, Harness, default_utility
+from tests.agent.conftest import ALICE, GROUP, OWNER, OWNER_DM, AgentHarness, default_utility
 from tests.agent.test_knowledge_flow import indexed_harness
 from tests.fakes.anthropic_server import (
     Body,
@@ -57,7 +57,7 @@ def describing(line: str) -> Any:
 
 
 async def send_file(
-    h: Harness,
+    h: AgentHarness,
     path: Path | None,
     caption: str = "",
     *,
@@ -74,12 +74,12 @@ async def send_file(
     return await h.agent.handle(msg)
 
 
-def last_user_blocks(h: Harness) -> list[dict[str, Any]]:
+def last_user_blocks(h: AgentHarness) -> list[dict[str, Any]]:
     content = h.main_requests()[-1]["messages"][-1]["content"]
     return [{"type": "text", "text": content}] if isinstance(content, str) else content
 
 
-async def archived_text(h: Harness, chat_id: int) -> str:
+async def archived_text(h: AgentHarness, chat_id: int) -> str:
     row = await h.db.fetchone(
         "select text from tg_messages where chat_id = ? and is_outgoing = 0 order by id desc limit 1", (chat_id,)
     )
@@ -87,7 +87,7 @@ async def archived_text(h: Harness, chat_id: int) -> str:
 
 
 async def test_a_photo_reaches_the_model_as_an_image_and_is_found_later_by_its_description(
-    any_harness: Harness, tmp_path: Path
+    any_harness: AgentHarness, tmp_path: Path
 ) -> None:
     h = any_harness
     h.utility = describing(RECEIPT_LINE)
@@ -120,7 +120,9 @@ async def test_a_photo_reaches_the_model_as_an_image_and_is_found_later_by_its_d
     assert stat.S_IMODE(saved.stat().st_mode) == 0o600
 
 
-async def test_a_corrupt_image_is_a_one_line_note_and_the_turn_goes_on(any_harness: Harness, tmp_path: Path) -> None:
+async def test_a_corrupt_image_is_a_one_line_note_and_the_turn_goes_on(
+    any_harness: AgentHarness, tmp_path: Path
+) -> None:
     h = any_harness
     h.utility = describing("never asked")
     broken = tmp_path / "photo.jpg"
@@ -134,7 +136,7 @@ async def test_a_corrupt_image_is_a_one_line_note_and_the_turn_goes_on(any_harne
     assert await archived_text(h, OWNER_DM.id) == "look at this"  # nothing learned, nothing archived
 
 
-async def test_a_3gb_file_is_refused_before_any_download(harness: Harness, tmp_path: Path) -> None:
+async def test_a_3gb_file_is_refused_before_any_download(harness: AgentHarness, tmp_path: Path) -> None:
     h = harness
     small = tmp_path / "film.pdf"
     small.write_bytes(b"%PDF-1.4 tiny")
@@ -155,7 +157,7 @@ def manual_pdf(path: Path) -> Path:
     return path
 
 
-async def test_a_pdf_is_extracted_read_by_the_model_and_searchable(any_harness: Harness, tmp_path: Path) -> None:
+async def test_a_pdf_is_extracted_read_by_the_model_and_searchable(any_harness: AgentHarness, tmp_path: Path) -> None:
     h = any_harness
     h.main = lambda body: text("The warranty ends on 14 March 2027.")
     assert await send_file(h, manual_pdf(tmp_path / "manual.pdf"), "when does the warranty end?") is not None
@@ -167,7 +169,9 @@ async def test_a_pdf_is_extracted_read_by_the_model_and_searchable(any_harness: 
     assert hits and "14 March 2027" in hits[0].text
 
 
-async def test_a_long_document_gives_an_excerpt_and_the_whole_text_to_read(harness: Harness, tmp_path: Path) -> None:
+async def test_a_long_document_gives_an_excerpt_and_the_whole_text_to_read(
+    harness: AgentHarness, tmp_path: Path
+) -> None:
     h = harness
     notes = tmp_path / "notes.txt"
     body = "".join(f"Line {i}: the quarterly figures for region {i % 7} look steady.\n" for i in range(600))
@@ -179,7 +183,7 @@ async def test_a_long_document_gives_an_excerpt_and_the_whole_text_to_read(harne
     assert "Line 300:" in (h.workspace / where).read_text()
 
 
-async def test_a_photo_from_the_owners_dm_never_reaches_a_group(any_harness: Harness, tmp_path: Path) -> None:
+async def test_a_photo_from_the_owners_dm_never_reaches_a_group(any_harness: AgentHarness, tmp_path: Path) -> None:
     h = any_harness
     h.utility = describing("A bank card, number 4929 1111 2222 3333, on a desk")
     await send_file(h, receipt_photo(tmp_path / "card.jpg", (800, 600)), "keep this safe")
@@ -193,7 +197,7 @@ async def test_a_photo_from_the_owners_dm_never_reaches_a_group(any_harness: Har
 
 
 async def test_describe_all_reads_a_group_photo_nobody_asked_about_into_the_archive(
-    harness: Harness, tmp_path: Path
+    harness: AgentHarness, tmp_path: Path
 ) -> None:
     h = harness
     h.utility = describing("A whiteboard with the sprint plan: launch on the 14th")

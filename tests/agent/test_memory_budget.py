@@ -20,7 +20,7 @@ from teleton.memory.feed.embedding import embed_pending
 from teleton.memory.knowledge.index import KnowledgeIndex
 from teleton.storage import Database
 from teleton.text.tokens import estimate_tokens
-from tests.agent.conftest import ALICE, GROUP, OWNER, OWNER_DM, Harness, build_harness
+from tests.agent.conftest import ALICE, GROUP, OWNER, OWNER_DM, AgentHarness, build_harness
 from tests.fakes.anthropic_server import Body, FakeAnthropic
 
 BUDGET = 3_000
@@ -44,7 +44,7 @@ async def vdb(tmp_path: Path, model: LocalEmbedder) -> AsyncIterator[Database]:
 
 async def harness_with(
     tmp_path: Path, db: Database, fake: FakeAnthropic, model: LocalEmbedder, budget: int | None = BUDGET
-) -> Harness:
+) -> AgentHarness:
     settings = AgentSettings(session_reset_hour=None, session_idle_minutes=None, memory_budget=budget)
     h = await build_harness(tmp_path, db, fake, settings)
     h.agent.context.embedder = h.agent.tool_deps.embedder = model
@@ -67,7 +67,7 @@ def memory_tokens(body: Body) -> int:
     return estimate_tokens("\n\n".join(memory_parts(body)))
 
 
-async def stuff(h: Harness, db: Database, model: LocalEmbedder) -> None:
+async def stuff(h: AgentHarness, db: Database, model: LocalEmbedder) -> None:
     """Far more relevant memory than a 3,000-token budget holds, in every layer."""
     ws = h.workspace
     notes = [f"## {HEAD.split()[0]}'s childhood\n\n{HEAD}, and loved the fog horn.\n"]

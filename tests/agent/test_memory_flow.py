@@ -11,7 +11,7 @@ from pathlib import Path
 from teleton.agent.runtime import AgentSettings
 from teleton.agent.window.compaction import Thresholds
 from teleton.storage import Database
-from tests.agent.conftest import OWNER, OWNER_DM, Harness, build_harness
+from tests.agent.conftest import OWNER, OWNER_DM, AgentHarness, build_harness
 from tests.fakes.anthropic_server import (
     Body,
     FakeAnthropic,
@@ -28,7 +28,7 @@ from tests.fakes.anthropic_server import (
 from tests.fakes.openai_server import FakeOpenAI
 
 
-def today_log(h: Harness) -> str:
+def today_log(h: AgentHarness) -> str:
     path = h.workspace / "memory" / f"{datetime.now().astimezone():%Y-%m-%d}.md"
     return path.read_text() if path.exists() else ""
 
@@ -83,7 +83,7 @@ async def test_whiskerino_survives_new_and_a_restart(tmp_path: Path, any_api: Fa
     await db.close()
 
 
-async def seed_long_session(h: Harness, pairs: int) -> list[dict]:
+async def seed_long_session(h: AgentHarness, pairs: int) -> list[dict]:
     messages: list[dict] = []
     for i in range(pairs):
         messages.append({"role": "user", "content": f"question {i}: tell me about topic {i}"})
@@ -107,7 +107,7 @@ async def seed_long_session(h: Harness, pairs: int) -> list[dict]:
     return session.messages
 
 
-async def test_a_250_message_session_is_compacted(any_harness: Harness) -> None:
+async def test_a_250_message_session_is_compacted(any_harness: AgentHarness) -> None:
     h = any_harness
     old = await seed_long_session(h, 113)  # 226 + 24 tool messages = 250
     assert len(old) == 250
@@ -159,7 +159,7 @@ async def test_a_250_message_session_is_compacted(any_harness: Harness) -> None:
     assert "Summary: the user asked about topics" in system_text(main)
 
 
-async def test_compaction_falls_back_to_truncation_when_the_model_fails(any_harness: Harness) -> None:
+async def test_compaction_falls_back_to_truncation_when_the_model_fails(any_harness: AgentHarness) -> None:
     h = any_harness
     await seed_long_session(h, 100)
     h.utility = lambda body: error(500)
@@ -171,7 +171,7 @@ async def test_compaction_falls_back_to_truncation_when_the_model_fails(any_harn
     assert len(new.messages) >= 22 and new.messages[0]["content"].startswith("question ")
 
 
-async def test_old_tool_results_are_masked_in_what_the_model_gets(any_harness: Harness) -> None:
+async def test_old_tool_results_are_masked_in_what_the_model_gets(any_harness: AgentHarness) -> None:
     h = any_harness
     rounds = iter(range(7))
 

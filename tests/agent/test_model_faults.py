@@ -19,7 +19,7 @@ from teleton.daemon.runner import Daemon
 from teleton.daemon.status_file import describe, read_status, write_status
 from teleton.gateway.contract import IncomingMessage
 from teleton.memory.feed import archive as fa
-from tests.agent.conftest import GROUP, OWNER, OWNER_DM, Harness, archive_incoming
+from tests.agent.conftest import GROUP, OWNER, OWNER_DM, AgentHarness, archive_incoming
 from tests.daemon.harness import write_config
 from tests.delivery.support import Gate, answer_state
 from tests.fakes.anthropic_server import Body, Reply, overloaded, raw, text
@@ -32,7 +32,7 @@ def retries(logs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [e for e in logs if e["event"] == "llm_retry"]
 
 
-def daemon_of(h: Harness) -> Daemon:
+def daemon_of(h: AgentHarness) -> Daemon:
     """The daemon's status machinery (supervisor, ``gather_status``) around the harness's agent, wired as
     ``Daemon._start`` wires it."""
     daemon = Daemon(load_config(write_config(h.tmp_path, "http://127.0.0.1:9")))
@@ -54,7 +54,7 @@ async def status_text(daemon: Daemon, path: Path) -> str:
 # -- malformed answers ------------------------------------------------------------------------------------
 
 
-async def test_a_truncated_answer_is_retried_and_the_turn_answered(any_harness: Harness, logs: list[dict]) -> None:
+async def test_a_truncated_answer_is_retried_and_the_turn_answered(any_harness: AgentHarness, logs: list[dict]) -> None:
     h = any_harness
     h.fake.queue(raw(CUT), text("Here I am."))
     assert await h.dm("are you there? please answer") == "Here I am."
@@ -64,7 +64,7 @@ async def test_a_truncated_answer_is_retried_and_the_turn_answered(any_harness: 
 
 
 async def test_an_answer_of_the_wrong_shape_is_retried_and_the_turn_answered(
-    any_harness: Harness, logs: list[dict]
+    any_harness: AgentHarness, logs: list[dict]
 ) -> None:
     h = any_harness
     h.fake.queue(raw('{"foo": 1}'), text("Here I am."))
@@ -76,7 +76,7 @@ async def test_an_answer_of_the_wrong_shape_is_retried_and_the_turn_answered(
 
 
 async def test_only_malformed_answers_end_in_the_apology_and_the_status_names_the_model_error(
-    any_harness: Harness,
+    any_harness: AgentHarness,
 ) -> None:
     h = any_harness
     daemon = daemon_of(h)
@@ -97,7 +97,7 @@ async def test_only_malformed_answers_end_in_the_apology_and_the_status_names_th
 # -- the status while calls retry -------------------------------------------------------------------------
 
 
-async def test_the_status_says_the_model_is_retrying_until_it_answers(any_harness: Harness) -> None:
+async def test_the_status_says_the_model_is_retrying_until_it_answers(any_harness: AgentHarness) -> None:
     h = any_harness
     daemon = daemon_of(h)
     gate = Gate()
@@ -152,7 +152,7 @@ class Clock:
                 wake.set_result(None)
 
 
-def slow_model(h: Harness, answer: str) -> Gate:
+def slow_model(h: AgentHarness, answer: str) -> Gate:
     """The main model holds its answer until the gate opens."""
     gate = Gate()
 
@@ -164,21 +164,21 @@ def slow_model(h: Harness, answer: str) -> Gate:
     return gate
 
 
-def with_notice(h: Harness, after_s: float) -> Clock:
+def with_notice(h: AgentHarness, after_s: float) -> Clock:
     clock = Clock()
     h.agent.settings = replace(h.agent.settings, slow_notice_s=after_s)
     h.agent.deps.sleep = clock.sleep
     return clock
 
 
-async def accepted(h: Harness, text_: str) -> IncomingMessage:
+async def accepted(h: AgentHarness, text_: str) -> IncomingMessage:
     """The owner's DM message as the Telegram layer leaves it: archived and accepted, owed an answer."""
     msg = h.message(OWNER_DM, OWNER, text_)
     await archive_incoming(h.db, msg, fa.STATE_ACCEPTED)
     return msg
 
 
-async def test_a_late_answer_is_announced_once_at_the_threshold_and_follows_the_notice(harness: Harness) -> None:
+async def test_a_late_answer_is_announced_once_at_the_threshold_and_follows_the_notice(harness: AgentHarness) -> None:
     h = harness
     clock = with_notice(h, 20)
     gate = slow_model(h, "Here is your answer.")
@@ -204,7 +204,7 @@ async def test_a_late_answer_is_announced_once_at_the_threshold_and_follows_the_
     assert clock.asked == [20] and clock.sleeping == []
 
 
-async def test_no_notice_when_the_answer_comes_before_the_threshold(harness: Harness) -> None:
+async def test_no_notice_when_the_answer_comes_before_the_threshold(harness: AgentHarness) -> None:
     h = harness
     clock = with_notice(h, 20)
     gate = slow_model(h, "Quick answer.")
@@ -223,7 +223,7 @@ async def test_no_notice_when_the_answer_comes_before_the_threshold(harness: Har
     assert len(h.gateway.sent) == 1
 
 
-async def test_no_notice_when_it_is_off(harness: Harness) -> None:
+async def test_no_notice_when_it_is_off(harness: AgentHarness) -> None:
     h = harness
     clock = with_notice(h, 0)
     h.main = lambda body: text("Answer.")
@@ -231,7 +231,7 @@ async def test_no_notice_when_it_is_off(harness: Harness) -> None:
     assert clock.asked == [] and [s.text for s in h.gateway.sent] == ["Answer."]
 
 
-async def test_no_notice_for_a_scheduled_turn_nobody_waits_for(harness: Harness) -> None:
+async def test_no_notice_for_a_scheduled_turn_nobody_waits_for(harness: AgentHarness) -> None:
     h = harness
     h.main = lambda body: text("ok")
     await h.group("hello everyone")  # the archive now knows the group

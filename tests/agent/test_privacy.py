@@ -18,7 +18,7 @@ from teleton.memory.facts.store import Fact
 from teleton.memory.journal.learnings import Learnings
 from teleton.privacy import group_label as chat_scope
 from teleton.storage import Database
-from tests.agent.conftest import ALICE, GROUP, MALLORY, OTHER_GROUP, OWNER, Harness, build_harness
+from tests.agent.conftest import ALICE, GROUP, MALLORY, OTHER_GROUP, OWNER, AgentHarness, build_harness
 from tests.fakes.anthropic_server import (
     Body,
     FakeAnthropic,
@@ -100,7 +100,7 @@ def summarising_model(body: Body) -> Reply:
     return text("Summary of: " + prompt[-600:])  # echoes what it was given, so a leak would show
 
 
-async def seed_private_memory(h: Harness) -> None:
+async def seed_private_memory(h: AgentHarness) -> None:
     ws = h.workspace
     (ws / "SOUL.md").write_text("You are Teleton.")
     (ws / "SECURITY.md").write_text("Never reveal private memory in groups.")

@@ -3,13 +3,13 @@ OpenAI-compatible endpoint (``any_harness`` runs every test once per provider, e
 
 from __future__ import annotations
 
-from tests.agent.conftest import MAIN_MODEL, OWNER_DM, Harness
+from tests.agent.conftest import MAIN_MODEL, OWNER_DM, AgentHarness
 from tests.fakes.anthropic_server import Body, Reply, error, overloaded, text, tool_use
 from tests.fakes.openai_server import results, said
 from tests.fakes.openai_view import FakeOpenAIInAnthropicTerms
 
 
-async def test_a_plain_dm_is_answered(any_harness: Harness) -> None:
+async def test_a_plain_dm_is_answered(any_harness: AgentHarness) -> None:
     h = any_harness
     h.main = lambda body: text(f"You said: {said(body)}")
     assert await h.dm("good morning") == "You said: good morning"
@@ -22,7 +22,7 @@ async def test_a_plain_dm_is_answered(any_harness: Harness) -> None:
     assert session.messages[-1] == answer
 
 
-async def test_memory_save_then_recall(any_harness: Harness) -> None:
+async def test_memory_save_then_recall(any_harness: AgentHarness) -> None:
     h = any_harness
 
     def model(body: Body) -> Reply:
@@ -44,7 +44,7 @@ async def test_memory_save_then_recall(any_harness: Harness) -> None:
     assert h.gateway.sent[-1].text.startswith("Done:")
 
 
-async def test_an_api_outage_ends_in_a_reply(any_harness: Harness) -> None:
+async def test_an_api_outage_ends_in_a_reply(any_harness: AgentHarness) -> None:
     h = any_harness
     h.fake.queue(error(500), overloaded(0.01), error(503), overloaded(), text("Here I am."))
     assert await h.dm("are you there? please answer") == "Here I am."
@@ -52,7 +52,7 @@ async def test_an_api_outage_ends_in_a_reply(any_harness: Harness) -> None:
     assert all(b["model"] == MAIN_MODEL for b in h.fake.requests)
 
 
-async def test_the_model_down_gets_an_apology(any_harness: Harness) -> None:
+async def test_the_model_down_gets_an_apology(any_harness: AgentHarness) -> None:
     h = any_harness
     h.fake.queue(*[error(500) for _ in range(6)])
     reply = await h.dm("are you there? please answer")

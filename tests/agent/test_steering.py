@@ -11,7 +11,7 @@ import json
 
 from teleton.gateway.contract import ChatInfo
 from teleton.tools.families.web_fetch import web_fetch_tools
-from tests.agent.conftest import OWNER, Harness
+from tests.agent.conftest import OWNER, AgentHarness
 from tests.fakes.anthropic_server import Body, Reply, text, tool_use
 
 URL = "http://127.0.0.1:9/notes"  # never fetched: refused by the egress rule or by the address check
@@ -26,13 +26,13 @@ def fetching(body: Body) -> Reply:
     return tool_use(("web_fetch", {"url": URL})) if "fetch" in asked or "the page" in asked else text("noted")
 
 
-def outcome(h: Harness) -> str:
+def outcome(h: AgentHarness) -> str:
     reply = h.gateway.sent[-1].text
     assert reply.startswith("RESULT "), reply
     return "refused: steered" if "steer" in reply else "address check" if "loopback" in reply else reply
 
 
-async def test_an_exchange_shown_words_from_elsewhere_keeps_the_session_steered(harness: Harness) -> None:
+async def test_an_exchange_shown_words_from_elsewhere_keeps_the_session_steered(harness: AgentHarness) -> None:
     h = harness
     for tool in web_fetch_tools():
         h.agent.deps.registry.register(tool)

@@ -18,7 +18,7 @@ from teleton.telegram.receive.policy import PolicyConfig
 from teleton.telegram.receive.policy_control import DispatcherPolicy
 from teleton.telegram.receive.ratelimit import RateLimiter
 from teleton.tools.registry import Tool, ToolContext
-from tests.agent.conftest import ALICE, GROUP, OWNER, OWNER_DM, Harness
+from tests.agent.conftest import ALICE, GROUP, OWNER, OWNER_DM, AgentHarness
 from tests.fakes.anthropic_server import (
     Body,
     Reply,
@@ -38,7 +38,7 @@ from tests.fakes.openai_server import FakeOpenAI
 from tests.waiting import until
 
 
-async def add_knowledge(h: Harness, chunk: str, path: str = "MEMORY.md") -> None:
+async def add_knowledge(h: AgentHarness, chunk: str, path: str = "MEMORY.md") -> None:
     now = time.time()
     await h.db.execute(
         "insert into knowledge(source, path, heading, text, hash, created_at, updated_at) "
@@ -47,12 +47,12 @@ async def add_knowledge(h: Harness, chunk: str, path: str = "MEMORY.md") -> None
     )
 
 
-def today_log(h: Harness) -> str:
+def today_log(h: AgentHarness) -> str:
     path = h.workspace / "memory" / f"{datetime.now().astimezone():%Y-%m-%d}.md"
     return path.read_text() if path.exists() else ""
 
 
-async def test_dm_question_answered_from_a_knowledge_chunk(any_harness: Harness) -> None:
+async def test_dm_question_answered_from_a_knowledge_chunk(any_harness: AgentHarness) -> None:
     h = any_harness
     await add_knowledge(h, "The wifi password at the lake cabin is pinecone42.")
     await add_knowledge(h, "Olga's dentist appointment is on the 3rd.", path="memory/health.md")
@@ -76,7 +76,7 @@ async def test_dm_question_answered_from_a_knowledge_chunk(any_harness: Harness)
     assert session.messages[0] == {"role": "user", "content": "What's the wifi password at the lake cabin?"}
 
 
-async def test_system_prompt_layout_and_cache_hits(harness: Harness) -> None:
+async def test_system_prompt_layout_and_cache_hits(harness: AgentHarness) -> None:
     h = harness
     (h.workspace / "SOUL.md").write_text("You are Teleton, dry and kind.")
     (h.workspace / "MEMORY.md").write_text("Olga prefers short answers.")
@@ -96,7 +96,7 @@ async def test_system_prompt_layout_and_cache_hits(harness: Harness) -> None:
     assert "Model: claude-test" in status and "messages" in status
 
 
-async def test_trivial_messages_skip_retrieval(harness: Harness) -> None:
+async def test_trivial_messages_skip_retrieval(harness: AgentHarness) -> None:
     h = harness
     await add_knowledge(h, "ok ok ok thanks thanks")
     await h.dm("thanks!")
@@ -104,7 +104,7 @@ async def test_trivial_messages_skip_retrieval(harness: Harness) -> None:
     assert KNOWLEDGE_HEADER not in json.dumps(sent)
 
 
-async def test_feed_block_has_recent_messages_of_this_chat(harness: Harness) -> None:
+async def test_feed_block_has_recent_messages_of_this_chat(harness: AgentHarness) -> None:
     h = harness
     for i in range(12):
         msg = h.message(GROUP, ALICE, f"group chatter number {i} about mushrooms")
@@ -119,7 +119,7 @@ async def test_feed_block_has_recent_messages_of_this_chat(harness: Harness) -> 
     assert "what were we saying" not in feed  # the message being answered is not its own context
 
 
-async def test_a_529_storm_ends_in_a_reply(any_harness: Harness) -> None:
+async def test_a_529_storm_ends_in_a_reply(any_harness: AgentHarness) -> None:
     h = any_harness
     h.fake.queue(overloaded(), overloaded(0.01), overloaded(), overloaded(), text("Here I am."))
     assert await h.dm("are you there? please answer") == "Here I am."
@@ -127,7 +127,7 @@ async def test_a_529_storm_ends_in_a_reply(any_harness: Harness) -> None:
     assert h.fake.pending == 0  # every scripted 529 was met by a retry, then the answer
 
 
-async def test_model_down_gets_an_apology_and_the_session_stays_clean(any_harness: Harness) -> None:
+async def test_model_down_gets_an_apology_and_the_session_stays_clean(any_harness: AgentHarness) -> None:
     h = any_harness
     h.fake.queue(*[overloaded() for _ in range(6)])
     reply = await h.dm("are you there? please answer")
@@ -136,7 +136,7 @@ async def test_model_down_gets_an_apology_and_the_session_stays_clean(any_harnes
     assert session.messages == []
 
 
-async def test_context_overflow_compacts_and_retries_once(any_harness: Harness) -> None:
+async def test_context_overflow_compacts_and_retries_once(any_harness: AgentHarness) -> None:
     h = any_harness
     for i in range(15):
         await h.dm(f"message number {i} about the garden")
@@ -150,7 +150,7 @@ async def test_context_overflow_compacts_and_retries_once(any_harness: Harness) 
     assert (await h.dm("x" * 5000)).startswith("That is more than I can read at once")
 
 
-async def test_text_answer_is_not_repeated_after_a_send_tool(harness: Harness) -> None:
+async def test_text_answer_is_not_repeated_after_a_send_tool(harness: AgentHarness) -> None:
     h = harness
 
     async def send_message(args: dict, ctx: ToolContext) -> ToolResult:
@@ -173,7 +173,7 @@ async def test_text_answer_is_not_repeated_after_a_send_tool(harness: Harness) -
     assert [m.text for m in h.gateway.sent] == ["first", "second"]
 
 
-async def test_tool_errors_reach_the_model(any_harness: Harness) -> None:
+async def test_tool_errors_reach_the_model(any_harness: AgentHarness) -> None:
     h = any_harness
     h.fake.queue(tool_use(("memory_recall", {"query": 5})), text("fixed"))
     await h.dm("recall something please")
@@ -181,14 +181,14 @@ async def test_tool_errors_reach_the_model(any_harness: Harness) -> None:
     assert result["is_error"] and "Invalid input for memory_recall" in result_text(result)
 
 
-async def test_daily_log_failure_never_blocks_a_reply(harness: Harness) -> None:
+async def test_daily_log_failure_never_blocks_a_reply(harness: AgentHarness) -> None:
     h = harness
     (h.workspace / "memory").write_text("not a directory")  # every daily-log write now fails
     assert await h.dm("hello, can you hear me?") == "ok"
     assert h.gateway.sent[-1].text == "ok"
 
 
-async def test_stop_cancels_the_running_turn_and_queued_messages_wait(any_harness: Harness) -> None:
+async def test_stop_cancels_the_running_turn_and_queued_messages_wait(any_harness: AgentHarness) -> None:
     h = any_harness
     # The essay's answer stalls far longer than any turn here (a retry after a request timeout stalls again):
     # only /stop can end that turn.
@@ -209,7 +209,7 @@ async def test_stop_cancels_the_running_turn_and_queued_messages_wait(any_harnes
     assert await h.dm("/stop") == "Nothing is running."
 
 
-async def test_commands(harness: Harness) -> None:
+async def test_commands(harness: AgentHarness) -> None:
     h = harness
     assert "/compact [N]" in await h.dm("/help")
     assert "/pause" not in await h.dm("/help", sender=ALICE)
@@ -233,11 +233,11 @@ async def test_commands(harness: Harness) -> None:
     assert await h.agent.sessions.active(OWNER.id) is None
 
 
-async def test_unknown_slash_text_goes_to_the_model(harness: Harness) -> None:
+async def test_unknown_slash_text_goes_to_the_model(harness: AgentHarness) -> None:
     assert await harness.dm("/shrug what do you think") == "ok"
 
 
-async def test_group_replies_quote_the_message_and_log_with_the_group(harness: Harness) -> None:
+async def test_group_replies_quote_the_message_and_log_with_the_group(harness: AgentHarness) -> None:
     h = harness
     await h.group("hey bot, what's up?")
     assert h.gateway.sent[-1].chat_id == GROUP.id
@@ -249,7 +249,7 @@ async def test_group_replies_quote_the_message_and_log_with_the_group(harness: H
     assert "Book club" in body_text(h.fake.requests[-1]["system"])
 
 
-async def test_hard_threshold_by_reported_tokens(any_harness: Harness) -> None:
+async def test_hard_threshold_by_reported_tokens(any_harness: AgentHarness) -> None:
     h = any_harness
     for i in range(12):
         await h.dm(f"chat line {i} about the weather")
@@ -263,7 +263,7 @@ async def test_hard_threshold_by_reported_tokens(any_harness: Harness) -> None:
     assert "Context: ~" in await h.dm("/status")
 
 
-async def test_group_context_that_did_not_trigger_a_reply_is_included(harness: Harness) -> None:
+async def test_group_context_that_did_not_trigger_a_reply_is_included(harness: AgentHarness) -> None:
     h = harness
     earlier = (h.message(GROUP, OWNER, "I'll bring the wine"), h.message(GROUP, ALICE, "I'll bring cheese"))
     await h.group("@teleton who brings what?")
@@ -278,7 +278,7 @@ async def test_group_context_that_did_not_trigger_a_reply_is_included(harness: H
     ]
 
 
-async def test_a_burst_to_us_is_labelled_to_us_and_the_chatter_around_it_is_not(harness: Harness) -> None:
+async def test_a_burst_to_us_is_labelled_to_us_and_the_chatter_around_it_is_not(harness: AgentHarness) -> None:
     """A debounced burst: the messages that addressed the agent are under "to you", in order; only the
     chatter that did not is "not addressed to you"."""
     h = harness
@@ -298,7 +298,7 @@ async def test_a_burst_to_us_is_labelled_to_us_and_the_chatter_around_it_is_not(
     ]
 
 
-async def test_a_long_answer_reaches_the_gateway_whole(harness: Harness) -> None:
+async def test_a_long_answer_reaches_the_gateway_whole(harness: AgentHarness) -> None:
     """Splitting is the gateway's: Telegram's entity-aware split (tests/telegram/test_send.py), the terminal
     shows it whole."""
     h = harness
@@ -308,7 +308,7 @@ async def test_a_long_answer_reaches_the_gateway_whole(harness: Harness) -> None
     assert [m.text for m in h.gateway.sent] == [long]
 
 
-async def test_tool_rag_pick_limits_the_tools_sent(harness: Harness) -> None:
+async def test_tool_rag_pick_limits_the_tools_sent(harness: AgentHarness) -> None:
     h = harness
     seen = []
 
@@ -325,7 +325,7 @@ async def test_tool_rag_pick_limits_the_tools_sent(harness: Harness) -> None:
     assert seen == [("what do you remember about my cat?", True), ("what do you remember about the book?", False)]
 
 
-async def test_a_group_sees_its_own_facts_in_context(harness: Harness) -> None:
+async def test_a_group_sees_its_own_facts_in_context(harness: AgentHarness) -> None:
     from teleton.memory.facts.store import Fact
     from teleton.privacy import group_label as chat_scope
 
@@ -341,7 +341,7 @@ async def test_a_group_sees_its_own_facts_in_context(harness: Harness) -> None:
     assert "Dune" in body_text(h.fake.requests[-1])  # the owner's DM sees every scope
 
 
-async def test_scheduled_turns_speak_in_their_chat(harness: Harness) -> None:
+async def test_scheduled_turns_speak_in_their_chat(harness: AgentHarness) -> None:
     h = harness
     h.main = lambda body: text("Reminder: water the plants." if "water" in user_said(body) else "ok")
     await h.group("hello everyone")  # the archive now knows the group
@@ -354,7 +354,7 @@ async def test_scheduled_turns_speak_in_their_chat(harness: Harness) -> None:
     assert h.gateway.sent[-1].chat_id == OWNER.id
 
 
-async def test_a_reply_carries_the_message_it_answers(harness: Harness) -> None:
+async def test_a_reply_carries_the_message_it_answers(harness: AgentHarness) -> None:
     h = harness
     await h.group("which date works for the next meeting?")
     answer = h.gateway.sent[-1]
@@ -363,7 +363,7 @@ async def test_a_reply_carries_the_message_it_answers(harness: Harness) -> None:
     assert said == "[In reply to you: ok]\nAlice (@alice): yes, that one"
 
 
-async def test_chats_run_in_parallel_and_one_chat_in_order(harness: Harness) -> None:
+async def test_chats_run_in_parallel_and_one_chat_in_order(harness: AgentHarness) -> None:
     h = harness
     in_flight: Counter[str] = Counter()  # what each request in flight answers (a retry is the same turn)
     peak = 0
@@ -418,7 +418,7 @@ async def test_chats_run_in_parallel_and_one_chat_in_order(harness: Harness) -> 
     assert said[-2:] == ["first", "second"]
 
 
-async def test_tool_picks_are_sticky_so_the_prompt_cache_keeps_hitting(harness: Harness) -> None:
+async def test_tool_picks_are_sticky_so_the_prompt_cache_keeps_hitting(harness: AgentHarness) -> None:
     h = harness
     picks = iter([["memory_recall"], ["memory_search"], ["memory_recall"], ["memory_recall"]])
 
@@ -439,7 +439,7 @@ async def test_tool_picks_are_sticky_so_the_prompt_cache_keeps_hitting(harness: 
     assert session.cache_read_tokens > 0  # turns 3 and 4 read the cached tools + system prefix
 
 
-async def test_the_owners_status_counts_refused_messages_and_a_groups_does_not(harness: Harness) -> None:
+async def test_the_owners_status_counts_refused_messages_and_a_groups_does_not(harness: AgentHarness) -> None:
     h = harness
     refusing = PolicyConfig.build(dm_policy="disabled")
     gate = Dispatcher(handler=h.agent.handle, policy=refusing, limiter=RateLimiter(9, 9))
@@ -451,7 +451,7 @@ async def test_the_owners_status_counts_refused_messages_and_a_groups_does_not(h
     assert "Refused" not in (await h.group("/status") or "")
 
 
-async def test_the_agent_knows_its_account_once_telegram_has_connected(harness: Harness) -> None:
+async def test_the_agent_knows_its_account_once_telegram_has_connected(harness: AgentHarness) -> None:
     h = harness
     h.gateway.me = None  # the daemon builds the agent before Telegram says who it is
     await h.dm("hello")
@@ -462,7 +462,7 @@ async def test_the_agent_knows_its_account_once_telegram_has_connected(harness: 
     assert "Your Telegram account: Teleton (@teleton_agent)" in after
 
 
-async def test_a_rejected_api_key_is_said_at_once_not_retried(any_harness: Harness) -> None:
+async def test_a_rejected_api_key_is_said_at_once_not_retried(any_harness: AgentHarness) -> None:
     h = any_harness
     h.main = lambda body: error(401, "authentication_error", "invalid x-api-key")
     reply = await h.dm("hello?")

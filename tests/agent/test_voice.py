@@ -19,7 +19,7 @@ from teleton.media.speech import SpeechClient, speakable
 from teleton.media.speech_local import LocalSpeech
 from teleton.media.transcribe_http import HttpTranscriber
 from teleton.media.transcribe_local import from_settings
-from tests.agent.conftest import OWNER_DM, Harness
+from tests.agent.conftest import OWNER_DM, AgentHarness
 from tests.agent.test_media import last_user_blocks, send_file
 from tests.fakes.anthropic_server import text
 from tests.fakes.openai_audio import FakeTranscriptions
@@ -30,7 +30,7 @@ VOICE = MediaInfo(kind="voice", mime_type="audio/ogg", duration_s=4.0)
 
 
 async def test_a_voice_note_is_transcribed_locally_archived_and_found_by_feed_search(
-    harness: Harness, tmp_path: Path, monkeypatch: Any
+    harness: AgentHarness, tmp_path: Path, monkeypatch: Any
 ) -> None:
     h = harness
     h.agent.deps.media.transcriber = whisper = from_settings()  # the packaged model, offline
@@ -55,7 +55,7 @@ async def test_a_voice_note_is_transcribed_locally_archived_and_found_by_feed_se
 
 
 async def test_a_voice_note_through_an_openai_compatible_endpoint_and_a_spoken_answer(
-    harness: Harness, tmp_path: Path
+    harness: AgentHarness, tmp_path: Path
 ) -> None:
     h = harness
     with FakeTranscriptions() as stt, FakeSpeech() as tts:
@@ -88,7 +88,7 @@ async def test_a_voice_note_through_an_openai_compatible_endpoint_and_a_spoken_a
         await h.agent.deps.media.transcriber.aclose()
 
 
-async def test_the_local_voice_speaks_the_reply_and_whisper_hears_it_back(harness: Harness) -> None:
+async def test_the_local_voice_speaks_the_reply_and_whisper_hears_it_back(harness: AgentHarness) -> None:
     h = harness
     speech = LocalSpeech()  # eSpeak NG from its pip package: offline
     h.agent.deps.voice = VoiceReplies("always", speech, h.gateway, h.workspace)
@@ -125,12 +125,12 @@ def test_what_is_read_aloud_of_a_markdown_reply() -> None:
     assert speakable(reply) == "Plan Call Olga at a link (code) done ok"
 
 
-def voice_file(h: Harness) -> Path:
+def voice_file(h: AgentHarness) -> Path:
     (path,) = (h.workspace / "downloads" / str(OWNER_DM.id)).glob("reply-*.ogg")
     return path
 
 
-async def test_telegram_transcription_needs_telegram_and_says_so_in_one_line(harness: Harness) -> None:
+async def test_telegram_transcription_needs_telegram_and_says_so_in_one_line(harness: AgentHarness) -> None:
     h = harness
     h.agent.deps.media.telegram_transcription = True  # media.transcription.provider: telegram
     await send_file(h, FIXTURES / "voice_es_meeting.ogg", media=VOICE)

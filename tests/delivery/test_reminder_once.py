@@ -19,7 +19,7 @@ from teleton.scheduler import task_store
 from teleton.scheduler.scheduler import Scheduler, SchedulerSettings
 from teleton.scheduler.task_store import NewTask
 from teleton.storage import Database
-from tests.agent.conftest import OWNER, OWNER_DM, Harness, build_harness
+from tests.agent.conftest import OWNER, OWNER_DM, AgentHarness, build_harness
 from tests.daemon.harness import OWNER as DAEMON_OWNER
 from tests.daemon.harness import Daemon, db_rows, write_config
 from tests.delivery.support import BOUND_S, Gate
@@ -68,7 +68,7 @@ async def _task(db: Database, task_id: int) -> dict:
     return dict(row)
 
 
-async def _wired(tmp_path: Path, db: Database, fake_api: FakeAnthropic) -> tuple[Harness, Scheduler, list[str]]:
+async def _wired(tmp_path: Path, db: Database, fake_api: FakeAnthropic) -> tuple[AgentHarness, Scheduler, list[str]]:
     h = await build_harness(tmp_path, db, fake_api)
     h.main = lambda body: text(REMINDER)
     told: list[str] = []
@@ -82,7 +82,7 @@ async def _wired(tmp_path: Path, db: Database, fake_api: FakeAnthropic) -> tuple
 
 
 @asynccontextmanager
-async def _started(h: Harness, scheduler: Scheduler) -> AsyncIterator[None]:
+async def _started(h: AgentHarness, scheduler: Scheduler) -> AsyncIterator[None]:
     """The scheduler started as at a restart (recovery first), stopped after the block."""
     await scheduler.start()
     try:
@@ -92,7 +92,7 @@ async def _started(h: Harness, scheduler: Scheduler) -> AsyncIterator[None]:
         await h.llm.close()
 
 
-def _reminders_sent(h: Harness) -> int:
+def _reminders_sent(h: AgentHarness) -> int:
     return sum(1 for m in h.gateway.sent if m.text == REMINDER)
 
 

@@ -12,7 +12,7 @@ from teleton.agent.runtime import AgentSettings
 from teleton.agent.window.compaction import Thresholds
 from teleton.memory.feed import archive as fa
 from teleton.storage import Database
-from tests.agent.conftest import OWNER, OWNER_DM, Harness, build_harness
+from tests.agent.conftest import OWNER, OWNER_DM, AgentHarness, build_harness
 from tests.delivery.support import Gate, answer_state, archive_accepted
 from tests.fakes.anthropic_server import Body, FakeAnthropic, Reply, text, tool_use, user_said
 from tests.waiting import until
@@ -24,7 +24,7 @@ def _is_summary(body: Body) -> bool:
     return body["model"] == "claude-test-small" and "Summarise this conversation" in user_said(body)
 
 
-async def _send(h: Harness, said: str) -> tuple[int, str | None]:
+async def _send(h: AgentHarness, said: str) -> tuple[int, str | None]:
     msg = h.message(OWNER_DM, OWNER, said)
     await archive_accepted(h.db, msg)
     return msg.message_id, await h.agent.handle(msg)

@@ -16,7 +16,7 @@ from teleton.tools.families.memory import memory_tools
 from teleton.tools.families.tasks import TaskLimits, task_tools
 from teleton.tools.families.workspace import workspace_tools
 from teleton.tools.registry import ToolRegistry
-from tests.agent.conftest import ALICE, GROUP, OWNER, Harness, build_harness
+from tests.agent.conftest import ALICE, GROUP, OWNER, AgentHarness, build_harness
 from tests.fakes.anthropic_server import Body, FakeAnthropic, Reply, body_text, text, tool_results, tool_use, user_said
 from tests.waiting import until
 
@@ -37,7 +37,7 @@ def directive_model(body: Body) -> Reply:
 
 async def _wired(
     tmp_path: Path, db: Database, fake_api: FakeAnthropic, limits: TaskLimits
-) -> tuple[Harness, Scheduler]:
+) -> tuple[AgentHarness, Scheduler]:
     h = await build_harness(tmp_path, db, fake_api)
     h.main = directive_model
     (h.workspace / "MEMORY.md").write_text(f"The locker code is {SECRET}.")

@@ -12,7 +12,7 @@ from teleton.config.schema import AgentConfig
 from teleton.llm import LLMClient
 from teleton.llm.connect import client_for
 from teleton.storage import Database
-from tests.agent.conftest import MAIN_MODEL, UTILITY_MODEL, Harness, build_harness
+from tests.agent.conftest import MAIN_MODEL, UTILITY_MODEL, AgentHarness, build_harness
 from tests.fakes.anthropic_server import Body, FakeAnthropic, Reply, error, overloaded, text
 from tests.fakes.openai_server import FakeOpenAI, said
 
@@ -124,7 +124,7 @@ def usage(input_: int, output: int, cache_read: int = 0) -> dict[str, int]:
     }
 
 
-async def status_of(h: Harness) -> str:
+async def status_of(h: AgentHarness) -> str:
     status = await h.dm("/status")
     assert status is not None
     return status

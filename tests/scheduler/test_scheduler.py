@@ -47,7 +47,9 @@ def note_tool(notes: list[str]) -> Tool:
     return Tool("note", "Write a note (test tool).", schema, note, scope="admin-only", category="test")
 
 
-class Harness:
+class SchedulerHarness:
+    """Drives the real Scheduler over a real task store, with a stand-in agent that records its turns."""
+
     def __init__(self, db: Database, workspace: Path) -> None:
         self.agent = Agent()
         self.notes: list[str] = []
@@ -81,15 +83,15 @@ class Harness:
 
 
 @pytest.fixture
-async def h(db: Database, tmp_path: Path) -> Harness:
-    return Harness(db, tmp_path)
+async def h(db: Database, tmp_path: Path) -> SchedulerHarness:
+    return SchedulerHarness(db, tmp_path)
 
 
 async def _value(result: Any) -> Any:
     return await result if inspect.isawaitable(result) else result
 
 
-async def test_chain_a_b_c_where_a_fails_blocks_b_and_c(h: Harness) -> None:
+async def test_chain_a_b_c_where_a_fails_blocks_b_and_c(h: SchedulerHarness) -> None:
     a = await h.schedule(description="step A", prompt="FAIL A")
     b = await h.schedule(description="step B", prompt="B", depends_on=[a])
     c = await h.schedule(description="step C", prompt="C", depends_on=[b])
@@ -109,11 +111,11 @@ async def test_chain_a_b_c_where_a_fails_blocks_b_and_c(h: Harness) -> None:
     assert await h.status(d) == "blocked"
 
 
-async def _is(h: Harness, task_id: int, status: str) -> bool:
+async def _is(h: SchedulerHarness, task_id: int, status: str) -> bool:
     return await h.status(task_id) == status
 
 
-async def test_chain_runs_in_order_when_all_succeed(h: Harness) -> None:
+async def test_chain_runs_in_order_when_all_succeed(h: SchedulerHarness) -> None:
     a = await h.schedule(description="A", prompt="A", delay_minutes=0)
     b = await h.schedule(description="B", prompt="B", depends_on=[a])
     c = await h.schedule(description="C", prompt="C", depends_on=[b, a])
@@ -127,7 +129,7 @@ async def test_chain_runs_in_order_when_all_succeed(h: Harness) -> None:
     assert "did C" in (await h.tool("list_tasks")).content
 
 
-async def test_future_task_waits_and_cancel_blocks_dependants(h: Harness) -> None:
+async def test_future_task_waits_and_cancel_blocks_dependants(h: SchedulerHarness) -> None:
     later = await h.schedule(description="later", prompt="L", delay_minutes=60)
     after = await h.schedule(description="after", prompt="X", depends_on=[later])
     assert await h.scheduler.run_due() == []
@@ -172,7 +174,7 @@ async def _all_done(store: TaskStore, ids: list[int]) -> bool:
     return all(t is not None and t.status == "done" for t in tasks)
 
 
-async def test_repeating_task_runs_once_for_missed_occurrences_then_reschedules(h: Harness) -> None:
+async def test_repeating_task_runs_once_for_missed_occurrences_then_reschedules(h: SchedulerHarness) -> None:
     task = await h.scheduler.store.add(
         NewTask("daily", "agent", {"prompt": "standup"}, time.time() - 3 * 86400, chat_id=DM.id, repeat="0 9 * * *")
     )
@@ -185,7 +187,7 @@ async def test_repeating_task_runs_once_for_missed_occurrences_then_reschedules(
     assert h.agent.turns == [(DM.id, "standup")]
 
 
-async def test_tool_tasks_go_through_the_registry(h: Harness) -> None:
+async def test_tool_tasks_go_through_the_registry(h: SchedulerHarness) -> None:
     refused = await h.tool(
         "schedule_task", chat=GROUP, admin=False, description="x", tool="note", tool_input={"text": "hi"}
     )
@@ -225,7 +227,7 @@ async def test_schedule_validation() -> None:
             parse_when(bad, now)
 
 
-async def test_repeating_tasks_cannot_have_or_be_dependencies(h: Harness) -> None:
+async def test_repeating_tasks_cannot_have_or_be_dependencies(h: SchedulerHarness) -> None:
     rep = await h.schedule(description="every hour", prompt="tick", cron="0 * * * *")
     result = await h.tool("schedule_task", description="after rep", prompt="x", depends_on=[rep])
     assert result.is_error and "repeats" in result.content

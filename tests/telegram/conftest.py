@@ -179,7 +179,9 @@ def make_settings(**policy: Any) -> GatewaySettings:
 
 
 @dataclass
-class Harness:
+class GatewayHarness:
+    """Drives the real TelegramGateway: Telethon TL updates in, a recording client for what goes out."""
+
     client: RecordingClient
     gateway: TelegramGateway
     agent: Agent
@@ -200,7 +202,7 @@ class Harness:
         return await self.db.fetchall("select * from tg_messages where chat_id = ? order by id", (chat_id,))
 
 
-async def make_harness(db: Database, **policy: Any) -> Harness:
+async def make_harness(db: Database, **policy: Any) -> GatewayHarness:
     client = RecordingClient()
     gateway = TelegramGateway(client, db, make_settings(**policy))
     gateway.set_me(ME)
@@ -213,7 +215,7 @@ async def make_harness(db: Database, **policy: Any) -> Harness:
             peer=types.PeerUser(ALICE.id), chats=[GROUP, SUPERGROUP, CHANNEL], users=[ME, ALICE, BOB, OTHER_BOT, ADMIN]
         )
     )
-    return Harness(client, gateway, agent, db)
+    return GatewayHarness(client, gateway, agent, db)
 
 
 @pytest.fixture

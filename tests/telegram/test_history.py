@@ -13,7 +13,7 @@ from telethon.tl import types
 from teleton.gateway.contract import GatewayError
 from teleton.storage import Database
 from teleton.telegram.receive.history import backfill
-from tests.telegram.conftest import ALICE, BOB, GROUP, Harness, make_harness, new_message
+from tests.telegram.conftest import ALICE, BOB, GROUP, GatewayHarness, make_harness, new_message
 
 GROUP_ID = utils.get_peer_id(GROUP)
 
@@ -68,7 +68,7 @@ class HistoryServer:
         return None
 
 
-def serve(h: Harness, server: HistoryServer) -> None:
+def serve(h: GatewayHarness, server: HistoryServer) -> None:
     base = h.client.answer
 
     def answer(request: Any) -> Any:
@@ -78,7 +78,7 @@ def serve(h: Harness, server: HistoryServer) -> None:
     h.client.answer = answer  # type: ignore[method-assign]
 
 
-async def test_backfill_imports_history_once_and_never_answers_it(harness: Harness) -> None:
+async def test_backfill_imports_history_once_and_never_answers_it(harness: GatewayHarness) -> None:
     server = HistoryServer([history_message(i, ALICE if i % 2 else BOB, f"old message {i}") for i in range(1, 251)])
     serve(harness, server)
     seen: list[int] = []
@@ -94,7 +94,7 @@ async def test_backfill_imports_history_once_and_never_answers_it(harness: Harne
     assert names == {"Alice", "Bob"}
 
 
-async def test_backfill_rides_out_a_flood_wait(harness: Harness) -> None:
+async def test_backfill_rides_out_a_flood_wait(harness: GatewayHarness) -> None:
     server = HistoryServer([history_message(i, ALICE, f"m{i}") for i in range(1, 151)])
     server.floods = [1]
     serve(harness, server)
@@ -106,7 +106,7 @@ async def test_backfill_rides_out_a_flood_wait(harness: Harness) -> None:
     assert server.history_requests == 3  # ... then asked again: the flooded page, then pages of 100 and 50
 
 
-async def test_backfill_of_an_unknown_chat_is_a_clear_error(harness: Harness) -> None:
+async def test_backfill_of_an_unknown_chat_is_a_clear_error(harness: GatewayHarness) -> None:
     with pytest.raises(GatewayError, match="not found"):
         await backfill(harness.client, harness.db, "-1000000000042")
 

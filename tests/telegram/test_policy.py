@@ -19,7 +19,7 @@ from tests.telegram.conftest import (
     ME,
     OTHER_BOT,
     SUPERGROUP,
-    Harness,
+    GatewayHarness,
     make_harness,
     new_message,
 )
@@ -27,7 +27,7 @@ from tests.telegram.conftest import (
 GROUP_ID = utils.get_peer_id(GROUP)
 
 
-async def answered(h: Harness, *updates: Any) -> list[str]:
+async def answered(h: GatewayHarness, *updates: Any) -> list[str]:
     await h.dispatch(*updates)
     await h.settle()
     return [m.text for m in h.agent.seen]
@@ -117,7 +117,7 @@ MENTION_FORMS = {
 
 
 @pytest.mark.parametrize("form", list(MENTION_FORMS))
-async def test_mention_forms_address_us(harness: Harness, form: str) -> None:
+async def test_mention_forms_address_us(harness: GatewayHarness, form: str) -> None:
     update = MENTION_FORMS[form]()
     await harness.dispatch(update)
     await harness.settle()
@@ -128,14 +128,14 @@ async def test_mention_forms_address_us(harness: Harness, form: str) -> None:
     "text",
     ["email me at x@teleton_bot.com... no", "@teleton_bot_fan said hi", "teleton_bot is a name", "plain talk"],
 )
-async def test_lookalikes_do_not_address_us(harness: Harness, text: str) -> None:
+async def test_lookalikes_do_not_address_us(harness: GatewayHarness, text: str) -> None:
     await harness.dispatch(new_message(GROUP, ALICE, text, extra=(GROUP,)))
     await harness.settle()
     assert harness.agent.seen == []
     assert [m.text for m in harness.gateway.dispatcher.pending_context(GROUP_ID)] == [text]
 
 
-async def test_mention_of_someone_else_does_not_address_us(harness: Harness) -> None:
+async def test_mention_of_someone_else_does_not_address_us(harness: GatewayHarness) -> None:
     text = "ask Bob"
     await harness.dispatch(
         new_message(
@@ -150,7 +150,7 @@ async def test_mention_of_someone_else_does_not_address_us(harness: Harness) -> 
     assert harness.agent.seen == []
 
 
-async def test_reply_to_our_message_addresses_us(harness: Harness) -> None:
+async def test_reply_to_our_message_addresses_us(harness: GatewayHarness) -> None:
     harness.client.session.process_entities(
         types.contacts.ResolvedPeer(peer=types.PeerChat(GROUP.id), chats=[GROUP], users=[])
     )
@@ -182,7 +182,7 @@ async def test_require_mention_off_answers_every_group_message(db: Database) -> 
         await h.gateway.stop(grace_s=1)
 
 
-async def test_other_bots_and_our_own_messages_are_ignored(harness: Harness) -> None:
+async def test_other_bots_and_our_own_messages_are_ignored(harness: GatewayHarness) -> None:
     got = await answered(
         harness,
         new_message(OTHER_BOT, OTHER_BOT, "I am a bot"),
@@ -217,7 +217,7 @@ async def test_global_rate_limit(db: Database) -> None:
         await h.gateway.stop(grace_s=1)
 
 
-async def test_group_burst_is_debounced_into_one_turn(harness: Harness) -> None:
+async def test_group_burst_is_debounced_into_one_turn(harness: GatewayHarness) -> None:
     # A window no busy machine outlasts; the turn goes as soon as the two addressed messages are in (the cap in
     # messages), so nothing here depends on how fast the updates arrive.
     assert harness.gateway.dispatcher is not None
@@ -233,7 +233,7 @@ async def test_group_burst_is_debounced_into_one_turn(harness: Harness) -> None:
     assert [m.text for m in turn.earlier_context] == ["@teleton_bot first", "side remark"]
 
 
-async def test_dm_turns_are_serial_per_chat_and_parallel_across_chats(harness: Harness) -> None:
+async def test_dm_turns_are_serial_per_chat_and_parallel_across_chats(harness: GatewayHarness) -> None:
     assert harness.gateway.dispatcher is not None
     agent = harness.gateway.dispatcher.handler
     events: list[tuple[str, str]] = []

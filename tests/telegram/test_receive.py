@@ -17,7 +17,7 @@ from tests.telegram.conftest import (
     GROUP,
     ME,
     SUPERGROUP,
-    Harness,
+    GatewayHarness,
     attach,
     new_message,
     next_id,
@@ -29,7 +29,7 @@ SUPER_ID = utils.get_peer_id(SUPERGROUP)
 CHANNEL_ID = utils.get_peer_id(CHANNEL)
 
 
-async def test_dm_is_archived_before_the_agent_sees_it(harness: Harness) -> None:
+async def test_dm_is_archived_before_the_agent_sees_it(harness: GatewayHarness) -> None:
     await harness.dispatch(new_message(ALICE, ALICE, "hello there"))
     await harness.settle()
 
@@ -43,7 +43,7 @@ async def test_dm_is_archived_before_the_agent_sees_it(harness: Harness) -> None
     assert tuple(chat) == ("dm", "Alice", "alice")
 
 
-async def test_group_message_without_mention_is_archived_and_kept_as_context(harness: Harness) -> None:
+async def test_group_message_without_mention_is_archived_and_kept_as_context(harness: GatewayHarness) -> None:
     await harness.dispatch(
         new_message(GROUP, ALICE, "anyone read Dune?", extra=(GROUP,)),
         new_message(GROUP, BOB, "yes, twice", extra=(GROUP,)),
@@ -63,7 +63,7 @@ async def test_group_message_without_mention_is_archived_and_kept_as_context(har
     assert harness.agent.seen[-1].earlier_context == ()
 
 
-async def test_broadcast_channel_posts_are_archived_never_answered(harness: Harness) -> None:
+async def test_broadcast_channel_posts_are_archived_never_answered(harness: GatewayHarness) -> None:
     await harness.dispatch(new_message(CHANNEL, None, "Breaking: @teleton_bot", post=True, extra=(CHANNEL,)))
     await harness.settle()
     assert harness.agent.seen == []
@@ -73,14 +73,14 @@ async def test_broadcast_channel_posts_are_archived_never_answered(harness: Harn
     assert tuple(chat) == ("channel", "News")
 
 
-async def test_supergroup_is_a_group(harness: Harness) -> None:
+async def test_supergroup_is_a_group(harness: GatewayHarness) -> None:
     await harness.dispatch(new_message(SUPERGROUP, BOB, "hey @Teleton_Bot!", extra=(SUPERGROUP,)))
     await harness.settle()
     [msg] = harness.agent.seen
     assert (msg.chat.type, msg.chat.id, msg.chat.title) == ("group", SUPER_ID, "Big group")
 
 
-async def test_replayed_update_is_archived_once_and_answered_once(harness: Harness) -> None:
+async def test_replayed_update_is_archived_once_and_answered_once(harness: GatewayHarness) -> None:
     update = new_message(ALICE, ALICE, "only once please")
     await harness.dispatch(update, update)
     await harness.settle()
@@ -90,7 +90,7 @@ async def test_replayed_update_is_archived_once_and_answered_once(harness: Harne
     assert len(harness.agent.seen) == 1
 
 
-async def test_edit_keeps_latest_text_then_delete_marks_it(harness: Harness) -> None:
+async def test_edit_keeps_latest_text_then_delete_marks_it(harness: GatewayHarness) -> None:
     update = new_message(ALICE, ALICE, "meet at 5pm")
     mid = update.message.id
     await harness.dispatch(update)
@@ -117,7 +117,7 @@ async def test_edit_keeps_latest_text_then_delete_marks_it(harness: Harness) -> 
     assert len(harness.agent.seen) == 1  # the edit was not a new turn
 
 
-async def test_channel_deletion_marks_only_that_channel(harness: Harness) -> None:
+async def test_channel_deletion_marks_only_that_channel(harness: GatewayHarness) -> None:
     post = new_message(CHANNEL, None, "post", post=True, extra=(CHANNEL,))
     dm = new_message(ALICE, ALICE, "dm", msg_id=post.message.id)
     await harness.dispatch(post, dm)
@@ -129,7 +129,7 @@ async def test_channel_deletion_marks_only_that_channel(harness: Harness) -> Non
     assert deleted == {CHANNEL_ID: 1, ALICE.id: 0}
 
 
-async def test_media_reply_and_forward_are_recorded(harness: Harness) -> None:
+async def test_media_reply_and_forward_are_recorded(harness: GatewayHarness) -> None:
     photo = types.MessageMediaPhoto(photo=types.PhotoEmpty(id=1))
     voice = types.MessageMediaDocument(
         document=types.Document(
@@ -160,7 +160,7 @@ async def test_media_reply_and_forward_are_recorded(harness: Harness) -> None:
     assert rows[0]["text"] == "look at this"  # the caption
 
 
-async def test_a_voice_note_and_a_photo_reach_the_agent_with_their_declared_size(harness: Harness) -> None:
+async def test_a_voice_note_and_a_photo_reach_the_agent_with_their_declared_size(harness: GatewayHarness) -> None:
     # What the size caps are checked against before any download: Telegram's own declaration.
     voice = types.MessageMediaDocument(
         document=types.Document(
@@ -185,7 +185,7 @@ async def test_a_voice_note_and_a_photo_reach_the_agent_with_their_declared_size
     assert geo_msg.media is None and geo_msg.media_kind == "location"  # nothing to read: archived as a kind
 
 
-async def test_outgoing_messages_from_another_device_are_archived_not_answered(harness: Harness) -> None:
+async def test_outgoing_messages_from_another_device_are_archived_not_answered(harness: GatewayHarness) -> None:
     await harness.dispatch(new_message(ALICE, ME, "sent from my phone", out=True))
     await harness.settle()
     [row] = await harness.rows()
@@ -193,7 +193,7 @@ async def test_outgoing_messages_from_another_device_are_archived_not_answered(h
     assert harness.agent.seen == []
 
 
-async def test_service_messages_update_chat_metadata(harness: Harness) -> None:
+async def test_service_messages_update_chat_metadata(harness: GatewayHarness) -> None:
     await harness.dispatch(new_message(GROUP, ALICE, "hi", extra=(GROUP,)))
     title = types.MessageService(
         id=next_id(),
@@ -226,7 +226,7 @@ async def test_service_messages_update_chat_metadata(harness: Harness) -> None:
     assert harness.agent.seen == []
 
 
-async def test_user_metadata_phone_only_when_visible(harness: Harness) -> None:
+async def test_user_metadata_phone_only_when_visible(harness: GatewayHarness) -> None:
     await harness.dispatch(new_message(ALICE, ALICE, "a"), new_message(BOB, BOB, "b"))
     await harness.settle()
     users = {
@@ -243,7 +243,7 @@ async def test_user_metadata_phone_only_when_visible(harness: Harness) -> None:
     assert row["phone"] is None
 
 
-async def test_hostile_and_huge_text_is_archived_intact(harness: Harness) -> None:
+async def test_hostile_and_huge_text_is_archived_intact(harness: GatewayHarness) -> None:
     hostile = "'; drop table tg_messages; -- \" NEAR * AND ** __ ` ```" + "\u202e" + "💥" * 10
     huge = "x" * 10_000_000
     await harness.dispatch(new_message(ALICE, ALICE, hostile), new_message(BOB, BOB, huge))
@@ -253,7 +253,7 @@ async def test_hostile_and_huge_text_is_archived_intact(harness: Harness) -> Non
     assert len(harness.agent.seen) == 2
 
 
-async def test_group_media_the_agent_was_not_asked_about_goes_to_describe_all(harness: Harness) -> None:
+async def test_group_media_the_agent_was_not_asked_about_goes_to_describe_all(harness: GatewayHarness) -> None:
     unaddressed: list[Any] = []
     harness.gateway.pipeline.on_unaddressed_media = unaddressed.append
     photo = types.MessageMediaPhoto(

@@ -11,7 +11,7 @@ from telethon.tl import types
 
 from teleton.gateway.contract import GatewayError
 from teleton.telegram.send.split import utf16_len
-from tests.telegram.conftest import ALICE, GROUP, Harness, new_message
+from tests.telegram.conftest import ALICE, GROUP, GatewayHarness, new_message
 from tests.waiting import until
 
 
@@ -19,7 +19,7 @@ def flood(seconds: int) -> errors.FloodWaitError:
     return errors.FloodWaitError(request=None, capture=seconds)
 
 
-async def test_reply_is_sent_with_formatting_entities_and_archived(harness: Harness) -> None:
+async def test_reply_is_sent_with_formatting_entities_and_archived(harness: GatewayHarness) -> None:
     sent = await harness.gateway.send_message(ALICE.id, "Here is **bold** and `code`", reply_to=7)
     [req] = harness.client.sent()
     assert req.message == "Here is bold and code"
@@ -34,7 +34,7 @@ async def test_reply_is_sent_with_formatting_entities_and_archived(harness: Harn
     assert tuple(row) == ("Here is bold and code", 1, 1000)
 
 
-async def test_flood_wait_during_send_sleeps_the_stated_time_and_retries(harness: Harness) -> None:
+async def test_flood_wait_during_send_sleeps_the_stated_time_and_retries(harness: GatewayHarness) -> None:
     harness.client.failures = [flood(1)]
     slept: list[float] = []
 
@@ -49,7 +49,7 @@ async def test_flood_wait_during_send_sleeps_the_stated_time_and_retries(harness
     assert sent.message_id > 0
 
 
-async def test_flood_wait_longer_than_allowed_is_a_clear_error_not_a_crash(harness: Harness) -> None:
+async def test_flood_wait_longer_than_allowed_is_a_clear_error_not_a_crash(harness: GatewayHarness) -> None:
     harness.client.failures = [flood(3600)]
     with pytest.raises(GatewayError, match="asked to wait 3600 s"):
         await harness.gateway.send_message(ALICE.id, "hello")
@@ -57,14 +57,14 @@ async def test_flood_wait_longer_than_allowed_is_a_clear_error_not_a_crash(harne
     assert (await harness.gateway.send_message(ALICE.id, "hello again")).message_id > 0
 
 
-async def test_repeated_flood_waits_give_up_after_bounded_tries(harness: Harness) -> None:
+async def test_repeated_flood_waits_give_up_after_bounded_tries(harness: GatewayHarness) -> None:
     harness.client.failures = [flood(0), flood(0), flood(0), flood(0)]
     with pytest.raises(GatewayError, match="still limited after 3 tries"):
         await harness.gateway.send_message(ALICE.id, "hello")
     assert len(harness.client.sent()) == 3
 
 
-async def test_flood_wait_inside_an_agent_turn_does_not_stop_the_lane(harness: Harness) -> None:
+async def test_flood_wait_inside_an_agent_turn_does_not_stop_the_lane(harness: GatewayHarness) -> None:
     async def agent(msg: Any) -> None:
         await harness.gateway.send_message(msg.chat.id, f"echo {msg.text}")
 
@@ -85,7 +85,7 @@ def _long_reply() -> str:
     return text[:10_000].rsplit(" ", 1)[0] + "."
 
 
-async def test_ten_thousand_char_reply_is_split_at_paragraph_boundaries(harness: Harness) -> None:
+async def test_ten_thousand_char_reply_is_split_at_paragraph_boundaries(harness: GatewayHarness) -> None:
     text = _long_reply()
     await harness.gateway.send_message(ALICE.id, text)
     parts = [r.message for r in harness.client.sent()]
@@ -96,7 +96,7 @@ async def test_ten_thousand_char_reply_is_split_at_paragraph_boundaries(harness:
     assert len(await harness.rows(ALICE.id)) == 3  # every part archived as ours
 
 
-async def test_split_entities_stay_inside_each_part_with_astral_characters(harness: Harness) -> None:
+async def test_split_entities_stay_inside_each_part_with_astral_characters(harness: GatewayHarness) -> None:
     text = ("😀 **bold words here** and more. " * 400).strip()
     await harness.gateway.send_message(ALICE.id, text)
     for req in harness.client.sent():
@@ -108,7 +108,7 @@ async def test_split_entities_stay_inside_each_part_with_astral_characters(harne
             assert chunk.decode("utf-16-le") == "bold words here"
 
 
-async def test_rejected_formatting_is_resent_as_plain_text(harness: Harness) -> None:
+async def test_rejected_formatting_is_resent_as_plain_text(harness: GatewayHarness) -> None:
     def reject_entities(request: Any) -> Exception | None:
         if isinstance(request, functions.messages.SendMessageRequest) and request.entities:
             return errors.EntityBoundsInvalidError(request=request)
@@ -139,7 +139,7 @@ async def test_rejected_formatting_is_resent_as_plain_text(harness: Harness) -> 
         "- ",
     ],
 )
-async def test_hostile_markdown_never_fails_the_reply(harness: Harness, text: str) -> None:
+async def test_hostile_markdown_never_fails_the_reply(harness: GatewayHarness, text: str) -> None:
     await harness.gateway.send_message(ALICE.id, text)
     [req] = harness.client.sent()
     assert req.message.strip()
@@ -148,25 +148,25 @@ async def test_hostile_markdown_never_fails_the_reply(harness: Harness, text: st
     assert not any(isinstance(e, types.MessageEntityTextUrl) for e in req.entities or [])
 
 
-async def test_ten_megabyte_reply_is_capped_with_a_notice(harness: Harness) -> None:
+async def test_ten_megabyte_reply_is_capped_with_a_notice(harness: GatewayHarness) -> None:
     await harness.gateway.send_message(ALICE.id, "word " * 2_000_000)
     parts = [r.message for r in harness.client.sent()]
     assert len(parts) == 10
     assert parts[-1].startswith("[… reply truncated:")
 
 
-async def test_empty_reply_is_refused_clearly(harness: Harness) -> None:
+async def test_empty_reply_is_refused_clearly(harness: GatewayHarness) -> None:
     with pytest.raises(GatewayError, match="empty"):
         await harness.gateway.send_message(ALICE.id, "  \n ")
     assert harness.client.sent() == []
 
 
-async def test_unknown_chat_is_a_gateway_error(harness: Harness) -> None:
+async def test_unknown_chat_is_a_gateway_error(harness: GatewayHarness) -> None:
     with pytest.raises(GatewayError, match="resolve chat"):
         await harness.gateway.send_message(-1000000000042, "hello")
 
 
-async def test_send_uses_the_peer_seen_in_the_update(harness: Harness) -> None:
+async def test_send_uses_the_peer_seen_in_the_update(harness: GatewayHarness) -> None:
     await harness.dispatch(new_message(GROUP, ALICE, "@teleton_bot hi", extra=(GROUP,)))
     await harness.settle()
     await harness.gateway.send_message(utils.get_peer_id(GROUP), "hello group")
@@ -174,7 +174,7 @@ async def test_send_uses_the_peer_seen_in_the_update(harness: Harness) -> None:
     assert req.peer == types.InputPeerChat(GROUP.id)
 
 
-async def test_typing_indicator_while_the_agent_works(harness: Harness) -> None:
+async def test_typing_indicator_while_the_agent_works(harness: GatewayHarness) -> None:
     harness.gateway.dispatcher.typing = harness.gateway.typing
     harness.agent.delay = 0.1
     await harness.dispatch(new_message(ALICE, ALICE, "think hard"))
@@ -183,7 +183,7 @@ async def test_typing_indicator_while_the_agent_works(harness: Harness) -> None:
     assert typing and typing[0].peer == types.InputPeerUser(ALICE.id, ALICE.access_hash)
 
 
-async def test_edit_and_delete_our_reply(harness: Harness) -> None:
+async def test_edit_and_delete_our_reply(harness: GatewayHarness) -> None:
     sent = await harness.gateway.send_message(ALICE.id, "draft **one**")
     await harness.gateway.edit_message(ALICE.id, sent.message_id, "final **two**")
     edit = next(r for r in harness.client.requests if isinstance(r, functions.messages.EditMessageRequest))
@@ -220,7 +220,9 @@ async def test_stop_lets_a_running_turn_finish_its_reply(db: Any) -> None:
     assert row[0] == 1  # the reply is archived too: the archive is flushed after the last turn
 
 
-async def test_telegrams_own_transcription_is_asked_again_while_pending(harness: Harness, monkeypatch: Any) -> None:
+async def test_telegrams_own_transcription_is_asked_again_while_pending(
+    harness: GatewayHarness, monkeypatch: Any
+) -> None:
     states = iter([True, True, False])
     asked: list[Any] = []
 

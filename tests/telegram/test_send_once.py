@@ -15,17 +15,17 @@ from teleton.agent.delivery.records import MessageDelivery
 from teleton.gateway.contract import Once
 from teleton.memory.feed import archive as fa
 from teleton.storage import Database
-from tests.telegram.conftest import ALICE, GROUP, ME, Harness, make_harness, new_message
+from tests.telegram.conftest import ALICE, GROUP, ME, GatewayHarness, make_harness, new_message
 
 LONG = "\n\n".join(f"Part {i}: " + " ".join(["word"] * 700) for i in range(3))  # three messages
 
 
-async def test_each_part_goes_out_with_its_own_random_id_from_the_recorded_base(harness: Harness) -> None:
+async def test_each_part_goes_out_with_its_own_random_id_from_the_recorded_base(harness: GatewayHarness) -> None:
     await harness.gateway.send_message(ALICE.id, LONG, once=Once(random_base=7_000))
     assert [r.random_id for r in harness.client.sent()] == [7_000, 7_001, 7_002]
 
 
-async def test_a_resend_skips_the_parts_confirmed_and_keeps_the_ids(harness: Harness) -> None:
+async def test_a_resend_skips_the_parts_confirmed_and_keeps_the_ids(harness: GatewayHarness) -> None:
     confirmed: list[int] = []
 
     async def confirm(n: int) -> None:
@@ -37,7 +37,7 @@ async def test_a_resend_skips_the_parts_confirmed_and_keeps_the_ids(harness: Har
     assert confirmed == [2, 3]
 
 
-async def test_a_duplicate_random_id_is_delivered_and_archived_from_the_chat_history(harness: Harness) -> None:
+async def test_a_duplicate_random_id_is_delivered_and_archived_from_the_chat_history(harness: GatewayHarness) -> None:
     """The reply reached the chat before a crash; sent again, Telegram refuses the duplicate: nothing new
     arrives, the send succeeds, and the message Telegram holds is archived as ours."""
     harness.client.history = [
