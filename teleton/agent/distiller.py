@@ -31,8 +31,8 @@ import jsonschema
 import structlog
 
 from teleton.agent.locks import KeyedLocks
-from teleton.agent.stages.oversize import excerpt
 from teleton.agent.window.compaction import Message, is_user_turn, transcript
+from teleton.agent.window.oversize import excerpt
 from teleton.gateway.contract import ChatInfo
 from teleton.llm.client import LLMClient, LLMError
 from teleton.memory.facts.merge import NEAR_DUPLICATE, save_merging

@@ -27,20 +27,21 @@ from typing import Any
 import structlog
 
 from teleton.agent.commands.slash import command_of, run_command
+from teleton.agent.compactor import Compactor
 from teleton.agent.delivery.records import Delivery, MessageDelivery, finish
 from teleton.agent.deps import AgentDeps, AgentSettings, load_owner
 from teleton.agent.locks import KeyedLocks
 from teleton.agent.messages import quoted_referent, user_text
 from teleton.agent.scheduled import ScheduledTurns
-from teleton.agent.stages import aftercare, answering, memory_budget, oversize
+from teleton.agent.stages import aftercare, answering, memory_budget
 from teleton.agent.stages.context import ContextBuilder
 from teleton.agent.stages.media_reading import read_media
 from teleton.agent.stages.prompt import PromptBuilder, PromptInputs, SystemParts
 from teleton.agent.stages.voice_reply import speak_reply
 from teleton.agent.steering import shown
 from teleton.agent.turn import Turn, required
+from teleton.agent.window import oversize
 from teleton.agent.window.compaction import needs_hard, needs_soft
-from teleton.agent.window.compactor import Compactor
 from teleton.agent.window.sessions import Session, SessionStore, expiry_reason
 from teleton.gateway.contract import IncomingMessage, TurnDeferred, UserInfo
 from teleton.memory.feed import archive as fa

@@ -8,8 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from teleton.agent.delivery.records import Delivery, NoRecord
-from teleton.agent.stages.context import RagContext
-from teleton.agent.stages.memory_budget import MemoryUsage
+from teleton.agent.prompt_memory import MemoryUsage, RagContext
 from teleton.agent.window.sessions import Session
 from teleton.gateway.contract import IncomingMessage, SentMessage
 from teleton.llm.client import Message

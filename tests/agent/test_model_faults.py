@@ -11,8 +11,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from teleton.agent.delivery.slow_notice import NOTICE
 from teleton.agent.factory import AgentStack
+from teleton.agent.stages.slow_notice import NOTICE
 from teleton.config import load_config
 from teleton.daemon.health import gather_status
 from teleton.daemon.runner import Daemon

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import structlog
 
+from teleton.agent.compactor import Compactor
 from teleton.agent.distiller import Distiller, Exchange, Transcript, without_off_switched
-from teleton.agent.window.compactor import Compactor
 from teleton.agent.window.sessions import SessionStore
 from teleton.gateway.contract import ChatInfo
 from teleton.llm import LLMClient

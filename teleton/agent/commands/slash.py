@@ -20,9 +20,9 @@ from teleton.llm.prices import FREE, Price, usd
 from teleton.memory.feed import reads
 
 if TYPE_CHECKING:
+    from teleton.agent.compactor import CompactionOutcome
     from teleton.agent.runtime import Agent
     from teleton.agent.turn import Turn
-    from teleton.agent.window.compactor import CompactionOutcome
     from teleton.agent.window.sessions import Session
     from teleton.privacy import Clearance
 

@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING
 import structlog
 
 from teleton.agent.delivery.records import DeliveryFailed
-from teleton.agent.delivery.slow_notice import slow_notice
 from teleton.agent.messages import spoke_here
-from teleton.agent.stages.oversize import shorten_history
+from teleton.agent.stages.slow_notice import slow_notice
 from teleton.agent.turn import Turn, required
 from teleton.agent.window.masking import mask_observations
+from teleton.agent.window.oversize import shorten_history
 from teleton.config.presets import PRESETS
 from teleton.gateway.contract import SentMessage
 from teleton.llm.client import ContextOverflowError, LLMError

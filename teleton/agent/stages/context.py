@@ -16,15 +16,15 @@ import asyncio
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
-from datetime import datetime
 from typing import Any
 
 import numpy as np
 
+from teleton.agent.prompt_memory import FeedLine, RagContext
 from teleton.config.schema import AgentConfig, MemoryConfig, default
 from teleton.gateway.contract import IncomingMessage
 from teleton.memory.embeddings.query import embed_query
-from teleton.memory.facts.rows import asks_about_past, day
+from teleton.memory.facts.rows import asks_about_past
 from teleton.memory.facts.store import predecessors
 from teleton.memory.facts.subjects import attributable, speaker_subject
 from teleton.memory.feed import reads
@@ -32,14 +32,8 @@ from teleton.memory.search.corpora import FACTS, FEED, KNOWLEDGE
 from teleton.memory.search.hybrid import SearchHit, SearchParams, hybrid_search, hybrid_search_db
 from teleton.memory.search.time_ranges import query_time_range
 from teleton.privacy import Clearance, Principals
-from teleton.privacy.paths import is_document
-from teleton.privacy.quoting import outside, shown_to
 from teleton.storage.database import Database
 from teleton.storage.sqlite_driver import Connection
-
-KNOWLEDGE_HEADER = "[Relevant knowledge from memory]"
-FEED_HEADER = "[Relevant messages from Telegram feed]"
-LINE_CAP = 500  # one feed line; a pasted 10 kB message must not fill the context
 
 _TRIVIAL = {
     "ok",
@@ -87,75 +81,6 @@ def is_trivial(text: str) -> bool:
     return norm in _TRIVIAL or len(norm) <= 2
 
 
-@dataclass(frozen=True)
-class FeedLine:
-    chat_id: int
-    message_id: int
-    date: float
-    sender: str
-    text: str
-    chat_title: str = ""
-    label: str = ""  # the chat's privacy label
-    score: float = 0.0  # a feed hit's search score (the memory budget ranks by it); 0 for recent messages
-
-    def render(self, own_label: str) -> str:
-        when = datetime.fromtimestamp(self.date).astimezone()
-        said = f"[{when:%Y-%m-%d %H:%M}] {self.sender}: {' '.join(self.text.split())[:LINE_CAP]}"
-        return shown_to(own_label, self.label, said, self.chat_title or str(self.chat_id))
-
-
-@dataclass
-class RagContext:
-    recent: list[FeedLine] = field(default_factory=list)
-    knowledge: list[SearchHit] = field(default_factory=list)
-    facts: list[SearchHit] = field(default_factory=list)
-    feed: list[FeedLine] = field(default_factory=list)
-    query_vector: np.ndarray | None = None
-    skipped: bool = False  # retrieval skipped (trivial message)
-    extra: Any = None  # what the caller's ``with_vector`` returned (the tool-RAG pick)
-
-    def labels(self) -> set[str]:
-        """The labels of everything this context shows (the turn's taint grows by them)."""
-        return (
-            {h.meta["label"] for h in self.knowledge}
-            | {h.meta["scope"] for h in self.facts}
-            | {line.label for line in self.recent + self.feed}
-        )
-
-    def origins(self) -> set[str]:
-        """Outside content among what this context shows: the text of documents kept in the knowledge base."""
-        paths = (str(h.meta.get("path") or "") for h in self.knowledge)
-        return {outside("document", path) for path in paths if is_document(path)}
-
-    def lines(self, own_label: str) -> dict[str, list[str]]:
-        """Each item as rendered, by kind (the memory budget counts exactly what ``render`` shows)."""
-        return {
-            "knowledge": [
-                _hit_line(h, h.meta["label"], h.meta.get("path") or h.meta.get("source"), own_label)
-                for h in self.knowledge
-            ],
-            "facts": [_hit_line(h, h.meta["scope"], _fact_what(h), own_label) for h in self.facts],
-            "recent": [line.render(own_label) for line in self.recent],
-            "feed": [line.render(own_label) for line in self.feed],
-        }
-
-    def render(self, own_label: str) -> str:
-        parts = []
-        by_kind = self.lines(own_label)
-        lines = by_kind["knowledge"] + by_kind["facts"]
-        if lines:
-            parts.append(KNOWLEDGE_HEADER + "\n" + "\n".join(lines))
-        feed = by_kind["recent"] + by_kind["feed"]
-        if feed:
-            parts.append(FEED_HEADER + "\n" + "\n".join(feed))
-        return "\n\n".join(parts)
-
-
-def _fact_what(hit: SearchHit) -> str:
-    until = hit.meta.get("valid_until")
-    return f"fact, {hit.meta['category']}" + (f", no longer true since {day(until)}" if until else "")
-
-
 def history_hits(conn: Connection, hits: list[SearchHit]) -> list[SearchHit]:
     """The facts that ``hits`` superseded, as hits of their own (shown marked as no longer true), each
     ranked just under the fact that replaced it, so the memory budget keeps them together."""
@@ -167,10 +92,6 @@ def history_hits(conn: Connection, hits: list[SearchHit]) -> list[SearchHit]:
                                {"scope": f.scope, "category": f.category, "subject": f.subject,
                                 "valid_until": f.valid_until}))  # fmt: skip
     return found
-
-
-def _hit_line(hit: SearchHit, label: str, what: str, own_label: str) -> str:
-    return "- " + shown_to(own_label, label, f"({what}) {hit.text.strip()}")
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ from typing import Any
 
 import structlog
 
-from teleton.agent.stages import oversize
 from teleton.agent.turn import Turn
+from teleton.agent.window import oversize
 from teleton.gateway.contract import Gateway, GatewayError, IncomingMessage, MediaInfo
 from teleton.media.documents import extract_text, kind_from_name
 from teleton.media.errors import MediaError

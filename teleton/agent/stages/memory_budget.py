@@ -29,13 +29,13 @@ from __future__ import annotations
 import re
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TypeVar
 
 import structlog
 
-from teleton.agent.stages.context import FEED_HEADER, KNOWLEDGE_HEADER, RagContext
+from teleton.agent.prompt_memory import FEED_HEADER, KINDS, KNOWLEDGE_HEADER, MemoryUsage, RagContext
 from teleton.agent.window.sessions import Session
 from teleton.llm.client import Usage
 from teleton.memory.knowledge.chunker import chunk_markdown
@@ -55,9 +55,6 @@ _EXCHANGE = re.compile(r"^(> )?\[\d{2}:\d{2}\] ")  # a daily log's exchange line
 MEMORY_MD = "## Long-term memory (MEMORY.md)"
 IMPORTANT_FACTS = "## Important facts"
 SUMMARY = "## Summary of the earlier conversation in this chat"
-
-# Kinds, in the order /status lists them.
-KINDS = ("summary", "important facts", "learnings", "MEMORY.md", "daily logs", "knowledge", "facts", "feed", "recent")
 
 
 def tokens(text: str) -> int:
@@ -82,27 +79,6 @@ class Item:
     @property
     def cost(self) -> int:
         return tokens(self.text + SEPARATOR)
-
-
-@dataclass
-class MemoryUsage:
-    """Tokens of memory one turn put in its prompt, per kind, and how many items were left out."""
-
-    budget: int | None
-    tokens: dict[str, int] = field(default_factory=dict)
-    dropped: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def total(self) -> int:
-        return sum(self.tokens.values())
-
-    def plus(self, other: MemoryUsage, budget: int | None) -> MemoryUsage:
-        """Both parts' figures, under the budget of the whole."""
-        return MemoryUsage(budget, _add(self.tokens, other.tokens), _add(self.dropped, other.dropped))
-
-
-def _add(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
-    return {k: a.get(k, 0) + b.get(k, 0) for k in KINDS if k in a or k in b}
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,8 @@ from typing import Any
 import structlog
 
 from teleton.agent.privacy import prompt_files
-from teleton.agent.stages.memory_budget import IMPORTANT_FACTS, MEMORY_MD, SUMMARY, MemoryUsage, fill, stable_items
+from teleton.agent.prompt_memory import MemoryUsage
+from teleton.agent.stages.memory_budget import IMPORTANT_FACTS, MEMORY_MD, SUMMARY, fill, stable_items
 from teleton.gateway.contract import ChatInfo, UserInfo
 from teleton.memory.facts.store import FactStore
 from teleton.memory.journal.daily_logs import DailyLogs
