@@ -27,6 +27,7 @@ from teleton.memory.journal.learnings import Learnings
 from teleton.memory.knowledge.index import KnowledgeIndex
 from teleton.memory.search.hybrid import SearchParams
 from teleton.privacy import Principals
+from teleton.scheduler.scheduler import Scheduler
 from teleton.storage.database import Database
 from teleton.tools.families.telegram_actions import SPEAKS_IN_CHAT
 from teleton.tools.outbox import Outbox
@@ -119,6 +120,7 @@ class AgentDeps:
     report: Callable[[str, Any], None] | None = None  # (kind, error) -> the daemon's health record
     media: MediaReader | None = None  # photos, voice notes, documents (None: not read)
     voice: VoiceReplies | None = None  # None: media.voice_replies is off
+    scheduler: Scheduler | None = None  # where the task tools hand their tasks
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep  # the wait of the slow notice (a test moves time)
 
 

@@ -24,6 +24,7 @@ from teleton.llm.connect import client_for
 from teleton.memory.facts.store import RECALL_PARAMS, FactStore
 from teleton.memory.journal.daily_logs import DailyLogs
 from teleton.privacy import Principals
+from teleton.scheduler.scheduler import Scheduler
 from teleton.storage.database import Database
 from teleton.tools.outbox import Outbox, OutboxSettings
 from teleton.tools.registry import ToolRegistry
@@ -56,6 +57,7 @@ async def build_agent(
     principals: Principals | None = None,
     rate_check: Any = None,
     report: Callable[[str, Any], None] | None = None,
+    scheduler: Scheduler | None = None,
 ) -> AgentStack:
     """The agent for ``config`` (teleton.config.Config). ``embedder`` None = keyword-only retrieval.
 
@@ -102,6 +104,7 @@ async def build_agent(
         media=media_reader(config, db, gateway, llm),
         voice=_voice_replies(config, gateway, workspace),
         report=report,
+        scheduler=scheduler,
     )
     agent = Agent(deps, settings)
     return AgentStack(agent=agent, llm=llm, registry=registry, tool_index=index)

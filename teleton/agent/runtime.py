@@ -100,6 +100,7 @@ class Agent:
             outbox=deps.outbox,
             learnings=deps.learnings,
             search=settings.context.params,
+            scheduler=deps.scheduler,
         )
         if deps.outbox is not None:  # what the owner approves is carried out by the tool that held it
             deps.outbox.attach(deps.registry.tools(), self.tool_deps)

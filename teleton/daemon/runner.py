@@ -22,7 +22,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -40,6 +40,10 @@ from teleton.process.logging import configure_logging
 from teleton.process.supervisor import Supervisor
 from teleton.storage import Database
 from teleton.storage.workspace_template import create_workspace
+
+if TYPE_CHECKING:  # imported where the daemon starts: the agent and its models load only then
+    from teleton.agent.runtime import Agent
+    from teleton.scheduler.scheduler import Scheduler
 
 log = structlog.get_logger(__name__)
 
@@ -107,7 +111,9 @@ class Daemon:
     async def _start(self, started: float) -> None:
         from teleton.agent.factory import build_agent
         from teleton.memory.embeddings import create_provider, with_cache
+        from teleton.scheduler.scheduler import Scheduler
         from teleton.telegram.receive.policy_control import DispatcherPolicy
+        from teleton.tools.suite import build_registry
 
         config = self.config
         self._install_signals()
@@ -131,6 +137,9 @@ class Daemon:
             self._tasks.append(asyncio.create_task(embed_pending_facts(db, embedder), name="reembed-facts"))
         gateway = self.gateway = self._make_gateway(db)
         policy = DispatcherPolicy(lambda: self.dispatcher)
+        registry = build_registry(config)
+        # Built before the agent, whose task tools hand it their tasks; the agent's turns join it at start.
+        scheduler = Scheduler(db, registry=registry, tell_owner=self._tell_owner)
         stack = self.stack = await build_agent(
             config,
             db=db,
@@ -141,6 +150,8 @@ class Daemon:
             principals=self.principals,
             rate_check=self._rate_check,
             report=self.supervisor.report,
+            registry=registry,
+            scheduler=scheduler,
         )
         media = stack.agent.deps.media if self.config.media.describe_all else None
         self.dispatcher = gateway.on_message(
@@ -151,10 +162,15 @@ class Daemon:
         self.feed_embedder = gateway.pipeline.start_embedder(
             provider if embedder is not None else None, batch=config.embedding.batch_size, supervisor=self.supervisor
         )
-        scheduler = self._make_scheduler(db, stack)
+        self._add_periodic_jobs(scheduler, stack.agent, db)
         await gateway.start(self.supervisor)
         await self._report_lost_database()
-        await scheduler.start(self.supervisor)  # after Telegram: tasks a crash failed are told to the owner
+        # After Telegram: tasks a crash failed are told to the owner.
+        await scheduler.start(
+            self.supervisor,
+            run_agent_turn=stack.agent.scheduled.run_task,
+            context_for=stack.agent.scheduled.task_context,
+        )
 
         self._tasks.append(asyncio.create_task(self._status_loop(), name="status-file"))
         self._tasks.append(asyncio.create_task(self.notifier.watchdog_loop(self._healthy), name="watchdog"))
@@ -213,20 +229,10 @@ class Daemon:
             return None
         return self.dispatcher.limiter.allow(chat_id)
 
-    def _make_scheduler(self, db: Database, stack: Any) -> Any:
+    def _add_periodic_jobs(self, scheduler: Scheduler, agent: Agent, db: Database) -> None:
         from teleton.agent.consolidation import CHECK_EVERY_S, Consolidation
         from teleton.agent.heartbeat import Heartbeat
-        from teleton.scheduler.scheduler import Scheduler
 
-        agent = stack.agent
-        scheduler = Scheduler(
-            db,
-            run_agent_turn=agent.scheduled.run_task,
-            registry=stack.registry,
-            context_for=agent.scheduled.task_context,
-            tell_owner=self._tell_owner,
-        )
-        agent.tool_deps.extras["scheduler"] = scheduler
         memory = self.config.memory
         consolidation = Consolidation(
             agent, db, interval_hours=memory.consolidation_interval_hours, half_life_days=memory.recency_half_life_days
@@ -248,7 +254,6 @@ class Daemon:
         elif self.config.heartbeat.enabled:
             log.warning("heartbeat_disabled", reason="telegram.owner_id is not set: nobody to check in with")
         self.scheduler = scheduler
-        return scheduler
 
     # ---- running ----------------------------------------------------------------------------------------
 

@@ -160,9 +160,18 @@ class Scheduler:
             await asyncio.sleep(job.interval_s)
 
     # -- life cycle ----------------------------------------------------------------------------------
-    async def start(self, supervisor: Supervisor | None = None) -> None:
+    async def start(
+        self,
+        supervisor: Supervisor | None = None,
+        *,
+        run_agent_turn: RunAgentTurn | None = None,
+        context_for: ContextFor | None = None,
+    ) -> None:
         """Settle tasks a crash left running (each runs again at most once; one whose reply already went
-        out is done), then run the task loop (supervised) and every periodic job."""
+        out is done), then run the task loop (supervised) and every periodic job. ``run_agent_turn`` and
+        ``context_for`` come from the agent, which is built after the scheduler its tools hand tasks to."""
+        self.run_agent_turn = run_agent_turn or self.run_agent_turn
+        self.context_for = context_for or self.context_for
         outcome = await self.db.write(lambda c: task_store.recover_interrupted(c, self.clock()))
         if any(outcome.values()):
             log.warning("tasks_recovered", **{k: len(v) for k, v in outcome.items()})

@@ -31,6 +31,7 @@ from teleton.memory.journal.learnings import Learnings
 from teleton.memory.knowledge.index import KnowledgeIndex
 from teleton.memory.search.hybrid import SearchParams
 from teleton.privacy import Clearance, Principals, Taint, path_label
+from teleton.scheduler.scheduler import Scheduler
 from teleton.storage.database import Database
 
 if TYPE_CHECKING:
@@ -59,6 +60,7 @@ class ToolDeps:
     learnings: Learnings | None = None
     # memory.* search settings (weights, candidates, floor) for the tools' searches, as the turn's own use them
     search: SearchParams = field(default_factory=SearchParams)
+    scheduler: Scheduler | None = None  # where task tools hand their tasks (None: stored, run at the next start)
     extras: dict[str, Any] = field(default_factory=dict)
 
     def label_of_path(self, rel: Any) -> str:

@@ -50,7 +50,7 @@ async def _wired(
         context_for=h.agent.scheduled.task_context,
         settings=SchedulerSettings(max_sleep_s=0.1),
     )
-    h.agent.tool_deps.extras["scheduler"] = scheduler
+    h.agent.tool_deps.scheduler = scheduler  # the harness's agent exists first; the daemon builds it second
     return h, scheduler
 
 

@@ -54,7 +54,6 @@ class SchedulerHarness:
         self.agent = Agent()
         self.notes: list[str] = []
         self.registry = ToolRegistry([*task_tools(), note_tool(self.notes)])
-        self.deps = ToolDeps(db=db, workspace=workspace, principals=principals())
         self.scheduler = Scheduler(
             db,
             run_agent_turn=self.agent.run_turn,
@@ -62,7 +61,7 @@ class SchedulerHarness:
             context_for=self.context_for,
             settings=SchedulerSettings(max_sleep_s=0.2),
         )
-        self.deps.extras["scheduler"] = self.scheduler
+        self.deps = ToolDeps(db=db, workspace=workspace, principals=principals(), scheduler=self.scheduler)
 
     async def context_for(self, task: Any) -> ToolContext:
         chat = DM if task.chat_id == DM.id else GROUP

@@ -8,8 +8,8 @@ only its own tasks; the owner, in their own chat, any. Against abuse: a chat and
 owner) have quotas of active tasks, and a repeat more often than ``scheduler.min_repeat_minutes`` is the
 owner's alone; each refusal says so.
 
-The scheduler is found in ``deps.extras['scheduler']`` (the daemon puts it there); without one, tasks are
-still stored and run at the next start of a scheduler.
+The scheduler is ``deps.scheduler`` (the daemon builds it before the agent); without one, tasks are still
+stored and run at the next start of a scheduler.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from typing import Any
 from croniter import croniter
 
 from teleton.llm.tool_loop import ToolResult
+from teleton.scheduler.scheduler import Scheduler
 from teleton.scheduler.task_store import NewTask, TaskError, TaskRecord, TaskStore, next_cron
 from teleton.tools.registry import Tool, ToolContext, validation_error
 
-SCHEDULER_KEY = "scheduler"
 PAST_GRACE_S = 120  # "at 09:00" said at 09:01 still runs
 
 
@@ -42,8 +42,8 @@ class TaskLimits:
         return cls(cfg.max_active_per_chat, cfg.max_active_per_user, cfg.min_repeat_minutes)
 
 
-def _scheduler(ctx: ToolContext) -> Any:
-    return ctx.deps.extras.get(SCHEDULER_KEY)
+def _scheduler(ctx: ToolContext) -> Scheduler | None:
+    return ctx.deps.scheduler
 
 
 def _store(ctx: ToolContext) -> TaskStore:
