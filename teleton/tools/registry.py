@@ -33,6 +33,7 @@ from teleton.memory.search.hybrid import SearchParams
 from teleton.privacy import Clearance, Principals, Taint, path_label
 from teleton.scheduler.scheduler import Scheduler
 from teleton.storage.database import Database
+from teleton.tools.forget_requests import PendingForgets
 
 if TYPE_CHECKING:
     from teleton.tools.held import Held
@@ -45,7 +46,7 @@ SCOPES: tuple[Scope, ...] = ("always", "dm-only", "group-only", "admin-only")
 
 @dataclass
 class ToolDeps:
-    """Services tools use, shared by every call. Families added later put theirs in ``extras``."""
+    """Services tools use, shared by every call."""
 
     db: Database
     workspace: Path
@@ -61,7 +62,7 @@ class ToolDeps:
     # memory.* search settings (weights, candidates, floor) for the tools' searches, as the turn's own use them
     search: SearchParams = field(default_factory=SearchParams)
     scheduler: Scheduler | None = None  # where task tools hand their tasks (None: stored, run at the next start)
-    extras: dict[str, Any] = field(default_factory=dict)
+    forget_requests: PendingForgets = field(default_factory=PendingForgets)  # waiting for /forget confirm
 
     def label_of_path(self, rel: Any) -> str:
         return path_label(rel, self.principals, self.shared_paths)

@@ -31,7 +31,7 @@ from teleton.memory.forget.match import compile_needle
 from teleton.memory.knowledge.index import KnowledgeIndex
 from teleton.privacy import Principals
 from teleton.storage import Database
-from teleton.tools.families.forget import forget_tools, pending_forgets
+from teleton.tools.families.forget import forget_tools
 from teleton.tools.families.memory import memory_tools
 from teleton.tools.registry import ToolRegistry
 from tests.agent.conftest import ALICE, GROUP, MALLORY, OWNER, OWNER_DM, AgentHarness, llm_settings
@@ -292,7 +292,7 @@ async def test_the_model_alone_never_erases(h: AgentHarness) -> None:
     # Too late: five minutes after the request, a confirm does nothing.
     h.main = sequence(tool_use(("memory_forget", {"text": PHONE})), text("Send /forget confirm."))
     await h.dm("please forget my number")
-    store = pending_forgets(h.agent.tool_deps)
+    store = h.agent.tool_deps.forget_requests
     store.clock = lambda: time.monotonic() + 301
     assert "Nothing to confirm" in (await h.dm("/forget confirm") or "")
     assert (await held())[0] == 1

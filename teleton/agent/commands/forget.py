@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from teleton.memory.forget.everywhere import Findings, Needle, NeedleError, Report, erase, find, parse_needle, scope_for
 from teleton.memory.forget.feed import forget_deleted
-from teleton.tools.families.forget import describe_preview, describe_report, pending_forgets
+from teleton.tools.families.forget import describe_preview, describe_report
 
 if TYPE_CHECKING:
     from teleton.agent.runtime import Agent
@@ -38,7 +38,7 @@ async def cmd_forget(agent: Agent, turn: Turn, args: str) -> str:
     if scope is None or sender is None or turn.msg.is_outgoing:
         return GROUP_REFUSAL
     chat_id = turn.msg.chat.id
-    store = pending_forgets(agent.tool_deps)
+    store = agent.tool_deps.forget_requests
     word = args.strip().lower()
     if word == "confirm":
         pending = store.take(chat_id, sender.id)

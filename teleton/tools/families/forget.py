@@ -9,9 +9,6 @@ account of it. Owner only; another person uses ``/forget`` in their own DM.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
@@ -19,13 +16,10 @@ import structlog
 from teleton.llm.tool_loop import ToolResult
 from teleton.memory.forget.everywhere import Findings, NeedleError, Report, find, parse_needle, scope_for
 from teleton.privacy.quoting import shown_to
-from teleton.tools.registry import Tool, ToolContext, ToolDeps
+from teleton.tools.registry import Tool, ToolContext
 
 log = structlog.get_logger(__name__)
 
-CONFIRM_S = 300.0
-_PENDING_KEY = "forget_pending"
-_KEPT = 1_000  # requests held at once (one per chat and person); the oldest beyond it are dropped
 
 NAMES = {
     "archive": "archived messages (with their keyword rows and vectors)",
@@ -43,49 +37,6 @@ NAMES = {
     "held_sends": "sends waiting for your approval",
 }
 HOW_TO_CONFIRM = "Send /forget confirm within 5 minutes to erase all of it, or /forget cancel."
-
-
-@dataclass(frozen=True)
-class PendingForget:
-    chat_id: int
-    sender_id: int
-    findings: Findings
-    at: float
-
-
-@dataclass
-class PendingForgets:
-    """Requests waiting for ``/forget confirm``, one per (chat, person); they expire after ``CONFIRM_S``."""
-
-    clock: Callable[[], float] = time.monotonic
-    _waiting: dict[tuple[int, int], PendingForget] = field(default_factory=dict)
-
-    def put(self, chat_id: int, sender_id: int, findings: Findings) -> None:
-        now = self.clock()
-        # Expired requests go (they hold excerpts of what is to be forgotten), and the oldest beyond the cap.
-        for key in [k for k, p in self._waiting.items() if now - p.at > CONFIRM_S or k == (chat_id, sender_id)]:
-            del self._waiting[key]
-        self._waiting[(chat_id, sender_id)] = PendingForget(chat_id, sender_id, findings, now)
-        while len(self._waiting) > _KEPT:
-            self._waiting.pop(next(iter(self._waiting)))
-
-    def take(self, chat_id: int, sender_id: int) -> PendingForget | None:
-        """The person's request in this chat, if still fresh; taken either way (one confirmation each)."""
-        pending = self._waiting.pop((chat_id, sender_id), None)
-        if pending is None or self.clock() - pending.at > CONFIRM_S:
-            return None
-        return pending
-
-    def drop(self, chat_id: int, sender_id: int) -> bool:
-        return self._waiting.pop((chat_id, sender_id), None) is not None
-
-
-def pending_forgets(deps: ToolDeps) -> PendingForgets:
-    """The one store of the process, shared by the tool and the command through the agent's tool deps."""
-    store = deps.extras.get(_PENDING_KEY)
-    if not isinstance(store, PendingForgets):
-        store = deps.extras[_PENDING_KEY] = PendingForgets()
-    return store
 
 
 def describe_preview(findings: Findings) -> str:
@@ -141,7 +92,7 @@ async def memory_forget(args: dict[str, Any], ctx: ToolContext) -> str | ToolRes
     findings = await find(ctx.deps.db, ctx.deps.workspace, needle, scope)
     if findings.empty:
         return f"Nothing in memory holds {needle.describe()}."
-    pending_forgets(ctx.deps).put(ctx.chat.id, ctx.sender.id, findings)
+    ctx.deps.forget_requests.put(ctx.chat.id, ctx.sender.id, findings)
     shown = describe_findings(findings)
     told = await _show(ctx, f"{shown}\n\n{HOW_TO_CONFIRM}")
     return (
