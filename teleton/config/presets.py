@@ -104,11 +104,15 @@ def endpoint(
     return Endpoint(preset=p, base_url=base_url or p.base_url, api_key=api_key, tools=tools)
 
 
+def key_of(given: str | None, p: Preset | None, env: Mapping[str, str] | None = None) -> str | None:
+    """The key a setting gives, or else the one in the preset's environment variable (None: neither)."""
+    env = os.environ if env is None else env
+    return given or (env.get(p.key_env) if p is not None and p.key_env else None)
+
+
 def endpoint_for(agent: Any, env: Mapping[str, str] | None = None) -> Endpoint:
     """From ``config.agent``: its key, or else the one in the preset's environment variable."""
-    env = os.environ if env is None else env
-    p = preset(agent.provider)
-    api_key = agent.api_key or (env.get(p.key_env) if p.key_env else None)
+    api_key = key_of(agent.api_key, preset(agent.provider), env)
     return endpoint(agent.provider, base_url=agent.base_url, api_key=api_key, supports_tools=agent.supports_tools)
 
 
@@ -124,20 +128,19 @@ def service_endpoint(
     """(base URL, key or None, preset or None) of an OpenAI-style service beside the agent's model (embeddings,
     transcription, speech): the preset ``name`` gives a default URL and key variable, ``base_url`` and
     ``api_key`` win. PresetError names the ``section`` key to fix; ``example`` is a URL or preset that would do."""
-    env = os.environ if env is None else env
-    key_env, found = None, None
+    found = None
     if name:
         found = PRESETS.get(name)
         if found is None:
             raise PresetError(f"{section}.preset: unknown preset {name!r} (known: {', '.join(PRESETS)})")
         if found.family != "openai" or found.base_url is None:
             raise PresetError(f"{section}.preset: {name} has no OpenAI-style endpoint for this")
-        base_url, key_env = base_url or found.base_url, found.key_env
+        base_url = base_url or found.base_url
     if not base_url:
         raise PresetError(f"{section}.base_url: required ({example})")
-    key = api_key or (env.get(key_env) if key_env else None)
-    if key_env and not key:
-        raise PresetError(f"{section}.api_key: required for {name} (set {key_env} or {section}.api_key)")
+    key = key_of(api_key, found, env)
+    if found is not None and found.key_env and not key:
+        raise PresetError(f"{section}.api_key: required for {name} (set {found.key_env} or {section}.api_key)")
     return base_url.rstrip("/"), key, found
 
 

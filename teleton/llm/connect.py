@@ -7,7 +7,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from teleton.config.presets import Endpoint, endpoint, endpoint_for, preset
+from teleton.config.presets import Endpoint, endpoint, endpoint_for, key_of, preset
 from teleton.llm.client import LLMClient, LLMSettings, anthropic_provider
 from teleton.llm.failover import Route
 from teleton.llm.prices import price_for
@@ -51,9 +51,7 @@ def _route(
     settings: LLMSettings,
 ) -> Route:
     """A provider other than the main one, its key from the config or else its preset's variable."""
-    key_env = preset(name).key_env
-    key = api_key or (env.get(key_env) if key_env else None)
-    ep = endpoint(name, base_url=base_url, api_key=key)
+    ep = endpoint(name, base_url=base_url, api_key=key_of(api_key, preset(name), env))
     return Route(name, provider_for(ep) or anthropic_provider(settings, ep.api_key, ep.base_url), model)
 
 
