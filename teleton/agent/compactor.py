@@ -164,13 +164,12 @@ class Compactor:
 
     async def _to_knowledge(self, session: Session, summary: str, label: str) -> None:
         path = f"sessions/{session.chat_id}/{session.id}"
+        # Both store the row before anything else (``rows.store_entry``): an embedder that fails leaves it
+        # keyword-searchable, to be embedded later.
         try:
             if self.knowledge is not None:
                 await self.knowledge.add_entry(summary, source="session", path=path, label=label)
-                return
-        except Exception as exc:  # the index could not embed it: the row still goes in, embedded later
-            log.warning("knowledge_index_add_failed", error=repr(exc))
-        try:  # the same writer the index uses: an entry it already stored is not stored twice
-            await store_entry(self.db, summary, source="session", path=path, label=label)
+            else:
+                await store_entry(self.db, summary, source="session", path=path, label=label)
         except Exception as exc:
-            log.warning("knowledge_write_failed", error=repr(exc))
+            log.warning("session_summary_to_knowledge_failed", error=repr(exc))

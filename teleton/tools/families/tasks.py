@@ -23,7 +23,6 @@ from typing import Any
 from croniter import croniter
 
 from teleton.llm.tool_loop import ToolResult
-from teleton.scheduler.scheduler import Scheduler
 from teleton.scheduler.task_store import NewTask, TaskError, TaskRecord, TaskStore, next_cron
 from teleton.tools.registry import Tool, ToolContext, validation_error
 
@@ -42,12 +41,8 @@ class TaskLimits:
         return cls(cfg.max_active_per_chat, cfg.max_active_per_user, cfg.min_repeat_minutes)
 
 
-def _scheduler(ctx: ToolContext) -> Scheduler | None:
-    return ctx.deps.scheduler
-
-
 def _store(ctx: ToolContext) -> TaskStore:
-    scheduler = _scheduler(ctx)
+    scheduler = ctx.deps.scheduler
     return scheduler.store if scheduler is not None else TaskStore(ctx.deps.db)
 
 
@@ -167,7 +162,7 @@ async def schedule_task(args: dict[str, Any], ctx: ToolContext, limits: TaskLimi
         )
     except TaskError as exc:
         return ToolResult.error(str(exc))
-    scheduler = _scheduler(ctx)
+    scheduler = ctx.deps.scheduler
     if scheduler is not None:
         scheduler.wake()
     return "Scheduled: " + describe(task)
@@ -177,7 +172,7 @@ def _action(args: dict[str, Any], ctx: ToolContext) -> tuple[str, dict[str, Any]
     tool_name = args.get("tool")
     if not tool_name:
         return "agent", {"prompt": args.get("prompt") or args["description"]}
-    scheduler = _scheduler(ctx)
+    scheduler = ctx.deps.scheduler
     registry = getattr(scheduler, "registry", None)
     if registry is None:
         raise TaskError("tool tasks need the scheduler; schedule a prompt instead")
@@ -209,7 +204,7 @@ async def cancel_task(args: dict[str, Any], ctx: ToolContext) -> str | ToolResul
         cancelled = await store.cancel(task_id)
     except TaskError as exc:
         return ToolResult.error(str(exc))
-    scheduler = _scheduler(ctx)
+    scheduler = ctx.deps.scheduler
     if scheduler is not None:
         scheduler.cancel_running(task_id)
         scheduler.wake()
