@@ -10,6 +10,7 @@ restart neither skips a due run nor runs it again early; the scheduler never run
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import structlog
@@ -31,8 +32,15 @@ class ConsolidationReport:
 
 
 class Consolidation:
-    def __init__(self, agent: object, db: Database, *, interval_hours: float, half_life_days: float) -> None:
-        self.agent = agent
+    def __init__(
+        self,
+        sweep_sessions: Callable[[], Awaitable[int]],  # ``ScheduledTurns.sweep_sessions``: ends idle sessions
+        db: Database,
+        *,
+        interval_hours: float,
+        half_life_days: float,
+    ) -> None:
+        self.sweep_sessions = sweep_sessions
         self.db = db
         self.interval_s = interval_hours * 3600
         self.half_life_days = half_life_days
@@ -45,7 +53,7 @@ class Consolidation:
         return await self.run(now, last)
 
     async def run(self, now: float, last: float | None) -> ConsolidationReport:
-        ended = await self.agent.scheduled.sweep_sessions()  # type: ignore[attr-defined]
+        ended = await self.sweep_sessions()
         elapsed = self.interval_s if last is None else now - last
 
         def _decay_and_mark(conn: object) -> int:

@@ -6,13 +6,12 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from teleton.agent.commands.slash import PolicyControl
 from teleton.agent.distiller import Distiller
-from teleton.agent.stages.context import ContextSettings
-from teleton.agent.stages.media_reading import MediaReader
-from teleton.agent.stages.voice_reply import VoiceReplies
+from teleton.agent.media_reader import MediaReader
+from teleton.agent.prompt.retrieval import ContextSettings
+from teleton.agent.voice_replies import VoiceReplies
 from teleton.agent.window.compaction import Thresholds
 from teleton.config.schema import AgentConfig, MemoryConfig, default
 from teleton.gateway.contract import ChatInfo, Gateway, UserInfo
@@ -39,6 +38,16 @@ from teleton.tools.registry import ToolRegistry
 ToolSelector = Callable[[str, Any, ChatInfo, bool, bool], Awaitable[Sequence[str] | None]]
 # (chat id, principal id) -> None when a scheduled turn may run now, else which rate limit it hit.
 RateCheck = Callable[[int, int | None], str | None]
+
+
+class PolicyControl(Protocol):
+    """What ``/policy`` talks to; the Telegram layer's policy gate implements it."""
+
+    def describe(self) -> str: ...
+
+    def refusals(self) -> str: ...
+
+    def set_policy(self, kind: str, value: str) -> str: ...
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,9 @@ from typing import Any
 
 import structlog
 
-from teleton.agent.commands.slash import PolicyControl
+from teleton.agent.deps import PolicyControl
+from teleton.agent.media_reader import media_reader
 from teleton.agent.runtime import Agent, AgentDeps, AgentSettings, load_owner
-from teleton.agent.stages.media_reading import media_reader
 from teleton.gateway.contract import Gateway
 from teleton.llm.client import LLMClient
 from teleton.llm.connect import client_for
@@ -113,7 +113,7 @@ async def build_agent(
 def _voice_replies(config: Any, gateway: Gateway, workspace: Path) -> Any:
     if config.media.voice_replies == "off":
         return None
-    from teleton.agent.stages.voice_reply import VoiceReplies
+    from teleton.agent.voice_replies import VoiceReplies
     from teleton.media.speech import speech_client
 
     try:

@@ -9,23 +9,39 @@ scheduler retries it, and the task's ``sending_at`` / ``delivered_at`` make sure
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from teleton.agent.core import AgentCore
 from teleton.agent.delivery.records import Delivery, DeliveryFailed, NoRecord, TaskDelivery
 from teleton.agent.messages import archived_chat
 from teleton.agent.privacy import task_origin, task_taint
+from teleton.agent.turn import Turn
 from teleton.gateway.contract import IncomingMessage, UserInfo
 from teleton.privacy import Clearance, Taint
 from teleton.scheduler.scheduler import NotNow
 from teleton.tools.registry import ToolContext
 
-if TYPE_CHECKING:
-    from teleton.agent.runtime import Agent
+
+class RunsTurns(Protocol):
+    """``runtime.Agent.handle_turn``: the whole pipeline, for a turn nobody typed."""
+
+    async def __call__(
+        self,
+        msg: IncomingMessage,
+        *,
+        silent_token: str | None = None,
+        clearance: Clearance | None = None,
+        is_admin: bool | None = None,
+        delivery: Delivery | None = None,
+        from_task: bool = False,
+        taint: Taint | None = None,
+    ) -> Turn | None: ...
 
 
 class ScheduledTurns:
-    def __init__(self, agent: Agent) -> None:
+    def __init__(self, agent: AgentCore, handle_turn: RunsTurns) -> None:
         self.agent = agent
+        self.handle_turn = handle_turn
 
     async def run(
         self,
@@ -55,7 +71,7 @@ class ScheduledTurns:
             text=text,
             date=time.time(),
         )
-        turn = await agent.handle_turn(
+        turn = await self.handle_turn(
             msg,
             silent_token=silent_token,
             clearance=clearance,

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from teleton.agent.delivery.records import Delivery, NoRecord
-from teleton.agent.prompt_memory import MemoryUsage, RagContext
+from teleton.agent.prompt.memory import MemoryUsage, RagContext
 from teleton.agent.window.sessions import Session
 from teleton.gateway.contract import IncomingMessage, SentMessage
 from teleton.llm.client import Message
@@ -35,7 +35,7 @@ class Turn:
     sent_user: Message | None = None  # the same with this turn's RAG blocks, as sent to the model
     images: list[dict[str, Any]] = field(default_factory=list)  # image blocks of this turn's request only
     spoken: bool = False  # the message was a voice or video note (media.voice_replies: when_spoken_to)
-    memory: MemoryUsage | None = None  # tokens of memory the prompt holds, per kind (``memory_budget``)
+    memory: MemoryUsage | None = None  # tokens of memory the prompt holds, per kind (``prompt.budget``)
     result: LoopResult | None = None
     reply: str = ""
     failed: str | None = None  # why the model gave no answer (the user got an apology instead)

@@ -235,7 +235,10 @@ class Daemon:
 
         memory = self.config.memory
         consolidation = Consolidation(
-            agent, db, interval_hours=memory.consolidation_interval_hours, half_life_days=memory.recency_half_life_days
+            agent.scheduled.sweep_sessions,
+            db,
+            interval_hours=memory.consolidation_interval_hours,
+            half_life_days=memory.recency_half_life_days,
         )
         scheduler.add_periodic("consolidation", CHECK_EVERY_S, consolidation.run_if_due, run_at_start=True)
         retention = self.config.media.retention_days

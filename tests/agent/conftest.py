@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from teleton.agent.media_reader import MediaReader, MediaSettings, describer
 from teleton.agent.runtime import Agent, AgentDeps, AgentSettings
-from teleton.agent.stages.media_reading import MediaReader, MediaSettings, describer
 from teleton.cli.terminal_gateway import TerminalGateway
 from teleton.gateway.contract import ChatInfo, IncomingMessage, UserInfo
 from teleton.llm import LLMClient, LLMSettings

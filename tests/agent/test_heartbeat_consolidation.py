@@ -43,7 +43,7 @@ async def test_consolidation_summarises_idle_sessions_once_per_interval(
     await h.dm("the plumber comes on Thursday at 9")
     await db.execute("update sessions set updated_at = updated_at - 3600 where active = 1")
 
-    job = Consolidation(h.agent, db, interval_hours=6, half_life_days=30)
+    job = Consolidation(h.agent.scheduled.sweep_sessions, db, interval_hours=6, half_life_days=30)
     report = await job.run_if_due()
     assert report is not None and report.sessions_ended == 1
     assert (await db.fetchone("select count(*) from sessions where active = 1"))[0] == 0
@@ -53,7 +53,7 @@ async def test_consolidation_summarises_idle_sessions_once_per_interval(
     assert "plumber" in log_text and "Session ended" in log_text
 
     assert await job.run_if_due() is None  # not due again yet
-    restarted = Consolidation(h.agent, db, interval_hours=6, half_life_days=30)
+    restarted = Consolidation(h.agent.scheduled.sweep_sessions, db, interval_hours=6, half_life_days=30)
     assert await restarted.run_if_due() is None  # the last run time survived the "restart"
     assert await restarted.run_if_due(now=time.time() + 6 * 3600 + 1) is not None
     await h.llm.close()
@@ -68,7 +68,7 @@ async def test_salience_decays_for_unused_facts_only(tmp_path: Path, db: Databas
     await db.execute("update facts set updated_at = ?, last_access = ? where id in (?, ?)",
                      (long_ago, long_ago, stale.id, pinned.id))  # fmt: skip
     h = await build_harness(tmp_path, db, fake_api)
-    job = Consolidation(h.agent, db, interval_hours=6, half_life_days=30)
+    job = Consolidation(h.agent.scheduled.sweep_sessions, db, interval_hours=6, half_life_days=30)
     report = await job.run(now=time.time(), last=time.time() - 30 * 86400)
     assert report.facts_decayed == 1
     importance = {r[0]: r[1] for r in await db.fetchall("select id, importance from facts")}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from teleton.agent.prompt_memory import KNOWLEDGE_HEADER
+from teleton.agent.prompt.memory import KNOWLEDGE_HEADER
 from teleton.config import Config
 from teleton.memory.knowledge.index import KnowledgeIndex
 from teleton.storage import Database

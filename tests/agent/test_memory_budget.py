@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from teleton.agent.deps import AgentSettings
-from teleton.agent.stages.memory_budget import Item, fill, log_entries
+from teleton.agent.prompt.budget import Item, fill, log_entries
 from teleton.config import Config
 from teleton.memory.embeddings.local import LocalEmbedder
 from teleton.memory.embeddings.packaged import packaged_model

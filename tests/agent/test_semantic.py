@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from teleton.agent.prompt_memory import KNOWLEDGE_HEADER
+from teleton.agent.prompt.memory import KNOWLEDGE_HEADER
 from teleton.memory.embeddings.local import LocalEmbedder
 from teleton.memory.embeddings.packaged import packaged_model
 from teleton.memory.search.corpora import KNOWLEDGE

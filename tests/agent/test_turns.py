@@ -10,7 +10,7 @@ from collections import Counter
 from dataclasses import replace
 from datetime import datetime
 
-from teleton.agent.prompt_memory import FEED_HEADER, KNOWLEDGE_HEADER
+from teleton.agent.prompt.memory import FEED_HEADER, KNOWLEDGE_HEADER
 from teleton.gateway.contract import ChatInfo, IncomingMessage, UserInfo
 from teleton.llm.tool_loop import ToolResult
 from teleton.telegram.receive.dispatch import Dispatcher

@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 from typer.testing import CliRunner
 
-from teleton.agent.stages.voice_reply import VoiceReplies
+from teleton.agent.voice_replies import VoiceReplies
 from teleton.cli.feed_cmd import app as feed_app
 from teleton.gateway.contract import MediaInfo
 from teleton.media.speech import SpeechClient, speakable

@@ -149,6 +149,6 @@ async def test_agent_and_distiller_locks_are_empty_after_many_chats(
         await until(lambda: not distiller._tasks)
     finally:
         await h.llm.close()
-    assert len(h.agent.locks) == 0 and not h.agent._running
+    assert len(h.agent.locks) == 0 and not h.agent.running
     assert len(distiller._locks) == 0
     assert (await db.fetchone("select count(*) from facts"))[0] > 0  # the distiller did commit

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from teleton.agent.prompt_memory import FEED_HEADER, KNOWLEDGE_HEADER
+from teleton.agent.prompt.memory import FEED_HEADER, KNOWLEDGE_HEADER
 from tests.fakes.anthropic_server import Body, Reply
 from tests.fakes.openai_server import FakeOpenAI
 

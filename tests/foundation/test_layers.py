@@ -1,5 +1,5 @@
 """The package keeps its layers (docs/architecture.md), checked by import-linter; and the check is real: an
-upward import, memory reaching for Telethon, or a circle between parts of memory breaks it."""
+upward import, memory reaching for Telethon, or a circle between parts of memory or of the agent breaks it."""
 
 from __future__ import annotations
 
@@ -35,6 +35,8 @@ def test_an_upward_import_a_telegram_import_in_memory_or_a_circle_breaks_the_che
         module.write("\nfrom teleton.memory.facts import store  # noqa: E402\n")
     with (tmp_path / "teleton/memory/search/stemming.py").open("a") as module:
         module.write("\nimport telethon  # noqa: E402\n")
+    with (tmp_path / "teleton/agent/stages/aftercare.py").open("a") as module:  # a stage calling back the runtime
+        module.write("\nfrom teleton.agent import runtime  # noqa: E402\n")
 
     result = lint(tmp_path)
 
@@ -42,3 +44,5 @@ def test_an_upward_import_a_telegram_import_in_memory_or_a_circle_breaks_the_che
     assert "0 kept, 3 broken" in result.stdout
     assert "teleton.storage.database -> teleton.agent.runtime" in result.stdout
     assert "teleton.memory.search.stemming -> telethon" in result.stdout
+    assert "No cycles are allowed in teleton.agent." in result.stdout
+    assert "- .stages -> .runtime" in result.stdout

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import structlog
 
-from teleton.agent.stages.prompt import PromptBuilder, PromptInputs
+from teleton.agent.prompt.system import PromptBuilder, PromptInputs
 from teleton.daemon.status_file import DaemonStatus, write_status
 from teleton.gateway.contract import ChatInfo
 from teleton.memory.journal.daily_logs import DailyLogs

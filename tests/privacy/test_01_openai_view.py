@@ -3,7 +3,7 @@ Teleton sent, or an oracle could miss a leak. Round trip through the real OpenAI
 
 from __future__ import annotations
 
-from teleton.agent.prompt_memory import FEED_HEADER
+from teleton.agent.prompt.memory import FEED_HEADER
 from teleton.llm.openai_provider import to_chat_messages
 from tests.fakes.openai_view import FakeOpenAIInAnthropicTerms, anthropic_view
 from tests.privacy.scenario import request_texts

@@ -18,21 +18,18 @@ save a fact from the very text).
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING
 
+from teleton.agent.core import AgentCore
+from teleton.agent.turn import Turn
 from teleton.memory.forget.everywhere import Findings, Needle, NeedleError, Report, erase, find, parse_needle, scope_for
 from teleton.memory.forget.feed import forget_deleted
 from teleton.tools.families.forget import describe_preview, describe_report
-
-if TYPE_CHECKING:
-    from teleton.agent.runtime import Agent
-    from teleton.agent.turn import Turn
 
 GROUP_REFUSAL = "/forget works only in a private chat with me: in a group, what was said is not one person's to erase."
 NOTHING_PENDING = "Nothing to confirm: send /forget <text> first (a request lasts 5 minutes)."
 
 
-async def cmd_forget(agent: Agent, turn: Turn, args: str) -> str:
+async def cmd_forget(agent: AgentCore, turn: Turn, args: str) -> str:
     scope = scope_for(turn.clearance)
     sender = turn.msg.sender
     if scope is None or sender is None or turn.msg.is_outgoing:
@@ -67,7 +64,7 @@ def _needle(turn: Turn, args: str) -> Needle:
     return parse_needle(args)
 
 
-async def _erase(agent: Agent, findings: Findings) -> Report:
+async def _erase(agent: AgentCore, findings: Findings) -> Report:
     if agent.deps.distiller is not None:
         await agent.deps.distiller.drain()
     # Looked up again for the chats whose sessions it touches now: each waits for its running turn.

@@ -12,19 +12,17 @@ import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
 
-from teleton.agent.stages import answering, memory_budget
+from teleton.agent.compactor import CompactionOutcome
+from teleton.agent.core import AgentCore
+from teleton.agent.stages import answering
+from teleton.agent.turn import Turn
+from teleton.agent.turn_stats import TurnStats, status_lines
+from teleton.agent.window.sessions import Session
 from teleton.gateway.contract import IncomingMessage
 from teleton.llm.prices import FREE, Price, usd
 from teleton.memory.feed import reads
-
-if TYPE_CHECKING:
-    from teleton.agent.compactor import CompactionOutcome
-    from teleton.agent.runtime import Agent
-    from teleton.agent.turn import Turn
-    from teleton.agent.window.sessions import Session
-    from teleton.privacy import Clearance
+from teleton.privacy import Clearance
 
 _COMMAND = re.compile(r"^/([a-zA-Z_]+)(?:@\w+)?(?:\s+(.*))?$", re.DOTALL)
 
@@ -43,17 +41,7 @@ def parse_command(text: str) -> Command | None:
     return Command(match.group(1).lower(), (match.group(2) or "").strip())
 
 
-class PolicyControl(Protocol):
-    """What ``/policy`` talks to; the Telegram layer's policy gate implements it."""
-
-    def describe(self) -> str: ...
-
-    def refusals(self) -> str: ...
-
-    def set_policy(self, kind: str, value: str) -> str: ...
-
-
-Handler = Callable[["Agent", "Turn", str], Awaitable[str]]
+Handler = Callable[[AgentCore, Turn, str], Awaitable[str]]
 
 
 @dataclass(frozen=True)
@@ -68,12 +56,12 @@ class CommandSpec:
     owner: bool = False  # only in the owner's own DM (or `teleton chat`)
 
 
-async def cmd_new(agent: Agent, turn: Turn, args: str) -> str:
+async def cmd_new(agent: AgentCore, turn: Turn, args: str) -> str:
     summary = await end_session(agent, turn, "new")
     return "Started a new conversation." + (" The last one is summarised in memory." if summary else "")
 
 
-async def cmd_compact(agent: Agent, turn: Turn, args: str) -> str:
+async def cmd_compact(agent: AgentCore, turn: Turn, args: str) -> str:
     keep = agent.settings.thresholds.keep_last
     if args:
         if not args.isdigit() or int(args) < 1:
@@ -86,16 +74,16 @@ async def cmd_compact(agent: Agent, turn: Turn, args: str) -> str:
     return f"Compacted{how}: {outcome.dropped} messages summarised, {len(outcome.session.messages)} kept."
 
 
-async def cmd_status(agent: Agent, turn: Turn, args: str) -> str:
+async def cmd_status(agent: AgentCore, turn: Turn, args: str) -> str:
     return await status_text(agent, turn)
 
 
-async def cmd_stop(agent: Agent, turn: Turn, args: str) -> str:
+async def cmd_stop(agent: AgentCore, turn: Turn, args: str) -> str:
     stopped = agent.stop(turn.msg.chat.id)
     return "Stopped." if stopped else "Nothing is running."
 
 
-async def cmd_help(agent: Agent, turn: Turn, args: str) -> str:
+async def cmd_help(agent: AgentCore, turn: Turn, args: str) -> str:
     lines = ["Commands:"]
     for spec in COMMANDS.values():
         if (spec.admin and not turn.is_admin) or (spec.owner and not turn.clearance.is_owner):
@@ -104,17 +92,17 @@ async def cmd_help(agent: Agent, turn: Turn, args: str) -> str:
     return "\n".join(lines)
 
 
-async def cmd_pause(agent: Agent, turn: Turn, args: str) -> str:
+async def cmd_pause(agent: AgentCore, turn: Turn, args: str) -> str:
     agent.paused = True
     return "Paused: I will not answer anyone but admins' commands until /resume."
 
 
-async def cmd_resume(agent: Agent, turn: Turn, args: str) -> str:
+async def cmd_resume(agent: AgentCore, turn: Turn, args: str) -> str:
     agent.paused = False
     return "Resumed."
 
 
-async def cmd_policy(agent: Agent, turn: Turn, args: str) -> str:
+async def cmd_policy(agent: AgentCore, turn: Turn, args: str) -> str:
     control = agent.deps.policy
     if control is None:
         return "Policies are not adjustable here (no Telegram policy gate in this process)."
@@ -126,7 +114,7 @@ async def cmd_policy(agent: Agent, turn: Turn, args: str) -> str:
     return control.set_policy(parts[0], parts[1])
 
 
-async def cmd_held(agent: Agent, turn: Turn, args: str) -> str:
+async def cmd_held(agent: AgentCore, turn: Turn, args: str) -> str:
     """/approve N CODE, /deny N, /held [N]: the owner decides on what waits for approval."""
     outbox = agent.deps.outbox
     if outbox is None:
@@ -147,7 +135,7 @@ async def cmd_held(agent: Agent, turn: Turn, args: str) -> str:
     return await outbox.deny(held_id, by=sender)
 
 
-async def cmd_tools(agent: Agent, turn: Turn, args: str) -> str:
+async def cmd_tools(agent: AgentCore, turn: Turn, args: str) -> str:
     # /tools and /tool enable|disable|reset|scope: overrides persisted in tool_config (issue 6's store).
     from teleton.tools.config_store import ToolConfigStore, handle_tool_command
 
@@ -155,7 +143,7 @@ async def cmd_tools(agent: Agent, turn: Turn, args: str) -> str:
     return await handle_tool_command(f"{name} {args}".strip(), agent.deps.registry, ToolConfigStore(agent.deps.db))
 
 
-async def cmd_forget(agent: Agent, turn: Turn, args: str) -> str:
+async def cmd_forget(agent: AgentCore, turn: Turn, args: str) -> str:
     # Who may forget what is decided by the turn's clearance (memory.forget.scope_for), in the handler.
     from teleton.agent.commands.forget import cmd_forget as forget
 
@@ -201,7 +189,7 @@ COMMANDS: dict[str, CommandSpec] = {
 }
 
 
-async def run_command(agent: Agent, turn: Turn, spec: CommandSpec, args: str) -> None:
+async def run_command(agent: AgentCore, turn: Turn, spec: CommandSpec, args: str) -> None:
     """Answer a slash command in the chat, after the rights it needs are checked."""
     shared = turn.msg.chat.type != "dm"
     if spec.owner and not turn.clearance.is_owner:
@@ -217,7 +205,7 @@ async def run_command(agent: Agent, turn: Turn, spec: CommandSpec, args: str) ->
     await answering.reply(agent, turn, text)
 
 
-async def end_session(agent: Agent, turn: Turn, reason: str) -> str:
+async def end_session(agent: AgentCore, turn: Turn, reason: str) -> str:
     session = await agent.sessions.active(turn.msg.chat.id)
     if session is None:
         return ""
@@ -225,7 +213,7 @@ async def end_session(agent: Agent, turn: Turn, reason: str) -> str:
     return (await agent.compactor.close(session, turn.clearance, reason)).summary
 
 
-async def compact_now(agent: Agent, turn: Turn, keep: int) -> CompactionOutcome | None:
+async def compact_now(agent: AgentCore, turn: Turn, keep: int) -> CompactionOutcome | None:
     session = await agent.sessions.active(turn.msg.chat.id)
     if session is None:
         return None
@@ -243,7 +231,7 @@ def command_of(msg: IncomingMessage) -> tuple[CommandSpec, str] | None:
     return COMMANDS[parsed.name], parsed.args
 
 
-async def status_text(agent: Agent, turn: Turn) -> str:
+async def status_text(agent: AgentCore, turn: Turn) -> str:
     chat = turn.msg.chat
     session = await agent.sessions.active(chat.id)
     totals = await agent.sessions.totals(chat.id)
@@ -268,7 +256,7 @@ async def status_text(agent: Agent, turn: Turn) -> str:
         f"cache reads {totals['cache_read_tokens']:,}"
     )
     lines.append("Memory: " + await memory_stats(agent, turn.clearance))
-    lines += memory_budget.status_lines(agent.last_turns.get(chat.id), session)
+    lines += status_lines(agent.last_turns.get(chat.id), session)
     if turn.clearance.is_owner and agent.deps.policy is not None:
         lines.append(agent.deps.policy.refusals())
     llm = agent.deps.llm.settings
@@ -286,7 +274,7 @@ async def status_text(agent: Agent, turn: Turn) -> str:
     return "\n".join(f"- {line}" for line in lines)
 
 
-def spend_line(price: Price | None, session: Session | None, last: memory_budget.TurnStats | None) -> str | None:
+def spend_line(price: Price | None, session: Session | None, last: TurnStats | None) -> str | None:
     """What this session and the last turn cost at the main model's price; None when the price is unknown."""
     if price is None or session is None:
         return None
@@ -301,7 +289,7 @@ def spend_line(price: Price | None, session: Session | None, last: memory_budget
     return line
 
 
-async def memory_stats(agent: Agent, clearance: Clearance) -> str:
+async def memory_stats(agent: AgentCore, clearance: Clearance) -> str:
     """Counts of what this clearance may read (a group learns nothing about the size of anyone else's)."""
     parts = []
     labels = clearance.readable()

@@ -7,10 +7,9 @@ what it finds under the turn's label.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import structlog
 
+from teleton.agent.core import AgentCore
 from teleton.agent.distiller import Exchange
 from teleton.agent.messages import sender_label
 from teleton.agent.privacy import origin
@@ -20,14 +19,11 @@ from teleton.llm.client import Message
 from teleton.memory.facts.subjects import speaker_subject
 from teleton.privacy.quoting import origins_text, steered_origin
 
-if TYPE_CHECKING:
-    from teleton.agent.runtime import Agent
-
 log = structlog.get_logger(__name__)
 STOPPED = "(stopped by the user before answering)"
 
 
-async def persist(agent: Agent, turn: Turn) -> None:
+async def persist(agent: AgentCore, turn: Turn) -> None:
     session = required(turn.session)
     if turn.result is None:
         return  # the model never answered: keep the session as it was; the feed still has the message
@@ -40,7 +36,7 @@ async def persist(agent: Agent, turn: Turn) -> None:
     await learn(agent, turn)
 
 
-async def persist_stopped(agent: Agent, turn: Turn) -> None:
+async def persist_stopped(agent: AgentCore, turn: Turn) -> None:
     """/stop: keep the user's message and a marker, so the history stays well-formed and honest."""
     session = turn.session
     if session is None or turn.stored_user is None:
@@ -52,7 +48,7 @@ async def persist_stopped(agent: Agent, turn: Turn) -> None:
         log.warning("stopped_turn_not_saved", error=repr(exc))
 
 
-async def learn(agent: Agent, turn: Turn) -> None:
+async def learn(agent: AgentCore, turn: Turn) -> None:
     """Tool errors to the learnings (the owner's own turns only), the exchange to the distiller."""
     result = required(turn.result)
     msg = turn.msg
@@ -95,7 +91,7 @@ def kept_user(turn: Turn) -> Message:
     return {**user, "content": f"{user['content']}\n\n{note}"}
 
 
-async def log_exchange(agent: Agent, turn: Turn) -> None:
+async def log_exchange(agent: AgentCore, turn: Turn) -> None:
     msg = turn.msg
     said = msg.text if msg.chat.type == "dm" else f"{sender_label(msg.sender)}: {msg.text}"
     answer = turn.reply or (turn.result.text if turn.result else "") or "(answered with tools)"

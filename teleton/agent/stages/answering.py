@@ -9,12 +9,12 @@ become: answered, or failed and why.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import structlog
 
+from teleton.agent.core import AgentCore
 from teleton.agent.delivery.records import DeliveryFailed
 from teleton.agent.messages import spoke_here
+from teleton.agent.stages.context import rebuild_system
 from teleton.agent.stages.slow_notice import slow_notice
 from teleton.agent.turn import Turn, required
 from teleton.agent.window.masking import mask_observations
@@ -25,9 +25,6 @@ from teleton.llm.client import ContextOverflowError, LLMError
 from teleton.llm.tool_loop import ToolCall, ToolResult, run_tool_loop
 from teleton.memory.feed import archive as fa
 from teleton.tools.registry import ToolContext
-
-if TYPE_CHECKING:
-    from teleton.agent.runtime import Agent
 
 log = structlog.get_logger(__name__)
 
@@ -46,12 +43,12 @@ def key_rejected(provider: str | None) -> str:
     return f"Sorry — my language model's API rejected my API key. The owner needs to set a valid {where}."
 
 
-async def answer(agent: Agent, turn: Turn) -> None:
+async def answer(agent: AgentCore, turn: Turn) -> None:
     async with slow_notice(agent.deps.gateway, turn, agent.settings.slow_notice_s, agent.deps.sleep):
         await _answer(agent, turn)
 
 
-async def _answer(agent: Agent, turn: Turn) -> None:
+async def _answer(agent: AgentCore, turn: Turn) -> None:
     ctx = ToolContext(
         chat=turn.msg.chat,
         sender=turn.msg.sender,
@@ -88,7 +85,7 @@ async def _answer(agent: Agent, turn: Turn) -> None:
             if attempt == 0:
                 log.warning("context_overflow", chat_id=turn.msg.chat.id, messages=len(session.messages))
                 await agent.compact(turn, max(1, agent.settings.thresholds.keep_last // 2))
-                await agent.build_system(turn)  # the summary changed
+                await rebuild_system(agent, turn)  # the summary changed
                 continue
             cut = shorten_history(session.messages, agent.settings.max_input_chars) if attempt == 1 else 0
             if cut:
@@ -109,7 +106,7 @@ async def _answer(agent: Agent, turn: Turn) -> None:
     turn.failed, turn.reply = "no answer from the model", UNAVAILABLE
 
 
-async def deliver(agent: Agent, turn: Turn) -> None:
+async def deliver(agent: AgentCore, turn: Turn) -> None:
     """The reply stage: the final text goes to the chat unless a send tool already spoke or it is silent."""
     result = turn.result
     if result is not None:
@@ -124,7 +121,7 @@ async def deliver(agent: Agent, turn: Turn) -> None:
     await reply(agent, turn, turn.reply)
 
 
-async def say(agent: Agent, turn: Turn, text: str, *, reply_to: int | None = None) -> SentMessage:
+async def say(agent: AgentCore, turn: Turn, text: str, *, reply_to: int | None = None) -> SentMessage:
     """Every word a turn sends to its own chat goes through here: recorded first, then sent once."""
     sending = await turn.delivery.sending(text, reply_to, failure=turn.failed or None)
     try:
@@ -136,7 +133,7 @@ async def say(agent: Agent, turn: Turn, text: str, *, reply_to: int | None = Non
     return sent
 
 
-async def reply(agent: Agent, turn: Turn, text: str) -> None:
+async def reply(agent: AgentCore, turn: Turn, text: str) -> None:
     msg = turn.msg
     reply_to = msg.message_id if msg.chat.type != "dm" and msg.message_id > 0 else None
     if not text.strip():

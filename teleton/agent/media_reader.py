@@ -12,21 +12,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import structlog
 
-from teleton.agent.turn import Turn
-from teleton.agent.window import oversize
 from teleton.gateway.contract import Gateway, GatewayError, IncomingMessage, MediaInfo
 from teleton.media.documents import extract_text, kind_from_name
 from teleton.media.errors import MediaError
 from teleton.media.images import image_block, prepare_image
 from teleton.media.transcription import Transcriber
 from teleton.memory.feed import archive as fa
-from teleton.privacy.quoting import outside
 from teleton.storage import Database
 from teleton.tools.families.telegram_common import Refused, download_to_chat
 
@@ -199,27 +196,6 @@ class MediaReader:
         if doc.note:
             head += f"\n[{doc.note}]"
         return Reading(text=_with(msg.text, f"{head}\n{doc.text[:ARCHIVED_CHARS]}".rstrip()))
-
-
-async def read_media(reader: MediaReader | None, turn: Turn) -> None:
-    """The turn's stage: the message's file read into its text (and archive) and, for an image, the request."""
-    msg = turn.msg
-    if reader is None or msg.media is None:
-        return
-    reading = await reader.read(msg)
-    if reading is None:
-        return
-    if reading.archive:  # re-indexed and re-embedded by the archive's triggers
-        await reader.db.write(lambda conn: fa.set_text(conn, msg.chat.id, msg.message_id, reading.text))
-    turn.msg = replace(msg, text=reading.text, media=None, media_kind=None)  # read: nothing else is attached
-    if msg.media.kind not in ("voice", "video_note"):  # a file's or a picture's words are not the sender's
-        turn.taint.saw(outside("document" if family(msg.media) == "document" else msg.media.kind, msg.media.file_name))
-    if reading.image is not None:
-        turn.images.append(reading.image)
-    turn.spoken = msg.media.kind in ("voice", "video_note")
-    excerpt = reader.settings.excerpt_chars
-    if family(msg.media) == "document" and len(reading.text) > excerpt:  # the rest: a workspace file to read
-        turn.msg = await oversize.shorten(reader.workspace, turn.msg, excerpt)
 
 
 def _with(caption: str, marker: str) -> str:

@@ -9,7 +9,7 @@
 
 The memory in block 2 is capped by its share of the turn's memory budget, filled with nothing of the turn in
 it, so it stays the same from turn to turn; the daily logs of block 3 compete by relevance with the
-retrieved context for the rest (``memory_budget``). So ``parts`` builds everything but block 3's logs, and
+retrieved context for the rest (``budget``). So ``parts`` builds everything but block 3's logs, and
 ``assemble`` puts in the entries the budget chose.
 
 Anthropic caches the request prefix up to each ``cache_control`` breakpoint (tools, then system), so the
@@ -29,8 +29,8 @@ from typing import Any
 import structlog
 
 from teleton.agent.privacy import prompt_files
-from teleton.agent.prompt_memory import MemoryUsage
-from teleton.agent.stages.memory_budget import IMPORTANT_FACTS, MEMORY_MD, SUMMARY, fill, stable_items
+from teleton.agent.prompt.budget import IMPORTANT_FACTS, MEMORY_MD, SUMMARY, fill, stable_items
+from teleton.agent.prompt.memory import MemoryUsage
 from teleton.gateway.contract import ChatInfo, UserInfo
 from teleton.memory.facts.store import FactStore
 from teleton.memory.journal.daily_logs import DailyLogs
@@ -118,7 +118,7 @@ class PromptBuilder:
         return SystemParts(identity, chat, days, self._now(inputs), stable, inputs.taint)
 
     def assemble(self, parts: SystemParts, days: list[str]) -> list[dict[str, Any]]:
-        """The three blocks, block 3 with the daily-log sections ``days`` (as ``memory_budget`` rendered them)."""
+        """The three blocks, block 3 with the daily-log sections ``days`` (as ``budget`` rendered them)."""
         if days:
             parts.taint.add(OWNER)
         blocks = [{"type": "text", "text": parts.identity, "cache_control": CACHE}]

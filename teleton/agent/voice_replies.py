@@ -43,9 +43,3 @@ class VoiceReplies:
             await self.gateway.send_file(msg.chat.id, path, voice_note=True, reply_to=reply_to)
         except Exception as exc:  # extra, never the answer: log and go on
             log.warning("voice_reply_failed", chat_id=msg.chat.id, error=str(exc).splitlines()[0][:200])
-
-
-async def speak_reply(voice: VoiceReplies | None, turn: Turn) -> None:
-    """The turn's stage after the reply (nothing when voice replies are off)."""
-    if voice is not None:
-        await voice.after_reply(turn)

@@ -27,7 +27,6 @@ estimate rounds up, so a whole block never counts more than the sum of its items
 from __future__ import annotations
 
 import re
-from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -35,9 +34,7 @@ from typing import TypeVar
 
 import structlog
 
-from teleton.agent.prompt_memory import FEED_HEADER, KINDS, KNOWLEDGE_HEADER, MemoryUsage, RagContext
-from teleton.agent.window.sessions import Session
-from teleton.llm.client import Usage
+from teleton.agent.prompt.memory import FEED_HEADER, KNOWLEDGE_HEADER, MemoryUsage, RagContext
 from teleton.memory.knowledge.chunker import chunk_markdown
 from teleton.memory.search.fts_query import query_terms
 from teleton.privacy.quoting import origins_in
@@ -48,7 +45,6 @@ T = TypeVar("T")
 
 SEPARATOR = "\n\n"  # what may follow an item or a header in the rendered text: counted with it
 STEM = 5  # a question's word is found by its first 5 letters ("gardens" finds "gardening")
-KEPT_CHATS = 2_000  # chats whose last turn /status can describe (one per active chat)
 _EXCHANGE = re.compile(r"^(> )?\[\d{2}:\d{2}\] ")  # a daily log's exchange line (``daily_logs.exchange_line``)
 
 # Section headers of the system prompt's memory parts (``prompt``).
@@ -248,54 +244,3 @@ def _stems(words: Iterable[str]) -> set[str]:
 def log_left_out(chat_id: int, usage: MemoryUsage) -> None:
     if usage.dropped:
         log.debug("memory_left_out", chat_id=chat_id, budget=usage.budget, used=usage.total, items=usage.dropped)
-
-
-# -- what /status shows ----------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class TurnStats:
-    memory: MemoryUsage
-    usage: Usage  # the API's figures, summed over the turn's requests
-
-
-class LastTurns:
-    """The last turn of each recently active chat, for /status (bounded: the daemon runs for months)."""
-
-    def __init__(self, size: int = KEPT_CHATS) -> None:
-        self.size = size
-        self._turns: OrderedDict[int, TurnStats] = OrderedDict()
-
-    def record(self, chat_id: int, stats: TurnStats) -> None:
-        self._turns.pop(chat_id, None)
-        self._turns[chat_id] = stats
-        while len(self._turns) > self.size:
-            self._turns.popitem(last=False)
-
-    def get(self, chat_id: int) -> TurnStats | None:
-        return self._turns.get(chat_id)
-
-
-def hit_rate(cache_read: int, all_input: int) -> float:
-    """Share of the input tokens read from the prompt cache."""
-    return cache_read / all_input if all_input else 0.0
-
-
-def status_lines(stats: TurnStats | None, session: Session | None) -> list[str]:
-    """/status: memory tokens of the chat's last turn, and the cache hit rate (session and last turn)."""
-    lines = []
-    read = session.cache_read_tokens if session else 0
-    all_input = session.input_tokens + read if session else 0  # its input_tokens count cache writes too
-    rate = f"{100 * hit_rate(read, all_input):.0f}% this session" if all_input else "no request this session"
-    if stats is None:
-        return [f"Prompt cache hit rate: {rate}; memory of the last turn: none since start"]
-    memory = stats.memory
-    limit = "no budget" if memory.budget is None else f"{memory.budget:,}"
-    kinds = ", ".join(f"{kind} {memory.tokens[kind]:,}" for kind in KINDS if memory.tokens.get(kind))
-    dropped = sum(memory.dropped.values())
-    lines.append(
-        f"Memory in the last turn: {memory.total:,} of {limit} tokens"
-        + (f" ({kinds})" if kinds else "")
-        + (f"; {dropped:,} items left out" if dropped else "")
-    )
-    last = hit_rate(stats.usage.cache_read_tokens, stats.usage.prompt_tokens)
-    lines.append(f"Prompt cache hit rate: {rate}, {100 * last:.0f}% in the last turn")
-    return lines

@@ -1,6 +1,6 @@
-"""What memory a turn's prompt holds: what retrieval found (``RagContext``, built by ``stages/context.py``),
+"""What memory a turn's prompt holds: what retrieval found (``RagContext``, built by ``retrieval.py``),
 how each item reads in the prompt, and how many tokens of memory the prompt spent (``MemoryUsage``, counted
-by ``stages/memory_budget.py``). Records the turn carries, so they import nothing else of the agent."""
+by ``budget.py``). Records the turn carries, so they import nothing else of the agent."""
 
 from __future__ import annotations
 

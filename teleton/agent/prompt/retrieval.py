@@ -1,0 +1,271 @@
+"""Per-message RAG context (DESIGN §1, seed 000 "Context Building"), privacy-gated.
+
+Four steps: the 10 most recent messages of this chat, knowledge top 5 (+ facts top 5), feed top 5,
+deduplicated; then two labelled blocks, ``[Relevant knowledge from memory]`` and
+``[Relevant messages from Telegram feed]``. Every search runs inside what the turn's clearance reads
+(``teleton.privacy``: labels for knowledge and facts, chats for the feed), and every hit is checked against
+the clearance again before it is shown. Each item keeps its label: the turn's taint (for the egress check)
+is the set of them, and an item from another chat or person is rendered quoted, with its origin, as data.
+The query is embedded once and the vector is handed on (tool RAG reuses it). Trivial messages ("ok",
+"thanks") skip retrieval: searching for "ok" only adds noise and latency.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from teleton.agent.prompt.memory import FeedLine, RagContext
+from teleton.config.schema import AgentConfig, MemoryConfig, default
+from teleton.gateway.contract import IncomingMessage
+from teleton.memory.embeddings.query import embed_query
+from teleton.memory.facts.rows import asks_about_past
+from teleton.memory.facts.store import predecessors
+from teleton.memory.facts.subjects import attributable, speaker_subject
+from teleton.memory.feed import reads
+from teleton.memory.search.corpora import FACTS, FEED, KNOWLEDGE
+from teleton.memory.search.hybrid import SearchHit, SearchParams, hybrid_search, hybrid_search_db
+from teleton.memory.search.time_ranges import query_time_range
+from teleton.privacy import Clearance, Principals
+from teleton.storage.database import Database
+from teleton.storage.sqlite_driver import Connection
+
+_TRIVIAL = {
+    "ok",
+    "okay",
+    "k",
+    "kk",
+    "thanks",
+    "thank you",
+    "thx",
+    "ty",
+    "yes",
+    "no",
+    "yep",
+    "yeah",
+    "nope",
+    "sure",
+    "cool",
+    "nice",
+    "great",
+    "lol",
+    "haha",
+    "hi",
+    "hello",
+    "hey",
+    "bye",
+    "good night",
+    "gn",
+    "np",
+    "got it",
+    "alright",
+    "fine",
+    "perfect",
+    "thanks!",
+    "ok thanks",
+    "ok, thanks",
+    "great, thanks",
+}
+
+
+def is_trivial(text: str) -> bool:
+    """Whether a message is small talk that retrieval cannot help with."""
+    norm = re.sub(r"[\s!.,?…]+", " ", text.lower()).strip()
+    if not re.search(r"\w", norm):
+        return True  # only emoji or punctuation
+    return norm in _TRIVIAL or len(norm) <= 2
+
+
+def history_hits(conn: Connection, hits: list[SearchHit]) -> list[SearchHit]:
+    """The facts that ``hits`` superseded, as hits of their own (shown marked as no longer true), each
+    ranked just under the fact that replaced it, so the memory budget keeps them together."""
+    scores = {h.id: h.score for h in hits}
+    found = []
+    for f in predecessors(conn, list(scores)):  # newest ending first: a successor is scored before its past
+        scores[f.id] = scores.get(f.superseded_by or 0, 0.0) * 0.99
+        found.append(SearchHit(f.id, f.value, scores[f.id], 0.0, 0.0, FACTS.name,
+                               {"scope": f.scope, "category": f.category, "subject": f.subject,
+                                "valid_until": f.valid_until}))  # fmt: skip
+    return found
+
+
+@dataclass(frozen=True)
+class ContextSettings:
+    recent: int = default(MemoryConfig, "context_recent")
+    knowledge: int = default(MemoryConfig, "context_knowledge")
+    feed: int = default(MemoryConfig, "context_feed")
+    facts: int = 5
+    params: SearchParams = field(default_factory=SearchParams)
+    # Of one archived message, what a recent or feed line reads: as much as the model reads of a message
+    # (agent.max_input_chars). A 10 MB paste stays whole in the archive; every later turn reads its head.
+    message_chars: int = default(AgentConfig, "max_input_chars")
+
+
+class ContextBuilder:
+    def __init__(
+        self,
+        db: Database,
+        embedder: Any = None,
+        settings: ContextSettings | None = None,
+        principals: Principals | None = None,
+    ) -> None:
+        self.db = db
+        self.embedder = embedder
+        self.settings = settings or ContextSettings()
+        self.principals = principals or Principals()
+
+    async def build(
+        self,
+        msg: IncomingMessage,
+        clearance: Clearance,
+        with_vector: Callable[[np.ndarray | None], Awaitable[Any]] | None = None,
+    ) -> RagContext:
+        """``with_vector`` (e.g. tool RAG) runs alongside the searches with the same query vector; its
+        result lands in ``RagContext.extra``."""
+        # The query embedding (a model run on its own thread) overlaps the recent-messages read; then the
+        # knowledge and feed searches run side by side on two reader connections.
+        s = self.settings
+        skip = is_trivial(msg.text)
+        embedding = None if skip else asyncio.create_task(self._embed(msg.text))
+        try:
+            recent = await self.db.read(
+                lambda conn: recent_messages(conn, msg.chat.id, s.recent, exclude=msg.message_id, chars=s.message_chars)
+            )
+            recent = [replace(line, label=self.principals.chat_label(line.chat_id)) for line in recent]
+        except BaseException:
+            if embedding is not None:
+                embedding.cancel()
+            raise
+        rag = RagContext(recent=recent, skipped=skip)
+        if embedding is None:
+            if with_vector is not None:
+                rag.extra = await with_vector(None)
+            return rag
+        rag.query_vector = vector = await embedding
+
+        labels = clearance.readable()
+
+        async def knowledge() -> list[SearchHit]:
+            if not s.knowledge:
+                return []
+            params = replace(s.params, limit=s.knowledge)
+            hits = await self.db.read(
+                lambda conn: hybrid_search(conn, KNOWLEDGE, msg.text, vector, params=params, scope=labels)
+            )
+            return [h for h in hits if clearance.may_read(h.meta["label"])]  # the scope is in the SQL too
+
+        async def facts() -> list[SearchHit]:
+            # A plain search, not FactStore.recall: showing a fact in context is not the model using it,
+            # so access counts are left alone. In a group, facts about a member go to that member only.
+            if not s.facts:
+                return []
+            asker = speaker_subject(self.principals, msg.sender.id if msg.sender else None)
+            group = msg.chat.type != "dm"
+            params = replace(s.params, limit=s.facts * 3 if group else s.facts)
+
+            def _read(conn: Connection) -> list[SearchHit]:
+                hits = hybrid_search(conn, FACTS, msg.text, vector, params=params, scope=labels)
+                kept = [
+                    h
+                    for h in hits
+                    if clearance.may_read(h.meta["scope"]) and (not group or attributable(h.meta["subject"], asker))
+                ][: s.facts]
+                return kept + (history_hits(conn, kept) if asks_about_past(msg.text) else [])
+
+            return await self.db.read(_read)
+
+        async def feed() -> list[FeedLine]:
+            if not s.feed:
+                return []
+            # The slowest search (every chat, for the owner): its two legs on two readers of their own.
+            scope = clearance.readable_chats()
+            when = query_time_range(msg.text, msg.date)  # "last week" as of the message asking
+            hits = await hybrid_search_db(
+                self.db, FEED, msg.text, vector, params=self._feed_params(), scope=scope, when=when
+            )
+            return await self.db.read(lambda conn: self._feed_lines(conn, msg, hits, clearance, recent))
+
+        async def extra() -> Any:
+            return None if with_vector is None else await with_vector(vector)
+
+        rag.feed, rag.knowledge, rag.facts, rag.extra = await asyncio.gather(feed(), knowledge(), facts(), extra())
+        return rag
+
+    def _feed_params(self) -> SearchParams:
+        """The feed search runs without a minimum score (see ``_feed_lines``) and for as many hits as the
+        block can use after dropping what is already shown: each candidate of either leg costs a vector
+        lookup on a 100k-message archive."""
+        s = self.settings
+        wanted = s.feed + s.recent + 1
+        return replace(
+            s.params,
+            limit=wanted,
+            min_score=0.0,
+            vector_candidates=min(wanted, s.params.vector_candidates),
+            keyword_candidates=min(wanted, s.params.keyword_candidates),
+        )
+
+    def _feed_lines(
+        self,
+        conn: Connection,
+        msg: IncomingMessage,
+        hits: list[SearchHit],
+        clearance: Clearance,
+        recent: list[FeedLine],
+    ) -> list[FeedLine]:
+        """Feed top N, without the message being answered and without lines already shown as recent.
+
+        The message being answered is archived before the agent sees it and matches itself best; left in,
+        it would set the scale of the normalised scores and push real hits under the minimum. So the search
+        runs without a minimum, those rows are dropped, and the minimum is applied relative to the best
+        remaining hit.
+        """
+        s = self.settings
+        seen = {(line.chat_id, line.message_id) for line in recent}
+        seen.add((msg.chat.id, msg.message_id))
+        kept = [
+            h
+            for h in hits
+            if (int(h.meta["chat_id"]), int(h.meta["message_id"])) not in seen
+            # belt and braces: the scope is in the SQL too
+            and clearance.may_read(self.principals.chat_label(int(h.meta["chat_id"])))
+            and h.text.strip()
+        ]
+        if not kept:
+            return []
+        best = max(h.score for h in kept)
+        kept = [h for h in kept if best > 0 and h.score / best >= s.params.min_score][: s.feed]
+        others = sorted({int(h.meta["chat_id"]) for h in kept} - {msg.chat.id})
+        titles = reads.chat_titles(conn, others) if others else {}
+        return [
+            replace(
+                _feed_line(h.meta, h.text[: s.message_chars]),
+                chat_title=titles.get(int(h.meta["chat_id"])) or "",
+                label=self.principals.chat_label(int(h.meta["chat_id"])),
+                score=h.score,
+            )
+            for h in kept
+        ]
+
+    async def _embed(self, text: str) -> np.ndarray | None:
+        if not self.db.vectors:
+            return None
+        return await embed_query(self.embedder, text)  # a failing provider degrades to keyword search
+
+
+def recent_messages(conn: Connection, chat_id: int, limit: int, *, exclude: int | None, chars: int) -> list[FeedLine]:
+    """The last ``limit`` messages of one chat, oldest first, each text read up to ``chars`` characters."""
+    if limit <= 0:
+        return []
+    rows = reads.recent_lines(conn, chat_id, limit, exclude=exclude, chars=chars)
+    return [_feed_line(row, row["text"]) for row in rows]
+
+
+def _feed_line(meta: Any, text: str) -> FeedLine:
+    sender = "you" if meta["is_outgoing"] else (meta["sender_name"] or str(meta["sender_id"] or "someone"))
+    return FeedLine(int(meta["chat_id"]), int(meta["message_id"]), float(meta["date"]), sender, text)
