@@ -16,18 +16,25 @@ from typing import Any
 import structlog
 
 from teleton.agent.deps import PolicyControl
+from teleton.agent.distiller import Distiller
 from teleton.agent.media_reader import media_reader
 from teleton.agent.runtime import Agent, AgentDeps, AgentSettings, load_owner
+from teleton.agent.voice_replies import VoiceReplies
 from teleton.gateway.contract import Gateway
 from teleton.llm.client import LLMClient
 from teleton.llm.connect import client_for
+from teleton.media.speech import speech_client
 from teleton.memory.facts.store import RECALL_PARAMS, FactStore
 from teleton.memory.journal.daily_logs import DailyLogs
+from teleton.memory.journal.learnings import Learnings
 from teleton.privacy import Principals
 from teleton.scheduler.scheduler import Scheduler
 from teleton.storage.database import Database
+from teleton.tools.config_store import ToolConfigStore
 from teleton.tools.outbox import Outbox, OutboxSettings
+from teleton.tools.rag import ToolIndex, ToolRagSettings
 from teleton.tools.registry import ToolRegistry
+from teleton.tools.suite import build_registry
 
 log = structlog.get_logger(__name__)
 
@@ -67,8 +74,6 @@ async def build_agent(
     principals = principals or Principals.from_telegram(config.telegram)
     workspace = Path(config.storage.workspace)
     if registry is None:
-        from teleton.tools.suite import build_registry
-
         registry = build_registry(config)
     await _load_tool_overrides(db, registry)
     index, selector = await _tool_rag(config, db, embedder, registry)
@@ -113,9 +118,6 @@ async def build_agent(
 def _voice_replies(config: Any, gateway: Gateway, workspace: Path) -> Any:
     if config.media.voice_replies == "off":
         return None
-    from teleton.agent.voice_replies import VoiceReplies
-    from teleton.media.speech import speech_client
-
     try:
         speech = speech_client(config.media.speech)
     except ValueError as exc:  # the daemon answers in text; the log says what to set
@@ -132,9 +134,6 @@ def _distiller(
     principals: Principals,
     report: Callable[[str, Any], None] | None,
 ) -> tuple[Any, Any]:
-    from teleton.agent.distiller import Distiller
-    from teleton.memory.journal.learnings import Learnings
-
     learnings = Learnings(workspace)
     on_error = None if report is None else (lambda exc: report("distiller", exc))
     distiller = Distiller(
@@ -145,8 +144,6 @@ def _distiller(
 
 async def _load_tool_overrides(db: Database, registry: ToolRegistry) -> None:
     try:
-        from teleton.tools.config_store import ToolConfigStore
-
         await ToolConfigStore(db).load(registry)
     except Exception as exc:  # a bad override row must not keep the agent from starting
         log.warning("tool_overrides_not_loaded", error=repr(exc))
@@ -155,7 +152,6 @@ async def _load_tool_overrides(db: Database, registry: ToolRegistry) -> None:
 async def _tool_rag(config: Any, db: Database, embedder: Any, registry: ToolRegistry) -> tuple[Any, Any]:
     if not config.tool_rag.enabled:
         return None, None
-    from teleton.tools.rag import ToolIndex, ToolRagSettings
 
     index = ToolIndex(db, embedder, ToolRagSettings.from_config(config.tool_rag))
     await index.sync(registry)

@@ -19,9 +19,11 @@ from typing import Any
 import structlog
 
 from teleton.gateway.contract import Gateway, GatewayError, IncomingMessage, MediaInfo
+from teleton.media import transcribe_http
 from teleton.media.documents import extract_text, kind_from_name
 from teleton.media.errors import MediaError
 from teleton.media.images import image_block, prepare_image
+from teleton.media.transcribe_local import LocalSettings, from_settings
 from teleton.media.transcription import Transcriber
 from teleton.memory.feed import archive as fa
 from teleton.storage import Database
@@ -246,15 +248,11 @@ def transcriber_for(media: Any, scratch: Path | None = None) -> Transcriber | No
     limit = media.max_audio_minutes * 60
     try:
         if t.provider == "local":
-            from teleton.media.transcribe_local import LocalSettings, from_settings
-
             # scratch: where the packaged model's two parts are joined (and checked) for a moment: not /tmp,
             # which may be RAM.
             settings = LocalSettings(max_duration_s=limit, scratch_dir=scratch)
             return from_settings(t.model, str(t.model_path) if t.model_path else None, settings)
         if t.provider == "openai_compatible":
-            from teleton.media import transcribe_http
-
             return transcribe_http.from_settings(
                 preset_name=t.preset, base_url=t.base_url, model=t.model, api_key=t.api_key, max_duration_s=limit
             )

@@ -19,15 +19,22 @@ from typing import Annotated, Any
 
 import structlog
 import typer
+from prompt_toolkit import PromptSession
+from prompt_toolkit.history import FileHistory
+from prompt_toolkit.patch_stdout import patch_stdout
 from rich.console import Console
 
 from teleton.cli.chat_screen import ChatScreen
-from teleton.cli.context import cli_embedder
+from teleton.cli.context import cli_config, cli_embedder
 from teleton.cli.terminal_gateway import TERMINAL_CHAT_ID, TerminalGateway
+from teleton.config import require_llm
 from teleton.gateway.contract import UserInfo
+from teleton.llm.connect import client_for
 from teleton.llm.progress import WATCHING
 from teleton.privacy import Principals
 from teleton.process.logging import configure_logging
+from teleton.storage import Database
+from teleton.storage.workspace_template import create_workspace
 
 log = structlog.get_logger(__name__)
 INTERACTIVE_RETRIES = 2
@@ -42,9 +49,6 @@ def chat(
     quiet: Annotated[bool, typer.Option("--quiet", help="No errors on screen either (they stay in the log).")] = False,
 ) -> None:
     """Talk to the agent in the terminal, as your own DM (same memory and tools, no Telegram needed)."""
-    from teleton.cli.context import cli_config
-    from teleton.config import require_llm
-
     config = cli_config(ctx)
     require_llm(config)
     console = Console()
@@ -74,10 +78,6 @@ async def _converse_plain(config: Any, console: Console, new: bool) -> None:
 
 async def _converse(config: Any, console: Console, new: bool) -> None:
     """A terminal: a live prompt, answers streaming above it, bracketed paste as one message."""
-    from prompt_toolkit import PromptSession
-    from prompt_toolkit.history import FileHistory
-    from prompt_toolkit.patch_stdout import patch_stdout
-
     history = Path(config.storage.data_dir) / "chat_history"
     history.parent.mkdir(parents=True, exist_ok=True)
     prompt: PromptSession[str] = PromptSession(history=FileHistory(str(history)))
@@ -122,8 +122,6 @@ async def _converse(config: Any, console: Console, new: bool) -> None:
 def interactive_llm(config: Any) -> Any:
     """The model client for someone waiting at the terminal: a dead API is said after seconds, not minutes
     (the daemon keeps retrying far longer, as nobody is watching it)."""
-    from teleton.llm.connect import client_for
-
     return client_for(
         config.agent,
         max_retries=min(config.agent.max_retries, INTERACTIVE_RETRIES),
@@ -195,9 +193,7 @@ class ChatSession:
     async def open(
         cls, config: Any, console: Console, *, embedder: Any = None, screen: ChatScreen | None = None
     ) -> ChatSession:
-        from teleton.agent.factory import build_agent
-        from teleton.storage import Database
-        from teleton.storage.workspace_template import create_workspace
+        from teleton.agent.factory import build_agent  # deferred: the agent, its tools and SDKs load when a chat starts
 
         await asyncio.to_thread(create_workspace, config.storage.workspace)  # as the daemon does at start
         if embedder is None:
@@ -219,7 +215,7 @@ class ChatSession:
         )
         feed_embedder = None
         if embedder is not None and db.vectors:  # what is said here is found by meaning later, as on Telegram
-            from teleton.memory.feed.embedding import FeedEmbedder
+            from teleton.memory.feed.embedding import FeedEmbedder  # deferred: only with an embedder
 
             feed_embedder = FeedEmbedder(db, embedder)
             feed_embedder.start()

@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 
 from teleton.config import Config, load_config
+from teleton.memory.embeddings import create_provider
 
 
 @dataclass
@@ -34,8 +35,6 @@ def cli_embedder(config: Config, console: Console) -> Any:
     if config.embedding.provider == "none":
         return None
     try:
-        from teleton.memory.embeddings import create_provider
-
         return create_provider(config.embedding)
     except Exception as exc:
         console.print(f"[yellow]embeddings unavailable ({exc}); keyword search only[/]")

@@ -17,7 +17,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 from teleton.cli.checks import Check, provider_label
+from teleton.cli.doctor_online import check_embeddings_online, check_model_online, check_telegram_online
 from teleton.config import Config, ConfigError, load_config
+from teleton.config.presets import PresetError, endpoint_for, preset
+from teleton.daemon.database_watch import read_marker
+from teleton.media.speech import speech_client
+from teleton.media.whisper_files import whisper_files
+from teleton.memory.embeddings import hf_download, model_files
+from teleton.memory.embeddings.openai_compatible import EmbeddingEndpointError, endpoint_of
+from teleton.providers.pinned_files import ModelFilesError
+from teleton.storage.database import connect
 from teleton.storage.sqlite_driver import has_fts5, load_sqlite_vec, pick_driver
 
 MIN_FREE_BYTES = 200 * 1024 * 1024  # below this, the archive and the WAL will soon fail to write
@@ -71,9 +80,7 @@ def check_embedding_model(config: Config) -> Check:
         )
     if config.embedding.provider == "openai_compatible":
         return check_embedding_endpoint(config)
-    from teleton.memory.embeddings import hf_download, model_files
-    from teleton.memory.embeddings.packaged import packaged_model
-    from teleton.providers.pinned_files import ModelFilesError
+    from teleton.memory.embeddings.packaged import packaged_model  # deferred: only when checking a local model
 
     emb = config.embedding
     packaged = model_files.packaged_id(emb.model)  # None: a Hugging Face id
@@ -157,8 +164,6 @@ def check_data_dir(config: Config) -> list[Check]:
 
 def check_embedding_endpoint(config: Config) -> Check:
     """Offline: the URL, model and key the config names (``--online`` then calls the server)."""
-    from teleton.memory.embeddings.openai_compatible import EmbeddingEndpointError, endpoint_of
-
     emb = config.embedding
     try:
         base_url, _, _ = endpoint_of(emb)
@@ -177,11 +182,10 @@ def check_transcription(config: Config) -> Check:
         return Check("Transcription", True, detail if config.media.enabled else "media off")
     try:
         if t.provider == "local":
-            from teleton.media.whisper_files import whisper_files
-
             files = whisper_files(t.model, t.model_path)
             files.check_present()
             return Check("Transcription", True, f"local {files.model_id}")
+        # Deferred: only when transcription is over HTTP.
         from teleton.media.transcribe_http import TranscriberConfigError, from_settings
 
         try:
@@ -198,7 +202,6 @@ def check_voice_replies(config: Config) -> Check | None:
     """Offline, when voice replies are on: the voice the config names can speak (package or endpoint and key)."""
     if config.media.voice_replies == "off" or not config.media.enabled:
         return None
-    from teleton.media.speech import speech_client
 
     try:
         speech = speech_client(config.media.speech)
@@ -220,8 +223,6 @@ def check_database_mode(config: Config) -> Check | None:
 
 def check_api_key(config: Config) -> Check:
     """The main model's key, from the config or its preset's variable; a local server needs none."""
-    from teleton.config.presets import PresetError, endpoint_for
-
     name = f"{provider_label(config.agent.provider)} API key"
     try:
         ep = endpoint_for(config.agent)
@@ -236,8 +237,6 @@ def check_api_key(config: Config) -> Check:
 
 def check_fallback_keys(config: Config) -> list[Check]:
     """Each failover provider's key, checked now rather than on the day the main provider is down."""
-    from teleton.config.presets import PresetError, preset
-
     found = []
     for fallback in config.agent.fallbacks:
         name = f"Fallback {fallback.provider} ({fallback.model}) key"
@@ -256,8 +255,6 @@ def check_fallback_keys(config: Config) -> list[Check]:
 
 def check_database(config: Config) -> Check:
     """``PRAGMA quick_check`` on the database (read-only; safe while the daemon runs)."""
-    from teleton.storage.database import connect
-
     path = config.storage.database
     assert path is not None
     if not path.exists():
@@ -278,8 +275,6 @@ def check_database(config: Config) -> Check:
 
 def check_lost_database(config: Config) -> Check | None:
     """The last run stopped because its database file was deleted or replaced (the marker it left)."""
-    from teleton.daemon.database_watch import read_marker
-
     lost = read_marker(config.storage.data_dir)
     if lost is None:
         return None
@@ -322,8 +317,6 @@ def run_checks(config_path: Path | None, *, online: bool = False) -> list[Check]
         check_voice_replies,
     ]
     if online:
-        from teleton.cli.doctor_online import check_embeddings_online, check_model_online, check_telegram_online
-
         extra += [check_model_online, check_embeddings_online, check_telegram_online]
     for fn in extra:
         result = fn(config)

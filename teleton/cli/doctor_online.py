@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import asyncio
 
+from telethon import TelegramClient
+
 from teleton.cli.checks import Check, provider_label
 from teleton.config import Config
+from teleton.config.presets import endpoint_for, problem
+from teleton.llm import LLMClient, LLMError, LLMSettings
+from teleton.llm.connect import provider_for
 
 ONLINE_TIMEOUT_S = 20.0
 
@@ -13,10 +18,6 @@ ONLINE_TIMEOUT_S = 20.0
 def check_model_online(config: Config) -> Check:
     """One tiny request (one token) to the main model on its own provider, never failed over: is the key
     accepted, is the server reachable, does the model exist."""
-    from teleton.config.presets import endpoint_for, problem
-    from teleton.llm import LLMClient, LLMError, LLMSettings
-    from teleton.llm.connect import provider_for
-
     agent = config.agent
     name = f"{provider_label(agent.provider)} API (online)"
     ep = endpoint_for(agent)
@@ -51,6 +52,7 @@ def check_embeddings_online(config: Config) -> Check | None:
     """One embedding from a remote endpoint (``openai_compatible``; building the provider embeds a probe)."""
     if config.embedding.provider != "openai_compatible":
         return None
+    # Deferred: only for an openai_compatible embedder.
     from teleton.memory.embeddings.openai_compatible import EmbeddingEndpointError, from_config
 
     try:
@@ -66,7 +68,6 @@ def check_telegram_online(config: Config) -> Check:
     tg = config.telegram
     if tg.api_id is None or not tg.api_hash:
         return Check("Telegram (online)", None, "not checked: telegram.api_id / api_hash not set")
-    from telethon import TelegramClient
 
     async def who() -> str | None:
         client = TelegramClient(str(tg.session_path), tg.api_id, tg.api_hash)

@@ -11,8 +11,11 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from telethon import TelegramClient
+from telethon.sessions import SQLiteSession, StringSession
 
 from teleton.cli.context import cli_config, cli_embedder
+from teleton.memory.feed.archive import stats
 from teleton.storage import Database
 
 app = typer.Typer(help="The Telegram feed archive.", no_args_is_help=True)
@@ -28,7 +31,7 @@ def backfill_cmd(
     """Import a chat's history into the archive (newest first; archived messages are kept, never answered)."""
     config = cli_config(ctx)
     tg = config.telegram
-    from teleton.telegram.gateway import session_file
+    from teleton.telegram.gateway import session_file  # deferred: Telethon's client, for feed sync only
 
     session = session_file(tg.session_path) if tg.session_path else None
     if session is None or not session.exists() or tg.api_id is None or not tg.api_hash:
@@ -46,11 +49,8 @@ def backfill_cmd(
 
 
 async def _backfill(config: Any, chat: str, limit: int | None) -> Any:
-    from telethon import TelegramClient
-    from telethon.sessions import SQLiteSession, StringSession
-
-    from teleton.telegram.gateway import session_file
-    from teleton.telegram.receive.history import backfill
+    from teleton.telegram.gateway import session_file  # deferred: Telethon's client, for feed sync only
+    from teleton.telegram.receive.history import backfill  # deferred: as above
 
     tg = config.telegram
     # A copy of the login in memory: the daemon may be using the session file right now.
@@ -113,7 +113,7 @@ def search_cmd(
 
 
 async def _search(config: Any, feed_search: Any, query: str, chat: int | None, limit: int) -> list[Any]:
-    from teleton.memory.search.hybrid import SearchParams
+    from teleton.memory.search.hybrid import SearchParams  # deferred: the search stack, for feed search only
 
     provider = cli_embedder(config, console)
     embedding = (provider.model_id, provider.dims) if provider is not None else None
@@ -154,8 +154,6 @@ def _hit_row(hit: Any) -> tuple[str, str, str, str, str]:
 @app.command("stats")
 def stats_cmd(ctx: typer.Context) -> None:
     """How much the archive holds: messages, chats, users, edits, deletions, embeddings, busiest chats."""
-    from teleton.memory.feed.archive import stats
-
     config = cli_config(ctx)
     assert config.storage.database is not None
     if not config.storage.database.exists():

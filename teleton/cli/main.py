@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
 
@@ -11,7 +14,15 @@ from rich.console import Console
 
 from teleton import __version__
 from teleton.cli.context import cli_config, state
+from teleton.cli.errors import explain
 from teleton.config import ConfigError
+from teleton.daemon.health import StartupError
+from teleton.daemon.instance_lock import AlreadyRunning
+from teleton.daemon.status_file import describe, free_space, read_status
+from teleton.gateway.contract import GatewayError
+from teleton.storage import Database
+from teleton.storage.sqlite_driver import pick_driver
+from teleton.storage.workspace_template import create_workspace
 
 app = typer.Typer(
     help="Teleton: an AI agent on Telegram with a memory you can trust.",
@@ -36,8 +47,6 @@ def main(
 @app.command()
 def version() -> None:
     """Print Teleton's version and the SQLite it runs on."""
-    from teleton.storage.sqlite_driver import pick_driver
-
     driver = pick_driver()
     console.print(
         f"teleton {__version__} (Python {sys.version.split()[0]}, SQLite {driver.sqlite_version} via {driver.name})"
@@ -47,8 +56,6 @@ def version() -> None:
 @app.command()
 def init(ctx: typer.Context) -> None:
     """Create the workspace (SOUL.md, MEMORY.md, ...) from the template; existing files are kept."""
-    from teleton.storage.workspace_template import create_workspace
-
     config = cli_config(ctx)
     assert config.storage.workspace is not None
     result = create_workspace(config.storage.workspace)
@@ -67,10 +74,7 @@ def doctor(
 ) -> None:
     """Check Python, SQLite, FTS5, sqlite-vec, the embedding model, config, data dir, database, Telegram
     session and API key; every check is listed, each OK, FAIL (with the fix) or SKIP."""
-    import json
-    from dataclasses import asdict
-
-    from teleton.cli.doctor import run_checks
+    from teleton.cli.doctor import run_checks  # deferred: the checks load for teleton doctor only
 
     checks = run_checks(state(ctx).config_path, online=online)
     if as_json:
@@ -93,10 +97,7 @@ def start(
     ] = None,
 ) -> None:
     """Run the daemon: archive, answer, remember. Stops cleanly on SIGTERM/SIGINT; SIGHUP reloads config."""
-    from teleton.daemon.health import StartupError
-    from teleton.daemon.instance_lock import AlreadyRunning
-    from teleton.daemon.runner import run_daemon
-    from teleton.gateway.contract import GatewayError
+    from teleton.daemon.runner import run_daemon  # deferred: daemon, agent and models load for teleton start only
 
     config = cli_config(ctx)
     try:
@@ -111,8 +112,6 @@ def start(
 @app.command()
 def status(ctx: typer.Context) -> None:
     """Is the daemon running? Uptime, queue depth, archive size and the last error (works from any shell)."""
-    from teleton.daemon.status_file import describe, free_space, read_status
-
     config = cli_config(ctx)
     data_dir = config.storage.data_dir
     running, text = describe(read_status(data_dir / "status.json"), free_bytes=free_space(data_dir))
@@ -127,10 +126,6 @@ def backup(
     target: Annotated[Path, typer.Argument(help="Where to write the copy of the database.")],
 ) -> None:
     """Copy the database consistently while the daemon keeps running (SQLite backup API)."""
-    import asyncio
-
-    from teleton.storage import Database
-
     config = cli_config(ctx)
     assert config.storage.database is not None
     if not config.storage.database.exists():
@@ -173,8 +168,6 @@ _register_subcommands()
 def run() -> None:
     """Console-script entry point: config problems are one line on stderr and exit code 2; what the machine
     does to a command (unwritable folder, full disk, damaged database) one line and exit code 1."""
-    from teleton.cli.errors import explain
-
     try:
         app()
     except ConfigError as exc:

@@ -13,6 +13,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from teleton.cli.context import cli_config
+from teleton.storage import Database
+from teleton.storage.vector_tables import get_meta
 
 app = typer.Typer(help="The knowledge base: MEMORY.md and memory/*.md.", no_args_is_help=True)
 console = Console(soft_wrap=True)
@@ -20,8 +22,8 @@ console = Console(soft_wrap=True)
 
 async def _open(config: Any) -> tuple[Any, Any]:
     """The database and the (cached) embedding provider of ``config``; provider None = keyword-only."""
+    # Deferred: the embedding model, for commands that embed.
     from teleton.memory.embeddings import create_provider, with_cache
-    from teleton.storage import Database
 
     provider = None
     if config.embedding.provider != "none":
@@ -35,6 +37,7 @@ async def _open(config: Any) -> tuple[Any, Any]:
 
 
 async def _index(config: Any) -> Any:
+    # Deferred: the index and its search stack, for this command only.
     from teleton.memory.knowledge.index import KnowledgeIndex
 
     db, provider = await _open(config)
@@ -63,7 +66,7 @@ def index_cmd(ctx: typer.Context) -> None:
 
 
 async def _search(config: Any, query: str, sources: list[str] | None, limit: int) -> list[Any]:
-    from teleton.memory.knowledge.index import KnowledgeIndex
+    from teleton.memory.knowledge.index import KnowledgeIndex  # deferred: as above
 
     db, provider = await _open(config)
     try:
@@ -109,8 +112,6 @@ def search_cmd(
 
 
 def _stats(conn: Any) -> dict[str, Any]:
-    from teleton.storage.vector_tables import get_meta
-
     def one(sql: str) -> Any:
         try:
             return conn.execute(sql).fetchone()[0]
@@ -137,8 +138,6 @@ def stats_cmd(
     ctx: typer.Context, as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False
 ) -> None:
     """What the knowledge index holds: chunks per source, files, embedded and pending, cache size."""
-    from teleton.storage import Database
-
     config = cli_config(ctx)
     if not config.storage.database.exists():
         console.print(f"no database yet at {config.storage.database}")
@@ -168,8 +167,7 @@ def stats_cmd(
 
 
 async def _find_forget(config: Any, needle: Any) -> Any:
-    from teleton.memory.forget.everywhere import OWNER_SCOPE, find
-    from teleton.storage import Database
+    from teleton.memory.forget.everywhere import OWNER_SCOPE, find  # deferred: for memory forget only
 
     db = await Database.open(config.storage.database)
     try:
@@ -179,8 +177,8 @@ async def _find_forget(config: Any, needle: Any) -> Any:
 
 
 async def _erase_forget(config: Any, findings: Any) -> Any:
-    from teleton.memory.forget.everywhere import erase
-    from teleton.memory.knowledge.index import KnowledgeIndex
+    from teleton.memory.forget.everywhere import erase  # deferred: for memory forget only
+    from teleton.memory.knowledge.index import KnowledgeIndex  # deferred: as above
 
     db, provider = await _open(config)
     try:  # the rewritten files are indexed again at once, with the configured model
@@ -197,7 +195,9 @@ def forget_cmd(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Erase without asking first.")] = False,
 ) -> None:
     """Find a text in every layer of memory (archive, facts, knowledge, logs, sessions …) and erase it."""
-    from teleton.memory.forget.everywhere import NeedleError, parse_needle
+    from teleton.memory.forget.everywhere import NeedleError, parse_needle  # deferred: for memory forget only
+
+    # Deferred: the tool families, for memory forget only.
     from teleton.tools.families.forget import describe_findings, describe_report
 
     config = cli_config(ctx)

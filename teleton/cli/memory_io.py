@@ -13,16 +13,18 @@ from rich.console import Console
 from rich.table import Table
 
 from teleton.cli.context import cli_config
+from teleton.cli.memory_cmd import _open
+from teleton.memory.facts.rows import COLUMNS, stored
+from teleton.memory.facts.subjects import resolve
+from teleton.memory.portable import export_memory, import_memory
+from teleton.memory.search.corpora import CURRENT
+from teleton.storage import Database
+from teleton.storage.private_files import write_private
 
 console = Console(soft_wrap=True)
 
 
 async def _facts(config: Any, subject: str | None, history: bool) -> list[Any]:
-    from teleton.memory.facts.rows import COLUMNS, stored
-    from teleton.memory.facts.subjects import resolve
-    from teleton.memory.search.corpora import CURRENT
-    from teleton.storage import Database
-
     db = await Database.open(config.storage.database)
     try:
         where = "1" if history else CURRENT
@@ -62,9 +64,6 @@ def facts_cmd(
 
 
 async def _export(config: Any) -> dict[str, Any]:
-    from teleton.memory.portable import export_memory
-    from teleton.storage import Database
-
     db = await Database.open(config.storage.database)
     try:
         return await export_memory(db, config.storage.workspace)
@@ -77,8 +76,6 @@ def export_cmd(
     path: Annotated[Path | None, typer.Argument(help="Where to write the JSON (default: standard output).")] = None,
 ) -> None:
     """Write facts, knowledge entries and memory files as one JSON document (private: mode 0600)."""
-    from teleton.storage.private_files import write_private
-
     data = asyncio.run(_export(cli_config(ctx)))
     text = json.dumps(data, indent=1, ensure_ascii=False)
     if path is None:
@@ -90,9 +87,8 @@ def export_cmd(
 
 
 async def _import(config: Any, data: dict[str, Any]) -> Any:
-    from teleton.cli.memory_cmd import _open
+    # Deferred: the index and its search stack, for memory import only.
     from teleton.memory.knowledge.index import KnowledgeIndex
-    from teleton.memory.portable import import_memory
 
     db, provider = await _open(config)
     try:

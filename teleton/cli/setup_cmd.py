@@ -14,13 +14,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
+import questionary
 import typer
 import yaml
 from rich.console import Console
 
+from teleton.cli.context import state
 from teleton.cli.setup_provider import ModelChoice, agent_settings, ask_model, provider_problem
 from teleton.config import ConfigError, default_config_path, load_config, write_config
-from teleton.telegram.login import LoginError, LoginPrompts
+from teleton.memory.embeddings import local_model_files
+from teleton.storage.workspace_template import create_workspace
+from teleton.telegram.login import LoginError, LoginPrompts, login_bot, login_user
 
 console = Console(soft_wrap=True)
 
@@ -124,7 +128,6 @@ def policy_warnings(tg: Any) -> list[str]:
 
 def ask(existing_tg: dict[str, Any], existing_agent: dict[str, Any] | None = None) -> SetupAnswers:
     """The interactive questions (questionary)."""
-    import questionary
 
     def need(answer: Any) -> Any:
         if answer is None:  # Ctrl-C in a prompt
@@ -205,7 +208,7 @@ def _ask_model(a: SetupAnswers, questionary: Any, need: Any, existing_agent: dic
 
 
 def interactive_prompts() -> LoginPrompts:
-    import questionary
+    import questionary  # deferred: the prompt library, for an interactive setup only
 
     async def code() -> str:
         answer = await questionary.text("Login code", validate=lambda v: bool(v.strip()) or "the code").ask_async()
@@ -251,8 +254,8 @@ async def log_in(
     config: Any, prompts: LoginPrompts, *, phone_code_hash: str | None = None, client: Any = None
 ) -> tuple[Any, str | None]:
     """Connect and log in; return (our User, the phone code hash if a code was sent and is still needed)."""
+    # Deferred: Telethon's client, for the login only.
     from teleton.telegram.gateway import make_client, secure_session, session_file
-    from teleton.telegram.login import login_bot, login_user
 
     tg = config.telegram
     client = client or make_client(tg)
@@ -296,9 +299,6 @@ def setup(
     base_url: Annotated[str | None, typer.Option(help="The provider's URL, if not its preset's.")] = None,
 ) -> None:
     """Write the config (mode 0600), create the workspace and log in to Telegram."""
-    from teleton.cli.context import state
-    from teleton.storage.workspace_template import create_workspace
-
     path = (state(ctx).config_path or default_config_path()).expanduser()
     existing = _read_existing(path)
     if non_interactive:
@@ -363,7 +363,6 @@ def prepare_embeddings(config: Any) -> None:
     then searches by keyword and ``teleton doctor`` says more."""
     if config.embedding.provider != "local":
         return
-    from teleton.memory.embeddings import local_model_files
 
     started = time.perf_counter()
     try:

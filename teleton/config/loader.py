@@ -18,6 +18,7 @@ from typing import Any, get_origin
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from teleton.config.presets import endpoint_for, problem
 from teleton.config.schema import Config
 
 ENV_PREFIX = "TELETON_"
@@ -262,8 +263,6 @@ def require_telegram(config: Config) -> None:
 
 def require_llm(config: Config, env: Mapping[str, str] | None = None) -> None:
     """The model provider can serve the agent: a key where one is needed, a URL, tool calling."""
-    from teleton.config.presets import endpoint_for, problem
-
     agent = config.agent
     trouble = problem(endpoint_for(agent, env), agent.model)
     if trouble:

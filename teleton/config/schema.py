@@ -8,6 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from teleton.config.presets import PRESETS
+
 Policy = Literal["open", "allowlist", "admin-only", "disabled"]
 
 
@@ -80,8 +82,6 @@ class AgentConfig(Section):
     def _preset_window(cls, data: object) -> object:
         """An unset (or null) context_window is the provider preset's: compaction thresholds derive from it."""
         if isinstance(data, dict) and data.get("context_window") is None:
-            from teleton.config.presets import PRESETS
-
             known = PRESETS.get(str(data.get("provider", "anthropic")))
             if known is not None:  # an unknown name is reported by the field's own check
                 data = {**data, "context_window": known.context_window}

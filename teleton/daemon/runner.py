@@ -22,28 +22,37 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
 
+from teleton.agent.consolidation import CHECK_EVERY_S, Consolidation
+from teleton.agent.factory import build_agent
+from teleton.agent.heartbeat import Heartbeat
+from teleton.agent.runtime import Agent
 from teleton.config import Config, load_config, require_llm, require_telegram
 from teleton.daemon.database_watch import DatabaseWatch, clear_marker, read_marker, write_marker
 from teleton.daemon.health import gather_status, open_checked
 from teleton.daemon.instance_lock import InstanceLock
 from teleton.daemon.loop_lag import LoopLagMonitor
+from teleton.daemon.loopback_gateway import LoopbackGateway
 from teleton.daemon.memory_tuning import limit_malloc_arenas
 from teleton.daemon.status_file import DaemonStatus, write_status
 from teleton.daemon.systemd_notify import Notifier
 from teleton.media.retention import sweep_downloads
+from teleton.memory.embeddings import create_provider, with_cache
+from teleton.memory.knowledge.index import KnowledgeIndex
+from teleton.memory.knowledge.watch import KnowledgeWatcher
 from teleton.privacy import Principals
 from teleton.process.logging import configure_logging
 from teleton.process.supervisor import Supervisor
+from teleton.scheduler.scheduler import Scheduler
 from teleton.storage import Database
 from teleton.storage.workspace_template import create_workspace
-
-if TYPE_CHECKING:  # imported where the daemon starts: the agent and its models load only then
-    from teleton.agent.runtime import Agent
-    from teleton.scheduler.scheduler import Scheduler
+from teleton.telegram.gateway import GatewaySettings, TelegramGateway
+from teleton.telegram.receive.policy import PolicyConfig
+from teleton.telegram.receive.policy_control import DispatcherPolicy
+from teleton.tools.suite import build_registry
 
 log = structlog.get_logger(__name__)
 
@@ -109,12 +118,6 @@ class Daemon:
     # ---- start-up -------------------------------------------------------------------------------------
 
     async def _start(self, started: float) -> None:
-        from teleton.agent.factory import build_agent
-        from teleton.memory.embeddings import create_provider, with_cache
-        from teleton.scheduler.scheduler import Scheduler
-        from teleton.telegram.receive.policy_control import DispatcherPolicy
-        from teleton.tools.suite import build_registry
-
         config = self.config
         self._install_signals()
         assert config.storage.workspace is not None and config.storage.database is not None
@@ -200,9 +203,6 @@ class Daemon:
         print(f"teleton ready in {time.monotonic() - started:.1f}s: {summary}", flush=True)
 
     async def _start_knowledge(self, db: Database, embedder: Any) -> Any:
-        from teleton.memory.knowledge.index import KnowledgeIndex
-        from teleton.memory.knowledge.watch import KnowledgeWatcher
-
         assert self.config.storage.workspace is not None
         index = KnowledgeIndex.from_config(db, self.config, embedder, self.principals)
         counts = await index.reindex()
@@ -212,14 +212,9 @@ class Daemon:
         return index
 
     def _make_gateway(self, db: Database) -> Any:
-        from teleton.telegram.gateway import GatewaySettings
-
         settings = GatewaySettings.from_telegram(self.config.telegram, self.principals)
         if self.transport and self.transport.startswith("loopback:"):
-            from teleton.daemon.loopback_gateway import LoopbackGateway
-
             return LoopbackGateway(Path(self.transport.split(":", 1)[1]), db, settings)
-        from teleton.telegram.gateway import TelegramGateway
 
         return TelegramGateway.from_config(self.config, db, self.principals)
 
@@ -230,9 +225,6 @@ class Daemon:
         return self.dispatcher.limiter.allow(chat_id)
 
     def _add_periodic_jobs(self, scheduler: Scheduler, agent: Agent, db: Database) -> None:
-        from teleton.agent.consolidation import CHECK_EVERY_S, Consolidation
-        from teleton.agent.heartbeat import Heartbeat
-
         memory = self.config.memory
         consolidation = Consolidation(
             agent.scheduled.sweep_sessions,
@@ -284,7 +276,6 @@ class Daemon:
             return
         self.config = fresh
         configure_logging(fresh.logging.level, fresh.logging.format, fresh.logging.file)
-        from teleton.telegram.receive.policy import PolicyConfig
 
         # Owner and admins change in the one shared record: the policy gate, the agent, the privacy rules,
         # the outbox and the heartbeat all read it at their next message.

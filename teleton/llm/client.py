@@ -97,9 +97,9 @@ def _backoff(base_s: float, max_s: float) -> Wait:
 
 def anthropic_provider(settings: LLMSettings, api_key: str | None, base_url: str | None) -> Provider:
     """The Messages API with the request timeout; a black-holed address fails on the connect timeout."""
-    import anthropic
+    import anthropic  # deferred: the SDK takes ~1 s to import; an OpenAI-compatible setup never loads it
 
-    from teleton.llm.anthropic_provider import AnthropicProvider
+    from teleton.llm.anthropic_provider import AnthropicProvider  # deferred: imports the anthropic SDK (above)
 
     connect = min(settings.connect_timeout_s, settings.request_timeout_s)
     timeout = anthropic.Timeout(settings.request_timeout_s, connect=connect)

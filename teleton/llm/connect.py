@@ -59,6 +59,7 @@ def provider_for(ep: Endpoint) -> Provider | None:
     """The provider module that speaks to ``ep``; None lets ``LLMClient`` build its default (Anthropic)."""
     if ep.preset.family == "anthropic":
         return None
+    # Deferred: imports the openai SDK, which an Anthropic setup never needs
     from teleton.llm.openai_provider import OpenAIProvider
 
     return OpenAIProvider(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import os
+import wave
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,8 +90,6 @@ def check_duration(duration_s: float, max_duration_s: float) -> None:
 
 def wav_bytes(samples: np.ndarray, sample_rate: int = SAMPLE_RATE) -> bytes:
     """16-bit PCM WAV of float samples (what an HTTP endpoint is sent when the original cannot be)."""
-    import wave
-
     pcm = (np.clip(samples, -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
     buffer = io.BytesIO()
     with wave.open(buffer, "wb") as out:

@@ -16,6 +16,7 @@ import os
 import re
 import zipfile
 
+from teleton.media.documents_text import csv_text, plain_text
 from teleton.media.errors import MediaError
 from teleton.media.extracted import ExtractedDocument, Kind
 
@@ -62,14 +63,13 @@ def extract_text(data: bytes, *, filename: str, mime_type: str | None, max_chars
         raise ValueError("max_chars must be positive")
     kind = detect_kind(data, filename=filename, mime_type=mime_type)
     if kind == "pdf":
-        from teleton.media.documents_pdf import pdf_text
+        from teleton.media.documents_pdf import pdf_text  # deferred: pypdf loads when the first PDF arrives
 
         return pdf_text(data, max_chars=max_chars)
     if kind == "docx":
-        from teleton.media.documents_docx import docx_text
+        from teleton.media.documents_docx import docx_text  # deferred: python-docx loads when the first .docx arrives
 
         return docx_text(data, max_chars=max_chars)
-    from teleton.media.documents_text import csv_text, plain_text
 
     if kind == "csv":
         return csv_text(data, max_chars=max_chars, tab_separated=_extension(filename) == "tsv")

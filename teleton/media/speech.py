@@ -16,6 +16,7 @@ import httpx
 from teleton.config.presets import PresetError, service_endpoint
 from teleton.media.errors import MediaError
 from teleton.media.speakable import MAX_INPUT_CHARS, speakable
+from teleton.providers.pinned_files import ModelFilesError
 
 
 class SpeechClient:
@@ -48,7 +49,6 @@ def speech_client(speech: Any, env: Mapping[str, str] | None = None) -> Any:
     """The client ``media.speech`` describes; ``ValueError`` in one line naming the key to fix."""
     if speech.provider == "local":
         from teleton.media.speech_local import LocalSpeech  # it imports this module
-        from teleton.providers.pinned_files import ModelFilesError
 
         try:
             return LocalSpeech()

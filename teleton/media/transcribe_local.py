@@ -161,7 +161,7 @@ def _detect_language(model: Any, chunk: np.ndarray) -> tuple[str, float]:
     """The most likely language of ``chunk`` (at most 30 s), from the encoder pass transcription reuses."""
     if not model.model.is_multilingual:
         return "en", 1.0
-    from faster_whisper.audio import pad_or_trim
+    from faster_whisper.audio import pad_or_trim  # deferred: faster-whisper is the optional [voice] extra
 
     # Exactly the frames faster-whisper's own first segment encodes (it drops the last feature frame), so
     # the encoder output cached below serves both detection and transcription.
@@ -184,7 +184,7 @@ def _model_class() -> Any:
     """
     global _MODEL_CLASS
     if _MODEL_CLASS is None:
-        from faster_whisper import WhisperModel
+        from faster_whisper import WhisperModel  # deferred: faster-whisper is the optional [voice] extra
 
         class OneEncodeWhisper(WhisperModel):  # type: ignore[misc]
             _last: tuple[tuple[tuple[int, ...], bytes], Any] | None = None

@@ -35,6 +35,7 @@ from teleton.telegram.receive import convert
 from teleton.telegram.receive.archiver import ArchiveBatcher
 from teleton.telegram.receive.dispatch import DebounceConfig, Dispatcher
 from teleton.telegram.receive.handlers import FeedHandlers
+from teleton.telegram.receive.history import catch_up_archive
 from teleton.telegram.receive.pipeline import FeedPipeline
 from teleton.telegram.receive.policy import PolicyConfig
 from teleton.telegram.receive.ratelimit import RateLimiter
@@ -275,8 +276,6 @@ class TelegramGateway(TelegramActions):
 
     async def catch_up_archive(self) -> int:
         """Fill archive gaps left by downtime (best effort: a failure is logged, never raised)."""
-        from teleton.telegram.receive.history import catch_up_archive
-
         try:
             return await catch_up_archive(
                 self.client, self.db, self.handlers, flood_wait_max_s=self.settings.flood_wait_max_s

@@ -30,18 +30,19 @@ def create_provider(
     if kind == "none":
         return None
     if kind == "local":
+        # Deferred: each provider loads its runtime (onnxruntime, an HTTP client) only when chosen
         from teleton.memory.embeddings.local import LocalEmbedder
-        from teleton.memory.embeddings.local_strings import StringsEmbedder
+        from teleton.memory.embeddings.local_strings import StringsEmbedder  # deferred: as above
 
         files = local_model_files(config, cache_dir=cache_dir, hf_base_url=hf_base_url)
         embedder = LocalEmbedder if files.tokenizer is not None else StringsEmbedder
         return embedder(files, batch_size=batch_size)
     if kind == "anthropic":
-        from teleton.memory.embeddings.voyage import VoyageEmbedder
+        from teleton.memory.embeddings.voyage import VoyageEmbedder  # deferred: as above
 
         return VoyageEmbedder(model or config.voyage_model, api_key=config.voyage_api_key, batch_size=batch_size)
     if kind == "openai_compatible":
-        from teleton.memory.embeddings.openai_compatible import from_config
+        from teleton.memory.embeddings.openai_compatible import from_config  # deferred: as above
 
         return from_config(config, batch_size)
     raise ValueError(f"unknown embedding.provider {kind!r} (expected local, anthropic, openai_compatible or none)")
@@ -52,8 +53,9 @@ def local_model_files(
 ) -> model_files.ModelFiles:
     """Which files the local provider loads: ``model_path``, else a packaged or Hugging Face ``model``, else
     the default packaged model."""
+    # Deferred: the download path and the packaged models' files, for the local provider only
     from teleton.memory.embeddings import hf_download
-    from teleton.memory.embeddings.packaged import packaged_model
+    from teleton.memory.embeddings.packaged import packaged_model  # deferred: as above
 
     model_path, model = config.model_path, config.model
     if model_path:
@@ -69,6 +71,7 @@ def with_cache(
     """Wrap ``provider`` in the embedding cache (None stays None)."""
     if provider is None:
         return None
+    # Deferred: a submodule importing this package; loaded once the provider exists
     from teleton.memory.embeddings.cached import CachedProvider
 
     config = config or EmbeddingConfig()

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from teleton.memory.embeddings.local import LocalEmbedder, import_onnxruntime
 from teleton.memory.embeddings.model_files import E5_MODEL_ID, PACKAGES, ModelFiles
 from teleton.providers.pinned_files import ModelFilesError, check_pinned, package_dir, sha256_file
 
@@ -98,13 +99,13 @@ def _built_sums(target: Path) -> dict[str, str] | None:
 def build(source: Path, target: Path) -> dict[str, str]:
     """Write model.onnx, tokenizer.model, normalise.json and center.npy into ``target``, atomically (a half-built
     directory is never mistaken for a model: the manifest is written last, in a new directory renamed in)."""
+    # Deferred: onnx and the quantiser load only when the model files are built (first start, once).
     import onnx
 
-    from teleton.memory.embeddings.e5_weights import encoder_graph, read_e5
-    from teleton.memory.embeddings.local import import_onnxruntime
+    from teleton.memory.embeddings.e5_weights import encoder_graph, read_e5  # loads onnx too
 
     import_onnxruntime()  # first: its quantiser would import it with telemetry on
-    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from onnxruntime.quantization import QuantType, quantize_dynamic  # after import_onnxruntime()
 
     try:
         weights = read_e5(source)
@@ -141,6 +142,7 @@ def build(source: Path, target: Path) -> dict[str, str]:
 
 
 def _sentencepiece_model(weights: Any) -> bytes:
+    # Deferred: only the build reads SentencePiece's model format.
     from sentencepiece import sentencepiece_model_pb2 as pb
 
     model = pb.ModelProto()
@@ -174,8 +176,6 @@ def _common_direction(work: Path, weights: Any) -> np.ndarray:
     models', and found more on LoCoMo too (vector R@5 0.41 -> 0.47 on conv-26). Made-up text — 512 runs of
     12 of the 20,000 most likely pieces, fixed seed — needs no data set and gives the same vector every build.
     """
-    from teleton.memory.embeddings.local import LocalEmbedder
-
     rng = np.random.default_rng(0)
     special = {*weights.special.values(), weights.pieces.index("<mask>")}  # score 0: "most likely"
     ranked = [i for i in np.argsort(-weights.scores) if i not in special and weights.pieces[i].strip("▁")]

@@ -17,7 +17,7 @@ class E5Tokenizer:
     """Token ids for e5: the file's normaliser, then SentencePiece; ``<s> … </s>``, at most 512 tokens."""
 
     def __init__(self, model: Path) -> None:
-        import sentencepiece
+        import sentencepiece  # deferred: only the e5 model tokenises with SentencePiece
 
         try:
             self._sp = sentencepiece.SentencePieceProcessor(model_file=str(model))

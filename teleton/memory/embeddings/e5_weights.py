@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from onnx import TensorProto, checker, helper, numpy_helper
 
 Q4_BLOCK = np.dtype([("d", "<f2"), ("qs", "u1", (16,))])
 OPSET = 17
@@ -118,16 +119,12 @@ class _Graph:
         self._names: set[str] = set()
 
     def const(self, name: str, value: Any) -> str:
-        from onnx import numpy_helper
-
         if name not in self._names:
             self._names.add(name)
             self.inits.append(numpy_helper.from_array(np.asarray(value), name))
         return name
 
     def op(self, op_type: str, *inputs: str, name: str | None = None, **attrs: Any) -> str:
-        from onnx import helper
-
         out = name or f"{op_type}_{len(self.nodes)}"
         self.nodes.append(helper.make_node(op_type, list(inputs), [out], name=f"n{len(self.nodes)}", **attrs))
         return out
@@ -136,8 +133,6 @@ class _Graph:
 def encoder_graph(m: E5File) -> Any:
     """The float32 encoder as an ``onnx.ModelProto``: post-LN BERT layers, exact-erf GELU, position ids from 0
     at ``<s>`` (the file's position table already drops XLM-R's offset of 2)."""
-    from onnx import TensorProto, checker, helper
-
     h, heads = m.hidden, m.heads
     g = _Graph()
     f32 = np.float32

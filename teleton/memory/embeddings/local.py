@@ -109,7 +109,7 @@ def _tokenizer(files: ModelFiles) -> Callable[[list[str]], list[list[int]]]:
     """Texts -> token ids: a Hugging Face ``tokenizer.json``, or e5's SentencePiece model."""
     if files.tokenizer is not None and files.tokenizer.suffix == ".model":
         return by_heads(E5Tokenizer(files.tokenizer).ids, E5_MAX_TOKENS)
-    from tokenizers import Tokenizer
+    from tokenizers import Tokenizer  # deferred: only models with a tokenizer.json use Hugging Face tokenizers
 
     try:
         tokenizer = Tokenizer.from_file(str(files.tokenizer))
@@ -157,7 +157,7 @@ def import_onnxruntime():  # -> the onnxruntime module
     variables are read once, when it first loads, so every import of it (its quantiser too) goes through here."""
     for variable in ("ORT_DISABLE_TELEMETRY", "ORT_TELEMETRY_DISABLED"):
         os.environ.setdefault(variable, "1")
-    import onnxruntime
+    import onnxruntime  # after the telemetry variables are set (above); loaded with the first model
 
     return onnxruntime
 
@@ -178,7 +178,7 @@ def open_session(files: ModelFiles, threads: int | None, *, custom_ops: bool = F
     options.enable_cpu_mem_arena = False
     options.enable_mem_pattern = False
     if custom_ops:  # string graphs tokenise with onnxruntime-extensions' SentencePiece op
-        from onnxruntime_extensions import get_library_path
+        from onnxruntime_extensions import get_library_path  # deferred: only string graphs need onnxruntime-extensions
 
         options.register_custom_ops_library(get_library_path())
     try:

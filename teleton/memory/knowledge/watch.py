@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Protocol
 
 import structlog
+from watchfiles import awatch
 
 from teleton.memory.knowledge.files import PUBLIC_DIR
 from teleton.process.supervisor import Supervisor
@@ -69,8 +70,6 @@ class KnowledgeWatcher:
             await self._watch(workspace, force_polling=True)
 
     async def _watch(self, workspace: Path, *, force_polling: bool) -> None:
-        from watchfiles import awatch
-
         # Recursive: public/ may hold folders; events elsewhere in the workspace are filtered out below.
         async for changes in awatch(
             workspace,

@@ -7,6 +7,7 @@ no matter whether Telethon's own update catch-up or this gap fill sees it first.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -86,8 +87,6 @@ async def backfill(
 
 
 def _archive_page(conn: Any, chat: ChatInfo, page: list[Any]) -> int:
-    import time
-
     now = time.time()
     fa.upsert_chat(conn, chat, now)
     new = 0

@@ -22,6 +22,7 @@ import structlog
 
 from teleton.gateway.contract import ChatInfo, IncomingMessage, UserInfo
 from teleton.memory.feed import archive as fa
+from teleton.memory.feed.embedding import FeedEmbedder
 from teleton.memory.forget.feed import forget_deleted
 from teleton.storage import Database
 from teleton.storage.sqlite_driver import Connection
@@ -224,8 +225,6 @@ class FeedPipeline:
     def start_embedder(self, provider: Any, *, batch: int = 64, supervisor: Any = None) -> Any:
         """Embed archived messages in the background (the memory engine's FeedEmbedder), off the receive
         path; each commit of new or edited messages wakes it. No provider or no sqlite-vec: keyword-only."""
-        from teleton.memory.feed.embedding import FeedEmbedder
-
         if provider is None or not self.db.vectors:
             return None
         embedder = FeedEmbedder(self.db, provider, batch=batch)
