@@ -67,8 +67,9 @@ FACT_SCHEMA: dict[str, Any] = {
     },
     "required": ["content", "category", "importance"],
 }
+TOOL_NAME = "record_facts"
 TOOL = {
-    "name": "record_facts",
+    "name": TOOL_NAME,
     "description": "Record the durable facts worth remembering from this conversation (may be an empty list).",
     "input_schema": {
         "type": "object",
@@ -233,7 +234,7 @@ class Distiller:
                 system=SYSTEM,
                 messages=[{"role": "user", "content": content + _render_known(known)}],
                 tools=[TOOL],
-                tool_choice={"type": "tool", "name": TOOL["name"]},
+                tool_choice={"type": "tool", "name": TOOL_NAME},
                 model=self.llm.settings.utility_model,
                 max_tokens=max_tokens,
                 temperature=0.0,
@@ -321,7 +322,7 @@ class Distiller:
 
 def _facts_of(tool_uses: list[dict[str, Any]]) -> list[Any] | None:
     for block in tool_uses:
-        if block.get("name") == TOOL["name"]:
+        if block.get("name") == TOOL_NAME:
             facts = (block.get("input") or {}).get("facts")
             return facts if isinstance(facts, list) else None
     return None

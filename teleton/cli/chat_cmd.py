@@ -200,7 +200,7 @@ class ChatSession:
             embedder = cli_embedder(config, console)
         dims = getattr(embedder, "dims", None)
         embedding = (embedder.model_id, dims) if embedder is not None and dims else None
-        db = await Database.open(config.storage.database, embedding=embedding)
+        db = await Database.open(config.storage.database_file, embedding=embedding)
         # The terminal is the owner's own chat (DESIGN §8): its clearance reads everything, as the owner's DM.
         user_id = config.telegram.owner_id or TERMINAL_CHAT_ID
         gateway = TerminalGateway(console, db=db, user=UserInfo(id=user_id, first_name="You"))

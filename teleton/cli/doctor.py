@@ -87,7 +87,7 @@ def check_embedding_model(config: Config) -> Check:
     try:
         if emb.model_path is not None:
             files = model_files.directory_model(emb.model_path)
-        elif packaged is None:
+        elif packaged is None and emb.model is not None:  # unset is the default, packaged
             cached = hf_download.model_dir(hf_download.default_cache_dir(), emb.model)
             files = model_files.directory_model(cached, emb.model)
         else:  # e5 (the default) is built here if this is its first use

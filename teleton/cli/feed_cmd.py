@@ -56,11 +56,11 @@ async def _backfill(config: Any, chat: str, limit: int | None) -> Any:
     # A copy of the login in memory: the daemon may be using the session file right now.
     disk = SQLiteSession(str(session_file(tg.session_path)))
     try:
-        copy = StringSession.save(disk)  # type: ignore[arg-type]
+        copy = StringSession.save(disk)
     finally:
         disk.close()
     client = TelegramClient(StringSession(copy), int(tg.api_id), str(tg.api_hash), flood_sleep_threshold=0)
-    db = await Database.open(config.storage.database)
+    db = await Database.open(config.storage.database_file)
     try:
         await client.connect()
         if not await client.is_user_authorized():
@@ -117,7 +117,7 @@ async def _search(config: Any, feed_search: Any, query: str, chat: int | None, l
 
     provider = cli_embedder(config, console)
     embedding = (provider.model_id, provider.dims) if provider is not None else None
-    db = await Database.open(config.storage.database, embedding=embedding)
+    db = await Database.open(config.storage.database_file, embedding=embedding)
     try:
         scope = None if chat is None else [chat]
         hits = await feed_search.search_feed(
@@ -126,14 +126,6 @@ async def _search(config: Any, feed_search: Any, query: str, chat: int | None, l
         return list(hits)
     finally:
         await db.close()
-
-    try:
-        from teleton.memory.embeddings import create_provider  # type: ignore[attr-defined]
-
-        return create_provider(config.embedding)
-    except Exception as exc:
-        console.print(f"[yellow]embeddings unavailable ({exc}); keyword search only[/]")
-        return None
 
 
 def _hit_row(hit: Any) -> tuple[str, str, str, str, str]:
@@ -155,13 +147,12 @@ def _hit_row(hit: Any) -> tuple[str, str, str, str, str]:
 def stats_cmd(ctx: typer.Context) -> None:
     """How much the archive holds: messages, chats, users, edits, deletions, embeddings, busiest chats."""
     config = cli_config(ctx)
-    assert config.storage.database is not None
-    if not config.storage.database.exists():
-        console.print(f"no archive yet at {config.storage.database}")
+    if not config.storage.database_file.exists():
+        console.print(f"no archive yet at {config.storage.database_file}")
         raise typer.Exit(0)
 
     async def _stats() -> Any:
-        db = await Database.open(config.storage.database)
+        db = await Database.open(config.storage.database_file)
         try:
             return await db.read(stats)
         finally:

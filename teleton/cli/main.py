@@ -127,9 +127,8 @@ def backup(
 ) -> None:
     """Copy the database consistently while the daemon keeps running (SQLite backup API)."""
     config = cli_config(ctx)
-    assert config.storage.database is not None
-    if not config.storage.database.exists():
-        console.print(f"no database at {config.storage.database}")
+    if not config.storage.database_file.exists():
+        console.print(f"no database at {config.storage.database_file}")
         raise typer.Exit(1)
     if target.exists():
         console.print(f"{target} exists; choose a new file name")
@@ -139,7 +138,7 @@ def backup(
         raise typer.Exit(1)
 
     async def _copy() -> None:
-        db = await Database.open(config.storage.database)
+        db = await Database.open(config.storage.database_file)
         try:
             await db.backup(target)
         finally:

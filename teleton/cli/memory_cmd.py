@@ -32,7 +32,7 @@ async def _open(config: Any) -> tuple[Any, Any]:
         except Exception as exc:  # a missing model or key must not make the index unusable
             console.print(f"[yellow]embeddings unavailable ({exc}); keyword search only[/]")
     embedding = (provider.model_id, provider.dims) if provider is not None else None
-    db = await Database.open(config.storage.database, embedding=embedding)
+    db = await Database.open(config.storage.database_file, embedding=embedding)
     return db, with_cache(provider, db, config.embedding) if db.vectors else None
 
 
@@ -139,12 +139,12 @@ def stats_cmd(
 ) -> None:
     """What the knowledge index holds: chunks per source, files, embedded and pending, cache size."""
     config = cli_config(ctx)
-    if not config.storage.database.exists():
-        console.print(f"no database yet at {config.storage.database}")
+    if not config.storage.database_file.exists():
+        console.print(f"no database yet at {config.storage.database_file}")
         raise typer.Exit(0)
 
     async def _run() -> dict[str, Any]:
-        db = await Database.open(config.storage.database)
+        db = await Database.open(config.storage.database_file)
         try:
             return await db.read(_stats)
         finally:
@@ -169,7 +169,7 @@ def stats_cmd(
 async def _find_forget(config: Any, needle: Any) -> Any:
     from teleton.memory.forget.everywhere import OWNER_SCOPE, find  # deferred: for memory forget only
 
-    db = await Database.open(config.storage.database)
+    db = await Database.open(config.storage.database_file)
     try:
         return await find(db, config.storage.workspace, needle, OWNER_SCOPE)
     finally:
@@ -205,8 +205,8 @@ def forget_cmd(
         needle = parse_needle(text)
     except NeedleError as exc:
         raise typer.BadParameter(str(exc), param_hint="TEXT") from None
-    if not config.storage.database.exists():
-        console.print(f"no database yet at {config.storage.database}: nothing to forget")
+    if not config.storage.database_file.exists():
+        console.print(f"no database yet at {config.storage.database_file}: nothing to forget")
         return
     findings = asyncio.run(_find_forget(config, needle))
     if findings.empty:

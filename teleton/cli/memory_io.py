@@ -25,7 +25,7 @@ console = Console(soft_wrap=True)
 
 
 async def _facts(config: Any, subject: str | None, history: bool) -> list[Any]:
-    db = await Database.open(config.storage.database)
+    db = await Database.open(config.storage.database_file)
     try:
         where = "1" if history else CURRENT
         args: tuple[Any, ...] = ()
@@ -64,7 +64,7 @@ def facts_cmd(
 
 
 async def _export(config: Any) -> dict[str, Any]:
-    db = await Database.open(config.storage.database)
+    db = await Database.open(config.storage.database_file)
     try:
         return await export_memory(db, config.storage.workspace)
     finally:

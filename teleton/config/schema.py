@@ -179,6 +179,13 @@ class StorageConfig(Section):
     workspace: Path | None = None
     history_limit: int = Field(default=100, ge=1)
 
+    @property
+    def database_file(self) -> Path:
+        """``database`` as loading resolved it (``data_dir``/teleton.db when unset)."""
+        if self.database is None:
+            raise ValueError("storage.database is resolved when the config is loaded")
+        return self.database
+
 
 class MemoryConfig(Section):
     chunk_target: int = Field(default=500, ge=50)

@@ -197,10 +197,11 @@ def _plain(parts: list[Chat]) -> str | list[Chat]:
 # -- response --------------------------------------------------------------------------------------------
 
 
-def to_response(completion: Chat, request: Request) -> LLMResponse:
-    """The answer in Teleton's format; a body that is no completion (no ``choices[0].message`` object) is
-    ``TransientError``, never an empty answer."""
-    choices = completion.get("choices") if isinstance(completion, dict) else None
+def to_response(completion: object, request: Request) -> LLMResponse:
+    """The answer in Teleton's format from what arrived (any JSON); a body that is no completion (no
+    ``choices[0].message`` object) is ``TransientError``, never an empty answer."""
+    body: dict[str, Any] = completion if isinstance(completion, dict) else {}
+    choices = body.get("choices")
     choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
     message = choice.get("message")
     problem = _shape_problem(message)
@@ -224,8 +225,8 @@ def to_response(completion: Chat, request: Request) -> LLMResponse:
     return LLMResponse(
         content=blocks,
         stop_reason=stop,
-        usage=to_usage(completion.get("usage"), request, blocks),
-        model=completion.get("model") or request.model,
+        usage=to_usage(body.get("usage"), request, blocks),
+        model=body.get("model") or request.model,
         invalid_inputs=invalid,
     )
 

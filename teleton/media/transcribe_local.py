@@ -186,7 +186,7 @@ def _model_class() -> Any:
     if _MODEL_CLASS is None:
         from faster_whisper import WhisperModel  # deferred: faster-whisper is the optional [voice] extra
 
-        class OneEncodeWhisper(WhisperModel):  # type: ignore[misc]
+        class OneEncodeWhisper(WhisperModel):
             _last: tuple[tuple[tuple[int, ...], bytes], Any] | None = None
 
             def encode(self, features: np.ndarray) -> Any:

@@ -23,6 +23,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from teleton.providers.pinned_files import ModelFilesError, check_pinned, package_dir
@@ -99,7 +100,7 @@ class WhisperFiles:
                     for path in paths:
                         digest = hashlib.sha256()
                         with path.open("rb") as src:
-                            for block in iter(lambda src=src: src.read(1 << 20), b""):
+                            for block in iter(partial(src.read, 1 << 20), b""):
                                 digest.update(block)
                                 out.write(block)
                         expected = self.pinned.get(path.name)
@@ -139,7 +140,7 @@ def directory_whisper(directory: Path, model_id: str | None = None) -> WhisperFi
     if not directory.is_dir():
         raise ModelFilesError(f"speech model directory not found: {directory}")
     vocabulary = next((n for n in VOCABULARIES if (directory / n).is_file()), VOCABULARIES[0])
-    sources = {n: (directory / n,) for n in (*REQUIRED, vocabulary)}
+    sources: dict[str, tuple[Path, ...]] = {n: (directory / n,) for n in (*REQUIRED, vocabulary)}
     return WhisperFiles(model_id or directory.name, sources)
 
 

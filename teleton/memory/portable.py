@@ -132,7 +132,7 @@ def _import_facts(conn: Connection, facts: list[dict[str, Any]], counts: ImportC
 def _already_here(conn: Connection, fact: dict[str, Any], digest: str) -> bool:
     """The same fact, current, or the same history row (same text and the same end)."""
     ended = "valid_until = ?" if fact.get("valid_until") is not None else CURRENT
-    args = (fact["scope"], fact.get("subject") or "", digest)
+    args: tuple[Any, ...] = (fact["scope"], fact.get("subject") or "", digest)
     if fact.get("valid_until") is not None:
         args += (fact["valid_until"],)
     row = conn.execute(f"select 1 from facts where scope = ? and subject = ? and hash = ? and {ended}", args)

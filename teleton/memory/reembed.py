@@ -8,6 +8,7 @@ knowledge base, the feed and the facts (tool RAG re-embeds its own rows when it 
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -43,7 +44,7 @@ async def embed_pending_facts(db: Database, provider: EmbeddingProvider, batch: 
         # Facts are embedded as FactStore.save embeds them: as questions are (see ``query_embedding``).
         vectors = await query_embedding(provider)([embedding_text(r["category"], r["key"], r["value"]) for r in rows])
         model = (provider.model_id, provider.dims)
-        total += await db.write(lambda conn, r=rows, v=vectors, m=model: _store_facts(conn, r, v, m))
+        total += await db.write(partial(_store_facts, rows=rows, vectors=vectors, model=model))
 
 
 def _store_facts(conn: Connection, rows: list[Any], vectors: np.ndarray, model: tuple[str, int]) -> int:

@@ -157,9 +157,11 @@ def decide(mode: Mode, taint: Taint, own: str, way: Way) -> Decision:
     return _by_mode(mode, why, unreadable, steering)
 
 
+_VERDICTS: dict[Mode, Verdict] = {"approve": "hold", "deny": "deny", "allow": "allow"}
+
+
 def _by_mode(mode: Mode, why: str, unreadable: frozenset[str], steering: frozenset[str]) -> Decision:
-    verdict: Verdict = {"approve": "hold", "deny": "deny", "allow": "allow"}[mode]
-    return Decision(verdict, why, unreadable, steering)
+    return Decision(_VERDICTS[mode], why, unreadable, steering)
 
 
 def _readers(to: Clearance | str) -> str:

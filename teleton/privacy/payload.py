@@ -167,6 +167,14 @@ _START = re.compile(
     re.IGNORECASE,
 )
 _REST = re.compile(r"[^\s<>\"]*")
+
+
+def _end_of(pattern: re.Pattern[str], text: str, pos: int) -> int:
+    """Where ``pattern`` (one that may match nothing) stops matching from ``pos``."""
+    found = pattern.match(text, pos)
+    return found.end() if found else pos
+
+
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):(//)?")
 _OPAQUE = frozenset({"mailto", "tg", "tel", "sms", "javascript", "data", "about"})
 _IP = re.compile(r"\[[0-9a-f:.]*\]|(?:0x[0-9a-f]*|\d+)(?:\.(?:0x[0-9a-f]*|\d+)){0,3}\.?")
@@ -247,7 +255,7 @@ def _markdown(text: str) -> list[tuple[int, int, int, str, str]]:
             url, end = pointy[1], pointy.end()
         else:
             at = i + 2
-            while (at := _DEST.match(text, at).end()) < len(text) and text[at] == "(" and at in pairs:
+            while (at := _end_of(_DEST, text, at)) < len(text) and text[at] == "(" and at in pairs:
                 at = pairs[at] + 1
             if not (after := _AFTER_DEST.match(text, at)):
                 continue
@@ -265,7 +273,7 @@ def _bare(flat: str) -> Iterator[tuple[int, str]]:
         start, pos = m.start(), m.end()
         tld = (m["tld"] or "").lower()
         if m["scheme"] or flat[pos : pos + 1] in ("/", "?", "#"):
-            pos = _REST.match(flat, pos).end()
+            pos = _end_of(_REST, flat, pos)
             url = _trim(flat[start:pos])
             if len(url) > len(m[0]) or not m["scheme"]:
                 yield start, url

@@ -8,7 +8,7 @@ are covered: by key name, and by patterns for each secret kind Teleton handles.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from typing import Any
 
 REDACTED = "[redacted]"
@@ -64,6 +64,6 @@ def redact_value(key: str, value: Any) -> Any:
     return value
 
 
-def redact_event(_logger: Any, _method: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+def redact_event(_logger: Any, _method: str, event_dict: MutableMapping[str, Any]) -> dict[str, Any]:
     """A structlog processor: every field, and the rendered exception text, are redacted."""
     return {key: redact_value(key, value) for key, value in event_dict.items()}

@@ -22,6 +22,7 @@ import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import structlog
@@ -239,7 +240,7 @@ class Scheduler:
             task = replace(task, attempts=task.attempts + 1)  # as claim() counted it: this run is a try
             runner = asyncio.get_running_loop().create_task(self._run_task(task), name=f"task-{task.id}")
             self._running[task.id] = runner
-            runner.add_done_callback(lambda _t, i=task.id: self._running.pop(i, None))
+            runner.add_done_callback(partial(self._forget_runner, task.id))
             started.append(task.id)
         return started
 
@@ -247,6 +248,9 @@ class Scheduler:
         """Wait until no task is running (tests, shutdown)."""
         while self._running:
             await asyncio.gather(*self._running.values(), return_exceptions=True)
+
+    def _forget_runner(self, task_id: int, _runner: asyncio.Task[None]) -> None:
+        self._running.pop(task_id, None)
 
     def cancel_running(self, task_id: int) -> None:
         runner = self._running.get(task_id)

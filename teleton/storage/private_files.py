@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TextIO
+from typing import TextIO, cast
 
 FILE_MODE = 0o600
 DIR_MODE = 0o700
@@ -44,7 +44,7 @@ def open_private(path: Path, mode: str = "w", *, stop_at: Path | None = None) ->
     fd = os.open(path, flags, FILE_MODE)
     try:
         os.fchmod(fd, FILE_MODE)
-        return os.fdopen(fd, mode, encoding="utf-8")
+        return cast(TextIO, os.fdopen(fd, mode, encoding="utf-8"))
     except BaseException:
         os.close(fd)
         raise

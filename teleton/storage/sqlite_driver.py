@@ -28,7 +28,7 @@ class Driver:
 
 def pick_driver() -> Driver:
     try:
-        import sqlean  # type: ignore[import-untyped]
+        import sqlean  # optional: the stdlib sqlite3 when it is missing
 
         return Driver(sqlean, "sqlean.py")
     except ImportError:
@@ -38,7 +38,7 @@ def pick_driver() -> Driver:
 def load_sqlite_vec(conn: Connection) -> str | None:
     """Load sqlite-vec into ``conn``; return its version, or None when it cannot be loaded."""
     try:
-        import sqlite_vec  # type: ignore[import-untyped]
+        import sqlite_vec  # optional: keyword-only search when it is missing
 
         conn.enable_load_extension(True)
         try:

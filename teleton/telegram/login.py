@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 
 from telethon import TelegramClient, errors
 from telethon.tl import types
@@ -61,9 +62,7 @@ async def login_user(
     for attempt in range(1, MAX_TRIES + 1):
         code = (await _answer(prompts.code)).strip().replace(" ", "").replace("-", "")
         try:
-            user = await _guard(
-                lambda code=code, h=phone_code_hash: client.sign_in(phone=phone, code=code, phone_code_hash=h)
-            )
+            user = await _guard(partial(client.sign_in, phone=phone, code=code, phone_code_hash=phone_code_hash))
             return _user(user)
         except errors.SessionPasswordNeededError:
             return await _password(client, prompts)
@@ -85,7 +84,7 @@ async def _password(client: TelegramClient, prompts: LoginPrompts) -> types.User
     for attempt in range(1, MAX_TRIES + 1):
         password = await _answer(prompts.password)
         try:
-            return _user(await _guard(lambda password=password: client.sign_in(password=password)))
+            return _user(await _guard(partial(client.sign_in, password=password)))
         except errors.PasswordHashInvalidError:
             if attempt == MAX_TRIES:
                 raise LoginError(f"the 2FA password was wrong {MAX_TRIES} times") from None

@@ -93,7 +93,7 @@ def parse_tool_command(text: str) -> ToolCommand | str:
         scope = words[3].lower()
         if scope not in SCOPES:
             return f"Unknown scope {scope!r}; use one of: {', '.join(SCOPES)}."
-        return ToolCommand("scope", name, scope)  # type: ignore[arg-type]
+        return ToolCommand("scope", name, scope)
     return USAGE
 
 
@@ -104,7 +104,7 @@ def render_tools(registry: ToolRegistry) -> str:
         tool = registry.get(name)
         assert tool is not None
         scope = registry.scope_of(name)
-        marks = [scope]
+        marks: list[str] = [scope]
         if scope != tool.scope:
             marks.append(f"default {tool.scope}")
         state = "on" if registry.enabled(name) else "OFF"

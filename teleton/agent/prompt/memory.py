@@ -66,7 +66,7 @@ class RagContext:
         """Each item as rendered, by kind (the memory budget counts exactly what ``render`` shows)."""
         return {
             "knowledge": [
-                _hit_line(h, h.meta["label"], h.meta.get("path") or h.meta.get("source"), own_label)
+                _hit_line(h, h.meta["label"], h.meta.get("path") or h.meta.get("source") or "", own_label)
                 for h in self.knowledge
             ],
             "facts": [_hit_line(h, h.meta["scope"], _fact_what(h), own_label) for h in self.facts],

@@ -23,14 +23,12 @@ import numpy as np
 from teleton.agent.prompt.memory import FeedLine, RagContext
 from teleton.config.schema import AgentConfig, MemoryConfig, default
 from teleton.gateway.contract import IncomingMessage
+from teleton.memory import recall
 from teleton.memory.embeddings.query import embed_query
-from teleton.memory.facts.rows import asks_about_past
-from teleton.memory.facts.store import predecessors
 from teleton.memory.facts.subjects import attributable, speaker_subject
 from teleton.memory.feed import reads
-from teleton.memory.search.corpora import FACTS, FEED, KNOWLEDGE
-from teleton.memory.search.hybrid import SearchHit, SearchParams, hybrid_search, hybrid_search_db
-from teleton.memory.search.time_ranges import query_time_range
+from teleton.memory.recall import Question
+from teleton.memory.search.hybrid import SearchHit, SearchParams
 from teleton.privacy import Clearance, Principals
 from teleton.storage.database import Database
 from teleton.storage.sqlite_driver import Connection
@@ -79,19 +77,6 @@ def is_trivial(text: str) -> bool:
     if not re.search(r"\w", norm):
         return True  # only emoji or punctuation
     return norm in _TRIVIAL or len(norm) <= 2
-
-
-def history_hits(conn: Connection, hits: list[SearchHit]) -> list[SearchHit]:
-    """The facts that ``hits`` superseded, as hits of their own (shown marked as no longer true), each
-    ranked just under the fact that replaced it, so the memory budget keeps them together."""
-    scores = {h.id: h.score for h in hits}
-    found = []
-    for f in predecessors(conn, list(scores)):  # newest ending first: a successor is scored before its past
-        scores[f.id] = scores.get(f.superseded_by or 0, 0.0) * 0.99
-        found.append(SearchHit(f.id, f.value, scores[f.id], 0.0, 0.0, FACTS.name,
-                               {"scope": f.scope, "category": f.category, "subject": f.subject,
-                                "valid_until": f.valid_until}))  # fmt: skip
-    return found
 
 
 @dataclass(frozen=True)
@@ -148,47 +133,29 @@ class ContextBuilder:
             return rag
         rag.query_vector = vector = await embedding
 
-        labels = clearance.readable()
+        q = Question(msg.text, vector, clearance, asked_at=msg.date)  # "last week" as of the message asking
 
         async def knowledge() -> list[SearchHit]:
-            if not s.knowledge:
-                return []
-            params = replace(s.params, limit=s.knowledge)
-            hits = await self.db.read(
-                lambda conn: hybrid_search(conn, KNOWLEDGE, msg.text, vector, params=params, scope=labels)
-            )
-            return [h for h in hits if clearance.may_read(h.meta["label"])]  # the scope is in the SQL too
+            return await recall.knowledge(self.db, q, replace(s.params, limit=s.knowledge)) if s.knowledge else []
 
         async def facts() -> list[SearchHit]:
-            # A plain search, not FactStore.recall: showing a fact in context is not the model using it,
-            # so access counts are left alone. In a group, facts about a member go to that member only.
+            # In a group, facts about a member go to that member only.
             if not s.facts:
                 return []
             asker = speaker_subject(self.principals, msg.sender.id if msg.sender else None)
             group = msg.chat.type != "dm"
             params = replace(s.params, limit=s.facts * 3 if group else s.facts)
 
-            def _read(conn: Connection) -> list[SearchHit]:
-                hits = hybrid_search(conn, FACTS, msg.text, vector, params=params, scope=labels)
-                kept = [
-                    h
-                    for h in hits
-                    if clearance.may_read(h.meta["scope"]) and (not group or attributable(h.meta["subject"], asker))
-                ][: s.facts]
-                return kept + (history_hits(conn, kept) if asks_about_past(msg.text) else [])
+            def keep(subject: str) -> bool:
+                return not group or attributable(subject, asker)
 
-            return await self.db.read(_read)
+            return await self.db.read(lambda conn: recall.shown_facts(conn, q, params, s.facts, keep))
 
         async def feed() -> list[FeedLine]:
             if not s.feed:
                 return []
-            # The slowest search (every chat, for the owner): its two legs on two readers of their own.
-            scope = clearance.readable_chats()
-            when = query_time_range(msg.text, msg.date)  # "last week" as of the message asking
-            hits = await hybrid_search_db(
-                self.db, FEED, msg.text, vector, params=self._feed_params(), scope=scope, when=when
-            )
-            return await self.db.read(lambda conn: self._feed_lines(conn, msg, hits, clearance, recent))
+            hits = await recall.feed(self.db, q, self._feed_params(), self.principals)  # every chat, for the owner
+            return await self.db.read(lambda conn: self._feed_lines(conn, msg, hits, recent))
 
         async def extra() -> Any:
             return None if with_vector is None else await with_vector(vector)
@@ -215,7 +182,6 @@ class ContextBuilder:
         conn: Connection,
         msg: IncomingMessage,
         hits: list[SearchHit],
-        clearance: Clearance,
         recent: list[FeedLine],
     ) -> list[FeedLine]:
         """Feed top N, without the message being answered and without lines already shown as recent.
@@ -228,14 +194,7 @@ class ContextBuilder:
         s = self.settings
         seen = {(line.chat_id, line.message_id) for line in recent}
         seen.add((msg.chat.id, msg.message_id))
-        kept = [
-            h
-            for h in hits
-            if (int(h.meta["chat_id"]), int(h.meta["message_id"])) not in seen
-            # belt and braces: the scope is in the SQL too
-            and clearance.may_read(self.principals.chat_label(int(h.meta["chat_id"])))
-            and h.text.strip()
-        ]
+        kept = [h for h in hits if (int(h.meta["chat_id"]), int(h.meta["message_id"])) not in seen and h.text.strip()]
         if not kept:
             return []
         best = max(h.score for h in kept)

@@ -32,7 +32,7 @@ async def build_context(agent: AgentCore, turn: Turn) -> None:
         agent.context.build(msg, turn.clearance, pick_tools), agent.prompt.parts(prompt_inputs(turn))
     )
     fit_memory(agent, turn, parts)
-    names = agent.offered.offer(required(turn.session).id, turn.rag.extra)
+    names = agent.offered.offer(required(turn.session).id, required(turn.rag).extra)
     turn.tools = agent.deps.registry.schemas(msg.chat, turn.is_admin, names, is_owner=turn.clearance.is_owner)
 
 

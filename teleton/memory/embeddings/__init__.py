@@ -60,7 +60,7 @@ def local_model_files(
     model_path, model = config.model_path, config.model
     if model_path:
         return model_files.directory_model(Path(model_path), model)
-    if model_files.packaged_id(model) is None:
+    if model is not None and model_files.packaged_id(model) is None:  # unset: the default, packaged
         return hf_download.cached_or_download(model, cache_dir, hf_base_url or hf_download.HF_BASE_URL)
     return packaged_model(model, cache_dir)
 

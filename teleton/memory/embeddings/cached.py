@@ -18,6 +18,7 @@ import numpy as np
 
 from teleton.config.schema import EmbeddingConfig, default
 from teleton.memory.embeddings.provider import EmbeddingProvider
+from teleton.memory.embeddings.query import query_embedding
 from teleton.storage.database import Database
 from teleton.storage.sqlite_driver import Connection
 
@@ -55,7 +56,7 @@ class CachedProvider:
     async def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         if not getattr(self.inner, "query_prefix", ""):  # a question is embedded as any text: one entry serves both
             return await self.embed(texts)
-        return await self._embed(list(texts), self.inner.embed_queries, QUERY_KEY)
+        return await self._embed(list(texts), query_embedding(self.inner), QUERY_KEY)
 
     async def _embed(
         self, texts: list[str], compute: Callable[[list[str]], Awaitable[np.ndarray]], key: str

@@ -37,6 +37,7 @@ def cached_or_download(
     """Return the model's files, downloading the missing ones first."""
     target = model_dir(cache_dir or default_cache_dir(), model_id)
     files = directory_model(target, model_id)
+    assert files.tokenizer is not None  # a Hugging Face layout names its tokenizer.json
     if files.onnx.is_file() and files.tokenizer.is_file():
         return files
     target.mkdir(parents=True, exist_ok=True)

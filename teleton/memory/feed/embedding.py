@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -140,8 +141,9 @@ def store_batch(
             # and the vector of the text it no longer has leaves the cache too.
             conn.execute("delete from embedding_cache where hash = ?", (text_hash(index_text(message, context)),))
             continue
-        if vectors is not None and vectors[i] is not None and is_indexable(message):
-            vector_rows.append((message.id, message.chat_id, vectors[i]))
+        vector = None if vectors is None else vectors[i]
+        if vector is not None and is_indexable(message):
+            vector_rows.append((message.id, message.chat_id, vector))
         refresh_context(conn, message, context_text(context))
         conn.execute("update tg_messages set embedded = 1 where id = ?", (message.id,))
         stored += 1
@@ -175,7 +177,7 @@ async def embed_pending(db: Database, provider: EmbeddingProvider, batch: int = 
         alone = [message_line(m) for m in pending.messages]  # without the context, should a neighbour be bad
         vectors, rejected = await embed_or_isolate(provider, texts, [m.id for m in pending.messages], alone)
         model = (provider.model_id, provider.dims)
-        stored = await db.write(lambda conn, p=pending, v=vectors, m=model, r=rejected: store_batch(conn, p, v, m, r))
+        stored = await db.write(partial(store_batch, batch=pending, vectors=vectors, model=model, rejected=rejected))
         if rejected:
             log.warning("feed_embedding_quarantined", messages=sorted(rejected), error=next(iter(rejected.values())))
         total += stored
@@ -258,7 +260,7 @@ class FeedEmbedder:
                 log.debug("feed_embedded", messages=count)
             if self._db.vectors and FEED.half_vec is not None:
                 # Load new vectors (all of them at start) into the all-chat index now, not in a search.
-                await self._db.read(lambda conn, table=FEED.half_vec: index_for(conn, table))
+                await self._db.read(partial(index_for, table=FEED.half_vec))
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self._interval):  # not wait_for: on 3.11 it can swallow stop()'s cancel
                     await self._wake.wait()

@@ -247,9 +247,10 @@ async def _erase_rows(
         counts, held, rows = await db.write(_erase)
     finally:
         await db.write(lambda conn: _secure_delete(conn, False))
-    if counts.get("archive") and db.vectors and FEED.half_vec is not None:
+    half = FEED.half_vec
+    if counts.get("archive") and db.vectors and half is not None:
         # The all-chat index already skips rows gone from the float16 table; rebuilt, it holds no copy either.
-        await db.read(lambda conn: index_for(conn, FEED.half_vec).invalidate())
+        await db.read(lambda conn: index_for(conn, half).invalidate())
     return counts, held, rows
 
 

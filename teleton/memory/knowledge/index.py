@@ -21,6 +21,7 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -181,7 +182,7 @@ class KnowledgeIndex:
                 return total
             vectors = await provider.embed([embedding_text(r["heading"], r["text"]) for r in rows])
             model = (provider.model_id, provider.dims)
-            total += await self.db.write(lambda conn, r=rows, v=vectors, m=model: _store_vectors(conn, r, v, m))
+            total += await self.db.write(partial(_store_vectors, rows=rows, vectors=vectors, model=model))
 
     async def search(
         self,

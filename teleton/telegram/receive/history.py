@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import structlog
@@ -69,13 +70,13 @@ async def backfill(
         while limit is None or fetched < limit:
             want = PAGE if limit is None else min(PAGE, limit - fetched)
             page = await with_flood_retry(
-                lambda offset=offset_id, want=want: client.get_messages(entity, limit=want, offset_id=offset),
+                partial(client.get_messages, entity, limit=want, offset_id=offset_id),
                 max_wait_s=flood_wait_max_s,
                 what="history",
             )
             if not page:
                 break
-            new += await batcher.run(lambda conn, page=page: _archive_page(conn, chat_rec, page))
+            new += await batcher.run(partial(_archive_page, chat=chat_rec, page=page))
             fetched += len(page)
             offset_id = min(m.id for m in page)
             progress(len(page))
@@ -125,11 +126,11 @@ async def catch_up_archive(
     )
     for dialog in found:
         top = dialog.message.id if dialog.message is not None else 0
-        last = await db.read(lambda conn, cid=int(dialog.id): fa.last_message_id(conn, cid))
+        last = await db.read(partial(fa.last_message_id, chat_id=int(dialog.id)))
         if last is None or top <= last:
             continue
         missing = await with_flood_retry(
-            lambda entity=dialog.entity, last=last: client.get_messages(entity, limit=per_chat, min_id=last),
+            partial(client.get_messages, dialog.entity, limit=per_chat, min_id=last),
             max_wait_s=flood_wait_max_s,
             what="history",
         )

@@ -95,8 +95,8 @@ class FeedPipeline:
         if offer and incoming is not None and incoming.mentions_us:
             record = replace(record, mentions_us=True)
         reply_id = incoming.reply_to_id if offer and incoming is not None and not incoming.reply_to_us else None
-        if reply_id is not None and reply_id in self._ours.get(record.chat_id, ()):
-            incoming = replace(incoming, reply_to_us=True)  # type: ignore[arg-type]
+        if incoming is not None and reply_id is not None and reply_id in self._ours.get(record.chat_id, ()):
+            incoming = replace(incoming, reply_to_us=True)
             reply_id = None
         bare = incoming.sender if offer and incoming is not None and _bare(incoming.sender) else None
 

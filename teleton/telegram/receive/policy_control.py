@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import get_args
+from typing import Any, get_args
 
 from teleton.telegram.receive.dispatch import Dispatcher
 from teleton.telegram.receive.policy import PolicyValue
@@ -53,7 +53,8 @@ class DispatcherPolicy:
             return f"Unknown policy {kind!r}: use dm or group."
         if value not in VALUES:
             return f"Unknown value {value!r}: use one of {', '.join(VALUES)}."
-        dispatcher.policy = replace(dispatcher.policy, **{field_name: value})
+        change: dict[str, Any] = {field_name: value}  # checked against VALUES above
+        dispatcher.policy = replace(dispatcher.policy, **change)
         return (
             f"{kind.lower()} policy is now {value} (until restart; set telegram.{field_name} in the config to keep it)."
         )

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 import structlog
@@ -52,9 +53,9 @@ async def resend_pending(
         if any(dispatcher.in_flight(row.chat_id, m) for m in row.answers):
             continue  # a live turn is sending it right now
         state = rs.FAILED
-        if now - row.created_at <= window_s and await db.read(lambda c, r=row: _still_owed(c, r)):
+        if now - row.created_at <= window_s and await db.read(partial(_still_owed, row=row)):
             state = rs.SENT if await _resend(db, send, row) else rs.FAILED
-        await db.write(lambda c, r=row, s=state: _closed(c, r, s, now))
+        await db.write(partial(_closed, row=row, state=state, now=now))
         report["resent" if state == rs.SENT else "not_resent"] += 1
     return report
 

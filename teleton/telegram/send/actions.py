@@ -22,6 +22,7 @@ from teleton.storage.reply_sends import new_random_base
 from teleton.telegram.flood import with_flood_retry
 from teleton.telegram.receive import convert
 from teleton.telegram.receive.dispatch import Dispatcher
+from teleton.telegram.receive.handlers import FeedHandlers
 from teleton.telegram.receive.pipeline import FeedPipeline
 from teleton.telegram.send.approvals import inline_buttons
 from teleton.telegram.send.markdown import Span
@@ -52,6 +53,7 @@ class TelegramActions:
     client: TelegramClient
     settings: Any  # GatewaySettings
     pipeline: FeedPipeline
+    handlers: FeedHandlers
     dispatcher: Dispatcher | None
     me: UserInfo | None
     _sleep: Callable[[float], Awaitable[None]]

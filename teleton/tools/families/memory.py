@@ -27,11 +27,11 @@ from typing import Any
 import structlog
 
 from teleton.llm.tool_loop import ToolResult
+from teleton.memory import recall
 from teleton.memory.embeddings.query import embed_query
 from teleton.memory.facts.store import Fact
 from teleton.memory.facts.subjects import attributable, chat_members, resolve, speaker_subject
-from teleton.memory.search.corpora import FEED, KNOWLEDGE
-from teleton.memory.search.hybrid import hybrid_search
+from teleton.memory.recall import Question
 from teleton.privacy import OWNER, PUBLIC
 from teleton.privacy.paths import is_document
 from teleton.privacy.quoting import mark, outside, shown_to
@@ -59,9 +59,12 @@ async def memory_read(args: dict[str, Any], ctx: ToolContext) -> str | ToolResul
     if not ctx.clearance.is_owner:
         what = "MEMORY.md" if target == "memory" else "The daily log"
         return ToolResult.error(OWNER_ONLY.format(what=what, done="read"))
+    logs = ctx.deps.daily_logs
+    if logs is None:
+        return ToolResult.error("The daily log is not available.")
     ctx.shown(OWNER)
     if target == "recent":
-        days = await ctx.deps.daily_logs.recent(int(args.get("lines", 100)))
+        days = await logs.recent(int(args.get("lines", 100)))
         return "\n\n".join(f"## {day.isoformat()}\n{text}" for day, text in days) or "(no log yesterday or today)"
     if target == "list":
         return await asyncio.to_thread(_list_memory_files, ctx.deps.workspace)
@@ -73,7 +76,7 @@ async def memory_read(args: dict[str, Any], ctx: ToolContext) -> str | ToolResul
         day = date.fromisoformat(args["date"]) if args.get("date") else datetime.now().astimezone().date()
     except ValueError:
         return ToolResult.error("date must be YYYY-MM-DD")
-    text = await ctx.deps.daily_logs.tail(day, int(args.get("lines", 200)))
+    text = await logs.tail(day, int(args.get("lines", 200)))
     return text or f"(no log for {day.isoformat()})"
 
 
@@ -90,6 +93,8 @@ async def memory_write(args: dict[str, Any], ctx: ToolContext) -> str | ToolResu
         await asyncio.to_thread(write_private, path, f"\n{content}\n", append=True)
         await _reindex(ctx)
         return "Appended to MEMORY.md."
+    if ctx.deps.daily_logs is None:
+        return ToolResult.error("The daily log is not available.")
     await ctx.deps.daily_logs.append_section("Note", content)
     return "Appended to today's log."
 
@@ -114,7 +119,7 @@ async def memory_save(args: dict[str, Any], ctx: ToolContext) -> str | ToolResul
         return ToolResult.error("Only the owner, in their own chat, can make a fact public.")
     value = args["value"]
     if visibility == "public":  # every chat will read it: the egress rule
-        meta = {k: args[k] for k in ("category", "key", "importance") if k in args}
+        meta: dict[str, Any] = {k: args[k] for k in ("category", "key", "importance") if k in args}
         meta["category"] = _slug(args.get("category") or "general")
         out, stop = await gate(ctx, Outgoing("fact", value.encode(), label=PUBLIC, meta=meta, tool="memory_save"))
         if stop is not None:
@@ -136,7 +141,7 @@ async def memory_save(args: dict[str, Any], ctx: ToolContext) -> str | ToolResul
         said_by=speaker or ctx.clearance.label,
     )
     outcome = await ctx.deps.facts.save(fact)
-    if ctx.clearance.is_owner and outcome.action != "duplicate":
+    if ctx.clearance.is_owner and outcome.action != "duplicate" and ctx.deps.daily_logs is not None:
         # Seed 002: a saved fact also lands in the daily log, readable by a human and the next session.
         try:
             await ctx.deps.daily_logs.append_section("Saved fact", f"[{fact.category}] {fact.value}")
@@ -218,31 +223,23 @@ async def memory_search(args: dict[str, Any], ctx: ToolContext) -> str | ToolRes
     chat_id = args.get("chat_id")
     if chat_id is not None and not clearance.may_read(principals.chat_label(int(chat_id))):
         return ToolResult.error("Messages of other chats cannot be searched from this chat.")
-    feed_scope = [int(chat_id)] if chat_id is not None else clearance.readable_chats()
-    vector = await _query_vector(ctx, query)
+    q = Question(query, await _query_vector(ctx, query), clearance)
     params = replace(ctx.deps.search, limit=limit)
-
-    documents: set[str] = set()
-
-    def _search(conn: Any) -> list[tuple[str, str]]:
-        lines: list[tuple[str, str]] = []
-        if chat_id is None:
-            for hit in hybrid_search(conn, KNOWLEDGE, query, vector, params=params, scope=clearance.readable()):
-                path = str(hit.meta["path"] or "")
-                if is_document(path):  # a document someone sent: its words are not the owner's
-                    documents.add(outside("document", path))
-                lines.append((hit.meta["label"], f"[knowledge {path}] {hit.text}"))
-        for hit in hybrid_search(conn, FEED, query, vector, params=params, scope=feed_scope):
-            when = datetime.fromtimestamp(hit.meta["date"]).astimezone()
-            who = "me" if hit.meta["is_outgoing"] else (hit.meta["sender_name"] or hit.meta["sender_id"])
-            label = principals.chat_label(int(hit.meta["chat_id"]))
-            lines.append((label, f"[chat {hit.meta['chat_id']} {when:%Y-%m-%d %H:%M} {who}] {hit.text}"))
-        return lines
-
-    found = await ctx.deps.db.read(_search)
-    ctx.saw(*documents)
+    found: list[tuple[str, str]] = []
+    if chat_id is None:
+        for hit in await recall.knowledge(ctx.deps.db, q, params):
+            path = str(hit.meta["path"] or "")
+            if is_document(path):  # a document someone sent: its words are not the owner's
+                ctx.saw(outside("document", path))
+            found.append((hit.meta["label"], f"[knowledge {path}] {hit.text}"))
+    chats = None if chat_id is None else [int(chat_id)]
+    for hit in await recall.feed(ctx.deps.db, q, params, principals, chats=chats):
+        when = datetime.fromtimestamp(hit.meta["date"]).astimezone()
+        who = "me" if hit.meta["is_outgoing"] else (hit.meta["sender_name"] or hit.meta["sender_id"])
+        label = principals.chat_label(int(hit.meta["chat_id"]))
+        found.append((label, f"[chat {hit.meta['chat_id']} {when:%Y-%m-%d %H:%M} {who}] {hit.text}"))
     if ctx.deps.facts is not None and chat_id is None:
-        for fact in await ctx.deps.facts.recall(query, clearance.readable(), limit=limit, query_vector=vector):
+        for fact in await ctx.deps.facts.recall(query, clearance.readable(), limit=limit, query_vector=q.vector):
             found.append((fact.scope, f"[fact #{fact.id}] {fact.line()}"))
     found = [(label, line) for label, line in found if clearance.may_read(label)]
     ctx.shown(*{label for label, _ in found})

@@ -111,7 +111,7 @@ async def resolve_checked(host: str, port: int, allow: Sequence[IPNetwork] = ())
             infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
         except socket.gaierror as exc:
             raise FetchRefused(f"cannot resolve {host}: {exc.strerror}") from exc
-        found = list(dict.fromkeys(ipaddress.ip_address(info[4][0].split("%", 1)[0]) for info in infos))
+        found = list(dict.fromkeys(ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos))
     if not found:
         raise FetchRefused(f"{host} has no address")
     for ip in found:

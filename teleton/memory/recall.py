@@ -1,0 +1,77 @@
+"""The one search over memory: a question and a clearance -> what that clearance may read, per layer.
+
+Both readers of memory use it: the turn's context (``agent/prompt/retrieval.py``) and the memory tools
+(``tools/families/memory.py``). The clearance's scope goes into the SQL of every search, and every hit is
+checked against the clearance again on the way out, so a bug in one cannot show a row the other would hide.
+
+Facts have two paths on purpose. ``shown_facts`` is what context shows: a plain ranked search that leaves
+access counts alone (showing a fact is not the model using it). A tool's recall goes through
+``FactStore.retrieve`` (its categories first, and every fact returned counts as used).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from teleton.memory.facts.rows import asks_about_past
+from teleton.memory.facts.store import predecessors
+from teleton.memory.search.corpora import FACTS, FEED, KNOWLEDGE
+from teleton.memory.search.hybrid import SearchHit, SearchParams, hybrid_search, hybrid_search_db
+from teleton.memory.search.time_ranges import query_time_range
+from teleton.privacy import Clearance, Principals
+from teleton.storage.database import Database
+from teleton.storage.sqlite_driver import Connection
+
+
+@dataclass(frozen=True)
+class Question:
+    """What is searched for, and by whom."""
+
+    text: str
+    vector: np.ndarray | None  # None: keyword search only
+    clearance: Clearance
+    asked_at: float | None = None  # "last week" is resolved against this (None: now)
+
+
+async def knowledge(db: Database, q: Question, params: SearchParams) -> list[SearchHit]:
+    """Chunks of the knowledge base (notes, session summaries, documents) whose label the clearance reads."""
+    labels = q.clearance.readable()
+    hits = await db.read(lambda conn: hybrid_search(conn, KNOWLEDGE, q.text, q.vector, params=params, scope=labels))
+    return [h for h in hits if q.clearance.may_read(h.meta["label"])]
+
+
+async def feed(
+    db: Database, q: Question, params: SearchParams, principals: Principals, *, chats: list[int] | None = None
+) -> list[SearchHit]:
+    """Archived messages of the chats the clearance reads (or of ``chats``: the caller checked them), within
+    the period the question names; the two legs run on two readers of their own."""
+    scope = q.clearance.readable_chats() if chats is None else chats
+    when = query_time_range(q.text, q.asked_at)
+    hits = await hybrid_search_db(db, FEED, q.text, q.vector, params=params, scope=scope, when=when)
+    return [h for h in hits if q.clearance.may_read(principals.chat_label(int(h.meta["chat_id"])))]
+
+
+def shown_facts(
+    conn: Connection, q: Question, params: SearchParams, limit: int, keep: Callable[[str], bool]
+) -> list[SearchHit]:
+    """The ``limit`` best current facts the clearance reads about subjects ``keep`` admits; a question about
+    the past also gets the facts they superseded, each ranked just under its successor."""
+    hits = hybrid_search(conn, FACTS, q.text, q.vector, params=params, scope=q.clearance.readable())
+    kept = [h for h in hits if q.clearance.may_read(h.meta["scope"]) and keep(h.meta["subject"])][:limit]
+    return kept + (history_hits(conn, kept) if asks_about_past(q.text) else [])
+
+
+def history_hits(conn: Connection, hits: list[SearchHit]) -> list[SearchHit]:
+    """The facts that ``hits`` superseded, as hits of their own (shown marked as no longer true), each
+    ranked just under the fact that replaced it, so the memory budget keeps them together."""
+    scores = {h.id: h.score for h in hits}
+    found = []
+    for f in predecessors(conn, list(scores)):  # newest ending first: a successor is scored before its past
+        scores[f.id] = scores.get(f.superseded_by or 0, 0.0) * 0.99
+        found.append(SearchHit(f.id, f.value, scores[f.id], 0.0, 0.0, FACTS.name,
+                               {"scope": f.scope, "category": f.category, "subject": f.subject,
+                                "valid_until": f.valid_until}))  # fmt: skip
+    return found
