@@ -10,7 +10,6 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 from teleton.agent.compactor import Compactor
 from teleton.agent.deps import AgentDeps, AgentSettings
@@ -125,7 +124,7 @@ class AgentCore:
 
         await self.swap(turn, old, compact)
 
-    def report(self, kind: str, error: Any) -> None:
+    def report(self, kind: str, error: BaseException | str) -> None:
         """A model or Telegram failure for the status file (``teleton status``)."""
         if self.deps.report is not None:
             self.deps.report(kind, error)

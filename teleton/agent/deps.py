@@ -6,14 +6,16 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
+
+import numpy as np
 
 from teleton.agent.distiller import Distiller
 from teleton.agent.media_reader import MediaReader
 from teleton.agent.prompt.retrieval import ContextSettings
 from teleton.agent.voice_replies import VoiceReplies
 from teleton.agent.window.compaction import Thresholds
-from teleton.config.schema import AgentConfig, MemoryConfig, default
+from teleton.config.schema import AgentConfig, Config, MemoryConfig, default
 from teleton.gateway.contract import ChatInfo, Gateway, UserInfo
 from teleton.llm.client import LLMClient
 from teleton.llm.tool_loop import LoopLimits
@@ -35,9 +37,11 @@ from teleton.tools.registry import ToolRegistry
 # Tools that speak in the chat themselves; when the model used one, its final text is not sent again.
 
 # (query, query vector, chat, is_admin, is_owner) -> names of the tools to offer, or None for all allowed ones.
-ToolSelector = Callable[[str, Any, ChatInfo, bool, bool], Awaitable[Sequence[str] | None]]
+ToolSelector = Callable[[str, np.ndarray | None, ChatInfo, bool, bool], Awaitable[Sequence[str] | None]]
 # (chat id, principal id) -> None when a scheduled turn may run now, else which rate limit it hit.
 RateCheck = Callable[[int, int | None], str | None]
+# (kind, error) -> the daemon's health record (``Supervisor.report``).
+Report = Callable[[str, BaseException | str], None]
 
 
 class PolicyControl(Protocol):
@@ -69,8 +73,7 @@ class AgentSettings:
     slow_notice_s: float = 0.0  # 0: off; the daemon and `teleton chat` take agent.slow_notice_s (``slow_notice``)
 
     @classmethod
-    def from_config(cls, config: Any) -> AgentSettings:
-        """From a ``teleton.config.schema.Config``."""
+    def from_config(cls, config: Config) -> AgentSettings:
         a, m = config.agent, config.memory
         vector_weight, keyword_weight = search_weights(config.embedding, m)
         return cls(
@@ -126,7 +129,7 @@ class AgentDeps:
     outbox: Outbox | None = None  # sends to other chats (held for approval when needed)
     shared_paths: tuple[str, ...] = ()  # privacy.shared_paths
     rate_check: RateCheck | None = None  # the gateway's rate limiter, for scheduled turns
-    report: Callable[[str, Any], None] | None = None  # (kind, error) -> the daemon's health record
+    report: Report | None = None  # (kind, error) -> the daemon's health record
     media: MediaReader | None = None  # photos, voice notes, documents (None: not read)
     voice: VoiceReplies | None = None  # None: media.voice_replies is off
     scheduler: Scheduler | None = None  # where the task tools hand their tasks

@@ -8,18 +8,18 @@ await stack.close()                         # SIGTERM: finish or cancel turns, c
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import structlog
 
-from teleton.agent.deps import PolicyControl
+from teleton.agent.deps import PolicyControl, Report
 from teleton.agent.distiller import Distiller
 from teleton.agent.media_reader import media_reader
 from teleton.agent.runtime import Agent, AgentDeps, AgentSettings, load_owner
 from teleton.agent.voice_replies import VoiceReplies
+from teleton.config.schema import Config
 from teleton.gateway.contract import Gateway
 from teleton.llm.client import LLMClient
 from teleton.llm.connect import client_for
@@ -52,7 +52,7 @@ class AgentStack:
 
 
 async def build_agent(
-    config: Any,
+    config: Config,
     *,
     db: Database,
     gateway: Gateway,
@@ -63,7 +63,7 @@ async def build_agent(
     llm: LLMClient | None = None,
     principals: Principals | None = None,
     rate_check: Any = None,
-    report: Callable[[str, Any], None] | None = None,
+    report: Report | None = None,
     scheduler: Scheduler | None = None,
 ) -> AgentStack:
     """The agent for ``config`` (teleton.config.Config). ``embedder`` None = keyword-only retrieval.
@@ -72,7 +72,7 @@ async def build_agent(
     object, and SIGHUP updates it); by default it is read from ``config.telegram``. ``report`` (kind, error)
     is the daemon's health record, which `teleton status` shows."""
     principals = principals or Principals.from_telegram(config.telegram)
-    workspace = Path(config.storage.workspace)
+    workspace = config.storage.workspace_dir
     if registry is None:
         registry = build_registry(config)
     await _load_tool_overrides(db, registry)
@@ -115,7 +115,7 @@ async def build_agent(
     return AgentStack(agent=agent, llm=llm, registry=registry, tool_index=index)
 
 
-def _voice_replies(config: Any, gateway: Gateway, workspace: Path) -> Any:
+def _voice_replies(config: Config, gateway: Gateway, workspace: Path) -> Any:
     if config.media.voice_replies == "off":
         return None
     try:
@@ -127,12 +127,12 @@ def _voice_replies(config: Any, gateway: Gateway, workspace: Path) -> Any:
 
 
 def _distiller(
-    config: Any,
+    config: Config,
     llm: LLMClient,
     facts: FactStore,
     workspace: Path,
     principals: Principals,
-    report: Callable[[str, Any], None] | None,
+    report: Report | None,
 ) -> tuple[Any, Any]:
     learnings = Learnings(workspace)
     on_error = None if report is None else (lambda exc: report("distiller", exc))
@@ -149,7 +149,7 @@ async def _load_tool_overrides(db: Database, registry: ToolRegistry) -> None:
         log.warning("tool_overrides_not_loaded", error=repr(exc))
 
 
-async def _tool_rag(config: Any, db: Database, embedder: Any, registry: ToolRegistry) -> tuple[Any, Any]:
+async def _tool_rag(config: Config, db: Database, embedder: Any, registry: ToolRegistry) -> tuple[Any, Any]:
     if not config.tool_rag.enabled:
         return None, None
 

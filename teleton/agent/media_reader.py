@@ -18,6 +18,7 @@ from typing import Any
 
 import structlog
 
+from teleton.config.schema import Config, MediaConfig
 from teleton.gateway.contract import Gateway, GatewayError, IncomingMessage, MediaInfo
 from teleton.media import transcribe_http
 from teleton.media.documents import extract_text, kind_from_name
@@ -54,7 +55,7 @@ class MediaSettings:
     excerpt_chars: int = 4000
 
     @classmethod
-    def from_config(cls, media: Any) -> MediaSettings:
+    def from_config(cls, media: MediaConfig) -> MediaSettings:
         caps = (("image", media.max_image_mb), ("audio", media.max_audio_mb), ("document", media.max_document_mb))
         return cls(
             enabled=media.enabled,
@@ -241,7 +242,7 @@ def describer(llm: Any) -> Describe:
     return describe
 
 
-def transcriber_for(media: Any, scratch: Path | None = None) -> Transcriber | None:
+def transcriber_for(media: MediaConfig, scratch: Path | None = None) -> Transcriber | None:
     """The transcriber ``media.transcription`` names; None when off or when it cannot work (logged once:
     voice notes then reach the model as a note saying so, and ``teleton doctor`` names the fix)."""
     t = media.transcription
@@ -261,16 +262,16 @@ def transcriber_for(media: Any, scratch: Path | None = None) -> Transcriber | No
     return None
 
 
-def media_reader(config: Any, db: Database, gateway: Gateway, llm: Any) -> MediaReader | None:
+def media_reader(config: Config, db: Database, gateway: Gateway, llm: Any) -> MediaReader | None:
     """The reader ``config.media`` asks for (None: media is not read)."""
     if not config.media.enabled:
         return None
     return MediaReader(
         db,
         gateway,
-        Path(config.storage.workspace),
+        config.storage.workspace_dir,
         MediaSettings.from_config(config.media),
-        transcriber=transcriber_for(config.media, Path(config.storage.data_dir).expanduser()),
+        transcriber=transcriber_for(config.media, config.storage.data_dir),
         # A utility model that cannot see images would describe the note that replaced it: no line at all.
         describe=describer(llm) if llm.utility_sees_images else None,
         telegram_transcription=config.media.transcription.provider == "telegram",

@@ -28,6 +28,7 @@ from teleton.cli.chat_screen import ChatScreen
 from teleton.cli.context import cli_config, cli_embedder
 from teleton.cli.terminal_gateway import TERMINAL_CHAT_ID, TerminalGateway
 from teleton.config import require_llm
+from teleton.config.schema import Config
 from teleton.gateway.contract import UserInfo
 from teleton.llm.connect import client_for
 from teleton.llm.progress import WATCHING
@@ -61,7 +62,7 @@ def chat(
         asyncio.run(converse(config, console, new))
 
 
-async def _converse_plain(config: Any, console: Console, new: bool) -> None:
+async def _converse_plain(config: Config, console: Console, new: bool) -> None:
     """Input from a pipe or a file: each line is a message, answered before the next is read."""
     session = await ChatSession.open(config, console)
     try:
@@ -76,7 +77,7 @@ async def _converse_plain(config: Any, console: Console, new: bool) -> None:
         await session.close()
 
 
-async def _converse(config: Any, console: Console, new: bool) -> None:
+async def _converse(config: Config, console: Console, new: bool) -> None:
     """A terminal: a live prompt, answers streaming above it, bracketed paste as one message."""
     history = Path(config.storage.data_dir) / "chat_history"
     history.parent.mkdir(parents=True, exist_ok=True)
@@ -119,7 +120,7 @@ async def _converse(config: Any, console: Console, new: bool) -> None:
             await session.close()
 
 
-def interactive_llm(config: Any) -> Any:
+def interactive_llm(config: Config) -> Any:
     """The model client for someone waiting at the terminal: a dead API is said after seconds, not minutes
     (the daemon keeps retrying far longer, as nobody is watching it)."""
     return client_for(
@@ -191,11 +192,11 @@ class ChatSession:
 
     @classmethod
     async def open(
-        cls, config: Any, console: Console, *, embedder: Any = None, screen: ChatScreen | None = None
+        cls, config: Config, console: Console, *, embedder: Any = None, screen: ChatScreen | None = None
     ) -> ChatSession:
         from teleton.agent.factory import build_agent  # deferred: the agent, its tools and SDKs load when a chat starts
 
-        await asyncio.to_thread(create_workspace, config.storage.workspace)  # as the daemon does at start
+        await asyncio.to_thread(create_workspace, config.storage.workspace_dir)  # as the daemon does at start
         if embedder is None:
             embedder = cli_embedder(config, console)
         dims = getattr(embedder, "dims", None)

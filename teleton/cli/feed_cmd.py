@@ -15,6 +15,8 @@ from telethon import TelegramClient
 from telethon.sessions import SQLiteSession, StringSession
 
 from teleton.cli.context import cli_config, cli_embedder
+from teleton.config import require_telegram
+from teleton.config.schema import Config, resolved
 from teleton.memory.feed.archive import stats
 from teleton.storage import Database
 
@@ -48,18 +50,18 @@ def backfill_cmd(
     )
 
 
-async def _backfill(config: Any, chat: str, limit: int | None) -> Any:
+async def _backfill(config: Config, chat: str, limit: int | None) -> Any:
     from teleton.telegram.gateway import session_file  # deferred: Telethon's client, for feed sync only
     from teleton.telegram.receive.history import backfill  # deferred: as above
 
-    tg = config.telegram
+    tg, login = config.telegram, require_telegram(config)
     # A copy of the login in memory: the daemon may be using the session file right now.
-    disk = SQLiteSession(str(session_file(tg.session_path)))
+    disk = SQLiteSession(str(session_file(resolved(tg.session_path, "telegram.session_path"))))
     try:
         copy = StringSession.save(disk)
     finally:
         disk.close()
-    client = TelegramClient(StringSession(copy), int(tg.api_id), str(tg.api_hash), flood_sleep_threshold=0)
+    client = TelegramClient(StringSession(copy), login.api_id, login.api_hash, flood_sleep_threshold=0)
     db = await Database.open(config.storage.database_file)
     try:
         await client.connect()
@@ -112,7 +114,7 @@ def search_cmd(
     console.print(table)
 
 
-async def _search(config: Any, feed_search: Any, query: str, chat: int | None, limit: int) -> list[Any]:
+async def _search(config: Config, feed_search: Any, query: str, chat: int | None, limit: int) -> list[Any]:
     from teleton.memory.search.hybrid import SearchParams  # deferred: the search stack, for feed search only
 
     provider = cli_embedder(config, console)

@@ -13,6 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from teleton.cli.context import cli_config
+from teleton.config.schema import Config
 from teleton.storage import Database
 from teleton.storage.vector_tables import get_meta
 
@@ -20,7 +21,7 @@ app = typer.Typer(help="The knowledge base: MEMORY.md and memory/*.md.", no_args
 console = Console(soft_wrap=True)
 
 
-async def _open(config: Any) -> tuple[Any, Any]:
+async def _open(config: Config) -> tuple[Any, Any]:
     """The database and the (cached) embedding provider of ``config``; provider None = keyword-only."""
     # Deferred: the embedding model, for commands that embed.
     from teleton.memory.embeddings import create_provider, with_cache
@@ -36,7 +37,7 @@ async def _open(config: Any) -> tuple[Any, Any]:
     return db, with_cache(provider, db, config.embedding) if db.vectors else None
 
 
-async def _index(config: Any) -> Any:
+async def _index(config: Config) -> Any:
     # Deferred: the index and its search stack, for this command only.
     from teleton.memory.knowledge.index import KnowledgeIndex
 
@@ -65,7 +66,7 @@ def index_cmd(ctx: typer.Context) -> None:
     )
 
 
-async def _search(config: Any, query: str, sources: list[str] | None, limit: int) -> list[Any]:
+async def _search(config: Config, query: str, sources: list[str] | None, limit: int) -> list[Any]:
     from teleton.memory.knowledge.index import KnowledgeIndex  # deferred: as above
 
     db, provider = await _open(config)
@@ -166,24 +167,24 @@ def stats_cmd(
     console.print(table)
 
 
-async def _find_forget(config: Any, needle: Any) -> Any:
+async def _find_forget(config: Config, needle: Any) -> Any:
     from teleton.memory.forget.everywhere import OWNER_SCOPE, find  # deferred: for memory forget only
 
     db = await Database.open(config.storage.database_file)
     try:
-        return await find(db, config.storage.workspace, needle, OWNER_SCOPE)
+        return await find(db, config.storage.workspace_dir, needle, OWNER_SCOPE)
     finally:
         await db.close()
 
 
-async def _erase_forget(config: Any, findings: Any) -> Any:
+async def _erase_forget(config: Config, findings: Any) -> Any:
     from teleton.memory.forget.everywhere import erase  # deferred: for memory forget only
     from teleton.memory.knowledge.index import KnowledgeIndex  # deferred: as above
 
     db, provider = await _open(config)
     try:  # the rewritten files are indexed again at once, with the configured model
         knowledge = KnowledgeIndex.from_config(db, config, provider)
-        return await erase(db, config.storage.workspace, findings, knowledge=knowledge)
+        return await erase(db, config.storage.workspace_dir, findings, knowledge=knowledge)
     finally:
         await db.close()
 

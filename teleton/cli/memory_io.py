@@ -14,6 +14,7 @@ from rich.table import Table
 
 from teleton.cli.context import cli_config
 from teleton.cli.memory_cmd import _open
+from teleton.config.schema import Config
 from teleton.memory.facts.rows import COLUMNS, stored
 from teleton.memory.facts.subjects import resolve
 from teleton.memory.portable import export_memory, import_memory
@@ -24,7 +25,7 @@ from teleton.storage.private_files import write_private
 console = Console(soft_wrap=True)
 
 
-async def _facts(config: Any, subject: str | None, history: bool) -> list[Any]:
+async def _facts(config: Config, subject: str | None, history: bool) -> list[Any]:
     db = await Database.open(config.storage.database_file)
     try:
         where = "1" if history else CURRENT
@@ -63,10 +64,10 @@ def facts_cmd(
     console.print(table)
 
 
-async def _export(config: Any) -> dict[str, Any]:
+async def _export(config: Config) -> dict[str, Any]:
     db = await Database.open(config.storage.database_file)
     try:
-        return await export_memory(db, config.storage.workspace)
+        return await export_memory(db, config.storage.workspace_dir)
     finally:
         await db.close()
 
@@ -86,14 +87,14 @@ def export_cmd(
                   f"{len(data['files'])} files to {path}")  # fmt: skip
 
 
-async def _import(config: Any, data: dict[str, Any]) -> Any:
+async def _import(config: Config, data: dict[str, Any]) -> Any:
     # Deferred: the index and its search stack, for memory import only.
     from teleton.memory.knowledge.index import KnowledgeIndex
 
     db, provider = await _open(config)
     try:
         index = KnowledgeIndex.from_config(db, config, provider)
-        counts = await import_memory(db, config.storage.workspace, data, index.add_entry)
+        counts = await import_memory(db, config.storage.workspace_dir, data, index.add_entry)
         await index.reindex()  # the files just written
         return counts
     finally:

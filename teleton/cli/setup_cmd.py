@@ -22,6 +22,7 @@ from rich.console import Console
 from teleton.cli.context import state
 from teleton.cli.setup_provider import ModelChoice, agent_settings, ask_model, provider_problem
 from teleton.config import ConfigError, default_config_path, load_config, write_config
+from teleton.config.schema import Config
 from teleton.memory.embeddings import local_model_files
 from teleton.storage.workspace_template import create_workspace
 from teleton.telegram.login import LoginError, LoginPrompts, login_bot, login_user
@@ -250,8 +251,14 @@ class _CodeNeeded(Exception):
     pass
 
 
+def _given(value: str | None, key: str) -> str:
+    if not value:
+        raise LoginError(f"telegram.{key} is not set: run `teleton setup` again")
+    return value
+
+
 async def log_in(
-    config: Any, prompts: LoginPrompts, *, phone_code_hash: str | None = None, client: Any = None
+    config: Config, prompts: LoginPrompts, *, phone_code_hash: str | None = None, client: Any = None
 ) -> tuple[Any, str | None]:
     """Connect and log in; return (our User, the phone code hash if a code was sent and is still needed)."""
     # Deferred: Telethon's client, for the login only.
@@ -265,9 +272,9 @@ async def log_in(
         except OSError as exc:
             raise LoginError(f"cannot reach Telegram: {exc}") from exc
         if tg.mode == "bot":
-            return await login_bot(client, tg.bot_token), None
+            return await login_bot(client, _given(tg.bot_token, "bot_token")), None
         try:
-            return await login_user(client, tg.phone, prompts, phone_code_hash=phone_code_hash), None
+            return await login_user(client, _given(tg.phone, "phone"), prompts, phone_code_hash=phone_code_hash), None
         except _CodeNeeded:
             hashes = dict(client._phone_code_hash)  # Telethon keeps the hash of the code it just requested
             return None, next(iter(hashes.values()), None)
@@ -357,7 +364,7 @@ def setup(
     console.print(f"[green]logged in[/] as {name} (id {me.id}); session stored with mode 0600")
 
 
-def prepare_embeddings(config: Any) -> None:
+def prepare_embeddings(config: Config) -> None:
     """Build (or download) the local embedding model now, once, so the daemon's first start does not wait for
     it (multilingual-e5-small is built from its wheel at first use, ~8 s). A failure is one line: the daemon
     then searches by keyword and ``teleton doctor`` says more."""

@@ -12,6 +12,7 @@ import json
 import os
 import tempfile
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, get_origin
 
@@ -248,7 +249,14 @@ def _resolve_paths(config: Config) -> Config:
     return config
 
 
-def require_telegram(config: Config) -> None:
+@dataclass(frozen=True)
+class Credentials:
+    api_id: int
+    api_hash: str
+    login: str  # the bot token (telegram.mode bot) or the phone number (user)
+
+
+def require_telegram(config: Config) -> Credentials:
     """The credentials ``teleton start`` needs, each missing one named with where to set it."""
     tg = config.telegram
     # Bots log in over MTProto too, so they need the app's api_id/api_hash as well as the token.
@@ -259,6 +267,7 @@ def require_telegram(config: Config) -> None:
                 f"telegram.{key}: required value is missing for telegram.mode '{tg.mode}' "
                 f"(run `teleton setup`, or set it in the config or {ENV_PREFIX}TELEGRAM__{key.upper()})"
             )
+    return Credentials(int(tg.api_id or 0), str(tg.api_hash), str(getattr(tg, needed[2])))
 
 
 def require_llm(config: Config, env: Mapping[str, str] | None = None) -> None:

@@ -182,9 +182,19 @@ class StorageConfig(Section):
     @property
     def database_file(self) -> Path:
         """``database`` as loading resolved it (``data_dir``/teleton.db when unset)."""
-        if self.database is None:
-            raise ValueError("storage.database is resolved when the config is loaded")
-        return self.database
+        return resolved(self.database, "storage.database")
+
+    @property
+    def workspace_dir(self) -> Path:
+        """``workspace`` as loading resolved it (``data_dir``/workspace when unset)."""
+        return resolved(self.workspace, "storage.workspace")
+
+
+def resolved(path: Path | None, name: str) -> Path:
+    """A path the loader fills in when the config leaves it unset."""
+    if path is None:
+        raise ValueError(f"{name} is resolved when the config is loaded")
+    return path
 
 
 class MemoryConfig(Section):

@@ -26,6 +26,7 @@ import structlog
 from telethon import TelegramClient
 from telethon.tl import types
 
+from teleton.config.schema import Config
 from teleton.gateway.contract import GatewayError, IncomingHandler, IncomingMessage, UserInfo
 from teleton.privacy import Principals
 from teleton.process.supervisor import Supervisor
@@ -163,7 +164,7 @@ class TelegramGateway(TelegramActions):
         client.flood_sleep_threshold = 0
 
     @classmethod
-    def from_config(cls, config: Any, db: Database, principals: Principals | None = None) -> TelegramGateway:
+    def from_config(cls, config: Config, db: Database, principals: Principals | None = None) -> TelegramGateway:
         return cls(make_client(config.telegram), db, GatewaySettings.from_telegram(config.telegram, principals))
 
     # ---- wiring -------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import structlog
 
+from teleton.config.schema import ToolRagConfig
 from teleton.gateway.contract import ChatInfo
 from teleton.memory.embeddings.query import embed_query
 from teleton.memory.search.corpora import TOOLS
@@ -52,7 +53,7 @@ class ToolRagSettings:
     always_include: tuple[str, ...] = ("send_message", "reply", "memory_search")
 
     @classmethod
-    def from_config(cls, cfg: Any) -> ToolRagSettings:
+    def from_config(cls, cfg: ToolRagConfig) -> ToolRagSettings:
         """From ``config.tool_rag`` (teleton.config.schema.ToolRagConfig)."""
         return cls(
             enabled=cfg.enabled,

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 import jsonschema
 import structlog
@@ -31,17 +31,26 @@ from teleton.memory.journal.learnings import Learnings
 from teleton.memory.knowledge.index import KnowledgeIndex
 from teleton.memory.search.hybrid import SearchParams
 from teleton.privacy import Clearance, Principals, Taint, path_label
+from teleton.privacy.egress import Decision
 from teleton.scheduler.scheduler import Scheduler
 from teleton.storage.database import Database
 from teleton.tools.forget_requests import PendingForgets
-
-if TYPE_CHECKING:
-    from teleton.tools.held import Held
+from teleton.tools.held import Held, Outgoing
 
 log = structlog.get_logger(__name__)
 
 Scope = Literal["always", "dm-only", "group-only", "admin-only"]
 SCOPES: tuple[Scope, ...] = ("always", "dm-only", "group-only", "admin-only")
+
+
+class Egress(Protocol):
+    """The outbox (``tools/outbox.py``) as tools see it: every way out asks it first."""
+
+    def decision(self, ctx: ToolContext, out: Outgoing) -> Decision: ...
+
+    async def check(self, ctx: ToolContext, out: Outgoing) -> tuple[Outgoing, str | None]: ...
+
+    async def send(self, ctx: ToolContext, out: Outgoing) -> str: ...
 
 
 @dataclass
@@ -57,7 +66,7 @@ class ToolDeps:
     embedder: EmbeddingProvider | None = None  # None: keyword-only
     principals: Principals = field(default_factory=Principals)  # who the owner and admins are (shared)
     shared_paths: tuple[str, ...] = ()  # privacy.shared_paths: workspace files the owner made public
-    outbox: Any = None  # teleton.tools.outbox.Outbox: sends to other chats, held for approval when needed
+    outbox: Egress | None = None  # sends to other chats, held for approval when needed
     learnings: Learnings | None = None
     # memory.* search settings (weights, candidates, floor) for the tools' searches, as the turn's own use them
     search: SearchParams = field(default_factory=SearchParams)

@@ -11,8 +11,7 @@ exec is registered only when ``capabilities.exec.enabled`` (off by default), web
 
 from __future__ import annotations
 
-from typing import Any
-
+from teleton.config.schema import Config
 from teleton.tools.families.documents import document_tools
 from teleton.tools.families.exec import ExecSettings, exec_tools
 from teleton.tools.families.forget import forget_tools
@@ -24,7 +23,7 @@ from teleton.tools.families.workspace import workspace_tools
 from teleton.tools.registry import Tool, ToolRegistry
 
 
-def suite_tools(config: Any, *, fetch_settings: FetchSettings | None = None) -> list[Tool]:
+def suite_tools(config: Config, *, fetch_settings: FetchSettings | None = None) -> list[Tool]:
     """Every tool ``config`` (teleton.config.schema.Config) enables."""
     caps = config.capabilities
     tools = [
@@ -42,5 +41,5 @@ def suite_tools(config: Any, *, fetch_settings: FetchSettings | None = None) -> 
     return tools
 
 
-def build_registry(config: Any, *, fetch_settings: FetchSettings | None = None) -> ToolRegistry:
+def build_registry(config: Config, *, fetch_settings: FetchSettings | None = None) -> ToolRegistry:
     return ToolRegistry(suite_tools(config, fetch_settings=fetch_settings))

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import structlog
 
+from teleton.config.schema import Config
 from teleton.memory.embeddings.model_files import search_weights
 from teleton.memory.embeddings.provider import EmbeddingProvider
 from teleton.memory.embeddings.query import embed_query
@@ -74,7 +75,7 @@ class KnowledgeIndex:
 
     @classmethod
     def from_config(
-        cls, db: Database, config: Any, provider: EmbeddingProvider | None, principals: Principals | None = None
+        cls, db: Database, config: Config, provider: EmbeddingProvider | None, principals: Principals | None = None
     ) -> KnowledgeIndex:
         memory = config.memory
         weights = search_weights(config.embedding, memory)
@@ -82,7 +83,7 @@ class KnowledgeIndex:
             principals=principals or Principals.from_telegram(config.telegram),
             shared=tuple(config.privacy.shared_paths),
             db=db,
-            workspace=Path(config.storage.workspace).expanduser(),
+            workspace=config.storage.workspace_dir,
             provider=provider if db.vectors else None,
             chunk_target=memory.chunk_target,
             chunk_max=memory.chunk_max,

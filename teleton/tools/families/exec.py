@@ -27,6 +27,7 @@ from typing import Any
 
 import structlog
 
+from teleton.config.schema import ExecConfig
 from teleton.llm.tool_loop import ToolResult
 from teleton.tools.families import exec_sweep
 from teleton.tools.held import Held, Outgoing
@@ -55,7 +56,7 @@ class ExecSettings:
     shell: str = "/bin/sh"
 
     @classmethod
-    def from_config(cls, cfg: Any) -> ExecSettings:
+    def from_config(cls, cfg: ExecConfig) -> ExecSettings:
         """From ``config.capabilities.exec``."""
         return cls(timeout_s=cfg.timeout_s, output_cap=cfg.output_cap)
 

@@ -59,19 +59,19 @@ async def memory_read(args: dict[str, Any], ctx: ToolContext) -> str | ToolResul
     if not ctx.clearance.is_owner:
         what = "MEMORY.md" if target == "memory" else "The daily log"
         return ToolResult.error(OWNER_ONLY.format(what=what, done="read"))
-    logs = ctx.deps.daily_logs
-    if logs is None:
-        return ToolResult.error("The daily log is not available.")
     ctx.shown(OWNER)
-    if target == "recent":
-        days = await logs.recent(int(args.get("lines", 100)))
-        return "\n\n".join(f"## {day.isoformat()}\n{text}" for day, text in days) or "(no log yesterday or today)"
     if target == "list":
         return await asyncio.to_thread(_list_memory_files, ctx.deps.workspace)
     if target == "memory":
         path = ctx.deps.workspace / MEMORY_FILE
         text = await asyncio.to_thread(lambda: path.read_text(encoding="utf-8") if path.exists() else "")
         return text[-READ_CAP:] or "(MEMORY.md is empty)"
+    logs = ctx.deps.daily_logs
+    if logs is None:
+        return ToolResult.error("The daily log is not available.")
+    if target == "recent":
+        days = await logs.recent(int(args.get("lines", 100)))
+        return "\n\n".join(f"## {day.isoformat()}\n{text}" for day, text in days) or "(no log yesterday or today)"
     try:
         day = date.fromisoformat(args["date"]) if args.get("date") else datetime.now().astimezone().date()
     except ValueError:

@@ -22,6 +22,7 @@ from typing import Any
 
 from croniter import croniter
 
+from teleton.config.schema import SchedulerConfig
 from teleton.llm.tool_loop import ToolResult
 from teleton.scheduler.task_store import NewTask, TaskError, TaskRecord, TaskStore, next_cron
 from teleton.tools.registry import Tool, ToolContext, validation_error
@@ -36,7 +37,7 @@ class TaskLimits:
     min_repeat_minutes: int = 60
 
     @classmethod
-    def from_config(cls, cfg: Any) -> TaskLimits:
+    def from_config(cls, cfg: SchedulerConfig) -> TaskLimits:
         """From ``config.scheduler``."""
         return cls(cfg.max_active_per_chat, cfg.max_active_per_user, cfg.min_repeat_minutes)
 

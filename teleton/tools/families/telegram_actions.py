@@ -31,7 +31,7 @@ from teleton.tools.families.telegram_common import (
 from teleton.tools.families.telegram_reads import read_tools
 from teleton.tools.families.workspace_paths import check_readable, resolve
 from teleton.tools.held import Held, Outgoing, sha256
-from teleton.tools.registry import Tool, ToolContext, ToolDeps
+from teleton.tools.registry import Egress, Tool, ToolContext, ToolDeps
 
 DOWNLOAD_CAP = 20 * 1024 * 1024
 
@@ -66,7 +66,7 @@ async def _say(ctx: ToolContext, text: str, reply_to: int | None = None) -> Any:
     return await gateway(ctx).send_message(ctx.chat.id, text, reply_to=reply_to)
 
 
-def _outbox(ctx: ToolContext) -> Any:
+def _outbox(ctx: ToolContext) -> Egress:
     if ctx.deps.outbox is None:
         raise Refused("Sending to other chats is not available here.")
     return ctx.deps.outbox

@@ -25,6 +25,7 @@ from typing import Any
 
 import httpx
 
+from teleton.config.schema import WebFetchConfig
 from teleton.llm.tool_loop import ToolResult
 from teleton.privacy.payload import links
 from teleton.privacy.quoting import outside, outside_origin, quote_lines
@@ -56,7 +57,7 @@ class FetchSettings:
     verify: ssl.SSLContext | bool = True
 
     @classmethod
-    def from_config(cls, cfg: Any) -> FetchSettings:
+    def from_config(cls, cfg: WebFetchConfig) -> FetchSettings:
         """From ``config.capabilities.web_fetch``."""
         return cls(timeout_s=cfg.timeout_s, max_bytes=cfg.max_bytes)
 
