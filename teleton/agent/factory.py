@@ -10,23 +10,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
+import numpy as np
 import structlog
 
-from teleton.agent.deps import PolicyControl, Report
+from teleton.agent.deps import PolicyControl, RateCheck, Report, ToolSelector
 from teleton.agent.distiller import Distiller
 from teleton.agent.media_reader import media_reader
 from teleton.agent.runtime import Agent, AgentDeps, AgentSettings, load_owner
 from teleton.agent.voice_replies import VoiceReplies
 from teleton.config.schema import Config
-from teleton.gateway.contract import Gateway
+from teleton.gateway.contract import ChatInfo, Gateway
 from teleton.llm.client import LLMClient
 from teleton.llm.connect import client_for
 from teleton.media.speech import speech_client
+from teleton.memory.embeddings.provider import EmbeddingProvider
 from teleton.memory.facts.store import RECALL_PARAMS, FactStore
 from teleton.memory.journal.daily_logs import DailyLogs
 from teleton.memory.journal.learnings import Learnings
+from teleton.memory.knowledge.index import KnowledgeIndex
 from teleton.privacy import Principals
 from teleton.scheduler.scheduler import Scheduler
 from teleton.storage.database import Database
@@ -44,7 +46,7 @@ class AgentStack:
     agent: Agent
     llm: LLMClient
     registry: ToolRegistry
-    tool_index: Any = None
+    tool_index: ToolIndex | None = None
 
     async def close(self, grace_s: float = 5.0) -> None:
         await self.agent.shutdown(grace_s)
@@ -56,13 +58,13 @@ async def build_agent(
     *,
     db: Database,
     gateway: Gateway,
-    embedder: Any = None,
-    knowledge: Any = None,
+    embedder: EmbeddingProvider | None = None,
+    knowledge: KnowledgeIndex | None = None,
     policy: PolicyControl | None = None,
     registry: ToolRegistry | None = None,
     llm: LLMClient | None = None,
     principals: Principals | None = None,
-    rate_check: Any = None,
+    rate_check: RateCheck | None = None,
     report: Report | None = None,
     scheduler: Scheduler | None = None,
 ) -> AgentStack:
@@ -115,7 +117,7 @@ async def build_agent(
     return AgentStack(agent=agent, llm=llm, registry=registry, tool_index=index)
 
 
-def _voice_replies(config: Config, gateway: Gateway, workspace: Path) -> Any:
+def _voice_replies(config: Config, gateway: Gateway, workspace: Path) -> VoiceReplies | None:
     if config.media.voice_replies == "off":
         return None
     try:
@@ -133,7 +135,7 @@ def _distiller(
     workspace: Path,
     principals: Principals,
     report: Report | None,
-) -> tuple[Any, Any]:
+) -> tuple[Learnings, Distiller]:
     learnings = Learnings(workspace)
     on_error = None if report is None else (lambda exc: report("distiller", exc))
     distiller = Distiller(
@@ -149,14 +151,18 @@ async def _load_tool_overrides(db: Database, registry: ToolRegistry) -> None:
         log.warning("tool_overrides_not_loaded", error=repr(exc))
 
 
-async def _tool_rag(config: Config, db: Database, embedder: Any, registry: ToolRegistry) -> tuple[Any, Any]:
+async def _tool_rag(
+    config: Config, db: Database, embedder: EmbeddingProvider | None, registry: ToolRegistry
+) -> tuple[ToolIndex | None, ToolSelector | None]:
     if not config.tool_rag.enabled:
         return None, None
 
     index = ToolIndex(db, embedder, ToolRagSettings.from_config(config.tool_rag))
     await index.sync(registry)
 
-    async def select(query: str, vector: Any, chat: Any, is_admin: bool, is_owner: bool) -> list[str]:
+    async def select(
+        query: str, vector: np.ndarray | None, chat: ChatInfo, is_admin: bool, is_owner: bool
+    ) -> list[str]:
         return await index.select(registry, chat, is_admin, query, vector, is_owner=is_owner)
 
     return index, select

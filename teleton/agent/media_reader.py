@@ -20,6 +20,7 @@ import structlog
 
 from teleton.config.schema import Config, MediaConfig
 from teleton.gateway.contract import Gateway, GatewayError, IncomingMessage, MediaInfo
+from teleton.llm.client import LLMClient
 from teleton.media import transcribe_http
 from teleton.media.documents import extract_text, kind_from_name
 from teleton.media.errors import MediaError
@@ -226,7 +227,7 @@ def _clock(seconds: float) -> str:
     return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
 
 
-def describer(llm: Any) -> Describe:
+def describer(llm: LLMClient) -> Describe:
     """The utility model's one-line description of an image (``llm``: the turn's ``LLMClient``)."""
 
     async def describe(block: dict[str, Any]) -> str:
@@ -262,7 +263,7 @@ def transcriber_for(media: MediaConfig, scratch: Path | None = None) -> Transcri
     return None
 
 
-def media_reader(config: Config, db: Database, gateway: Gateway, llm: Any) -> MediaReader | None:
+def media_reader(config: Config, db: Database, gateway: Gateway, llm: LLMClient) -> MediaReader | None:
     """The reader ``config.media`` asks for (None: media is not read)."""
     if not config.media.enabled:
         return None

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from typing import Any
 
 from teleton.gateway.contract import ChatInfo, IncomingMessage, UserInfo
 from teleton.llm.client import Message
 from teleton.llm.tool_loop import LoopResult
 from teleton.memory.feed import reads
+from teleton.storage.database import Database
 
 
 def spoke_here(result: LoopResult, send_tools: frozenset[str], chat_id: int) -> bool:
@@ -71,7 +71,7 @@ def sender_label(user: UserInfo | None) -> str:
     return user.display_name + (f" (@{user.username})" if user.username else "")
 
 
-async def archived_chat(db: Any, chat_id: int) -> ChatInfo:
+async def archived_chat(db: Database, chat_id: int) -> ChatInfo:
     """A chat as the feed archive knows it (scheduled turns, summaries of idle sessions). A chat the
     archive has never seen is a DM when its id is positive (Telegram's user ids), a group otherwise."""
     row = await db.read(lambda conn: reads.chat(conn, chat_id))
@@ -83,7 +83,7 @@ async def archived_chat(db: Any, chat_id: int) -> ChatInfo:
     )  # fmt: skip
 
 
-async def quoted_referent(db: Any, msg: IncomingMessage) -> str:
+async def quoted_referent(db: Database, msg: IncomingMessage) -> str:
     """The message this one replies to (same chat only), so "yes, that one" has its referent."""
     if msg.reply_to_id is None:
         return ""

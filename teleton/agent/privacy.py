@@ -13,11 +13,10 @@ this module only applies them to prompts:
 
 from __future__ import annotations
 
-from typing import Any
-
 from teleton.gateway.contract import ChatInfo, UserInfo
 from teleton.privacy import Clearance, Principals, Taint
 from teleton.privacy.paths import PERSONA_FILES
+from teleton.scheduler.task_store import TaskRecord
 
 # Every turn's prompt starts with these, a group's too: so they must be public (persona files), checked here.
 EVERY_PROMPT = ("SOUL.md", "SECURITY.md")
@@ -39,13 +38,13 @@ def origin(chat: ChatInfo, clearance: Clearance, sender_name: str = "") -> str |
     return f'group "{chat.title or chat.id}" ({clearance.label})'
 
 
-def task_taint(task: Any) -> Taint:
+def task_taint(task: TaskRecord) -> Taint:
     """What the scheduling turn had been shown (stored with the task); none stored: just the clearance."""
     stored = task.payload.get("taint") if isinstance(task.payload, dict) else None
     return Taint.from_json(stored) if stored else Taint()
 
 
-def task_origin(task: Any, principals: Principals) -> tuple[Clearance, UserInfo | None, bool]:
+def task_origin(task: TaskRecord, principals: Principals) -> tuple[Clearance, UserInfo | None, bool]:
     """The clearance, principal and admin right a scheduled task runs with: the scheduling turn's, stored
     with it. A task from before labels has none stored: its chat's clearance, the scheduler it recorded."""
     if task.clearance is not None:
@@ -54,4 +53,4 @@ def task_origin(task: Any, principals: Principals) -> tuple[Clearance, UserInfo 
     sender = task.payload.get("sender_id")
     principal = UserInfo(id=int(sender)) if sender is not None else None
     admin = bool(task.payload.get("admin")) and principal is not None
-    return principals.clearance(int(task.chat_id)), principal, admin
+    return principals.clearance(task.chat), principal, admin

@@ -9,7 +9,7 @@ scheduler retries it, and the task's ``sending_at`` / ``delivered_at`` make sure
 from __future__ import annotations
 
 import time
-from typing import Any, Protocol
+from typing import Protocol
 
 from teleton.agent.core import AgentCore
 from teleton.agent.delivery.records import Delivery, DeliveryFailed, NoRecord, TaskDelivery
@@ -19,6 +19,7 @@ from teleton.agent.turn import Turn
 from teleton.gateway.contract import IncomingMessage, UserInfo
 from teleton.privacy import Clearance, Taint
 from teleton.scheduler.scheduler import NotNow
+from teleton.scheduler.task_store import TaskRecord
 from teleton.tools.registry import ToolContext
 
 
@@ -84,16 +85,16 @@ class ScheduledTurns:
             raise DeliveryFailed(turn.undelivered)
         return turn.reply if turn is not None else None
 
-    async def run_task(self, task: Any, text: str) -> str | None:
+    async def run_task(self, task: TaskRecord, text: str) -> str | None:
         """A due ``agent`` task (``teleton.scheduler``): a scheduled turn with the task's stored origin."""
         clearance, principal, is_admin = task_origin(task, self.agent.principals)
         return await self.run(
-            int(task.chat_id),
+            task.chat,
             text,
             clearance=clearance,
             principal=principal,
             is_admin=is_admin,
-            delivery=TaskDelivery(self.agent.deps.db, int(task.chat_id), task_id=int(task.id)),
+            delivery=TaskDelivery(self.agent.deps.db, task.chat, task_id=int(task.id)),
             taint=task_taint(task),
         )
 
@@ -114,11 +115,11 @@ class ScheduledTurns:
                 ended += 1
         return ended
 
-    async def task_context(self, task: Any) -> ToolContext:
+    async def task_context(self, task: TaskRecord) -> ToolContext:
         """The context a due ``tool`` task's call runs in: the task's stored origin, nothing wider."""
         clearance, principal, is_admin = task_origin(task, self.agent.principals)
         return ToolContext(
-            chat=await archived_chat(self.agent.deps.db, int(task.chat_id)),
+            chat=await archived_chat(self.agent.deps.db, task.chat),
             sender=principal,
             is_admin=is_admin,
             clearance=clearance,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from teleton.agent.delivery.records import Delivery, NoRecord
 from teleton.agent.prompt.memory import MemoryUsage, RagContext
@@ -14,6 +14,8 @@ from teleton.gateway.contract import IncomingMessage, SentMessage
 from teleton.llm.client import Message
 from teleton.llm.tool_loop import LoopResult
 from teleton.privacy import Clearance, Taint
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -55,7 +57,7 @@ class Turn:
         return self.taint.steering(self.clearance.label)
 
 
-def required(value: Any) -> Any:
+def required(value: T | None) -> T:
     if value is None:
         raise RuntimeError("pipeline stage ran out of order")
     return value

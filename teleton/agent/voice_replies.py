@@ -10,12 +10,12 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import structlog
 
 from teleton.agent.turn import Turn
 from teleton.gateway.contract import Gateway
+from teleton.media.speech import SpeechClient
 from teleton.privacy.paths import chat_dir
 from teleton.storage.private_files import write_private_bytes
 
@@ -25,7 +25,7 @@ log = structlog.get_logger(__name__)
 @dataclass
 class VoiceReplies:
     mode: str  # when_spoken_to | always ("off": no VoiceReplies at all)
-    speech: Any  # teleton.media.speech.SpeechClient
+    speech: SpeechClient
     gateway: Gateway
     workspace: Path
 

@@ -20,14 +20,16 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import structlog
 
 from teleton.agent.consolidation import CHECK_EVERY_S, Consolidation
-from teleton.agent.factory import build_agent
+from teleton.agent.factory import AgentStack, build_agent
 from teleton.agent.heartbeat import Heartbeat
 from teleton.agent.runtime import Agent
 from teleton.config import Config, load_config, require_llm, require_telegram
@@ -41,6 +43,8 @@ from teleton.daemon.status_file import DaemonStatus, write_status
 from teleton.daemon.systemd_notify import Notifier
 from teleton.media.retention import sweep_downloads
 from teleton.memory.embeddings import create_provider, with_cache
+from teleton.memory.embeddings.provider import EmbeddingProvider
+from teleton.memory.feed.embedding import FeedEmbedder
 from teleton.memory.knowledge.index import KnowledgeIndex
 from teleton.memory.knowledge.watch import KnowledgeWatcher
 from teleton.privacy import Principals
@@ -50,6 +54,7 @@ from teleton.scheduler.scheduler import Scheduler
 from teleton.storage import Database
 from teleton.storage.workspace_template import create_workspace
 from teleton.telegram.gateway import GatewaySettings, TelegramGateway
+from teleton.telegram.receive.dispatch import Dispatcher
 from teleton.telegram.receive.policy import PolicyConfig
 from teleton.telegram.receive.policy_control import DispatcherPolicy
 from teleton.tools.suite import build_registry
@@ -78,12 +83,12 @@ class Daemon:
     db_watch: DatabaseWatch | None = None
     # Set as start-up reaches them; shutdown closes whatever exists, in reverse dependency order.
     db: Database | None = None
-    gateway: Any = None
-    stack: Any = None
-    dispatcher: Any = None
-    scheduler: Any = None
-    watcher: Any = None
-    feed_embedder: Any = None
+    gateway: TelegramGateway | LoopbackGateway | None = None
+    stack: AgentStack | None = None
+    dispatcher: Dispatcher | None = None
+    scheduler: Scheduler | None = None
+    watcher: KnowledgeWatcher | None = None
+    feed_embedder: FeedEmbedder | None = None
 
     def __post_init__(self) -> None:
         self.principals = Principals.from_telegram(self.config.telegram)
@@ -202,8 +207,7 @@ class Daemon:
         )
         print(f"teleton ready in {time.monotonic() - started:.1f}s: {summary}", flush=True)
 
-    async def _start_knowledge(self, db: Database, embedder: Any) -> Any:
-        assert self.config.storage.workspace is not None
+    async def _start_knowledge(self, db: Database, embedder: EmbeddingProvider | None) -> KnowledgeIndex:
         index = KnowledgeIndex.from_config(db, self.config, embedder, self.principals)
         counts = await index.reindex()
         log.info("knowledge_indexed", **counts.as_dict())
@@ -211,7 +215,7 @@ class Daemon:
         self.watcher.start(self.supervisor)
         return index
 
-    def _make_gateway(self, db: Database) -> Any:
+    def _make_gateway(self, db: Database) -> TelegramGateway | LoopbackGateway:
         settings = GatewaySettings.from_telegram(self.config.telegram, self.principals)
         if self.transport and self.transport.startswith("loopback:"):
             return LoopbackGateway(Path(self.transport.split(":", 1)[1]), db, settings)
@@ -345,14 +349,22 @@ class Daemon:
         # New work stops first — scheduled tasks (they may still send while Telegram is up), then the
         # gateway (no more updates; running turns get TURN_GRACE_S) — then what the turns used, and the
         # database last so every step before it can still write.
-        steps = [
-            ("scheduler", self.scheduler and (lambda: self.scheduler.stop(2.0))),
-            ("gateway", self.gateway and (lambda: self.gateway.stop(TURN_GRACE_S))),
-            ("agent", self.stack and (lambda: self.stack.close(1.0))),
-            ("knowledge watcher", self.watcher and self.watcher.stop),
-            ("feed embedder", self.feed_embedder and (lambda: self.feed_embedder.stop(EMBED_FLUSH_S))),
+        scheduler, gateway, stack, watcher, embedder, db = (
+            self.scheduler,
+            self.gateway,
+            self.stack,
+            self.watcher,
+            self.feed_embedder,
+            self.db,
+        )
+        steps: list[tuple[str, Callable[[], Awaitable[object]] | None]] = [
+            ("scheduler", None if scheduler is None else partial(scheduler.stop, 2.0)),
+            ("gateway", None if gateway is None else partial(gateway.stop, TURN_GRACE_S)),
+            ("agent", None if stack is None else partial(stack.close, 1.0)),
+            ("knowledge watcher", None if watcher is None else watcher.stop),
+            ("feed embedder", None if embedder is None else partial(embedder.stop, EMBED_FLUSH_S)),
             ("supervisor", self.supervisor.stop),
-            ("database", self.db and self.db.close),
+            ("database", None if db is None else db.close),
         ]
         for name, close in steps:
             if not close:

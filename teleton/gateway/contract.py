@@ -102,7 +102,7 @@ class SentMessage:
     text: str
 
 
-IncomingHandler = Callable[[IncomingMessage], Awaitable[None]]
+IncomingHandler = Callable[[IncomingMessage], Awaitable[object]]  # what it returns is not used
 
 
 class Gateway(Protocol):

@@ -70,6 +70,13 @@ class TaskRecord:
     principal_id: int | None = None
     principal_admin: bool = False
 
+    @property
+    def chat(self) -> int:
+        """The chat the task speaks in: every agent or tool task has one."""
+        if self.chat_id is None:
+            raise TaskError(f"task {self.id} has no chat")
+        return self.chat_id
+
 
 _COLUMNS = (
     "id, chat_id, description, kind, payload, run_at, repeat, status, result, attempts, created_at, "

@@ -24,6 +24,7 @@ from teleton.agent.prompt.memory import FeedLine, RagContext
 from teleton.config.schema import AgentConfig, MemoryConfig, default
 from teleton.gateway.contract import IncomingMessage
 from teleton.memory import recall
+from teleton.memory.embeddings.provider import EmbeddingProvider
 from teleton.memory.embeddings.query import embed_query
 from teleton.memory.facts.subjects import attributable, speaker_subject
 from teleton.memory.feed import reads
@@ -95,7 +96,7 @@ class ContextBuilder:
     def __init__(
         self,
         db: Database,
-        embedder: Any = None,
+        embedder: EmbeddingProvider | None = None,
         settings: ContextSettings | None = None,
         principals: Principals | None = None,
     ) -> None:

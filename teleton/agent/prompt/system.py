@@ -34,6 +34,7 @@ from teleton.agent.prompt.memory import MemoryUsage
 from teleton.gateway.contract import ChatInfo, UserInfo
 from teleton.memory.facts.store import FactStore
 from teleton.memory.journal.daily_logs import DailyLogs
+from teleton.memory.journal.learnings import Learnings
 from teleton.privacy import OWNER, Clearance, Principals, Taint, path_label
 from teleton.privacy.quoting import UNTRUSTED_NOTE
 from teleton.storage.private_files import Unreadable, read_confined
@@ -88,7 +89,7 @@ class PromptBuilder:
         me: Callable[[], UserInfo | None] = lambda: None,
         daily_log_lines: int = 100,
         salience_threshold: float = 0.85,
-        learnings: Any = None,
+        learnings: Learnings | None = None,
         principals: Principals | None = None,
         shared: tuple[str, ...] = (),
         stable_budget: int | None = None,

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Any
+
+import numpy as np
 
 from teleton.agent.core import AgentCore
 from teleton.agent.prompt import budget
@@ -22,7 +23,7 @@ async def build_context(agent: AgentCore, turn: Turn) -> None:
     msg = turn.msg
     selector = agent.deps.tool_selector
 
-    async def pick_tools(vector: Any) -> Sequence[str] | None:
+    async def pick_tools(vector: np.ndarray | None) -> Sequence[str] | None:
         # Tool RAG shares the message's one query embedding with memory retrieval.
         if selector is None:
             return None
