@@ -15,7 +15,7 @@ import signal
 import sys
 from collections import deque
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import structlog
 import typer
@@ -32,10 +32,15 @@ from teleton.config.schema import Config
 from teleton.gateway.contract import UserInfo
 from teleton.llm.connect import client_for
 from teleton.llm.progress import WATCHING
+from teleton.memory.embeddings.provider import EmbeddingProvider
 from teleton.privacy import Principals
 from teleton.process.logging import configure_logging
 from teleton.storage import Database
 from teleton.storage.workspace_template import create_workspace
+
+if TYPE_CHECKING:  # types only: both load when a chat starts (below)
+    from teleton.agent.factory import AgentStack
+    from teleton.memory.feed.embedding import FeedEmbedder
 
 log = structlog.get_logger(__name__)
 INTERACTIVE_RETRIES = 2
@@ -175,11 +180,11 @@ class ChatSession:
 
     def __init__(
         self,
-        stack: Any,
-        db: Any,
+        stack: AgentStack,
+        db: Database,
         gateway: TerminalGateway,
         console: Console,
-        feed_embedder: Any = None,
+        feed_embedder: FeedEmbedder | None = None,
         screen: ChatScreen | None = None,
     ) -> None:
         self.stack = stack
@@ -192,7 +197,12 @@ class ChatSession:
 
     @classmethod
     async def open(
-        cls, config: Config, console: Console, *, embedder: Any = None, screen: ChatScreen | None = None
+        cls,
+        config: Config,
+        console: Console,
+        *,
+        embedder: EmbeddingProvider | None = None,
+        screen: ChatScreen | None = None,
     ) -> ChatSession:
         from teleton.agent.factory import build_agent  # deferred: the agent, its tools and SDKs load when a chat starts
 

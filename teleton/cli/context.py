@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import typer
 from rich.console import Console
 
 from teleton.config import Config, load_config
 from teleton.memory.embeddings import create_provider
+from teleton.memory.embeddings.provider import EmbeddingProvider
 
 
 @dataclass
@@ -30,7 +30,7 @@ def cli_config(ctx: typer.Context) -> Config:
     return load_config(state(ctx).config_path)
 
 
-def cli_embedder(config: Config, console: Console) -> Any:
+def cli_embedder(config: Config, console: Console) -> EmbeddingProvider | None:
     """The configured embedding provider, or None (keyword-only search) when it is off or cannot load here."""
     if config.embedding.provider == "none":
         return None

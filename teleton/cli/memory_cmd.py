@@ -14,6 +14,7 @@ from rich.table import Table
 
 from teleton.cli.context import cli_config
 from teleton.config.schema import Config
+from teleton.memory.embeddings.provider import EmbeddingProvider
 from teleton.storage import Database
 from teleton.storage.vector_tables import get_meta
 
@@ -21,7 +22,7 @@ app = typer.Typer(help="The knowledge base: MEMORY.md and memory/*.md.", no_args
 console = Console(soft_wrap=True)
 
 
-async def _open(config: Config) -> tuple[Any, Any]:
+async def _open(config: Config) -> tuple[Database, EmbeddingProvider | None]:
     """The database and the (cached) embedding provider of ``config``; provider None = keyword-only."""
     # Deferred: the embedding model, for commands that embed.
     from teleton.memory.embeddings import create_provider, with_cache

@@ -33,6 +33,7 @@ from teleton.privacy.quoting import label_origin, quote
 from teleton.process.supervisor import Supervisor
 from teleton.scheduler import task_store
 from teleton.scheduler.task_store import TaskRecord, TaskStore, next_cron
+from teleton.storage.database import Database
 
 log = structlog.get_logger(__name__)
 
@@ -90,7 +91,7 @@ class SchedulerSettings:
 class Scheduler:
     def __init__(
         self,
-        db: Any,
+        db: Database,
         *,
         run_agent_turn: RunAgentTurn | None = None,
         registry: Any = None,  # teleton.tools.registry.ToolRegistry, for tool tasks
@@ -177,7 +178,7 @@ class Scheduler:
         if any(outcome.values()):
             log.warning("tasks_recovered", **{k: len(v) for k, v in outcome.items()})
         for task_id in outcome["failed"]:  # told like any other failed task
-            task = await self.db.read(lambda c, i=task_id: task_store.get_task(c, i))
+            task = await self.db.read(partial(task_store.get_task, task_id=task_id))
             if task is not None:
                 await self._tell_owner(failure_notice(task, task.result or "interrupted by a restart"))
         loop = asyncio.get_running_loop()
@@ -234,7 +235,7 @@ class Scheduler:
         for task in due:
             if task.id in self._running:
                 continue
-            claimed = await self.db.write(lambda c, i=task.id: task_store.claim(c, i, self.clock()))
+            claimed = await self.db.write(partial(task_store.claim, task_id=task.id, now=self.clock()))
             if not claimed:
                 continue
             task = replace(task, attempts=task.attempts + 1)  # as claim() counted it: this run is a try

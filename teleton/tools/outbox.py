@@ -27,6 +27,7 @@ from typing import Any
 
 import structlog
 
+from teleton.config.schema import PrivacyConfig
 from teleton.gateway.contract import Gateway
 from teleton.llm.tool_loop import ToolResult
 from teleton.memory.feed import reads
@@ -57,7 +58,7 @@ class OutboxSettings:
     held_dir: Path | None = None  # where a long notice's file is written for the gateway (private); None: temp
 
     @classmethod
-    def from_config(cls, privacy: Any, data_dir: Path | None = None) -> OutboxSettings:
+    def from_config(cls, privacy: PrivacyConfig, data_dir: Path | None = None) -> OutboxSettings:
         """From ``config.privacy`` (and ``storage.data_dir``)."""
         return cls(
             mode=privacy.cross_chat_sends,
