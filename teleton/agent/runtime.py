@@ -1,13 +1,17 @@
 """The agent runtime: one turn as an explicit, ordered pipeline of small async stages.
 
     handle(msg)
-      commands        slash commands answer directly (``/stop`` even while a turn runs)
-      session         the chat's session; daily reset / idle expiry end it with a summary first
-      compaction      hard threshold -> write-then-compact; soft threshold -> memory flush
-      context         privacy-gated RAG blocks + the system prompt, memory within its budget (``prompt.budget``)
-      answer          the tool loop (overflow -> compact and one retry)   (``answering``)
-      reply           the final text goes to the chat unless a send tool already spoke (``answering``)
-      persist         observation masking, session saved, daily-log line (``aftercare``)
+      commands        slash commands answer directly (``/stop`` even while a turn runs)   (``commands/``)
+      media           a photo, voice note or document read into the message's text      (``stages/media``)
+      session         the chat's session; daily reset / idle expiry end it with a summary first  (``stages/session``)
+      compaction      hard threshold -> write-then-compact; soft threshold -> memory flush  (``stages/session``)
+      context         privacy-gated memory + the system prompt, within the memory budget  (``stages/context``)
+      answer          the tool loop (overflow -> compact and one retry)   (``stages/answering``)
+      reply           the final text goes to the chat unless a send tool already spoke (``stages/answering``)
+      voice           the reply spoken too, when configured   (``stages/media``)
+      persist         observation masking, session saved, daily-log line (``stages/aftercare``)
+
+Each stage takes the turn record (``turn.py``) and the services it shares with the others (``core.py``).
 
 The read path (context) runs before the write path (persist), so the model sees memory as it was before
 this exchange. Turns of one chat run one at a time; different chats run in parallel. Around the reply the
