@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,6 +13,7 @@ from rich.console import Console
 from teleton.config import Config, load_config
 from teleton.memory.embeddings import create_provider
 from teleton.memory.embeddings.provider import EmbeddingProvider
+from teleton.storage import Database
 
 
 @dataclass
@@ -39,3 +42,13 @@ def cli_embedder(config: Config, console: Console) -> EmbeddingProvider | None:
     except Exception as exc:
         console.print(f"[yellow]embeddings unavailable ({exc}); keyword search only[/]")
         return None
+
+
+@asynccontextmanager
+async def opened(config: Config) -> AsyncIterator[Database]:
+    """The configured database, open for one command and closed after it."""
+    db = await Database.open(config.storage.database_file)
+    try:
+        yield db
+    finally:
+        await db.close()

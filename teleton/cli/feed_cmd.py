@@ -14,7 +14,7 @@ from rich.table import Table
 from telethon import TelegramClient
 from telethon.sessions import SQLiteSession, StringSession
 
-from teleton.cli.context import cli_config, cli_embedder
+from teleton.cli.context import cli_config, cli_embedder, opened
 from teleton.config import require_telegram
 from teleton.config.schema import Config, resolved
 from teleton.memory.feed.archive import stats
@@ -154,11 +154,8 @@ def stats_cmd(ctx: typer.Context) -> None:
         raise typer.Exit(0)
 
     async def _stats() -> Any:
-        db = await Database.open(config.storage.database_file)
-        try:
+        async with opened(config) as db:
             return await db.read(stats)
-        finally:
-            await db.close()
 
     s = asyncio.run(_stats())
     pct = f"{100 * s.embedded / s.messages:.0f}%" if s.messages else "-"

@@ -13,14 +13,13 @@ import typer
 from rich.console import Console
 
 from teleton import __version__
-from teleton.cli.context import cli_config, state
+from teleton.cli.context import cli_config, opened, state
 from teleton.cli.errors import explain
 from teleton.config import ConfigError
 from teleton.daemon.health import StartupError
 from teleton.daemon.instance_lock import AlreadyRunning
 from teleton.daemon.status_file import describe, free_space, read_status
 from teleton.gateway.contract import GatewayError
-from teleton.storage import Database
 from teleton.storage.sqlite_driver import pick_driver
 from teleton.storage.workspace_template import create_workspace
 
@@ -138,11 +137,8 @@ def backup(
         raise typer.Exit(1)
 
     async def _copy() -> None:
-        db = await Database.open(config.storage.database_file)
-        try:
+        async with opened(config) as db:
             await db.backup(target)
-        finally:
-            await db.close()
 
     asyncio.run(_copy())
     console.print(f"backup written: {target}")

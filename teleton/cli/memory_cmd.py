@@ -4,19 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import asdict
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from teleton.cli.context import cli_config
+from teleton.cli.context import cli_config, opened
 from teleton.config.schema import Config
 from teleton.memory.embeddings.provider import EmbeddingProvider
 from teleton.storage import Database
 from teleton.storage.vector_tables import get_meta
+
+if TYPE_CHECKING:  # types only: the index loads with the commands that use it
+    from teleton.memory.knowledge.index import KnowledgeIndex
 
 app = typer.Typer(help="The knowledge base: MEMORY.md and memory/*.md.", no_args_is_help=True)
 console = Console(soft_wrap=True)
@@ -38,13 +43,21 @@ async def _open(config: Config) -> tuple[Database, EmbeddingProvider | None]:
     return db, with_cache(provider, db, config.embedding) if db.vectors else None
 
 
-async def _index(config: Config) -> Any:
-    # Deferred: the index and its search stack, for this command only.
+@asynccontextmanager
+async def knowledge_index(config: Config) -> AsyncIterator[tuple[Database, KnowledgeIndex]]:
+    """The database and its knowledge index with the configured model, open for one command."""
+    # Deferred: the index and its search stack, for the commands that use it.
     from teleton.memory.knowledge.index import KnowledgeIndex
 
     db, provider = await _open(config)
     try:
-        index = KnowledgeIndex.from_config(db, config, provider)
+        yield db, KnowledgeIndex.from_config(db, config, provider)
+    finally:
+        await db.close()
+
+
+async def _index(config: Config) -> Any:
+    async with knowledge_index(config) as (_, index):
         with Progress(
             TextColumn("embedding"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
         ) as bar:
@@ -52,8 +65,6 @@ async def _index(config: Config) -> Any:
             counts = await index.reindex(progress=lambda done, total: bar.update(task, completed=done, total=total))
             bar.update(task, completed=counts.embedded, total=max(counts.embedded, 1))
         return counts
-    finally:
-        await db.close()
 
 
 @app.command("index")
@@ -68,15 +79,9 @@ def index_cmd(ctx: typer.Context) -> None:
 
 
 async def _search(config: Config, query: str, sources: list[str] | None, limit: int) -> list[Any]:
-    from teleton.memory.knowledge.index import KnowledgeIndex  # deferred: as above
-
-    db, provider = await _open(config)
-    try:
+    async with knowledge_index(config) as (_, index):
         # The CLI runs as the operator of the machine, the owner: every label.
-        index = KnowledgeIndex.from_config(db, config, provider)
         return await index.search(query, labels=None, sources=sources, limit=limit)
-    finally:
-        await db.close()
 
 
 @app.command("search")
@@ -146,11 +151,8 @@ def stats_cmd(
         raise typer.Exit(0)
 
     async def _run() -> dict[str, Any]:
-        db = await Database.open(config.storage.database_file)
-        try:
+        async with opened(config) as db:
             return await db.read(_stats)
-        finally:
-            await db.close()
 
     stats = asyncio.run(_run())
     if as_json:
@@ -171,23 +173,15 @@ def stats_cmd(
 async def _find_forget(config: Config, needle: Any) -> Any:
     from teleton.memory.forget.everywhere import OWNER_SCOPE, find  # deferred: for memory forget only
 
-    db = await Database.open(config.storage.database_file)
-    try:
+    async with opened(config) as db:
         return await find(db, config.storage.workspace_dir, needle, OWNER_SCOPE)
-    finally:
-        await db.close()
 
 
 async def _erase_forget(config: Config, findings: Any) -> Any:
     from teleton.memory.forget.everywhere import erase  # deferred: for memory forget only
-    from teleton.memory.knowledge.index import KnowledgeIndex  # deferred: as above
 
-    db, provider = await _open(config)
-    try:  # the rewritten files are indexed again at once, with the configured model
-        knowledge = KnowledgeIndex.from_config(db, config, provider)
-        return await erase(db, config.storage.workspace_dir, findings, knowledge=knowledge)
-    finally:
-        await db.close()
+    async with knowledge_index(config) as (db, index):  # rewritten files are indexed again at once
+        return await erase(db, config.storage.workspace_dir, findings, knowledge=index)
 
 
 @app.command("forget")

@@ -12,31 +12,27 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from teleton.cli.context import cli_config
-from teleton.cli.memory_cmd import _open
+from teleton.cli.context import cli_config, opened
+from teleton.cli.memory_cmd import knowledge_index
 from teleton.config.schema import Config
 from teleton.memory.facts.rows import COLUMNS, stored
 from teleton.memory.facts.subjects import resolve
 from teleton.memory.portable import export_memory, import_memory
 from teleton.memory.search.corpora import CURRENT
-from teleton.storage import Database
 from teleton.storage.private_files import write_private
 
 console = Console(soft_wrap=True)
 
 
 async def _facts(config: Config, subject: str | None, history: bool) -> list[Any]:
-    db = await Database.open(config.storage.database_file)
-    try:
-        where = "1" if history else CURRENT
-        args: tuple[Any, ...] = ()
-        if subject:
-            where += " and subject = ?"
-            args = (resolve(subject, "owner", 0, {}),)
+    where = "1" if history else CURRENT
+    args: tuple[Any, ...] = ()
+    if subject:
+        where += " and subject = ?"
+        args = (resolve(subject, "owner", 0, {}),)
+    async with opened(config) as db:
         rows = await db.fetchall(f"select {COLUMNS} from facts where {where} order by scope, subject, id", args)
-        return [stored(r) for r in rows]
-    finally:
-        await db.close()
+    return [stored(r) for r in rows]
 
 
 def facts_cmd(
@@ -65,11 +61,8 @@ def facts_cmd(
 
 
 async def _export(config: Config) -> dict[str, Any]:
-    db = await Database.open(config.storage.database_file)
-    try:
+    async with opened(config) as db:
         return await export_memory(db, config.storage.workspace_dir)
-    finally:
-        await db.close()
 
 
 def export_cmd(
@@ -88,17 +81,10 @@ def export_cmd(
 
 
 async def _import(config: Config, data: dict[str, Any]) -> Any:
-    # Deferred: the index and its search stack, for memory import only.
-    from teleton.memory.knowledge.index import KnowledgeIndex
-
-    db, provider = await _open(config)
-    try:
-        index = KnowledgeIndex.from_config(db, config, provider)
+    async with knowledge_index(config) as (db, index):
         counts = await import_memory(db, config.storage.workspace_dir, data, index.add_entry)
         await index.reindex()  # the files just written
         return counts
-    finally:
-        await db.close()
 
 
 def import_cmd(
