@@ -14,8 +14,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from teleton.cli.context import cli_config, opened
+from teleton.cli.context import cli_config, cli_embedder, opened
 from teleton.config.schema import Config
+from teleton.memory.embeddings import with_cache
 from teleton.memory.embeddings.provider import EmbeddingProvider
 from teleton.storage import Database
 from teleton.storage.vector_tables import get_meta
@@ -29,15 +30,7 @@ console = Console(soft_wrap=True)
 
 async def _open(config: Config) -> tuple[Database, EmbeddingProvider | None]:
     """The database and the (cached) embedding provider of ``config``; provider None = keyword-only."""
-    # Deferred: the embedding model, for commands that embed.
-    from teleton.memory.embeddings import create_provider, with_cache
-
-    provider = None
-    if config.embedding.provider != "none":
-        try:
-            provider = await asyncio.to_thread(create_provider, config.embedding)
-        except Exception as exc:  # a missing model or key must not make the index unusable
-            console.print(f"[yellow]embeddings unavailable ({exc}); keyword search only[/]")
+    provider = await asyncio.to_thread(cli_embedder, config, console)  # loading the model takes CPU
     embedding = (provider.model_id, provider.dims) if provider is not None else None
     db = await Database.open(config.storage.database_file, embedding=embedding)
     return db, with_cache(provider, db, config.embedding) if db.vectors else None
