@@ -7,7 +7,7 @@ runs=${1:-5}
 dir=${2:-$(mktemp -d /tmp/loaded-XXXXXX)}
 repo=$(cd "$(dirname "$0")/.." && pwd)
 [ -d "$dir/.git" ] || git clone -q "$repo" "$dir"
-cd "$dir" && python3 -m venv .venv && . .venv/bin/activate && pip install -q -e ".[dev]" || exit 1
+cd "$dir" && python3 -m venv .venv && . .venv/bin/activate && pip install -q -e ".[dev,all]" || exit 1
 yes > /dev/null & b1=$!
 yes > /dev/null & b2=$!
 trap 'kill $b1 $b2' EXIT

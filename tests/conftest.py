@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -14,6 +15,7 @@ import pytest
 import structlog
 
 from teleton.llm import LLMClient, LLMSettings
+from teleton.providers import extras
 from teleton.storage import Database
 from tests.fakes.anthropic_server import FakeAnthropic, last_user_text, text
 
@@ -130,6 +132,19 @@ def daemon_root() -> Iterator[Path]:
     (root / "home").mkdir(parents=True)
     yield root
     shutil.rmtree(root, ignore_errors=True)
+
+
+def requires_extra(extra: str) -> pytest.MarkDecorator:
+    """Skip unless Teleton's pip extra ``extra`` is installed (the default install lacks it; CI has them all)."""
+    absent = extras.missing(extra)
+    return pytest.mark.skipif(absent is not None, reason=f"needs the {extra} extra: {extras.install_command(extra)}")
+
+
+def without_extra(monkeypatch: pytest.MonkeyPatch, extra: str) -> None:
+    """The packages of ``extra`` made absent at the import system's edge: importing one raises
+    ModuleNotFoundError and ``importlib.util.find_spec`` finds nothing, as in a default install."""
+    for module in extras.EXTRAS[extra]:
+        monkeypatch.setitem(sys.modules, module, None)
 
 
 @pytest.fixture

@@ -65,6 +65,7 @@ class AgentCore:
             learnings=deps.learnings,
             search=settings.context.params,
             scheduler=deps.scheduler,
+            chat_history=deps.chat_history,
         )
         if deps.outbox is not None:  # what the owner approves is carried out by the tool that held it
             deps.outbox.attach(deps.registry.tools(), self.tool_deps)

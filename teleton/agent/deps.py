@@ -133,6 +133,7 @@ class AgentDeps:
     media: MediaReader | None = None  # photos, voice notes, documents (None: not read)
     voice: VoiceReplies | None = None  # None: media.voice_replies is off
     scheduler: Scheduler | None = None  # where the task tools hand their tasks
+    chat_history: Path | None = None  # `teleton chat`'s input history: /forget scrubs it too
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep  # the wait of the slow notice (a test moves time)
 
 

@@ -30,6 +30,7 @@ from teleton.memory.journal.daily_logs import DailyLogs
 from teleton.memory.journal.learnings import Learnings
 from teleton.memory.knowledge.index import KnowledgeIndex
 from teleton.privacy import Principals
+from teleton.providers.extras import MissingExtra, install_command
 from teleton.scheduler.scheduler import Scheduler
 from teleton.storage.database import Database
 from teleton.tools.config_store import ToolConfigStore
@@ -89,6 +90,15 @@ async def build_agent(
         half_life_days=config.memory.recency_half_life_days,
     )
     learnings, distiller = _distiller(config, llm, facts, workspace, principals, report)
+
+    async def tell_owner(text: str) -> None:
+        chat = principals.notice_chat()
+        if chat is not None:
+            await gateway.send_message(chat, text)
+
+    media = media_reader(config, db, gateway, llm, tell_owner)
+    voice, speech_missing = _voice_replies(config, gateway, workspace)
+    _warn_missing_voice(media.voice_missing if media is not None else None, speech_missing)
     deps = AgentDeps(
         db=db,
         llm=llm,
@@ -108,24 +118,37 @@ async def build_agent(
         outbox=Outbox(db, gateway, principals, OutboxSettings.from_config(config.privacy, config.storage.data_dir)),
         shared_paths=tuple(config.privacy.shared_paths),
         rate_check=rate_check,
-        media=media_reader(config, db, gateway, llm),
-        voice=_voice_replies(config, gateway, workspace),
+        media=media,
+        voice=voice,
         report=report,
         scheduler=scheduler,
+        chat_history=config.storage.data_dir / "chat_history",
     )
     agent = Agent(deps, settings)
     return AgentStack(agent=agent, llm=llm, registry=registry, tool_index=index)
 
 
-def _voice_replies(config: Config, gateway: Gateway, workspace: Path) -> VoiceReplies | None:
+def _voice_replies(
+    config: Config, gateway: Gateway, workspace: Path
+) -> tuple[VoiceReplies | None, MissingExtra | None]:
+    """The voice replies ``media.voice_replies`` asks for, or None and why not when the voice extra is missing."""
     if config.media.voice_replies == "off":
-        return None
+        return None, None
     try:
         speech = speech_client(config.media.speech)
+    except MissingExtra as exc:  # said by _warn_missing_voice
+        return None, exc
     except ValueError as exc:  # the daemon answers in text; the log says what to set
         log.error("voice_replies_unavailable", error=str(exc))
-        return None
-    return VoiceReplies(config.media.voice_replies, speech, gateway, workspace)
+        return None, None
+    return VoiceReplies(config.media.voice_replies, speech, gateway, workspace), None
+
+
+def _warn_missing_voice(transcription: MissingExtra | None, speech: MissingExtra | None) -> None:
+    """One warning line at start naming every configured voice part the missing voice extra leaves out."""
+    parts = [name for name, why in (("transcription", transcription), ("voice replies", speech)) if why is not None]
+    if parts:
+        log.warning("voice_extra_missing", unavailable=", ".join(parts), fix=install_command("voice"))
 
 
 def _distiller(

@@ -5,7 +5,8 @@ A message with a file the agent can read is downloaded into ``downloads/<chat id
 an image block and gets a one-line description from the utility model; audio is transcribed; a document's
 text is extracted. What was read joins the caption in the archive (so ``feed search`` and memory find "the
 photo of the receipt" later) and in what the model reads, marked for what it is. Anything that cannot be
-read becomes a one-line note to the model and the log, never a failed turn.
+read becomes a one-line note to the model and the log, never a failed turn. Audio that cannot be heard
+because the ``voice`` extra is not installed also tells the owner, once per run, how to install it.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from teleton.media.images import image_block, prepare_image
 from teleton.media.transcribe_local import LocalSettings, from_settings
 from teleton.media.transcription import Transcriber
 from teleton.memory.feed import archive as fa
+from teleton.providers.extras import MissingExtra, install_command
 from teleton.storage import Database
 from teleton.tools.families.telegram_common import Refused, download_to_chat
 
@@ -44,7 +46,14 @@ DESCRIBE = (
     "text, numbers or names on it. Answer with the line only."
 )
 
+# What the owner is told, once per run, when audio arrives and local transcription lacks the voice extra.
+VOICE_NOTICE = (
+    f"A voice note arrived and I could not hear it: install teleton[voice] to hear voice notes "
+    f"({install_command('voice')}, then restart Teleton)."
+)
+
 Describe = Callable[[dict[str, Any]], Awaitable[str]]
+TellOwner = Callable[[str], Awaitable[object]]
 
 
 @dataclass(frozen=True)
@@ -103,11 +112,17 @@ class MediaReader:
         transcriber: Transcriber | None = None,
         describe: Describe | None = None,
         telegram_transcription: bool = False,
+        voice_missing: MissingExtra | None = None,
+        tell_owner: TellOwner | None = None,
     ) -> None:
         self.db, self.gateway, self.workspace, self.settings = db, gateway, workspace, settings
         self.transcriber = transcriber
         self.describe = describe
         self.telegram_transcription = telegram_transcription  # media.transcription.provider: telegram
+        # Why there is no transcriber when local transcription is configured without the voice extra.
+        self.voice_missing = voice_missing
+        self.tell_owner = tell_owner
+        self._owner_told = False
         self._later: set[asyncio.Task[None]] = set()
         self._one_at_a_time = asyncio.Semaphore(1)
 
@@ -184,11 +199,24 @@ class MediaReader:
         return Reading(text=_with(msg.text, marker), image=block, archive=bool(line))
 
     async def _audio(self, msg: IncomingMessage, data: bytes, filename: str) -> Reading:
+        if self.transcriber is None and self.voice_missing is not None:
+            await self._tell_owner_once()
+            raise MediaError(f"I could not hear it: {self.voice_missing}")
         if self.transcriber is None:
             raise MediaError("transcription is off (media.transcription.provider)")
         transcript = await self.transcriber.transcribe(data, filename=filename)
         marker = _transcribed(msg.media, transcript.duration_s, transcript.language, transcript.text)
         return Reading(text=_with(msg.text, marker))
+
+    async def _tell_owner_once(self) -> None:
+        """VOICE_NOTICE to the owner, the first time only: a failed send is logged, not retried."""
+        if self._owner_told or self.tell_owner is None:
+            return
+        self._owner_told = True  # before the await: two voice notes at once still make one notice
+        try:
+            await self.tell_owner(VOICE_NOTICE)
+        except Exception as exc:  # the note itself is still read (as unheard) and answered
+            log.warning("voice_notice_not_sent", error=f"{type(exc).__name__}: {str(exc)[:200]}")
 
     async def _document(self, msg: IncomingMessage, data: bytes, path: Path) -> Reading:
         media = msg.media
@@ -245,7 +273,8 @@ def describer(llm: LLMClient) -> Describe:
 
 def transcriber_for(media: MediaConfig, scratch: Path | None = None) -> Transcriber | None:
     """The transcriber ``media.transcription`` names; None when off or when it cannot work (logged once:
-    voice notes then reach the model as a note saying so, and ``teleton doctor`` names the fix)."""
+    voice notes then reach the model as a note saying so, and ``teleton doctor`` names the fix).
+    MissingExtra when local transcription lacks the voice extra: the caller says so (``media_reader``)."""
     t = media.transcription
     limit = media.max_audio_minutes * 60
     try:
@@ -258,22 +287,32 @@ def transcriber_for(media: MediaConfig, scratch: Path | None = None) -> Transcri
             return transcribe_http.from_settings(
                 preset_name=t.preset, base_url=t.base_url, model=t.model, api_key=t.api_key, max_duration_s=limit
             )
-    except Exception as exc:  # a missing model package or key: the daemon runs on without transcription
+    except MissingExtra:
+        raise
+    except Exception as exc:  # a missing model file or key: the daemon runs on without transcription
         log.error("transcription_unavailable", provider=t.provider, error=str(exc).splitlines()[0])
     return None
 
 
-def media_reader(config: Config, db: Database, gateway: Gateway, llm: LLMClient) -> MediaReader | None:
-    """The reader ``config.media`` asks for (None: media is not read)."""
+def media_reader(
+    config: Config, db: Database, gateway: Gateway, llm: LLMClient, tell_owner: TellOwner | None = None
+) -> MediaReader | None:
+    """The reader ``config.media`` asks for (None: media is not read); ``tell_owner`` sends the owner a notice."""
     if not config.media.enabled:
         return None
+    try:
+        transcriber, missing = transcriber_for(config.media, config.storage.data_dir), None
+    except MissingExtra as exc:  # said at start by the factory, and to the owner with the first voice note
+        transcriber, missing = None, exc
     return MediaReader(
         db,
         gateway,
         config.storage.workspace_dir,
         MediaSettings.from_config(config.media),
-        transcriber=transcriber_for(config.media, config.storage.data_dir),
+        transcriber=transcriber,
         # A utility model that cannot see images would describe the note that replaced it: no line at all.
         describe=describer(llm) if llm.utility_sees_images else None,
         telegram_transcription=config.media.transcription.provider == "telegram",
+        voice_missing=missing,
+        tell_owner=tell_owner,
     )

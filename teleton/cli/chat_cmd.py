@@ -25,7 +25,7 @@ from prompt_toolkit.patch_stdout import patch_stdout
 from rich.console import Console
 
 from teleton.cli.chat_screen import ChatScreen
-from teleton.cli.context import cli_config, cli_embedder
+from teleton.cli.context import cli_embedder, running_config
 from teleton.cli.terminal_gateway import TERMINAL_CHAT_ID, TerminalGateway
 from teleton.config import require_llm
 from teleton.config.schema import Config
@@ -36,6 +36,7 @@ from teleton.memory.embeddings.provider import EmbeddingProvider
 from teleton.privacy import Principals
 from teleton.process.logging import configure_logging
 from teleton.storage import Database
+from teleton.storage.private_files import private_data_dir, touch_private
 from teleton.storage.workspace_template import create_workspace
 
 if TYPE_CHECKING:  # types only: both load when a chat starts (below)
@@ -55,13 +56,14 @@ def chat(
     quiet: Annotated[bool, typer.Option("--quiet", help="No errors on screen either (they stay in the log).")] = False,
 ) -> None:
     """Talk to the agent in the terminal, as your own DM (same memory and tools, no Telegram needed)."""
-    config = cli_config(ctx)
+    config = running_config(ctx)
     require_llm(config)
     console = Console()
     # The conversation owns the screen: the log goes to a file, only errors to the terminal (a retry is a
     # warning: the spinner counts it).
     log_file = config.logging.file or Path(config.storage.data_dir) / "chat.log"
-    configure_logging(config.logging.level, "auto", log_file, stream_level="critical" if quiet else "error")
+    configure_logging(config.logging.level, "human", log_file, stream_level="critical" if quiet else "error")
+    private_data_dir(config.storage.data_dir)
     converse = _converse if sys.stdin.isatty() and sys.stdout.isatty() else _converse_plain
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C between answers without a live prompt: leave
         asyncio.run(converse(config, console, new))
@@ -84,8 +86,8 @@ async def _converse_plain(config: Config, console: Console, new: bool) -> None:
 
 async def _converse(config: Config, console: Console, new: bool) -> None:
     """A terminal: a live prompt, answers streaming above it, bracketed paste as one message."""
-    history = Path(config.storage.data_dir) / "chat_history"
-    history.parent.mkdir(parents=True, exist_ok=True)
+    # Everything typed (pastes included): 0600 before prompt_toolkit opens it with the umask's mode.
+    history = touch_private(Path(config.storage.data_dir) / "chat_history")
     prompt: PromptSession[str] = PromptSession(history=FileHistory(str(history)))
 
     def redraw() -> None:
@@ -208,7 +210,7 @@ class ChatSession:
 
         await asyncio.to_thread(create_workspace, config.storage.workspace_dir)  # as the daemon does at start
         if embedder is None:
-            embedder = cli_embedder(config, console)
+            embedder = cli_embedder(config, Console(stderr=True))  # a warning: stdout is the conversation
         dims = getattr(embedder, "dims", None)
         embedding = (embedder.model_id, dims) if embedder is not None and dims else None
         db = await Database.open(config.storage.database_file, embedding=embedding)

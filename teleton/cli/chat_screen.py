@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from prompt_toolkit.filters import is_done
 from prompt_toolkit.formatted_text import FormattedText
 
 from teleton.llm.progress import Progress
@@ -68,7 +69,9 @@ class ChatScreen:
 
     # -- the prompt area ----------------------------------------------------------------------------------
     def prompt(self) -> FormattedText:
-        if self.busy_since is None:
+        # A line accepted during an answer stays on the screen as the prompt last drew it: drawn plain, so no
+        # spinner or half line is left frozen above (the half line is still on its way, in the next prompt).
+        if self.busy_since is None or is_done():
             return FormattedText([("bold", PROMPT)])
         elapsed = time.monotonic() - self.busy_since
         status = f"{SPINNER[int(elapsed * 10) % len(SPINNER)]} thinking {elapsed:.0f}s"

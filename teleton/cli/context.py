@@ -9,8 +9,9 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
-from teleton.config import Config, load_config
+from teleton.config import Config, load_config, require_private_config
 from teleton.memory.embeddings import create_provider
 from teleton.memory.embeddings.provider import EmbeddingProvider
 from teleton.storage import Database
@@ -19,6 +20,7 @@ from teleton.storage import Database
 @dataclass
 class CliState:
     config_path: Path | None = None
+    insecure_config: bool = False  # --insecure-config: run with a config others may read
 
 
 def state(ctx: typer.Context) -> CliState:
@@ -33,6 +35,15 @@ def cli_config(ctx: typer.Context) -> Config:
     return load_config(state(ctx).config_path)
 
 
+def running_config(ctx: typer.Context) -> Config:
+    """The config for a command that runs the agent (start, chat): also refused while it holds a secret that
+    group or others may read, unless --insecure-config says otherwise."""
+    config = cli_config(ctx)
+    if not state(ctx).insecure_config:
+        require_private_config(config)
+    return config
+
+
 def cli_embedder(config: Config, console: Console) -> EmbeddingProvider | None:
     """The configured embedding provider, or None (keyword-only search) when it is off or cannot load here."""
     if config.embedding.provider == "none":
@@ -40,7 +51,7 @@ def cli_embedder(config: Config, console: Console) -> EmbeddingProvider | None:
     try:
         return create_provider(config.embedding)
     except Exception as exc:
-        console.print(f"[yellow]embeddings unavailable ({exc}); keyword search only[/]")
+        console.print(f"[yellow]embeddings unavailable ({escape(str(exc))}); keyword search only[/]")
         return None
 
 

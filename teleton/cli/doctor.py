@@ -7,16 +7,14 @@ a remote embedding endpoint with one embedding, and the Telegram session by conn
 from __future__ import annotations
 
 import asyncio
-import getpass
 import os
-import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from teleton.cli.checks import Check, provider_label
+from teleton.cli.doctor_files import check_data_dir, check_database, check_private_files, config_fix
 from teleton.cli.doctor_online import check_embeddings_online, check_model_online, check_telegram_online
 from teleton.config import Config, ConfigError, load_config
 from teleton.config.presets import PresetError, endpoint_for, preset
@@ -25,11 +23,9 @@ from teleton.media.speech import speech_client
 from teleton.media.whisper_files import whisper_files
 from teleton.memory.embeddings import hf_download, model_files
 from teleton.memory.embeddings.openai_compatible import EmbeddingEndpointError, endpoint_of
+from teleton.providers.extras import MissingExtra, install_command, require
 from teleton.providers.pinned_files import ModelFilesError
-from teleton.storage.database import connect
 from teleton.storage.sqlite_driver import has_fts5, load_sqlite_vec, pick_driver
-
-MIN_FREE_BYTES = 200 * 1024 * 1024  # below this, the archive and the WAL will soon fail to write
 
 
 def check_python() -> Check:
@@ -62,7 +58,7 @@ def check_config(path: Path | None) -> tuple[Check, Config | None]:
     try:
         config = load_config(path)
     except ConfigError as exc:
-        return Check("Config", False, str(exc), "fix the named key, or run `teleton setup`"), None
+        return Check("Config", False, str(exc), config_fix(exc, path)), None
     where = str(config.source) if config.source else "no config file: defaults"
     return Check("Config", True, where), config
 
@@ -93,6 +89,9 @@ def check_embedding_model(config: Config) -> Check:
         else:  # e5 (the default) is built here if this is its first use
             files = packaged_model(emb.model)
         files.verify()
+        files.require_tokenizer()
+    except MissingExtra as exc:  # a packaged model whose extra is not installed
+        return Check("Embedding model", False, str(exc), install_command(exc.extra))
     except ModelFilesError as exc:
         fix = "point embedding.model_path at a complete model folder"
         if emb.model_path is None and packaged is not None:
@@ -141,27 +140,6 @@ def check_telegram_session(config: Config) -> Check:
     return Check("Telegram session", True, f"{path} (logged in as user id {me[0]})")
 
 
-def check_data_dir(config: Config) -> list[Check]:
-    """Writable, with room to write: the daemon's first failed write would otherwise be at 3 a.m."""
-    data_dir = config.storage.data_dir
-    probe = data_dir
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent  # `teleton setup` creates it: check where it will be created
-    try:
-        with tempfile.NamedTemporaryFile(dir=probe, prefix=".doctor-"):
-            pass
-        writable = Check("Data directory", True, f"{data_dir} (writable)")
-    except OSError as exc:
-        fix = f"make it writable for this user: chown -R {getpass.getuser()} {probe}"
-        writable = Check("Data directory", False, f"{probe}: not writable ({exc.strerror})", fix)
-    free = shutil.disk_usage(probe).free
-    enough = free >= MIN_FREE_BYTES
-    disk = Check(
-        "Free disk", enough, f"{free / 2**30:.1f} GiB free under {probe}", "" if enough else "free some disk space"
-    )
-    return [writable, disk]
-
-
 def check_embedding_endpoint(config: Config) -> Check:
     """Offline: the URL, model and key the config names (``--online`` then calls the server)."""
     emb = config.embedding
@@ -183,6 +161,7 @@ def check_transcription(config: Config) -> Check:
     try:
         if t.provider == "local":
             files = whisper_files(t.model, t.model_path)
+            require("voice", "local transcription", "faster_whisper", "av")
             files.check_present()
             return Check("Transcription", True, f"local {files.model_id}")
         # Deferred: only when transcription is over HTTP.
@@ -194,7 +173,9 @@ def check_transcription(config: Config) -> Check:
             return Check("Transcription", False, str(exc), "fix the named key in media.transcription")
         asyncio.run(client.aclose())
         return Check("Transcription", True, f"{client.provider} at {client.base_url}")
-    except Exception as exc:  # ModelFilesError: a package missing or a file changed
+    except MissingExtra:  # the default install has no local transcription: not a failure, said with the fix
+        return Check("Transcription", None, f"voice notes are not transcribed: {install_command('voice')}")
+    except Exception as exc:  # ModelFilesError: a file missing or changed
         return Check("Transcription", False, str(exc), "reinstall Teleton, or set media.transcription.model_path")
 
 
@@ -205,20 +186,13 @@ def check_voice_replies(config: Config) -> Check | None:
 
     try:
         speech = speech_client(config.media.speech)
+    except MissingExtra as exc:
+        return Check("Voice replies", False, str(exc), f"{install_command('voice')}, or set media.speech")
     except ValueError as exc:
         return Check("Voice replies", False, str(exc), "fix the named key in media.speech")
     asyncio.run(speech.aclose())
     where = "eSpeak NG, local" if speech.name == "local" else f"{speech.model} at {speech.base_url}"
     return Check("Voice replies", True, f"{config.media.voice_replies}: {where}")
-
-
-def check_database_mode(config: Config) -> Check | None:
-    path = config.storage.database
-    if path is None or not path.exists():
-        return None
-    mode = path.stat().st_mode & 0o777
-    ok = not mode & 0o077
-    return Check("Database file mode", ok, f"{mode:o}", "" if ok else f"chmod 600 {path}")
 
 
 def check_api_key(config: Config) -> Check:
@@ -253,26 +227,6 @@ def check_fallback_keys(config: Config) -> list[Check]:
     return found
 
 
-def check_database(config: Config) -> Check:
-    """``PRAGMA quick_check`` on the database (read-only; safe while the daemon runs)."""
-    path = config.storage.database
-    assert path is not None
-    if not path.exists():
-        return Check("Database", True, f"{path} (not created yet)")
-    fix = "stop the daemon and restore the last copy made with `teleton backup PATH` over the database file"
-    try:
-        conn = connect(path, pick_driver(), vectors=False, readonly=True)
-        try:
-            found = [str(r[0]) for r in conn.execute("pragma quick_check").fetchall()]
-        finally:
-            conn.close()
-    except Exception as exc:  # not a database at all, unreadable
-        return Check("Database", False, f"{path}: {exc}", fix)
-    if found != ["ok"]:
-        return Check("Database", False, f"{path}: damaged ({found[0]})", fix)
-    return Check("Database", True, f"{path} (quick_check ok)")
-
-
 def check_lost_database(config: Config) -> Check | None:
     """The last run stopped because its database file was deleted or replaced (the marker it left)."""
     lost = read_marker(config.storage.data_dir)
@@ -284,15 +238,7 @@ def check_lost_database(config: Config) -> Check | None:
     return Check("Last stop", False, detail, fix)
 
 
-def check_config_mode(config: Config) -> Check | None:
-    if config.source is None:
-        return None
-    mode = config.source.stat().st_mode & 0o777
-    ok = not mode & 0o077
-    return Check("Config file mode", ok, f"{mode:o}", "" if ok else f"chmod 600 {config.source}")
-
-
-LOCAL_CHECKS = ("Config file mode", "Embedding model", "Workspace", "Database", "Database file mode",
+LOCAL_CHECKS = ("Embedding model", "Workspace", "Database", "Private files",
                 "Data directory", "Free disk", "Telegram session", "Model API key", "Transcription")  # fmt: skip
 
 
@@ -303,12 +249,11 @@ def run_checks(config_path: Path | None, *, online: bool = False) -> list[Check]
     if config is None:
         return checks + [Check(name, None, "not checked: the config did not load") for name in LOCAL_CHECKS]
     extra: list[Callable[[Config], Check | list[Check] | None]] = [
-        check_config_mode,
         check_embedding_model,
         check_workspace,
         check_database,
         check_lost_database,
-        check_database_mode,
+        check_private_files,
         check_data_dir,
         check_telegram_session,
         check_api_key,

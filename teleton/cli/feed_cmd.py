@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import json
+from dataclasses import asdict
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -15,13 +17,16 @@ from telethon import TelegramClient
 from telethon.sessions import SQLiteSession, StringSession
 
 from teleton.cli.context import cli_config, cli_embedder, opened
+from teleton.cli.help_format import App
+from teleton.cli.memory_cmd import require_query
 from teleton.config import require_telegram
 from teleton.config.schema import Config, resolved
 from teleton.memory.feed.archive import stats
 from teleton.storage import Database
 
-app = typer.Typer(help="The Telegram feed archive.", no_args_is_help=True)
+app = App(help="The Telegram feed archive.", no_args_is_help=True)
 console = Console(soft_wrap=True)
+err_console = Console(stderr=True, soft_wrap=True)  # warnings: stdout holds the command's output
 
 
 @app.command("backfill")
@@ -95,9 +100,11 @@ def search_cmd(
     ctx: typer.Context,
     query: Annotated[str, typer.Argument(help="Words to look for (any text is fine).")],
     chat: Annotated[int | None, typer.Option("--chat", help="Only this chat id.")] = None,
-    limit: Annotated[int, typer.Option("--limit", "-n", min=1, max=100)] = 10,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, max=100, help="At most this many hits.")] = 10,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the hits as JSON.")] = False,
 ) -> None:
     """Search the archive (hybrid keyword + vector when embeddings are on)."""
+    require_query(query)
     try:
         feed_search = importlib.import_module("teleton.memory.feed.search")
     except ImportError:
@@ -105,6 +112,9 @@ def search_cmd(
         raise typer.Exit(1) from None
     config = cli_config(ctx)
     hits = asyncio.run(_search(config, feed_search, query, chat, limit))
+    if as_json:
+        typer.echo(json.dumps([asdict(h) for h in hits], ensure_ascii=False, indent=2))
+        return
     if not hits:
         console.print("no matches")
         raise typer.Exit(0)
@@ -117,7 +127,7 @@ def search_cmd(
 async def _search(config: Config, feed_search: Any, query: str, chat: int | None, limit: int) -> list[Any]:
     from teleton.memory.search.hybrid import SearchParams  # deferred: the search stack, for feed search only
 
-    provider = cli_embedder(config, console)
+    provider = cli_embedder(config, err_console)
     embedding = (provider.model_id, provider.dims) if provider is not None else None
     db = await Database.open(config.storage.database_file, embedding=embedding)
     try:
@@ -146,11 +156,16 @@ def _hit_row(hit: Any) -> tuple[str, str, str, str, str]:
 
 
 @app.command("stats")
-def stats_cmd(ctx: typer.Context) -> None:
+def stats_cmd(
+    ctx: typer.Context, as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False
+) -> None:
     """How much the archive holds: messages, chats, users, edits, deletions, embeddings, busiest chats."""
     config = cli_config(ctx)
     if not config.storage.database_file.exists():
-        console.print(f"no archive yet at {config.storage.database_file}")
+        if as_json:
+            typer.echo(json.dumps(None))
+        else:
+            console.print(f"no archive yet at {config.storage.database_file}")
         raise typer.Exit(0)
 
     async def _stats() -> Any:
@@ -158,6 +173,10 @@ def stats_cmd(ctx: typer.Context) -> None:
             return await db.read(stats)
 
     s = asyncio.run(_stats())
+    if as_json:
+        per_chat = [{"chat_id": c, "title": t, "messages": n} for c, t, n in s.per_chat]
+        typer.echo(json.dumps({**asdict(s), "per_chat": per_chat}, ensure_ascii=False, indent=2))
+        return
     pct = f"{100 * s.embedded / s.messages:.0f}%" if s.messages else "-"
     console.print(
         f"messages {s.messages:,}  chats {s.chats:,}  users {s.users:,}  edited {s.edited:,}  "

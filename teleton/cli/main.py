@@ -11,25 +11,39 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from teleton import __version__
-from teleton.cli.context import cli_config, opened, state
+from teleton.cli.context import cli_config, opened, running_config, state
 from teleton.cli.errors import explain
+from teleton.cli.help_format import App
 from teleton.config import ConfigError
 from teleton.daemon.health import StartupError
 from teleton.daemon.instance_lock import AlreadyRunning
-from teleton.daemon.status_file import describe, free_space, read_status
+from teleton.daemon.status_file import describe, free_space, read_status, summary
 from teleton.gateway.contract import GatewayError
+from teleton.process.logging import configure_logging
 from teleton.storage.sqlite_driver import pick_driver
 from teleton.storage.workspace_template import create_workspace
 
-app = typer.Typer(
+EXIT_CODES = (
+    "Exit codes: 0 ok; 1 failure (a check failed, the daemon is not running, the machine refused); "
+    "2 usage or config error; 78 the daemon stopped on a fatal error a restart cannot fix; 130 interrupted."
+)
+app = App(
     help="Teleton: an AI agent on Telegram with a memory you can trust.",
+    epilog=EXIT_CODES,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
 console = Console(soft_wrap=True)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        version()
+        raise typer.Exit()
 
 
 @app.callback()
@@ -39,8 +53,19 @@ def main(
         Path | None,
         typer.Option("--config", "-c", help="Config file (default: $TELETON_CONFIG or ~/.teleton/config.yaml)."),
     ] = None,
+    insecure_config: Annotated[
+        bool,
+        typer.Option("--insecure-config", help="Run even though the config file holds secrets that others may read."),
+    ] = False,
+    show_version: Annotated[
+        bool, typer.Option("--version", is_eager=True, callback=_print_version, help="Print the version and exit.")
+    ] = False,
 ) -> None:
+    # Logs never on stdout (it holds the output): warnings and errors, one line each, on stderr. `start` and
+    # `chat` set up their own logging from the config.
+    configure_logging("warning", "human")
     state(ctx).config_path = config
+    state(ctx).insecure_config = insecure_config
 
 
 @app.command()
@@ -71,8 +96,10 @@ def doctor(
     online: Annotated[bool, typer.Option("--online", help="Also call the API and Telegram (network).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON list of checks on stdout.")] = False,
 ) -> None:
-    """Check Python, SQLite, FTS5, sqlite-vec, the embedding model, config, data dir, database, Telegram
-    session and API key; every check is listed, each OK, FAIL (with the fix) or SKIP."""
+    """Check the machine and the setup; every check is listed, each OK, FAIL (with the fix) or SKIP.
+
+    Python, SQLite, FTS5, sqlite-vec, the embedding model, config and file modes, data dir, database,
+    Telegram session, API keys. Exit code 1 when a check fails."""
     from teleton.cli.doctor import run_checks  # deferred: the checks load for teleton doctor only
 
     checks = run_checks(state(ctx).config_path, online=online)
@@ -80,9 +107,9 @@ def doctor(
         print(json.dumps([asdict(c) for c in checks], indent=2))
     for check in checks if not as_json else []:
         mark = {True: "[green]OK  [/]", False: "[red]FAIL[/]", None: "[yellow]SKIP[/]"}[check.ok]
-        line = f"{mark} {check.name:<22} {check.detail}"
+        line = f"{mark} {check.name:<22} {escape(check.detail)}"  # escape: "teleton[voice]" is no markup
         if check.ok is False and check.fix:
-            line += f"\n     [yellow]fix:[/] {check.fix}"
+            line += f"\n     [yellow]fix:[/] {escape(check.fix)}"
         console.print(line, highlight=False)
     if any(c.ok is False for c in checks):
         raise typer.Exit(1)
@@ -98,7 +125,7 @@ def start(
     """Run the daemon: archive, answer, remember. Stops cleanly on SIGTERM/SIGINT; SIGHUP reloads config."""
     from teleton.daemon.runner import run_daemon  # deferred: daemon, agent and models load for teleton start only
 
-    config = cli_config(ctx)
+    config = running_config(ctx)
     try:
         code = run_daemon(config, transport)
     except (AlreadyRunning, GatewayError, StartupError) as exc:
@@ -109,12 +136,20 @@ def start(
 
 
 @app.command()
-def status(ctx: typer.Context) -> None:
-    """Is the daemon running? Uptime, queue depth, archive size and the last error (works from any shell)."""
+def status(
+    ctx: typer.Context,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout (the same exit code).")] = False,
+) -> None:
+    """Is the daemon running? Uptime, queue depth, archive size and the last error (works from any shell);
+    exit code 1 when it is not running or not answering."""
     config = cli_config(ctx)
     data_dir = config.storage.data_dir
-    running, text = describe(read_status(data_dir / "status.json"), free_bytes=free_space(data_dir))
-    console.print(text, highlight=False)
+    found, free = read_status(data_dir / "status.json"), free_space(data_dir)
+    running, text = describe(found, free_bytes=free)
+    if as_json:
+        typer.echo(json.dumps(summary(found, free_bytes=free), indent=2))
+    else:
+        console.print(text, highlight=False)
     if not running:
         raise typer.Exit(1)
 

@@ -15,6 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from teleton.cli.context import cli_config, cli_embedder, opened
+from teleton.cli.help_format import App
 from teleton.config.schema import Config
 from teleton.memory.embeddings import with_cache
 from teleton.memory.embeddings.provider import EmbeddingProvider
@@ -24,13 +25,21 @@ from teleton.storage.vector_tables import get_meta
 if TYPE_CHECKING:  # types only: the index loads with the commands that use it
     from teleton.memory.knowledge.index import KnowledgeIndex
 
-app = typer.Typer(help="The knowledge base: MEMORY.md and memory/*.md.", no_args_is_help=True)
+app = App(help="The knowledge base: MEMORY.md and memory/*.md.", no_args_is_help=True)
 console = Console(soft_wrap=True)
+err_console = Console(stderr=True, soft_wrap=True)  # warnings and errors: stdout holds the command's output
+
+
+def require_query(query: str) -> None:
+    """An empty query is a usage error (exit 2), not a search that finds nothing."""
+    if not query.strip():
+        err_console.print("error: the query is empty: say what to look for", highlight=False, markup=False)
+        raise typer.Exit(2)
 
 
 async def _open(config: Config) -> tuple[Database, EmbeddingProvider | None]:
     """The database and the (cached) embedding provider of ``config``; provider None = keyword-only."""
-    provider = await asyncio.to_thread(cli_embedder, config, console)  # loading the model takes CPU
+    provider = await asyncio.to_thread(cli_embedder, config, err_console)  # loading the model takes CPU
     embedding = (provider.model_id, provider.dims) if provider is not None else None
     db = await Database.open(config.storage.database_file, embedding=embedding)
     return db, with_cache(provider, db, config.embedding) if db.vectors else None
@@ -49,22 +58,36 @@ async def knowledge_index(config: Config) -> AsyncIterator[tuple[Database, Knowl
         await db.close()
 
 
-async def _index(config: Config) -> Any:
+async def _index(config: Config, embedded: list[int]) -> Any:
+    """``embedded`` holds [done, total] as the embedding goes (what an interrupted run can say)."""
+
+    def progress(done: int, total: int) -> None:
+        embedded[:] = [done, total]
+        bar.update(task, completed=done, total=total)
+
     async with knowledge_index(config) as (_, index):
         with Progress(
             TextColumn("embedding"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
         ) as bar:
             task = bar.add_task("embed", total=None)
-            counts = await index.reindex(progress=lambda done, total: bar.update(task, completed=done, total=total))
+            counts = await index.reindex(progress=progress)
             bar.update(task, completed=counts.embedded, total=max(counts.embedded, 1))
         return counts
 
 
 @app.command("index")
 def index_cmd(ctx: typer.Context) -> None:
-    """Index MEMORY.md and memory/*.md of the workspace (only changed chunks are embedded)."""
+    """Index the workspace's MEMORY.md, memory/*.md and public/**/*.md (only changed chunks are embedded;
+    Ctrl-C keeps what is embedded so far)."""
     config = cli_config(ctx)
-    counts = asyncio.run(_index(config))
+    embedded = [0, 0]
+    try:
+        counts = asyncio.run(_index(config, embedded))
+    except KeyboardInterrupt:
+        done, total = embedded
+        where = f"{done} of {total} embedded" if total else "interrupted before embedding began"
+        err_console.print(f"{where}; run `teleton memory index` again to resume", highlight=False, markup=False)
+        raise typer.Exit(130) from None
     console.print(
         f"[green]indexed[/] {counts.files} files: {counts.added} added, {counts.updated} updated, "
         f"{counts.removed} removed, {counts.unchanged} unchanged ({counts.embedded} embedded)"
@@ -84,14 +107,15 @@ def search_cmd(
     source: Annotated[
         list[str] | None, typer.Option("--source", "-s", help="memory, session or learned (repeatable).")
     ] = None,
-    limit: Annotated[int, typer.Option("--limit", "-n", min=1, max=100)] = 10,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, max=100, help="At most this many hits.")] = 10,
     as_json: Annotated[bool, typer.Option("--json", help="Print the hits as JSON.")] = False,
 ) -> None:
     """Hybrid search of the knowledge base, with scores and sources."""
+    require_query(query)
     config = cli_config(ctx)
     hits = asyncio.run(_search(config, query, source or None, limit))
     if as_json:
-        typer.echo(json.dumps([asdict(h) for h in hits], ensure_ascii=False, indent=2))
+        typer.echo(json.dumps([_hit_json(h) for h in hits], ensure_ascii=False, indent=2))
         return
     if not hits:
         console.print("no matches")
@@ -111,6 +135,13 @@ def search_cmd(
     console.print(table)
 
 
+def _hit_json(hit: Any) -> dict[str, Any]:
+    data = asdict(hit)
+    if isinstance(data["meta"].get("start_line"), int):  # stored 0-based; people and editors count from 1
+        data["meta"]["start_line"] += 1
+    return data
+
+
 def _stats(conn: Any) -> dict[str, Any]:
     def one(sql: str) -> Any:
         try:
@@ -128,7 +159,7 @@ def _stats(conn: Any) -> dict[str, Any]:
         "vectors": one("select count(*) from knowledge_vec_rowids"),
         "characters": one("select coalesce(sum(length(text)), 0) from knowledge"),
         "embedding_model": get_meta(conn, "embedding_model"),
-        "embedding_dims": get_meta(conn, "embedding_dims"),
+        "embedding_dims": int(dims) if (dims := get_meta(conn, "embedding_dims")) else None,  # meta holds text
         "embedding_cache": one("select count(*) from embedding_cache"),
     }
 
@@ -166,15 +197,17 @@ def stats_cmd(
 async def _find_forget(config: Config, needle: Any) -> Any:
     from teleton.memory.forget.everywhere import OWNER_SCOPE, find  # deferred: for memory forget only
 
+    history = config.storage.data_dir / "chat_history"  # what was typed in `teleton chat`
     async with opened(config) as db:
-        return await find(db, config.storage.workspace_dir, needle, OWNER_SCOPE)
+        return await find(db, config.storage.workspace_dir, needle, OWNER_SCOPE, chat_history=history)
 
 
 async def _erase_forget(config: Config, findings: Any) -> Any:
     from teleton.memory.forget.everywhere import erase  # deferred: for memory forget only
 
     async with knowledge_index(config) as (db, index):  # rewritten files are indexed again at once
-        return await erase(db, config.storage.workspace_dir, findings, knowledge=index)
+        history = config.storage.data_dir / "chat_history"
+        return await erase(db, config.storage.workspace_dir, findings, knowledge=index, chat_history=history)
 
 
 @app.command("forget")

@@ -76,8 +76,8 @@ def export_cmd(
         print(text)
         return
     write_private(path, text + "\n")
-    console.print(f"exported {len(data['facts'])} facts, {len(data['entries'])} entries and "
-                  f"{len(data['files'])} files to {path}")  # fmt: skip
+    console.print(f"exported {_n(len(data['facts']), 'fact')}, {_n(len(data['entries']), 'entry')} and "
+                  f"{_n(len(data['files']), 'file')} to {path}", highlight=False)  # fmt: skip
 
 
 async def _import(config: Config, data: dict[str, Any]) -> Any:
@@ -101,10 +101,27 @@ def import_cmd(
     except ValueError as exc:
         console.print(f"[red]error:[/] {path}: {exc}")
         raise typer.Exit(1) from None
-    console.print(
-        f"imported {counts.facts} facts ({counts.history} history), {counts.entries} entries, {counts.files} files; "
-        f"already here: {counts.known} facts, {counts.files_kept} files; refused: {counts.refused}"
-    )
+    console.print(describe_import(counts), highlight=False)
+
+
+def describe_import(counts: Any) -> str:
+    """What an import added, and what it found already here: ``nothing new: 5 already known`` on a re-import."""
+    new = [
+        _n(counts.facts, "fact") + (f" ({counts.history} replaced)" if counts.history else ""),
+        _n(counts.entries, "entry"),
+        _n(counts.files, "file"),
+    ]
+    known = [_n(counts.known, "fact"), _n(counts.entries_known, "entry"), _n(counts.files_kept, "file")]
+    already = counts.known + counts.entries_known + counts.files_kept
+    refused = f"; refused: {counts.refused} (a bad label or path)" if counts.refused else ""
+    if counts.facts + counts.history + counts.entries + counts.files == 0:
+        return f"nothing new: {already} already known ({', '.join(known)}){refused}"
+    return f"imported {', '.join(new)}; already here: {', '.join(known)}{refused}"
+
+
+def _n(count: int, word: str) -> str:
+    plural = word[:-1] + "ies" if word.endswith("y") else word + "s"
+    return f"{count} {word if count == 1 else plural}"
 
 
 def register(app: typer.Typer) -> None:

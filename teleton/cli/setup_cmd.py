@@ -18,12 +18,15 @@ import questionary
 import typer
 import yaml
 from rich.console import Console
+from rich.markup import escape
 
 from teleton.cli.context import state
 from teleton.cli.setup_provider import ModelChoice, agent_settings, ask_model, provider_problem
+from teleton.cli.setup_voice import ask_voice, transcription_settings, voice_advice
 from teleton.config import ConfigError, default_config_path, load_config, write_config
 from teleton.config.schema import Config
 from teleton.memory.embeddings import local_model_files
+from teleton.storage.private_files import private_data_dir
 from teleton.storage.workspace_template import create_workspace
 from teleton.telegram.login import LoginError, LoginPrompts, login_bot, login_user
 
@@ -50,6 +53,7 @@ class SetupAnswers:
     provider: str | None = None  # None: keep the configured provider and model
     model: str | None = None
     base_url: str | None = None
+    transcribe_voice: bool | None = None  # None: not asked; media.transcription stays as it is
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -83,6 +87,8 @@ def config_data(existing: dict[str, Any], a: SetupAnswers) -> dict[str, Any]:
         data["agent"] = agent_settings(data.get("agent") or {}, choice)
     elif a.api_key:
         data.setdefault("agent", {})["api_key"] = a.api_key
+    if a.transcribe_voice is not None:
+        data["media"] = transcription_settings(data.get("media") or {}, a.transcribe_voice)
     if a.mode == TERMINAL:  # Telegram comes later: nothing of it is asked or written now
         return data
     tg = data.setdefault("telegram", {})
@@ -127,7 +133,11 @@ def policy_warnings(tg: Any) -> list[str]:
     return warnings
 
 
-def ask(existing_tg: dict[str, Any], existing_agent: dict[str, Any] | None = None) -> SetupAnswers:
+def ask(
+    existing_tg: dict[str, Any],
+    existing_agent: dict[str, Any] | None = None,
+    existing_media: dict[str, Any] | None = None,
+) -> SetupAnswers:
     """The interactive questions (questionary)."""
 
     def need(answer: Any) -> Any:
@@ -200,6 +210,7 @@ def ask(existing_tg: dict[str, Any], existing_agent: dict[str, Any] | None = Non
         ).ask()
     )
     _ask_model(a, questionary, need, existing_agent or {})
+    a.transcribe_voice = ask_voice(questionary, need, existing_media or {})  # voice notes come by Telegram only
     return a
 
 
@@ -323,7 +334,7 @@ def setup(
             base_url=base_url,
         )
     else:
-        answers = ask(existing.get("telegram") or {}, existing.get("agent") or {})
+        answers = ask(existing.get("telegram") or {}, existing.get("agent") or {}, existing.get("media") or {})
     problems = validate(answers)
     if problems:
         for problem in problems:
@@ -336,10 +347,14 @@ def setup(
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2) from None
     console.print(f"[green]config written[/] {path} (mode 0600)")
+    private_data_dir(config.storage.data_dir)
     assert config.storage.workspace is not None
     created = create_workspace(config.storage.workspace)
     console.print(f"[green]workspace[/] {config.storage.workspace} ({len(created.created)} files created)")
     prepare_embeddings(config)
+    advice = voice_advice(answers.transcribe_voice)
+    if advice:
+        console.print(f"[yellow]voice notes:[/] {escape(advice)}")  # escape: "teleton[voice]" is no markup
     if answers.mode == TERMINAL:
         console.print("Talk to it now with `teleton chat`; run `teleton setup` again to connect Telegram.")
         return
@@ -377,7 +392,7 @@ def prepare_embeddings(config: Config) -> None:
         files.verify()
     except Exception as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        console.print(f"[yellow]embedding model not ready:[/] {reason} (`teleton doctor` says more)")
+        console.print(f"[yellow]embedding model not ready:[/] {escape(reason)} (`teleton doctor` says more)")
         return
     console.print(f"[green]embedding model[/] {files.model_id} ready ({time.perf_counter() - started:.1f} s)")
 

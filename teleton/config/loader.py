@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, get_origin
+from typing import Any, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -213,6 +213,8 @@ def _is_secret(loc: list[str]) -> bool:
         if not field.repr:
             return True
         model = field.annotation
+        if get_origin(model) is list:  # a list of sections (agent.fallbacks): its items' fields
+            model = get_args(model)[0]
     return False
 
 
@@ -257,16 +259,23 @@ class Credentials:
 
 
 def require_telegram(config: Config) -> Credentials:
-    """The credentials ``teleton start`` needs, each missing one named with where to set it."""
+    """The credentials ``teleton start`` needs; every missing one named at once, with where to set it."""
     tg = config.telegram
     # Bots log in over MTProto too, so they need the app's api_id/api_hash as well as the token.
     needed = ["api_id", "api_hash", "bot_token"] if tg.mode == "bot" else ["api_id", "api_hash", "phone"]
-    for key in needed:
-        if getattr(tg, key) in (None, ""):
-            raise ConfigError(
-                f"telegram.{key}: required value is missing for telegram.mode '{tg.mode}' "
-                f"(run `teleton setup`, or set it in the config or {ENV_PREFIX}TELEGRAM__{key.upper()})"
-            )
+    missing = [key for key in needed if getattr(tg, key) in (None, "")]
+    if missing and all(getattr(tg, key) in (None, "") for key in ("api_id", "api_hash", "phone", "bot_token")):
+        raise ConfigError(
+            "this config has no Telegram account yet (set up for the terminal): `teleton chat` talks to the "
+            "agent here; `teleton setup` connects Telegram"
+        )
+    if missing:
+        names = ", ".join(f"telegram.{key}" for key in missing)
+        variables = ", ".join(f"{ENV_PREFIX}TELEGRAM__{key.upper()}" for key in missing)
+        raise ConfigError(
+            f"{names}: required for telegram.mode '{tg.mode}' but missing (run `teleton setup`, or set "
+            f"{'them' if len(missing) > 1 else 'it'} in the config or as {variables})"
+        )
     return Credentials(int(tg.api_id or 0), str(tg.api_hash), str(getattr(tg, needed[2])))
 
 
@@ -276,6 +285,37 @@ def require_llm(config: Config, env: Mapping[str, str] | None = None) -> None:
     trouble = problem(endpoint_for(agent, env), agent.model)
     if trouble:
         raise ConfigError(trouble)
+
+
+def require_private_config(config: Config) -> None:
+    """Refuse a config file that holds a secret and that group or others may read: one line with the fix."""
+    path = config.source
+    if path is None:
+        return
+    mode = path.stat().st_mode & 0o777
+    if not mode & 0o077:
+        return
+    secrets = _secret_keys(_read_yaml(path))
+    if secrets:
+        raise ConfigError(
+            f"{path} holds secrets ({', '.join(secrets)}) but group or others may read it (mode {mode:o}): "
+            f"run `chmod 600 {path}` (or pass --insecure-config)"
+        )
+
+
+def _secret_keys(data: Mapping[str, Any], loc: tuple[str, ...] = (), name: str = "") -> list[str]:
+    """The keys of ``data`` (named as a person reads them) that hold a value the schema marks secret."""
+    found = []
+    for key, value in data.items():
+        path, dotted = (*loc, str(key)), f"{name}{key}"
+        items = value if isinstance(value, list) else [value]
+        for index, item in enumerate(items):
+            where = f"{dotted}[{index}]" if isinstance(value, list) else dotted
+            if isinstance(item, Mapping):
+                found += _secret_keys(item, path, f"{where}.")
+            elif item not in (None, "") and _is_secret(list(path)):
+                found.append(where)
+    return found
 
 
 def write_private_file(path: Path, text: str) -> None:

@@ -112,6 +112,7 @@ class TelegramConfig(Section):
     typing_indicator: bool = True
     recovery_window_minutes: int = Field(default=30, ge=0)
     deleted_messages: Literal["keep", "erase"] = "keep"
+    stream_edits: bool = True  # a private chat's answer shown as it is written (one message, edited)
 
 
 class EmbeddingConfig(Section):

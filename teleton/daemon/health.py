@@ -1,9 +1,10 @@
 """What the daemon knows about its own health: the database it starts on, and the status it reports.
 
-``open_checked``: a database that is not one, or fails ``PRAGMA quick_check``, stops the start with one
-line saying what to do (restore the last ``teleton backup``), instead of a daemon that says ready and then
-answers nobody. ``gather_status``: per loop health, queue depths, the last error of each kind, quarantined
-items, messages still owed an answer and model calls retrying now, for ``teleton status``.
+``open_checked``: a database that cannot be opened or fails ``PRAGMA quick_check`` stops the start with one
+line naming the cause and its fix (``storage.failures``: restoring the last ``teleton backup`` only when SQLite
+says the file is damaged; a read-only disk, a lock or a full disk have their own), instead of a daemon that
+says ready and then answers nobody. ``gather_status``: per loop health, queue depths, the last error of each
+kind, quarantined items, messages still owed an answer and model calls retrying now, for ``teleton status``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from teleton.memory.feed import archive as fa
 from teleton.memory.feed import reads
 from teleton.storage import quarantine
 from teleton.storage.database import Database
+from teleton.storage.failures import cause_of
 
 RESTORE = "restore the last copy made with `teleton backup PATH` (stop the daemon, copy it over the database file)"
 
@@ -27,9 +29,19 @@ class StartupError(RuntimeError):
 async def open_checked(path: Path, embedding: tuple[str, int] | None) -> Database:
     try:
         db = await Database.open(path, embedding=embedding)
-    except Exception as exc:  # "file is not a database", a truncated header, I/O errors
-        raise StartupError(f"the database {path} cannot be opened ({exc}); {RESTORE}") from exc
-    problems = await quick_check(db)
+    except Exception as exc:  # not a database, a read-only or full disk, a lock: the cause names which
+        cause = cause_of(exc, path)
+        if cause is None:
+            raise StartupError(f"the database {path} cannot be opened ({exc})") from exc
+        raise StartupError(f"the database cannot be opened: {cause.line()}") from exc
+    try:
+        problems = await quick_check(db)
+    except Exception as exc:  # the check could not run (a lock, an I/O error): that is the cause, not damage
+        await db.close()
+        cause = cause_of(exc, path)
+        if cause is None:
+            raise
+        raise StartupError(f"the database cannot be checked: {cause.line()}") from exc
     if problems:
         await db.close()
         raise StartupError(f"the database {path} is damaged ({problems[0]}); {RESTORE}")
@@ -37,11 +49,15 @@ async def open_checked(path: Path, embedding: tuple[str, int] | None) -> Databas
 
 
 async def quick_check(db: Database) -> list[str]:
-    """The problems ``PRAGMA quick_check`` reports (empty: sound)."""
+    """The problems ``PRAGMA quick_check`` reports (empty: sound); SQLite saying the file is corrupt is one
+    of them, any other failure to check is raised."""
     try:
         rows = await db.fetchall("pragma quick_check")
     except Exception as exc:
-        return [str(exc)]
+        cause = cause_of(exc)
+        if cause is not None and cause.kind == "damaged":
+            return [str(exc)]
+        raise
     found = [str(r[0]) for r in rows]
     return [] if found == ["ok"] else found
 

@@ -32,7 +32,7 @@ from teleton.agent.consolidation import CHECK_EVERY_S, Consolidation
 from teleton.agent.factory import AgentStack, build_agent
 from teleton.agent.heartbeat import Heartbeat
 from teleton.agent.runtime import Agent
-from teleton.config import Config, load_config, require_llm, require_telegram
+from teleton.config import Config, ConfigError, load_config, require_llm, require_telegram
 from teleton.daemon.database_watch import DatabaseWatch, clear_marker, read_marker, write_marker
 from teleton.daemon.health import gather_status, open_checked
 from teleton.daemon.instance_lock import InstanceLock
@@ -52,6 +52,7 @@ from teleton.process.logging import configure_logging
 from teleton.process.supervisor import Supervisor
 from teleton.scheduler.scheduler import Scheduler
 from teleton.storage import Database
+from teleton.storage.private_files import private_data_dir
 from teleton.storage.workspace_template import create_workspace
 from teleton.telegram.gateway import GatewaySettings, TelegramGateway
 from teleton.telegram.receive.dispatch import Dispatcher
@@ -97,7 +98,7 @@ class Daemon:
     async def run(self) -> int:
         started = time.monotonic()
         config = self.config
-        data_dir = config.storage.data_dir
+        data_dir = await asyncio.to_thread(private_data_dir, config.storage.data_dir)  # 0700, said if narrowed
         lock = InstanceLock(data_dir / "teleton.lock")
         await asyncio.to_thread(lock.acquire)
         try:
@@ -380,9 +381,14 @@ class Daemon:
 
 
 def run_daemon(config: Config, transport: str | None = None) -> int:
-    if transport is None:
-        require_telegram(config)
-    require_llm(config)
+    problems = []
+    for required in ([require_telegram] if transport is None else []) + [require_llm]:
+        try:
+            required(config)
+        except ConfigError as exc:
+            problems.append(str(exc))
+    if problems:  # all at once: one run to learn everything the config lacks
+        raise ConfigError("; ".join(problems))
     limit_malloc_arenas()
     configure_logging(config.logging.level, config.logging.format, config.logging.file)
     daemon = Daemon(config, transport)

@@ -77,17 +77,18 @@ def describe(status: DaemonStatus | None, now: float | None = None, free_bytes: 
     """(running, one-paragraph description) for the CLI. ``free_bytes``: free space where the daemon writes
     (a status gone stale on a full disk means "disk full", not "unresponsive")."""
     now = time.time() if now is None else now
+    condition = _condition(status, now, free_bytes)
     if status is None:
         return False, "not running (no status file: the daemon has not been started here)"
-    if not pid_alive(status.pid):
+    if condition == "not running":
         text = f"not running (last pid {status.pid}, last seen {_ago(now - status.updated_at)} ago)"
-    elif now - status.updated_at > STALE_AFTER_S and free_bytes is not None and free_bytes < FULL_BELOW_BYTES:
+    elif condition == "disk full":
         text = (
             f"disk full: pid {status.pid} alive, {free_bytes:,} bytes free where it writes; no status update for "
             f"{_ago(now - status.updated_at)}. Free some space: messages it accepted are answered once it can "
             "write again (no restart needed)"
         )
-    elif now - status.updated_at > STALE_AFTER_S:
+    elif condition == "unresponsive":
         text = f"unresponsive: pid {status.pid} alive but no status update for {_ago(now - status.updated_at)}"
     else:
         text = (
@@ -100,8 +101,30 @@ def describe(status: DaemonStatus | None, now: float | None = None, free_bytes: 
         text += _health(status, now)
     if status.last_error:
         text += f"\nlast error ({_ago(now - (status.last_error_at or now))} ago): {status.last_error}"
-    running = pid_alive(status.pid) and now - status.updated_at <= STALE_AFTER_S
-    return running, text
+    return condition == "running", text
+
+
+def summary(status: DaemonStatus | None, now: float | None = None, free_bytes: int | None = None) -> dict[str, Any]:
+    """What ``teleton status --json`` prints: the condition ``describe`` words, and the daemon's own record."""
+    now = time.time() if now is None else now
+    return {
+        "running": _condition(status, now, free_bytes) == "running",
+        "condition": _condition(status, now, free_bytes),
+        "uptime_s": round(now - status.started_at) if status is not None else None,
+        "updated_s_ago": round(now - status.updated_at) if status is not None else None,
+        "free_bytes": free_bytes,
+        "status": asdict(status) if status is not None else None,
+    }
+
+
+def _condition(status: DaemonStatus | None, now: float, free_bytes: int | None) -> str:
+    if status is None or not pid_alive(status.pid):
+        return "not running"
+    if now - status.updated_at <= STALE_AFTER_S:
+        return "running"
+    if free_bytes is not None and free_bytes < FULL_BELOW_BYTES:
+        return "disk full"
+    return "unresponsive"
 
 
 def _health(status: DaemonStatus, now: float) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 ChatType = Literal["dm", "group", "channel"]
 
@@ -88,11 +88,14 @@ class Once:
     """How a reply is made to arrive once even if it is sent again after a crash: part ``i`` of it goes out
     with the network's deduplication id ``random_base + i`` (Telegram's ``random_id``), and parts before
     ``parts_sent`` are known delivered and skipped. ``confirm(n)`` is awaited after each delivered part,
-    with the count delivered so far, so the record can say where to resume."""
+    with the count delivered so far, so the record can say where to resume. ``edits``: the streamed message
+    part 0 is an edit of (``ReplyStreams``); a gateway that cannot edit, or finds it gone, sends part 0 as a
+    new message with ``random_base``."""
 
     random_base: int
     parts_sent: int = 0
     confirm: Callable[[int], Awaitable[None]] | None = None
+    edits: int | None = None
 
 
 @dataclass(frozen=True)
@@ -159,8 +162,37 @@ class Gateway(Protocol):
     async def typing(self, chat_id: int) -> None: ...
 
 
+@runtime_checkable
+class ReplyStreams(Protocol):
+    """A gateway that can show a reply while it is written (Telegram: one message, edited as text arrives).
+
+    ``stream_start`` sends the first words as plain text (``random_id``: a fresh id; it is never sent
+    again) and returns the message's id; ``stream_edit`` replaces them with more, at most once per
+    ``stream_interval_s`` per chat by ``stream_clock`` (False: too soon, nothing sent) and raises
+    ``StreamHalted`` when it must stop (a FloodWait, the message limit). The reply itself goes through
+    ``send_message`` with ``Once.edits`` naming the message: part 0 (formatted) is edited in, the other
+    parts are sent; ``stream_drop`` deletes a streamed message that is not the reply."""
+
+    stream_interval_s: float
+
+    def stream_clock(self) -> float: ...
+
+    def streams_to(self, chat: ChatInfo) -> bool: ...
+
+    async def stream_start(self, chat_id: int, text: str, *, random_id: int) -> int: ...
+
+    async def stream_edit(self, chat_id: int, message_id: int, text: str) -> bool: ...
+
+    async def stream_drop(self, chat_id: int, message_id: int) -> None: ...
+
+
 class GatewayError(Exception):
     """An action failed in a way the agent should be told about (not a crash)."""
+
+
+class StreamHalted(GatewayError):
+    """A streamed reply must not be edited any more (a FloodWait, the message's length limit): what is left
+    goes out with the final text, in one piece."""
 
 
 class TurnDeferred(Exception):

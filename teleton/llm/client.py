@@ -54,7 +54,22 @@ log = structlog.get_logger(__name__)
 
 
 def _unavailable(exc: TransientError, tries: int) -> LLMError:
-    return LLMError(f"model unavailable after {tries} attempts: {exc}", unreachable=exc.unreachable)
+    error = LLMError(f"model unavailable after {tries} attempts: {exc}", unreachable=exc.unreachable)
+    error.url = url_tried(exc.__cause__) if exc.unreachable else None
+    return error
+
+
+def url_tried(exc: BaseException | None) -> str | None:
+    """The URL an SDK's connection error was for: scheme, host, port and path; never a query or a user."""
+    while exc is not None:
+        try:
+            url = exc.request.url  # type: ignore[attr-defined]  # the SDKs' and httpx's connection errors
+        except (AttributeError, RuntimeError):  # httpx raises RuntimeError for a request it was not given
+            exc = exc.__cause__
+            continue
+        port = f":{url.port}" if url.port else ""
+        return f"{url.scheme}://{url.host}{port}{url.path}"
+    return None
 
 
 @dataclass(frozen=True)

@@ -5,18 +5,27 @@ Everything above ``teleton.llm`` speaks the Anthropic format, so the translation
 system blocks become one system message (``cache_control`` dropped: these APIs cache on their own or not at
 all), ``tool_use`` blocks become ``tool_calls``, ``tool_result`` blocks become ``role: tool`` messages, images
 become ``image_url`` data URLs; the answer comes back as text / ``tool_use`` blocks; a 200 that is not a
-completion (cut short, or JSON of another shape) is a ``TransientError``. Requests are not streamed: a
-watching terminal gets the answer in one piece.
+completion (cut short, or JSON of another shape) is a ``TransientError``.
+
+With ``progress`` (a watching terminal) the request streams: text goes to ``progress`` as it arrives and the
+chunks are put back together (``teleton.llm.openai_stream``) into the same answer. A server that cannot stream
+a request (a 400 naming ``stream``, an empty stream on a request with tools, one JSON body for a streamed
+request) is asked once more in one piece, said once in the log (``stream_fallback``), and not asked to stream
+again by this provider.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import openai
+import structlog
+from openai.types.chat import ChatCompletionStreamOptionsParam
 
+from teleton.llm.openai_stream import StreamRefused, assemble
 from teleton.llm.progress import Progress
 from teleton.llm.types import (
     Block,
@@ -34,6 +43,7 @@ from teleton.llm.types import (
 from teleton.text.tokens import estimate_tokens
 
 Chat = dict[str, Any]
+log = structlog.get_logger(__name__)
 
 # Local servers take any key but the SDK refuses to start without one.
 NO_KEY = "no-key-needed"
@@ -58,19 +68,29 @@ class OpenAIProvider:
         self.vision = vision
         # OpenAI's own newer models refuse ``max_tokens``; most compatible servers know only that name.
         self.max_tokens_field = max_tokens_field
+        self.streams = True  # False once the server showed it cannot stream (then every request is whole)
+        self.stream_usage = True  # ask for the usage chunk; False once the server refused ``stream_options``
 
     async def close(self) -> None:
         await self._sdk.close()
 
     async def send(self, request: Request, progress: Progress | None = None) -> LLMResponse:
-        body = to_chat_request(request, vision=self.vision, max_tokens_field=self.max_tokens_field)
-        timeout = openai.Timeout(request.timeout_s, connect=min(request.connect_timeout_s, request.timeout_s))
-        # The SDK transforms typed params key by key on the event loop before sending: with memory and 35 tools
-        # that doubled the turn's overhead (bench_turn DM p95 104.5 -> 51.3 ms). ``extra_body`` is sent as it
-        # is and wins over the placeholder ``messages``.
-        bulk = {key: body.pop(key) for key in ("messages", "tools") if key in body}
+        out = _outgoing(request, self.vision, self.max_tokens_field)
+        if progress is not None and self.streams:
+            try:
+                return await self._streamed(out, request, progress)
+            except StreamRefused as refused:
+                self._stop_streaming(str(refused))
+        response = await self._whole(out, request)
+        if progress is not None and response.text:
+            progress.text(response.text)
+        return response
+
+    async def _whole(self, out: Outgoing, request: Request) -> LLMResponse:
         try:
-            completion = await self._sdk.chat.completions.create(**body, messages=[], extra_body=bulk, timeout=timeout)
+            completion = await self._sdk.chat.completions.create(
+                model=out.model, messages=[], extra_body=out.body, timeout=out.timeout
+            )
         except (openai.APIStatusError, openai.APIConnectionError) as exc:
             raise _mapped(exc, request.model) from exc
         except json.JSONDecodeError as exc:  # the SDK parses the body as it came: a cut one fails here
@@ -78,13 +98,65 @@ class OpenAIProvider:
         # The SDK builds its objects without validating them; ``to_dict`` is what arrived (a proxy's HTML page
         # arrives as the string it was).
         dumped = completion.to_dict(warnings=False) if hasattr(completion, "to_dict") else completion
-        response = to_response(dumped, request)
-        if progress is not None and response.text:
+        return to_response(dumped, request)
+
+    async def _streamed(self, out: Outgoing, request: Request, progress: Progress) -> LLMResponse:
+        """The request streamed to ``progress``; ``StreamRefused`` when the server does not stream it."""
+        usage: ChatCompletionStreamOptionsParam | None = {"include_usage": True} if self.stream_usage else None
+        try:
+            stream = await self._sdk.chat.completions.create(
+                model=out.model, messages=[], extra_body=out.body, timeout=out.timeout, stream=True,
+                stream_options=usage,
+            )  # fmt: skip
+            async with stream:
+                if "event-stream" not in stream.response.headers.get("content-type", ""):
+                    return self._answered_whole(json.loads(await stream.response.aread()), request, progress)
+                assembly = await assemble(stream, progress.text)
+        except openai.APIStatusError as exc:
+            if _about_streaming(exc) and self.stream_usage and "stream_options" in _message_of(exc):
+                self.stream_usage = False  # an older server: stream without the usage chunk (usage estimated)
+                return await self._streamed(out, request, progress)
+            if _about_streaming(exc):
+                raise StreamRefused(f"API error {exc.status_code}: {_message_of(exc)}") from exc
+            raise _mapped(exc, request.model) from exc
+        except openai.APIConnectionError as exc:  # a stream cut by a dropped connection or a timeout included
+            raise _mapped(exc, request.model) from exc
+        except openai.APIError as exc:  # an error event inside the stream: the server failed half-way
+            raise TransientError(f"stream error: {exc.message}") from exc
+        except json.JSONDecodeError as exc:
+            raise malformed(f"invalid JSON in the stream ({exc.msg} at char {exc.pos})", exc.doc) from exc
+        return to_response(assembly.completion(requested_tools=bool(request.tools)), request)
+
+    def _answered_whole(self, completion: object, request: Request, progress: Progress) -> LLMResponse:
+        """A server that ignored ``stream`` and sent one completion: used as it is, and not asked to stream again."""
+        response = to_response(completion, request)  # a malformed body is retried, streaming left on
+        self._stop_streaming("the server answers streamed requests in one piece")
+        if response.text:
             progress.text(response.text)
         return response
 
+    def _stop_streaming(self, reason: str) -> None:
+        self.streams = False
+        log.info("stream_fallback", provider=self.name, reason=reason, then="one piece from now on")
+
 
 # -- request ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    model: str
+    body: Chat  # everything else, sent as ``extra_body``
+    timeout: openai.Timeout
+
+
+def _outgoing(request: Request, vision: bool, max_tokens_field: str) -> Outgoing:
+    body = to_chat_request(request, vision=vision, max_tokens_field=max_tokens_field)
+    # The SDK transforms typed params key by key on the event loop before sending: with memory and 35 tools that
+    # doubled the turn's overhead (bench_turn DM p95 104.5 -> 51.3 ms). ``extra_body`` is sent as it is and wins
+    # over the placeholder ``messages``.
+    timeout = openai.Timeout(request.timeout_s, connect=min(request.connect_timeout_s, request.timeout_s))
+    return Outgoing(model=body.pop("model"), body=body, timeout=timeout)
 
 
 def to_chat_request(request: Request, *, vision: bool = True, max_tokens_field: str = "max_tokens") -> Chat:
@@ -297,6 +369,11 @@ def _mapped(exc: openai.APIStatusError | openai.APIConnectionError, model: str) 
     if not is_retryable(status):
         return LLMError(f"API error {status}: {message}", status=status)
     return TransientError(f"{status} {message}", retry_after_s=retry_after(exc.response.headers), status=status)
+
+
+def _about_streaming(exc: openai.APIStatusError) -> bool:
+    """A refusal of the streamed form (llama.cpp: "Cannot use tools with stream"), not of the request."""
+    return exc.status_code in (400, 422, 501) and "stream" in _message_of(exc).lower()
 
 
 def _message_of(exc: openai.APIStatusError) -> str:

@@ -1,8 +1,9 @@
-"""What a turn is doing, for a screen that shows it as it happens (``teleton chat``).
+"""What a turn is doing, for whoever shows it as it happens: ``teleton chat``'s screen, or a private Telegram
+chat whose answer is edited in as it is written (``teleton/agent/delivery/streaming.py``).
 
-The terminal sets ``WATCHING`` around a turn; the tool loop reads it and streams the answer, names each tool
+The watcher sets ``WATCHING`` around a turn; the tool loop reads it and streams the answer, names each tool
 call and reports retries to it. Only the answering tool loop reads it, so a summary or a distillation
-started during the turn never streams to the screen. Unset (the daemon), requests are plain and nothing is
+started during the turn never streams. Unset (groups, scheduled tasks), requests are plain and nothing is
 reported.
 """
 

@@ -81,6 +81,7 @@ class LLMError(Exception):
         self.status = status  # the API's HTTP status when it answered (401: the key was rejected)
         self.unreachable = unreachable  # no answer at all: no connection, or none within the timeout
         self.provider: str | None = None  # the route (a preset's name) that failed, set by the client
+        self.url: str | None = None  # where an unreachable request went (no query: it may carry a key)
 
     @property
     def key_rejected(self) -> bool:

@@ -3,7 +3,8 @@
 Telegram sends voice notes as OGG/Opus, audio files as MP3 or M4A/AAC, video notes as MP4; people also send
 WAV. PyAV decodes them all with the FFmpeg libraries inside its wheel, so no system ffmpeg is needed. A file
 FFmpeg cannot read, or a codec it has no decoder for, becomes a :class:`MediaError` with one line, never a
-traceback. Everything here is synchronous and CPU-bound: callers run it on a worker thread.
+traceback; so does a missing PyAV (it comes with the ``voice`` extra). Everything here is synchronous and
+CPU-bound: callers run it on a worker thread.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from teleton.media.errors import MediaError
+from teleton.providers import extras
 
 SAMPLE_RATE = 16_000
 AudioSource = bytes | str | os.PathLike[str]
@@ -178,7 +180,12 @@ def _minutes(seconds: float) -> str:
 
 
 def _av() -> Any:
-    # Imported on first use: the daemon starts (and `teleton doctor` runs) without loading FFmpeg.
-    import av
-
+    """PyAV, imported on first use: the daemon starts (and `teleton doctor` runs) without loading FFmpeg. It
+    comes with the voice extra: without it, decoding is one line naming the command."""
+    try:
+        import av  # deferred: FFmpeg loads only with the first audio file
+    except ModuleNotFoundError as exc:
+        if exc.name != "av":
+            raise
+        raise MediaError(str(extras.MissingExtra("voice", "av", "decoding audio"))) from None
     return av

@@ -16,6 +16,7 @@ import httpx
 from teleton.config.presets import PresetError, service_endpoint
 from teleton.media.errors import MediaError
 from teleton.media.speakable import MAX_INPUT_CHARS, speakable
+from teleton.providers.extras import MissingExtra
 from teleton.providers.pinned_files import ModelFilesError
 
 
@@ -46,12 +47,15 @@ class SpeechClient:
 
 
 def speech_client(speech: Any, env: Mapping[str, str] | None = None) -> Any:
-    """The client ``media.speech`` describes; ``ValueError`` in one line naming the key to fix."""
+    """The client ``media.speech`` describes; ``ValueError`` in one line naming the key to fix, or
+    ``MissingExtra`` (its own line) when the local voice's extra is not installed."""
     if speech.provider == "local":
         from teleton.media.speech_local import LocalSpeech  # it imports this module
 
         try:
             return LocalSpeech()
+        except MissingExtra:
+            raise  # not a key to fix: the caller names the extra (doctor FAIL, a warning at start)
         except ModelFilesError as exc:
             raise ValueError(f"media.speech.provider: local: {exc}") from None
     try:

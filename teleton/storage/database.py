@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -21,6 +22,8 @@ from typing import Any, TypeVar
 import structlog
 
 from teleton.storage import schema, vector_tables
+from teleton.storage.failures import StorageError, cause_of
+from teleton.storage.private_files import private_parents, touch_private
 from teleton.storage.sqlite_driver import Connection, Driver, has_fts5, load_sqlite_vec, pick_driver
 
 log = structlog.get_logger(__name__)
@@ -99,11 +102,11 @@ class Database:
         loop = asyncio.get_running_loop()
 
         def _open() -> tuple[Connection, StoreInfo]:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            new_file = not path.exists()
+            private_parents(path)
+            if not path.exists():
+                # 0600 before SQLite opens it: its -wal and -shm files are created with the database's mode.
+                touch_private(path)
             conn = connect(path, driver, vectors=vectors)
-            if new_file:
-                path.chmod(0o600)
             start, end = schema.migrate(conn)
             vec_version = None
             if vectors and embedding is not None:
@@ -125,8 +128,9 @@ class Database:
 
         try:
             conn, info = await loop.run_in_executor(writer, _open)
-        except BaseException:
+        except BaseException as exc:
             writer.shutdown(wait=False)
+            _raise_named(exc, path)
             raise
         if embedding is not None and vectors and not info.vectors:
             log.warning(
@@ -213,17 +217,31 @@ class Database:
 
     async def backup(self, target: Path | str) -> None:
         """An online-consistent copy through SQLite's backup API (safe while the daemon writes)."""
+        dest_path = Path(target)  # ~ already expanded by the shell or the caller
 
         def _backup() -> None:
-            dest_path = Path(target).expanduser()
-            dest = self._driver.module.connect(str(dest_path))
+            # Created 0600 before SQLite opens it: SQLite keeps an existing file's mode (and gives its journal
+            # the same), so the copy is never readable by others, not even while it is written.
+            fd = os.open(dest_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             try:
-                self._write_conn.backup(dest)
+                os.fchmod(fd, 0o600)  # whatever the umask took away
             finally:
-                dest.close()
-            dest_path.chmod(0o600)
+                os.close(fd)
+            try:
+                dest = self._driver.module.connect(str(dest_path))
+                try:
+                    self._write_conn.backup(dest)
+                finally:
+                    dest.close()
+            except BaseException:
+                dest_path.unlink(missing_ok=True)  # a half-written copy must never pass for a backup
+                raise
 
-        await asyncio.get_running_loop().run_in_executor(self._writer, _backup)
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._writer, _backup)
+        except Exception as exc:
+            _raise_named(exc, dest_path)
+            raise
 
     async def close(self) -> None:
         if self._closed:
@@ -268,6 +286,13 @@ def storage_fault(exc: BaseException) -> str | None:
             return str(seen)
         seen = seen.__cause__ or seen.__context__
     return None
+
+
+def _raise_named(exc: BaseException, path: Path) -> None:
+    """Re-raise ``exc`` as a ``StorageError`` naming its cause and ``path`` (SQLite's errors carry no path)."""
+    cause = cause_of(exc, path)
+    if cause is not None and isinstance(exc, Exception):
+        raise StorageError(cause) from exc
 
 
 def _rollback(conn: Connection) -> None:

@@ -8,9 +8,14 @@ Sync on purpose: callers run them in a worker thread.
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 from typing import TextIO, cast
+
+import structlog
+
+log = structlog.get_logger(__name__)
 
 FILE_MODE = 0o600
 DIR_MODE = 0o700
@@ -30,6 +35,49 @@ def private_dir(path: Path, *, stop_at: Path | None = None) -> Path:
         except FileExistsError:
             pass
     os.chmod(path, DIR_MODE)
+    return path
+
+
+def private_parents(path: Path) -> None:
+    """Create the missing folders above ``path`` as 0700; folders that exist are left as they are (a
+    database configured into a shared folder does not make that folder private)."""
+    missing = []
+    current = Path(path).parent
+    while not current.exists() and current != current.parent:
+        missing.append(current)
+        current = current.parent
+    for directory in reversed(missing):
+        try:
+            directory.mkdir(mode=DIR_MODE)
+        except FileExistsError:
+            pass
+
+
+def private_data_dir(path: Path) -> Path:
+    """The data directory, created 0700, or narrowed to 0700 when it exists wider (the README's
+    ``python3 -m venv ~/.teleton/venv`` creates it 0755 before Teleton first runs), said in one log line.
+    A folder this user may not chmod (someone else's) is said and left: what fails later names its cause."""
+    path = Path(path).expanduser()
+    private_parents(path / "x")
+    try:
+        old = path.stat().st_mode & 0o777
+        if old & ~DIR_MODE:
+            os.chmod(path, DIR_MODE)
+            log.warning("data_dir_narrowed", path=str(path), old_mode=f"{old:o}", mode=f"{DIR_MODE:o}")
+    except OSError as exc:
+        if exc.errno != errno.EROFS:  # a read-only disk is not narrowed, and the first write says so
+            log.warning("data_dir_not_private", path=str(path), error=exc.strerror or str(exc))
+    return path
+
+
+def touch_private(path: Path) -> Path:
+    """Create ``path`` empty as 0600, or narrow it to 0600, keeping what it holds: for a file another library
+    opens itself (prompt_toolkit's history, a log handler), which would create it with the umask's mode."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, FILE_MODE)
+    try:
+        os.fchmod(fd, FILE_MODE)
+    finally:
+        os.close(fd)
     return path
 
 

@@ -3,7 +3,11 @@
 A row is written with the ``sending`` record of the messages it answers (or the task it reports), moves on
 as its parts are delivered (``parts_sent``), ends ``sent`` or ``failed``, and is deleted when its turn is
 settled. Only rows of a turn a crash or a full disk cut are left behind, and recovery resends those still
-``pending`` with the same ``random_base`` (see ``teleton/telegram/send/sending.py``).
+``pending`` with the same ``random_base`` (see ``teleton/telegram/send/sending.py``). A streamed answer's
+row names the message its part 0 is edited into (``edits``, step 7).
+
+``reply_streams`` (step 7) holds a streamed message until its answer's row takes it over: what a restart
+in the middle of the stream edits the new answer into (``stream_left``).
 """
 
 from __future__ import annotations
@@ -36,9 +40,10 @@ class ReplySend:
     state: str
     failure: str | None
     created_at: float
+    edits: int | None = None  # the streamed message part 0 is an edit of
 
 
-_COLUMNS = "id, chat_id, answers, task_id, text, reply_to, random_base, parts_sent, state, failure, created_at"
+_COLUMNS = "id, chat_id, answers, task_id, text, reply_to, random_base, parts_sent, state, failure, created_at, edits"
 
 
 def record(
@@ -52,12 +57,15 @@ def record(
     answers: Sequence[int] = (),
     task_id: int | None = None,
     failure: str | None = None,
+    edits: int | None = None,
 ) -> int:
     cur = conn.execute(
-        "insert into reply_sends(chat_id, answers, task_id, text, reply_to, random_base, failure, created_at) "
-        "values (?, ?, ?, ?, ?, ?, ?, ?)",
-        (chat_id, json.dumps(list(answers)), task_id, text, reply_to, random_base, failure, now),
+        "insert into reply_sends(chat_id, answers, task_id, text, reply_to, random_base, failure, created_at, "
+        "edits) values (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (chat_id, json.dumps(list(answers)), task_id, text, reply_to, random_base, failure, now, edits),
     )
+    if edits is not None:  # the reply's record takes the streamed message over
+        stream_gone(conn, chat_id, edits)
     return int(cur.lastrowid)
 
 
@@ -80,6 +88,11 @@ def delete_settled(conn: Connection) -> None:
         "select 1 from json_each(reply_sends.answers) j join tg_messages m on m.chat_id = reply_sends.chat_id "
         "and m.message_id = j.value where m.agent_state in ('archived', 'accepted', 'sending'))"
     )
+    conn.execute(
+        "delete from reply_streams where not exists (select 1 from json_each(reply_streams.answers) j "
+        "join tg_messages m on m.chat_id = reply_streams.chat_id and m.message_id = j.value "
+        "where m.agent_state in ('archived', 'accepted', 'sending'))"
+    )
 
 
 def pending(conn: Connection) -> list[ReplySend]:
@@ -98,6 +111,44 @@ def answering(conn: Connection, chat_id: int, message_id: int) -> list[ReplySend
     return [_row(r) for r in rows]
 
 
+def stream_shown(conn: Connection, chat_id: int, message_id: int, answers: Sequence[int], now: float) -> None:
+    """A streamed message went out for these messages (still owed their answer)."""
+    conn.execute(
+        "insert or replace into reply_streams(chat_id, message_id, answers, started_at) values (?, ?, ?, ?)",
+        (chat_id, message_id, json.dumps(list(answers)), now),
+    )
+
+
+def stream_left(conn: Connection, chat_id: int, answers: Sequence[int]) -> int | None:
+    """The newest streamed message a cut turn left for any of these messages, taken over by the turn that
+    answers them now (its record answers both sets); None: none."""
+    found = conn.execute(
+        "select message_id, answers, started_at from reply_streams where chat_id = ? and exists (select 1 "
+        "from json_each(reply_streams.answers) j where j.value in (select value from json_each(?))) "
+        "order by started_at desc, message_id desc limit 1",
+        (chat_id, json.dumps(list(answers))),
+    ).fetchone()
+    if found is None:
+        return None
+    message_id, before = int(found[0]), json.loads(str(found[1]))
+    merged = [*before, *(m for m in answers if m not in before)]
+    stream_shown(conn, chat_id, message_id, merged, float(found[2]))
+    return message_id
+
+
+def stream_gone(conn: Connection, chat_id: int, message_id: int) -> None:
+    conn.execute("delete from reply_streams where chat_id = ? and message_id = ?", (chat_id, message_id))
+
+
+def streams_settled(conn: Connection, chat_id: int, answers: Sequence[int]) -> None:
+    """The turn answering these messages is over: streamed messages left for them owe nothing any more."""
+    conn.execute(
+        "delete from reply_streams where chat_id = ? and exists (select 1 from json_each(reply_streams.answers) j "
+        "where j.value in (select value from json_each(?)))",
+        (chat_id, json.dumps(list(answers))),
+    )
+
+
 def _row(r: Sequence[object]) -> ReplySend:
     return ReplySend(
         id=int(r[0]),  # type: ignore[call-overload]
@@ -111,4 +162,5 @@ def _row(r: Sequence[object]) -> ReplySend:
         state=str(r[8]),
         failure=None if r[9] is None else str(r[9]),
         created_at=float(r[10]),  # type: ignore[arg-type]
+        edits=None if r[11] is None else int(r[11]),  # type: ignore[call-overload]
     )

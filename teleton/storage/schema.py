@@ -16,6 +16,7 @@ from teleton.storage.migration_fact_history import migrate_fact_history
 from teleton.storage.migration_held import migrate_held
 from teleton.storage.migration_labels import migrate_labels
 from teleton.storage.migration_replies import migrate_replies
+from teleton.storage.migration_streams import migrate_streams
 from teleton.storage.sqlite_driver import Connection
 
 FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
@@ -283,10 +284,14 @@ def _v6(conn: Connection) -> None:
     migrate_feed_context(conn, run_script)
 
 
+def _v7(conn: Connection) -> None:
+    migrate_streams(conn, run_script)
+
+
 Migration = Callable[[Connection], None]
 
 # Index i holds the step from version i to version i + 1. Append only; never edit a released step.
-MIGRATIONS: list[Migration] = [_v1, _v2, _v3, _v4, _v5, _v6]
+MIGRATIONS: list[Migration] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

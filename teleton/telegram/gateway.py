@@ -60,6 +60,7 @@ class GatewaySettings:
     session_file: Path | None = None
     recovery_window_s: float = 1800.0
     deleted_messages: str = "keep"  # telegram.deleted_messages: keep (marked) | erase (like /forget)
+    stream_edits: bool = True  # telegram.stream_edits: a DM's answer shown as it is written (send/streaming.py)
 
     @classmethod
     def from_telegram(cls, tg: Any, principals: Principals | None = None) -> GatewaySettings:
@@ -77,6 +78,7 @@ class GatewaySettings:
             session_file=session_file(tg.session_path) if tg.session_path else None,
             recovery_window_s=tg.recovery_window_minutes * 60.0,
             deleted_messages=tg.deleted_messages,
+            stream_edits=tg.stream_edits,
         )
 
     def dispatcher(

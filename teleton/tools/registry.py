@@ -72,6 +72,7 @@ class ToolDeps:
     search: SearchParams = field(default_factory=SearchParams)
     scheduler: Scheduler | None = None  # where task tools hand their tasks (None: stored, run at the next start)
     forget_requests: PendingForgets = field(default_factory=PendingForgets)  # waiting for /forget confirm
+    chat_history: Path | None = None  # `teleton chat`'s input history: what forget looks in too
 
     def label_of_path(self, rel: Any) -> str:
         return path_label(rel, self.principals, self.shared_paths)

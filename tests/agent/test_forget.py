@@ -69,6 +69,7 @@ async def h(tmp_path: Path, fake_api: FakeAnthropic, model: LocalEmbedder) -> As
         knowledge=KnowledgeIndex(db, workspace, provider=cached, principals=principals),
         owner=OWNER,
         principals=principals,
+        chat_history=tmp_path / "chat_history",
     )
     agent = Agent(deps, AgentSettings(session_reset_hour=None, session_idle_minutes=None))
     harness = AgentHarness(tmp_path, db, fake_api, agent, gateway, llm, out, main=lambda body: text("Noted."))
@@ -195,6 +196,20 @@ async def test_forget_a_phone_number_everywhere(h: AgentHarness) -> None:
     start = len(h.fake.requests)
     await h.dm("and what did I tell you before?")
     assert all("912" not in body_text(body) for body in h.main_requests(start))
+
+
+async def test_forget_in_telegram_scrubs_what_was_typed_in_teleton_chat(h: AgentHarness) -> None:
+    """The owner's /forget reaches `teleton chat`'s input history (prompt_toolkit's file) too; another
+    person's /forget never reads it."""
+    history = h.tmp_path / "chat_history"
+    history.write_text(f"\n# 2026-11-26 10:00:00\n+my number is {PHONE}\n\n# 2026-11-26 10:01:00\n+what is jazz?\n")
+    assert "input history" not in (await h.dm(f"/forget {PHONE}", sender=ALICE) or "")
+    preview = await h.dm(f"/forget {PHONE}")
+    assert preview is not None and "entries of the `teleton chat` input history: 1" in preview
+    report = await h.dm("/forget confirm")
+    assert report is not None and "entries of the `teleton chat` input history: 1" in report
+    assert DIGITS[-6:] not in history.read_text().replace(" ", "")
+    assert "+what is jazz?" in history.read_text()
 
 
 async def test_a_person_forgets_their_own_in_their_dm_and_nothing_else(h: AgentHarness) -> None:

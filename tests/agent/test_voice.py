@@ -12,15 +12,20 @@ from typing import Any
 import yaml
 from typer.testing import CliRunner
 
+from teleton.agent.factory import build_agent
+from teleton.agent.media_reader import VOICE_NOTICE
 from teleton.agent.voice_replies import VoiceReplies
 from teleton.cli.feed_cmd import app as feed_app
+from teleton.config.schema import Config
 from teleton.gateway.contract import MediaInfo
 from teleton.media.speech import SpeechClient, speakable
 from teleton.media.speech_local import LocalSpeech
 from teleton.media.transcribe_http import HttpTranscriber
 from teleton.media.transcribe_local import from_settings
-from tests.agent.conftest import OWNER_DM, AgentHarness
+from teleton.privacy import Principals
+from tests.agent.conftest import OWNER, OWNER_DM, AgentHarness
 from tests.agent.test_media import last_user_blocks, send_file
+from tests.conftest import requires_extra, without_extra
 from tests.fakes.anthropic_server import text
 from tests.fakes.openai_audio import FakeTranscriptions
 from tests.fakes.openai_speech import AUDIO, FakeSpeech
@@ -29,6 +34,7 @@ FIXTURES = Path(__file__).parents[1] / "fixtures" / "media"
 VOICE = MediaInfo(kind="voice", mime_type="audio/ogg", duration_s=4.0)
 
 
+@requires_extra("voice")
 async def test_a_voice_note_is_transcribed_locally_archived_and_found_by_feed_search(
     harness: AgentHarness, tmp_path: Path, monkeypatch: Any
 ) -> None:
@@ -88,6 +94,7 @@ async def test_a_voice_note_through_an_openai_compatible_endpoint_and_a_spoken_a
         await h.agent.deps.media.transcriber.aclose()
 
 
+@requires_extra("voice")
 async def test_the_local_voice_speaks_the_reply_and_whisper_hears_it_back(harness: AgentHarness) -> None:
     h = harness
     speech = LocalSpeech()  # eSpeak NG from its pip package: offline
@@ -108,6 +115,7 @@ async def test_the_local_voice_speaks_the_reply_and_whisper_hears_it_back(harnes
     await speech.aclose()
 
 
+@requires_extra("voice")
 async def test_the_local_voice_speaks_russian_in_a_russian_voice() -> None:
     speech = LocalSpeech()
     whisper = from_settings()
@@ -137,3 +145,36 @@ async def test_telegram_transcription_needs_telegram_and_says_so_in_one_line(har
     note = "[voice note not read: Telegram's transcription is not available in the terminal]"
     assert last_user_blocks(h)[-1]["text"] == note
     assert not (h.workspace / "downloads").exists()  # Telegram holds the file: nothing was downloaded
+
+
+async def test_without_the_voice_extra_the_owner_is_told_once_and_every_voice_note_is_answered(
+    harness: AgentHarness, monkeypatch: Any, logs: list[dict[str, Any]]
+) -> None:
+    without_extra(monkeypatch, "voice")  # a default install: local transcription and voice are configured
+    h = harness
+    storage = {"workspace": str(h.workspace), "data_dir": str(h.tmp_path / "data")}
+    config = Config.model_validate({"storage": storage, "media": {"voice_replies": "when_spoken_to"}})
+    stack = await build_agent(config, db=h.db, gateway=h.gateway, llm=h.llm, principals=Principals(owner_id=OWNER.id))
+    h.agent = stack.agent
+    # At start: one warning line for both parts, with the command; no error, no traceback.
+    said = [(e["log_level"], e["event"]) for e in logs if e["log_level"] in ("warning", "error")]
+    assert said == [("warning", "voice_extra_missing")]
+    (start,) = (e for e in logs if e["event"] == "voice_extra_missing")
+    assert (start["unavailable"], start["fix"]) == ("transcription, voice replies", "pip install 'teleton[voice]'")
+
+    h.main = lambda body: text("I could not hear that one; could you type it?")
+    for n in range(2):
+        note = h.tmp_path / f"note{n}.ogg"
+        note.write_bytes((FIXTURES / "voice_en_receipt.ogg").read_bytes())
+        assert await send_file(h, note, media=VOICE) == "I could not hear that one; could you type it?"
+        typed = last_user_blocks(h)[-1]["text"]
+        assert typed.startswith("[voice note not read: I could not hear it: local transcription needs the voice extra")
+        assert typed.endswith("install it with: pip install 'teleton[voice]']")
+    # Two voice notes, one notice, to the owner; both notes archived, both answered (in text: no voice either).
+    assert [m.text for m in h.gateway.sent if "teleton[voice]" in m.text] == [VOICE_NOTICE]
+    assert "install teleton[voice] to hear voice notes" in VOICE_NOTICE
+    assert [m.text for m in h.gateway.sent].count("I could not hear that one; could you type it?") == 2
+    rows = await h.db.read(lambda conn: conn.execute("select is_outgoing, text from tg_messages").fetchall())
+    answer = (1, "I could not hear that one; could you type it?")
+    assert [tuple(r) for r in rows] == [(0, ""), (1, VOICE_NOTICE), answer, (0, ""), answer]  # nothing lost
+    await stack.agent.shutdown(1.0)

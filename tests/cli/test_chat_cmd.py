@@ -35,6 +35,7 @@ def write_config(tmp_path: Path, fake: FakeAnthropic) -> Path:
             }
         )
     )
+    path.chmod(0o600)  # it holds a key: a config others can read is refused
     return path
 
 
@@ -171,3 +172,23 @@ async def test_a_file_attached_in_the_terminal_is_read_like_a_telegram_document(
     assert typed.startswith("what is on my list?\n[document shopping.md, text extracted]") and "blue kettle" in typed
     assert await session.turn(f"/attach {tmp_path / 'missing.pdf'}") is None  # named on screen, nothing sent
     await session.close()
+
+
+async def test_commands_and_their_replies_are_kept_but_never_relevant(tmp_path: Path, fake_api: FakeAnthropic) -> None:
+    from teleton.memory.feed.search import search_feed  # deferred: as the agent's retrieval runs it
+
+    fake_api.responder = model
+    config = load_config(write_config(tmp_path, fake_api), env={})
+    session = await ChatSession.open(config, Console(file=io.StringIO()))
+    try:
+        await session.turn("the cache on the boat holds two spare keys")
+        assert "cache hits" in (await session.turn("/help") or "")
+        assert "cache reads" in (await session.turn("/status") or "")
+        found = await search_feed(session.db, "cache", chat_ids=None)
+        rows = await session.db.fetchone("select count(*) from tg_messages")
+    finally:
+        await session.close()
+    # The message about a cache and its answer are found; /help's "cache hits" and /status's "cache reads" are
+    # not, though all six messages are archived.
+    said = "the cache on the boat holds two spare keys"
+    assert sorted(h.text for h in found) == sorted([said, f"You said: {said}"]) and rows[0] == 6

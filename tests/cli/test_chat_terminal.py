@@ -161,6 +161,26 @@ def test_stop_typed_during_an_answer_ends_it(terminal: Terminal, fake_api: FakeA
     assert "never ended" not in shown
 
 
+def test_no_spinner_is_left_behind_after_an_answer_stop_or_ctrl_c(terminal: Terminal, fake_api: FakeAnthropic) -> None:
+    gate = threading.Event()
+    fake_api.queue(halted("Once upon a time", " there was a poem.", gate))
+    terminal.type("write me a poem")
+    terminal.wait_text("Once upon a time")
+    terminal.type("/stop")  # a line accepted while the spinner runs
+    terminal.wait_text("(stopped)")
+    gate.set()
+    again = threading.Event()
+    fake_api.queue(halted("Twice upon a time", " there was another.", again))
+    terminal.type("another poem")
+    terminal.wait_text("Twice upon a time")
+    terminal.child.sendcontrol("c")
+    shown = terminal.wait_for(lambda s: s.count("(stopped)") == 2, "the second stop")
+    again.set()
+    terminal.type("what is 2+2")
+    shown = terminal.wait_for(lambda s: "2+2 is 4." in s and s.rstrip().endswith("you>"), "the answer")
+    assert "thinking" not in shown, shown
+
+
 def test_each_tool_call_is_one_status_line(terminal: Terminal, fake_api: FakeAnthropic) -> None:
     fake_api.queue(tool_use(("memory_save", {"value": "The boat is blue"})), text("Saved it."))
     terminal.type("remember: the boat is blue")
@@ -196,8 +216,12 @@ def test_an_unreachable_api_is_named_after_a_few_retries(tmp_path: Path) -> None
     term = open_terminal(tmp_path, f"http://127.0.0.1:{port}")
     try:
         term.type("hello")
-        shown = term.wait_text("can't connect")
+        shown = term.wait_for(lambda s: "can't connect" in s and s.rstrip().endswith("you>"), "the apology")
         assert "try again in a moment" not in shown
+        assert f"http://127.0.0.1:{port}/v1/messages" in " ".join(shown.split())  # where it tried, not the key
+        # The error is one line for people, above the prompt: never over it, never a raw log record.
+        assert "error: llm failed (" in shown and "[error" not in shown and '"event"' not in shown
+        assert not any(line.startswith("you>") and "llm" in line for line in shown.splitlines())
     finally:
         term.close()
     retries = (term.data / "chat.log").read_text().count('"event": "llm_retry"')

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from teleton.cli.doctor import Check, run_checks
+from tests.conftest import requires_extra
 from tests.fakes.openai_embeddings import FakeEmbeddings
 from tests.fakes.openai_server import FakeOpenAI, oa_error
 
@@ -70,6 +71,7 @@ def test_online_checks_a_remote_embedding_endpoint(tmp_path: Path, fake_openai: 
     assert check.ok is False and "HTTP 401" in check.detail and "\n" not in check.detail
 
 
+@requires_extra("voice")  # the local parts; without the extra: tests/cli/test_doctor_extras.py
 def test_transcription_is_checked_for_each_provider(tmp_path: Path) -> None:
     found = checks(tmp_path, {})
     assert found["Transcription"].ok is True and found["Transcription"].detail == "local whisper-base"
@@ -81,6 +83,7 @@ def test_transcription_is_checked_for_each_provider(tmp_path: Path) -> None:
     assert checks(tmp_path, {"media": {"transcription": local}})["Transcription"].ok is True
 
 
+@requires_extra("voice")  # the local parts; without the extra: tests/cli/test_doctor_extras.py
 def test_the_voice_of_voice_replies_is_checked_when_they_are_on(tmp_path: Path, monkeypatch: Any) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     assert "Voice replies" not in checks(tmp_path, {})  # off by default: nothing to check

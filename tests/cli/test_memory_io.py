@@ -59,13 +59,13 @@ def test_facts_export_and_import_move_memory_without_loss_or_duplicates(tmp_path
     export = tmp_path / "memory.json"
     proc = teleton("-c", str(config), "memory", "export", str(export), home=home)
     assert proc.returncode == 0, proc.stderr
-    assert "exported 3 facts, 1 entries and 1 files" in proc.stdout
+    assert "exported 3 facts, 1 entry and 1 file" in proc.stdout
     assert stat.S_IMODE(export.stat().st_mode) == 0o600
 
     new_home, new_config = _home(tmp_path, "new")
     proc = teleton("-c", str(new_config), "memory", "import", str(export), home=new_home)
     assert proc.returncode == 0, proc.stderr
-    assert "imported 2 facts (1 history), 1 entries, 1 files" in proc.stdout
+    assert "imported 2 facts (1 replaced), 1 entry, 1 file" in proc.stdout
     moved = _facts(new_home, new_config, "--history")
     assert sorted((f["value"], f["subject"], f["scope"]) for f in moved) == sorted(
         (f["value"], f["subject"], f["scope"]) for f in everything
@@ -78,7 +78,8 @@ def test_facts_export_and_import_move_memory_without_loss_or_duplicates(tmp_path
     assert "We planned the Porto move." in search.stdout  # the summary entry is searchable there
 
     again = teleton("-c", str(new_config), "memory", "import", str(export), home=new_home)
-    assert "imported 0 facts (0 history)" in again.stdout and "already here: 3 facts, 1 files" in again.stdout
+    # Nothing was new, and the count says so (the summary entry included).
+    assert again.stdout.strip() == "nothing new: 5 already known (3 facts, 1 entry, 1 file)", again.stdout
     assert len(_facts(new_home, new_config)) == 2  # nothing doubled
 
 
@@ -103,7 +104,7 @@ def test_a_bad_export_file_is_one_line_and_changes_nothing(tmp_path: Path) -> No
     }))  # fmt: skip
     proc = teleton("-c", str(config), "memory", "import", str(hostile), home=home)
     assert proc.returncode == 0, proc.stderr
-    assert "1 files" in proc.stdout and "refused: 3" in proc.stdout
+    assert "imported 0 facts, 0 entries, 1 file;" in proc.stdout and "refused: 3" in proc.stdout
     assert not (home / ".teleton" / "escaped.md").exists() and not (home / "escaped.md").exists()
     assert (home / ".teleton" / "workspace" / "memory" / "ok.md").read_text() == "fine"
     assert not (home / ".teleton" / "workspace" / "memory" / "run.sh").exists()

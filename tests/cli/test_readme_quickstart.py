@@ -14,18 +14,23 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
-def quickstart() -> list[str]:
+def quickstart(name: str = "terminal") -> list[str]:
     readme = (REPO / "README.md").read_text()
-    block = re.search(r"<!-- ci:quickstart-terminal -->\n```bash\n(.*?)```", readme, re.S)
-    assert block, "README.md lost its ci:quickstart-terminal block"
+    block = re.search(rf"<!-- ci:quickstart-{name} -->\n```bash\n(.*?)```", readme, re.S)
+    assert block, f"README.md lost its ci:quickstart-{name} block"
     return block.group(1).strip().splitlines()
 
 
-@pytest.mark.timeout(1800)  # a whole install: on a busy machine it outlasts the suite's 300 s per test
-def test_the_readme_quick_start_runs_as_written_up_to_doctor(tmp_path: Path) -> None:
-    lines = quickstart()
+def upto_doctor(lines: list[str]) -> str:
     upto = next(i for i, line in enumerate(lines) if "teleton doctor" in line)
-    script = "\n".join(lines[: upto + 1]).replace("<this repository's URL>", str(REPO))
+    return "\n".join(lines[: upto + 1]).replace("<this repository's URL>", str(REPO))
+
+
+@pytest.mark.timeout(1800)  # a whole install: on a busy machine it outlasts the suite's 300 s per test
+def test_the_readme_quick_starts_run_as_written_up_to_doctor(tmp_path: Path) -> None:
+    """The terminal block, then the local-model block in the same home (it sets up over the first)."""
+    terminal, local = upto_doctor(quickstart("terminal")), upto_doctor(quickstart("local"))
+    script = f"{terminal}\necho '== local model =='\n{local}"
     home = tmp_path / "home"
     home.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TELETON_", "ANTHROPIC_", "VIRTUAL_ENV"))}
@@ -36,10 +41,16 @@ def test_the_readme_quick_start_runs_as_written_up_to_doctor(tmp_path: Path) -> 
         timeout=1800,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    doctor = proc.stdout[proc.stdout.index("Python") :]
+    first, second = proc.stdout.split("== local model ==")
+    doctor = first[first.index("Python") :]
     assert "FAIL" not in doctor
     for check in ("Embedding model", "sqlite-vec", "FTS5", "Config", "Anthropic API key", "Data directory"):
         assert f"OK   {check}" in doctor
     assert "SKIP Telegram session" in doctor and "terminal only" in doctor
+    # The lean install has no local transcription: said, not failed.
+    assert "teleton[voice]" in doctor
     config = home / ".teleton" / "config.yaml"
     assert config.stat().st_mode & 0o777 == 0o600
+    local_doctor = second[second.index("Python") :]
+    assert "FAIL" not in local_doctor, local_doctor
+    assert "qwen3:8b" in config.read_text() and "ollama" in config.read_text()

@@ -278,6 +278,7 @@ def test_interactive_wizard_writes_what_was_answered(tmp_path: Path, monkeypatch
         ENTER,  # group_policy: allowlist
         ENTER,  # model provider: anthropic
         "sk-ant-test" + ENTER,  # Anthropic key
+        "n",  # transcribe voice notes locally: no
     )
     result, path = _wizard(tmp_path, monkeypatch, typed, "--skip-login")
     assert result.exit_code == 0, result.output
@@ -292,6 +293,7 @@ def test_interactive_wizard_writes_what_was_answered(tmp_path: Path, monkeypatch
         "allowlist",
     )
     assert config.agent.api_key == "sk-ant-test"
+    assert config.media.transcription.provider == "off"
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
 
 

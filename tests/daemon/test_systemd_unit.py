@@ -76,3 +76,54 @@ def test_notifier_is_silent_outside_systemd() -> None:
     notifier = Notifier({})
     assert not notifier.enabled
     assert notifier.notify("READY=1") is False
+
+
+OPERATIONS = UNIT.parents[1] / "docs" / "operations.md"
+
+
+def _install_block() -> str:
+    text = OPERATIONS.read_text()
+    section = text[text.index("## Running as a systemd service") :]
+    return section[section.index("```bash\n") + 8 : section.index("```\n", section.index("```bash\n") + 8)]
+
+
+def _created_by(block: str) -> set[str]:
+    """The paths the documented install creates: venvs, installed files and folders, files written by tee."""
+    created = set()
+    for command in (c.strip() for line in block.splitlines() for c in line.split("&&")):
+        words = command.split()
+        if "venv" in words and "-m" in words:
+            created.add(words[-1])
+        elif "install" in words and words[words.index("install") - 1] == "sudo":
+            created.add(words[-1])
+        elif "tee" in words:
+            created.add(words[words.index("tee") + 1])
+    return created
+
+
+def test_every_path_the_unit_names_exists_after_the_documented_install() -> None:
+    service, unit = _unit()["Service"], _unit()["Unit"]
+    created = _created_by(_install_block())
+    wanted = {
+        "Documentation": unit["Documentation"].removeprefix("file://"),
+        "ExecStart": service["ExecStart"].split()[0],
+        "EnvironmentFile": service["EnvironmentFile"].lstrip("-"),
+        "StateDirectory": f"/var/lib/{service['StateDirectory']}",
+    }
+    for key, path in wanted.items():
+        assert any(path == made or path.startswith(made + "/") for made in created), (key, path, created)
+
+
+def test_the_documented_service_shell_runs_commands_as_the_unit_does() -> None:
+    """`teleton-service status` / `doctor` (docs/operations.md) get the unit's user, variables and secrets."""
+    text = OPERATIONS.read_text()
+    block = text[text.index("<!-- ci:service-shell -->") : text.index("<!-- /ci:service-shell -->")]
+    props = dict(p.split("=", 1) for p in block.replace("\\\n", " ").split() if "=" in p and p[0].isupper())
+    environment = [p.split("=", 1)[1] for p in block.split() if p.startswith("Environment=")]
+    service = _unit()["Service"]
+    unit_environment = [line for line in UNIT.read_text().splitlines() if line.startswith("Environment=")]
+    assert props["User"] == service["User"]
+    assert props["EnvironmentFile"] == service["EnvironmentFile"]
+    assert sorted(environment) == sorted(line.split("=", 1)[1] for line in unit_environment)
+    assert service["ExecStart"].split()[0] in block
+    assert "teleton-service status" in block and "teleton-service doctor" in block

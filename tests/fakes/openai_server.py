@@ -12,6 +12,14 @@ sent in OpenAI's format, so one scripted exchange drives either provider. ``comp
 ``oa_error(...)`` script what only this API can say (malformed tool-call arguments, ``context_length_exceeded``).
 Prompt caching is emulated as OpenAI does it, automatically: the longest run of leading messages seen before
 is reported as ``cached_tokens``.
+
+A request with ``stream: true`` is answered with server-sent events as the real API streams
+(``data: {chat.completion.chunk}`` ... ``data: [DONE]``): text a word at a time, each tool call as its id and
+name, then its arguments JSON in pieces of a few characters, the ``finish_reason`` chunk, a usage-only chunk
+when ``stream_options.include_usage``. ``tools_in_stream`` plays servers that cannot stream tool calls:
+``"refuse"`` answers 400 "Cannot use tools with stream", ``"silent"`` streams nothing and no finish_reason,
+``"whole"`` ignores ``stream`` and answers one JSON completion. ``cut(reply, after)`` drops the connection after
+``after`` chunks; ``halted`` (``pause``) holds a streamed text half-written.
 """
 
 from __future__ import annotations
@@ -20,9 +28,10 @@ import hashlib
 import itertools
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
-from typing import Any
+from typing import Any, Literal
 
 from tests.fakes.anthropic_server import Body, Reply, text
 from tests.fakes.scripted import ScriptedServer
@@ -30,6 +39,19 @@ from tests.fakes.scripted import ScriptedServer
 _ids = itertools.count(1)
 FINISH = {"end_turn": "stop", "tool_use": "tool_calls", "max_tokens": "length"}
 ERROR_TYPES = {400: "invalid_request_error", 401: "invalid_request_error", 429: "requests", 500: "server_error"}
+ARGUMENT_PIECE = 5  # characters of a tool call's arguments per streamed chunk
+ToolsInStream = Literal["deltas", "refuse", "silent", "whole"]
+
+
+@dataclass
+class Cut(Reply):
+    """A streamed reply whose connection drops after ``after`` chunks (no finish_reason, no [DONE])."""
+
+    after: int = 0
+
+
+def cut(reply: Reply, after: int) -> Cut:
+    return Cut(status=reply.status, body=reply.body, headers=reply.headers, after=after)
 
 
 def completion(
@@ -77,6 +99,8 @@ class FakeOpenAI(ScriptedServer[Reply]):
     def __init__(self) -> None:
         super().__init__(lambda body: text("ok"))
         self._seen: set[str] = set()  # prefixes of message lists already served (the automatic cache)
+        self.tools_in_stream: ToolsInStream = "deltas"
+        self.pace_s = 0.0  # between streamed chunks: a model writing at its own pace, not all at once
 
     @property
     def base_url(self) -> str:
@@ -104,11 +128,24 @@ class FakeOpenAI(ScriptedServer[Reply]):
                     self._send(404, oa_error(404, "not found").body or {})
                     return
                 body = json.loads(raw)
+                streamed = bool(body.get("stream"))
+                with_tools = streamed and bool(body.get("tools"))
+                if with_tools and fake.tools_in_stream in ("refuse", "silent"):
+                    with fake._lock:  # refused before any scripted reply is used
+                        fake.requests.append(body)
+                    if fake.tools_in_stream == "refuse":
+                        self._send(400, oa_error(400, "Cannot use tools with stream").body or {})
+                    else:
+                        self._stream(iter(()), Reply())
+                    return
                 reply = fake._next(body)
                 if reply.delay:
                     time.sleep(reply.delay)
                 if reply.raw is not None:
                     self._send(200, reply.raw)
+                elif reply.status == 200 and streamed and not (with_tools and fake.tools_in_stream == "whole"):
+                    usage = bool((body.get("stream_options") or {}).get("include_usage"))
+                    self._stream(_chunks(fake._completion(body, reply), reply, usage=usage), reply)
                 elif reply.status == 200:
                     self._send(200, fake._completion(body, reply), reply.headers)
                 else:
@@ -124,6 +161,33 @@ class FakeOpenAI(ScriptedServer[Reply]):
                         self.send_header(key, value)
                     self.end_headers()
                     self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+            def _stream(self, chunks: Iterator[Body | None], reply: Reply) -> None:
+                """Server-sent events; the end of the body ends the stream (no content-length), so a ``Cut``
+                reply's stream simply stops."""
+                self.close_connection = True
+                limit = reply.after if isinstance(reply, Cut) else None
+                try:
+                    self.send_response(200)
+                    self.send_header("content-type", "text/event-stream")
+                    self.send_header("connection", "close")
+                    self.end_headers()
+                    for sent, chunk in enumerate(chunks):
+                        if limit is not None and sent >= limit:
+                            return
+                        if chunk is None:
+                            assert reply.pause is not None
+                            reply.pause.wait()
+                            continue
+                        self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                        self.wfile.flush()
+                        if fake.pace_s:
+                            time.sleep(fake.pace_s)
+                    if limit is None:
+                        self.wfile.write(b"data: [DONE]\n\n")
+                        self.wfile.flush()
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 
@@ -168,6 +232,47 @@ class FakeOpenAI(ScriptedServer[Reply]):
                     cached = size // 4
                 self._seen.add(chain)
         return cached
+
+
+def _chunks(completion: Body, reply: Reply, *, usage: bool) -> Iterator[Body | None]:
+    """One completion as the chunks of its stream; ``None`` marks where it waits for ``reply.pause``."""
+    head = {key: completion[key] for key in ("id", "created", "model")}
+
+    def chunk(delta: Body, finish: str | None = None) -> Body:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        return {**head, "object": "chat.completion.chunk", "choices": [choice]}
+
+    choice = completion["choices"][0]
+    message = choice["message"]
+    yield chunk({"role": "assistant", "content": ""})
+    written = 0
+    for piece in _words(message.get("content") or ""):
+        if reply.pause is not None and written <= reply.pause_at < written + len(piece):
+            cut_at = reply.pause_at - written
+            if cut_at:
+                yield chunk({"content": piece[:cut_at]})
+            yield None
+            piece = piece[cut_at:]
+        written += len(piece)
+        yield chunk({"content": piece})
+    for index, call in enumerate(message.get("tool_calls") or []):
+        function = call["function"]
+        first = {"index": index, "id": call["id"], "type": "function",
+                 "function": {"name": function["name"], "arguments": ""}}  # fmt: skip
+        yield chunk({"tool_calls": [first]})
+        arguments = function["arguments"]
+        for start in range(0, len(arguments), ARGUMENT_PIECE):
+            piece = arguments[start : start + ARGUMENT_PIECE]
+            yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+    yield chunk({}, choice["finish_reason"])
+    if usage:
+        yield {**head, "object": "chat.completion.chunk", "choices": [], "usage": completion["usage"]}
+
+
+def _words(text: str) -> list[str]:
+    """Words with their trailing space, as a model streams tokens."""
+    pieces = text.split(" ")
+    return [piece + " " for piece in pieces[:-1]] + ([pieces[-1]] if pieces[-1] else [])
 
 
 def _choice(partial: Body) -> Body:

@@ -8,7 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from teleton.providers import extras
 from teleton.storage.workspace_template import PROMPT_FILES
+from tests.conftest import requires_extra
 from tests.fakes.anthropic_server import FakeAnthropic, error
 
 
@@ -179,7 +183,8 @@ def test_cli_errors_are_one_line_with_the_fix(isolated_home: Path) -> None:
     (isolated_home / ".teleton" / "teleton.db").write_text("garbage, not a database")
     proc = teleton("memory", "index", home=isolated_home)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
-    assert proc.stderr.strip().startswith("error: the database is damaged or not a Teleton database")
+    damaged = f"error: {isolated_home}/.teleton/teleton.db: the database is damaged or not a Teleton database"
+    assert proc.stderr.strip().startswith(damaged)
     assert "restore the last `teleton backup`" in proc.stderr
 
     (isolated_home / ".teleton" / "teleton.db").unlink()
@@ -203,14 +208,56 @@ def test_a_broken_model_file_at_start_is_one_line(isolated_home: Path) -> None:
     assert "embedding.model_path" in last
 
 
-def test_doctor_checks_the_packaged_model_the_config_names(isolated_home: Path) -> None:
-    for model, model_id, file in (
+@pytest.mark.parametrize(
+    ("model", "model_id", "file"),
+    [
         ("null", "multilingual-e5-small-int8", "multilingual-e5-small-int8/model.onnx"),  # the default
-        ("use-multilingual", "use-multilingual-v3-onnx-int8", "universal-sentence-encoder-multilingual.onnx"),
-        ("all-MiniLM-L6-v2", "all-MiniLM-L6-v2-onnx-int8", "model.onnx"),
-    ):
-        config = _config(isolated_home, f"embedding:\n  model: {model}\n")
-        line = next(x for x in teleton("-c", str(config), "doctor", home=isolated_home).stdout.splitlines()
-                    if "Embedding model" in x)  # fmt: skip
-        assert line.split()[:4] == ["OK", "Embedding", "model", model_id], line
-        assert line.rstrip(")").endswith(file), line
+        pytest.param(
+            "use-multilingual",
+            "use-multilingual-v3-onnx-int8",
+            "universal-sentence-encoder-multilingual.onnx",
+            marks=requires_extra("use-multilingual"),
+        ),
+        pytest.param("all-MiniLM-L6-v2", "all-MiniLM-L6-v2-onnx-int8", "model.onnx", marks=requires_extra("minilm")),
+    ],
+)
+def test_doctor_checks_the_packaged_model_the_config_names(
+    isolated_home: Path, model: str, model_id: str, file: str
+) -> None:
+    config = _config(isolated_home, f"embedding:\n  model: {model}\n")
+    line = next(x for x in teleton("-c", str(config), "doctor", home=isolated_home).stdout.splitlines()
+                if "Embedding model" in x)  # fmt: skip
+    assert line.split()[:4] == ["OK", "Embedding", "model", model_id], line
+    assert line.rstrip(")").endswith(file), line
+
+
+def without_extras_on_path(folder: Path, *extras_: str) -> dict[str, str]:
+    """The environment of a CLI subprocess that lacks ``extras_``, as a default install does: a
+    ``sitecustomize`` on PYTHONPATH makes their packages unimportable (and unfindable) at start."""
+    modules = sorted(m for extra in extras_ for m in extras.EXTRAS[extra])
+    folder.mkdir(exist_ok=True)
+    (folder / "sitecustomize.py").write_text(f"import sys\nsys.modules.update(dict.fromkeys({modules!r}))\n")
+    return {"PYTHONPATH": os.pathsep.join([str(folder), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+
+
+def test_doctor_on_a_default_install_skips_voice_notes_and_names_the_extra_of_a_configured_model(
+    isolated_home: Path,
+) -> None:
+    env = {**without_extras_on_path(isolated_home / "slim", "voice", "minilm"), "ANTHROPIC_API_KEY": "sk-ant-test"}
+    config = _config(isolated_home, "telegram:\n  owner_id: 1\n")
+    assert teleton("-c", str(config), "init", home=isolated_home, env=env).returncode == 0
+    proc = teleton("-c", str(config), "doctor", home=isolated_home, env=env)
+    lines = proc.stdout.splitlines()
+    assert [x.split() for x in lines if "Transcription" in x] == [
+        ["SKIP", "Transcription", "voice", "notes", "are", "not", "transcribed:", "pip", "install", "'teleton[voice]'"]
+    ], proc.stdout
+    assert not [x for x in lines if x.startswith("FAIL")], proc.stdout  # the default install passes
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+
+    config = _config(isolated_home, "embedding:\n  model: all-MiniLM-L6-v2\nmedia:\n  voice_replies: always\n")
+    proc = teleton("-c", str(config), "doctor", home=isolated_home, env=env)
+    failed = [x for x in proc.stdout.splitlines() if x.startswith("FAIL")]
+    assert len(failed) == 2 and proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stdout
+    model, voice = failed
+    assert "Embedding model" in model and "pip install 'teleton[minilm]'" in model
+    assert "Voice replies" in voice and "pip install 'teleton[voice]'" in voice

@@ -39,16 +39,28 @@ def test_config_errors_name_the_key(tmp_path: Path, isolated_home: Path, text: s
     assert "\n" not in str(err.value)
 
 
-def test_missing_required_value_names_key(isolated_home: Path) -> None:
+def test_missing_required_values_are_named_together(isolated_home: Path) -> None:
     config = load_config()
-    with pytest.raises(ConfigError, match=r"^telegram\.api_id: required value is missing"):
+    config.telegram.api_id = 1
+    with pytest.raises(ConfigError) as err:
         require_telegram(config)
+    assert str(err.value).startswith("telegram.api_hash, telegram.phone: required for telegram.mode 'user'")
+    assert "TELETON_TELEGRAM__API_HASH, TELETON_TELEGRAM__PHONE" in str(err.value)
     config.telegram.mode = "bot"
-    config.telegram.api_id, config.telegram.api_hash = 1, "abc"
+    config.telegram.api_hash = "abc"
     with pytest.raises(ConfigError, match=r"^telegram\.bot_token: required"):
         require_telegram(config)
     with pytest.raises(ConfigError, match=r"^agent\.api_key: required"):
         require_llm(config)
+
+
+def test_a_terminal_only_config_says_so(isolated_home: Path) -> None:
+    """`teleton setup --mode terminal` writes no Telegram section: start says what to run, not "api_id"."""
+    with pytest.raises(ConfigError) as err:
+        require_telegram(load_config())
+    assert "no Telegram account yet" in str(err.value)
+    assert "`teleton chat`" in str(err.value) and "`teleton setup`" in str(err.value)
+    assert "api_id" not in str(err.value)
 
 
 def test_explicit_missing_file_is_an_error(tmp_path: Path, isolated_home: Path) -> None:

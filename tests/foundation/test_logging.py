@@ -72,3 +72,40 @@ def test_console_format_is_key_value() -> None:
     configure_logging(level="warning", fmt="json")
     assert "started" in stream.getvalue()
     assert "tools=12" in stream.getvalue()
+
+
+def test_a_timing_or_an_id_under_a_secret_name_is_logged_a_session_string_is_not(log_stream: io.StringIO) -> None:
+    session = SECRETS["session string"]
+    log = structlog.get_logger("t")
+    log.info("turn_done", stages={"session": 12.5, "answer": 800.0}, session=42)
+    log.info("login", session=session, phone=447911123456)
+    done, login = (json.loads(line) for line in log_stream.getvalue().splitlines()[-2:])
+    assert done["stages"] == {"session": 12.5, "answer": 800.0} and done["session"] == 42
+    assert login["session"] == "[redacted]" and login["phone"] == "[redacted]"  # a phone is digits
+    assert session not in log_stream.getvalue()
+
+
+def test_people_get_one_short_line_per_warning_or_error() -> None:
+    stream = io.StringIO()
+    configure_logging(level="warning", fmt="human", stream=stream)
+    log = structlog.get_logger("t")
+    log.info("schema_migrated", version=9)  # below the bar: not shown
+    log.warning("embeddings_unavailable", error="model files missing")
+    try:
+        raise RuntimeError("disk on fire")
+    except RuntimeError:
+        log.exception("index_failed", api_key="sk-ant-api03-Xb2kQ9vLmN4pR7sT1uW3yZ5aC8dF0gH2jK4")
+    configure_logging(level="warning", fmt="json")
+    assert stream.getvalue().splitlines() == [
+        "warning: embeddings unavailable (error=model files missing)",
+        "error: index failed (api_key=[redacted], RuntimeError: disk on fire)",
+    ]
+
+
+def test_the_stream_is_whatever_stderr_is_when_a_record_comes(monkeypatch: pytest.MonkeyPatch) -> None:
+    configure_logging(level="warning", fmt="human")
+    later = io.StringIO()  # prompt_toolkit's patch_stdout swaps sys.stderr for a proxy above the prompt
+    monkeypatch.setattr("sys.stderr", later)
+    structlog.get_logger("t").error("llm_failed", error="connection refused")
+    configure_logging(level="warning", fmt="json")
+    assert later.getvalue() == "error: llm failed (error=connection refused)\n"

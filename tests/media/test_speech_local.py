@@ -11,6 +11,9 @@ import pytest
 from teleton.media.errors import MediaError
 from teleton.media.speech_local import PINNED_SHA256, LocalSpeech, espeak_files
 from teleton.providers.pinned_files import ModelFilesError, sha256_file
+from tests.conftest import requires_extra
+
+pytestmark = requires_extra("voice")
 
 
 def packaged_root() -> Path:

@@ -9,13 +9,15 @@ import struct
 import wave
 from pathlib import Path
 
-import av
 import numpy as np
 import pytest
 
 from teleton.media.audio import SAMPLE_RATE, decode, probe
 from teleton.media.errors import MediaError
 from teleton.media.transcription import WHISPER_WINDOW_S, split_at_silences
+from tests.conftest import requires_extra
+
+pytestmark = requires_extra("voice")  # PyAV decodes; the module is also imported by the voice tests
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "media"
 RECEIPT = FIXTURES / "voice_en_receipt.ogg"  # "The receipt from the hardware store is in the blue folder."
@@ -25,6 +27,8 @@ MEETING_ES = FIXTURES / "voice_es_meeting.ogg"  # "La reunión con el médico es
 
 def encode_as(samples: np.ndarray, container: str, codec: str, *, video: bool = False, audio: bool = True) -> bytes:
     """``samples`` (16 kHz mono float) re-encoded as another file type, with a small black video if asked."""
+    import av  # here, not at the top: without the voice extra the module is skipped, not an import error
+
     out = io.BytesIO()
     with av.open(out, "w", format=container) as target:
         picture = None

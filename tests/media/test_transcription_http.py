@@ -15,6 +15,7 @@ from teleton.media.audio import SAMPLE_RATE, decode, wav_bytes
 from teleton.media.errors import MediaError
 from teleton.media.transcribe_http import HttpTranscriber, TranscriberConfigError, from_settings
 from teleton.media.transcription import Transcriber
+from tests.conftest import requires_extra
 from tests.fakes.openai_audio import FakeTranscriptions
 from tests.media.test_transcription_audio import RECEIPT, long_recording
 
@@ -112,6 +113,7 @@ async def test_an_unreachable_server_is_one_line_after_retries() -> None:
     assert "\n" not in str(caught.value)
 
 
+@requires_extra("voice")  # the duration then comes from PyAV's probe of the file
 async def test_a_model_without_verbose_json_is_asked_for_plain_json(server: FakeTranscriptions) -> None:
     server.verbose = False
     server.texts = ["hello there"]
@@ -125,6 +127,7 @@ async def test_a_model_without_verbose_json_is_asked_for_plain_json(server: Fake
     assert [r.fields["response_format"] for r in server.requests] == ["verbose_json", "json"]
 
 
+@requires_extra("voice")  # cutting into windows decodes (PyAV)
 async def test_long_audio_goes_up_in_windows_cut_at_pauses_and_comes_back_joined(server: FakeTranscriptions) -> None:
     samples, _ = long_recording()  # ~70 s: receipt, silence, dentist, silence, receipt
     server.texts = ["first part.", "second part.", "third part."]
@@ -142,6 +145,7 @@ async def test_long_audio_goes_up_in_windows_cut_at_pauses_and_comes_back_joined
     assert transcript.duration_s == pytest.approx(len(samples) / SAMPLE_RATE)
 
 
+@requires_extra("voice")  # the probe before the upload is PyAV's
 async def test_corrupt_or_too_long_audio_is_refused_before_any_upload(server: FakeTranscriptions) -> None:
     transcriber = client(server, max_duration_s=2)
 
@@ -171,6 +175,7 @@ def test_presets_give_the_endpoint_the_model_and_the_key_variable() -> None:
     assert local.provider == "127.0.0.1:8000:Systran/faster-whisper-small"
 
 
+@requires_extra("voice")
 def test_decoded_audio_is_what_the_windows_carry() -> None:
     samples = decode(RECEIPT).samples
     with wave.open(io.BytesIO(wav_bytes(samples))) as back:

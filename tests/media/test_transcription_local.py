@@ -15,7 +15,10 @@ from teleton.media.transcribe_local import LocalSettings, LocalTranscriber, from
 from teleton.media.transcription import Transcriber
 from teleton.media.whisper_files import WhisperFiles, directory_whisper, packaged_whisper
 from teleton.providers.pinned_files import ModelFilesError
+from tests.conftest import requires_extra
 from tests.media.test_transcription_audio import DENTIST, MEETING_ES, RECEIPT, encode_as, long_recording
+
+pytestmark = requires_extra("voice")
 
 
 @pytest.fixture(scope="module")

@@ -27,6 +27,7 @@ from teleton.memory.embeddings.query import embed_query
 from teleton.memory.search.fusion import COSINE_CEILING
 from teleton.providers.pinned_files import ModelFilesError, package_dir, sha256_file
 from teleton.storage import Database
+from tests.conftest import requires_extra
 
 # One process asking for the model: it says whether it built it and which files it got. The two processes of
 # a first start wait for each other, so both ask while neither has the model yet.
@@ -176,6 +177,7 @@ async def test_the_cache_keeps_a_question_apart_from_the_same_text(e5: LocalEmbe
         await db.close()
 
 
+@requires_extra("minilm")
 def test_it_is_the_default_and_minilm_is_still_there_by_name(cache: Path) -> None:
     for model in (None, "multilingual-e5-small"):
         provider = create_provider(EmbeddingConfig(model=model), cache_dir=cache)
@@ -185,6 +187,7 @@ def test_it_is_the_default_and_minilm_is_still_there_by_name(cache: Path) -> Non
     assert isinstance(minilm, LocalEmbedder) and minilm.model_id == MINILM_MODEL_ID and minilm.query_prefix == ""
 
 
+@requires_extra("minilm")
 async def test_a_model_without_a_question_prefix_shares_one_cache_entry(tmp_path: Path) -> None:
     embedder = LocalEmbedder(packaged_model("all-MiniLM-L6-v2"))
     db = await Database.open(tmp_path / "t.db", embedding=(embedder.model_id, embedder.dims))

@@ -23,7 +23,10 @@ from teleton.memory.feed.search import search_feed
 from teleton.memory.knowledge.index import KnowledgeIndex
 from teleton.memory.reembed import embed_pending_facts
 from teleton.storage import Database
+from tests.conftest import requires_extra
 from tests.waiting import until
+
+pytestmark = requires_extra("minilm")  # the database being upgraded holds MiniLM's vectors
 
 CHAT = 3
 MESSAGES = ["the garage code is 4512", "thanks, I'll let the plumber in tomorrow", "ok"]

@@ -26,6 +26,7 @@ from teleton.memory.embeddings.model_files import PACKAGED_SHA256, ModelFiles
 from teleton.memory.embeddings.packaged import packaged_model
 from teleton.memory.embeddings.voyage import VoyageEmbedder, VoyageError
 from teleton.providers.pinned_files import ModelFilesError
+from tests.conftest import requires_extra
 
 
 # -- a scripted HTTP server on 127.0.0.1 ------------------------------------------------------------------
@@ -93,6 +94,7 @@ async def test_local_model_embeds_normalised_vectors_in_input_order(embedder: Lo
     assert (await embedder.embed([])).shape == (0, 384)
 
 
+@requires_extra("minilm")
 def test_packaged_minilm_is_found_without_network_and_pinned() -> None:
     files = packaged_model("all-MiniLM-L6-v2")
     assert files.onnx.name == "model.onnx" and files.tokenizer.name == "tokenizer.json"
@@ -108,6 +110,7 @@ def multilingual() -> StringsEmbedder:
     return provider
 
 
+@requires_extra("use-multilingual")
 def test_multilingual_model_is_packaged_and_pinned() -> None:
     files = packaged_model("use-multilingual")
     assert files.tokenizer is None  # the graph tokenises inside
@@ -115,6 +118,7 @@ def test_multilingual_model_is_packaged_and_pinned() -> None:
     files.verify()
 
 
+@requires_extra("use-multilingual")
 def test_multilingual_model_matches_a_sentence_across_languages(multilingual: StringsEmbedder) -> None:
     porto = ["I moved to Porto last month", "Я переехал в Порту в прошлом месяце", "Me mudé a Oporto el mes pasado"]
     other = ["Die Katze schläft auf dem Sofa", "قیمت نان دوباره بالا رفت"]
@@ -130,6 +134,7 @@ def test_multilingual_model_matches_a_sentence_across_languages(multilingual: St
     assert multilingual.encode([]).shape == (0, 512)
 
 
+@requires_extra("use-multilingual")
 def test_multilingual_model_reads_a_huge_paste_as_its_beginning(multilingual: StringsEmbedder) -> None:
     paste = "Our wifi password is on the fridge. " * 30 + "Stock markets fell sharply. " * 350_000  # ~10 MB
     vector = multilingual.encode([paste, ""])
@@ -137,6 +142,7 @@ def test_multilingual_model_reads_a_huge_paste_as_its_beginning(multilingual: St
     assert np.isfinite(vector).all()  # an empty text is a vector too, not a crash
 
 
+@requires_extra("use-multilingual")
 def test_tampered_multilingual_model_is_refused(tmp_path: Path) -> None:
     files = packaged_model("use-multilingual")
     copy = tmp_path / files.onnx.name
@@ -146,6 +152,7 @@ def test_tampered_multilingual_model_is_refused(tmp_path: Path) -> None:
         StringsEmbedder(ModelFiles(files.model_id, copy, None, files.pinned))
 
 
+@requires_extra("minilm")
 def test_tampered_model_file_is_refused_with_its_name(tmp_path: Path) -> None:
     files = packaged_model("all-MiniLM-L6-v2")
     tokenizer = tmp_path / "tokenizer.json"
@@ -157,6 +164,7 @@ def test_tampered_model_file_is_refused_with_its_name(tmp_path: Path) -> None:
         LocalEmbedder(tampered)
 
 
+@requires_extra("minilm")
 def test_model_path_directory_loads_without_pins(tmp_path: Path) -> None:
     files = packaged_model("all-MiniLM-L6-v2")  # laid out as a Hugging Face repo: model.onnx, tokenizer.json
     (tmp_path / "onnx").mkdir()

@@ -51,7 +51,7 @@ async def cmd_forget(agent: AgentCore, turn: Turn, args: str) -> str:
     if needle.text:
         # The command itself holds the text: it is a command, not conversation, and goes at once.
         await agent.deps.db.write(lambda conn: forget_deleted(conn, chat_id, [turn.msg.message_id]))
-    findings = await find(agent.deps.db, agent.deps.workspace, needle, scope)
+    findings = await find(agent.deps.db, agent.deps.workspace, needle, scope, chat_history=agent.deps.chat_history)
     if not findings.empty:
         store.put(chat_id, sender.id, findings)
     return describe_preview(findings)
@@ -73,4 +73,5 @@ async def _erase(agent: AgentCore, findings: Findings) -> Report:
         for chat_id in sorted(fresh.rows.session_chats):
             await stack.enter_async_context(agent.locks.hold(chat_id))
         knowledge = agent.deps.knowledge if hasattr(agent.deps.knowledge, "reindex") else None
-        return await erase(agent.deps.db, agent.deps.workspace, findings, knowledge=knowledge)
+        history = agent.deps.chat_history
+        return await erase(agent.deps.db, agent.deps.workspace, findings, knowledge=knowledge, chat_history=history)

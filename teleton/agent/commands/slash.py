@@ -19,8 +19,9 @@ from teleton.agent.stages import answering
 from teleton.agent.turn import Turn
 from teleton.agent.turn_stats import TurnStats, status_lines
 from teleton.agent.window.sessions import Session
-from teleton.gateway.contract import IncomingMessage
+from teleton.gateway.contract import IncomingMessage, SentMessage
 from teleton.llm.prices import FREE, Price, usd
+from teleton.memory.feed import archive as fa
 from teleton.memory.feed import reads
 from teleton.privacy import Clearance
 
@@ -202,7 +203,16 @@ async def run_command(agent: AgentCore, turn: Turn, spec: CommandSpec, args: str
     else:
         text = await spec.handler(agent, turn, args)
     turn.reply = text
-    await answering.reply(agent, turn, text)
+    sent = await answering.reply(agent, turn, text)
+    await set_aside(agent, turn.msg, sent)
+
+
+async def set_aside(agent: AgentCore, msg: IncomingMessage, sent: SentMessage | None) -> None:
+    """A command and its reply are talk about the agent, not conversation: archived (the archive keeps
+    every message), but marked like Telegram's service messages, so they are never a "relevant message",
+    recent context or a search hit (``/help`` asked yesterday is not what anyone is looking for)."""
+    ids = [msg.message_id] + ([sent.message_id] if sent is not None and sent.chat_id == msg.chat.id else [])
+    await agent.deps.db.write(lambda conn: fa.mark_service(conn, msg.chat.id, ids))
 
 
 async def end_session(agent: AgentCore, turn: Turn, reason: str) -> str:

@@ -6,6 +6,10 @@ A turn answers either archived messages (their ``agent_state`` in ``tg_messages`
 deduplicates its parts by); after the turn, its messages are answered, or failed with a reason, and the
 reply rows are gone. A crash between the two is settled after the restart by sending what is still pending
 again with the same ids (Telegram keeps the parts that went out from arriving twice).
+
+A streamed answer (``delivery/streaming.py``) adds one record before that: the streamed message, as soon as
+Telegram gives its id (``stream_shown``). Its messages stay owed an answer, so a restart answers them again,
+and that turn edits its answer into the same message (``stream_left``) instead of sending a second one.
 """
 
 from __future__ import annotations
@@ -40,9 +44,12 @@ class Sending:
 
 
 class Delivery(Protocol):
-    async def sending(self, text: str, reply_to: int | None = None, failure: str | None = None) -> Sending:
+    async def sending(
+        self, text: str, reply_to: int | None = None, failure: str | None = None, edits: int | None = None
+    ) -> Sending:
         """Called before each reply to the turn's chat, with its words; ``failure`` when what goes out is
-        the turn's apology (the model failed), so a crash after it cannot turn it into an answer."""
+        the turn's apology (the model failed), so a crash after it cannot turn it into an answer; ``edits``:
+        the streamed message its part 0 is edited into (the record takes the stream's place)."""
 
     async def sent(self, reply: Sending, error: str | None = None) -> None:
         """The reply went out (``error`` None) or was refused for good."""
@@ -50,17 +57,38 @@ class Delivery(Protocol):
     async def finished(self, state: str, note: str | None = None) -> None:
         """The turn is over: ``fa.STATE_ANSWERED``, ``STATE_FAILED`` (with why) or ``STATE_IGNORED``."""
 
+    async def stream_shown(self, message_id: int) -> None:
+        """A streamed message went out: recorded, so that a restart before the reply edits the answer
+        into it (the turn's messages stay owed their answer meanwhile)."""
+
+    async def stream_left(self) -> int | None:
+        """The streamed message a turn cut by a restart left for these messages: this turn's now."""
+
+    async def stream_gone(self, message_id: int) -> None:
+        """A streamed message that will not become the reply (deleted): its record goes."""
+
 
 class NoRecord:
     """A turn that answers nothing archived (a command typed in the terminal, a heartbeat)."""
 
-    async def sending(self, text: str, reply_to: int | None = None, failure: str | None = None) -> Sending:
-        return Sending(Once(rs.new_random_base()))
+    async def sending(
+        self, text: str, reply_to: int | None = None, failure: str | None = None, edits: int | None = None
+    ) -> Sending:
+        return Sending(Once(rs.new_random_base(), edits=edits))
 
     async def sent(self, reply: Sending, error: str | None = None) -> None:
         return None
 
     async def finished(self, state: str, note: str | None = None) -> None:
+        return None
+
+    async def stream_shown(self, message_id: int) -> None:
+        return None
+
+    async def stream_left(self) -> int | None:
+        return None
+
+    async def stream_gone(self, message_id: int) -> None:
         return None
 
 
@@ -72,6 +100,9 @@ class _Recorded:
     chat_id: int
     rows: list[int] = field(default_factory=list, init=False)
 
+    def _answers(self) -> tuple[int, ...]:
+        return ()
+
     async def _record(
         self,
         mark: Callable[[Connection], None],
@@ -79,15 +110,16 @@ class _Recorded:
         reply_to: int | None,
         failure: str | None,
         *,
-        answers: tuple[int, ...] = (),
         task_id: int | None = None,
+        edits: int | None = None,
     ) -> Sending:
         base = rs.new_random_base()
 
         def op(conn: Connection) -> int:
             mark(conn)
             return rs.record(conn, chat_id=self.chat_id, text=text, reply_to=reply_to, random_base=base,
-                             now=time.time(), answers=answers, task_id=task_id, failure=failure)  # fmt: skip
+                             now=time.time(), answers=self._answers(), task_id=task_id, failure=failure,
+                             edits=edits)  # fmt: skip
 
         row = await self.db.write(op)
         self.rows.append(row)
@@ -95,7 +127,7 @@ class _Recorded:
         async def confirm(parts: int) -> None:
             await self.db.write(lambda conn: rs.progress(conn, row, parts))
 
-        return Sending(Once(base, confirm=confirm), row)
+        return Sending(Once(base, confirm=confirm, edits=edits), row)
 
     async def sent(self, reply: Sending, error: str | None = None) -> None:
         if reply.row is not None:
@@ -104,6 +136,21 @@ class _Recorded:
 
     def _settle(self, conn: Connection) -> None:
         rs.delete(conn, self.rows)
+        if answers := self._answers():  # a stream the turn left (a /stop cut it): what it showed stays
+            rs.streams_settled(conn, self.chat_id, answers)
+
+    async def stream_shown(self, message_id: int) -> None:
+        if answers := self._answers():
+            await self.db.write(lambda conn: rs.stream_shown(conn, self.chat_id, message_id, answers, time.time()))
+
+    async def stream_left(self) -> int | None:
+        if answers := self._answers():
+            return await self.db.write(lambda conn: rs.stream_left(conn, self.chat_id, answers))
+        return None
+
+    async def stream_gone(self, message_id: int) -> None:
+        if self._answers():
+            await self.db.write(lambda conn: rs.stream_gone(conn, self.chat_id, message_id))
 
 
 @dataclass
@@ -113,9 +160,14 @@ class MessageDelivery(_Recorded):
     message_ids: tuple[int, ...] = ()
     _since: float | None = field(default=None, init=False)
 
-    async def sending(self, text: str, reply_to: int | None = None, failure: str | None = None) -> Sending:
+    def _answers(self) -> tuple[int, ...]:
+        return self.message_ids
+
+    async def sending(
+        self, text: str, reply_to: int | None = None, failure: str | None = None, edits: int | None = None
+    ) -> Sending:
         if not self.message_ids:
-            return Sending(Once(rs.new_random_base()))
+            return Sending(Once(rs.new_random_base(), edits=edits))
         if self._since is None:
             self._since = time.time()
         note = fa.sending_note(self._since, failure)
@@ -123,7 +175,7 @@ class MessageDelivery(_Recorded):
         def mark(conn: Connection) -> None:
             fa.set_answer_state(conn, self.chat_id, self.message_ids, fa.STATE_SENDING, note)
 
-        return await self._record(mark, text, reply_to, failure, answers=self.message_ids)
+        return await self._record(mark, text, reply_to, failure, edits=edits)
 
     async def finished(self, state: str, note: str | None = None) -> None:
         if not self.message_ids:
@@ -138,16 +190,19 @@ class MessageDelivery(_Recorded):
 
 @dataclass
 class TaskDelivery(_Recorded):
-    """A scheduled task's reply: ``sending_at`` before it goes out, ``delivered_at`` once it did."""
+    """A scheduled task's reply: ``sending_at`` before it goes out, ``delivered_at`` once it did (a task's
+    reply never streams: the stream methods record nothing)."""
 
     task_id: int = 0
 
-    async def sending(self, text: str, reply_to: int | None = None, failure: str | None = None) -> Sending:
+    async def sending(
+        self, text: str, reply_to: int | None = None, failure: str | None = None, edits: int | None = None
+    ) -> Sending:
         def mark(conn: Connection) -> None:
             sql = "update tasks set sending_at = coalesce(sending_at, ?) where id = ?"
             conn.execute(sql, (time.time(), self.task_id))
 
-        return await self._record(mark, text, reply_to, failure, task_id=self.task_id)
+        return await self._record(mark, text, reply_to, failure, task_id=self.task_id, edits=edits)
 
     async def finished(self, state: str, note: str | None = None) -> None:
         def op(conn: Connection) -> None:

@@ -13,6 +13,7 @@ import structlog
 
 from teleton.agent.core import AgentCore
 from teleton.agent.delivery.records import DeliveryFailed
+from teleton.agent.delivery.streaming import STREAMING, StreamedReply
 from teleton.agent.messages import spoke_here
 from teleton.agent.stages.context import rebuild_system
 from teleton.agent.stages.slow_notice import slow_notice
@@ -20,8 +21,9 @@ from teleton.agent.turn import Turn, required
 from teleton.agent.window.masking import mask_observations
 from teleton.agent.window.oversize import shorten_history
 from teleton.config.presets import PRESETS
-from teleton.gateway.contract import SentMessage
+from teleton.gateway.contract import ReplyStreams, SentMessage
 from teleton.llm.client import ContextOverflowError, LLMError
+from teleton.llm.progress import WATCHING
 from teleton.llm.tool_loop import ToolCall, ToolResult, run_tool_loop
 from teleton.memory.feed import archive as fa
 from teleton.tools.registry import ToolContext
@@ -29,11 +31,16 @@ from teleton.tools.registry import ToolContext
 log = structlog.get_logger(__name__)
 
 UNAVAILABLE = "Sorry — I can't reach my language model right now. Please try again in a moment."
-UNREACHABLE = (
-    "Sorry — I can't connect to my language model's API (no network, or agent.base_url is wrong). "
-    "Please try again once it is reachable."
-)
 TOO_LONG = "That is more than I can read at once, even after compacting. /new starts a fresh conversation."
+
+
+def unreachable(url: str | None) -> str:
+    """The apology for a model API that never answered names where it was tried (the URL, never the key)."""
+    where = f" at {url}" if url else ""
+    return (
+        f"Sorry — I can't connect to my language model's API{where} (no network, the server is not running, "
+        "or agent.base_url is wrong). Please try again once it is reachable."
+    )
 
 
 def key_rejected(provider: str | None) -> str:
@@ -45,7 +52,33 @@ def key_rejected(provider: str | None) -> str:
 
 async def answer(agent: AgentCore, turn: Turn) -> None:
     async with slow_notice(agent.deps.gateway, turn, agent.settings.slow_notice_s, agent.deps.sleep):
-        await _answer(agent, turn)
+        stream = streamed_reply(agent, turn)
+        STREAMING.set(stream)  # for the reply stage, in this turn's task only
+        if stream is not None:
+            await stream.take_over()  # a restart cut this answer while it streamed: its message goes on
+        watching = WATCHING.set(stream.progress()) if stream is not None and stream.live else None
+        try:
+            await _answer(agent, turn)
+        except BaseException:
+            if stream is not None:
+                stream.abandon()  # /stop, shutdown or a fault: no more words go out
+            raise
+        finally:
+            if watching is not None:
+                WATCHING.reset(watching)
+
+
+def streamed_reply(agent: AgentCore, turn: Turn) -> StreamedReply | None:
+    """A private chat's answer streams when the gateway can (``telegram.stream_edits``): never a scheduled
+    turn's or one that may end silent, never where a terminal already watches (docs/operations.md). With
+    streaming off it is not live, but still finishes a message a restart cut while it streamed."""
+    gateway = agent.deps.gateway
+    if not isinstance(gateway, ReplyStreams) or turn.msg.chat.type != "dm":
+        return None
+    if turn.from_task or turn.silent_token is not None or WATCHING.get() is not None:
+        return None
+    live = gateway.streams_to(turn.msg.chat)
+    return StreamedReply(gateway, turn.delivery, turn.msg.chat.id, owner=turn, live=live)
 
 
 async def _answer(agent: AgentCore, turn: Turn) -> None:
@@ -68,6 +101,8 @@ async def _answer(agent: AgentCore, turn: Turn) -> None:
     keep = agent.settings.masking_keep
     for attempt in range(3):
         session = required(turn.session)
+        if (stream := STREAMING.get()) is not None and stream.owner is turn:
+            stream.restart()  # a new attempt writes the answer anew
         try:
             turn.result = await run_tool_loop(
                 agent.deps.llm,
@@ -95,13 +130,14 @@ async def _answer(agent: AgentCore, turn: Turn) -> None:
             turn.failed, turn.reply = "too long for the model, even after compacting", TOO_LONG
             return
         except LLMError as exc:
-            log.error("llm_failed", chat_id=turn.msg.chat.id, error=str(exc))
+            log.error("llm_failed", chat_id=turn.msg.chat.id, error=str(exc), url=exc.url)
             turn.failed = f"model unavailable: {exc}"[:300]
             agent.report("model", exc)
             # Waiting cannot fix a bad key; a dead connection is a different fix from an overloaded API.
-            turn.reply = (
-                key_rejected(exc.provider) if exc.key_rejected else UNREACHABLE if exc.unreachable else UNAVAILABLE
-            )
+            if exc.key_rejected:
+                turn.reply = key_rejected(exc.provider)
+            else:
+                turn.reply = unreachable(exc.url) if exc.unreachable else UNAVAILABLE
             return
     turn.failed, turn.reply = "no answer from the model", UNAVAILABLE
 
@@ -112,18 +148,23 @@ async def deliver(agent: AgentCore, turn: Turn) -> None:
     if result is not None:
         if spoke_here(result, agent.settings.send_tools, turn.msg.chat.id):
             turn.reply = ""  # the model already spoke through a tool
+            await _drop_stream(turn)
             return
         turn.reply = result.text
     if turn.silent_token and turn.reply.strip().strip(".").upper() == turn.silent_token.upper():
         log.info("turn_silent", chat_id=turn.msg.chat.id)
         turn.reply = ""
+        await _drop_stream(turn)
         return
     await reply(agent, turn, turn.reply)
 
 
-async def say(agent: AgentCore, turn: Turn, text: str, *, reply_to: int | None = None) -> SentMessage:
-    """Every word a turn sends to its own chat goes through here: recorded first, then sent once."""
-    sending = await turn.delivery.sending(text, reply_to, failure=turn.failed or None)
+async def say(
+    agent: AgentCore, turn: Turn, text: str, *, reply_to: int | None = None, edits: int | None = None
+) -> SentMessage:
+    """Every word a turn sends to its own chat goes through here: recorded first, then sent once (part 0
+    as an edit of ``edits``, the turn's streamed message, when there is one)."""
+    sending = await turn.delivery.sending(text, reply_to, failure=turn.failed or None, edits=edits)
     try:
         sent = await agent.deps.gateway.send_message(turn.msg.chat.id, text, reply_to=reply_to, once=sending.once)
     except Exception as exc:
@@ -133,17 +174,36 @@ async def say(agent: AgentCore, turn: Turn, text: str, *, reply_to: int | None =
     return sent
 
 
-async def reply(agent: AgentCore, turn: Turn, text: str) -> None:
+async def reply(agent: AgentCore, turn: Turn, text: str) -> SentMessage | None:
     msg = turn.msg
     reply_to = msg.message_id if msg.chat.type != "dm" and msg.message_id > 0 else None
     if not text.strip():
-        return
+        await _drop_stream(turn)
+        return None
+    stream = _stream_of(turn)
+    edits = await stream.end() if stream is not None else None
     try:  # whole: the gateway splits it the way its chat needs (Telegram: telegram/send/split.py)
-        await say(agent, turn, text, reply_to=reply_to)
+        return await say(agent, turn, text, reply_to=None if edits else reply_to, edits=edits)
     except DeliveryFailed as exc:
         log.error("send_failed", chat_id=msg.chat.id, error=str(exc))
         turn.undelivered = str(exc)[:300]
         agent.report("telegram", exc)
+        return None
+
+
+def _stream_of(turn: Turn) -> StreamedReply | None:
+    """This turn's streamed message, taken (a command's reply in the same task is not the turn's answer)."""
+    stream = STREAMING.get()
+    if stream is None or stream.owner is not turn:
+        return None
+    STREAMING.set(None)
+    return stream
+
+
+async def _drop_stream(turn: Turn) -> None:
+    """The turn ends with no reply in its chat: words streamed there go (``delivery/streaming.py``)."""
+    if (stream := _stream_of(turn)) is not None:
+        await stream.drop()
 
 
 def outcome(turn: Turn) -> tuple[str, str | None]:

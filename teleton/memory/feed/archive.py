@@ -160,6 +160,15 @@ def set_text(conn: Connection, chat_id: int, message_id: int, text: str) -> None
     _drop_vector(conn, int(row[0]))
 
 
+def mark_service(conn: Connection, chat_id: int, message_ids: Sequence[int]) -> None:
+    """Not conversation (a slash command and its reply): kept, but out of context and search like Telegram's
+    service messages (``FEED``'s filter, ``reads``)."""
+    conn.execute(
+        "update tg_messages set is_service = 1 where chat_id = ? and message_id in (select value from json_each(?))",
+        (chat_id, json.dumps(list(message_ids))),
+    )
+
+
 def mark_deleted(conn: Connection, chat_id: int | None, message_ids: Sequence[int]) -> int:
     """Mark messages deleted (kept for the record). ``chat_id`` None: a DM or basic group deletion.
 

@@ -5,8 +5,10 @@ gone, not marked: archived messages (their keyword rows by trigger, the keyword 
 of the chat carry, their vectors in vec0 and in the float16 table), facts (current and superseded), knowledge
 chunks, lines of the workspace's memory files and daily logs, session summaries and the live conversation
 (scrubbed to ``[forgotten]``), names and phone numbers of people, the embedding cache of every text that was
-erased or rewritten, and finished records of other tables. A pending task or a held send is only reported: it
-is a promise to deliver (DESIGN §11), so changing it is the owner's decision, not a side effect.
+erased or rewritten, finished records of other tables, and (when the caller names the file: the terminal's
+``teleton memory forget``) the entries of ``teleton chat``'s input history. A pending task or a held send is
+only reported: it is a promise to deliver (DESIGN §11), so changing it is the owner's decision, not a side
+effect.
 
 Who may forget what (``scope_for``): the owner everything; another person, in their own DM, what is labelled
 with their DM's label (their DM's messages and conversation, their facts and summaries, their lines of the
@@ -22,8 +24,8 @@ from someone else's).
 
 Erasing runs with ``secure_delete`` on, merges the touched keyword indexes, truncates the WAL and then, for
 the owner, reads the database file: when an old copy of the text still sits in free space (written before,
-without ``secure_delete``), the database is vacuumed. Copies outside the database (backups, Telegram itself) are
-named in the report. No Telethon and no model SDK here.
+without ``secure_delete``), the database is vacuumed. Copies outside the database (backups, Telegram itself, the
+logs, the chat history when it was not scrubbed) are named in the report. No Telethon and no model SDK here.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from typing import Any
 
 import structlog
 
+from teleton.memory.forget import chat_history as forget_history
 from teleton.memory.forget import files as forget_files
 from teleton.memory.forget import rows as forget_rows
 from teleton.memory.forget.match import MIN_CHARS, Matcher, NeedleError, compile_needle
@@ -69,6 +72,7 @@ LAYERS = (
     "knowledge",
     "files",
     "daily_logs",
+    "chat_history",
     "sessions",
     "records",
     "vectors",
@@ -130,12 +134,14 @@ class Findings:
     rows: forget_rows.Rows = field(default_factory=forget_rows.Rows)
     files: dict[str, int] = field(default_factory=dict)  # workspace path -> matching lines (not daily logs)
     daily_logs: dict[str, int] = field(default_factory=dict)
+    chat_history: int = 0  # entries of `teleton chat`'s input history (the owner's scope only)
     excerpts: list[forget_rows.Sample] = field(default_factory=list)  # their text masked
 
     def counts(self) -> dict[str, int]:
         counts = own_counts(self.rows.counts(), self.rows, self.scope)
         counts["files"] = sum(self.files.values())
         counts["daily_logs"] = sum(self.daily_logs.values())
+        counts["chat_history"] = self.chat_history
         return {layer: counts[layer] for layer in LAYERS + HELD if counts.get(layer)}
 
     @property
@@ -161,8 +167,12 @@ def own_counts(counts: dict[str, int], rows: forget_rows.Rows, scope: ForgetScop
     return own
 
 
-async def find(db: Database, workspace: Path, needle: Needle, scope: ForgetScope) -> Findings:
-    """Every item ``scope`` may erase that holds ``needle``, per layer, with a few masked excerpts."""
+async def find(
+    db: Database, workspace: Path, needle: Needle, scope: ForgetScope, *, chat_history: Path | None = None
+) -> Findings:
+    """Every item ``scope`` may erase that holds ``needle``, per layer, with a few masked excerpts.
+    ``chat_history``: the input history of `teleton chat`, looked in for the owner's scope (what the owner
+    typed is nobody else's to erase)."""
     matcher = await _matcher(db, needle, scope)
     findings = Findings(needle, scope)
     if matcher is None:
@@ -176,14 +186,19 @@ async def find(db: Database, workspace: Path, needle: Needle, scope: ForgetScope
     )
     findings.files = {path: n for path, n in files.items() if not forget_files.is_daily_log(path)}
     findings.daily_logs = {path: n for path, n in files.items() if forget_files.is_daily_log(path)}
+    if chat_history is not None and scope.owner:
+        findings.chat_history = await asyncio.to_thread(forget_history.scan, chat_history, matcher)
     findings.excerpts = _excerpts(findings, matcher)
     return findings
 
 
-async def erase(db: Database, workspace: Path, findings: Findings, *, knowledge: Any = None) -> Report:
+async def erase(
+    db: Database, workspace: Path, findings: Findings, *, knowledge: Any = None, chat_history: Path | None = None
+) -> Report:
     """Erase what ``findings`` holds, looked up again now (what changed since is included). ``knowledge`` (a
     KnowledgeIndex) re-indexes the rewritten files at once, so the rest of their text stays searchable;
-    without it the next re-index does."""
+    without it the next re-index does. ``chat_history`` as for ``find``; without it the report names that
+    file among the copies not touched."""
     scope = findings.scope
     matcher = await _matcher(db, findings.needle, scope)
     erased: dict[str, int] = dict.fromkeys(LAYERS, 0)
@@ -192,6 +207,8 @@ async def erase(db: Database, workspace: Path, findings: Findings, *, knowledge:
         lines = await asyncio.to_thread(forget_files.rewrite, workspace, matcher, scope.owner, scope.user_id)
         for path, n in lines.items():
             erased["daily_logs" if forget_files.is_daily_log(path) else "files"] += n
+        if chat_history is not None and scope.owner:
+            erased["chat_history"] = await asyncio.to_thread(forget_history.rewrite, chat_history, matcher)
         counts, held, rows = await _erase_rows(db, findings, matcher, list(lines))
         for layer, n in own_counts(counts, rows, scope).items():
             erased[layer] += n
@@ -206,15 +223,32 @@ async def erase(db: Database, workspace: Path, findings: Findings, *, knowledge:
         wiped = None
     erased = {layer: n for layer, n in erased.items() if n}
     log.info("memory_forgotten", scope=scope.label, wiped=wiped, **erased)
-    return Report(erased, held, COPIES, wiped)
+    return Report(erased, held, copies_left(scope, chat_history), wiped)
 
 
-# Where else the data may still be: nothing outside the database and the workspace is touched.
+# Where else the data may still be: nothing outside the database, the workspace and (from the terminal) the
+# chat history is touched.
 COPIES = (
     "copies made with `teleton backup` (not touched: after restoring one, forget again)",
     "Telegram itself: the chats still hold the messages (a `teleton feed backfill` would archive them again)",
     "the Telegram session file (Telethon's own cache of people, phone numbers included)",
 )
+LOGS = (
+    "log files, where an error quoted it (chat.log in the data directory, `logging.file`, the journal): "
+    "delete them, e.g. `rm ~/.teleton/chat.log`"
+)
+HISTORY = (
+    "what was typed in `teleton chat` (its input history, chat_history in the data directory): "
+    "`teleton memory forget` in a terminal scrubs it too"
+)
+
+
+def copies_left(scope: ForgetScope, chat_history: Path | None) -> tuple[str, ...]:
+    """The places not touched that may still hold the text: the owner is also told of the logs, and of the
+    chat history when it was not scrubbed here (a /forget sent on Telegram)."""
+    if not scope.owner:
+        return COPIES
+    return COPIES + (LOGS,) + (() if chat_history is not None else (HISTORY,))
 
 
 async def _matcher(db: Database, needle: Needle, scope: ForgetScope) -> Matcher | None:

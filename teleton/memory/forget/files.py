@@ -51,7 +51,7 @@ def rewrite(workspace: Path, matcher: Matcher, owner: bool, user_id: int | None)
     for rel, lines in _files(workspace, owner, user_id):
         kept = [line for line, mine in _owned(rel, lines, owner, user_id) if not (mine and matcher.hit(line))]
         if len(kept) != len(lines):
-            _replace(root / rel, "".join(kept))
+            replace_file(root / rel, "".join(kept).encode("utf-8"))
             removed[rel] = len(lines) - len(kept)
     return removed
 
@@ -122,13 +122,15 @@ def _owned(rel: str, lines: list[str], owner: bool, user_id: int | None) -> Iter
         yield line, who == mine
 
 
-def _replace(path: Path, text: str) -> None:
-    # A new file renamed over the old one: never written through a link, and a crash leaves one whole file.
+def replace_file(path: Path, data: bytes) -> None:
+    """``data`` as the whole of ``path``, 0600, through a new file renamed over the old one: never written
+    through a link, and a crash leaves one whole file."""
     temp = path.with_name(f".{path.name}.forget")
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, FILE_MODE)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            os.fchmod(fh.fileno(), FILE_MODE)  # whatever the umask took away
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(temp, path)

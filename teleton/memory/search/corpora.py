@@ -60,7 +60,7 @@ FEED = Corpus(
     scope_column="chat_id",
     fts_columns=("sender_name", "text", "context", "chat"),
     fts_weights=(1.0, 1.0, 0.3, 0.0),
-    where="t.deleted = 0",
+    where="t.deleted = 0 and t.is_service = 0",  # service messages, slash commands and their replies: not talk
     half_vec=HALF_VECTOR_TABLE,
     scope_fts_column="chat",
     scope_type=int,

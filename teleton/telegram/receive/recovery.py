@@ -7,9 +7,11 @@
   what is still pending is sent again first, from its first part not confirmed, with the same
   ``random_id``s — Telegram refuses a part it already holds, so nothing arrives twice. Then the message is
   answered (failed, with the turn's reason, when what went out was an apology for a failed turn), or failed
-  when its reply was refused for good. A ``sending`` record with no reply rows (written before schema 5)
-  falls back to looking for our message in the chat's archive, and is never sent again;
-- older than the window: failed, "too old to answer after a restart", and counted in the log.
+  when its reply was refused for good. A streamed answer's part 0 is an edit of its streamed message
+  (``reply_sends.edits``), done again the same way. A ``sending`` record with no reply rows (written
+  before schema 5) falls back to looking for our message in the chat's archive, and is never sent again;
+- older than the window: failed, "too old to answer after a restart", and counted in the log (a message
+  its answer was streaming into keeps the words shown; ``delivery/streaming.py``).
 
 The same pass runs while the daemon is up when a turn could not record its outcome (a full disk): it skips
 what is in flight, so a live turn's reply is never sent a second time by it.
@@ -65,7 +67,8 @@ async def _resend(db: Database, send: SendMessage, row: rs.ReplySend) -> bool:
         await db.write(lambda c: rs.progress(c, row.id, parts))
 
     try:
-        await send(row.chat_id, row.text, reply_to=row.reply_to, once=Once(row.random_base, row.parts_sent, confirm))
+        once = Once(row.random_base, row.parts_sent, confirm, edits=row.edits)  # a streamed answer: part 0 edits
+        await send(row.chat_id, row.text, reply_to=row.reply_to, once=once)
     except GatewayError as exc:  # refused for good (the chat is gone, we were banned): not a fault to retry
         log.warning("reply_not_resent", chat_id=row.chat_id, error=str(exc))
         return False

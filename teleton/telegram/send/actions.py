@@ -25,9 +25,9 @@ from teleton.telegram.receive.dispatch import Dispatcher
 from teleton.telegram.receive.handlers import FeedHandlers
 from teleton.telegram.receive.pipeline import FeedPipeline
 from teleton.telegram.send.approvals import inline_buttons
-from teleton.telegram.send.markdown import Span
-from teleton.telegram.send.sending import Delivered, send_once, send_request
+from teleton.telegram.send.sending import Delivered, send_once, send_request, tl_entity
 from teleton.telegram.send.split import Part, plan_reply
+from teleton.telegram.send.streaming import StreamingActions
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
@@ -49,7 +49,7 @@ def plain_parts(text: str, limit: int) -> list[str]:
     return [*parts, rest]
 
 
-class TelegramActions:
+class TelegramActions(StreamingActions):
     client: TelegramClient
     settings: Any  # GatewaySettings
     pipeline: FeedPipeline
@@ -68,6 +68,8 @@ class TelegramActions:
         if not parts:
             raise GatewayError("cannot send an empty message")
         once = once or Once(new_random_base())
+        if once.edits is not None and once.parts_sent == 0:  # a streamed answer: part 0 is an edit
+            return await self.stream_finish(chat_id, once.edits, text, once=once, parts=parts)
         peer = await self._input_peer(chat_id)
         first: int | None = None
         for i, part in enumerate(parts):
@@ -113,7 +115,7 @@ class TelegramActions:
 
     async def _send_part(self, peer: Any, part: Part, reply_to: int | None, random_id: int) -> Delivered:
         """One part with its own ``random_id`` (``sending``): Telegram refuses it a second time."""
-        entities = [_tl_entity(s) for s in part.spans]
+        entities = [tl_entity(s) for s in part.spans]
 
         def call(fn: Callable[[], Awaitable[Any]]) -> Awaitable[Any]:
             return self._call(fn, "send message")
@@ -156,7 +158,7 @@ class TelegramActions:
                 peer,
                 message_id,
                 part.text,
-                formatting_entities=[_tl_entity(s) for s in part.spans],
+                formatting_entities=[tl_entity(s) for s in part.spans],
                 parse_mode=None,
                 link_preview=False,
             ),
@@ -317,25 +319,6 @@ class TelegramActions:
             raise GatewayError(f"{what} failed: {exc}") from exc
         except ConnectionError as exc:
             raise GatewayError(f"{what} failed: not connected to Telegram") from exc
-
-
-def _tl_entity(span: Span) -> Any:
-    o, n = span.offset, span.length
-    if span.kind == "bold":
-        return types.MessageEntityBold(o, n)
-    if span.kind == "italic":
-        return types.MessageEntityItalic(o, n)
-    if span.kind == "strike":
-        return types.MessageEntityStrike(o, n)
-    if span.kind == "code":
-        return types.MessageEntityCode(o, n)
-    if span.kind == "pre":
-        return types.MessageEntityPre(o, n, span.language or "")
-    if span.kind == "link":
-        return types.MessageEntityTextUrl(o, n, span.url or "")
-    if span.kind == "blockquote":
-        return types.MessageEntityBlockquote(o, n)
-    return types.MessageEntityUnknown(o, n)
 
 
 def _mime(msg: Any) -> str:

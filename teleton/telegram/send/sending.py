@@ -23,6 +23,8 @@ import structlog
 from telethon import TelegramClient, errors, functions
 from telethon.tl import types
 
+from teleton.telegram.send.markdown import Span
+
 log = structlog.get_logger(__name__)
 
 LOOKUP_RECENT = 30  # our recent messages searched for a duplicate's id
@@ -89,3 +91,26 @@ async def _find_sent(client: TelegramClient, peer: Any, text: str) -> Delivered:
 
 def _stamp(date: datetime | None) -> float:
     return date.timestamp() if date is not None else 0.0
+
+
+def tl_entities(spans: tuple[Span, ...] | list[Span]) -> list[Any]:
+    return [tl_entity(span) for span in spans]
+
+
+def tl_entity(span: Span) -> Any:
+    o, n = span.offset, span.length
+    if span.kind == "bold":
+        return types.MessageEntityBold(o, n)
+    if span.kind == "italic":
+        return types.MessageEntityItalic(o, n)
+    if span.kind == "strike":
+        return types.MessageEntityStrike(o, n)
+    if span.kind == "code":
+        return types.MessageEntityCode(o, n)
+    if span.kind == "pre":
+        return types.MessageEntityPre(o, n, span.language or "")
+    if span.kind == "link":
+        return types.MessageEntityTextUrl(o, n, span.url or "")
+    if span.kind == "blockquote":
+        return types.MessageEntityBlockquote(o, n)
+    return types.MessageEntityUnknown(o, n)

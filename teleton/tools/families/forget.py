@@ -29,6 +29,7 @@ NAMES = {
     "knowledge": "knowledge chunks",
     "files": "lines of memory files",
     "daily_logs": "lines of daily logs",
+    "chat_history": "entries of the `teleton chat` input history",
     "sessions": "conversations and their summaries (scrubbed to [forgotten])",
     "records": "finished tasks, decided sends, exec records (scrubbed)",
     "vectors": "vectors",
@@ -89,7 +90,7 @@ async def memory_forget(args: dict[str, Any], ctx: ToolContext) -> str | ToolRes
         needle = parse_needle(str(args.get("text", "")))
     except NeedleError as exc:
         return ToolResult.error(str(exc))
-    findings = await find(ctx.deps.db, ctx.deps.workspace, needle, scope)
+    findings = await find(ctx.deps.db, ctx.deps.workspace, needle, scope, chat_history=ctx.deps.chat_history)
     if findings.empty:
         return f"Nothing in memory holds {needle.describe()}."
     ctx.deps.forget_requests.put(ctx.chat.id, ctx.sender.id, findings)
