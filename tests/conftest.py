@@ -18,6 +18,7 @@ from teleton.llm import LLMClient, LLMSettings
 from teleton.providers import extras
 from teleton.storage import Database
 from tests.fakes.anthropic_server import FakeAnthropic, last_user_text, text
+from tests.fakes.openai_server import FakeOpenAI
 
 MODEL_CACHE = pytest.StashKey[str]()  # the run's model cache, in the controller (see pytest_configure)
 
@@ -97,6 +98,13 @@ async def db(tmp_path: Path) -> AsyncIterator[Database]:
 def fake_api() -> Iterator[FakeAnthropic]:
     """The scripted Messages API on 127.0.0.1; ``fake_api.requests`` holds every body it received."""
     with FakeAnthropic() as server:
+        yield server
+
+
+@pytest.fixture
+def fake_openai() -> Iterator[FakeOpenAI]:
+    """The scripted OpenAI-compatible API on 127.0.0.1 (tests/fakes/openai_server.py)."""
+    with FakeOpenAI() as server:
         yield server
 
 

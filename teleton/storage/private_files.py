@@ -21,19 +21,24 @@ FILE_MODE = 0o600
 DIR_MODE = 0o700
 
 
-def private_dir(path: Path, *, stop_at: Path | None = None) -> Path:
-    """Create ``path`` and any missing parents (up to ``stop_at``) as 0700; narrow ``path`` if it exists."""
-    path = Path(path)
+def _create_missing(directory: Path, stop_at: Path | None = None) -> None:
+    """Create ``directory`` and its missing parents (up to ``stop_at``) as 0700; folders that exist stay."""
     missing = []
-    current = path
+    current = directory
     while not current.exists() and current != current.parent and current != stop_at:
         missing.append(current)
         current = current.parent
-    for directory in reversed(missing):
+    for folder in reversed(missing):
         try:
-            directory.mkdir(mode=DIR_MODE)
+            folder.mkdir(mode=DIR_MODE)
         except FileExistsError:
             pass
+
+
+def private_dir(path: Path, *, stop_at: Path | None = None) -> Path:
+    """Create ``path`` and any missing parents (up to ``stop_at``) as 0700; narrow ``path`` if it exists."""
+    path = Path(path)
+    _create_missing(path, stop_at)
     os.chmod(path, DIR_MODE)
     return path
 
@@ -41,16 +46,7 @@ def private_dir(path: Path, *, stop_at: Path | None = None) -> Path:
 def private_parents(path: Path) -> None:
     """Create the missing folders above ``path`` as 0700; folders that exist are left as they are (a
     database configured into a shared folder does not make that folder private)."""
-    missing = []
-    current = Path(path).parent
-    while not current.exists() and current != current.parent:
-        missing.append(current)
-        current = current.parent
-    for directory in reversed(missing):
-        try:
-            directory.mkdir(mode=DIR_MODE)
-        except FileExistsError:
-            pass
+    _create_missing(Path(path).parent)
 
 
 def private_data_dir(path: Path) -> Path:

@@ -4,41 +4,19 @@ it (server-sent events through the real ``openai`` SDK), in a pseudo-terminal re
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-import yaml
-
 from tests.cli.test_chat_terminal import Terminal
+from tests.cli.test_chat_terminal import open_terminal as open_chat
 from tests.fakes.anthropic_server import Reply, halted, text, tool_use
 from tests.fakes.openai_server import FakeOpenAI
 
 FIRST, REST = "The first half is on the screen", " and the second half came later."
 
 
-@pytest.fixture
-def fake_openai() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as server:
-        yield server
-
-
 def open_terminal(tmp_path: Path, fake: FakeOpenAI) -> Terminal:
-    config = tmp_path / "config.yaml"
     agent = {"provider": "vllm", "base_url": fake.base_url, "model": "qwen3:8b", "utility_model": "qwen3:8b"}
-    config.write_text(
-        yaml.safe_dump({
-            "agent": agent,
-            "storage": {"data_dir": str(tmp_path / "data")},
-            "embedding": {"provider": "none"},
-            "memory": {"distill": False},
-            "telegram": {"owner_id": 4242},
-        })
-    )  # fmt: skip
-    config.chmod(0o600)
-    term = Terminal(config, tmp_path)
-    term.wait_text("you>")
-    return term
+    return open_chat(tmp_path, fake.base_url, agent)
 
 
 def test_a_local_model_answer_streams_onto_the_screen(tmp_path: Path, fake_openai: FakeOpenAI) -> None:

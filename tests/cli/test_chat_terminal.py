@@ -88,12 +88,13 @@ def model(body: dict) -> Reply:
     return text(f"You said: {said[:60]}")
 
 
-def open_terminal(tmp_path: Path, base_url: str) -> Terminal:
+def open_terminal(tmp_path: Path, base_url: str, agent: dict[str, str] | None = None) -> Terminal:
+    """`teleton chat` in a terminal, on Anthropic's API at ``base_url`` unless ``agent`` says otherwise."""
     config = tmp_path / "config.yaml"
     config.write_text(
         yaml.safe_dump({
-            "agent": {"api_key": "test", "base_url": base_url, "model": "claude-test",
-                      "utility_model": "claude-test-small"},
+            "agent": agent or {"api_key": "test", "base_url": base_url, "model": "claude-test",
+                               "utility_model": "claude-test-small"},
             "storage": {"data_dir": str(tmp_path / "data")},
             "embedding": {"provider": "none"},
             "memory": {"distill": False},

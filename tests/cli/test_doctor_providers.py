@@ -3,7 +3,6 @@ the main model's provider and one to a remote embedding endpoint, each over real
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +19,6 @@ from tests.fakes.openai_server import FakeOpenAI, oa_error
 def no_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     for var in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "VOYAGE_API_KEY"):
         monkeypatch.delenv(var, raising=False)
-
-
-@pytest.fixture
-def fake_openai() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as server:
-        yield server
 
 
 def checks(tmp_path: Path, config: dict[str, Any], *, online: bool = False) -> dict[str, Check]:

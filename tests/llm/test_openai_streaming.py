@@ -5,7 +5,7 @@ fragments, and servers that cannot stream tool calls answered in one piece after
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,12 +40,6 @@ class Screen:
             tool=lambda name, arguments: self.tools.append((name, arguments)),
             retry=lambda attempt, wait, reason: self.retries.append(reason),
         )
-
-
-@pytest.fixture
-def fake_openai() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as server:
-        yield server
 
 
 @pytest.fixture

@@ -162,11 +162,26 @@ def set_text(conn: Connection, chat_id: int, message_id: int, text: str) -> None
 
 def mark_service(conn: Connection, chat_id: int, message_ids: Sequence[int]) -> None:
     """Not conversation (a slash command and its reply): kept, but out of context and search like Telegram's
-    service messages (``FEED``'s filter, ``reads``)."""
+    service messages (``FEED``'s filter, ``reads``), and with no keyword row or vector either: the context
+    its keyword row took when it was archived would otherwise carry the talk before it (what /forget counts
+    and rebuilds: ``forget.feed.neighbours`` passes over a service row that has none)."""
+    marks = json.dumps(list(message_ids))
+    ids = [
+        int(row[0])
+        for row in conn.execute(
+            "select id from tg_messages where chat_id = ? and message_id in (select value from json_each(?))",
+            (chat_id, marks),
+        )
+    ]
+    if not ids:
+        return
+    rows = json.dumps(ids)
     conn.execute(
-        "update tg_messages set is_service = 1 where chat_id = ? and message_id in (select value from json_each(?))",
-        (chat_id, json.dumps(list(message_ids))),
+        "update tg_messages set is_service = 1, embedded = 1 where id in (select value from json_each(?))", (rows,)
     )
+    conn.execute("delete from tg_messages_fts where rowid in (select value from json_each(?))", (rows,))
+    for row_id in ids:
+        _drop_vector(conn, row_id)
 
 
 def mark_deleted(conn: Connection, chat_id: int | None, message_ids: Sequence[int]) -> int:

@@ -88,6 +88,9 @@ def neighbours(conn: Connection, ids: Iterable[int]) -> set[int]:
     for message in _messages(conn, ids):
         followers = conn.execute(
             f"select {_COLUMNS} from tg_messages where chat_id = ? and id != ? and date >= ? and date <= ? "
+            # A service row without a keyword row (a slash command or its reply, archive.mark_service) holds
+            # no context and no vector: nothing of the text to rebuild.
+            "and (is_service = 0 or exists (select 1 from tg_messages_fts f where f.rowid = tg_messages.id)) "
             "order by date, id limit ?",
             (message.chat_id, message.id, message.date, message.date + FEED_CONTEXT_SECONDS, _FOLLOWERS_MAX),
         ).fetchall()
