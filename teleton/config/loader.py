@@ -321,7 +321,7 @@ def _secret_keys(data: Mapping[str, Any], loc: tuple[str, ...] = (), name: str =
 def write_private_file(path: Path, text: str) -> None:
     """Write ``text`` atomically with mode 0600 (it may hold secrets)."""
     path = path.expanduser()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # its folder is the data dir: private too
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         os.fchmod(fd, 0o600)

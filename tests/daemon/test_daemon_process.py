@@ -158,7 +158,8 @@ def full_memory_dir(daemon_root: Path) -> Iterator[Path]:
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs to simulate a full disk: {mounted.stderr.decode().strip()}")
     try:
-        with open(log_dir / "filler.bin", "wb") as filler, contextlib.suppress(OSError):
+        # Unbuffered: what did not fit must not be flushed (and fail) again on close.
+        with open(log_dir / "filler.bin", "wb", buffering=0) as filler, contextlib.suppress(OSError):
             filler.write(b"\0" * 1024 * 1024)
         yield log_dir
     finally:

@@ -117,7 +117,8 @@ def _fill(disk: Path) -> Path:
             if conn.execute("pragma wal_checkpoint(TRUNCATE)").fetchone()[0] == 0:
                 break
     filler = disk / "filler.bin"
-    with open(filler, "wb") as out, contextlib.suppress(OSError):
+    # Unbuffered: a buffered file would keep the last piece that did not fit and raise ENOSPC again on close.
+    with open(filler, "wb", buffering=0) as out, contextlib.suppress(OSError):
         while True:
             out.write(b"\0" * 65536)
             out.flush()
