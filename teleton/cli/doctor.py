@@ -18,6 +18,7 @@ from teleton.cli.doctor_files import check_data_dir, check_database, check_priva
 from teleton.cli.doctor_online import check_embeddings_online, check_model_online, check_telegram_online
 from teleton.config import Config, ConfigError, load_config
 from teleton.config.presets import PresetError, endpoint_for, preset
+from teleton.config.schema import session_file
 from teleton.daemon.database_watch import read_marker
 from teleton.media.speech import speech_client
 from teleton.media.whisper_files import whisper_files
@@ -117,12 +118,10 @@ def check_telegram_session(config: Config) -> Check:
     if config.telegram.api_id is None and not config.telegram.bot_token:
         detail = "no Telegram configured: terminal only (`teleton chat`); `teleton setup` connects it"
         return Check("Telegram session", None, detail)
-    path = session if session.suffix == ".session" else session.with_suffix(".session")
+    path = session_file(session)
     if not path.exists():
         return Check("Telegram session", False, f"{path} not found", "run `teleton setup` to log in")
-    mode = path.stat().st_mode & 0o777
-    if mode & 0o077:
-        return Check("Telegram session", False, f"{path} has mode {mode:o}", f"chmod 600 {path}")
+    # Its mode is the Private files check's, with every other private file.
     relogin = "run `teleton setup` to log in again"
     try:
         conn = pick_driver().module.connect(f"file:{path}?mode=ro", uri=True)

@@ -16,6 +16,7 @@ import yaml
 
 from teleton.cli.checks import Check
 from teleton.config import Config, ConfigError, default_config_path
+from teleton.config.schema import session_file
 from teleton.daemon.database_watch import MARKER
 from teleton.storage.database import connect
 from teleton.storage.failures import Cause, cause_of
@@ -120,7 +121,7 @@ def private_files(config: Config) -> list[Path]:
         named.append(config.logging.file)
     session = config.telegram.session_path
     if session is not None:
-        session = session if session.suffix == ".session" else session.with_name(session.name + ".session")
+        session = session_file(session)
         named += [session, session.with_name(session.name + "-journal")]
     try:
         return named + [p for p in data_dir.iterdir() if p.is_file()]

@@ -20,7 +20,7 @@ from teleton.cli.context import cli_config, cli_embedder, opened
 from teleton.cli.help_format import App
 from teleton.cli.memory_cmd import require_query
 from teleton.config import require_telegram
-from teleton.config.schema import Config, resolved
+from teleton.config.schema import Config, resolved, session_file
 from teleton.memory.feed.archive import stats
 from teleton.storage import Database
 
@@ -38,8 +38,6 @@ def backfill_cmd(
     """Import a chat's history into the archive (newest first; archived messages are kept, never answered)."""
     config = cli_config(ctx)
     tg = config.telegram
-    from teleton.telegram.gateway import session_file  # deferred: Telethon's client, for feed sync only
-
     session = session_file(tg.session_path) if tg.session_path else None
     if session is None or not session.exists() or tg.api_id is None or not tg.api_hash:
         console.print("[red]error:[/] not logged in to Telegram yet: run `teleton setup` first")
@@ -56,8 +54,7 @@ def backfill_cmd(
 
 
 async def _backfill(config: Config, chat: str, limit: int | None) -> Any:
-    from teleton.telegram.gateway import session_file  # deferred: Telethon's client, for feed sync only
-    from teleton.telegram.receive.history import backfill  # deferred: as above
+    from teleton.telegram.receive.history import backfill  # deferred: Telethon's client, for feed sync only
 
     tg, login = config.telegram, require_telegram(config)
     # A copy of the login in memory: the daemon may be using the session file right now.

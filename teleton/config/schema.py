@@ -88,6 +88,13 @@ class AgentConfig(Section):
         return data
 
 
+def session_file(path: Path | str) -> Path:
+    """The file Telethon's SQLite session writes for ``telegram.session_path`` (it appends '.session' when
+    missing): what the gateway opens, the doctor checks and the private-file check narrows."""
+    p = Path(path).expanduser()
+    return p if p.suffix == ".session" else p.with_name(p.name + ".session")
+
+
 class TelegramConfig(Section):
     mode: Literal["user", "bot"] = "user"
     api_id: int | None = None

@@ -26,7 +26,7 @@ import structlog
 from telethon import TelegramClient
 from telethon.tl import types
 
-from teleton.config.schema import Config
+from teleton.config.schema import Config, session_file
 from teleton.gateway.contract import GatewayError, IncomingHandler, IncomingMessage, UserInfo
 from teleton.privacy import Principals
 from teleton.process.supervisor import Supervisor
@@ -99,12 +99,6 @@ class GatewaySettings:
             typing=typing,
             immediate=immediate,
         )
-
-
-def session_file(path: Path | str) -> Path:
-    """The file Telethon's SQLite session writes for ``path`` (it appends '.session' when missing)."""
-    p = Path(path).expanduser()
-    return p if p.suffix == ".session" else p.with_name(p.name + ".session")
 
 
 def make_client(tg: Any) -> TelegramClient:
