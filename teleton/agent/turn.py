@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from teleton.agent.delivery.records import Delivery, NoRecord
+from teleton.agent.delivery.streaming import StreamedReply
 from teleton.agent.prompt.memory import MemoryUsage, RagContext
 from teleton.agent.window.sessions import Session
 from teleton.gateway.contract import IncomingMessage, SentMessage
@@ -42,6 +43,7 @@ class Turn:
     reply: str = ""
     failed: str | None = None  # why the model gave no answer (the user got an apology instead)
     undelivered: str | None = None  # why the reply did not reach the chat
+    stream: StreamedReply | None = None  # its answer shown while written (a private chat), until the reply takes it
     slow_notice: SentMessage | None = None  # "the model is slow to answer" sent before the answer (``slow_notice``)
     timings: dict[str, float] = field(default_factory=dict)  # stage -> ms, logged with turn_done
     silent_token: str | None = None  # a reply that is exactly this is not sent (heartbeat: nothing fired)

@@ -48,7 +48,7 @@ async def cut_while_streaming(db: Database, *, recorded: bool = True) -> tuple[i
     asked = said.message.id
     await db.write(lambda c: fa.set_answer_state(c, ADMIN.id, [asked], fa.STATE_ACCEPTED))
     delivery: Delivery = MessageDelivery(db, ADMIN.id, message_ids=(asked,)) if recorded else NoRecord()
-    stream = StreamedReply(first.gateway, delivery, ADMIN.id, owner=None)
+    stream = StreamedReply(first.gateway, delivery, ADMIN.id)
     stream.piece(FIRST_WORDS)
     await stream.settle()
     assert stream.message_id and first.client.sent()[-1].message == FIRST_WORDS

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from contextvars import ContextVar
 
 import structlog
 
@@ -36,7 +35,6 @@ from teleton.storage.reply_sends import new_random_base
 log = structlog.get_logger(__name__)
 
 START_CHARS = 24  # words enough to be worth a message; fewer go out once a second has passed
-STREAMING: ContextVar[StreamedReply | None] = ContextVar("teleton_streamed_reply", default=None)
 
 
 class StreamedReply:
@@ -44,10 +42,7 @@ class StreamedReply:
     handed to the reply stage (``end``) or deleted (``drop``). ``live`` False: nothing is shown while the
     model writes (streaming turned off), but a message a cut turn left is still finished."""
 
-    def __init__(
-        self, gateway: ReplyStreams, delivery: Delivery, chat_id: int, *, owner: object, live: bool = True
-    ) -> None:
-        self.owner = owner  # the turn it belongs to
+    def __init__(self, gateway: ReplyStreams, delivery: Delivery, chat_id: int, *, live: bool = True) -> None:
         self.gateway = gateway
         self.delivery = delivery
         self.chat_id = chat_id

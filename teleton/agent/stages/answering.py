@@ -13,7 +13,7 @@ import structlog
 
 from teleton.agent.core import AgentCore
 from teleton.agent.delivery.records import DeliveryFailed
-from teleton.agent.delivery.streaming import STREAMING, StreamedReply
+from teleton.agent.delivery.streaming import StreamedReply
 from teleton.agent.messages import spoke_here
 from teleton.agent.stages.context import rebuild_system
 from teleton.agent.stages.slow_notice import slow_notice
@@ -52,8 +52,7 @@ def key_rejected(provider: str | None) -> str:
 
 async def answer(agent: AgentCore, turn: Turn) -> None:
     async with slow_notice(agent.deps.gateway, turn, agent.settings.slow_notice_s, agent.deps.sleep):
-        stream = streamed_reply(agent, turn)
-        STREAMING.set(stream)  # for the reply stage, in this turn's task only
+        stream = turn.stream = streamed_reply(agent, turn)
         if stream is not None:
             await stream.take_over()  # a restart cut this answer while it streamed: its message goes on
         watching = WATCHING.set(stream.progress()) if stream is not None and stream.live else None
@@ -78,7 +77,7 @@ def streamed_reply(agent: AgentCore, turn: Turn) -> StreamedReply | None:
     if turn.from_task or turn.silent_token is not None or WATCHING.get() is not None:
         return None
     live = gateway.streams_to(turn.msg.chat)
-    return StreamedReply(gateway, turn.delivery, turn.msg.chat.id, owner=turn, live=live)
+    return StreamedReply(gateway, turn.delivery, turn.msg.chat.id, live=live)
 
 
 async def _answer(agent: AgentCore, turn: Turn) -> None:
@@ -101,8 +100,8 @@ async def _answer(agent: AgentCore, turn: Turn) -> None:
     keep = agent.settings.masking_keep
     for attempt in range(3):
         session = required(turn.session)
-        if (stream := STREAMING.get()) is not None and stream.owner is turn:
-            stream.restart()  # a new attempt writes the answer anew
+        if turn.stream is not None:
+            turn.stream.restart()  # a new attempt writes the answer anew
         try:
             turn.result = await run_tool_loop(
                 agent.deps.llm,
@@ -192,11 +191,8 @@ async def reply(agent: AgentCore, turn: Turn, text: str) -> SentMessage | None:
 
 
 def _stream_of(turn: Turn) -> StreamedReply | None:
-    """This turn's streamed message, taken (a command's reply in the same task is not the turn's answer)."""
-    stream = STREAMING.get()
-    if stream is None or stream.owner is not turn:
-        return None
-    STREAMING.set(None)
+    """This turn's streamed message, taken: the reply or the drop ends it once."""
+    stream, turn.stream = turn.stream, None
     return stream
 
 
