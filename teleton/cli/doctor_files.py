@@ -19,7 +19,7 @@ from teleton.config import Config, ConfigError, default_config_path
 from teleton.config.schema import session_file
 from teleton.daemon.database_watch import MARKER
 from teleton.storage.database import connect
-from teleton.storage.failures import Cause, cause_of
+from teleton.storage.failures import Cause, cause_of, nearest_existing
 from teleton.storage.private_files import DIR_MODE, FILE_MODE
 from teleton.storage.sqlite_driver import pick_driver
 
@@ -50,9 +50,7 @@ def config_fix(exc: ConfigError, path: Path | None) -> str:
 def check_data_dir(config: Config) -> list[Check]:
     """Writable, with room to write: the daemon's first failed write would otherwise be at 3 a.m."""
     data_dir = config.storage.data_dir
-    probe = data_dir
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent  # `teleton setup` creates it: check where it will be created
+    probe = nearest_existing(data_dir) or data_dir  # `teleton setup` creates it: check where it will be made
     try:
         with tempfile.NamedTemporaryFile(dir=probe, prefix=".doctor-"):
             pass

@@ -104,7 +104,7 @@ class Cause:
         if self.kind == "permission":
             return _permission_fix(path)
         if self.kind == "disk_full":
-            return f"free some space on that disk (`df -h {_existing(path) or '.'}`), then run it again"
+            return f"free some space on that disk (`df -h {nearest_existing(path) or '.'}`), then run it again"
         if self.kind == "missing":
             gap = _first_missing(path) if path is not None else None
             create = f": `mkdir -p {gap}`" if gap is not None and gap != path else ""
@@ -165,7 +165,7 @@ def probe(path: Path) -> Kind | None:
 def mount_point(path: Path) -> Path | None:
     """The mount point ``path`` lies on: the nearest folder the kernel lists as one (a bind mount included,
     which shares its device with the filesystem it shows), else the highest folder on the same device."""
-    current = _existing(path)
+    current = nearest_existing(path)
     if current is None:
         return None
     real = Path(os.path.realpath(current))
@@ -228,7 +228,7 @@ def _denied(path: Path) -> Path | None:
     it is (to be) created in."""
     if path.exists() and not os.access(path, os.R_OK | os.W_OK | (os.X_OK if path.is_dir() else 0)):
         return path
-    return _existing(path.parent)
+    return nearest_existing(path.parent)
 
 
 def _owner(path: Path) -> str:
@@ -247,7 +247,8 @@ def _first_missing(path: Path) -> Path | None:
     return gap
 
 
-def _existing(path: Path | None) -> Path | None:
+def nearest_existing(path: Path | None) -> Path | None:
+    """``path``, or its nearest folder that exists (where something not yet created would be made)."""
     current = path
     while current is not None and not current.exists():
         if current == current.parent:
