@@ -122,7 +122,7 @@ async def build_agent(
         voice=voice,
         report=report,
         scheduler=scheduler,
-        chat_history=config.storage.data_dir / "chat_history",
+        chat_history=config.storage.chat_history_file,
     )
     agent = Agent(deps, settings)
     return AgentStack(agent=agent, llm=llm, registry=registry, tool_index=index)

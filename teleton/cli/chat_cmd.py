@@ -87,7 +87,7 @@ async def _converse_plain(config: Config, console: Console, new: bool) -> None:
 async def _converse(config: Config, console: Console, new: bool) -> None:
     """A terminal: a live prompt, answers streaming above it, bracketed paste as one message."""
     # Everything typed (pastes included): 0600 before prompt_toolkit opens it with the umask's mode.
-    history = touch_private(Path(config.storage.data_dir) / "chat_history")
+    history = touch_private(config.storage.chat_history_file)
     prompt: PromptSession[str] = PromptSession(history=FileHistory(str(history)))
 
     def redraw() -> None:

@@ -197,7 +197,7 @@ def stats_cmd(
 async def _find_forget(config: Config, needle: Any) -> Any:
     from teleton.memory.forget.everywhere import OWNER_SCOPE, find  # deferred: for memory forget only
 
-    history = config.storage.data_dir / "chat_history"  # what was typed in `teleton chat`
+    history = config.storage.chat_history_file
     async with opened(config) as db:
         return await find(db, config.storage.workspace_dir, needle, OWNER_SCOPE, chat_history=history)
 
@@ -206,7 +206,7 @@ async def _erase_forget(config: Config, findings: Any) -> Any:
     from teleton.memory.forget.everywhere import erase  # deferred: for memory forget only
 
     async with knowledge_index(config) as (db, index):  # rewritten files are indexed again at once
-        history = config.storage.data_dir / "chat_history"
+        history = config.storage.chat_history_file
         return await erase(db, config.storage.workspace_dir, findings, knowledge=index, chat_history=history)
 
 

@@ -197,6 +197,11 @@ class StorageConfig(Section):
         """``workspace`` as loading resolved it (``data_dir``/workspace when unset)."""
         return resolved(self.workspace, "storage.workspace")
 
+    @property
+    def chat_history_file(self) -> Path:
+        """What was typed in `teleton chat` (prompt_toolkit's input history): kept private, scrubbed by forget."""
+        return self.data_dir / "chat_history"
+
 
 def resolved(path: Path | None, name: str) -> Path:
     """A path the loader fills in when the config leaves it unset."""

@@ -14,8 +14,6 @@ from pathlib import Path
 from teleton.memory.forget.files import replace_file
 from teleton.memory.forget.match import Matcher
 
-FILE_NAME = "chat_history"  # in the data directory
-
 
 def scan(path: Path, matcher: Matcher) -> int:
     """How many entries of the history hold the needle (0 when there is no history)."""
