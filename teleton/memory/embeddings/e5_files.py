@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from teleton.memory.embeddings.local import LocalEmbedder, import_onnxruntime
+from teleton.memory.embeddings.local import LocalEmbedder
 from teleton.memory.embeddings.model_files import E5_MODEL_ID, PACKAGES, ModelFiles
 from teleton.providers.pinned_files import ModelFilesError, check_pinned, package_dir, sha256_file
 
@@ -99,13 +99,7 @@ def _built_sums(target: Path) -> dict[str, str] | None:
 def build(source: Path, target: Path) -> dict[str, str]:
     """Write model.onnx, tokenizer.model, normalise.json and center.npy into ``target``, atomically (a half-built
     directory is never mistaken for a model: the manifest is written last, in a new directory renamed in)."""
-    # Deferred: onnx and the quantiser load only when the model files are built (first start, once).
-    import onnx
-
-    from teleton.memory.embeddings.e5_weights import encoder_graph, read_e5  # loads onnx too
-
-    import_onnxruntime()  # first: its quantiser would import it with telemetry on
-    from onnxruntime.quantization import QuantType, quantize_dynamic  # after import_onnxruntime()
+    from teleton.memory.embeddings.e5_weights import encoder_model, read_e5  # deferred: only the build
 
     try:
         weights = read_e5(source)
@@ -115,20 +109,7 @@ def build(source: Path, target: Path) -> dict[str, str]:
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".build-") as tmp:
         work = Path(tmp) / "model"
         work.mkdir()
-        onnx.save(encoder_graph(weights), str(Path(tmp) / "float.onnx"))
-        # Per channel: one scale per output row keeps the quantised model at 0.996 mean cosine to the
-        # original (one scale per tensor: 0.987).
-        logging.disable(logging.WARNING)  # its advice to pre-process, printed on the root logger
-        try:
-            quantize_dynamic(
-                Path(tmp) / "float.onnx",
-                work / "model.onnx",
-                op_types_to_quantize=["MatMul"],  # the word table stays as it is: 4-bit already
-                weight_type=QuantType.QInt8,
-                per_channel=True,
-            )
-        finally:
-            logging.disable(logging.NOTSET)
+        (work / "model.onnx").write_bytes(encoder_model(weights))
         (work / "tokenizer.model").write_bytes(_sentencepiece_model(weights))
         (work / "normalise.json").write_text(json.dumps({str(k): v for k, v in weights.normaliser.items()}))
         np.save(work / "center.npy", _common_direction(work, weights))

