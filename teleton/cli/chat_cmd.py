@@ -35,6 +35,7 @@ from teleton.llm.progress import WATCHING
 from teleton.memory.embeddings.provider import EmbeddingProvider
 from teleton.privacy import Principals
 from teleton.process.logging import configure_logging
+from teleton.process.threads import limit_blas_threads
 from teleton.storage import Database
 from teleton.storage.private_files import private_data_dir, touch_private
 from teleton.storage.workspace_template import create_workspace
@@ -63,6 +64,7 @@ def chat(
     # warning: the spinner counts it).
     log_file = config.logging.file or Path(config.storage.data_dir) / "chat.log"
     configure_logging(config.logging.level, "human", log_file, stream_level="critical" if quiet else "error")
+    limit_blas_threads()
     private_data_dir(config.storage.data_dir)
     converse = _converse if sys.stdin.isatty() and sys.stdout.isatty() else _converse_plain
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C between answers without a live prompt: leave

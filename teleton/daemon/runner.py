@@ -44,12 +44,13 @@ from teleton.daemon.systemd_notify import Notifier
 from teleton.media.retention import sweep_downloads
 from teleton.memory.embeddings import create_provider, with_cache
 from teleton.memory.embeddings.provider import EmbeddingProvider
-from teleton.memory.feed.embedding import FeedEmbedder
+from teleton.memory.feed.embedding import FeedEmbedder, load_index
 from teleton.memory.knowledge.index import KnowledgeIndex
 from teleton.memory.knowledge.watch import KnowledgeWatcher
 from teleton.privacy import Principals
 from teleton.process.logging import configure_logging
 from teleton.process.supervisor import Supervisor
+from teleton.process.threads import limit_blas_threads
 from teleton.scheduler.scheduler import Scheduler
 from teleton.storage import Database
 from teleton.storage.private_files import private_data_dir
@@ -184,6 +185,7 @@ class Daemon:
         self._tasks.append(asyncio.create_task(self._status_loop(), name="status-file"))
         self._tasks.append(asyncio.create_task(self.notifier.watchdog_loop(self._healthy), name="watchdog"))
         self._tasks.append(asyncio.create_task(self.lag.run(), name="loop-lag"))
+        await load_index(db)  # ready means a search finds every vector without loading them first
         # Start-up objects (model, tool index, caches) live for the whole run: moving them out of the
         # collector's reach keeps full collections during a message burst short.
         gc.collect()
@@ -390,6 +392,7 @@ def run_daemon(config: Config, transport: str | None = None) -> int:
     if problems:  # all at once: one run to learn everything the config lacks
         raise ConfigError("; ".join(problems))
     limit_malloc_arenas()
+    limit_blas_threads()
     configure_logging(config.logging.level, config.logging.format, config.logging.file)
     daemon = Daemon(config, transport)
     code = asyncio.run(daemon.run())

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -36,6 +35,7 @@ from teleton.media.transcription import (
     split_at_silences,
 )
 from teleton.media.whisper_files import WhisperFiles, whisper_files
+from teleton.process.threads import cores
 from teleton.providers import extras
 from teleton.providers.pinned_files import ModelFilesError
 
@@ -131,7 +131,7 @@ class LocalTranscriber:
                     str(folder),
                     device="cpu",
                     compute_type=self.settings.compute_type,
-                    cpu_threads=self.settings.threads or max(1, os.cpu_count() or 1),
+                    cpu_threads=self.settings.threads or cores(),
                     local_files_only=True,
                 )
             except Exception as exc:  # a truncated or foreign model.bin in a configured directory

@@ -5,24 +5,33 @@ from __future__ import annotations
 
 import uuid
 
+import numpy as np
+import structlog
+
 from teleton.storage.sqlite_driver import Connection
 
-# Vector tables: one per searchable record kind. The partition key keeps scope filters inside the KNN
-# query (DESIGN §5), so a group's search never competes with other chats for the top-k slots.
+log = structlog.get_logger(__name__)
+
+# vec0 tables: one per searchable record kind with few scopes. The partition key keeps scope filters inside
+# the KNN query (DESIGN §5), so a label's search never competes with other labels for the top-k slots.
 VECTOR_TABLES: dict[str, str] = {
     "knowledge_vec": "id integer primary key, label text partition key, embedding float[{dims}]",
-    "tg_messages_vec": "id integer primary key, chat_id integer partition key, embedding float[{dims}]",
     "tool_index_vec": "id integer primary key, embedding float[{dims}]",
     "facts_vec": "id integer primary key, scope text partition key, embedding float[{dims}]",
 }
-# A plain table of float16 copies, for searches across all chats (``memory.bit_index``): their sign bits
-# are held in memory and the candidates re-ranked with them (a point read of a partitioned vec0 table costs
-# ~80 us, of this table a few). ``seq`` numbers every write, so the in-memory index loads only what is new;
-# ``meta.index_id:<table>`` changes whenever the table is recreated.
+# The feed's vectors: a plain table of float16 vectors with each message's chat (``memory.search.bit_index``
+# holds their sign bits and an int8 copy in memory and reads candidates back from here; a point read of a vec0
+# table costs ~80 us, of this table a few). ``seq`` numbers every write, so the in-memory index loads only what
+# is new; ``meta.index_id:<table>`` changes whenever the table is recreated. 768 bytes a vector at 384 dims.
 HALF_VECTOR_TABLE = "tg_messages_vec16"
-HALF_VECTOR_COLUMNS = "seq integer primary key autoincrement, id integer not null unique, vector blob not null"
-# The vec0 bit table it replaced, whose `+vector` column held the same float16 copies (copied over once).
+HALF_VECTOR_COLUMNS = (
+    "seq integer primary key autoincrement, id integer not null unique, vector blob not null, scope integer"
+)
+# Tables of older layouts. The vec0 bit table, whose `+vector` column held the same float16 copies (copied
+# over once). The feed's vec0 table, one partition per chat: each partition allocates chunks of 1,024 float32
+# vectors, so a chat of 3 messages cost 1.5 MB and 100k messages in 500 chats 852 MB (for 154 MB of vectors).
 _OLD_BIT_TABLE = "tg_messages_vec_bits"
+_OLD_FEED_TABLE = "tg_messages_vec"
 # A table whose layout (or partition values) changed is rebuilt from its rows once: dropped, recreated and
 # its rows marked for re-embedding. Version 2: knowledge is partitioned by privacy label, and fact scopes
 # became labels (schema step 2).
@@ -71,6 +80,7 @@ def ensure_vector_tables(conn: Connection, model: str, dims: int) -> bool:
             conn.execute(f"create virtual table if not exists {table} using vec0({columns.format(dims=dims)})")
             set_meta(conn, f"vector_layout:{table}", str(layout))
         _ensure_half_table(conn, reset)
+        _drop_old_feed_table(conn, reset)
         set_meta(conn, "embedding_model", model)
         set_meta(conn, "embedding_dims", str(dims))
         conn.execute("commit")
@@ -80,16 +90,59 @@ def ensure_vector_tables(conn: Connection, model: str, dims: int) -> bool:
     return reset
 
 
+def _exists(conn: Connection, table: str) -> bool:
+    return conn.execute("select 1 from sqlite_master where name = ?", (table,)).fetchone() is not None
+
+
 def _ensure_half_table(conn: Connection, reset: bool) -> None:
     table = HALF_VECTOR_TABLE
-    if not reset and conn.execute("select 1 from sqlite_master where name = ?", (table,)).fetchone() is not None:
+    if not reset and _exists(conn, table):
+        columns = {row[1] for row in conn.execute(f"pragma table_info({table})")}
+        if "scope" not in columns:  # before searches within a chat used it: each row's chat, from its message
+            conn.execute(f"alter table {table} add column scope integer")
+            conn.execute(f"update {table} set scope = (select chat_id from tg_messages m where m.id = {table}.id)")
         return
     conn.execute(f"drop table if exists {table}")
     conn.execute(f"create table {table} ({HALF_VECTOR_COLUMNS})")
     set_meta(conn, f"index_id:{table}", uuid.uuid4().hex)
-    if not reset:
-        if conn.execute("select 1 from sqlite_master where name = ?", (_OLD_BIT_TABLE,)).fetchone() is not None:
-            conn.execute(f"insert into {table}(id, vector) select id, vector from {_OLD_BIT_TABLE} order by id")
+    if reset:
+        conn.execute("update tg_messages set embedded = 0")
+    else:
+        if _exists(conn, _OLD_BIT_TABLE):
+            conn.execute(
+                f"insert into {table}(id, vector, scope) select b.id, b.vector, m.chat_id "
+                f"from {_OLD_BIT_TABLE} b left join tg_messages m on m.id = b.id order by b.id"
+            )
         else:  # vectors from before any float16 copy: the messages are embedded again to fill it
             conn.execute("update tg_messages set embedded = 0")
     conn.execute(f"drop table if exists {_OLD_BIT_TABLE}")
+
+
+def _drop_old_feed_table(conn: Connection, reset: bool) -> None:
+    """Drop the feed's per-chat vec0 table: its vectors are in the float16 table already (both were written in
+    one transaction). A message embedded but missing there gets its vector converted, not embedded again."""
+    if not _exists(conn, _OLD_FEED_TABLE):
+        return
+    missing = []
+    if not reset:
+        missing = conn.execute(
+            f"select m.id from tg_messages m where m.embedded = 1 "
+            f"and not exists (select 1 from {HALF_VECTOR_TABLE} h where h.id = m.id)"
+        ).fetchall()
+        for (row_id,) in missing:  # `id = ?`: vec0's rowid lookup, not a scan
+            found = conn.execute(f"select embedding from {_OLD_FEED_TABLE} where id = ?", (row_id,)).fetchone()
+            if found is None:
+                conn.execute("update tg_messages set embedded = 0 where id = ?", (row_id,))
+                continue
+            half = np.frombuffer(found[0], dtype=np.float32).astype(np.float16).tobytes()
+            conn.execute(
+                f"insert into {HALF_VECTOR_TABLE}(id, vector, scope) "
+                "select ?, ?, chat_id from tg_messages where id = ?",
+                (row_id, half, row_id),
+            )
+    pages = int(conn.execute("pragma page_count").fetchone()[0])
+    conn.execute(f"drop table {_OLD_FEED_TABLE}")
+    freed = int(conn.execute("pragma freelist_count").fetchone()[0])
+    page = int(conn.execute("pragma page_size").fetchone()[0])
+    # The file keeps its size: the free pages are reused as the archive grows, or given back by a vacuum.
+    log.info("feed_vectors_migrated", converted=len(missing), free_mb=freed * page // 2**20, pages=pages)

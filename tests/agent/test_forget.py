@@ -167,7 +167,7 @@ async def test_forget_a_phone_number_everywhere(h: AgentHarness) -> None:
     assert await leftovers(h.db) == []
     # No vector of an erased row is left (an id a new row took since, e.g. a re-indexed chunk, has its own).
     for table, source, ids in (
-        ("tg_messages_vec", "tg_messages", seeded["messages"]),
+        ("tg_messages_vec16", "tg_messages", seeded["messages"]),
         ("tg_messages_vec16", "tg_messages", seeded["messages"]),
         ("facts_vec", "facts", seeded["facts"]),
         ("knowledge_vec", "knowledge", seeded["chunks"]),

@@ -20,7 +20,7 @@ TABLES = {
     "embedding_cache", "exec_audit", "tool_index", "tool_index_fts", "tool_config", "tasks",
     "task_dependencies", "facts", "facts_fts",
 }  # fmt: skip
-VEC_TABLES = {"knowledge_vec", "tg_messages_vec", "tool_index_vec", "facts_vec"}
+VEC_TABLES = {"knowledge_vec", "tool_index_vec", "facts_vec"}
 
 
 def _tables(conn) -> set[str]:
@@ -90,19 +90,19 @@ async def test_vector_insert_and_knn_round_trip(tmp_path: Path) -> None:
     db = await Database.open(tmp_path / "v.db", embedding=("m", 4))
 
     def fill(c) -> None:
-        for chat, rowid, vec in [(1, 1, (1, 0, 0, 0)), (1, 2, (0, 1, 0, 0)), (2, 3, (0.9, 0.1, 0, 0))]:
-            c.execute("insert into tg_messages_vec(id, chat_id, embedding) values (?, ?, ?)", (rowid, chat, _vec(*vec)))
+        for label, rowid, vec in [("a", 1, (1, 0, 0, 0)), ("a", 2, (0, 1, 0, 0)), ("b", 3, (0.9, 0.1, 0, 0))]:
+            c.execute("insert into knowledge_vec(id, label, embedding) values (?, ?, ?)", (rowid, label, _vec(*vec)))
 
     await db.write(fill)
     hits = await db.fetchall(
-        "select id, distance from tg_messages_vec where embedding match ? and k = 2 order by distance",
+        "select id, distance from knowledge_vec where embedding match ? and k = 2 order by distance",
         (_vec(1, 0, 0, 0),),
     )
     assert [h[0] for h in hits] == [1, 3]
-    in_chat_2 = await db.fetchall(
-        "select id from tg_messages_vec where embedding match ? and k = 2 and chat_id = 2", (_vec(1, 0, 0, 0),)
+    in_label_b = await db.fetchall(
+        "select id from knowledge_vec where embedding match ? and k = 2 and label = 'b'", (_vec(1, 0, 0, 0),)
     )
-    assert [h[0] for h in in_chat_2] == [3]
+    assert [h[0] for h in in_label_b] == [3]
     await db.close()
 
 

@@ -137,9 +137,9 @@ async def test_an_edit_is_reembedded(mdb: Database, embedder):
     await mdb.execute("update tg_messages set text = 'meeting cancelled, sorry', edited = 1 where id = ?", (ids[0],))
     assert (await mdb.fetchone("select embedded from tg_messages where id = ?", (ids[0],)))[0] == 0
     assert await embed_pending(mdb, embedder) == 1
-    stored = await mdb.fetchone("select embedding from tg_messages_vec where id = ?", (ids[0],))
+    stored = await mdb.fetchone("select vector from tg_messages_vec16 where id = ?", (ids[0],))
     expected = embedder.encode(["Anna: meeting cancelled, sorry"])[0]
-    assert np.allclose(np.frombuffer(stored[0], dtype=np.float32), expected, atol=1e-4)
+    assert np.allclose(np.frombuffer(stored[0], dtype=np.float16), expected, atol=1e-3)
 
 
 async def test_background_embedder_catches_up_after_a_notify(mdb: Database, embedder):
@@ -149,7 +149,7 @@ async def test_background_embedder_catches_up_after_a_notify(mdb: Database, embe
         await mdb.write(lambda conn: add(conn, 9, [f"burst message {i}" for i in range(70)]))
         worker.notify()
         await until(lambda: _none_waiting(mdb), interval_s=0.05)  # the worker caught up
-        assert (await mdb.fetchone("select count(*) from tg_messages_vec"))[0] == 70
+        assert (await mdb.fetchone("select count(*) from tg_messages_vec16"))[0] == 70
     finally:
         await worker.stop()
 
@@ -163,7 +163,7 @@ async def test_feed_reembeds_after_a_model_change(tmp_path, embedder):
     other = CountingProvider(embedder, model_id="renamed-model")
     db = await Database.open(path, embedding=(other.model_id, other.dims))
     try:
-        assert (await db.fetchone("select count(*) from tg_messages_vec"))[0] == 0
+        assert (await db.fetchone("select count(*) from tg_messages_vec16"))[0] == 0
         assert await embed_pending(db, other) == 2 and other.texts == 2
         hits = await search_feed(db, "door code for the garage", chat_ids=[3], provider=other)
         assert hits[0].text == "the garage code is 4512" and hits[0].vector_score > 0

@@ -49,7 +49,7 @@ async def test_a_rejected_text_is_quarantined_and_the_rest_embedded(mdb: Databas
     assert states[4] == -1 and all(v == 1 for k, v in states.items() if k != 4)
     poison = await mdb.fetchone("select kind, error from quarantine")
     assert tuple(poison) == ("embedding", "ValueError: input rejected by the embedding service")
-    assert (await mdb.fetchone("select count(*) from tg_messages_vec"))[0] == 11
+    assert (await mdb.fetchone("select count(*) from tg_messages_vec16"))[0] == 11
     calls = provider.calls
     assert await embed_pending(mdb, provider, batch=8) == 0 and provider.calls == calls  # never retried
     # Still findable by its words: only the vector is missing.

@@ -153,7 +153,7 @@ async def test_a_message_deleted_in_telegram(mdb: Database, embedder: LocalEmbed
 
     row = await mdb.fetchone("select deleted from tg_messages where id = ?", (ids[1],))
     keyword = await mdb.fetchall("select rowid from tg_messages_fts where tg_messages_fts match 'zanzibarcake'")
-    vectors = await mdb.fetchall("select id from tg_messages_vec where id = ?", (ids[1],))
+    vectors = await mdb.fetchall("select id from tg_messages_vec16 where id = ?", (ids[1],))
     halves = await mdb.fetchall("select id from tg_messages_vec16 where id = ?", (ids[1],))
     cache = await mdb.fetchone("select 1 from embedding_cache where hash = ?", (text_hash(gone_text),))
     if mode == "keep":
@@ -229,7 +229,7 @@ async def test_a_message_erased_while_the_embedder_holds_its_neighbour(mdb: Data
     model = (embedder.model_id, embedder.dims)
     assert await mdb.write(lambda conn: store_batch(conn, batch, vectors, model)) == 0
     assert await mdb.fetchone("select 1 from embedding_cache where hash = ?", (text_hash(stale),)) is None
-    assert await mdb.fetchall("select id from tg_messages_vec where id = ?", (ids[1],)) == []
+    assert await mdb.fetchall("select id from tg_messages_vec16 where id = ?", (ids[1],)) == []
     context = await mdb.fetchone("select context from tg_messages_fts where rowid = ?", (ids[1],))
     assert "912" not in context[0]
     assert await embed_pending(mdb, embedder) == 1  # embedded again, from what is left
@@ -239,20 +239,20 @@ async def test_the_all_chat_index_forgets_erased_vectors(
     mdb: Database, embedder: LocalEmbedder, tmp_path: Path
 ) -> None:
     from teleton.memory.search.bit_index import index_for, nearest
-    from teleton.storage.vector_tables import HALF_VECTOR_TABLE
+    from teleton.memory.search.corpora import FEED
 
     await archive(mdb, ANN, [(ANN, f"my number is {PHONE}"), (ANN, "I like green tea")])
     ids = await archive(mdb, GROUP, [(BOB, f"Ann's number is {PHONE}"), (BOB, "the match starts at nine")])
     await embed_pending(mdb, embedder)
     query = (await embedder.embed(["what is Ann's phone number?"]))[0]
-    before = await mdb.read(lambda conn: nearest(conn, HALF_VECTOR_TABLE, query, 4))
-    assert ids[0] in before and len(await mdb.read(lambda conn: index_for(conn, HALF_VECTOR_TABLE))) == 4
+    before = await mdb.read(lambda conn: nearest(conn, FEED, query, 4))
+    assert ids[0] in before and len(await mdb.read(lambda conn: index_for(conn, FEED))) == 4
 
     await erase(mdb, tmp_path, await find(mdb, tmp_path, parse_needle(PHONE), OWNER_SCOPE))
-    after = await mdb.read(lambda conn: nearest(conn, HALF_VECTOR_TABLE, query, 4))
+    after = await mdb.read(lambda conn: nearest(conn, FEED, query, 4))
     assert ids[0] not in after
     # Rebuilt from the table: no copy of an erased vector stays in memory; the two messages after them had
     # embedded them as context, and are embedded again from what is left.
-    assert len(await mdb.read(lambda conn: index_for(conn, HALF_VECTOR_TABLE))) == 0
+    assert len(await mdb.read(lambda conn: index_for(conn, FEED))) == 0
     assert await embed_pending(mdb, embedder) == 2
-    assert len(await mdb.read(lambda conn: index_for(conn, HALF_VECTOR_TABLE))) == 2
+    assert len(await mdb.read(lambda conn: index_for(conn, FEED))) == 2

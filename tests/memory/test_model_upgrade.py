@@ -43,7 +43,7 @@ async def _pending(db: Database) -> dict[str, int]:
 
 async def _vectors(db: Database) -> dict[str, int]:
     counts = {}
-    for table in ("tg_messages_vec", "facts_vec", "knowledge_vec"):
+    for table in ("tg_messages_vec16", "facts_vec", "knowledge_vec"):
         counts[table] = (await db.fetchone(f"select count(*) from {table}"))[0]
     return counts
 
@@ -63,7 +63,7 @@ async def _minilm_database(path: Path, workspace: Path, messages: list[str] = ME
         assert await embed_pending(db, minilm) == len(messages)
         await FactStore(db, minilm).save(FACT)
         await KnowledgeIndex(db, workspace, minilm).reindex()
-        assert await _vectors(db) == {"tg_messages_vec": len(messages), "facts_vec": 1, "knowledge_vec": 1}
+        assert await _vectors(db) == {"tg_messages_vec16": len(messages), "facts_vec": 1, "knowledge_vec": 1}
     finally:
         await db.close()
         minilm.close()
@@ -79,7 +79,7 @@ async def test_a_minilm_database_is_reembedded_with_the_default_and_searchable_m
     db = await Database.open(path, embedding=(embedder.model_id, embedder.dims))  # the daemon's start, upgraded
     try:
         assert db.info.vectors_reset
-        assert await _vectors(db) == {"tg_messages_vec": 0, "facts_vec": 0, "knowledge_vec": 0}
+        assert await _vectors(db) == {"tg_messages_vec16": 0, "facts_vec": 0, "knowledge_vec": 0}
         assert await _pending(db) == {"tg_messages": 3, "facts": 1, "knowledge": 1}
 
         # Meanwhile: the keyword leg answers, and no MiniLM vector is ever compared with an e5 question.
@@ -100,7 +100,7 @@ async def test_a_minilm_database_is_reembedded_with_the_default_and_searchable_m
             await until(lambda: _caught_up(db))
         finally:
             await worker.stop()
-        assert await _vectors(db) == {"tg_messages_vec": 3, "facts_vec": 1, "knowledge_vec": 1}
+        assert await _vectors(db) == {"tg_messages_vec16": 3, "facts_vec": 1, "knowledge_vec": 1}
 
         # Every vector is now e5's: the fact's is the one saving it under the default model stores.
         assert await _fact_vector(db) @ await _fact_vector_saved_with(embedder, tmp_path / "fresh.db") > 0.999

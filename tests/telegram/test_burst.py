@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import itertools
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from teleton.memory.search.corpora import FEED
+from teleton.memory.search.vector_leg import vector_leg
 from teleton.storage import Database
 from tests.telegram.burst import Burst, feed, settle_heap
 from tests.telegram.conftest import HashingEmbedder, make_harness
@@ -106,13 +109,17 @@ async def _burst_with_embeddings(tmp_path: Path, provider: Any, total: int, chat
             await db.fetchone("select count(*), count(distinct chat_id || ':' || message_id) from tg_messages")
         )
         assert count == distinct == total
-        vectors = (await db.fetchone("select count(*) from tg_messages_vec"))[0]
+        vectors = (await db.fetchone("select count(*) from tg_messages_vec16"))[0]
         assert vectors == total  # every message has its embedding
-        hits = await db.fetchall(
-            "select count(*) from tg_messages_vec where embedding match ? and k = 5 and chat_id = ?",
-            (np.asarray(await provider.embed(["message about the coffee"]), dtype=np.float32)[0].tobytes(), 300_000),
+        query = np.asarray(await provider.embed(["message about the coffee"]), dtype=np.float32)[0]
+        hits = await db.read(lambda conn: vector_leg(conn, FEED, query, 5, [300_000]))
+        chats = await db.fetchall(
+            "select distinct chat_id from tg_messages where id in (select value from json_each(?))",
+            (json.dumps(list(hits)),),
         )
-        assert hits[0][0] == 5  # the vectors answer a scoped KNN query
+        assert len(hits) == 5 and [tuple(c) for c in chats] == [
+            (300_000,)
+        ]  # the vectors answer a search within one chat
     finally:
         held.release.set()
         gc.unfreeze()

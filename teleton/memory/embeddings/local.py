@@ -18,6 +18,7 @@ import numpy as np
 from teleton.memory.embeddings.e5_tokenizer import MAX_TOKENS as E5_MAX_TOKENS
 from teleton.memory.embeddings.e5_tokenizer import E5Tokenizer
 from teleton.memory.embeddings.model_files import ModelFiles
+from teleton.process.threads import cores
 from teleton.providers.pinned_files import ModelFilesError
 
 MAX_TOKENS = 256  # all-MiniLM-L6-v2 was trained on 256-token inputs; longer text is truncated
@@ -155,7 +156,7 @@ def head(text: str, chars: int) -> str:
 def import_onnxruntime():  # -> the onnxruntime module
     """ONNX Runtime, imported with its telemetry off. Its POSIX builds (since 1.2x) write a device id under
     ~/.cache/Microsoft at import and would upload events: a daemon holding private memory does neither. The
-    variables are read once, when it first loads, so every import of it (its quantiser too) goes through here."""
+    variables are read once, when it first loads, so every import of it goes through here."""
     for variable in ("ORT_DISABLE_TELEMETRY", "ORT_TELEMETRY_DISABLED"):
         os.environ.setdefault(variable, "1")
     import onnxruntime  # after the telemetry variables are set (above); loaded with the first model
@@ -168,7 +169,7 @@ def open_session(files: ModelFiles, threads: int | None, *, custom_ops: bool = F
     ort = import_onnxruntime()
     files.verify()
     options = ort.SessionOptions()
-    options.intra_op_num_threads = threads or max(1, os.cpu_count() or 1)
+    options.intra_op_num_threads = threads or cores()
     options.inter_op_num_threads = 1
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     # Spinning worker threads burn the second core while the first waits; on a small shared VPS (and

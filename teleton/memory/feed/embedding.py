@@ -219,6 +219,13 @@ async def _embed_one(provider: EmbeddingProvider, text: str) -> tuple[np.ndarray
         return None, f"{type(exc).__name__}: {exc}"
 
 
+async def load_index(db: Database) -> None:
+    """Bring the in-memory index of the feed's vectors up to date: all of them at start (the daemon waits for
+    it before it reports ready, so no search pays for the load), then what each embedding round added."""
+    if db.vectors:
+        await db.read(partial(index_for, corpus=FEED))
+
+
 class FeedEmbedder:
     """A background loop that embeds new feed messages shortly after they arrive.
 
@@ -258,9 +265,7 @@ class FeedEmbedder:
             count = await embed_pending(self._db, self._provider, self._batch)
             if count:
                 log.debug("feed_embedded", messages=count)
-            if self._db.vectors and FEED.half_vec is not None:
-                # Load new vectors (all of them at start) into the all-chat index now, not in a search.
-                await self._db.read(partial(index_for, table=FEED.half_vec))
+            await load_index(self._db)  # new vectors into the in-memory index now, not in a search
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self._interval):  # not wait_for: on 3.11 it can swallow stop()'s cancel
                     await self._wake.wait()

@@ -281,10 +281,9 @@ async def _erase_rows(
         counts, held, rows = await db.write(_erase)
     finally:
         await db.write(lambda conn: _secure_delete(conn, False))
-    half = FEED.half_vec
-    if counts.get("archive") and db.vectors and half is not None:
-        # The all-chat index already skips rows gone from the float16 table; rebuilt, it holds no copy either.
-        await db.read(lambda conn: index_for(conn, half).invalidate())
+    if counts.get("archive") and db.vectors:
+        # The in-memory index already skips rows gone from the float16 table; rebuilt, it holds no copy either.
+        await db.read(lambda conn: index_for(conn, FEED).invalidate())
     return counts, held, rows
 
 

@@ -190,14 +190,9 @@ def uncache(conn: Connection, hashes: set[str]) -> int:
 
 
 def drop_vectors(conn: Connection, corpus: Corpus, ids: set[int]) -> int:
-    """Delete the vectors of ``ids`` from the corpus's vec0 table and float16 copy; return how many went."""
-    if not ids:
+    """Delete the vectors of ``ids`` from the corpus's vector table; return how many went."""
+    if not ids or not vector_available(conn, corpus):
         return 0
     marks = json.dumps(sorted(ids))
-    gone = 0
-    if vector_available(conn, corpus):
-        gone = conn.execute(f"delete from {corpus.vec} where id in (select value from json_each(?))", (marks,)).rowcount
-    half = corpus.half_vec
-    if half is not None and conn.execute("select 1 from sqlite_master where name = ?", (half,)).fetchone():
-        conn.execute(f"delete from {half} where id in (select value from json_each(?))", (marks,))
+    gone = conn.execute(f"delete from {corpus.vec} where id in (select value from json_each(?))", (marks,)).rowcount
     return max(0, int(gone))

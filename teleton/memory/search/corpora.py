@@ -22,11 +22,14 @@ class Corpus:
     vec: str | None
     text_column: str
     columns: tuple[str, ...]  # extra columns returned in SearchHit.meta
-    scope_column: str | None  # a column of ``table`` that is also the partition key of ``vec``
+    scope_column: str | None  # a column of ``table``: the partition key of a vec0 ``vec``, or the in-memory scope
     fts_columns: tuple[str, ...]  # the FTS table's columns, in order
     fts_weights: tuple[float, ...]  # bm25() weight per FTS column, in the same order
     where: str = "1"  # a constant condition on the base table (alias t)
-    half_vec: str | None = None  # float16 copy of ``vec`` searched through ``bit_index`` when unscoped
+    # ``vec`` is a plain table of float16 vectors searched through the in-memory ``bit_index`` (scoped or not),
+    # not a vec0 table: the feed's, whose chats are too many for vec0's partitions (a chunk of 1,024 vectors
+    # each, 1.5 MB for a chat of 3 messages).
+    half: bool = False
     scope_fts_column: str | None = None  # an FTS column holding a token per scope value (see chat_token)
     scope_type: type = str  # scope values are converted to this (chat ids arrive as str from some callers)
     date_column: str | None = None  # a column of ``columns``: the row's time, for queries that name one
@@ -54,14 +57,14 @@ FEED = Corpus(
     name="feed",
     table="tg_messages",
     fts="tg_messages_fts",
-    vec="tg_messages_vec",
+    vec=HALF_VECTOR_TABLE,
     text_column="text",
     columns=("chat_id", "message_id", "sender_id", "sender_name", "date", "is_outgoing"),
     scope_column="chat_id",
     fts_columns=("sender_name", "text", "context", "chat"),
     fts_weights=(1.0, 1.0, 0.3, 0.0),
     where="t.deleted = 0 and t.is_service = 0",  # service messages, slash commands and their replies: not talk
-    half_vec=HALF_VECTOR_TABLE,
+    half=True,
     scope_fts_column="chat",
     scope_type=int,
     date_column="date",

@@ -1,8 +1,8 @@
 """The vector leg of the hybrid search: the nearest rows of a corpus by cosine, within a scope.
 
-A scoped search runs one exact KNN per partition of the corpus's vec0 table (a chat, a label, a fact scope)
-and keeps the best k overall. A search across everything goes through the corpus's float16 table and its
-in-memory bit index when it has one (the feed, ``bit_index``), else one exact KNN over the vec0 table.
+The feed's vectors are a float16 table searched through the in-memory ``bit_index``, within a scope or not.
+The other corpora keep vec0 tables: a scoped search runs one exact KNN per partition (a label, a fact scope)
+and keeps the best k overall; an unscoped one is one exact KNN over the table.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ def vector_available(conn: Connection, corpus: Corpus) -> bool:
     found = conn.execute("select 1 from sqlite_master where name = ?", (corpus.vec,)).fetchone()
     if found is None:
         return False
+    if corpus.half:  # a plain table: no sqlite-vec needed
+        return True
     try:
         conn.execute("select vec_version()").fetchone()
     except Exception:
@@ -36,8 +38,9 @@ def vector_leg(
     """Row id -> cosine similarity of the ``k`` nearest rows within scope (empty if vectors are off)."""
     if not vector_available(conn, corpus):
         return {}
-    if scope is None and corpus.half_vec is not None:
-        return nearest(conn, corpus.half_vec, np.asarray(query_vector, dtype=np.float32), k)
+    if corpus.half:
+        values = None if scope is None else [int(value) for value in scope]
+        return nearest(conn, corpus, np.asarray(query_vector, dtype=np.float32), k, values)
     blob = np.asarray(query_vector, dtype=np.float32).tobytes()
     if scope is None:
         pairs = conn.execute(
@@ -67,8 +70,8 @@ def exact_cosines(conn: Connection, corpus: Corpus, query_vector: np.ndarray, id
     if not ids:
         return {}
     query = np.asarray(query_vector, dtype=np.float32)
-    if corpus.half_vec is not None:  # the float16 copy: one read for all (vec0 costs ~80 us per row)
-        return half_cosines(conn, corpus.half_vec, query, list(ids))
+    if corpus.half:  # one read for all (vec0 costs ~80 us per row)
+        return half_cosines(conn, corpus.vec, query, list(ids))
     scores: dict[int, float] = {}
     for row_id in ids:  # vec0 answers `id = ?` by its rowid lookup; `id in (...)` would scan
         found = conn.execute(f"select embedding from {corpus.vec} where id = ?", (row_id,)).fetchone()

@@ -1,6 +1,7 @@
 """Writing and removing rows of the sqlite-vec tables (sync; call inside ``db.write``).
 
-vec0 tables have no upsert, so a write is delete-then-insert. Table names come from the corpus constants
+vec0 tables have no upsert, so a write is delete-then-insert (the feed's float16 table likewise: a new ``seq``
+tells the in-memory index to load the row again). Table names come from the corpus constants
 in ``search.hybrid``; vectors are bound as float32 blobs.
 """
 
@@ -33,8 +34,12 @@ def write_vectors(conn: Connection, corpus: Corpus, rows: Iterable[tuple[int, An
     """Store (id, scope value, vector) triples; the scope value is ignored for corpora without one."""
     assert corpus.vec is not None
     for row_id, scope_value, vector in rows:
-        blob = np.asarray(vector, dtype=np.float32).tobytes()
         delete_vectors(conn, corpus, [row_id])
+        if corpus.half:
+            half = np.asarray(vector, dtype=np.float16).tobytes()
+            conn.execute(f"insert into {corpus.vec}(id, vector, scope) values (?, ?, ?)", (row_id, half, scope_value))
+            continue
+        blob = np.asarray(vector, dtype=np.float32).tobytes()
         if corpus.scope_column is None:
             conn.execute(f"insert into {corpus.vec}(id, embedding) values (?, ?)", (row_id, blob))
         else:
@@ -42,14 +47,9 @@ def write_vectors(conn: Connection, corpus: Corpus, rows: Iterable[tuple[int, An
                 f"insert into {corpus.vec}(id, {corpus.scope_column}, embedding) values (?, ?, ?)",
                 (row_id, scope_value, blob),
             )
-        if corpus.half_vec is not None:
-            half = np.asarray(vector, dtype=np.float16).tobytes()
-            conn.execute(f"insert into {corpus.half_vec}(id, vector) values (?, ?)", (row_id, half))
 
 
 def delete_vectors(conn: Connection, corpus: Corpus, ids: Sequence[int]) -> None:
     assert corpus.vec is not None
     for row_id in ids:
         conn.execute(f"delete from {corpus.vec} where id = ?", (row_id,))
-        if corpus.half_vec is not None:
-            conn.execute(f"delete from {corpus.half_vec} where id = ?", (row_id,))

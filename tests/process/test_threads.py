@@ -1,0 +1,42 @@
+"""One rule for compute threads: one BLAS thread (OpenBLAS's others busy-wait between a search's products),
+every core the process may run on for ONNX Runtime and the transcriber."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+PROBE = """
+import json, sys
+import numpy  # noqa: F401  (loaded: threadpoolctl sees only loaded libraries)
+from threadpoolctl import threadpool_info
+from teleton.process.threads import cores, limit_blas_threads
+before = [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
+limit_blas_threads()
+after = [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
+print(json.dumps({"before": before, "after": after, "cores": cores()}))
+"""
+
+
+def _probe(*prefix: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
+    out = subprocess.run([*prefix, sys.executable, "-c", PROBE], capture_output=True, text=True, env=env, check=True)
+    return json.loads(out.stdout)
+
+
+def test_blas_runs_on_one_thread_after_the_limit() -> None:
+    seen = _probe()
+    assert seen["after"] and all(n == 1 for n in seen["after"])  # numpy's BLAS was found and limited
+    if seen["cores"] > 1:
+        assert max(seen["before"]) > 1  # the limit is what made it one
+
+
+@pytest.mark.skipif(shutil.which("taskset") is None, reason="needs taskset (util-linux)")
+def test_the_core_count_is_the_cores_the_process_may_use() -> None:
+    assert _probe("taskset", "-c", "0")["cores"] == 1
+    assert _probe()["cores"] == len(os.sched_getaffinity(0))
