@@ -6,6 +6,7 @@ the daemon's own monitor, via its status file), turns/s, and errors (error lines
 
     python scripts/soak.py --minutes 20 --prefill 100000 --rate 4
     python scripts/soak.py --minutes 36 --prefill 100000 --rate 10 --chats 20000   # 20,000 distinct chats
+    python scripts/soak.py --minutes 5 --archive ~/.cache/teleton-bench/scale-1000000.db   # bench_scale's 1M
 
 With ``--chats N`` the traffic walks through N distinct chats (new groups and new DM users in turn), so
 per-chat state — lanes, locks, rate-limit windows, context buffers, caches — is exercised as a month of
@@ -82,6 +83,7 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=4.0, help="incoming messages per second during the soak")
     parser.add_argument("--sample-s", type=float, default=15.0)
     parser.add_argument("--chats", type=int, default=0, help="walk through this many distinct chats (0: 14 fixed ones)")
+    parser.add_argument("--archive", type=Path, help="a database to start from (a copy), e.g. bench_scale's")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     args = parser.parse_args()
     console = Console()
@@ -92,13 +94,18 @@ def main() -> int:
     with FakeAnthropic() as api:
         api.responder = model
         config = write_config(root, api.base_url, **{"telegram.dm_policy": "open", "memory.distill": True})
-        if args.prefill:
+        if args.archive:
+            (root / "state").mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(args.archive, root / "state" / "teleton.db")
+            args.prefill = int(_count(root / "state" / "teleton.db", "select count(*) from tg_messages"))
+        elif args.prefill:
             console.print(f"pre-filling the archive with {args.prefill:,} embedded messages ...")
             started = time.monotonic()
             asyncio.run(prefill(root / "state" / "teleton.db", args.prefill))
             console.print(f"pre-filled in {time.monotonic() - started:.0f}s")
         daemon = Daemon(root, config).start()
         proc = psutil.Process(daemon.proc.pid)  # type: ignore[union-attr]
+        console.print(f"ready in {_ready_s(root / 'daemon.log', daemon):.1f}s (a fresh home: the model is built first)")
         stop = threading.Event()
         sent = {"n": 0}
         lock = threading.Lock()
@@ -165,7 +172,10 @@ def main() -> int:
             replies = len(daemon.sent()) - base_replies
             daemon.signal(signal.SIGTERM)
             code = daemon.proc.wait(60) if daemon.proc else 0
-    states = _answer_states(root / "state" / "teleton.db")
+        states = _answer_states(root / "state" / "teleton.db")  # before the restart answers what was open
+        restarted = Daemon(root, config).start()
+        restart_s = _ready_s(root / "daemon.log", restarted, skip=1)
+        restarted.stop()
     log_text = (root / "daemon.log").read_text(errors="replace")
     errors = [line for line in log_text.splitlines() if '"level": "error"' in line or "Traceback" in line]
 
@@ -195,6 +205,7 @@ def main() -> int:
     for line in errors[:5]:
         console.print(f"  {line[:300]}")
     console.print(f"daemon exit code after SIGTERM: {code}")
+    console.print(f"restart to ready: {restart_s:.1f}s (the model built, the archive's index loaded)")
     console.print(f"answer states after the stop: {states}  (open ones are answered at the next start)")
     console.print(f"distinct chats: {_distinct_chats(root / 'state' / 'teleton.db'):,}")
     ok = (growth < 10 or growth != growth) and peak <= 400 and not errors and code == 0
@@ -217,13 +228,27 @@ def _answer_states(path: Path) -> dict[str, int]:
         conn.close()
 
 
+def _ready_s(log_file: Path, daemon: Daemon, skip: int = 0) -> float:
+    """The daemon's start-to-ready seconds, from its log's ready line (after the first ``skip`` of them)."""
+    while True:
+        daemon.pump()
+        lines = log_file.read_text(errors="replace").splitlines() if log_file.exists() else []
+        ready = [line for line in lines if '"teleton_ready"' in line]
+        if len(ready) > skip:
+            return float(json.loads(ready[skip])["startup_s"])
+
+
 def _distinct_chats(path: Path) -> int:
+    return _count(path, "select count(distinct chat_id) from tg_messages")
+
+
+def _count(path: Path, sql: str) -> int:
     from teleton.storage import connect
     from teleton.storage.sqlite_driver import pick_driver
 
     conn = connect(path, pick_driver(), vectors=False, readonly=True)
     try:
-        return int(conn.execute("select count(distinct chat_id) from tg_messages").fetchone()[0])
+        return int(conn.execute(sql).fetchone()[0])
     finally:
         conn.close()
 

@@ -25,7 +25,8 @@ VECTOR_TABLES: dict[str, str] = {
 # is new; ``meta.index_id:<table>`` changes whenever the table is recreated. 768 bytes a vector at 384 dims.
 HALF_VECTOR_TABLE = "tg_messages_vec16"
 HALF_VECTOR_COLUMNS = (
-    "seq integer primary key autoincrement, id integer not null unique, vector blob not null, scope integer"
+    "seq integer primary key autoincrement, id integer not null unique, vector blob not null, scope integer, "
+    "code blob"  # the in-memory index's code of the vector (memory.search.vector_codes), so a start reads no vector
 )
 # Tables of older layouts. The vec0 bit table, whose `+vector` column held the same float16 copies (copied
 # over once). The feed's vec0 table, one partition per chat: each partition allocates chunks of 1,024 float32
@@ -101,6 +102,8 @@ def _ensure_half_table(conn: Connection, reset: bool) -> None:
         if "scope" not in columns:  # before searches within a chat used it: each row's chat, from its message
             conn.execute(f"alter table {table} add column scope integer")
             conn.execute(f"update {table} set scope = (select chat_id from tg_messages m where m.id = {table}.id)")
+        if "code" not in columns:  # filled by the embedding worker (memory.search.vector_store.fill_codes)
+            conn.execute(f"alter table {table} add column code blob")
         return
     conn.execute(f"drop table if exists {table}")
     conn.execute(f"create table {table} ({HALF_VECTOR_COLUMNS})")

@@ -1,6 +1,7 @@
 """The feed's vectors in one float16 table with each message's chat, searched in memory within any set of
 chats: the database grows with the messages, not with the number of chats, and an archive of the old layout
-(a vec0 partition per chat) is migrated in place without embedding anything again."""
+(a vec0 partition per chat, float16 copies without chat or code) is migrated in place without embedding
+anything again."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import numpy as np
 import structlog
 
 from teleton.memory.embeddings.local import LocalEmbedder
-from teleton.memory.feed.embedding import embed_pending
+from teleton.memory.feed.embedding import embed_pending, fill_codes
 from teleton.memory.feed.search import search_feed
+from teleton.memory.search.bit_index import index_for
 from teleton.memory.search.corpora import FEED
 from teleton.memory.search.vector_leg import vector_leg
 from teleton.memory.search.vector_store import write_vectors
@@ -120,6 +122,13 @@ async def test_an_archive_of_the_old_layout_is_migrated_and_answers_the_same(
         assert len(scopes) == 6 and all(s == c for s, c in scopes)  # the missing copy was converted
         assert next(e for e in logs if e["event"] == "feed_vectors_migrated")["converted"] == 1
         assert await embed_pending(db, embedder) == 0  # nothing embedded again
+        assert await answers(db) == before  # the index codes the old rows from their vectors
+        # The embedding worker stores their codes, so the next start reads no vector; the index from the
+        # stored codes answers the same.
+        assert (await db.fetchone(f"select count(*) from {HALF_VECTOR_TABLE} where code is null"))[0] == 6
+        assert await fill_codes(db, batch=4) == 6
+        assert (await db.fetchone(f"select count(*) from {HALF_VECTOR_TABLE} where code is null"))[0] == 0
+        await db.read(lambda conn: index_for(conn, FEED).invalidate())
         assert await answers(db) == before
     finally:
         await db.close()

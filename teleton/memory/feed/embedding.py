@@ -32,6 +32,7 @@ import structlog
 
 from teleton.memory.embeddings.cached import text_hash
 from teleton.memory.embeddings.provider import EmbeddingProvider
+from teleton.memory.search import vector_store
 from teleton.memory.search.bit_index import index_for
 from teleton.memory.search.corpora import FEED, chat_token
 from teleton.memory.search.vector_store import check_model, write_vectors
@@ -112,6 +113,7 @@ def read_pending(conn: Connection, limit: int) -> PendingBatch:
     return PendingBatch(messages, [load_context(conn, m) for m in messages])
 
 
+CODE_BATCH = 5_000  # vectors coded per write transaction by ``fill_codes`` (~0.1 s of the writer each)
 QUARANTINED = -1  # tg_messages.embedded of a row whose text the embedder rejects
 
 
@@ -226,6 +228,15 @@ async def load_index(db: Database) -> None:
         await db.read(partial(index_for, corpus=FEED))
 
 
+async def fill_codes(db: Database, batch: int = CODE_BATCH) -> int:
+    """Code the vectors stored before their index codes were (an archive from an older Teleton), a batch per
+    write so messages are archived in between; how many."""
+    done = 0
+    while db.vectors and (filled := await db.write(partial(vector_store.fill_codes, corpus=FEED, limit=batch))):
+        done += filled
+    return done
+
+
 class FeedEmbedder:
     """A background loop that embeds new feed messages shortly after they arrive.
 
@@ -265,6 +276,7 @@ class FeedEmbedder:
             count = await embed_pending(self._db, self._provider, self._batch)
             if count:
                 log.debug("feed_embedded", messages=count)
+            await fill_codes(self._db)
             await load_index(self._db)  # new vectors into the in-memory index now, not in a search
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self._interval):  # not wait_for: on 3.11 it can swallow stop()'s cancel

@@ -1,13 +1,12 @@
 """An in-memory index of a float16 vector table, for nearest-neighbour search in any set of chats.
 
 An exact scan of 1M float16 vectors reads 768 MB, and a float copy in memory would be 1.5 GB. So the index
-holds two bits per dimension of every vector (96 B at 384 dims; 96 MB at 1M rows): its sign bits, scanned by
-Hamming distance, and whether each coordinate is above the row's median magnitude, with the mean magnitude
-of each half (two numbers per row). The ``OVERSAMPLE`` x k nearest codes are re-ranked with that two-bit
-approximation, the best ``READ_BACK`` x k are read as float16 from the table, and the exact top k returned,
-with exact cosines. The int8 copy this replaced found as much with a tenth of the reads (the exact top 30 at
-100k: 0.991 on the bench's archive, 0.977 on the test's) for 4x the memory: 384 MB at 1M rows, the whole
-budget of a small server.
+holds each vector's code (``vector_codes``: two bits per dimension and two levels; 104 MB at 1M rows of 384
+dims): the sign bits are scanned by Hamming distance, the ``OVERSAMPLE`` x k nearest re-ranked with the two-bit
+approximation, the best ``READ_BACK`` x k read as float16 from the table, and the exact top k returned, with
+exact cosines. The int8 copy this replaced found as much with a tenth of the reads (the exact top 30 at 100k:
+0.991 on the bench's archive, 0.977 on the test's) for 4x the memory: 384 MB at 1M rows, the whole budget of
+a small server.
 
 Each row also carries its scope (the message's chat), so a search within some chats runs the same steps over
 their rows only; a scope of at most ``READ_BACK`` x k rows is read back whole, hence exact. This replaced one
@@ -29,6 +28,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import structlog
 
+from teleton.memory.search import vector_codes
 from teleton.memory.search.corpora import Corpus
 from teleton.storage.sqlite_driver import Connection
 from teleton.storage.vector_tables import get_meta
@@ -52,7 +52,7 @@ class _Arrays:
     """One consistent view for readers: only the first ``size`` rows are filled."""
 
     signs: np.ndarray  # (words, capacity) uint64: word-major, so the Hamming scan runs over contiguous memory
-    big: np.ndarray  # (capacity, words) uint64: the coordinates above the row's median magnitude
+    big: np.ndarray  # (capacity, words) uint64: the coordinates above the row's mean magnitude
     levels: np.ndarray  # (capacity, 2) float32: the mean magnitude of the small and of the big coordinates
     ids: np.ndarray  # (capacity,) int64
     scopes: np.ndarray  # (capacity,) int64: each row's scope value (its chat)
@@ -90,8 +90,9 @@ class BitIndex:
         """Load the rows written since the last refresh (all of them after a rebuild)."""
         # A reader whose snapshot is older than the index's may see a smaller seq: that is not a reset (a
         # recreated table has a new index_id, hence a new index), so only a larger one means new rows.
-        last = conn.execute(f"select seq from {self.table} order by seq desc limit 1").fetchone()
-        if (int(last[0]) if last else 0) <= self._seen_seq and not self._stale:
+        found = conn.execute(f"select seq from {self.table} order by seq desc limit 1").fetchone()
+        last = int(found[0]) if found else 0
+        if last <= self._seen_seq and not self._stale:
             return
         with self._lock:
             if self._stale:
@@ -99,21 +100,21 @@ class BitIndex:
             first = self._seen_seq == 0
             # Sized once for the whole first load: growing step by step leaves every old copy in the heap.
             expect = 0 if self._seen_seq else int(conn.execute(f"select count(*) from {self.table}").fetchone()[0])
+            # A first load stops at the rows there when it began: ids are unique among them, so it need not look
+            # each one up (a row re-written meanwhile comes with the next refresh, found and overwritten).
+            until = last if first else 2**63 - 1
             while True:
                 rows = conn.execute(
-                    f"select seq, id, scope, vector from {self.table} where seq > ? order by seq limit ?",
-                    (self._seen_seq, LOAD_BATCH),
+                    f"select seq, id, scope, code, iif(code is null, vector, null) from {self.table} "
+                    "where seq > ? and seq <= ? order by seq limit ?",
+                    (self._seen_seq, until, LOAD_BATCH),
                 ).fetchall()
                 if not rows:
                     break
-                vectors = np.frombuffer(b"".join(r[3] for r in rows), dtype=np.float16).reshape(len(rows), -1)
                 scopes = [_NO_SCOPE if r[2] is None else int(r[2]) for r in rows]
-                self._add([int(r[1]) for r in rows], scopes, vectors.astype(np.float32), expect, fresh=first)
+                self._add([int(r[1]) for r in rows], scopes, _codes(rows), expect, fresh=first)
                 self._seen_seq = int(rows[-1][0])
             if first:
-                loaded = self._arrays.ids[: self._arrays.size]
-                # A row re-written while the load ran (its new seq comes later) is in twice: load again.
-                self._stale = len(np.unique(loaded)) != len(loaded)
                 log.info("vector_index_loaded", table=self.table, rows=self._arrays.size)
 
     def candidates(self, query: np.ndarray, k: int, scope: Sequence[int] | None = None) -> np.ndarray:
@@ -129,7 +130,7 @@ class BitIndex:
                 return a.ids[rows]
         if count == 0:
             return a.ids[:0]
-        code = _bits(query[None, :])[0]
+        code = vector_codes.pack_bits(query[None, :])[0]
         xor = np.empty(count, np.uint64)  # one buffer for every word: no temporaries the size of the index
         distance = np.bitwise_count(np.bitwise_xor(a.signs[0, rows], code[0], out=xor)).astype(np.uint16)
         for word in range(1, a.signs.shape[0]):
@@ -137,13 +138,7 @@ class BitIndex:
         near = np.arange(a.size)[rows]
         if k * OVERSAMPLE < count:
             near = near[_smallest(distance, k * OVERSAMPLE)]
-        # Each coordinate is +-small or +-big: the score is small * (signs . q) + (big - small) * (signs of the
-        # big coordinates . q).
-        dims = len(query)
-        signs = _unpack(np.ascontiguousarray(a.signs[:, near].T), dims) * np.float32(2) - np.float32(1)
-        big_signs = signs * _unpack(a.big[near], dims)
-        small_level, big_level = a.levels[near, 0], a.levels[near, 1]
-        score = small_level * (signs @ query) + (big_level - small_level) * (big_signs @ query)
+        score = vector_codes.scores(a.signs[:, near].T, a.big[near], a.levels[near], query)
         best = near[np.argsort(-score)[: READ_BACK * k]]
         return a.ids[best]
 
@@ -155,35 +150,41 @@ class BitIndex:
         """Rebuild at the next refresh: rows erased on purpose (``memory.forget``) leave no copy in memory."""
         self._stale = True
 
-    def _add(
-        self, ids: list[int], scopes: list[int], vectors: np.ndarray, expect: int = 0, fresh: bool = False
-    ) -> None:
-        """Store rows; ``fresh``: a load from the start, whose ids (unique in the table) are all new."""
+    def _add(self, ids: list[int], scopes: list[int], codes: np.ndarray, expect: int = 0, fresh: bool = False) -> None:
+        """Store rows; ``fresh``: rows of a first load, all new (see ``refresh``)."""
         a = self._arrays
         # Looking each batch up among the rows loaded so far would sort them all again per batch.
         at = np.full(len(ids), -1, np.int64) if fresh else _positions(a.ids[: a.size], np.asarray(ids, np.int64))
         new = int((at < 0).sum())
         at[at < 0] = np.arange(a.size, a.size + new)
+        signs, big, levels = vector_codes.decode(codes)
         if a.size + new > len(a.ids):
             # A quarter spare, not double: each copy stays in the heap a while.
-            grown = _arrays(-(-vectors.shape[1] // 64), max(1024, expect + expect // 8, (a.size + new) * 5 // 4))
+            grown = _arrays(signs.shape[1], max(1024, expect + expect // 8, (a.size + new) * 5 // 4))
             if a.size:  # the first load has nothing to copy (and no width yet)
                 grown.signs[:, : a.size] = a.signs[:, : a.size]
                 for name in ("big", "levels", "ids", "scopes"):
                     getattr(grown, name)[: a.size] = getattr(a, name)[: a.size]
             a = replace(grown, size=a.size)
-        a.ids[at] = ids
-        a.scopes[at] = scopes
-        a.signs[:, at] = _bits(vectors).T
-        magnitude = np.abs(vectors)
-        big = magnitude > np.median(magnitude, axis=1, keepdims=True)
-        a.big[at] = _bits(big)
-        n_big = np.maximum(big.sum(axis=1), 1)
-        n_small = np.maximum(vectors.shape[1] - big.sum(axis=1), 1)
-        a.levels[at, 0] = (magnitude * ~big).sum(axis=1) / n_small
-        a.levels[at, 1] = (magnitude * big).sum(axis=1) / n_big
+        a.ids[at], a.scopes[at] = ids, scopes
+        a.signs[:, at], a.big[at], a.levels[at] = signs.T, big, levels
         # Readers take the arrays whole: a search never sees a count past the rows filled.
         self._arrays = replace(a, size=a.size + new)
+
+
+def _codes(rows: list[tuple]) -> np.ndarray:
+    """The rows' codes (column 3); a row written before codes were stored has its vector (column 4) coded here."""
+    missing = [i for i, r in enumerate(rows) if r[3] is None]
+    if not missing:
+        return np.frombuffer(b"".join(r[3] for r in rows), np.uint8).reshape(len(rows), -1)
+    vectors = np.frombuffer(b"".join(rows[i][4] for i in missing), np.float16).reshape(len(missing), -1)
+    computed = vector_codes.encode(vectors.astype(np.float32))
+    codes = np.empty((len(rows), computed.shape[1]), np.uint8)
+    codes[missing] = computed
+    present = [i for i, r in enumerate(rows) if r[3] is not None]
+    if present:
+        codes[present] = np.frombuffer(b"".join(rows[i][3] for i in present), np.uint8).reshape(len(present), -1)
+    return codes
 
 
 def _positions(known: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -206,20 +207,6 @@ def _smallest(distance: np.ndarray, n: int) -> np.ndarray:
     cut = int(np.searchsorted(counts, n))  # the rows at distances up to ``cut`` are at least n
     below = np.flatnonzero(distance < cut)
     return np.concatenate([below, np.flatnonzero(distance == cut)[: n - len(below)]])
-
-
-def _unpack(words: np.ndarray, dims: int) -> np.ndarray:
-    """Rows of packed bits (``_bits``) back to (rows, dims) zeros and ones."""
-    return np.unpackbits(words.view(np.uint8), axis=1, count=dims)
-
-
-def _bits(vectors: np.ndarray) -> np.ndarray:
-    """Sign bits (value > 0, as sqlite-vec's vec_quantize_binary) packed into uint64 words per row."""
-    packed = np.packbits(vectors > 0, axis=1)
-    pad = -packed.shape[1] % 8
-    if pad:
-        packed = np.pad(packed, ((0, 0), (0, pad)))
-    return np.ascontiguousarray(packed).view(np.uint64)
 
 
 _indexes: dict[str, BitIndex] = {}

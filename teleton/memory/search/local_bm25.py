@@ -143,6 +143,7 @@ class _Search:
 
     def __init__(self, conn: Connection, fts: str, table: str, scope: Scope) -> None:
         self.conn, self.fts, self.table, self.scope = conn, fts, table, scope
+        self._lengths: dict[int, int] = {}  # row lengths ``frequencies`` read already: not read twice
 
     def _from(self, expression: str | None, ranked: bool = False) -> tuple[str, list[Any], str]:
         """FROM + WHERE of the scope's rows matching ``expression`` (None: all of them), and their id;
@@ -193,14 +194,19 @@ class _Search:
             return []
         table_rows, *column_tokens = _varints(rows[0][4])
         average = sum(column_tokens) / table_rows
-        return [(int(r[0]), _weighted_count(r[1], r[2], r[3], average)) for r in rows]
+        found = []
+        for r in rows:
+            length = self._lengths[r[0]] = _row_length(r[3]) if r[3] else 0
+            found.append((int(r[0]), _weighted_count(r[1], r[2], length, average)))
+        return found
 
     def lengths(self, ids: list[int]) -> dict[int, int]:
-        if not ids:
-            return {}
-        sql = f"select id, sz from {self.fts}_docsize where id in (select value from json_each(?))"
-        rows = self.conn.execute(sql, (json.dumps(ids),))
-        return {int(r[0]): _row_length(r[1]) for r in rows}
+        missing = [i for i in ids if i not in self._lengths]
+        if missing:
+            sql = f"select id, sz from {self.fts}_docsize where id in (select value from json_each(?))"
+            rows = self.conn.execute(sql, (json.dumps(missing),))
+            self._lengths.update({int(r[0]): _row_length(r[1]) for r in rows})
+        return {i: self._lengths[i] for i in ids if i in self._lengths}
 
     def average_length(self) -> float:
         sql, args, row_id = self._from(None)
@@ -209,15 +215,15 @@ class _Search:
         return sum(_row_length(r[0]) for r in rows) / len(rows) if rows else 0.0
 
 
-def _weighted_count(single: float, double: float, docsize: bytes | None, average: float) -> float:
+def _weighted_count(single: float, double: float, length: int, average: float) -> float:
     """``f`` from bm25() with the weights once (``single``) and doubled (see ``_Search.frequencies``)."""
-    if not single or not double or not docsize:
+    if not single or not double or not length:
         return 0.0  # matched in columns of weight 0 only
     ratio = double / single  # = 2 (x + 1) / (2x + 1)
     x = (2.0 - ratio) / (2.0 * (ratio - 1.0))
     # f is whole counts times weights of a decimal place or two: rounding drops the float noise of the
     # inversion, so a row's count never depends on the rest of the table.
-    return round(x * K1 * (1 - B + B * _row_length(docsize) / average), COUNT_DECIMALS)
+    return round(x * K1 * (1 - B + B * length / average), COUNT_DECIMALS)
 
 
 def _row_length(blob: bytes) -> int:

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from teleton.memory.search import vector_codes
 from teleton.memory.search.corpora import Corpus
 from teleton.storage.sqlite_driver import Connection
 from teleton.storage.vector_tables import get_meta
@@ -36,8 +37,12 @@ def write_vectors(conn: Connection, corpus: Corpus, rows: Iterable[tuple[int, An
     for row_id, scope_value, vector in rows:
         delete_vectors(conn, corpus, [row_id])
         if corpus.half:
-            half = np.asarray(vector, dtype=np.float16).tobytes()
-            conn.execute(f"insert into {corpus.vec}(id, vector, scope) values (?, ?, ?)", (row_id, half, scope_value))
+            half = np.asarray(vector, dtype=np.float16)
+            code = vector_codes.encode(half.astype(np.float32)[None, :])[0].tobytes()  # from what is stored
+            conn.execute(
+                f"insert into {corpus.vec}(id, vector, scope, code) values (?, ?, ?, ?)",
+                (row_id, half.tobytes(), scope_value, code),
+            )
             continue
         blob = np.asarray(vector, dtype=np.float32).tobytes()
         if corpus.scope_column is None:
@@ -47,6 +52,18 @@ def write_vectors(conn: Connection, corpus: Corpus, rows: Iterable[tuple[int, An
                 f"insert into {corpus.vec}(id, {corpus.scope_column}, embedding) values (?, ?, ?)",
                 (row_id, scope_value, blob),
             )
+
+
+def fill_codes(conn: Connection, corpus: Corpus, limit: int) -> int:
+    """Code up to ``limit`` stored vectors that have none (written before codes were stored); how many."""
+    assert corpus.half and corpus.vec is not None
+    rows = conn.execute(f"select seq, vector from {corpus.vec} where code is null limit ?", (limit,)).fetchall()
+    if rows:
+        vectors = np.frombuffer(b"".join(r[1] for r in rows), np.float16).reshape(len(rows), -1)
+        codes = vector_codes.encode(vectors.astype(np.float32))
+        updates = [(code.tobytes(), row[0]) for code, row in zip(codes, rows, strict=True)]
+        conn.executemany(f"update {corpus.vec} set code = ? where seq = ?", updates)
+    return len(rows)
 
 
 def delete_vectors(conn: Connection, corpus: Corpus, ids: Sequence[int]) -> None:
