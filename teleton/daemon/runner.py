@@ -34,7 +34,14 @@ from teleton.agent.heartbeat import Heartbeat
 from teleton.agent.runtime import Agent
 from teleton.config import Config, ConfigError, load_config, require_llm, require_telegram
 from teleton.daemon.database_watch import DatabaseWatch, clear_marker, read_marker, write_marker
-from teleton.daemon.health import gather_status, open_checked
+from teleton.daemon.health import (
+    damaged_line,
+    gather_status,
+    mark_clean_stop,
+    open_checked,
+    quick_check,
+    take_clean_stop,
+)
 from teleton.daemon.instance_lock import InstanceLock
 from teleton.daemon.loop_lag import LoopLagMonitor
 from teleton.daemon.loopback_gateway import LoopbackGateway
@@ -82,6 +89,7 @@ class Daemon:
     principals: Principals = field(init=False)
     supervisor: Supervisor = field(init=False)
     fatal: str | None = None  # why the daemon stopped itself (a loop's fatal error)
+    db_checked: bool = False  # quick_check found the database sound during this run (see health.open_checked)
     db_watch: DatabaseWatch | None = None
     # Set as start-up reaches them; shutdown closes whatever exists, in reverse dependency order.
     db: Database | None = None
@@ -132,7 +140,9 @@ class Daemon:
 
         provider = await asyncio.to_thread(create_provider, config.embedding)
         embedding = (provider.model_id, provider.dims) if provider is not None else None
-        db = self.db = await open_checked(config.storage.database, embedding)
+        clean = await asyncio.to_thread(take_clean_stop, config.storage.database)
+        db = self.db = await open_checked(config.storage.database, embedding, check=not clean)
+        self.db_checked = not clean
         self.db_watch = await DatabaseWatch.opened(db.path)
         # Knowledge, queries and tools go through the embedding cache; the feed embedder does not: every
         # message is new text, and caching it would only evict entries that get reused.
@@ -209,6 +219,18 @@ class Daemon:
             transport=self.transport or "telegram",
         )
         print(f"teleton ready in {time.monotonic() - started:.1f}s: {summary}", flush=True)
+        if clean:  # checked now that the daemon is up: a check of every page before it would delay the start
+            self._tasks.append(asyncio.create_task(self._check_database(db), name="database-check"))
+
+    async def _check_database(self, db: Database) -> None:
+        try:
+            problems = await quick_check(db)
+        except Exception as exc:  # a lock or an I/O error: unchecked, so the next start checks before ready
+            log.warning("database_check_failed", error=repr(exc))
+            return
+        if problems:
+            self._on_fatal("database", damaged_line(db.path, problems))
+        self.db_checked = not problems
 
     async def _start_knowledge(self, db: Database, embedder: EmbeddingProvider | None) -> KnowledgeIndex:
         index = KnowledgeIndex.from_config(db, self.config, embedder, self.principals)
@@ -369,13 +391,20 @@ class Daemon:
             ("supervisor", self.supervisor.stop),
             ("database", None if db is None else db.close),
         ]
+        failed: set[str] = set()
         for name, close in steps:
             if not close:
                 continue
             try:
                 await asyncio.wait_for(close(), timeout=TURN_GRACE_S + 1)
             except Exception as exc:
+                failed.add(name)
                 log.warning("shutdown_step_failed", step=name, error=repr(exc))
+        # The marker says: closed cleanly, and found sound during this run (a stop before the check finished
+        # leaves none, so quick restarts never skip it for good).
+        if db is not None and "database" not in failed and self.fatal is None and self.db_checked:
+            with contextlib.suppress(OSError):  # no marker: the next start checks before it is ready
+                await asyncio.to_thread(mark_clean_stop, db.path)
         self.status.state = "stopped"
         with contextlib.suppress(Exception):
             await asyncio.to_thread(write_status, self.config.storage.data_dir / "status.json", self.status)
