@@ -12,7 +12,7 @@ import numpy as np
 import structlog
 
 from teleton.memory.embeddings.local import LocalEmbedder
-from teleton.memory.feed.embedding import embed_pending, fill_codes
+from teleton.memory.feed.embedding import FeedEmbedder, embed_pending, fill_codes
 from teleton.memory.feed.search import search_feed
 from teleton.memory.search.bit_index import index_for
 from teleton.memory.search.corpora import FEED
@@ -22,6 +22,7 @@ from teleton.storage import Database
 from teleton.storage.vector_tables import HALF_VECTOR_TABLE
 from tests.memory.test_all_chat_vectors import sentences, unit
 from tests.memory.test_cache_and_feed import add
+from tests.waiting import until
 
 K = 10
 
@@ -132,3 +133,21 @@ async def test_an_archive_of_the_old_layout_is_migrated_and_answers_the_same(
         assert await answers(db) == before
     finally:
         await db.close()
+
+
+async def test_the_embedding_worker_codes_the_vectors_of_an_older_archive(mdb: Database, embedder) -> None:
+    vectors = unit(np.random.default_rng(5).normal(size=(7, embedder.dims)))
+    await mdb.write(lambda conn: write_vectors(conn, FEED, [(i + 1, 1, v) for i, v in enumerate(vectors)]))
+    coded = await mdb.fetchall(f"select id, code from {HALF_VECTOR_TABLE} order by id")
+    await mdb.execute(f"update {HALF_VECTOR_TABLE} set code = null")  # as an archive from before the codes
+
+    async def all_coded() -> bool:
+        return (await mdb.fetchone(f"select count(*) from {HALF_VECTOR_TABLE} where code is null"))[0] == 0
+
+    worker = FeedEmbedder(mdb, embedder, interval=3600)
+    worker.start()
+    try:
+        await until(all_coded)
+    finally:
+        await worker.stop()
+    assert await mdb.fetchall(f"select id, code from {HALF_VECTOR_TABLE} order by id") == coded  # the same codes

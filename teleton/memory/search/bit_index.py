@@ -174,17 +174,10 @@ class BitIndex:
 
 def _codes(rows: list[tuple]) -> np.ndarray:
     """The rows' codes (column 3); a row written before codes were stored has its vector (column 4) coded here."""
-    missing = [i for i, r in enumerate(rows) if r[3] is None]
-    if not missing:
-        return np.frombuffer(b"".join(r[3] for r in rows), np.uint8).reshape(len(rows), -1)
-    vectors = np.frombuffer(b"".join(rows[i][4] for i in missing), np.float16).reshape(len(missing), -1)
-    computed = vector_codes.encode(vectors.astype(np.float32))
-    codes = np.empty((len(rows), computed.shape[1]), np.uint8)
-    codes[missing] = computed
-    present = [i for i, r in enumerate(rows) if r[3] is not None]
-    if present:
-        codes[present] = np.frombuffer(b"".join(rows[i][3] for i in present), np.uint8).reshape(len(present), -1)
-    return codes
+    uncoded = [r[4] for r in rows if r[3] is None]
+    computed = iter(vector_codes.encode_stored(uncoded) if uncoded else ())
+    blobs = [r[3] if r[3] is not None else next(computed).tobytes() for r in rows]
+    return np.frombuffer(b"".join(blobs), np.uint8).reshape(len(rows), -1)
 
 
 def _positions(known: np.ndarray, ids: np.ndarray) -> np.ndarray:

@@ -50,6 +50,12 @@ def encode(vectors: np.ndarray) -> np.ndarray:
     return np.concatenate([pack_bits(vectors).view(np.uint8), pack_bits(big).view(np.uint8), levels.view(np.uint8)], 1)
 
 
+def encode_stored(blobs: list[bytes]) -> np.ndarray:
+    """The codes of vectors as the table stores them (float16 bytes): what a search reads back is what was coded."""
+    vectors = np.frombuffer(b"".join(blobs), np.float16).reshape(len(blobs), -1)
+    return encode(vectors.astype(np.float32))
+
+
 def decode(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(n, code_size) bytes -> sign words (n, words), big words (n, words), levels (n, 2): small, big."""
     width = (codes.shape[1] - 8) // 16 * 8

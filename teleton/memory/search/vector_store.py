@@ -37,12 +37,10 @@ def write_vectors(conn: Connection, corpus: Corpus, rows: Iterable[tuple[int, An
     for row_id, scope_value, vector in rows:
         delete_vectors(conn, corpus, [row_id])
         if corpus.half:
-            half = np.asarray(vector, dtype=np.float16)
-            code = vector_codes.encode(half.astype(np.float32)[None, :])[0].tobytes()  # from what is stored
-            conn.execute(
-                f"insert into {corpus.vec}(id, vector, scope, code) values (?, ?, ?, ?)",
-                (row_id, half.tobytes(), scope_value, code),
-            )
+            half = np.asarray(vector, dtype=np.float16).tobytes()
+            code = vector_codes.encode_stored([half])[0].tobytes()
+            sql = f"insert into {corpus.vec}(id, vector, scope, code) values (?, ?, ?, ?)"
+            conn.execute(sql, (row_id, half, scope_value, code))
             continue
         blob = np.asarray(vector, dtype=np.float32).tobytes()
         if corpus.scope_column is None:
@@ -59,8 +57,7 @@ def fill_codes(conn: Connection, corpus: Corpus, limit: int) -> int:
     assert corpus.half and corpus.vec is not None
     rows = conn.execute(f"select seq, vector from {corpus.vec} where code is null limit ?", (limit,)).fetchall()
     if rows:
-        vectors = np.frombuffer(b"".join(r[1] for r in rows), np.float16).reshape(len(rows), -1)
-        codes = vector_codes.encode(vectors.astype(np.float32))
+        codes = vector_codes.encode_stored([r[1] for r in rows])
         updates = [(code.tobytes(), row[0]) for code, row in zip(codes, rows, strict=True)]
         conn.executemany(f"update {corpus.vec} set code = ? where seq = ?", updates)
     return len(rows)
