@@ -11,7 +11,14 @@ import pytest
 from teleton.memory.facts.recall import search_in_categories
 from teleton.memory.search.corpora import FACTS, FEED, KNOWLEDGE
 from teleton.memory.search.hybrid import DEFAULT_PARAMS, keyword_leg
-from teleton.memory.search.local_bm25 import _row_length, _varints, drop_common_terms
+from teleton.memory.search.local_bm25 import (
+    HIGHLIGHT_MAX_ROWS,
+    Scope,
+    _row_length,
+    _varints,
+    drop_common_terms,
+    term_counts,
+)
 from teleton.storage import Database
 from tests.memory.test_hybrid_search import add_messages
 
@@ -52,8 +59,15 @@ async def test_other_chats_text_never_moves_a_chats_keyword_ranking(db: Database
 
 
 async def test_one_scope_ranks_exactly_as_fts5_bm25(db: Database) -> None:
+    # A word of few matches is counted from highlight() markers, one of many from bm25(): both exact.
     rng = random.Random(9)
-    await db.write(lambda conn: add_messages(conn, 7, CHAT + noise(rng, 300)))
+    await db.write(lambda conn: add_messages(conn, 7, CHAT + noise(rng, 600)))
+    counts = await db.read(
+        lambda conn: term_counts(
+            conn, fts=FEED.fts, table=FEED.table, scope=Scope(), terms=['"lake"', '"pottery"'], cap=10_000
+        )
+    )
+    assert counts['"lake"'] > HIGHLIGHT_MAX_ROWS >= counts['"pottery"'] > 0
 
     def both(conn, query: str) -> tuple[dict[int, float], dict[int, float]]:
         return keyword_leg(conn, FEED, query, 30, [7]), keyword_leg(conn, FEED, query, 30, None)

@@ -12,9 +12,11 @@ frequency in a row = the column-weighted count of its matches, the row length = 
 store holding one scope ranks exactly as FTS5 does. Counts come from FTS5 itself (porter stemming and
 diacritics as the index has them), a row's length is its ``_docsize`` record.
 
-A word's weighted count in a row is read back from ``bm25()`` (``word_counts``), which takes it from the
-index's position lists. ``highlight()`` would re-tokenise the whole row and rebuild its output at every
-match: a 2 MB pasted log took seconds per query word, a 10 MB one minutes (issue 30).
+A word's weighted count in a row (``word_counts``) is counted from ``highlight()``'s markers in a row of at
+most ``SHORT_ROW_BYTES``, and read back from ``bm25()`` in a longer one. ``bm25()`` first counts every row of
+the whole table matching each phrase of the query (its IDF): at 1M messages that scan cost 3-8 ms per word even
+in a chat of 50. ``highlight()`` re-tokenises the row instead, cheap for a message but seconds per query word
+in a 2 MB pasted log (issue 30).
 """
 
 from __future__ import annotations
@@ -32,6 +34,12 @@ K1 = 1.2
 B = 0.75
 COUNT_DECIMALS = 4  # of a weighted count read back from bm25() (see _weighted_count)
 LENGTH_SAMPLE = 1_000  # rows (the scope's newest) the average length is taken from; exact for small scopes
+SHORT_ROW_BYTES = 8_192  # a row's columns (UTF-8) up to which its counts come from highlight() (see above)
+# Past this many matching rows of a word, bm25()'s one table-wide count costs less than highlight() in each row
+# (~20-30 us a message at 1M messages; 2,000 matches in one chat: 21 ms against 17). The keyword leg of 150
+# searches in random chats of bench_scale's 1M archive, p95: 18 ms with 300 here, 26 ms with 1,000.
+HIGHLIGHT_MAX_ROWS = 300
+_MARK = "\x01"  # highlight()'s marker; one the row already holds is subtracted
 
 
 @dataclass(frozen=True)
@@ -76,7 +84,7 @@ def local_bm25(
     idf = {term: max(1e-6, math.log((rows - counts[term] + 0.5) / (counts[term] + 0.5))) for term in kept}
     frequency: dict[int, dict[str, float]] = {}
     for term in kept:
-        for row_id, tf in word_counts(search, term, weights, newest=max_matches).items():
+        for row_id, tf in word_counts(search, term, weights, max_matches, counts[term]).items():
             frequency.setdefault(row_id, {})[term] = tf
     lengths = search.lengths(list(frequency))
     average = search.average_length()
@@ -101,8 +109,9 @@ def _phrase(term: str) -> str:
     return or_expression([term])
 
 
-def word_counts(search: _Search, term: str, weights: Sequence[float], newest: int) -> dict[int, float]:
-    """Row id -> column-weighted count of ``term``'s matches, for the ``newest`` scope rows it matches.
+def word_counts(search: _Search, term: str, weights: Sequence[float], newest: int, matches: int) -> dict[int, float]:
+    """Row id -> column-weighted count of ``term``'s matches, for the ``newest`` scope rows it matches
+    (``matches`` of them, as ``term_counts`` counted).
 
     ``bm25()`` sums a score per phrase of the MATCH, so a term of several stem prefixes (``keyword_terms``)
     is counted one prefix at a time; a prefix that extends another one matches nothing the shorter one does
@@ -110,7 +119,7 @@ def word_counts(search: _Search, term: str, weights: Sequence[float], newest: in
     """
     counts: dict[int, float] = {}
     for phrase in _prefix_phrases(term):
-        for row_id, tf in search.frequencies(phrase, weights, newest):
+        for row_id, tf in search.frequencies(phrase, weights, newest, marks=matches <= HIGHLIGHT_MAX_ROWS):
             counts[row_id] = counts.get(row_id, 0.0) + tf
     return dict(sorted(counts.items(), reverse=True)[:newest])
 
@@ -171,23 +180,36 @@ class _Search:
             return int(self.conn.execute(f"select count(*) {sql}", args).fetchone()[0])
         return int(self.conn.execute(f"select count(*) from (select 1 {sql} limit ?)", [*args, cap]).fetchone()[0])
 
-    def frequencies(self, phrase: str, weights: Sequence[float], newest: int) -> list[tuple[int, float]]:
+    def frequencies(
+        self, phrase: str, weights: Sequence[float], newest: int, marks: bool = True
+    ) -> list[tuple[int, float]]:
         """(row id, column-weighted match count) of the ``newest`` scope rows matching one ``phrase``.
 
-        FTS5's bm25() of a row is ``idf * f * (K1 + 1) / (f + k)`` with ``f`` the weighted count and ``k``
-        from the row's length and the table's average; the same row with doubled weights gives ``2f``, and
-        the two scores give ``x = f / k``. ``k`` is computed as FTS5 computes it, from the table's totals
-        (its averages record, read in the same statement, so from the same snapshot) and the row's
-        ``_docsize``. Scope phrases (the feed's chat token) sit in a column of weight 0 and add nothing.
+        With ``marks``, a short row's count is its markers in ``highlight()`` of each weighted column, less the marker
+        characters the column held already (a message may carry them to look relevant). A long row's comes
+        from bm25(): FTS5's score of a row is ``idf * f * (K1 + 1) / (f + k)`` with ``f`` the weighted count
+        and ``k`` from the row's length and the table's average; the same row with doubled weights gives
+        ``2f``, and the two scores give ``x = f / k``. ``k`` is computed as FTS5 computes it, from the table's
+        totals (its averages record, read in the same statement, so from the same snapshot) and the row's
+        ``_docsize``. CASE evaluates only its taken branch, so a statement of short rows never calls bm25().
+        Scope phrases (the feed's chat token) sit in a column of weight 0 and add nothing.
         """
+        fts = self.fts
+        names = [r[1] for r in self.conn.execute(f"select * from pragma_table_info('{fts}')")]
+        weighted = [(names[i], w) for i, w in enumerate(weights) if w]
+        size = " + ".join(f"coalesce(length(cast({fts}.{name} as blob)), 0)" for name, _ in weighted)
+        short = f"({size}) <= {SHORT_ROW_BYTES}" if marks else "0"
         single = ", ".join(str(float(w)) for w in weights)
         double = ", ".join(str(2 * float(w)) for w in weights)
-        fts = self.fts
+        marked = ", ".join(
+            f"iif({short}, highlight({fts}, {names.index(name)}, char(1), ''), null), {fts}.{name}"
+            for name, _ in weighted
+        )
         sql, args, row_id = self._from(phrase, ranked=True)
         rows = self.conn.execute(
-            f"select {row_id}, bm25({fts}, {single}), bm25({fts}, {double}), "
-            f"(select sz from {fts}_docsize where id = {row_id}), (select block from {fts}_data where id = 1) "
-            f"{sql} order by {row_id} desc limit ?",
+            f"select {row_id}, (select sz from {fts}_docsize where id = {row_id}), "
+            f"iif({short}, null, bm25({fts}, {single})), iif({short}, null, bm25({fts}, {double})), "
+            f"(select block from {fts}_data where id = 1), {marked} {sql} order by {row_id} desc limit ?",
             [*args, newest],
         ).fetchall()
         if not rows:
@@ -196,8 +218,13 @@ class _Search:
         average = sum(column_tokens) / table_rows
         found = []
         for r in rows:
-            length = self._lengths[r[0]] = _row_length(r[3]) if r[3] else 0
-            found.append((int(r[0]), _weighted_count(r[1], r[2], length, average)))
+            length = self._lengths[r[0]] = _row_length(r[1]) if r[1] else 0
+            if r[2] is None:  # short: highlight()'s markers
+                columns = zip(r[5::2], r[6::2], strict=True)
+                count = sum(w * _marks(h, text) for (h, text), (_, w) in zip(columns, weighted, strict=True))
+            else:
+                count = _weighted_count(r[2], r[3], length, average)
+            found.append((int(r[0]), count))
         return found
 
     def lengths(self, ids: list[int]) -> dict[int, int]:
@@ -213,6 +240,11 @@ class _Search:
         newest = f"select {row_id} {sql} order by {row_id} desc limit {LENGTH_SAMPLE}"
         rows = self.conn.execute(f"select sz from {self.fts}_docsize where id in ({newest})", args).fetchall()
         return sum(_row_length(r[0]) for r in rows) / len(rows) if rows else 0.0
+
+
+def _marks(highlighted: str | None, text: str | None) -> int:
+    """Matches in one column: highlight()'s markers less those the text held already."""
+    return (highlighted or "").count(_MARK) - (text or "").count(_MARK)
 
 
 def _weighted_count(single: float, double: float, length: int, average: float) -> float:
