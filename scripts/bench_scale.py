@@ -7,10 +7,11 @@ a pool of sentences (one per 50 messages) plus a little noise, inserted as the a
 runs). Then reports:
 
 - the database's size per layer (``dbstat``), and the build's ingest rate (messages/s with their vectors);
-- in a fresh process, as after a restart: the time to open the database and load the in-memory index (the
-  daemon's ready), the first all-chat search, then one-chat and all-chat search p50/p95 (``search_feed`` with
-  a precomputed query vector) with CPU time per search, the vector leg's recall@30 against the exact top 30
-  (numpy over every float16 vector, computed outside the measured process), and the process's peak RSS.
+- in a fresh process, as after a restart: the time to open the database, load the in-memory index and warm
+  the readers (what the daemon does before it reports ready), the first all-chat search, then one-chat and
+  all-chat search p50/p95 (``search_feed`` with a precomputed query vector) with CPU time per search, the
+  vector leg's recall@30 against the exact top 30 (numpy over every float16 vector, computed outside the
+  measured process), and the process's peak RSS.
 
 The daemon's RSS under traffic over this archive: ``python scripts/soak.py --archive <db> --minutes 5``.
 
@@ -102,15 +103,16 @@ def measure(path: Path, queries: int) -> dict:
 
 
 async def _measure(path: Path, texts: list[str], qvecs: np.ndarray) -> dict:
-    from teleton.memory.feed.search import search_feed
-    from teleton.memory.search.bit_index import index_for
+    from teleton.memory.feed.embedding import load_index
+    from teleton.memory.feed.search import prepare_search, search_feed
     from teleton.memory.search.corpora import FEED
     from teleton.memory.search.vector_leg import vector_leg
     from teleton.storage import Database
 
     started = time.perf_counter()
     db = await Database.open(path, embedding=("multilingual-e5-small-int8", 384))
-    await db.read(lambda conn: index_for(conn, FEED))
+    await load_index(db)  # what the daemon does before it reports ready
+    await prepare_search(db)
     ready = time.perf_counter() - started
     try:
         chats = [int(r[0]) for r in await db.fetchall("select distinct chat_id from tg_messages")]

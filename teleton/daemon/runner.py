@@ -52,6 +52,7 @@ from teleton.media.retention import sweep_downloads
 from teleton.memory.embeddings import create_provider, with_cache
 from teleton.memory.embeddings.provider import EmbeddingProvider
 from teleton.memory.feed.embedding import FeedEmbedder, load_index
+from teleton.memory.feed.search import prepare_search
 from teleton.memory.knowledge.index import KnowledgeIndex
 from teleton.memory.knowledge.watch import KnowledgeWatcher
 from teleton.privacy import Principals
@@ -143,6 +144,9 @@ class Daemon:
         clean = await asyncio.to_thread(take_clean_stop, config.storage.database)
         db = self.db = await open_checked(config.storage.database, embedding, check=not clean)
         self.db_checked = not clean
+        # The feed's vector index loads (1-2 s at 1M messages) while the rest starts; ready waits for it.
+        index_loaded = asyncio.create_task(load_index(db), name="vector-index-load")
+        self._tasks.append(index_loaded)
         self.db_watch = await DatabaseWatch.opened(db.path)
         # Knowledge, queries and tools go through the embedding cache; the feed embedder does not: every
         # message is new text, and caching it would only evict entries that get reused.
@@ -195,7 +199,8 @@ class Daemon:
         self._tasks.append(asyncio.create_task(self._status_loop(), name="status-file"))
         self._tasks.append(asyncio.create_task(self.notifier.watchdog_loop(self._healthy), name="watchdog"))
         self._tasks.append(asyncio.create_task(self.lag.run(), name="loop-lag"))
-        await load_index(db)  # ready means a search finds every vector without loading them first
+        await index_loaded  # ready means a search finds every vector without loading them first
+        await prepare_search(db)  # and the first search is as fast as the next
         # Start-up objects (model, tool index, caches) live for the whole run: moving them out of the
         # collector's reach keeps full collections during a message burst short.
         gc.collect()

@@ -77,6 +77,7 @@ class Database:
     _local: threading.local = field(default_factory=threading.local)
     _reader_conns: list[Connection] = field(default_factory=list)
     _closed: bool = False
+    _reader_threads: int = 3
 
     @property
     def vectors(self) -> bool:
@@ -149,6 +150,7 @@ class Database:
             _writer=writer,
             _readers=ThreadPoolExecutor(max_workers=readers, thread_name_prefix="teleton-db-reader"),
             _write_conn=conn,
+            _reader_threads=readers,
         )
         return db
 
@@ -165,6 +167,24 @@ class Database:
         self._check_open()
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._readers, lambda: fn(self._reader()))
+
+    async def read_each(self, fn: Callable[[Connection], object]) -> int:
+        """Run ``fn(conn)`` once on every reader thread, each with its own connection (opened now if it was
+        not): what a first read on a fresh connection pays (opening it, the schema, cold pages) is then paid
+        here. The calls meet at a barrier, so no thread takes two; one that fails is logged and skipped. Returns
+        how many ran."""
+        self._check_open()
+        barrier = threading.Barrier(self._reader_threads)
+
+        def each(conn: Connection) -> None:
+            barrier.wait(timeout=60)  # only if another read held a thread that long: the rest then go on
+            fn(conn)
+
+        results = await asyncio.gather(*(self.read(each) for _ in range(self._reader_threads)), return_exceptions=True)
+        failed = [result for result in results if isinstance(result, BaseException)]
+        for error in failed:
+            log.warning("reader_call_failed", error=repr(error))
+        return len(results) - len(failed)
 
     async def write(self, fn: Callable[[Connection], T]) -> T:
         """Run ``fn(conn)`` on the writer thread inside one transaction (rolled back if it raises)."""

@@ -1,5 +1,5 @@
-"""The daemon says ready only once the in-memory index holds the archive's vectors: the first search after a
-restart finds them without loading anything."""
+"""The daemon says ready only once the in-memory index holds the archive's vectors and every reader has run
+a search: the first search after a restart finds them without loading or opening anything."""
 
 from __future__ import annotations
 
@@ -67,5 +67,9 @@ def test_the_vector_index_is_loaded_before_the_daemon_says_ready(pong_api: FakeA
         loads = [e for e in events if e.startswith("vector_index_loaded")]
         assert loads and loads[0] == f"vector_index_loaded:{MESSAGES}"  # the embedded ones, before the worker's round
         assert events.index(loads[0]) < events.index("teleton_ready")
+        # Every reader connection ran a search before ready: the first one after it opens nothing.
+        assert events.index(loads[0]) < events.index("search_prepared") < events.index("teleton_ready")
+        prepared = [json.loads(line) for line in (daemon_root / "daemon.log").read_text().splitlines()]
+        assert next(e for e in prepared if e["event"] == "search_prepared")["readers"] == 3
     finally:
         daemon.stop()

@@ -177,6 +177,23 @@ async def test_readers_run_while_a_write_is_in_progress(db: Database) -> None:
     assert (await db.fetchone("select title from tg_chats where id = 1"))[0] == "after"
 
 
+async def test_read_each_runs_once_on_every_reader_with_its_own_connection(db: Database) -> None:
+    seen: list[tuple[int, int]] = []
+    assert await db.read_each(lambda conn: seen.append((threading.get_ident(), id(conn)))) == 3
+    assert len({thread for thread, _ in seen}) == len({conn for _, conn in seen}) == 3
+    # Those connections are the ones later reads use: none is opened again.
+    later = await asyncio.gather(*(db.read(lambda conn: id(conn)) for _ in range(9)))
+    assert set(later) <= {conn for _, conn in seen}
+
+    def fails_on_one(conn) -> None:
+        if id(conn) == seen[0][1]:
+            raise OSError("disk I/O error")
+
+    with structlog.testing.capture_logs() as logs:
+        assert await db.read_each(fails_on_one) == 2
+    assert [e["event"] for e in logs] == ["reader_call_failed"]
+
+
 async def test_failed_write_rolls_back(db: Database) -> None:
     def half(conn) -> None:
         conn.execute("insert into tg_chats(id, type, title, updated_at) values (5, 'dm', 'x', 0)")

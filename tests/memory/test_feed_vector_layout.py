@@ -151,3 +151,28 @@ async def test_the_embedding_worker_codes_the_vectors_of_an_older_archive(mdb: D
     finally:
         await worker.stop()
     assert await mdb.fetchall(f"select id, code from {HALF_VECTOR_TABLE} order by id") == coded  # the same codes
+
+
+async def test_the_index_loads_coded_uncoded_and_chatless_rows_alike(mdb: Database, embedder) -> None:
+    # The start reads the codes of many rows in one value per column; rows from before codes were stored, and
+    # rows without a chat, must land beside the right ids all the same.
+    vectors = unit(np.random.default_rng(7).normal(size=(12, embedder.dims)))
+    rows = [(i + 1, 1 + i % 3, v) for i, v in enumerate(vectors)]
+    await mdb.write(lambda conn: write_vectors(conn, FEED, rows))
+    await mdb.execute(f"update {HALF_VECTOR_TABLE} set scope = null where id in (2, 5)")
+
+    async def nearest_of_each() -> list[tuple[dict[int, float], dict[int, float]]]:
+        await mdb.read(lambda conn: index_for(conn, FEED).invalidate())  # a fresh load, as at a start
+        return [
+            (
+                await mdb.read(lambda conn, v=v: vector_leg(conn, FEED, v, 1, None)),
+                await mdb.read(lambda conn, v=v, c=c: vector_leg(conn, FEED, v, 1, [c])),
+            )
+            for _, c, v in rows
+        ]
+
+    coded = await nearest_of_each()
+    assert [list(everywhere) for everywhere, _ in coded] == [[i] for i in range(1, 13)]  # each finds itself
+    assert [i in in_chat for i, (_, in_chat) in enumerate(coded, 1)] == [i not in (2, 5) for i in range(1, 13)]
+    await mdb.execute(f"update {HALF_VECTOR_TABLE} set code = null where id in (3, 4, 9)")
+    assert await nearest_of_each() == coded
