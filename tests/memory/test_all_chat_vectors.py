@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from teleton.memory.embeddings.local import LocalEmbedder
 from teleton.memory.search import bit_index
@@ -167,3 +169,11 @@ async def test_an_archive_with_the_old_bit_table_keeps_its_vectors(tmp_path: Pat
         assert "tg_messages_vec_bits" not in tables
     finally:
         await db.close()
+
+
+@given(st.lists(st.integers(0, 384), min_size=1, max_size=300), st.integers(1, 300))
+def test_the_nearest_codes_are_the_smallest_distances_ties_by_position(distances: list[int], n: int) -> None:
+    distance = np.array(distances, np.uint16)
+    n = min(n, len(distances))
+    expected = np.sort(np.argsort(distance, kind="stable")[:n])
+    assert bit_index._smallest(distance, n).tolist() == expected.tolist()
