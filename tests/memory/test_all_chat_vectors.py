@@ -96,6 +96,13 @@ async def test_all_chat_search_follows_new_rewritten_and_deleted_vectors(mdb: Da
     vectors[61] = embedder.encode(["renewing the car insurance policy"])[0]
     await mdb.write(lambda conn: write_vectors(conn, FEED, [(61, 1, vectors[61])]))
     assert await search() == exact_top(vectors, query, 10)
+    # Many older messages embedded again at once (a batch of edits, a re-embedding): each keeps one place,
+    # scored by its new vector.
+    again = dict(zip(range(1, 41), embedder.encode(sentences(rng, 40)), strict=True))
+    vectors.update(again)
+    await mdb.write(lambda conn: write_vectors(conn, FEED, [(i, i % 6, v) for i, v in again.items()]))
+    assert await mdb.read(lambda conn: len(bit_index.index_for(conn, FEED))) == 61  # no row twice
+    assert await search(61) == exact_top(vectors, query, 61)
     # An erased message is never returned.
     gone = (await search())[:3]
     await mdb.write(lambda conn: delete_vectors(conn, FEED, gone))
