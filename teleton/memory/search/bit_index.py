@@ -121,18 +121,18 @@ class BitIndex:
         this 1.2 s. A batch holding rows written before codes were stored is read row by row, their codes
         computed (``group_concat`` skips a NULL, which would shift the codes against their ids).
         """
-        window = f"select * from {self.table} where seq > ? and seq <= ? order by seq limit ?"
+        window = f"from {self.table} where seq > ? and seq <= ? order by seq limit ?"
         args = (self._seen_seq, until, LOAD_BATCH)
         last, count, uncoded, ids, scopes, codes = conn.execute(
             f"select max(seq), count(*), count(*) - count(code), group_concat(id), "
-            f"group_concat(ifnull(scope, {_NO_SCOPE})), cast(group_concat(code, '') as blob) from ({window})",
+            f"group_concat(ifnull(scope, {_NO_SCOPE})), cast(group_concat(code, '') as blob) "
+            f"from (select seq, id, scope, code {window})",
             args,
         ).fetchone()
         if not count:
             return None
         if uncoded:
-            sql = f"select id, scope, code, iif(code is null, vector, null) from ({window})"
-            rows = conn.execute(sql, args).fetchall()
+            rows = conn.execute(f"select id, scope, code, iif(code is null, vector, null) {window}", args).fetchall()
             scopes = [_NO_SCOPE if r[1] is None else int(r[1]) for r in rows]
             return np.array([r[0] for r in rows], np.int64), np.array(scopes, np.int64), _codes(rows), int(last)
         return (

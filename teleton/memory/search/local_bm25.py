@@ -152,6 +152,7 @@ class _Search:
     def __init__(self, conn: Connection, fts: str, table: str, scope: Scope) -> None:
         self.conn, self.fts, self.table, self.scope = conn, fts, table, scope
         self._lengths: dict[int, int] = {}  # row lengths ``frequencies`` read already: not read twice
+        self._columns: list[str] = []  # the FTS table's, read once per search
 
     def _from(self, expression: str | None, ranked: bool = False) -> tuple[str, list[Any], str]:
         """FROM + WHERE of the scope's rows matching ``expression`` (None: all of them), and their id;
@@ -195,7 +196,7 @@ class _Search:
         Scope phrases (the feed's chat token) sit in a column of weight 0 and add nothing.
         """
         fts = self.fts
-        names = [r[1] for r in self.conn.execute(f"select * from pragma_table_info('{fts}')")]
+        names = self.columns()
         weighted = [(names[i], w) for i, w in enumerate(weights) if w]
         size = " + ".join(f"coalesce(length(cast({fts}.{name} as blob)), 0)" for name, _ in weighted)
         short = f"({size}) <= {SHORT_ROW_BYTES}" if marks else "0"
@@ -225,6 +226,11 @@ class _Search:
                 count = _weighted_count(r[2], r[3], length, average)
             found.append((int(r[0]), count))
         return found
+
+    def columns(self) -> list[str]:
+        if not self._columns:
+            self._columns = [r[1] for r in self.conn.execute(f"select * from pragma_table_info('{self.fts}')")]
+        return self._columns
 
     def lengths(self, ids: list[int]) -> dict[int, int]:
         missing = [i for i in ids if i not in self._lengths]
