@@ -8,7 +8,6 @@ one event loop plus worker threads. Must run before the worker threads start.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import ctypes
 import ctypes.util
@@ -25,23 +24,3 @@ def limit_malloc_arenas(arenas: int = 2) -> bool:
         libc = ctypes.CDLL(name)
         return bool(libc.mallopt(M_ARENA_MAX, arenas))
     return False
-
-
-def trim_heap() -> bool:
-    """Give the free pages inside the heap back to the system (glibc's ``malloc_trim``). Freed memory below the
-    heap's last live block otherwise stays resident: at 1M messages, after the index load and a few searches,
-    28 MB of it (380 -> 352 MB). True when it ran."""
-    name = ctypes.util.find_library("c")
-    if not name:
-        return False
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(name).malloc_trim(0)
-        return True
-    return False
-
-
-async def trim_heap_every(seconds: float) -> None:
-    """``trim_heap`` now and then, on a worker thread (it walks the heap under malloc's lock)."""
-    while True:
-        await asyncio.to_thread(trim_heap)
-        await asyncio.sleep(seconds)

@@ -45,7 +45,7 @@ from teleton.daemon.health import (
 from teleton.daemon.instance_lock import InstanceLock
 from teleton.daemon.loop_lag import LoopLagMonitor
 from teleton.daemon.loopback_gateway import LoopbackGateway
-from teleton.daemon.memory_tuning import limit_malloc_arenas, trim_heap_every
+from teleton.daemon.memory_tuning import limit_malloc_arenas
 from teleton.daemon.status_file import DaemonStatus, write_status
 from teleton.daemon.systemd_notify import Notifier
 from teleton.media.retention import sweep_downloads
@@ -74,7 +74,6 @@ log = structlog.get_logger(__name__)
 TURN_GRACE_S = 6.0  # a running turn may finish within this on SIGTERM; the whole stop stays under 10 s
 STATUS_EVERY_S = 5.0
 EMBED_FLUSH_S = 1.5
-TRIM_EVERY_S = 60.0
 WATCHDOG_GRACE_S = 600.0  # a loop down this long: the watchdog ping stops, systemd restarts the daemon
 EXIT_FATAL = 78  # EX_CONFIG: a restart cannot help (systemd's RestartPreventExitStatus)
 
@@ -206,9 +205,6 @@ class Daemon:
         # collector's reach keeps full collections during a message burst short.
         gc.collect()
         gc.freeze()
-        # What the start freed (the index load's batches, the first searches) goes back to the system now, and
-        # what turns free from time to time.
-        self._tasks.append(asyncio.create_task(trim_heap_every(TRIM_EVERY_S), name="heap-trim"))
         summary = (
             f"vectors={'on' if db.vectors else 'off'} model={embedding[0] if embedding else 'none'} "
             f"dm_policy={config.telegram.dm_policy} group_policy={config.telegram.group_policy} "
