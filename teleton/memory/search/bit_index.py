@@ -132,9 +132,10 @@ class BitIndex:
         if not count:
             return None
         if uncoded:
-            rows = conn.execute(f"select id, scope, code, iif(code is null, vector, null) {window}", args).fetchall()
-            scopes = [_NO_SCOPE if r[1] is None else int(r[1]) for r in rows]
-            return np.array([r[0] for r in rows], np.int64), np.array(scopes, np.int64), _codes(rows), int(last)
+            sql = f"select id, ifnull(scope, {_NO_SCOPE}), code, iif(code is null, vector, null) {window}"
+            rows = conn.execute(sql, args).fetchall()
+            ids, scopes = np.array([r[:2] for r in rows], np.int64).T
+            return ids, scopes, _codes(rows), int(last)
         return (
             np.fromstring(ids, np.int64, sep=","),
             np.fromstring(scopes, np.int64, sep=","),
