@@ -45,7 +45,7 @@ from teleton.daemon.health import (
 from teleton.daemon.instance_lock import InstanceLock
 from teleton.daemon.loop_lag import LoopLagMonitor
 from teleton.daemon.loopback_gateway import LoopbackGateway
-from teleton.daemon.memory_tuning import limit_malloc_arenas
+from teleton.daemon.memory_tuning import tune_malloc
 from teleton.daemon.status_file import DaemonStatus, write_status
 from teleton.daemon.systemd_notify import Notifier
 from teleton.media.retention import sweep_downloads
@@ -425,7 +425,7 @@ def run_daemon(config: Config, transport: str | None = None) -> int:
             problems.append(str(exc))
     if problems:  # all at once: one run to learn everything the config lacks
         raise ConfigError("; ".join(problems))
-    limit_malloc_arenas()
+    tune_malloc()
     limit_blas_threads()
     configure_logging(config.logging.level, config.logging.format, config.logging.file)
     daemon = Daemon(config, transport)
