@@ -8,8 +8,8 @@ one event loop plus worker threads.
 glibc also raises its threshold for serving a block by its own ``mmap`` each time such a block is freed (up to
 32 MB), so ONNX Runtime's activations (a batch's attention scores: several MB each) move into the heap, where
 small blocks allocated between them keep the freed space from going back. A fixed 1 MiB threshold returns
-every large block to the system when it is freed: the daemon over 1M archived messages held 455 MB instead of
-492 in the soak, for batches of embeddings a few per cent slower (see docs/benchmarks.md).
+every large block to the system when it is freed: the daemon over 1M archived messages peaked at 454 MB instead
+of 492 in the soak, for batches of embeddings a few per cent slower (see docs/benchmarks.md).
 
 Must run before the worker threads start.
 """
@@ -33,5 +33,8 @@ def tune_malloc(arenas: int = 2, mmap_threshold: int = MMAP_THRESHOLD) -> bool:
         return False
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL(name)
-        return bool(libc.mallopt(M_ARENA_MAX, arenas)) and bool(libc.mallopt(M_MMAP_THRESHOLD, mmap_threshold))
+        # Each applied on its own: one refused does not keep the other from being set.
+        arenas_set = bool(libc.mallopt(M_ARENA_MAX, arenas))
+        threshold_set = bool(libc.mallopt(M_MMAP_THRESHOLD, mmap_threshold))
+        return arenas_set and threshold_set
     return False
