@@ -3,6 +3,7 @@ keeps the two in step. DESIGN §12's numbers live here and are read where they a
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -266,6 +267,53 @@ class CapabilitiesConfig(Section):
     web_fetch: WebFetchConfig = Field(default_factory=WebFetchConfig)
 
 
+McpAccess = Literal["owner", "admins", "everyone"]
+MCP_NAME = r"^[a-z][a-z0-9_]{0,19}$"  # short: tool names mcp_<server>_<tool> must stay within 64 characters
+
+
+class McpToolFilter(Section):
+    include: list[str] = Field(default_factory=list)  # empty: every tool the server lists
+    exclude: list[str] = Field(default_factory=list)
+
+
+class McpServerConfig(Section):
+    """One MCP server: a command to start (stdio) or a URL (Streamable HTTP, or SSE for older servers)."""
+
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict, repr=False)
+    url: str | None = None
+    transport: Literal["streamable_http", "sse"] = "streamable_http"
+    headers: dict[str, str] = Field(default_factory=dict, repr=False)
+    timeout_s: float = Field(default=120.0, gt=0)
+    connect_timeout_s: float = Field(default=60.0, gt=0)
+    tools: McpToolFilter = Field(default_factory=McpToolFilter)
+    enabled: bool = True
+    access: McpAccess = "owner"
+    label: Literal["owner", "public"] = "owner"
+    read_only: bool = False
+
+    @model_validator(mode="after")
+    def _one_way_in(self) -> McpServerConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("give either command (a program to start) or url (a server to reach), not both")
+        if self.url is not None and not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"url must start with http:// or https://, not {self.url[:40]!r}")
+        return self
+
+
+class McpConfig(Section):
+    servers: dict[str, McpServerConfig] = Field(default_factory=dict)
+
+    @field_validator("servers")
+    @classmethod
+    def _names(cls, servers: dict[str, McpServerConfig]) -> dict[str, McpServerConfig]:
+        for name in servers:
+            if not re.match(MCP_NAME, name):
+                raise ValueError(f"server name {name!r}: lowercase letters, digits and _, at most 20, a letter first")
+        return servers
+
+
 class PrivacyConfig(Section):
     cross_chat_sends: Literal["approve", "deny", "allow"] = "approve"
     approval_expiry_minutes: int = Field(default=60, ge=1)
@@ -298,6 +346,7 @@ class Config(Section):
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     tool_rag: ToolRagConfig = Field(default_factory=ToolRagConfig)
     capabilities: CapabilitiesConfig = Field(default_factory=CapabilitiesConfig)
+    mcp: McpConfig = Field(default_factory=McpConfig)
     privacy: PrivacyConfig = Field(default_factory=PrivacyConfig)
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     heartbeat: HeartbeatConfig = Field(default_factory=HeartbeatConfig)

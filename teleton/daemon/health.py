@@ -114,6 +114,8 @@ async def gather_status(daemon: Any) -> None:
     if daemon.stack is not None:
         status.turns = daemon.stack.agent.turns
         status.model_retrying = daemon.stack.llm.watch.line()
+    if daemon.mcp is not None:
+        status.mcp = daemon.mcp.status()
     status.loops = {name: h.as_dict() for name, h in daemon.supervisor.loops.items()}
     status.errors = {kind: [error, at] for kind, (error, at) in daemon.supervisor.errors.items()}
     status.details["loop_lag_p99_ms"] = round(daemon.lag.p99_ms(), 1)

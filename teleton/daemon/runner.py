@@ -46,6 +46,7 @@ from teleton.daemon.instance_lock import InstanceLock
 from teleton.daemon.loop_lag import LoopLagMonitor
 from teleton.daemon.loopback_gateway import LoopbackGateway
 from teleton.daemon.memory_tuning import tune_malloc
+from teleton.daemon.outside_servers import start_mcp
 from teleton.daemon.status_file import DaemonStatus, write_status
 from teleton.daemon.systemd_notify import Notifier
 from teleton.media.retention import sweep_downloads
@@ -67,6 +68,7 @@ from teleton.telegram.gateway import GatewaySettings, TelegramGateway
 from teleton.telegram.receive.dispatch import Dispatcher
 from teleton.telegram.receive.policy import PolicyConfig
 from teleton.telegram.receive.policy_control import DispatcherPolicy
+from teleton.tools.mcp.servers import McpServers
 from teleton.tools.suite import build_registry
 
 log = structlog.get_logger(__name__)
@@ -100,6 +102,7 @@ class Daemon:
     scheduler: Scheduler | None = None
     watcher: KnowledgeWatcher | None = None
     feed_embedder: FeedEmbedder | None = None
+    mcp: McpServers | None = None
 
     def __post_init__(self) -> None:
         self.principals = Principals.from_telegram(self.config.telegram)
@@ -210,6 +213,7 @@ class Daemon:
             f"dm_policy={config.telegram.dm_policy} group_policy={config.telegram.group_policy} "
             f"tools={len(stack.registry.names)} transport={self.transport or 'telegram'}"
         )
+        self.mcp = start_mcp(config, stack, db, self._tell_owner)  # in the background: tools join as they connect
         self.status.state = "running"
         await self._write_status()
         self.notifier.ready(summary)
@@ -318,6 +322,10 @@ class Daemon:
             await self.stack.agent.refresh_owner()
         if self.dispatcher is not None:
             self.dispatcher.policy = PolicyConfig.from_telegram(fresh.telegram, self.principals)
+        if self.mcp is not None:
+            await self.mcp.reload(fresh.mcp)
+        elif self.stack is not None and self.db is not None:
+            self.mcp = start_mcp(fresh, self.stack, self.db, self._tell_owner)
         log.info("reloaded", source=str(fresh.source), owner_id=fresh.telegram.owner_id)
 
     async def _status_loop(self) -> None:
@@ -390,6 +398,7 @@ class Daemon:
         steps: list[tuple[str, Callable[[], Awaitable[object]] | None]] = [
             ("scheduler", None if scheduler is None else partial(scheduler.stop, 2.0)),
             ("gateway", None if gateway is None else partial(gateway.stop, TURN_GRACE_S)),
+            ("mcp servers", None if self.mcp is None else self.mcp.stop),
             ("agent", None if stack is None else partial(stack.close, 1.0)),
             ("knowledge watcher", None if watcher is None else watcher.stop),
             ("feed embedder", None if embedder is None else partial(embedder.stop, EMBED_FLUSH_S)),

@@ -37,6 +37,7 @@ class DaemonStatus:
     queues: dict[str, int] = field(default_factory=dict)
     quarantined: dict[str, int] = field(default_factory=dict)
     messages: dict[str, int] = field(default_factory=dict)  # open (archived/accepted/sending) and failed
+    mcp: dict[str, dict[str, Any]] = field(default_factory=dict)  # server -> McpServers.status() entry
     model_retrying: str | None = None  # "model retrying since HH:MM (last: ...)" while model calls retry
 
 
@@ -98,7 +99,7 @@ def describe(status: DaemonStatus | None, now: float | None = None, free_bytes: 
         )
         if "loop_lag_p99_ms" in status.details:
             text += f"; event-loop lag p99 {status.details['loop_lag_p99_ms']} ms"
-        text += _health(status, now)
+        text += _health(status, now) + _mcp(status)
     if status.last_error:
         text += f"\nlast error ({_ago(now - (status.last_error_at or now))} ago): {status.last_error}"
     return condition == "running", text
@@ -146,6 +147,21 @@ def _health(status: DaemonStatus, now: float) -> str:
     for kind, (error, at) in sorted(status.errors.items()):
         lines.append(f"last {kind} error ({_ago(now - at)} ago): {error}")
     return "".join(f"\n  {line}" for line in lines)
+
+
+def _mcp(status: DaemonStatus) -> str:
+    """One line per MCP server: its state, its tools, what waits for the owner and why it is down."""
+    lines = []
+    for name, server in sorted(status.mcp.items()):
+        line = f"\nMCP server {name}: {server.get('state')}, {len(server.get('tools') or [])} tools"
+        if server.get("pending"):
+            line += f", waiting for your approval: {', '.join(server['pending'])} (teleton mcp approve {name})"
+        if server.get("restarts"):
+            line += f", reconnected {server['restarts']} times"
+        if server.get("error"):
+            line += f"; last error: {server['error']}"
+        lines.append(line)
+    return "".join(lines)
 
 
 def _ago(seconds: float) -> str:

@@ -26,6 +26,7 @@ EXTRAS: dict[str, dict[str, str]] = {
     # A Hugging Face model id or a model directory: its tokenizer.json is read with Hugging Face tokenizers.
     "hf": {"tokenizers": "tokenizers"},
     "use-multilingual": {"nanoranker": "nanoranker", "onnxruntime_extensions": "onnxruntime-extensions"},
+    "mcp": {"mcp": "mcp"},  # mcp.servers: the official Model Context Protocol SDK
 }
 
 

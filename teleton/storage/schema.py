@@ -15,6 +15,7 @@ from teleton.storage.feed_context import feed_triggers, migrate_feed_context
 from teleton.storage.migration_fact_history import migrate_fact_history
 from teleton.storage.migration_held import migrate_held
 from teleton.storage.migration_labels import migrate_labels
+from teleton.storage.migration_mcp_pins import migrate_mcp_pins
 from teleton.storage.migration_replies import migrate_replies
 from teleton.storage.migration_streams import migrate_streams
 from teleton.storage.sqlite_driver import Connection
@@ -288,10 +289,14 @@ def _v7(conn: Connection) -> None:
     migrate_streams(conn, run_script)
 
 
+def _v8(conn: Connection) -> None:
+    migrate_mcp_pins(conn, run_script)
+
+
 Migration = Callable[[Connection], None]
 
 # Index i holds the step from version i to version i + 1. Append only; never edit a released step.
-MIGRATIONS: list[Migration] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7]
+MIGRATIONS: list[Migration] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

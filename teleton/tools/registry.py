@@ -159,6 +159,10 @@ class ToolRegistry:
         jsonschema.Draft202012Validator.check_schema(tool.input_schema)
         self._tools[tool.name] = tool
 
+    def unregister(self, name: str) -> None:
+        """Take a tool out (an outside server's, when it goes away); its overrides stay for its return."""
+        self._tools.pop(name, None)
+
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
 

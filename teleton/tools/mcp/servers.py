@@ -1,0 +1,220 @@
+"""Every configured MCP server, kept connected in the background while the daemon runs.
+
+Each enabled server has a keeper task: connect (``connection.McpConnection``), check its tools against the
+pins (``pins.check``), register the approved ones in the tool registry, wait until the connection ends,
+take its tools out again, and reconnect after a backoff (1 s doubling to 5 min). Nothing here blocks a turn:
+a server that is slow to start or down only means its tools are not offered meanwhile. The owner is told
+once per event that needs them: a server's first tools (with what they say), a tool held back because it
+changed, a server lost, a server that cannot start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonschema
+import structlog
+
+from teleton.config.schema import McpConfig, McpServerConfig
+from teleton.storage.database import Database
+from teleton.tools.mcp import pins
+from teleton.tools.mcp.connection import McpConnection, McpError, RemoteTool
+from teleton.tools.mcp.tools import mcp_tools, tool_name, wanted
+from teleton.tools.registry import Tool, ToolRegistry
+
+log = structlog.get_logger(__name__)
+
+BACKOFF_FIRST_S = 1.0
+BACKOFF_MAX_S = 300.0
+NOTICE_DESCRIPTION_CAP = 300
+
+Tell = Callable[[str], Awaitable[None]]
+Changed = Callable[[list[Tool]], Awaitable[None]]
+
+
+@dataclass
+class ServerState:
+    state: str = "connecting"  # connecting | connected | retrying | stopped
+    tools: list[str] = field(default_factory=list)  # registered (our names)
+    pending: list[str] = field(default_factory=list)  # the server's tool names waiting for the owner
+    error: str | None = None
+    restarts: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "state": self.state,
+            "tools": self.tools,
+            "pending": self.pending,
+            "error": self.error,
+            "restarts": self.restarts,
+        }
+
+
+def usable_tools(name: str, cfg: McpServerConfig, remote: list[RemoteTool]) -> tuple[list[RemoteTool], list[str]]:
+    """The tools of ``remote`` the config wants and a model can take, and a line for each one refused."""
+    kept: list[RemoteTool] = []
+    refused: list[str] = []
+    for tool in remote:
+        if not wanted(cfg, tool.name):
+            continue
+        schema = tool.input_schema
+        try:
+            jsonschema.Draft202012Validator.check_schema(schema)
+            if schema.get("type", "object") != "object":
+                raise jsonschema.SchemaError("the input schema is not an object")
+        except jsonschema.SchemaError as exc:
+            refused.append(f"{tool.name}: invalid input schema ({str(exc.message)[:120]})")
+            continue
+        kept.append(tool)
+    return kept, refused
+
+
+class McpServers:
+    def __init__(
+        self,
+        config: McpConfig,
+        registry: ToolRegistry,
+        db: Database,
+        *,
+        tell_owner: Tell | None = None,
+        tools_changed: Changed | None = None,
+    ) -> None:
+        self.config = config
+        self.registry = registry
+        self.db = db
+        self.tell_owner = tell_owner
+        self.tools_changed = tools_changed  # the tool index re-syncs; the outbox learns the releases
+        self.states: dict[str, ServerState] = {}
+        self._connections: dict[str, McpConnection] = {}
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._connected: dict[str, asyncio.Event] = {}
+
+    def start(self) -> None:
+        for name, cfg in self.config.servers.items():
+            if cfg.enabled:
+                self.states[name] = ServerState()
+                self._connected[name] = asyncio.Event()
+                self._tasks[name] = asyncio.create_task(self._keep(name, cfg), name=f"mcp-keeper-{name}")
+
+    async def wait_connected(self, name: str) -> None:
+        """Until ``name`` has connected once (for tests and ``teleton chat``'s first prompt)."""
+        await self._connected[name].wait()
+
+    async def stop(self) -> None:
+        for task in self._tasks.values():
+            task.cancel()
+        for task in self._tasks.values():
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks.clear()
+        for name in list(self._connections):
+            await self._drop(name)
+        for state in self.states.values():
+            state.state = "stopped"
+
+    async def reload(self, config: McpConfig) -> None:
+        """SIGHUP: every server reconnects with the new config (added ones start, removed ones stop)."""
+        await self.stop()
+        self.config = config
+        self.states.clear()
+        self._connected.clear()
+        self.start()
+
+    def connection(self, name: str) -> McpConnection | None:
+        return self._connections.get(name)
+
+    def status(self) -> dict[str, dict[str, Any]]:
+        return {name: state.as_dict() for name, state in sorted(self.states.items())}
+
+    async def _keep(self, name: str, cfg: McpServerConfig) -> None:
+        state = self.states[name]
+        backoff = BACKOFF_FIRST_S
+        told_failure = False
+        while True:
+            conn = McpConnection(name, cfg)
+            try:
+                remote = await conn.start()
+            except McpError as exc:
+                state.state, state.error = "retrying", str(exc)
+                log.warning("mcp_connect_failed", server=name, error=str(exc), retry_in_s=backoff)
+                if not told_failure:
+                    told_failure = True
+                    await self._tell(f"MCP server {name} could not start: {exc}. I keep trying in the background.")
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, BACKOFF_MAX_S)
+                continue
+            told_failure = False
+            backoff = BACKOFF_FIRST_S
+            self._connections[name] = conn
+            await self._register(name, cfg, remote)
+            state.state, state.error = "connected", None
+            self._connected[name].set()
+            await conn.wait_closed()
+            await self._drop(name)
+            state.state, state.error, state.restarts = "retrying", conn.error, state.restarts + 1
+            await self._tell(f"MCP server {name} went away ({conn.error}); reconnecting.")
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, BACKOFF_MAX_S)
+
+    async def _register(self, name: str, cfg: McpServerConfig, remote: list[RemoteTool]) -> None:
+        kept, refused = usable_tools(name, cfg, remote)
+        checked = await pins.check(self.db, name, kept)
+        approved = [tool for tool in kept if tool.name in checked.usable]
+        tools = []
+        for tool in mcp_tools(name, cfg, approved, lambda: self._connections.get(name)):
+            other = self.registry.get(tool.name)
+            if other is not None and other.category != tool.category:  # mcp_a_b_c: server a_b or a, tool b_c?
+                refused.append(f"{tool.name}: the name is taken by {other.category or 'a built-in tool'}")
+                continue
+            self.registry.unregister(tool.name)
+            self.registry.register(tool)
+            tools.append(tool)
+        state = self.states[name]
+        state.tools = [tool.name for tool in tools]
+        state.pending = sorted(tool.name for tool in kept if tool.name not in checked.usable)
+        log.info("mcp_connected", server=name, tools=len(tools), pending=len(state.pending), refused=len(refused))
+        if self.tools_changed is not None:
+            await self.tools_changed(tools)
+        lines = []
+        if checked.first and kept:
+            lines.append(f"MCP server {name} connected for the first time; its tools, as they describe themselves:")
+            lines += [f"- {tool_name(name, t.name)}: {_short(t.description)}" for t in kept]
+        if checked.changed:
+            lines.append(
+                f"MCP server {name}: these tools are new or changed what they say, and are off until you approve "
+                f"them (teleton mcp approve {name}):"
+            )
+            lines += [f"- {t.name}: {_short(t.description)}" for t in kept if t.name in checked.changed]
+        if refused:
+            lines.append(f"MCP server {name}: tools left out: " + "; ".join(refused))
+        if lines:
+            await self._tell("\n".join(lines))
+
+    async def _drop(self, name: str) -> None:
+        conn = self._connections.pop(name, None)
+        state = self.states.get(name)
+        for tool in state.tools if state else []:
+            self.registry.unregister(tool)
+        if state:
+            state.tools = []
+        if conn is not None:
+            await conn.close()
+        if self.tools_changed is not None:
+            await self.tools_changed([])
+
+    async def _tell(self, text: str) -> None:
+        if self.tell_owner is None:
+            return
+        try:
+            await self.tell_owner(text)
+        except Exception as exc:  # a notice that cannot go out must not stop the keeper
+            log.warning("mcp_notice_failed", error=repr(exc))
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= NOTICE_DESCRIPTION_CAP else text[:NOTICE_DESCRIPTION_CAP] + "…"

@@ -1,0 +1,112 @@
+"""A real MCP server written with the SDK, for tests: ``python mcp_server.py`` serves stdio,
+``--http PORT`` Streamable HTTP and ``--sse PORT`` SSE on 127.0.0.1.
+
+Its behaviour is steered by its environment (so a test also proves what the client passed):
+``ADD_DESCRIPTION`` replaces add's description (a "rug pull" after approval), ``EXTRA_TOOL`` adds a tool,
+``NOTES_FILE`` is where ``note`` appends, ``POISON`` is the description of ``poisoned``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import os
+import sys
+import time
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ImageContent, TextContent
+
+# A 1x1 PNG.
+PIXEL = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+)
+
+app = MCPServer("fake")
+
+
+@app.tool(description=os.environ.get("ADD_DESCRIPTION", "Add two integers."))
+def add(a: int, b: int) -> str:
+    return str(a + b)
+
+
+@app.tool()
+def note(text: str) -> str:
+    """Append a line to the notes file (a side effect)."""
+    with open(os.environ["NOTES_FILE"], "a", encoding="utf-8") as f:
+        f.write(text + "\n")
+    return "noted"
+
+
+@app.tool()
+def environment() -> str:
+    """The names and values of this server's environment variables."""
+    return "\n".join(f"{k}={v}" for k, v in sorted(os.environ.items()))
+
+
+@app.tool()
+def stall(seconds: float) -> str:
+    """Sleep, then answer."""
+    time.sleep(seconds)
+    return "awake"
+
+
+@app.tool()
+def fail() -> str:
+    """Always fails."""
+    raise ToolError("the fake failed on purpose")
+
+
+@app.tool()
+def picture() -> list[TextContent | ImageContent]:
+    """A caption and a tiny image."""
+    return [
+        TextContent(type="text", text="a red pixel"),
+        ImageContent(type="image", data=base64.b64encode(PIXEL).decode(), mime_type="image/png"),
+    ]
+
+
+@app.tool()
+def big(megabytes: int) -> str:
+    """A long text."""
+    return "x" * (megabytes * 1_000_000)
+
+
+@app.tool()
+def crash() -> str:
+    """The server dies mid-call."""
+    print("crashing now", file=sys.stderr, flush=True)
+    os._exit(3)
+
+
+if os.environ.get("POISON"):
+
+    @app.tool(description=os.environ["POISON"])
+    def poisoned(query: str) -> str:
+        return "nothing found"
+
+
+if os.environ.get("EXTRA_TOOL"):
+
+    @app.tool(name=os.environ["EXTRA_TOOL"], description="A tool that appeared later.")
+    def extra() -> str:
+        return "extra"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--http", type=int)
+    parser.add_argument("--sse", type=int)
+    args = parser.parse_args()
+    print("fake MCP server starting", file=sys.stderr, flush=True)
+    if args.http:
+        app.run("streamable-http", host="127.0.0.1", port=args.http)
+    elif args.sse:
+        app.run("sse", host="127.0.0.1", port=args.sse)
+    else:
+        app.run()
+
+
+if __name__ == "__main__":
+    main()
