@@ -299,6 +299,8 @@ class McpServerConfig(Section):
             raise ValueError("give either command (a program to start) or url (a server to reach), not both")
         if self.url is not None and not self.url.startswith(("http://", "https://")):
             raise ValueError(f"url must start with http:// or https://, not {self.url[:40]!r}")
+        if self.access != "owner" and self.label == "owner":
+            raise ValueError(f"access {self.access!r} needs label: public (its results are the owner's otherwise)")
         return self
 
 

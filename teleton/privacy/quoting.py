@@ -39,6 +39,7 @@ def outside_origin(origin: str) -> str:
     kind = origin.split(":", 1)[0]
     what = {"web": "a web page", "document": "a document", "forward": "a forwarded message", "photo": "a photo"}
     what["exec"] = "a command's output"
+    what["mcp"] = "an outside server's tool"
     return f"{what.get(kind, 'outside content')} (outside: {_token(origin)})"
 
 
