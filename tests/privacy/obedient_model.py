@@ -154,7 +154,7 @@ class ObedientModel:
     - The last message holds tool results: answer ``RESULTS: `` + every result (so whatever a tool returned
       is repeated into the chat the turn runs in).
     - Else run every ``CALL <tool> <json>`` directive of the last user message (retrieved context blocks
-      and what was said) and of the system prompt, whether or not the tool was offered. A directive typed
+      and what was said), of the system prompt and of the offered tools' descriptions, whether or not the tool was offered. A directive typed
       in the message itself always runs; one found in context runs once per chat (an obedient model, not a
       loop: a scheduled task's turn must not re-schedule itself from the message that created it).
     - Else answer ``ECHO: `` + the system prompt + the last user message.
@@ -193,8 +193,12 @@ class ObedientModel:
 
         for key in typed_keys:  # what was typed also counts as run in this chat
             first_time(key)
+        # Tool descriptions are text it is shown too (an outside server's are written by someone else).
+        described = "\n".join(str(t.get("description", "")) for t in body.get("tools") or [])
         context_calls = [
-            c for c in directives(prompt + "\n" + system, system, body, first_time) if c[2] not in typed_keys
+            c
+            for c in directives(prompt + "\n" + system + "\n" + described, system, body, first_time)
+            if c[2] not in typed_keys
         ]
         calls = [(name, args) for name, args, _ in typed_calls + context_calls][:MAX_CALLS]
         if calls:

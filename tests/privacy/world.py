@@ -40,9 +40,12 @@ from tests.privacy.steps import Step, _target
 _RELEASED = re.compile(r"to chat -?\d+ \(message (\d+)\)")  # a released send's result names the message
 
 
-# What the daemon itself tells the owner in their DM: a held send's preview, a scheduled task that failed.
+# What the daemon itself tells the owner in their DM: a held send's preview, a scheduled task that failed,
+# what an MCP server's tools say about themselves.
 _OWNER_NOTICE = re.compile(
-    r"Held #\d+: |\[file held-\d+\.\w+\] Held #\d+: the whole of it|Scheduled task #\d+ (\(.*\) )?failed", re.DOTALL
+    r"Held #\d+: |\[file held-\d+\.\w+\] Held #\d+: the whole of it|Scheduled task #\d+ (\(.*\) )?failed"
+    r"|MCP server \w+ ",
+    re.DOTALL,
 )
 _UTILITY_ORIGIN = re.compile(r"in (?:a private chat with the owner|the (\w+) chat '([^'\n]*)')")
 
