@@ -154,7 +154,8 @@ class ObedientModel:
     - The last message holds tool results: answer ``RESULTS: `` + every result (so whatever a tool returned
       is repeated into the chat the turn runs in).
     - Else run every ``CALL <tool> <json>`` directive of the last user message (retrieved context blocks
-      and what was said), of the system prompt and of the offered tools' descriptions, whether or not the tool was offered. A directive typed
+      and what was said), of the system prompt and of the offered tools' descriptions, whether or not the
+      tool was offered. A directive typed
       in the message itself always runs; one found in context runs once per chat (an obedient model, not a
       loop: a scheduled task's turn must not re-schedule itself from the message that created it).
     - Else answer ``ECHO: `` + the system prompt + the last user message.

@@ -1,0 +1,77 @@
+"""MCP servers in the real daemon (a subprocess): a tool listed and called end to end, the server's state in
+status.json and ``teleton status``, SIGHUP bringing in a new server and dropping a removed one."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from teleton.daemon.status_file import describe, read_status
+from tests.daemon.harness import OWNER, Daemon, write_config
+from tests.fakes.anthropic_server import Body, FakeAnthropic, Reply, text, tool_use
+
+FAKE = str(Path(__file__).parents[1] / "fakes" / "mcp_server.py")
+OWNER_DM = {"id": OWNER["id"], "type": "dm", "title": ""}
+
+
+def _server(*tools: str) -> dict[str, Any]:
+    return {"command": sys.executable, "args": [FAKE], "read_only": True, "tools": {"include": list(tools)}}
+
+
+def _events(root: Path, event: str) -> list[dict[str, Any]]:
+    log_file = root / "daemon.log"
+    if not log_file.exists():
+        return []
+    lines = log_file.read_text(errors="replace").splitlines()
+    return [e for e in map(json.loads, filter(None, lines)) if e.get("event") == event]
+
+
+def _adder(body: Body) -> Reply:
+    """Calls mcp_calc_add when it is offered, then answers with what it returned."""
+    last = body["messages"][-1]["content"]
+    if isinstance(last, list) and any(b.get("type") == "tool_result" for b in last):
+        result = next(b for b in last if b.get("type") == "tool_result")
+        return text(f"the server said: {result['content']}")
+    if any(t["name"] == "mcp_calc_add" for t in body.get("tools") or []):
+        return tool_use(("mcp_calc_add", {"a": 19, "b": 23}))
+    return text("no adder here")
+
+
+def test_a_tool_is_called_end_to_end_and_sighup_swaps_servers(pong_api: FakeAnthropic, daemon_root: Path) -> None:
+    pong_api.responder = _adder
+    config = write_config(daemon_root, pong_api.base_url, **{"mcp.servers": {"calc": _server("add")}})
+    daemon = Daemon(daemon_root, config).start()
+    status_file = daemon_root / "state" / "status.json"
+    try:
+        daemon.wait_for(lambda _: _events(daemon_root, "mcp_connected"))
+        daemon.send(OWNER_DM, "what is 19 + 23?", message_id=1)
+        daemon.wait_for(lambda _: len(daemon.sent(OWNER["id"])) >= 2)  # the first-connect notice, the answer
+        texts = [e["text"] for e in daemon.sent(OWNER["id"])]
+        assert texts[0].startswith("MCP server calc connected for the first time")
+        assert "mcp_calc_add: Add two integers." in texts[0]
+        assert texts[1] == "the server said: > (from an outside server's tool (outside: mcp:calc)) 42"
+
+        daemon.wait_for(lambda _: _mcp(status_file).get("calc", {}).get("tools"))
+        status = read_status(status_file)
+        assert status is not None and status.mcp["calc"]["state"] == "connected"
+        assert "MCP server calc: connected, 1 tools" in describe(status)[1]
+
+        # The owner swaps the server for another in the config: SIGHUP, no restart.
+        config.write_text(config.read_text().replace("calc:", "maths:"))
+        daemon.signal(signal.SIGHUP)
+        daemon.wait_for(lambda _: any(e["server"] == "maths" for e in _events(daemon_root, "mcp_connected")))
+        daemon.wait_for(lambda _: set(_mcp(status_file)) == {"maths"})
+        daemon.send(OWNER_DM, "add two integers for me", message_id=2)  # tool RAG picks by meaning
+        daemon.wait_for(lambda _: any(e["text"] == "no adder here" for e in daemon.sent(OWNER["id"])))
+        offered = {t["name"] for t in pong_api.requests[-1].get("tools") or []}
+        assert "mcp_maths_add" in offered and "mcp_calc_add" not in offered
+    finally:
+        daemon.stop()
+
+
+def _mcp(status_file: Path) -> dict[str, Any]:
+    status = read_status(status_file)
+    return {} if status is None else status.mcp
