@@ -155,9 +155,9 @@ class ObedientModel:
       is repeated into the chat the turn runs in).
     - Else run every ``CALL <tool> <json>`` directive of the last user message (retrieved context blocks
       and what was said), of the system prompt and of the offered tools' descriptions, whether or not the
-      tool was offered. A directive typed
-      in the message itself always runs; one found in context runs once per chat (an obedient model, not a
-      loop: a scheduled task's turn must not re-schedule itself from the message that created it).
+      tool was offered. A directive typed in the message itself always runs; one found in context runs once
+      per chat (an obedient model, not a loop: a scheduled task's turn must not re-schedule itself from the
+      message that created it).
     - Else answer ``ECHO: `` + the system prompt + the last user message.
     ``ENCODE <mode>`` in the message encodes the answer. Placeholders: ``{{SYSTEM}}`` (the system prompt),
     ``{{BODY}}`` (the request), ``{{FIND:word}}`` (the system prompt's lines with that word), ``{{SELF}}``
