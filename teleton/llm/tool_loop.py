@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import structlog
@@ -33,6 +33,7 @@ class ToolCall:
 class ToolResult:
     content: str
     is_error: bool = False
+    images: tuple[Block, ...] = ()  # image blocks shown with the text (an outside server's pictures)
 
     @classmethod
     def error(cls, message: str) -> ToolResult:
@@ -141,11 +142,14 @@ def cap_output(outcome: ToolResult, cap: int) -> ToolResult:
     if len(outcome.content) <= cap:
         return outcome
     note = f"\n[output truncated: {len(outcome.content)} characters, showing the first {cap}]"
-    return ToolResult(outcome.content[:cap] + note, outcome.is_error)
+    return replace(outcome, content=outcome.content[:cap] + note)
 
 
 def _result_block(call: ToolCall, outcome: ToolResult) -> Block:
-    block: Block = {"type": "tool_result", "tool_use_id": call.id, "content": outcome.content or "(empty)"}
+    content: str | list[Block] = outcome.content or "(empty)"
+    if outcome.images:
+        content = [{"type": "text", "text": content}, *outcome.images]
+    block: Block = {"type": "tool_result", "tool_use_id": call.id, "content": content}
     if outcome.is_error:
         block["is_error"] = True
     return block

@@ -59,11 +59,12 @@ def fail() -> str:
 
 
 @app.tool()
-def picture() -> list[TextContent | ImageContent]:
-    """A caption and a tiny image."""
+def picture(broken: bool = False) -> list[TextContent | ImageContent]:
+    """A caption and a tiny image (or bytes that only claim to be one)."""
+    data = b"not a picture at all" if broken else PIXEL
     return [
         TextContent(type="text", text="a red pixel"),
-        ImageContent(type="image", data=base64.b64encode(PIXEL).decode(), mime_type="image/png"),
+        ImageContent(type="image", data=base64.b64encode(data).decode(), mime_type="image/png"),
     ]
 
 

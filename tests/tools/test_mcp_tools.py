@@ -4,6 +4,7 @@ owner's approval, and the description pins — against the real fake server and 
 from __future__ import annotations
 
 import asyncio
+import base64
 import io
 import json
 import sys
@@ -16,13 +17,15 @@ from rich.console import Console
 
 from teleton.cli.terminal_gateway import TerminalGateway
 from teleton.config.schema import McpConfig, McpServerConfig
-from teleton.llm.tool_loop import LoopLimits, ToolCall, run_one
+from teleton.llm.client import LLMClient
+from teleton.llm.tool_loop import LoopLimits, ToolCall, run_one, run_tool_loop
 from teleton.storage import Database
 from teleton.tools.mcp import pins
 from teleton.tools.mcp.servers import McpServers
 from teleton.tools.mcp.tools import DESCRIPTION_CAP, tool_name
 from teleton.tools.outbox import Outbox, OutboxSettings
 from teleton.tools.registry import ToolDeps, ToolRegistry
+from tests.fakes.anthropic_server import FakeAnthropic, text, tool_use
 from tests.tools.conftest import DM, GROUP, call, make_ctx
 
 FAKE = str(Path(__file__).parents[1] / "fakes" / "mcp_server.py")
@@ -125,6 +128,31 @@ async def test_five_megabytes_are_cut_by_the_one_output_cap(running: Any, deps: 
     result = await run_one(ToolCall("c1", "mcp_calc_big", {"megabytes": 5}), execute, LoopLimits(output_cap=50_000))
     quoted = len("> (from an outside server's tool (outside: mcp:calc)) ") + 5_000_000
     assert result.content.endswith(f"[output truncated: {quoted} characters, showing the first 50000]")
+
+
+async def test_a_picture_reaches_the_model_as_an_image_block(
+    running: Any, deps: ToolDeps, fake_api: FakeAnthropic, llm: LLMClient
+) -> None:
+    _, registry, _ = await running({"calc": server(read_only=True)})
+    ctx = make_ctx(deps, DM, admin=True)
+    broken = await call(registry, ctx, "mcp_calc_picture", broken=True)
+    assert broken.images == () and "[image 1 left out: image: not a supported image format" in broken.content
+    replies = iter([tool_use(("mcp_calc_picture", {})), text("a red pixel it is")])
+    fake_api.responder = lambda body: next(replies)
+
+    async def execute(tool_call: ToolCall) -> Any:
+        return await registry.execute(tool_call, ctx)
+
+    tools = registry.schemas(DM, True, is_owner=True)
+    done = await run_tool_loop(
+        llm, system="s", messages=[{"role": "user", "content": "show me"}], tools=tools, execute=execute
+    )
+    assert done.text == "a red pixel it is"
+    result = fake_api.requests[1]["messages"][-1]["content"][0]
+    shown, image = result["content"]
+    assert shown["text"].endswith("a red pixel\n> [image 1: image/png, 70 bytes]")
+    assert image["type"] == "image" and image["source"]["media_type"] == "image/png"
+    assert base64.b64decode(image["source"]["data"]).startswith(b"\x89PNG")
 
 
 async def test_a_steered_turns_side_effecting_call_is_held_with_its_exact_arguments(

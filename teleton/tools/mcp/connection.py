@@ -144,6 +144,9 @@ class McpConnection:
         closed = asyncio.ensure_future(self._closed.wait())
         try:
             done, _ = await asyncio.wait({call, closed}, timeout=self.cfg.timeout_s, return_when="FIRST_COMPLETED")
+        except asyncio.CancelledError:  # the turn's own tool timeout or /stop: the request goes too
+            call.cancel()
+            raise
         finally:
             closed.cancel()
         if call not in done:

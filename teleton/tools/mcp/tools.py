@@ -5,6 +5,7 @@
   the server's ``label`` is refused whatever its scope.
 - What comes back is outside content: quoted line by line with its origin ``(outside: mcp:<server>)``, so
   the turn is tainted by it and nothing in it passes for an instruction; the turn was shown the label.
+  Pictures in it are image blocks beside the text (resized as a photo is); other content is named in text.
 - What goes out: a call to a server not marked ``read_only`` is a way out (kind ``outside_tool``); in a
   turn something else steered it is held for the owner with its exact arguments, and released from them.
 - The description is the server's text and untrusted: prefixed with the server's name and capped.
@@ -12,6 +13,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import re
@@ -20,6 +22,8 @@ from typing import Any
 
 from teleton.config.schema import McpServerConfig
 from teleton.llm.tool_loop import ToolResult
+from teleton.media.errors import MediaError
+from teleton.media.images import image_block, prepare_image
 from teleton.privacy import OWNER, PUBLIC
 from teleton.privacy.quoting import outside, outside_origin, quote_lines
 from teleton.tools.held import Held, Outgoing
@@ -73,7 +77,14 @@ def mcp_tools(server: str, cfg: McpServerConfig, remote: list[RemoteTool], conne
         if conn is None:
             return ToolResult.error(f"MCP server {server!r} is not connected")
         outcome = await conn.call(remote_name, arguments)
-        return ToolResult(quote_lines(outcome.text, outside_origin(origin)), is_error=outcome.is_error)
+        text = quote_lines(outcome.text, outside_origin(origin))
+        images = []
+        for number, (_, data) in enumerate(outcome.images, 1):
+            try:
+                images.append(image_block(await asyncio.to_thread(prepare_image, data)))
+            except MediaError as exc:  # a broken or unknown picture: said, and the text still comes through
+                text += f"\n[image {number} left out: {exc}]"
+        return ToolResult(text, is_error=outcome.is_error, images=tuple(images))
 
     def one(tool: RemoteTool) -> Tool:
         name = tool_name(server, tool.name)
