@@ -9,6 +9,7 @@ reports usage, prompt-cache reads included, as the real API does).
     python scripts/bench_turn.py --vectors --db /tmp/bench.db   # build the archive once, reuse it after
     python scripts/bench_turn.py --budget 1500 --stable-share 0  # another memory budget (issue 15)
     python scripts/bench_turn.py --provider openai   # the OpenAI-compatible provider, through the openai SDK
+    python scripts/bench_turn.py --mcp               # with an idle MCP server configured (tests/fakes/mcp_server.py)
 
 Reports, as JSON on stdout (logs go to stderr): p50 / p95 / max per chat kind (the owner's DM searches every
 chat; a group only itself), the mean and p95 tokens of memory per turn (``memory.prompt_budget_tokens``), and a
@@ -42,10 +43,13 @@ from teleton.config.schema import (
     AgentConfig,
     Config,
     EmbeddingConfig,
+    McpConfig,
+    McpServerConfig,
     MemoryConfig,
     StorageConfig,
     TelegramConfig,
 )
+from teleton.daemon.outside_servers import start_mcp
 from teleton.gateway.contract import ChatInfo, IncomingMessage, UserInfo
 from teleton.memory.facts.store import Fact
 from teleton.memory.feed import archive as fa
@@ -217,6 +221,7 @@ async def bench(args: argparse.Namespace) -> tuple[dict[str, Any], int]:
         memory.prompt_budget_tokens = args.budget if args.budget is not None else memory.prompt_budget_tokens
         memory.prompt_stable_share = args.stable_share if args.stable_share is not None else memory.prompt_stable_share
         config = Config(
+            mcp=McpConfig(servers=idle_mcp_server() if args.mcp else {}),
             agent=AgentConfig(provider=args.provider, api_key="bench", base_url=fake.base_url, model="claude-bench"),
             storage=StorageConfig(data_dir=workdir, database=db_path, workspace=workdir / "ws"),
             embedding=EmbeddingConfig(provider="local" if embedder is not None else "none"),
@@ -230,6 +235,10 @@ async def bench(args: argparse.Namespace) -> tuple[dict[str, Any], int]:
         stack = await build_agent(config, db=db, gateway=gateway, embedder=embedder)
         index = await seed_memory(stack, workdir / "ws", db, config, embedder)
         stack.agent.deps.knowledge = stack.agent.tool_deps.knowledge = index
+        servers = start_mcp(config, stack, db, tell_nobody)
+        if servers is not None:
+            await servers.wait_connected("idle")
+            report["mcp"] = {"servers": 1, "tools": len(servers.status()["idle"]["tools"])}
         row = await db.fetchone("select max(message_id) from tg_messages")
         ids = iter(range(max(args.messages, int(row[0] or 0)) + 10, 10**12))
 
@@ -274,9 +283,21 @@ async def bench(args: argparse.Namespace) -> tuple[dict[str, Any], int]:
                 f"{kind}: p95 {latency['p95']} ms, memory mean {report['memory_tokens'][kind]['mean']}", file=sys.stderr
             )
         report["scripted_dm"] = await scripted(stack, turn, args.dm_turns)
+        if servers is not None:
+            await servers.stop()
         await stack.close()
     await db.close()
     return report, 1 if failed else 0
+
+
+def idle_mcp_server() -> dict[str, McpServerConfig]:
+    """The test suite's MCP server over stdio, connected and pinged but never called."""
+    fake = Path(__file__).resolve().parents[1] / "tests" / "fakes" / "mcp_server.py"
+    return {"idle": McpServerConfig(command=sys.executable, args=[str(fake)], read_only=True)}
+
+
+async def tell_nobody(text: str) -> None:
+    """The owner's notices (the server's first tools) have nowhere to go in a benchmark."""
 
 
 async def scripted(stack: Any, turn: Any, turns: int) -> dict[str, Any]:
@@ -316,6 +337,7 @@ def main() -> None:
     parser.add_argument("--db", type=Path, help="archive database to build once and reuse")
     parser.add_argument("--dm-turns", type=int, default=50, help="turns of the scripted DM (prompt-cache hit rate)")
     parser.add_argument("--budget", type=int, help="memory.prompt_budget_tokens (default: the config's)")
+    parser.add_argument("--mcp", action="store_true", help="an idle MCP server configured (its tools offered)")
     parser.add_argument("--stable-share", type=float, help="memory.prompt_stable_share (default: the config's)")
     configure_logging("warning", "console", stream=sys.stderr)  # stdout carries the results only
     report, code = asyncio.run(bench(parser.parse_args()))

@@ -23,6 +23,7 @@ from prompt_toolkit import PromptSession
 from prompt_toolkit.history import FileHistory
 from prompt_toolkit.patch_stdout import patch_stdout
 from rich.console import Console
+from rich.markup import escape
 
 from teleton.cli.chat_screen import ChatScreen
 from teleton.cli.context import cli_embedder, running_config
@@ -43,6 +44,7 @@ from teleton.storage.workspace_template import create_workspace
 if TYPE_CHECKING:  # types only: both load when a chat starts (below)
     from teleton.agent.factory import AgentStack
     from teleton.memory.feed.embedding import FeedEmbedder
+    from teleton.tools.mcp.servers import McpServers
 
 log = structlog.get_logger(__name__)
 INTERACTIVE_RETRIES = 2
@@ -190,7 +192,9 @@ class ChatSession:
         console: Console,
         feed_embedder: FeedEmbedder | None = None,
         screen: ChatScreen | None = None,
+        mcp: McpServers | None = None,
     ) -> None:
+        self.mcp = mcp
         self.stack = stack
         self.db = db
         self.gateway = gateway
@@ -239,7 +243,14 @@ class ChatSession:
             f"[bold]Teleton[/] — {config.agent.model}. Your DM with the agent; /help for commands, "
             "Ctrl-C stops an answer, Ctrl-D or /exit quits."
         )
-        return cls(stack, db, gateway, console, feed_embedder, screen)
+
+        async def tell(text: str) -> None:  # an MCP server's notices: this terminal is the owner's DM
+            console.print(escape(text), style="dim")
+
+        from teleton.daemon.outside_servers import start_mcp  # deferred, as the agent: only when a chat starts
+
+        mcp = start_mcp(config, stack, db, tell)  # in the background: their tools join as they connect
+        return cls(stack, db, gateway, console, feed_embedder, screen, mcp)
 
     async def turn(self, line: str) -> str | None:
         """One message and its answer; Ctrl-C meanwhile stops the answer (as /stop), not the program."""
@@ -272,6 +283,8 @@ class ChatSession:
         self.stopped = self.stack.agent.stop(self.gateway.chat.id) or self.stopped
 
     async def close(self) -> None:
+        if self.mcp is not None:
+            await self.mcp.stop()
         if self.feed_embedder is not None:
             await self.feed_embedder.stop(flush_s=5.0)
         await self.stack.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import logging
+import sys
 from pathlib import Path
 
 import structlog
@@ -192,3 +193,35 @@ async def test_commands_and_their_replies_are_kept_but_never_relevant(tmp_path: 
     # not, though all six messages are archived.
     said = "the cache on the boat holds two spare keys"
     assert sorted(h.text for h in found) == sorted([said, f"You said: {said}"]) and rows[0] == 6
+
+
+async def test_an_mcp_server_serves_teleton_chat_too(tmp_path: Path, fake_api: FakeAnthropic) -> None:
+    """The terminal is the owner's DM: an owner-only server's tools are offered and called there, and the
+    server's first-connect notice is printed in the conversation."""
+    path = write_config(tmp_path, fake_api)
+    raw = yaml.safe_load(path.read_text())
+    fake_server = str(Path(__file__).parents[1] / "fakes" / "mcp_server.py")
+    raw["mcp"] = {
+        "servers": {"calc": {"command": sys.executable, "args": [fake_server], "tools": {"include": ["add"]}}}
+    }
+    path.write_text(yaml.safe_dump(raw))
+
+    def adder(body: dict) -> Reply:
+        said = user_said(body)
+        if "tool_result" in str(body["messages"][-1]["content"]):
+            return text("done: " + str(body["messages"][-1]["content"][0]["content"]))
+        if said == "add 2 and 2":
+            return tool_use(("mcp_calc_add", {"a": 2, "b": 2}))
+        return text("?")
+
+    fake_api.responder = adder
+    out = io.StringIO()
+    session = await ChatSession.open(load_config(path, env={}), Console(file=out, width=200))
+    try:
+        assert session.mcp is not None
+        await session.mcp.wait_connected("calc")
+        assert await session.turn("add 2 and 2") == "done: > (from an outside server's tool (outside: mcp:calc)) 4"
+        assert "MCP server calc connected for the first time" in out.getvalue()
+    finally:
+        await session.close()
+    assert session.mcp.status()["calc"]["state"] == "stopped"
