@@ -249,3 +249,29 @@ def test_names_stay_within_the_model_apis_limit() -> None:
     long = tool_name("server", "a" * 100)
     assert len(long) == 64 and long.startswith("mcp_server_aaa") and long != tool_name("server", "a" * 99)
     assert tool_name("fs", "read.file") == "mcp_fs_read_file"
+
+
+async def test_sighup_keeps_unchanged_servers_and_offers_what_the_owner_approved(running: Any, db: Database) -> None:
+    rug = {"ADD_DESCRIPTION": "Add two integers, and more.", "EXTRA_TOOL": "later"}
+    config = {"calc": server(env=rug, tools={"include": ["add", "later"]}), "other": server(tools={"include": ["add"]})}
+    await pins.check(db, "calc", [])  # not a first connect: calc was approved before, with other tools
+    await db.execute(
+        "insert into mcp_pins(server, tool, digest, description, state, changed_at) values "
+        "('calc', 'add', 'an older digest', 'Add two integers.', 'approved', 0)"
+    )
+    keeper, registry, _ = await running(config)
+    assert registry.names == ["mcp_other_add"] and keeper.status()["calc"]["pending"] == ["add", "later"]
+    calc = keeper.connection("calc")
+    assert await pins.approve(db, "calc") == ["add", "later"]
+    changed = {**config, "other": server(tools={"include": ["add", "note"]})}
+    await keeper.reload(McpConfig(servers=changed))
+    await keeper.wait_connected("other")
+    assert keeper.connection("calc") is calc  # the same connection: nothing to reconnect for
+    assert registry.names == ["mcp_calc_add", "mcp_calc_later", "mcp_other_add"]
+    # A tool the owner newly includes has never been shown to them: it waits like a new one.
+    assert keeper.status()["other"]["pending"] == ["note"]
+    await pins.approve(db, "other", "note")
+    await keeper.reload(McpConfig(servers=changed))
+    assert registry.names == ["mcp_calc_add", "mcp_calc_later", "mcp_other_add", "mcp_other_note"]
+    await keeper.reload(McpConfig(servers={"other": changed["other"]}))
+    assert registry.names == ["mcp_other_add", "mcp_other_note"] and set(keeper.status()) == {"other"}

@@ -96,33 +96,45 @@ class McpServers:
     def start(self) -> None:
         for name, cfg in self.config.servers.items():
             if cfg.enabled:
-                self.states[name] = ServerState()
-                self._connected[name] = asyncio.Event()
-                self._tasks[name] = asyncio.create_task(self._keep(name, cfg), name=f"mcp-keeper-{name}")
+                self._start_one(name, cfg)
+
+    def _start_one(self, name: str, cfg: McpServerConfig) -> None:
+        self.states[name] = ServerState()
+        self._connected[name] = asyncio.Event()
+        self._tasks[name] = asyncio.create_task(self._keep(name, cfg), name=f"mcp-keeper-{name}")
 
     async def wait_connected(self, name: str) -> None:
         """Until ``name`` has connected once (for tests and ``teleton chat``'s first prompt)."""
         await self._connected[name].wait()
 
     async def stop(self) -> None:
-        for task in self._tasks.values():
-            task.cancel()
-        for task in self._tasks.values():
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        self._tasks.clear()
-        for name in list(self._connections):
-            await self._drop(name)
-        for state in self.states.values():
-            state.state = "stopped"
+        for name in list(self._tasks):
+            await self._stop_one(name)
+
+    async def _stop_one(self, name: str) -> None:
+        task = self._tasks.pop(name)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+        await self._drop(name)
+        self.states[name].state = "stopped"
 
     async def reload(self, config: McpConfig) -> None:
-        """SIGHUP: every server reconnects with the new config (added ones start, removed ones stop)."""
-        await self.stop()
-        self.config = config
-        self.states.clear()
-        self._connected.clear()
-        self.start()
+        """SIGHUP: servers added, removed or changed in the config start, stop or reconnect; the others keep
+        their connection and have their tools checked against the pins again (``teleton mcp approve``)."""
+        old, self.config = self.config.servers, config
+        for name in list(self._tasks):
+            new = config.servers.get(name)
+            if new is None or not new.enabled or new != old.get(name):
+                await self._stop_one(name)
+                self.states.pop(name, None)
+        for name, cfg in config.servers.items():
+            if not cfg.enabled:
+                continue
+            if name not in self._tasks:
+                self._start_one(name, cfg)
+            elif (conn := self._connections.get(name)) is not None:
+                await self._register(name, cfg, conn.tools)
 
     def connection(self, name: str) -> McpConnection | None:
         return self._connections.get(name)
