@@ -207,6 +207,9 @@ def _is_secret(loc: list[str]) -> bool:
     """Keys whose values never appear in a message (the schema marks them ``repr=False``)."""
     model: Any = Config
     for part in loc:
+        if get_origin(model) is dict:  # a named entry (mcp.servers.<name>): the part is its name
+            model = get_args(model)[1]
+            continue
         field = getattr(model, "model_fields", {}).get(part)
         if field is None:
             return False
@@ -313,7 +316,7 @@ def _secret_keys(data: Mapping[str, Any], loc: tuple[str, ...] = (), name: str =
             where = f"{dotted}[{index}]" if isinstance(value, list) else dotted
             if isinstance(item, Mapping):
                 found += _secret_keys(item, path, f"{where}.")
-            elif item not in (None, "") and _is_secret(list(path)):
+            elif item not in (None, "") and "${" not in str(item) and _is_secret(list(path)):  # ${NAME}: named
                 found.append(where)
     return found
 

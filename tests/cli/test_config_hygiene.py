@@ -69,3 +69,14 @@ def test_start_names_everything_missing_at_once(isolated_home: Path) -> None:
     assert "\n" not in line
     for key in ("telegram.api_hash", "telegram.phone", "agent.api_key"):
         assert key in line, line
+
+
+def test_an_mcp_servers_written_token_is_a_secret_and_a_named_one_is_not(isolated_home: Path) -> None:
+    server = "mcp:\n  servers:\n    cal:\n      url: https://cal.example.org/mcp\n"
+    server += "      headers: {Authorization: '%s'}\n"
+    path = _config(isolated_home, server % "Bearer tok-written-here", 0o644)
+    proc = teleton("start", home=isolated_home)
+    assert proc.returncode == 2 and "mcp.servers.cal.headers.Authorization" in proc.stderr
+    assert "tok-written-here" not in proc.stderr + proc.stdout
+    path.write_text(server % "Bearer ${CAL_TOKEN}")  # read from the environment at connect time
+    assert "chmod" not in teleton("start", home=isolated_home).stderr
