@@ -31,6 +31,7 @@ from teleton.privacy import Principals
 from teleton.scheduler.scheduler import Scheduler
 from teleton.storage.database import Database
 from teleton.tools.families.telegram_actions import SPEAKS_IN_CHAT
+from teleton.tools.mcp.servers import McpServers
 from teleton.tools.outbox import Outbox
 from teleton.tools.registry import ToolRegistry
 
@@ -134,6 +135,7 @@ class AgentDeps:
     voice: VoiceReplies | None = None  # None: media.voice_replies is off
     scheduler: Scheduler | None = None  # where the task tools hand their tasks
     chat_history: Path | None = None  # `teleton chat`'s input history: /forget scrubs it too
+    mcp: McpServers | None = None  # outside tool servers, when configured (/mcp)
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep  # the wait of the slow notice (a test moves time)
 
 

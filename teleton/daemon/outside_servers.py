@@ -26,6 +26,8 @@ def start_mcp(config: Config, stack: AgentStack, db: Database, tell_owner: Tell)
         if stack.tool_index is not None:
             await stack.tool_index.sync(stack.registry)
 
-    servers = McpServers(config.mcp, stack.registry, db, tell_owner=tell_owner, tools_changed=changed)
+    servers = stack.agent.deps.mcp = McpServers(
+        config.mcp, stack.registry, db, tell_owner=tell_owner, tools_changed=changed
+    )
     servers.start()
     return servers

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from teleton.cli.chat_cmd import ChatSession, chat
 from teleton.config import load_config
+from teleton.storage import Database
 from tests.fakes.anthropic_server import FakeAnthropic, Reply, text, tool_use, user_said
 from tests.waiting import until
 
@@ -225,3 +226,36 @@ async def test_an_mcp_server_serves_teleton_chat_too(tmp_path: Path, fake_api: F
     finally:
         await session.close()
     assert session.mcp.status()["calc"]["state"] == "stopped"
+
+
+async def test_the_owner_approves_a_changed_mcp_tool_with_a_slash_command(
+    tmp_path: Path, fake_api: FakeAnthropic
+) -> None:
+    path = write_config(tmp_path, fake_api)
+    raw = yaml.safe_load(path.read_text())
+    fake_server = str(Path(__file__).parents[1] / "fakes" / "mcp_server.py")
+    raw["mcp"] = {
+        "servers": {"calc": {"command": sys.executable, "args": [fake_server], "tools": {"include": ["add"]}}}
+    }
+    path.write_text(yaml.safe_dump(raw))
+    config = load_config(path, env={})
+    db = await Database.open(config.storage.database_file)  # add was approved once, saying something else
+    await db.execute(
+        "insert into mcp_pins(server, tool, digest, description, state, changed_at) "
+        "values ('calc', 'add', 'then', 'Add two numbers.', 'approved', 0)"
+    )
+    await db.close()
+    fake_api.responder = lambda body: text("ok")
+    out = io.StringIO()
+    session = await ChatSession.open(config, Console(file=out, width=200))
+    try:
+        assert session.mcp is not None
+        await session.mcp.wait_connected("calc")
+        assert "new or changed" in out.getvalue() and "/mcp approve calc" in out.getvalue()
+        assert await session.turn("/mcp") == "calc: connected, 0 tools\n  waiting for /mcp approve calc: add"
+        assert "mcp_calc_add" not in session.stack.registry.names
+        assert await session.turn("/mcp approve calc") == "Approved on calc: add. Offered from your next message."
+        assert "mcp_calc_add" in session.stack.registry.names
+        assert await session.turn("/mcp approve calc") == "Nothing of calc waits for approval."
+    finally:
+        await session.close()

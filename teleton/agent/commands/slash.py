@@ -144,6 +144,22 @@ async def cmd_tools(agent: AgentCore, turn: Turn, args: str) -> str:
     return await handle_tool_command(f"{name} {args}".strip(), agent.deps.registry, ToolConfigStore(agent.deps.db))
 
 
+async def cmd_mcp(agent: AgentCore, turn: Turn, args: str) -> str:
+    """/mcp: outside tool servers and what waits; /mcp approve NAME [TOOL]: tools that changed, approved."""
+    servers = agent.deps.mcp
+    if servers is None:
+        return "No MCP server is configured (mcp.servers; docs/mcp.md)."
+    words = args.split()
+    if not words:
+        return servers.describe()
+    if words[0] != "approve" or not 2 <= len(words) <= 3:
+        return "Usage: /mcp, or /mcp approve SERVER [TOOL]."
+    approved = await servers.approve(words[1], words[2] if len(words) == 3 else None)
+    if not approved:
+        return f"Nothing of {words[1]} waits for approval."
+    return f"Approved on {words[1]}: {', '.join(approved)}. Offered from your next message."
+
+
 async def cmd_forget(agent: AgentCore, turn: Turn, args: str) -> str:
     # Who may forget what is decided by the turn's clearance (memory.forget.scope_for), in the handler.
     from teleton.agent.commands.forget import cmd_forget as forget
@@ -183,6 +199,9 @@ COMMANDS: dict[str, CommandSpec] = {
         CommandSpec("deny", "/deny N", "drop a held item", cmd_held, owner=True),
         CommandSpec("held", "/held [N]", "what waits for your approval; N: that item, whole", cmd_held, owner=True),
         CommandSpec("tools", "/tools", "list tools with their state and scope", cmd_tools, admin=True),
+        CommandSpec(
+            "mcp", "/mcp [approve SERVER [TOOL]]", "outside tool servers; approve changed tools", cmd_mcp, owner=True
+        ),
         CommandSpec(
             "tool", "/tool enable|disable|reset NAME, /tool scope NAME SCOPE", "change a tool", cmd_tools, admin=True
         ),

@@ -133,8 +133,34 @@ class McpServers:
                 continue
             if name not in self._tasks:
                 self._start_one(name, cfg)
-            elif (conn := self._connections.get(name)) is not None:
-                await self._register(name, cfg, conn.tools)
+            else:
+                await self._recheck(name)
+
+    async def approve(self, name: str, tool: str | None = None) -> list[str]:
+        """The owner approves ``name``'s waiting tools (or one): pinned as they are now and offered at once."""
+        approved = await pins.approve(self.db, name, tool)
+        if approved:
+            await self._recheck(name)
+        return approved
+
+    def describe(self) -> str:
+        """Every server's state and what waits for the owner, for ``/mcp``."""
+        if not self.states:
+            return "No MCP server is configured (mcp.servers; docs/mcp.md)."
+        lines = []
+        for name, state in sorted(self.states.items()):
+            line = f"{name}: {state.state}, {len(state.tools)} tools"
+            if state.error:
+                line += f" (last error: {state.error})"
+            lines.append(line)
+            if state.pending:
+                lines.append(f"  waiting for /mcp approve {name}: {', '.join(state.pending)}")
+        return "\n".join(lines)
+
+    async def _recheck(self, name: str) -> None:
+        conn, cfg = self._connections.get(name), self.config.servers.get(name)
+        if conn is not None and cfg is not None:
+            await self._register(name, cfg, conn.tools)
 
     def connection(self, name: str) -> McpConnection | None:
         return self._connections.get(name)
@@ -198,7 +224,7 @@ class McpServers:
         if checked.changed:
             lines.append(
                 f"MCP server {name}: these tools are new or changed what they say, and are off until you approve "
-                f"them (teleton mcp approve {name}):"
+                f"them (/mcp approve {name} here, or teleton mcp approve {name}):"
             )
             lines += [f"- {t.name}: {_short(t.description)}" for t in kept if t.name in checked.changed]
         if refused:
