@@ -196,7 +196,7 @@ class McpConnection:
 
     @contextlib.asynccontextmanager
     async def _session(self) -> AsyncIterator[Any]:
-        from mcp import ClientSession
+        from mcp import ClientSession  # the mcp extra, loaded when a server is configured (start's `require`)
 
         async with contextlib.AsyncExitStack() as stack:
             read, write = await stack.enter_async_context(self._transport(stack))
@@ -207,6 +207,7 @@ class McpConnection:
     def _transport(self, stack: contextlib.AsyncExitStack) -> Any:
         cfg = self.cfg
         if cfg.command is not None:
+            # The mcp extra, as in _session.
             from mcp import StdioServerParameters
             from mcp.client.stdio import stdio_client
 
@@ -214,6 +215,7 @@ class McpConnection:
                 command=cfg.command, args=cfg.args, env=server_env(self.name, cfg, self._environ)
             )
             return stdio_client(params, errlog=stack.enter_context(_stderr_to_log(self.name)))
+        # The mcp extra, as in _session.
         import httpx2
         from mcp.client.sse import sse_client
         from mcp.client.streamable_http import streamable_http_client
@@ -232,7 +234,7 @@ class McpConnection:
 
 
 async def list_tools(session: Any) -> list[RemoteTool]:
-    from mcp import types
+    from mcp import types  # the mcp extra, as in McpConnection._session
 
     tools: list[RemoteTool] = []
     cursor: str | None = None
