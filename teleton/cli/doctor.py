@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -15,18 +16,24 @@ from pathlib import Path
 
 from teleton.cli.checks import Check, provider_label
 from teleton.cli.doctor_files import check_data_dir, check_database, check_private_files, config_fix
-from teleton.cli.doctor_online import check_embeddings_online, check_model_online, check_telegram_online
+from teleton.cli.doctor_online import (
+    check_embeddings_online,
+    check_mcp_online,
+    check_model_online,
+    check_telegram_online,
+)
 from teleton.config import Config, ConfigError, load_config
 from teleton.config.presets import PresetError, endpoint_for, preset
-from teleton.config.schema import session_file
+from teleton.config.schema import McpServerConfig, session_file
 from teleton.daemon.database_watch import read_marker
 from teleton.media.speech import speech_client
 from teleton.media.whisper_files import whisper_files
 from teleton.memory.embeddings import hf_download, model_files
 from teleton.memory.embeddings.openai_compatible import EmbeddingEndpointError, endpoint_of
-from teleton.providers.extras import MissingExtra, install_command, require
+from teleton.providers.extras import MissingExtra, install_command, missing, require
 from teleton.providers.pinned_files import ModelFilesError
 from teleton.storage.sqlite_driver import has_fts5, load_sqlite_vec, pick_driver
+from teleton.tools.mcp.connection import references
 
 
 def check_python() -> Check:
@@ -226,6 +233,42 @@ def check_fallback_keys(config: Config) -> list[Check]:
     return found
 
 
+def check_mcp(config: Config) -> list[Check]:
+    """Offline, for each MCP server: the mcp extra, its program on PATH (or an http(s) URL), and every
+    ``${NAME}`` its env and headers read set in this environment (the daemon's must hold it too)."""
+    if not config.mcp.servers:
+        return []
+    absent = missing("mcp")
+    found = [
+        Check("MCP extra", True, "installed")
+        if absent is None
+        else Check("MCP extra", False, f"mcp.servers needs it ({absent} is not installed)", install_command("mcp"))
+    ]
+    for name, cfg in config.mcp.servers.items():
+        found += check_mcp_server(name, cfg) if cfg.enabled else [Check(f"MCP {name}", None, "disabled")]
+    return found
+
+
+def check_mcp_server(name: str, cfg: McpServerConfig) -> list[Check]:
+    key = f"mcp.servers.{name}"
+    if cfg.command is None:
+        ok = str(cfg.url).startswith(("http://", "https://"))
+        found = [Check(f"MCP {name}", ok, f"{cfg.url} ({cfg.transport})", "" if ok else f"set {key}.url to http(s)")]
+    else:
+        program = shutil.which(cfg.command)
+        detail = f"stdio: {program}" if program else f"{cfg.command!r} not found on PATH"
+        fix = "" if program else f"install it, or set {key}.command to its full path"
+        found = [Check(f"MCP {name}", program is not None, detail, fix)]
+    for section, values in (("env", cfg.env), ("headers", cfg.headers)):
+        for field, value in values.items():
+            for var in references(value):
+                if var not in os.environ:
+                    detail = f"{key}.{section}.{field} reads ${{{var}}}, which is not set"
+                    fix = f"export {var}=... where the daemon runs (systemd: Environment= or EnvironmentFile=)"
+                    found.append(Check(f"MCP {name} ${{{var}}}", False, detail, fix))
+    return found
+
+
 def check_lost_database(config: Config) -> Check | None:
     """The last run stopped because its database file was deleted or replaced (the marker it left)."""
     lost = read_marker(config.storage.data_dir)
@@ -259,9 +302,10 @@ def run_checks(config_path: Path | None, *, online: bool = False) -> list[Check]
         check_fallback_keys,
         check_transcription,
         check_voice_replies,
+        check_mcp,
     ]
     if online:
-        extra += [check_model_online, check_embeddings_online, check_telegram_online]
+        extra += [check_model_online, check_embeddings_online, check_telegram_online, check_mcp_online]
     for fn in extra:
         result = fn(config)
         checks.extend(result if isinstance(result, list) else [result] if result is not None else [])

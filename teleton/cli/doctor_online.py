@@ -7,10 +7,14 @@ import asyncio
 from telethon import TelegramClient
 
 from teleton.cli.checks import Check, provider_label
+from teleton.cli.mcp_view import HELD, compare, list_remote
 from teleton.config import Config
 from teleton.config.presets import endpoint_for, problem
 from teleton.llm import LLMClient, LLMError, LLMSettings
 from teleton.llm.connect import provider_for
+from teleton.providers.extras import missing
+from teleton.tools.mcp import pins
+from teleton.tools.mcp.connection import McpError
 
 ONLINE_TIMEOUT_S = 20.0
 
@@ -88,3 +92,27 @@ def check_telegram_online(config: Config) -> Check:
     if me is None:
         return Check("Telegram (online)", False, "the session is not logged in", "run `teleton setup` to log in")
     return Check("Telegram (online)", True, f"logged in as {me}")
+
+
+def check_mcp_online(config: Config) -> list[Check]:
+    """Each enabled MCP server: connect, list its tools (nothing called, no pin changed), say how many wait for
+    the owner's approval."""
+    servers = {name: cfg for name, cfg in config.mcp.servers.items() if cfg.enabled}
+    if not servers or missing("mcp") is not None:  # the offline MCP extra check says what to install
+        return []
+    pinned = pins.stored(config.storage.database_file)
+    found = []
+    for name, cfg in servers.items():
+        bounded = cfg.model_copy(update={"connect_timeout_s": min(cfg.connect_timeout_s, ONLINE_TIMEOUT_S)})
+        try:
+            remote = asyncio.run(list_remote(name, bounded))
+        except McpError as exc:
+            fix = f"`teleton mcp test {name}` tries again; check mcp.servers.{name}"
+            found.append(Check(f"MCP {name} (online)", False, str(exc), fix))
+            continue
+        held = [s for s in compare(name, cfg, remote, pinned.get(name, {})) if s.status in HELD]
+        detail = f"{len(remote)} tools"
+        if held:
+            detail += f", {len(held)} new or changed, held until approved (teleton mcp approve {name})"
+        found.append(Check(f"MCP {name} (online)", True, detail))
+    return found

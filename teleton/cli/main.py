@@ -182,7 +182,7 @@ def backup(
 def _register_subcommands() -> None:
     # Each module imports its heavy dependencies (Telethon, ONNX Runtime) inside its commands, so
     # `teleton --help` stays fast.
-    from teleton.cli import chat_cmd, feed_cmd, memory_cmd, memory_io, models_cmd, setup_cmd
+    from teleton.cli import chat_cmd, feed_cmd, mcp_cmd, memory_cmd, memory_io, models_cmd, setup_cmd
 
     app.command()(setup_cmd.setup)
     app.command()(models_cmd.models)
@@ -190,6 +190,7 @@ def _register_subcommands() -> None:
     memory_io.register(memory_cmd.app)
     app.add_typer(memory_cmd.app, name="memory", help="Memory: index, search, stats, facts, forget, export, import.")
     app.add_typer(feed_cmd.app, name="feed", help="The Telegram archive: backfill, search, stats.")
+    app.add_typer(mcp_cmd.app, name="mcp", help="MCP servers (outside tools): add, list, test, remove, approve.")
 
 
 _register_subcommands()

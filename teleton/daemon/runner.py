@@ -213,7 +213,8 @@ class Daemon:
             f"dm_policy={config.telegram.dm_policy} group_policy={config.telegram.group_policy} "
             f"tools={len(stack.registry.names)} transport={self.transport or 'telegram'}"
         )
-        self.mcp = start_mcp(config, stack, db, self._tell_owner)  # in the background: tools join as they connect
+        # In the background: tools join as they connect. self.config: a SIGHUP during start-up may have replaced it.
+        self.mcp = start_mcp(self.config, stack, db, self._tell_owner)
         self.status.state = "running"
         await self._write_status()
         self.notifier.ready(summary)
@@ -324,8 +325,8 @@ class Daemon:
             self.dispatcher.policy = PolicyConfig.from_telegram(fresh.telegram, self.principals)
         if self.mcp is not None:
             await self.mcp.reload(fresh.mcp)
-        elif self.stack is not None and self.db is not None:
-            self.mcp = start_mcp(fresh, self.stack, self.db, self._tell_owner)
+        elif self.status.state == "running" and self.stack is not None and self.db is not None:
+            self.mcp = start_mcp(fresh, self.stack, self.db, self._tell_owner)  # before: start-up starts them
         log.info("reloaded", source=str(fresh.source), owner_id=fresh.telegram.owner_id)
 
     async def _status_loop(self) -> None:

@@ -77,6 +77,11 @@ def expand(value: str, environ: Mapping[str, str], where: str) -> str:
     return _REF.sub(one, value)
 
 
+def references(value: str) -> list[str]:
+    """The environment variables ``value`` names as ``${NAME}`` (what ``teleton doctor`` checks are set)."""
+    return _REF.findall(value)
+
+
 def server_env(name: str, cfg: McpServerConfig, environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The whole environment of a stdio server: the allow-list and its config's ``env``, nothing else."""
     source = os.environ if environ is None else environ
@@ -172,6 +177,8 @@ class McpConnection:
             raise
         except BaseException as exc:  # anyio wraps errors in groups; the reason is the first leaf
             self.error = one_line(exc)
+            if self.error == "Connection closed" and self.cfg.command is not None and not ready.done():
+                self.error += " (the program ended before it answered: is it an MCP server? its stderr is in the log)"
             if not ready.done():
                 ready.set_exception(McpError(f"MCP server {self.name!r}: {self.error}"))
             elif not self._stop.is_set():

@@ -13,13 +13,21 @@ import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from teleton.storage.database import Database
-from teleton.storage.sqlite_driver import Connection
+from teleton.storage.database import Database, connect
+from teleton.storage.sqlite_driver import Connection, pick_driver
 
 if TYPE_CHECKING:
     from teleton.tools.mcp.connection import RemoteTool
+
+
+@dataclass(frozen=True)
+class Pin:
+    digest: str
+    state: str  # approved | pending
+    description: str
 
 
 @dataclass(frozen=True)
@@ -99,3 +107,21 @@ async def pins(db: Database, server: str | None = None) -> list[tuple[str, str, 
         else db.fetchall(sql + " order by server, tool")
     )
     return [(r[0], r[1], r[2], r[3]) for r in rows]
+
+
+def stored(database: Path) -> dict[str, dict[str, Pin]]:
+    """server -> tool -> its pin, read without writing (``teleton mcp list``/``test``, ``doctor``): a database
+    not created or not migrated yet holds none."""
+    if not database.exists():
+        return {}
+    conn = connect(database, pick_driver(), vectors=False, readonly=True)
+    try:
+        if conn.execute("select 1 from sqlite_master where name = 'mcp_pins'").fetchone() is None:
+            return {}
+        rows = conn.execute("select server, tool, digest, state, description from mcp_pins").fetchall()
+    finally:
+        conn.close()
+    found: dict[str, dict[str, Pin]] = {}
+    for server, tool, digest, state, description in rows:
+        found.setdefault(server, {})[tool] = Pin(digest, state, description)
+    return found
