@@ -196,16 +196,21 @@ async def test_commands_and_their_replies_are_kept_but_never_relevant(tmp_path: 
     assert sorted(h.text for h in found) == sorted([said, f"You said: {said}"]) and rows[0] == 6
 
 
-async def test_an_mcp_server_serves_teleton_chat_too(tmp_path: Path, fake_api: FakeAnthropic) -> None:
-    """The terminal is the owner's DM: an owner-only server's tools are offered and called there, and the
-    server's first-connect notice is printed in the conversation."""
-    path = write_config(tmp_path, fake_api)
+def with_calc_server(path: Path) -> Path:
+    """The config at ``path`` with the test MCP server as ``calc``, its add tool only."""
     raw = yaml.safe_load(path.read_text())
     fake_server = str(Path(__file__).parents[1] / "fakes" / "mcp_server.py")
     raw["mcp"] = {
         "servers": {"calc": {"command": sys.executable, "args": [fake_server], "tools": {"include": ["add"]}}}
     }
     path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+async def test_an_mcp_server_serves_teleton_chat_too(tmp_path: Path, fake_api: FakeAnthropic) -> None:
+    """The terminal is the owner's DM: an owner-only server's tools are offered and called there, and the
+    server's first-connect notice is printed in the conversation."""
+    path = with_calc_server(write_config(tmp_path, fake_api))
 
     def adder(body: dict) -> Reply:
         said = user_said(body)
@@ -231,13 +236,7 @@ async def test_an_mcp_server_serves_teleton_chat_too(tmp_path: Path, fake_api: F
 async def test_the_owner_approves_a_changed_mcp_tool_with_a_slash_command(
     tmp_path: Path, fake_api: FakeAnthropic
 ) -> None:
-    path = write_config(tmp_path, fake_api)
-    raw = yaml.safe_load(path.read_text())
-    fake_server = str(Path(__file__).parents[1] / "fakes" / "mcp_server.py")
-    raw["mcp"] = {
-        "servers": {"calc": {"command": sys.executable, "args": [fake_server], "tools": {"include": ["add"]}}}
-    }
-    path.write_text(yaml.safe_dump(raw))
+    path = with_calc_server(write_config(tmp_path, fake_api))
     config = load_config(path, env={})
     db = await Database.open(config.storage.database_file)  # add was approved once, saying something else
     await db.execute(
