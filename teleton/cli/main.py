@@ -182,10 +182,11 @@ def backup(
 def _register_subcommands() -> None:
     # Each module imports its heavy dependencies (Telethon, ONNX Runtime) inside its commands, so
     # `teleton --help` stays fast.
-    from teleton.cli import chat_cmd, feed_cmd, mcp_cmd, memory_cmd, memory_io, models_cmd, setup_cmd
+    from teleton.cli import chat_cmd, dashboard_cmd, feed_cmd, mcp_cmd, memory_cmd, memory_io, models_cmd, setup_cmd
 
     app.command()(setup_cmd.setup)
     app.command()(models_cmd.models)
+    app.command()(dashboard_cmd.dashboard)
     app.command()(chat_cmd.chat)
     memory_io.register(memory_cmd.app)
     app.add_typer(memory_cmd.app, name="memory", help="Memory: index, search, stats, facts, forget, export, import.")

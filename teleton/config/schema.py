@@ -3,6 +3,7 @@ keeps the two in step. DESIGN §12's numbers live here and are read where they a
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -316,6 +317,35 @@ class McpConfig(Section):
         return servers
 
 
+def is_local_host(host: str) -> bool:
+    """Whether ``host`` (an address to listen on) is this machine alone."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class WebConfig(Section):
+    """The dashboard (``teleton/web``; the ``web`` extra): off by default, on this machine only by default."""
+
+    enabled: bool = False
+    host: str = "127.0.0.1"
+    port: int = Field(default=8765, ge=0, le=65535)  # 0: any free port (tests)
+    token: str | None = Field(default=None, repr=False)  # the login; `teleton dashboard` writes one when unset
+    trusted_hosts: list[str] = Field(default_factory=list)  # Host names a reverse proxy forwards, besides ours
+
+    @model_validator(mode="after")
+    def _token_beyond_this_machine(self) -> WebConfig:
+        if self.enabled and not is_local_host(self.host) and not self.token:
+            raise ValueError(
+                f"host {self.host} can be reached from other machines: set web.token (anyone reaching the port "
+                "would read the owner's memory), or listen on 127.0.0.1 behind a reverse proxy"
+            )
+        return self
+
+
 class PrivacyConfig(Section):
     cross_chat_sends: Literal["approve", "deny", "allow"] = "approve"
     approval_expiry_minutes: int = Field(default=60, ge=1)
@@ -349,6 +379,7 @@ class Config(Section):
     tool_rag: ToolRagConfig = Field(default_factory=ToolRagConfig)
     capabilities: CapabilitiesConfig = Field(default_factory=CapabilitiesConfig)
     mcp: McpConfig = Field(default_factory=McpConfig)
+    web: WebConfig = Field(default_factory=WebConfig)
     privacy: PrivacyConfig = Field(default_factory=PrivacyConfig)
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     heartbeat: HeartbeatConfig = Field(default_factory=HeartbeatConfig)

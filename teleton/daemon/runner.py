@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -33,6 +33,7 @@ from teleton.agent.factory import AgentStack, build_agent
 from teleton.agent.heartbeat import Heartbeat
 from teleton.agent.runtime import Agent
 from teleton.config import Config, ConfigError, load_config, require_llm, require_telegram
+from teleton.daemon.dashboard import start_dashboard
 from teleton.daemon.database_watch import DatabaseWatch, clear_marker, read_marker, write_marker
 from teleton.daemon.health import (
     damaged_line,
@@ -69,6 +70,9 @@ from teleton.telegram.receive.dispatch import Dispatcher
 from teleton.telegram.receive.policy import PolicyConfig
 from teleton.telegram.receive.policy_control import DispatcherPolicy
 from teleton.tools.mcp.servers import McpServers
+
+if TYPE_CHECKING:  # the web extra: loaded only when the dashboard is on
+    from teleton.web.server import WebServer
 from teleton.tools.suite import build_registry
 
 log = structlog.get_logger(__name__)
@@ -103,6 +107,7 @@ class Daemon:
     watcher: KnowledgeWatcher | None = None
     feed_embedder: FeedEmbedder | None = None
     mcp: McpServers | None = None
+    dashboard: WebServer | None = None
 
     def __post_init__(self) -> None:
         self.principals = Principals.from_telegram(self.config.telegram)
@@ -215,6 +220,7 @@ class Daemon:
         )
         # In the background: tools join as they connect. self.config: a SIGHUP during start-up may have replaced it.
         self.mcp = start_mcp(self.config, stack, db, self._tell_owner)
+        await self._start_dashboard()
         self.status.state = "running"
         await self._write_status()
         self.notifier.ready(summary)
@@ -231,6 +237,18 @@ class Daemon:
         print(f"teleton ready in {time.monotonic() - started:.1f}s: {summary}", flush=True)
         if clean:  # checked now that the daemon is up: a check of every page before it would delay the start
             self._tasks.append(asyncio.create_task(self._check_database(db), name="database-check"))
+
+    async def _start_dashboard(self) -> None:
+        """web.enabled: the dashboard in this loop; one that cannot start is said and the daemon goes on."""
+        if not self.config.web.enabled:
+            return
+        try:
+            self.dashboard = await start_dashboard(self.config, lambda: self.status)
+        except Exception as exc:  # the extra missing, the port taken: the daemon's own work goes on
+            log.error("dashboard_not_started", error=str(exc))
+            self._note_error(f"dashboard not started: {exc}")
+            return
+        log.info("dashboard_started", url=f"http://{self.config.web.host}:{self.dashboard.port}/")
 
     async def _check_database(self, db: Database) -> None:
         try:
@@ -399,6 +417,7 @@ class Daemon:
         steps: list[tuple[str, Callable[[], Awaitable[object]] | None]] = [
             ("scheduler", None if scheduler is None else partial(scheduler.stop, 2.0)),
             ("gateway", None if gateway is None else partial(gateway.stop, TURN_GRACE_S)),
+            ("dashboard", None if self.dashboard is None else self.dashboard.stop),
             ("mcp servers", None if self.mcp is None else self.mcp.stop),
             ("agent", None if stack is None else partial(stack.close, 1.0)),
             ("knowledge watcher", None if watcher is None else watcher.stop),

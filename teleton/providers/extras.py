@@ -27,6 +27,7 @@ EXTRAS: dict[str, dict[str, str]] = {
     "hf": {"tokenizers": "tokenizers"},
     "use-multilingual": {"nanoranker": "nanoranker", "onnxruntime_extensions": "onnxruntime-extensions"},
     "mcp": {"mcp": "mcp"},  # mcp.servers: the official Model Context Protocol SDK
+    "web": {"starlette": "starlette", "jinja2": "jinja2", "uvicorn": "uvicorn"},  # the dashboard
 }
 
 

@@ -1,0 +1,59 @@
+"""`teleton dashboard`: the dashboard without a daemon (issue 35), read-only: the status file's record and
+the database opened read-only; nothing changes from it. The daemon serves the same pages with
+``web.enabled``."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import Annotated
+
+import typer
+from pydantic import ValidationError
+
+from teleton.cli.context import cli_config
+from teleton.config.schema import WebConfig
+from teleton.daemon.dashboard import dashboard_token, start_dashboard
+from teleton.daemon.status_file import read_status
+from teleton.providers.extras import MissingExtra, require
+
+
+def dashboard(
+    ctx: typer.Context,
+    host: Annotated[str | None, typer.Option(help="Listen here instead of web.host.")] = None,
+    port: Annotated[int | None, typer.Option(help="Listen on this port instead of web.port (0: any free one).")] = None,
+) -> None:
+    """Serve the dashboard read-only from this shell (Ctrl-C stops it): status, and what waits for you."""
+    config = cli_config(ctx)
+    try:
+        require("web", "teleton dashboard")
+        web = WebConfig.model_validate(
+            {
+                **config.web.model_dump(),
+                "host": host or config.web.host,
+                "port": config.web.port if port is None else port,
+            }
+        )
+    except (MissingExtra, ValidationError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise typer.Exit(1) from None
+    config = config.model_copy(update={"web": web})
+    status_file = config.storage.data_dir / "status.json"
+
+    async def serve() -> None:
+        from teleton.web.security import BindRefused  # the web extra, checked above
+
+        try:
+            server = await start_dashboard(config, lambda: read_status(status_file), read_only=True)
+        except (BindRefused, OSError) as exc:
+            print(f"error: the dashboard cannot listen on {web.host}:{web.port}: {exc}", file=sys.stderr)
+            raise typer.Exit(1) from None
+        _, where = await asyncio.to_thread(dashboard_token, config)
+        print(f"dashboard (read-only) on http://{web.host}:{server.port}/ — log in with the token in {where}")
+        print("Ctrl-C stops it", flush=True)
+        await server.wait()
+
+    try:
+        asyncio.run(serve())
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None

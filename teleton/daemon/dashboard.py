@@ -1,0 +1,92 @@
+"""The dashboard's view of the daemon and its start (``web.enabled``; issue 35): what the Status page shows
+— `teleton status --json`'s record, its one-paragraph line, the process's RSS and the database's size — and
+the server in the daemon's loop. ``teleton dashboard`` uses the same view from the status file."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from teleton.config.schema import Config
+from teleton.daemon.status_file import DaemonStatus, describe, free_space, pid_alive, summary
+from teleton.storage.private_files import write_private
+
+TOKEN_FILE = "dashboard.token"  # in the data dir, 0600: the login when web.token is not set
+
+
+def status_view(status: DaemonStatus | None, database: Path) -> dict[str, Any]:
+    """The Status page's data: the same record and words as `teleton status`, and the two sizes."""
+    now = time.time()
+    free = free_space(database.parent)
+    view = summary(status, now, free)
+    view["line"] = describe(status, now, free)[1]
+    rss = rss_bytes(status.pid) if status is not None and pid_alive(status.pid) else None
+    size = sum(_size(Path(f"{database}{suffix}")) for suffix in ("", "-wal", "-shm"))
+    view.update(rss_bytes=rss, rss_text=_mb(rss), database_bytes=size, database_text=_mb(size))
+    return view
+
+
+def rss_bytes(pid: int) -> int | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _mb(value: int | None) -> str:
+    return "unknown" if value is None else f"{value / 1e6:,.1f} MB"
+
+
+def dashboard_token(config: Config) -> tuple[str, str]:
+    """(the login token, where it is): ``web.token``, or the data dir's token file, made on first use."""
+    if config.web.token:
+        return config.web.token, f"web.token in {config.source or 'the config'}"
+    path = config.storage.data_dir / TOKEN_FILE
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        token = ""
+    if not token:
+        token = secrets.token_urlsafe(32)
+        write_private(path, token + "\n")
+    return token, str(path)
+
+
+async def start_dashboard(config: Config, status: Callable[[], DaemonStatus | None], *, read_only: bool = False) -> Any:
+    """Serve the dashboard in this loop; the started ``WebServer``. ``BindRefused`` / ``MissingExtra`` /
+    ``OSError`` (the port taken) say why it cannot."""
+    from teleton.providers.extras import require  # light; beside the web imports it guards
+
+    require("web", "the dashboard (web.enabled)")
+    # The web extra, checked just above: imported only when the dashboard is on.
+    from teleton.web.app import Dashboard, build_app
+    from teleton.web.security import Guard, check_bind
+    from teleton.web.server import WebServer, listen
+
+    web = config.web
+    check_bind(web.host, web.token)  # beyond this machine only with a token the owner chose
+    token, _ = await asyncio.to_thread(dashboard_token, config)
+    database = config.storage.database_file
+
+    async def view() -> dict[str, Any]:
+        return await asyncio.to_thread(status_view, status(), database)
+
+    sock = listen(web.host, web.port)
+    guard = Guard.build(token, web.host, sock.getsockname()[1], web.trusted_hosts)
+    server = WebServer(build_app(Dashboard(guard, view, read_only=read_only)), sock)
+    server.start()
+    return server

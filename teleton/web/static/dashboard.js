@@ -1,0 +1,62 @@
+// Live pages: a section with data-live="/…/events" is refreshed from the server's events (no build step).
+"use strict";
+
+function text(value) {
+  return value === null || value === undefined ? "" : String(value);
+}
+
+function fillTable(table, rows, columns) {
+  const body = table.querySelector("tbody");
+  body.replaceChildren();
+  if (rows.length === 0) {
+    const tr = document.createElement("tr");
+    const td = document.createElement("td");
+    td.colSpan = columns;
+    td.textContent = "none";
+    tr.append(td);
+    body.append(tr);
+    return;
+  }
+  for (const cells of rows) {
+    const tr = document.createElement("tr");
+    for (const cell of cells) {
+      const td = document.createElement("td");
+      td.textContent = text(cell); // never innerHTML: the values are the daemon's, some from outside
+      tr.append(td);
+    }
+    body.append(tr);
+  }
+}
+
+function showStatus(section, view) {
+  const s = view.status || {};
+  const set = (field, value) => {
+    const el = section.querySelector(`[data-field="${field}"]`);
+    if (el) el.textContent = text(value);
+  };
+  set("line", view.line);
+  section.querySelector(".condition").className = "condition " + (view.running ? "ok" : "down");
+  set("rss", view.rss_text);
+  set("database", view.database_text);
+  set("archived", s.archived_messages || 0);
+  set("turns", s.turns || 0);
+  set("model", s.model_retrying || (view.running ? "answering" : "—"));
+  const tables = {
+    messages: [Object.entries(s.messages || {}), 2],
+    queues: [Object.entries(s.queues || {}), 2],
+    loops: [Object.entries(s.loops || {}).map(([n, l]) => [n, l.state, l.restarts, l.last_error]), 4],
+    errors: [Object.entries(s.errors || {}).map(([k, pair]) => [k, pair[0]]), 2],
+    mcp: [Object.entries(s.mcp || {}).map(([n, m]) => [n, m.state, (m.tools || []).length, (m.pending || []).join(", ")]), 4],
+  };
+  for (const [name, [rows, columns]] of Object.entries(tables)) {
+    const table = section.querySelector(`[data-table="${name}"]`);
+    if (table) fillTable(table, rows, columns);
+  }
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  const section = document.querySelector("[data-live]");
+  if (!section || !window.EventSource) return;
+  const events = new EventSource(section.dataset.live);
+  events.onmessage = (event) => showStatus(section, JSON.parse(event.data));
+});

@@ -1,0 +1,114 @@
+"""The dashboard in a real headless Chromium (Debian's ``chromium`` and ``chromium-driver``, driven by
+Selenium), served by a real ``teleton dashboard`` subprocess: logging in, a wrong token refused, the Status
+page showing the daemon's record and following it live (server-sent events, no reload), logging out.
+
+Without Chromium these tests skip, saying so; ``.ci/run`` installs it and sets TELETON_REQUIRE_BROWSER, which
+turns a missing browser into a failure."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from teleton.daemon.status_file import DaemonStatus, write_status
+from teleton.process.supervisor import LoopHealth
+
+CHROMIUM, DRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+TOKEN = "browser-" + "t" * 40
+FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--window-size=1280,800")  # fmt: skip
+
+if not (shutil.which(CHROMIUM) and shutil.which(DRIVER)):
+    if os.environ.get("TELETON_REQUIRE_BROWSER"):
+        raise RuntimeError(f"browser tests need {CHROMIUM} and {DRIVER} (apt-get install chromium chromium-driver)")
+    pytest.skip("Chromium is not installed (apt-get install chromium chromium-driver)", allow_module_level=True)
+
+from selenium import webdriver  # noqa: E402 (after the skip: selenium is only needed with a browser)
+from selenium.webdriver.chrome.options import Options  # noqa: E402
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    options = Options()
+    options.binary_location = CHROMIUM
+    for flag in FLAGS:
+        options.add_argument(flag)
+    driver = webdriver.Chrome(options=options, service=Service(DRIVER))
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture
+def dashboard(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """`teleton dashboard` on a free port: (its URL, the status file it reads)."""
+    data = tmp_path / "data"
+    data.mkdir(mode=0o700)
+    config = tmp_path / "config.yaml"
+    config.write_text(f"storage: {{data_dir: {data}}}\nembedding: {{provider: none}}\nweb: {{token: {TOKEN}}}\n")
+    config.chmod(0o600)
+    status_file = data / "status.json"
+    write_status(status_file, DaemonStatus(pid=os.getpid(), started_at=time.time(), state="running", turns=3))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "teleton.cli.main", "-c", str(config), "dashboard", "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "HOME": str(tmp_path)},
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        assert first.startswith("dashboard (read-only) on http://127.0.0.1:"), first + proc.stderr.read()
+        yield first.split(" on ")[1].split("/ ")[0], status_file
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def log_in(browser: Any, url: str, token: str) -> None:
+    browser.get(url + "/status")
+    assert browser.current_url == url + "/login"
+    browser.find_element(By.ID, "token").send_keys(token)
+    browser.find_element(By.CSS_SELECTOR, "main form button").click()
+
+
+def shown(browser: Any, field: str) -> str:
+    return str(browser.find_element(By.CSS_SELECTOR, f'[data-field="{field}"]').text)
+
+
+def test_log_in_see_the_status_follow_it_live_and_log_out(browser: Any, dashboard: tuple[str, Path]) -> None:
+    url, status_file = dashboard
+    log_in(browser, url, "not-the-token")
+    assert browser.find_element(By.CSS_SELECTOR, "[role=alert]").text == "That token is not this dashboard's."
+
+    log_in(browser, url, TOKEN)
+    WebDriverWait(browser, 60).until(lambda b: b.current_url != url + "/login")
+    assert browser.current_url == url + "/status" and browser.title == "Status — Teleton"
+    assert shown(browser, "line").startswith("running (pid") and shown(browser, "turns") == "3"
+    assert "read-only" in browser.find_element(By.CSS_SELECTOR, ".badge").text
+
+    # The daemon answers two more messages and a loop goes down: the open page follows, without a reload.
+    later = DaemonStatus(pid=os.getpid(), started_at=time.time(), state="running", turns=5)
+    later.loops = {"telegram": LoopHealth("telegram", "down", time.time(), 2, "FloodWait 30 s").as_dict()}
+    write_status(status_file, later)
+    marker = browser.find_element(By.TAG_NAME, "h1")
+    WebDriverWait(browser, 60).until(lambda b: shown(b, "turns") == "5")
+    rows = browser.find_elements(By.CSS_SELECTOR, '[data-table="loops"] tbody tr')
+    assert [r.text for r in rows] == ["telegram down 2 FloodWait 30 s"]
+    assert marker.is_displayed()  # the same document: updated in place
+
+    browser.find_element(By.CSS_SELECTOR, "form.logout button").click()
+    WebDriverWait(browser, 60).until(lambda b: b.current_url == url + "/login")
+    browser.get(url + "/status")
+    assert browser.current_url == url + "/login"
