@@ -14,6 +14,7 @@ from typing import Any
 from teleton.config.schema import Config
 from teleton.daemon.status_file import DaemonStatus, describe, free_space, pid_alive, summary
 from teleton.storage.private_files import write_private
+from teleton.tools.outbox import Outbox
 
 TOKEN_FILE = "dashboard.token"  # in the data dir, 0600: the login when web.token is not set
 
@@ -66,7 +67,13 @@ def dashboard_token(config: Config) -> tuple[str, str]:
     return token, str(path)
 
 
-async def start_dashboard(config: Config, status: Callable[[], DaemonStatus | None], *, read_only: bool = False) -> Any:
+async def start_dashboard(
+    config: Config,
+    status: Callable[[], DaemonStatus | None],
+    *,
+    read_only: bool = False,
+    outbox: Outbox | None = None,
+) -> Any:
     """Serve the dashboard in this loop; the started ``WebServer``. ``BindRefused`` / ``MissingExtra`` /
     ``OSError`` (the port taken) say why it cannot."""
     from teleton.providers.extras import require  # light; beside the web imports it guards
@@ -87,6 +94,7 @@ async def start_dashboard(config: Config, status: Callable[[], DaemonStatus | No
 
     sock = listen(web.host, web.port)
     guard = Guard.build(token, web.host, sock.getsockname()[1], web.trusted_hosts)
-    server = WebServer(build_app(Dashboard(guard, view, read_only=read_only)), sock)
+    dash = Dashboard(guard, view, read_only=read_only, outbox=outbox, owner_id=config.telegram.owner_id)
+    server = WebServer(build_app(dash), sock)
     server.start()
     return server

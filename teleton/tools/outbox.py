@@ -199,6 +199,14 @@ class Outbox:
         items = [Held.from_row(row) for row in rows]
         return "\n".join([summary(item, self.principals, now, await self._title(item)) for item in items])
 
+    async def waiting(self) -> list[tuple[Held, Notice]]:
+        """What waits for the owner, each with its notice as the owner's DM shows it (for the dashboard)."""
+        rows = await self.db.fetchall(
+            "select * from pending_sends where status = 'pending' and expires_at > ? order by id", (self.clock(),)
+        )
+        items = [Held.from_row(row) for row in rows]
+        return [(item, await self._notice(item)) for item in items]
+
     async def show(self, held_id: int) -> str:
         """/held N: the notice of #N again, whole (with its file)."""
         row = await self.db.fetchone("select * from pending_sends where id = ?", (held_id,))

@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import structlog
 from jinja2 import Environment, FileSystemLoader, select_autoescape
@@ -27,6 +28,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from teleton.tools.outbox import Outbox
 from teleton.web.security import COOKIE, HEADERS, Guard
 
 log = structlog.get_logger(__name__)
@@ -45,6 +47,8 @@ class Dashboard:
     status: Status  # the daemon's state as `teleton status --json` gives it, with rss_bytes and database_bytes
     read_only: bool = False  # `teleton dashboard` without a daemon: pages show, nothing changes
     live_every_s: float = LIVE_EVERY_S
+    outbox: Outbox | None = None  # the daemon's: what waits for approval, and the one way to release it
+    owner_id: int | None = None  # who decides, in the held items' records
 
 
 def build_app(dash: Dashboard) -> ASGIApp:
@@ -93,6 +97,36 @@ def build_app(dash: Dashboard) -> ASGIApp:
     async def home(request: Request) -> Response:
         return RedirectResponse("/status", status_code=303)
 
+    async def approvals(request: Request) -> Response:
+        waiting = [] if dash.outbox is None else await dash.outbox.waiting()
+        return await page(request, "approvals.html", waiting=waiting, said=request.query_params.get("said", ""))
+
+    async def whole(request: Request) -> Response:
+        held_id = int(request.path_params["held_id"])
+        found = [n for item, n in (await dash.outbox.waiting() if dash.outbox else []) if item.id == held_id]
+        if not found or found[0].attachment is None:
+            return PlainTextResponse(f"Held #{held_id} is not waiting, or is shown whole on its page.", 404)
+        disposition = f'attachment; filename="{found[0].filename}"'
+        return Response(found[0].attachment, media_type="application/octet-stream",
+                        headers={"content-disposition": disposition})  # fmt: skip
+
+    async def decide(request: Request) -> Response:
+        if dash.outbox is None or dash.read_only:
+            return PlainTextResponse("Read-only: approvals are decided where the daemon runs.", status_code=409)
+        held_id, form, decision = (
+            int(request.path_params["held_id"]),
+            await request.form(),
+            request.path_params["decision"],
+        )
+        if decision not in ("approve", "deny"):
+            return PlainTextResponse("Approve or deny.", status_code=404)
+        if decision == "approve":
+            said = await dash.outbox.approve(held_id, str(form.get("code", "")), by=dash.owner_id)
+        else:
+            said = await dash.outbox.deny(held_id, by=dash.owner_id)
+        log.info("dashboard_decided", held=held_id, decision=decision, result=said[:200])
+        return RedirectResponse(f"/approvals?{urlencode({'said': said})}", status_code=303)
+
     app = Starlette(
         routes=[
             Route("/", home),
@@ -101,6 +135,9 @@ def build_app(dash: Dashboard) -> ASGIApp:
             Route("/logout", logout, methods=["POST"]),
             Route("/status", status_page),
             Route("/status/events", status_events),
+            Route("/approvals", approvals),
+            Route("/approvals/{held_id:int}/whole", whole),
+            Route("/approvals/{held_id:int}/{decision:str}", decide, methods=["POST"]),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
         ]
     )

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 
 from tests.daemon.harness import OWNER, Daemon, write_config
-from tests.fakes.anthropic_server import FakeAnthropic
+from tests.fakes.anthropic_server import FakeAnthropic, text, tool_use
 
 TOKEN = "daemon-" + "d" * 40
 OWNER_DM = {"id": OWNER["id"], "type": "dm", "title": ""}
@@ -57,3 +57,48 @@ def test_a_dashboard_that_cannot_listen_leaves_the_daemon_answering(pong_api: Fa
             daemon.wait_for(lambda _: len(daemon.sent(OWNER["id"])) == 1)
         finally:
             daemon.stop()
+
+
+GROUP = {"id": -100777, "type": "group", "title": "Hikers"}
+MALLORY = {"id": 3003, "first_name": "Mallory"}
+
+
+def _sender(body: dict[str, Any]) -> Any:
+    """The owner asks to greet the hikers: a send to a group from a turn that saw the owner's memory, held."""
+    last = body["messages"][-1]["content"]
+    if isinstance(last, list) and any(b.get("type") == "tool_result" for b in last):
+        return text("asked")
+    return tool_use(("send_message", {"chat_id": GROUP["id"], "text": "hello hikers, see you at 8"}))
+
+
+def test_a_held_send_approved_on_the_dashboard_is_delivered_once(pong_api: FakeAnthropic, daemon_root: Path) -> None:
+    pong_api.responder = _sender
+    config = write_config(daemon_root, pong_api.base_url, **{"web": {"enabled": True, "port": 0, "token": TOKEN}})
+    daemon = Daemon(daemon_root, config).start()
+    try:
+        daemon.wait_for(lambda _: _events(daemon_root, "dashboard_started"))
+        url = _events(daemon_root, "dashboard_started")[0]["url"]
+        daemon.send(GROUP, "morning all", message_id=1, sender=MALLORY, mentions_us=False)  # the group is known
+        daemon.send(OWNER_DM, "greet the hikers for me", message_id=2)
+        daemon.wait_for(lambda _: any(e["text"] == "asked" for e in daemon.sent(OWNER["id"])))
+        host = url.split("//")[1].rstrip("/")
+        same_origin = {"origin": f"http://{host}"}
+        with httpx.Client(base_url=url, timeout=30, follow_redirects=True) as http:
+            http.post("/login", data={"token": TOKEN}, headers=same_origin)
+            page = http.get("/approvals").text
+            assert "Held #1: a conversation in your own chat with me wants to send a message to group -100777" in page
+            assert "hello hikers, see you at 8" in page
+            csrf = page.split('name="csrf" value="')[1].split('"')[0]
+            code = page.split('name="code" value="')[1].split('"')[0]
+            wrong = http.post("/approvals/1/approve", data={"csrf": csrf, "code": "00000000"}, headers=same_origin)
+            assert "code" in wrong.text.lower() and daemon.sent(GROUP["id"]) == []
+            done = http.post("/approvals/1/approve", data={"csrf": csrf, "code": code}, headers=same_origin)
+            assert done.status_code == 200 and "Done #1: Sent to chat -100777 (message " in done.text
+            daemon.wait_for(lambda _: len(daemon.sent(GROUP["id"])) == 1)
+            again = http.post("/approvals/1/approve", data={"csrf": csrf, "code": code}, headers=same_origin)
+            assert "#1 is already sent" in again.text
+            assert "Nothing is waiting for your approval." in http.get("/approvals").text
+        assert [e["text"] for e in daemon.sent(GROUP["id"])] == ["hello hikers, see you at 8"]
+        assert _events(daemon_root, "dashboard_decided")
+    finally:
+        daemon.stop()
