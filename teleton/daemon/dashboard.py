@@ -9,12 +9,14 @@ import secrets
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from teleton.config.schema import Config
 from teleton.daemon.status_file import DaemonStatus, describe, free_space, pid_alive, summary
 from teleton.storage.private_files import write_private
-from teleton.tools.outbox import Outbox
+
+if TYPE_CHECKING:  # the agent loads with the daemon; `teleton dashboard` and `--help` stay light
+    from teleton.agent.factory import AgentStack
 
 TOKEN_FILE = "dashboard.token"  # in the data dir, 0600: the login when web.token is not set
 
@@ -72,15 +74,17 @@ async def start_dashboard(
     status: Callable[[], DaemonStatus | None],
     *,
     read_only: bool = False,
-    outbox: Outbox | None = None,
+    stack: AgentStack | None = None,
 ) -> Any:
-    """Serve the dashboard in this loop; the started ``WebServer``. ``BindRefused`` / ``MissingExtra`` /
-    ``OSError`` (the port taken) say why it cannot."""
+    """Serve the dashboard in this loop; the started ``WebServer``. ``stack``: the daemon's agent, whose outbox,
+    store and principals the pages use (None: status only). ``BindRefused`` / ``MissingExtra`` / ``OSError``
+    (the port taken) say why it cannot."""
     from teleton.providers.extras import require  # light; beside the web imports it guards
 
     require("web", "the dashboard (web.enabled)")
     # The web extra, checked just above: imported only when the dashboard is on.
     from teleton.web.app import Dashboard, build_app
+    from teleton.web.memory_view import MemorySearch
     from teleton.web.security import Guard, check_bind
     from teleton.web.server import WebServer, listen
 
@@ -94,7 +98,12 @@ async def start_dashboard(
 
     sock = listen(web.host, web.port)
     guard = Guard.build(token, web.host, sock.getsockname()[1], web.trusted_hosts)
-    dash = Dashboard(guard, view, read_only=read_only, outbox=outbox, owner_id=config.telegram.owner_id)
+    memory, outbox = None, None
+    if stack is not None:
+        deps = stack.agent.deps
+        memory = MemorySearch(deps.db, deps.principals, deps.embedder, stack.agent.tool_deps.search)
+        outbox = deps.outbox
+    dash = Dashboard(guard, view, read_only=read_only, outbox=outbox, memory=memory, owner_id=config.telegram.owner_id)
     server = WebServer(build_app(dash), sock)
     server.start()
     return server

@@ -243,8 +243,7 @@ class Daemon:
         if not self.config.web.enabled:
             return
         try:
-            outbox = self.stack.agent.deps.outbox if self.stack is not None else None
-            self.dashboard = await start_dashboard(self.config, lambda: self.status, outbox=outbox)
+            self.dashboard = await start_dashboard(self.config, lambda: self.status, stack=self.stack)
         except Exception as exc:  # the extra missing, the port taken: the daemon's own work goes on
             log.error("dashboard_not_started", error=str(exc))
             self._note_error(f"dashboard not started: {exc}")

@@ -29,6 +29,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from teleton.tools.outbox import Outbox
+from teleton.web.memory_view import MemorySearch
 from teleton.web.security import COOKIE, HEADERS, Guard
 
 log = structlog.get_logger(__name__)
@@ -48,6 +49,7 @@ class Dashboard:
     read_only: bool = False  # `teleton dashboard` without a daemon: pages show, nothing changes
     live_every_s: float = LIVE_EVERY_S
     outbox: Outbox | None = None  # the daemon's: what waits for approval, and the one way to release it
+    memory: MemorySearch | None = None  # the daemon's store, searched as any clearance
     owner_id: int | None = None  # who decides, in the held items' records
 
 
@@ -97,6 +99,16 @@ def build_app(dash: Dashboard) -> ASGIApp:
     async def home(request: Request) -> Response:
         return RedirectResponse("/status", status_code=303)
 
+    async def memory(request: Request) -> Response:
+        text, as_raw = request.query_params.get("q", "").strip(), request.query_params.get("as", "")
+        as_chat = int(as_raw) if as_raw.lstrip("-").isdigit() else None
+        found = await dash.memory.search(text, as_chat) if dash.memory is not None and text else []
+        chats = await dash.memory.chats() if dash.memory is not None else []
+        if text:
+            log.info("dashboard_memory_search", as_chat=as_chat, hits=len(found))
+        return await page(request, "memory.html", q=text, as_chat=as_chat, found=found, chats=chats,
+                          searchable=dash.memory is not None)  # fmt: skip
+
     async def approvals(request: Request) -> Response:
         waiting = [] if dash.outbox is None else await dash.outbox.waiting()
         return await page(request, "approvals.html", waiting=waiting, said=request.query_params.get("said", ""))
@@ -135,6 +147,7 @@ def build_app(dash: Dashboard) -> ASGIApp:
             Route("/logout", logout, methods=["POST"]),
             Route("/status", status_page),
             Route("/status/events", status_events),
+            Route("/memory", memory),
             Route("/approvals", approvals),
             Route("/approvals/{held_id:int}/whole", whole),
             Route("/approvals/{held_id:int}/{decision:str}", decide, methods=["POST"]),

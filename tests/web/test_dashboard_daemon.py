@@ -102,3 +102,31 @@ def test_a_held_send_approved_on_the_dashboard_is_delivered_once(pong_api: FakeA
         assert _events(daemon_root, "dashboard_decided")
     finally:
         daemon.stop()
+
+
+def test_memory_search_explains_each_hit_and_sees_as_a_group(pong_api: FakeAnthropic, daemon_root: Path) -> None:
+    config = write_config(daemon_root, pong_api.base_url, **{"web": {"enabled": True, "port": 0, "token": TOKEN}})
+    workspace = daemon_root / "state" / "workspace"
+    workspace.mkdir(parents=True)
+    (workspace / "MEMORY.md").write_text("# Home\nThe vault code is SECRET-VAULT-8080, behind the boiler.\n")
+    daemon = Daemon(daemon_root, config).start()
+    try:
+        daemon.wait_for(lambda _: _events(daemon_root, "dashboard_started"))
+        url = _events(daemon_root, "dashboard_started")[0]["url"]
+        daemon.send(GROUP, "the vault of the old bank by the lake opens at 8", message_id=1, sender=MALLORY,
+                    mentions_us=False)  # fmt: skip
+        daemon.wait_for(lambda ev: any(e["op"] == "archived" for e in ev))
+        host = url.split("//")[1].rstrip("/")
+        with httpx.Client(base_url=url, timeout=30, follow_redirects=True) as http:
+            http.post("/login", data={"token": TOKEN}, headers={"origin": f"http://{host}"})
+            as_owner = http.get("/memory", params={"q": "vault code"}).text
+            as_group = http.get("/memory", params={"q": "vault code", "as": str(GROUP["id"])}).text
+        rows = as_owner.split("<tbody>")[1]
+        assert "MEMORY.md — Home" in rows and "SECRET-VAULT-8080" in rows and "owner" in rows
+        assert "chat -100777, Mallory" in rows and "chat:-100777" in rows
+        assert rows.count("<strong>") == rows.count("<tr>")  # every hit with its fused score
+        assert "as chat -100777 would get them" in as_group
+        assert "SECRET-VAULT-8080" not in as_group and "chat -100777, Mallory" in as_group
+        assert '<option value="-100777" selected>group Hikers (-100777)</option>' in as_group
+    finally:
+        daemon.stop()

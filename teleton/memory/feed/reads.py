@@ -88,6 +88,11 @@ def chat_titles(conn: Connection, chat_ids: Sequence[int]) -> dict[int, str]:
     return {int(row[0]): str(row[1] or "") for row in rows}
 
 
+def recent_chats(conn: Connection, limit: int) -> list[Any]:
+    """(id, type, title) of the chats most recently seen, newest first (the dashboard's "see as" list)."""
+    return conn.execute("select id, type, title from tg_chats order by updated_at desc limit ?", (limit,)).fetchall()
+
+
 def user_name(conn: Connection, user_id: int) -> Any | None:
     """A user's names as the archive knows them: first, last, @username (never the phone)."""
     return conn.execute("select first_name, last_name, username from tg_users where id = ?", (user_id,)).fetchone()

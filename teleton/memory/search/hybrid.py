@@ -192,6 +192,7 @@ def boost_in_time(hits: list[SearchHit], when: TimeRange, date_column: str) -> l
     for hit in hits:
         if when.start <= float(hit.meta[date_column] or 0) < when.end + TIME_SLACK_S:
             hit.score += TIME_BONUS
+            hit.meta["time_boost"] = TIME_BONUS  # why it ranked, for whoever explains a result
     return sorted(hits, key=lambda hit: -hit.score)
 
 
