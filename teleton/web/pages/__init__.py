@@ -1,0 +1,1 @@
+"""The dashboard's pages: one module each, with its routes."""

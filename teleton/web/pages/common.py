@@ -1,0 +1,47 @@
+"""What every page module shares: the ``Dashboard`` (the daemon's parts the pages read and act through) and
+``Pages`` (rendering a template with what every page needs)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.requests import Request
+from starlette.responses import HTMLResponse
+
+from teleton.tools.outbox import Outbox
+from teleton.web.memory_view import MemorySearch
+from teleton.web.security import Guard
+
+HERE = Path(__file__).resolve().parents[1]
+LIVE_EVERY_S = 2.0
+
+Status = Callable[[], Awaitable[dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class Dashboard:
+    guard: Guard
+    status: Status  # the daemon's state as `teleton status --json` gives it, with rss_bytes and database_bytes
+    read_only: bool = False  # `teleton dashboard` without a daemon: pages show, nothing changes
+    live_every_s: float = LIVE_EVERY_S
+    outbox: Outbox | None = None  # the daemon's: what waits for approval, and the one way to release it
+    memory: MemorySearch | None = None  # the daemon's store, searched as any clearance
+    owner_id: int | None = None  # who decides, in the held items' records
+
+
+class Pages:
+    def __init__(self, dash: Dashboard) -> None:
+        self.dash = dash
+        self.templates = Environment(
+            loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True), enable_async=True
+        )
+
+    async def render(self, request: Request, name: str, status_code: int = 200, **values: Any) -> HTMLResponse:
+        html = await self.templates.get_template(name).render_async(
+            csrf=self.dash.guard.csrf, read_only=self.dash.read_only, path=request.url.path, **values
+        )
+        return HTMLResponse(html, status_code=status_code)
