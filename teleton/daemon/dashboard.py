@@ -84,7 +84,6 @@ async def start_dashboard(
     require("web", "the dashboard (web.enabled)")
     # The web extra, checked just above: imported only when the dashboard is on.
     from teleton.web.app import Dashboard, build_app
-    from teleton.web.memory_view import MemorySearch
     from teleton.web.security import Guard, check_bind
     from teleton.web.server import WebServer, listen
 
@@ -98,12 +97,24 @@ async def start_dashboard(
 
     sock = listen(web.host, web.port)
     guard = Guard.build(token, web.host, sock.getsockname()[1], web.trusted_hosts)
-    memory, outbox = None, None
-    if stack is not None:
-        deps = stack.agent.deps
-        memory = MemorySearch(deps.db, deps.principals, deps.embedder, stack.agent.tool_deps.search)
-        outbox = deps.outbox
-    dash = Dashboard(guard, view, read_only=read_only, outbox=outbox, memory=memory, owner_id=config.telegram.owner_id)
+    dash = Dashboard(guard, view, read_only=read_only, owner_id=config.telegram.owner_id, **_parts(stack))
     server = WebServer(build_app(dash), sock)
     server.start()
     return server
+
+
+def _parts(stack: AgentStack | None) -> dict[str, Any]:
+    """What the pages read and act through, from the daemon's agent (none: the status alone)."""
+    if stack is None:
+        return {}
+    # The web extra, as in start_dashboard (which checked it).
+    from teleton.tools.config_store import ToolConfigStore
+    from teleton.web.memory_view import MemorySearch
+    from teleton.web.tools_view import ToolsView
+
+    deps = stack.agent.deps
+    return {
+        "outbox": deps.outbox,
+        "memory": MemorySearch(deps.db, deps.principals, deps.embedder, stack.agent.tool_deps.search),
+        "tools": ToolsView(stack.registry, ToolConfigStore(deps.db), deps.tool_selector, deps.embedder, deps.mcp),
+    }

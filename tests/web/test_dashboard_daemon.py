@@ -130,3 +130,32 @@ def test_memory_search_explains_each_hit_and_sees_as_a_group(pong_api: FakeAnthr
         assert '<option value="-100777" selected>group Hikers (-100777)</option>' in as_group
     finally:
         daemon.stop()
+
+
+def test_tools_are_picked_for_a_test_message_and_changed_as_by_the_tool_command(
+    pong_api: FakeAnthropic, daemon_root: Path
+) -> None:
+    config = write_config(daemon_root, pong_api.base_url, **{"web": {"enabled": True, "port": 0, "token": TOKEN}})
+    daemon = Daemon(daemon_root, config).start()
+    try:
+        daemon.wait_for(lambda _: _events(daemon_root, "dashboard_started"))
+        url = _events(daemon_root, "dashboard_started")[0]["url"]
+        host = url.split("//")[1].rstrip("/")
+        origin = {"origin": f"http://{host}"}
+        with httpx.Client(base_url=url, timeout=30, follow_redirects=True) as http:
+            http.post("/login", data={"token": TOKEN}, headers=origin)
+            owner = http.get("/tools", params={"message": "remind me tomorrow at 9 to call mum", "kind": "owner"}).text
+            group = http.get("/tools", params={"message": "ban that spammer", "kind": "group"}).text
+            assert "<code>schedule_task</code>" in owner.split('class="picks"')[1].split("</p>")[0]
+            assert "<code>memory_write</code>" not in group.split('class="picks"')[1].split("</p>")[0]  # dm-only
+            csrf = owner.split('name="csrf" value="')[1].split('"')[0]
+            done = http.post("/tools/web_fetch/disable", data={"csrf": csrf}, headers=origin).text
+            assert "web_fetch" in done.split('role="status">')[1].split("</p>")[0]
+            row = done.split('id="tool-web_fetch">')[1].split("</tr>")[0]
+            assert "disabled" in row and "Enable" in row
+        daemon.send(OWNER_DM, "/tools", message_id=1)  # the chat command sees the same change
+        daemon.wait_for(lambda _: len(daemon.sent(OWNER["id"])) == 1)
+        listed = daemon.sent(OWNER["id"])[0]["text"]
+        assert "- web_fetch [OFF, always]" in listed
+    finally:
+        daemon.stop()

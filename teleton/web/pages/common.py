@@ -15,6 +15,7 @@ from starlette.responses import HTMLResponse
 from teleton.tools.outbox import Outbox
 from teleton.web.memory_view import MemorySearch
 from teleton.web.security import Guard
+from teleton.web.tools_view import ToolsView
 
 HERE = Path(__file__).resolve().parents[1]
 LIVE_EVERY_S = 2.0
@@ -31,6 +32,7 @@ class Dashboard:
     outbox: Outbox | None = None  # the daemon's: what waits for approval, and the one way to release it
     memory: MemorySearch | None = None  # the daemon's store, searched as any clearance
     owner_id: int | None = None  # who decides, in the held items' records
+    tools: ToolsView | None = None  # the daemon's registry, its overrides' store, tool RAG and MCP servers
 
 
 class Pages:
