@@ -97,7 +97,10 @@ async def start_dashboard(
 
     sock = listen(web.host, web.port)
     guard = Guard.build(token, web.host, sock.getsockname()[1], web.trusted_hosts)
-    dash = Dashboard(guard, view, read_only=read_only, owner_id=config.telegram.owner_id, **_parts(stack))
+    log_file = config.logging.file
+    dash = Dashboard(
+        guard, view, read_only=read_only, owner_id=config.telegram.owner_id, log_file=log_file, **_parts(stack)
+    )
     server = WebServer(build_app(dash), sock)
     server.start()
     return server

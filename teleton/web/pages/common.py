@@ -33,6 +33,7 @@ class Dashboard:
     memory: MemorySearch | None = None  # the daemon's store, searched as any clearance
     owner_id: int | None = None  # who decides, in the held items' records
     tools: ToolsView | None = None  # the daemon's registry, its overrides' store, tool RAG and MCP servers
+    log_file: Path | None = None  # logging.file (None: the log goes to the journal)
 
 
 class Pages:

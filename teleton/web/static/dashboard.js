@@ -54,9 +54,28 @@ function showStatus(section, view) {
   }
 }
 
+const KEEP_LINES = 1000;
+
+function followLog(section) {
+  const list = section.querySelector("[data-lines]");
+  const events = new EventSource(section.dataset.follow);
+  events.onmessage = (event) => {
+    const line = JSON.parse(event.data);
+    const item = document.createElement("li");
+    item.className = "level-" + line.level;
+    item.textContent = line.text;
+    list.append(item);
+    while (list.children.length > KEEP_LINES) list.firstElementChild.remove();
+  };
+}
+
 document.addEventListener("DOMContentLoaded", () => {
-  const section = document.querySelector("[data-live]");
-  if (!section || !window.EventSource) return;
-  const events = new EventSource(section.dataset.live);
-  events.onmessage = (event) => showStatus(section, JSON.parse(event.data));
+  if (!window.EventSource) return;
+  const live = document.querySelector("[data-live]");
+  if (live) {
+    const events = new EventSource(live.dataset.live);
+    events.onmessage = (event) => showStatus(live, JSON.parse(event.data));
+  }
+  const log = document.querySelector("[data-follow]");
+  if (log) followLog(log);
 });
