@@ -2,13 +2,11 @@
 Selenium), served by a real ``teleton dashboard`` subprocess: logging in, a wrong token refused, the Status
 page showing the daemon's record and following it live (server-sent events, no reload), logging out.
 
-Without Chromium these tests skip, saying so; ``.ci/run`` installs it and sets TELETON_REQUIRE_BROWSER, which
-turns a missing browser into a failure."""
+The browser fixture is in tests/web/conftest.py."""
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -17,39 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
 
 from teleton.daemon.status_file import DaemonStatus, write_status
 from teleton.process.supervisor import LoopHealth
+from tests.web.conftest import log_in
 
-CHROMIUM, DRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 TOKEN = "browser-" + "t" * 40
-FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--window-size=1280,800")  # fmt: skip
-
-if not (shutil.which(CHROMIUM) and shutil.which(DRIVER)):
-    if os.environ.get("TELETON_REQUIRE_BROWSER"):
-        raise RuntimeError(f"browser tests need {CHROMIUM} and {DRIVER} (apt-get install chromium chromium-driver)")
-    pytest.skip("Chromium is not installed (apt-get install chromium chromium-driver)", allow_module_level=True)
-
-from selenium import webdriver  # noqa: E402 (after the skip: selenium is only needed with a browser)
-from selenium.webdriver.chrome.options import Options  # noqa: E402
-from selenium.webdriver.chrome.service import Service  # noqa: E402
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
-
-
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    options = Options()
-    options.binary_location = CHROMIUM
-    for flag in FLAGS:
-        options.add_argument(flag)
-    driver = webdriver.Chrome(options=options, service=Service(DRIVER))
-    try:
-        yield driver
-    finally:
-        driver.quit()
 
 
 @pytest.fixture
@@ -74,13 +47,6 @@ def dashboard(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-
-
-def log_in(browser: Any, url: str, token: str) -> None:
-    browser.get(url + "/status")
-    assert browser.current_url == url + "/login"
-    browser.find_element(By.ID, "token").send_keys(token)
-    browser.find_element(By.CSS_SELECTOR, "main form button").click()
 
 
 def shown(browser: Any, field: str) -> str:

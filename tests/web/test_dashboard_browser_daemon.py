@@ -1,0 +1,121 @@
+"""The dashboard of the real daemon in a real headless Chromium (issue 35): a memory search with each hit's
+score breakdown; a send held in the owner's turn approved on the Approvals page and delivered through the
+loopback transport; and a cross-site attack: a page on another origin that the logged-in owner visits
+submits a form to the dashboard, which refuses it and leaves the held item waiting."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+from tests.daemon.harness import OWNER, Daemon, write_config
+from tests.fakes.anthropic_server import FakeAnthropic, text, tool_use
+from tests.web.conftest import log_in
+
+TOKEN = "browser-daemon-" + "t" * 32
+OWNER_DM = {"id": OWNER["id"], "type": "dm", "title": ""}
+GROUP = {"id": -100888, "type": "group", "title": "Hikers"}
+MALLORY = {"id": 3003, "first_name": "Mallory"}
+
+
+def _events(root: Path, event: str) -> list[dict[str, Any]]:
+    log_file = root / "daemon.log"
+    lines = log_file.read_text(errors="replace").splitlines() if log_file.exists() else []
+    return [e for e in map(json.loads, filter(None, lines)) if e.get("event") == event]
+
+
+def _greeter(body: dict[str, Any]) -> Any:
+    last = body["messages"][-1]["content"]
+    if isinstance(last, list) and any(b.get("type") == "tool_result" for b in last):
+        return text("asked")
+    said = next(b["text"] for b in reversed(last) if b.get("type") == "text") if isinstance(last, list) else last
+    words = "see you at 8" if "first" in said else "bring water"
+    return tool_use(("send_message", {"chat_id": GROUP["id"], "text": f"hello hikers, {words}"}))
+
+
+@pytest.fixture
+def daemon(pong_api: FakeAnthropic, daemon_root: Path) -> Iterator[tuple[Daemon, str]]:
+    pong_api.responder = _greeter
+    config = write_config(daemon_root, pong_api.base_url, **{"web": {"enabled": True, "port": 0, "token": TOKEN}})
+    workspace = daemon_root / "state" / "workspace"
+    workspace.mkdir(parents=True)
+    (workspace / "MEMORY.md").write_text("# Home\nThe vault code is SECRET-VAULT-8080, behind the boiler.\n")
+    running = Daemon(daemon_root, config).start()
+    try:
+        running.wait_for(lambda _: _events(daemon_root, "dashboard_started"))
+        running.send(GROUP, "morning all", message_id=1, sender=MALLORY, mentions_us=False)
+        yield running, _events(daemon_root, "dashboard_started")[0]["url"].rstrip("/")
+    finally:
+        running.stop()
+
+
+@pytest.fixture
+def attacker() -> Iterator[str]:
+    """A page on another origin with a form aimed at the dashboard (filled in by the test)."""
+    page: dict[str, bytes] = {}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("content-type", "text/html")
+            self.end_headers()
+            self.wfile.write(page["html"])
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", page  # type: ignore[misc]
+    finally:
+        server.shutdown()
+
+
+def test_search_approve_and_a_cross_site_form_refused(browser: Any, daemon: tuple[Daemon, str], attacker: Any) -> None:
+    running, url = daemon
+    log_in(browser, url, TOKEN)
+    WebDriverWait(browser, 60).until(lambda b: b.current_url == url + "/status")
+
+    # Memory: a search shows each hit with its scores.
+    browser.get(url + "/memory")
+    box = browser.find_element(By.NAME, "q")
+    box.send_keys("vault code")
+    box.submit()
+    WebDriverWait(browser, 60).until(lambda b: b.find_elements(By.CSS_SELECTOR, "table.hits tbody tr"))
+    first = [td.text for td in browser.find_elements(By.CSS_SELECTOR, "table.hits tbody tr:first-child td")]
+    assert first[0] == "knowledge" and first[1] == "MEMORY.md — Home" and "SECRET-VAULT-8080" in first[8]
+    assert all(float(cell) >= 0 for cell in (first[4], first[5], first[7]))  # vector, keyword, fused
+
+    # Approvals: the owner asks; the send to the group is held; approved on the page, it is delivered once.
+    running.send(OWNER_DM, "greet the hikers first", message_id=2)
+    running.wait_for(lambda _: any(e["text"] == "asked" for e in running.sent(OWNER["id"])))
+    browser.get(url + "/approvals")
+    notice = browser.find_element(By.CSS_SELECTOR, "#held-1 pre.notice").text
+    assert "Held #1:" in notice and "hello hikers, see you at 8" in notice
+    browser.find_element(By.CSS_SELECTOR, "#held-1 button.approve").click()
+    WebDriverWait(browser, 60).until(lambda b: b.find_elements(By.CSS_SELECTOR, "p.said"))
+    assert browser.find_element(By.CSS_SELECTOR, "p.said").text.startswith("Done #1: Sent to chat -100888")
+    running.wait_for(lambda _: len(running.sent(GROUP["id"])) == 1)
+
+    # A second held send; a page elsewhere tries to deny it (no code needed to deny) from the owner's browser.
+    running.send(OWNER_DM, "and tell them the rest", message_id=3)
+    running.wait_for(lambda _: sum(e["text"] == "asked" for e in running.sent(OWNER["id"])) == 2)
+    evil, page = attacker
+    page["html"] = (f'<form method="post" action="{url}/approvals/2/deny"><input name="csrf" value="guess">'
+                    '<button id="go">win a prize</button></form>').encode()  # fmt: skip
+    browser.get(evil)
+    browser.find_element(By.ID, "go").click()
+    WebDriverWait(browser, 60).until(lambda b: b.current_url.startswith(url))
+    assert "Log in first." in browser.page_source or "Refused" in browser.page_source
+    browser.get(url + "/approvals")
+    assert "Held #2:" in browser.find_element(By.CSS_SELECTOR, "#held-2 pre.notice").text  # still waiting
+    assert [e["text"] for e in running.sent(GROUP["id"])] == ["hello hikers, see you at 8"]
