@@ -53,7 +53,9 @@ PAGES = {
     "status": ("/status", {}),
     "memory search": ("/memory", {"q": "what did we decide about the cabin trip in march?"}),
     "memory search as a group": ("/memory", {"q": "the garden project and the tomatoes", "as": "-100000007"}),
+    "facts": ("/facts", {}),
     "approvals": ("/approvals", {}),
+    "chats": ("/chats", {}),
     "tools with a test message": ("/tools", {"message": "remind me tomorrow at 9 to water the tomatoes"}),
     "logs": ("/logs", {}),
 }

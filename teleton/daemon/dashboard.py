@@ -112,12 +112,17 @@ def _parts(stack: AgentStack | None) -> dict[str, Any]:
         return {}
     # The web extra, as in start_dashboard (which checked it).
     from teleton.tools.config_store import ToolConfigStore
+    from teleton.web.chats_view import ChatsView
+    from teleton.web.facts_view import FactsView
     from teleton.web.memory_view import MemorySearch
     from teleton.web.tools_view import ToolsView
 
     deps = stack.agent.deps
+    facts = deps.facts  # None: no fact memory, no Facts page to change it
     return {
         "outbox": deps.outbox,
         "memory": MemorySearch(deps.db, deps.principals, deps.embedder, stack.agent.tool_deps.search),
+        "chats": ChatsView(deps.db, deps.policy, deps.daily_logs),
         "tools": ToolsView(stack.registry, ToolConfigStore(deps.db), deps.tool_selector, deps.embedder, deps.mcp),
+        "facts_view": facts and FactsView(deps.db, facts, deps.workspace, deps.knowledge, deps.chat_history),
     }

@@ -17,14 +17,16 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
 from teleton.web.guard import Guarded
-from teleton.web.pages import approvals, login, logs, memory, status, tools
+from teleton.web.pages import approvals, chats, facts, login, logs, memory, status, tools
 from teleton.web.pages.common import HERE, Dashboard, Pages
 
 __all__ = ["Dashboard", "build_app"]
 
+PAGES = (login, status, memory, facts, approvals, chats, tools, logs)  # in the order of the navigation
+
 
 def build_app(dash: Dashboard) -> ASGIApp:
     pages = Pages(dash)
-    routes = [route for page in (login, status, memory, approvals, tools, logs) for route in page.routes(pages)]
+    routes = [route for page in PAGES for route in page.routes(pages)]
     app = Starlette(routes=[*routes, Mount("/static", StaticFiles(directory=HERE / "static"), name="static")])
     return Guarded(app, dash.guard)

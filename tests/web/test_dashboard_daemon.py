@@ -159,3 +159,25 @@ def test_tools_are_picked_for_a_test_message_and_changed_as_by_the_tool_command(
         assert "- web_fetch [OFF, always]" in listed
     finally:
         daemon.stop()
+
+
+def test_chats_show_each_session_and_one_as_the_model_is_sent_it(pong_api: FakeAnthropic, daemon_root: Path) -> None:
+    config = write_config(daemon_root, pong_api.base_url, **{"web": {"enabled": True, "port": 0, "token": TOKEN}})
+    daemon = Daemon(daemon_root, config).start()
+    try:
+        daemon.wait_for(lambda _: _events(daemon_root, "dashboard_started"))
+        url = _events(daemon_root, "dashboard_started")[0]["url"]
+        daemon.send(OWNER_DM, "the heron nests by the north pond", message_id=1)
+        daemon.wait_for(lambda _: len(daemon.sent(OWNER["id"])) == 1)
+        host = url.split("//")[1].rstrip("/")
+        with httpx.Client(base_url=url, timeout=30, follow_redirects=True) as http:
+            http.post("/login", data={"token": TOKEN}, headers={"origin": f"http://{host}"})
+            listing = http.get("/chats").text
+            detail = http.get(f"/chats/{OWNER['id']}").text
+        row = listing.split(f'id="chat-{OWNER["id"]}">')[1].split("</tr>")[0]
+        assert "<td>dm</td>" in row and "<td>2</td>" in row and "no session" not in row
+        assert "DM policy: allowlist" in listing and "Group policy: open" in listing
+        assert "the heron nests by the north pond" in detail and "pong: " in detail
+        assert detail.count('class="role-user"') == 1 and detail.count('class="role-assistant"') == 1
+    finally:
+        daemon.stop()

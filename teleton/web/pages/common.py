@@ -13,6 +13,8 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
 from teleton.tools.outbox import Outbox
+from teleton.web.chats_view import ChatsView
+from teleton.web.facts_view import FactsView
 from teleton.web.memory_view import MemorySearch
 from teleton.web.security import Guard
 from teleton.web.tools_view import ToolsView
@@ -34,6 +36,8 @@ class Dashboard:
     owner_id: int | None = None  # who decides, in the held items' records
     tools: ToolsView | None = None  # the daemon's registry, its overrides' store, tool RAG and MCP servers
     log_file: Path | None = None  # logging.file (None: the log goes to the journal)
+    chats: ChatsView | None = None  # the daemon's sessions, policy gate and daily logs
+    facts_view: FactsView | None = None  # the daemon's fact store, forget and knowledge index, for the Facts page
 
 
 class Pages:
