@@ -8,11 +8,13 @@ import asyncio
 import secrets
 import time
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from teleton.config.schema import Config
 from teleton.daemon.status_file import DaemonStatus, describe, free_space, pid_alive, summary
+from teleton.storage import usage
 from teleton.storage.private_files import write_private
 
 if TYPE_CHECKING:  # the agent loads with the daemon; `teleton dashboard` and `--help` stay light
@@ -31,6 +33,24 @@ def status_view(status: DaemonStatus | None, database: Path) -> dict[str, Any]:
     size = sum(_size(Path(f"{database}{suffix}")) for suffix in ("", "-wal", "-shm"))
     view.update(rss_bytes=rss, rss_text=_mb(rss), database_bytes=size, database_text=_mb(size))
     return view
+
+
+async def model_view(stack: AgentStack) -> dict[str, Any]:
+    """The model's side of the Status page: spend today and this month (the usage ledger), and the failover."""
+    now = datetime.now().astimezone()
+    today, month = now.strftime("%Y-%m-%d"), now.strftime("%Y-%m-01")
+    db = stack.agent.deps.db
+    day, this_month = await db.read(lambda conn: (usage.spent(conn, today, today), usage.spent(conn, month, today)))
+    return {
+        "spend_today": _spend(day),
+        "spend_month": _spend(this_month),
+        "failover": stack.llm.failover.status() or "",
+    }
+
+
+def _spend(spent: usage.Spent) -> str:
+    text = f"${spent.cost_usd:,.2f} ({spent.turns} turns)"
+    return text + (f"; {spent.unpriced_turns} without a known price" if spent.unpriced_turns else "")
 
 
 def rss_bytes(pid: int) -> int | None:
@@ -93,7 +113,10 @@ async def start_dashboard(
     database = config.storage.database_file
 
     async def view() -> dict[str, Any]:
-        return await asyncio.to_thread(status_view, status(), database)
+        shown = await asyncio.to_thread(status_view, status(), database)
+        if stack is not None:
+            shown.update(await model_view(stack))
+        return shown
 
     sock = listen(web.host, web.port)
     guard = Guard.build(token, web.host, sock.getsockname()[1], web.trusted_hosts)

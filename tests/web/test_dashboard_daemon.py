@@ -39,6 +39,9 @@ def test_the_daemon_serves_its_live_status(pong_api: FakeAnthropic, daemon_root:
             page = http.get("/status")
         assert page.status_code == 200 and f"running (pid {daemon.proc.pid}" in page.text  # type: ignore[union-attr]
         assert "read-only" not in page.text
+        # The turn went into the day's usage ledger; claude-test has no price: counted, not priced.
+        spend = page.text.split('data-field="spend_today">')[1].split("</dd>")[0]
+        assert spend == "$0.00 (1 turns); 1 without a known price"
     finally:
         daemon.stop()
 

@@ -7,6 +7,8 @@ what it finds under the turn's label.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import structlog
 
 from teleton.agent.core import AgentCore
@@ -15,9 +17,10 @@ from teleton.agent.messages import sender_label
 from teleton.agent.privacy import origin
 from teleton.agent.turn import Turn, required
 from teleton.agent.window.masking import mask_observations
-from teleton.llm.client import Message
+from teleton.llm.client import Message, Usage
 from teleton.memory.facts.subjects import speaker_subject
 from teleton.privacy.quoting import origins_text, steered_origin
+from teleton.storage import usage
 
 log = structlog.get_logger(__name__)
 STOPPED = "(stopped by the user before answering)"
@@ -32,8 +35,21 @@ async def persist(agent: AgentCore, turn: Turn) -> None:
     )
     session.account(turn.result.usage, turn.result.last_usage)
     await agent.sessions.save(session)
+    await account_spend(agent, turn.result.usage)
     await log_exchange(agent, turn)
     await learn(agent, turn)
+
+
+async def account_spend(agent: AgentCore, u: Usage) -> None:
+    """The turn's tokens and cost into the day's ledger (the dashboard's spend); a failure only loses a figure."""
+    llm = agent.deps.llm
+    tokens = (u.input_tokens + u.cache_write_tokens, u.output_tokens, u.cache_read_tokens)
+    cost = llm.price.cost(*tokens) if llm.price is not None else None
+    day = datetime.now().astimezone().strftime("%Y-%m-%d")
+    try:
+        await agent.deps.db.write(lambda conn: usage.add(conn, day, llm.settings.model, tokens, cost))
+    except Exception as exc:
+        log.warning("usage_not_recorded", error=repr(exc))
 
 
 async def persist_stopped(agent: AgentCore, turn: Turn) -> None:

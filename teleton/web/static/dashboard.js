@@ -41,6 +41,13 @@ function showStatus(section, view) {
   set("archived", s.archived_messages || 0);
   set("turns", s.turns || 0);
   set("model", s.model_retrying || (view.running ? "answering" : "—"));
+  set("spend_today", view.spend_today || "—");
+  set("spend_month", view.spend_month || "—");
+  const failover = section.querySelector('[data-field="failover"]');
+  if (failover) {
+    failover.hidden = !view.failover;
+    failover.textContent = "Failover: " + text(view.failover);
+  }
   const tables = {
     messages: [Object.entries(s.messages || {}), 2],
     queues: [Object.entries(s.queues || {}), 2],
