@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from teleton.cli.context import state
+from teleton.cli.setup_dashboard import ask_dashboard, dashboard_advice, web_settings
 from teleton.cli.setup_provider import ModelChoice, agent_settings, ask_model, provider_problem
 from teleton.cli.setup_voice import ask_voice, transcription_settings, voice_advice
 from teleton.config import ConfigError, default_config_path, load_config, write_config
@@ -54,6 +55,7 @@ class SetupAnswers:
     model: str | None = None
     base_url: str | None = None
     transcribe_voice: bool | None = None  # None: not asked; media.transcription stays as it is
+    dashboard: bool | None = None  # None: not asked; web stays as it is
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -89,6 +91,8 @@ def config_data(existing: dict[str, Any], a: SetupAnswers) -> dict[str, Any]:
         data.setdefault("agent", {})["api_key"] = a.api_key
     if a.transcribe_voice is not None:
         data["media"] = transcription_settings(data.get("media") or {}, a.transcribe_voice)
+    if a.dashboard is not None:
+        data["web"] = web_settings(data.get("web") or {}, a.dashboard)
     if a.mode == TERMINAL:  # Telegram comes later: nothing of it is asked or written now
         return data
     tg = data.setdefault("telegram", {})
@@ -137,6 +141,7 @@ def ask(
     existing_tg: dict[str, Any],
     existing_agent: dict[str, Any] | None = None,
     existing_media: dict[str, Any] | None = None,
+    existing_web: dict[str, Any] | None = None,
 ) -> SetupAnswers:
     """The interactive questions (questionary)."""
 
@@ -211,6 +216,7 @@ def ask(
     )
     _ask_model(a, questionary, need, existing_agent or {})
     a.transcribe_voice = ask_voice(questionary, need, existing_media or {})  # voice notes come by Telegram only
+    a.dashboard = ask_dashboard(questionary, need, existing_web or {})
     return a
 
 
@@ -315,6 +321,9 @@ def setup(
     ] = None,
     model: Annotated[str | None, typer.Option(help="The model, e.g. qwen3:8b (required unless anthropic).")] = None,
     base_url: Annotated[str | None, typer.Option(help="The provider's URL, if not its preset's.")] = None,
+    dashboard: Annotated[
+        bool | None, typer.Option("--dashboard/--no-dashboard", help="Serve the dashboard (web.enabled, a token).")
+    ] = None,
 ) -> None:
     """Write the config (mode 0600), create the workspace and log in to Telegram."""
     path = (state(ctx).config_path or default_config_path()).expanduser()
@@ -332,9 +341,15 @@ def setup(
             provider=provider,
             model=model,
             base_url=base_url,
+            dashboard=dashboard,
         )
     else:
-        answers = ask(existing.get("telegram") or {}, existing.get("agent") or {}, existing.get("media") or {})
+        answers = ask(
+            existing.get("telegram") or {},
+            existing.get("agent") or {},
+            existing.get("media") or {},
+            existing.get("web"),
+        )
     problems = validate(answers)
     if problems:
         for problem in problems:
@@ -355,6 +370,9 @@ def setup(
     advice = voice_advice(answers.transcribe_voice)
     if advice:
         console.print(f"[yellow]voice notes:[/] {escape(advice)}")  # escape: "teleton[voice]" is no markup
+    shown = dashboard_advice(config.web.model_dump()) if answers.dashboard else None
+    if shown:
+        console.print(f"[green]dashboard:[/] {escape(shown)}")
     if answers.mode == TERMINAL:
         console.print("Talk to it now with `teleton chat`; run `teleton setup` again to connect Telegram.")
         return

@@ -279,10 +279,13 @@ def test_interactive_wizard_writes_what_was_answered(tmp_path: Path, monkeypatch
         ENTER,  # model provider: anthropic
         "sk-ant-test" + ENTER,  # Anthropic key
         "n",  # transcribe voice notes locally: no
+        "y",  # serve the dashboard: yes
     )
     result, path = _wizard(tmp_path, monkeypatch, typed, "--skip-login")
     assert result.exit_code == 0, result.output
     config = load_config(path)
+    assert config.web.enabled and config.web.token and len(config.web.token) >= 40  # a login of its own
+    assert "dashboard: " in result.output and "http://127.0.0.1:8765/" in result.output
     tg = config.telegram
     assert (tg.mode, tg.api_id, tg.bot_token, tg.owner_id, tg.dm_policy, tg.group_policy) == (
         "bot",

@@ -29,6 +29,7 @@ def bot_answers(voice: str) -> str:
         ENTER,  # model provider: anthropic
         "sk-ant-test" + ENTER,  # Anthropic key
         voice,  # "Transcribe voice notes locally? (needs pip install 'teleton[voice]', about 440 MB)"
+        "n",  # serve the dashboard: no
     )
 
 
