@@ -5,7 +5,6 @@ submits a form to the dashboard, which refuses it and leaves the held item waiti
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,20 +15,14 @@ import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from tests.daemon.harness import OWNER, Daemon, write_config
+from tests.daemon.harness import OWNER, Daemon
 from tests.fakes.anthropic_server import FakeAnthropic, text, tool_use
-from tests.web.conftest import log_in
+from tests.web.conftest import dashboard_daemon, log_in
 
 TOKEN = "browser-daemon-" + "t" * 32
 OWNER_DM = {"id": OWNER["id"], "type": "dm", "title": ""}
 GROUP = {"id": -100888, "type": "group", "title": "Hikers"}
 MALLORY = {"id": 3003, "first_name": "Mallory"}
-
-
-def _events(root: Path, event: str) -> list[dict[str, Any]]:
-    log_file = root / "daemon.log"
-    lines = log_file.read_text(errors="replace").splitlines() if log_file.exists() else []
-    return [e for e in map(json.loads, filter(None, lines)) if e.get("event") == event]
 
 
 def _greeter(body: dict[str, Any]) -> Any:
@@ -41,20 +34,16 @@ def _greeter(body: dict[str, Any]) -> Any:
     return tool_use(("send_message", {"chat_id": GROUP["id"], "text": f"hello hikers, {words}"}))
 
 
+def _vault_note(workspace: Path) -> None:
+    (workspace / "MEMORY.md").write_text("# Home\nThe vault code is SECRET-VAULT-8080, behind the boiler.\n")
+
+
 @pytest.fixture
 def daemon(pong_api: FakeAnthropic, daemon_root: Path) -> Iterator[tuple[Daemon, str]]:
     pong_api.responder = _greeter
-    config = write_config(daemon_root, pong_api.base_url, **{"web": {"enabled": True, "port": 0, "token": TOKEN}})
-    workspace = daemon_root / "state" / "workspace"
-    workspace.mkdir(parents=True)
-    (workspace / "MEMORY.md").write_text("# Home\nThe vault code is SECRET-VAULT-8080, behind the boiler.\n")
-    running = Daemon(daemon_root, config).start()
-    try:
-        running.wait_for(lambda _: _events(daemon_root, "dashboard_started"))
+    with dashboard_daemon(pong_api.base_url, daemon_root, TOKEN, before=_vault_note) as (running, url):
         running.send(GROUP, "morning all", message_id=1, sender=MALLORY, mentions_us=False)
-        yield running, _events(daemon_root, "dashboard_started")[0]["url"].rstrip("/")
-    finally:
-        running.stop()
+        yield running, url
 
 
 @pytest.fixture

@@ -25,6 +25,7 @@ from teleton.web.security import Guard
 from teleton.web.server import WebServer, listen
 from tests.daemon.harness import OWNER, Daemon, write_config
 from tests.fakes.anthropic_server import FakeAnthropic, Reply, result_text, text, tool_results, tool_use, user_said
+from tests.web.conftest import daemon_events
 
 TOKEN = "facts-" + "f" * 40
 OWNER_DM = {"id": OWNER["id"], "type": "dm", "title": ""}
@@ -46,17 +47,11 @@ def _model(body: dict[str, Any]) -> Reply:
     return text("pong")
 
 
-def _events(root: Path, event: str) -> list[dict[str, Any]]:
-    log_file = root / "daemon.log"
-    lines = log_file.read_text(errors="replace").splitlines() if log_file.exists() else []
-    return [e for e in map(json.loads, filter(None, lines)) if e.get("event") == event]
-
-
 @contextmanager
 def _dashboard(daemon: Daemon, root: Path) -> Iterator[tuple[httpx.Client, dict[str, str], str]]:
     """A logged-in client of the daemon's dashboard, the same-origin header, and the pages' CSRF token."""
-    daemon.wait_for(lambda _: _events(root, "dashboard_started"))
-    url = _events(root, "dashboard_started")[0]["url"]
+    daemon.wait_for(lambda _: daemon_events(root, "dashboard_started"))
+    url = daemon_events(root, "dashboard_started")[0]["url"]
     origin = {"origin": f"http://{url.split('//')[1].rstrip('/')}"}
     with httpx.Client(base_url=url, timeout=30, follow_redirects=True) as http:
         page = http.post("/login", data={"token": TOKEN}, headers=origin).text
@@ -117,8 +112,8 @@ def test_a_fact_edited_keeps_its_old_value_as_history_and_a_text_is_forgotten_wi
             assert "Forgotten:" in report and "facts (current and past): 1" in report
             assert "lines of daily logs: " in report and "flowerpot" not in done.text  # gone from the list too
             assert "0 results" in http.get("/memory", params={"q": "flowerpot"}).text
-        assert _events(daemon_root, "dashboard_fact_edited") and _events(daemon_root, "dashboard_forgot")
-        assert all("flowerpot" not in json.dumps(e) for e in _events(daemon_root, "dashboard_forgot"))
+        assert daemon_events(daemon_root, "dashboard_fact_edited") and daemon_events(daemon_root, "dashboard_forgot")
+        assert all("flowerpot" not in json.dumps(e) for e in daemon_events(daemon_root, "dashboard_forgot"))
 
         daemon.send(OWNER_DM, "recall my cat", message_id=2)  # the chat's own tool sees the same edit
         daemon.wait_for(lambda _: len([e for e in daemon.sent(OWNER["id"]) if "tools said" in e["text"]]) == 2)
@@ -175,7 +170,7 @@ def test_memory_md_edited_on_the_page_is_searchable_and_paths_out_are_refused(
             assert forged.status_code == 403 and "CSRF" in forged.text
             no_token = http.post("/facts/forget", data={"text": "Seagull"}, headers=origin)
             assert no_token.status_code == 403 and "Seagull" in (workspace / "MEMORY.md").read_text()
-        saved_events = _events(daemon_root, "dashboard_file_saved")
+        saved_events = daemon_events(daemon_root, "dashboard_file_saved")
         assert [e["path"] for e in saved_events] == ["MEMORY.md", "memory/trips.md"]
         assert all("Quokka" not in json.dumps(e) for e in saved_events)  # what was saved, not what it says
     finally:
