@@ -39,6 +39,10 @@ def _settled(root: Path, daemon: Daemon, expected: set[tuple[int, int]]) -> bool
     """Everything this run sent is acknowledged and no message is still owed an answer (pumps meanwhile)."""
     for _ in range(3):
         daemon.pump()
+    if daemon.proc is not None and daemon.proc.poll() is not None and not daemon.env.get("TELETON_LOOPBACK_DIE_AFTER"):
+        # Not a cut of ours: the daemon stopped itself (a start that found the database damaged). Said now,
+        # instead of waiting into the test's 40-minute hang guard.
+        raise AssertionError(f"daemon exited ({daemon.proc.returncode}) on its own: {daemon.stderr()[-2000:]}")
     return expected <= set(daemon.acked()) and _open_messages(root) == 0
 
 

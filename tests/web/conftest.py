@@ -27,21 +27,28 @@ FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "-
          "--window-size=1280,800")  # fmt: skip
 
 
-@pytest.fixture
-def browser() -> Iterator[Any]:
+@contextlib.contextmanager
+def chromium(*extra: str) -> Iterator[Any]:
+    """A headless Chromium (``extra``: more command-line flags); skipped, or failed under CI, without one."""
     if not (shutil.which(CHROMIUM) and shutil.which(DRIVER)):
         if os.environ.get("TELETON_REQUIRE_BROWSER"):
             pytest.fail(f"browser tests need {CHROMIUM} and {DRIVER} (apt-get install chromium chromium-driver)")
         pytest.skip("Chromium is not installed (apt-get install chromium chromium-driver)")
     options = Options()
     options.binary_location = CHROMIUM
-    for flag in FLAGS:
+    for flag in (*FLAGS, *extra):
         options.add_argument(flag)
     driver = webdriver.Chrome(options=options, service=Service(DRIVER))
     try:
         yield driver
     finally:
         driver.quit()
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    with chromium() as driver:
+        yield driver
 
 
 def log_in(browser: Any, url: str, token: str) -> None:

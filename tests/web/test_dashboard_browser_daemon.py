@@ -17,7 +17,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.daemon.harness import OWNER, Daemon
 from tests.fakes.anthropic_server import FakeAnthropic, text, tool_use
-from tests.web.conftest import dashboard_daemon, log_in
+from tests.web.conftest import chromium, dashboard_daemon, log_in
 
 TOKEN = "browser-daemon-" + "t" * 32
 OWNER_DM = {"id": OWNER["id"], "type": "dm", "title": ""}
@@ -108,3 +108,62 @@ def test_search_approve_and_a_cross_site_form_refused(browser: Any, daemon: tupl
     browser.get(url + "/approvals")
     assert "Held #2:" in browser.find_element(By.CSS_SELECTOR, "#held-2 pre.notice").text  # still waiting
     assert [e["text"] for e in running.sent(GROUP["id"])] == ["hello hikers, see you at 8"]
+
+
+SAVER_FACTS = (
+    {"value": "My cat is called Tom", "category": "pets", "key": "cat_name"},
+    {"value": "The spare key hides under the blue flowerpot", "category": "home", "key": "spare_key"},
+)
+
+
+def _saver(body: dict[str, Any]) -> Any:
+    last = body["messages"][-1]["content"]
+    if isinstance(last, list) and any(b.get("type") == "tool_result" for b in last):
+        return text("saved")
+    return tool_use(*(("memory_save", fact) for fact in SAVER_FACTS))
+
+
+def test_a_fact_edited_shows_its_history_and_a_forgotten_text_its_counts(
+    browser: Any, pong_api: FakeAnthropic, daemon_root: Path
+) -> None:
+    pong_api.responder = _saver
+    with dashboard_daemon(pong_api.base_url, daemon_root, TOKEN) as (running, url):
+        running.send(OWNER_DM, "remember these two things", message_id=1)
+        running.wait_for(lambda _: any(e["text"] == "saved" for e in running.sent(OWNER["id"])))
+        log_in(browser, url, TOKEN)
+        WebDriverWait(browser, 60).until(lambda b: b.current_url == url + "/status")
+        seen = [browser.page_source]
+
+        browser.get(url + "/facts")
+        box = browser.find_element(By.CSS_SELECTOR, 'input[name="value"][value="My cat is called Tom"]')
+        box.clear()
+        box.send_keys("My cat is called Felix")
+        box.submit()
+        WebDriverWait(browser, 60).until(lambda b: b.find_elements(By.TAG_NAME, "del"))
+        assert [d.text for d in browser.find_elements(By.TAG_NAME, "del")] == ["My cat is called Tom"]
+        seen.append(browser.page_source)
+
+        forget = browser.find_element(By.CSS_SELECTOR, '#forget input[name="text"]')
+        forget.send_keys("blue flowerpot")
+        forget.submit()
+        preview = WebDriverWait(browser, 60).until(lambda b: b.find_element(By.ID, "forget-preview")).text
+        assert "facts (current and past): 1" in preview
+        browser.find_element(By.XPATH, "//button[contains(., 'Erase all of it')]").click()
+        WebDriverWait(browser, 60).until(lambda b: "Forgotten:" in b.find_element(By.CSS_SELECTOR, "p.said").text)
+        assert "flowerpot" not in browser.find_element(By.CSS_SELECTOR, "main").text.split("Forgotten:")[0]
+        seen.append(browser.page_source)
+        for path in ("/memory?q=cat", "/approvals", "/chats", "/tools", "/logs"):
+            browser.get(url + path)
+            seen.append(browser.page_source)
+    for page in seen:  # the config's API key is never rendered, on any page
+        assert "sk-ant-test" not in page
+
+
+def test_a_foreign_host_name_pointed_at_the_dashboard_is_refused(pong_api: FakeAnthropic, daemon_root: Path) -> None:
+    """DNS rebinding as a browser meets it: evil.example resolves to 127.0.0.1 (Chromium's resolver rules)."""
+    with dashboard_daemon(pong_api.base_url, daemon_root, TOKEN) as (_, url):
+        port = url.rsplit(":", 1)[1]
+        with chromium("--host-resolver-rules=MAP evil.example 127.0.0.1") as browser:
+            browser.get(f"http://evil.example:{port}/login")
+            assert "This dashboard does not answer to that host name." in browser.page_source
+            assert not browser.find_elements(By.ID, "token")  # no login form to phish with

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -38,7 +39,7 @@ def config_file(tmp_path: Path, **web: Any) -> Path:
         f"telegram: {{mode: bot, bot_token: '{BOT_TOKEN}'}}",
         f"storage: {{data_dir: {tmp_path / 'data'}}}",
         "embedding: {provider: none}",
-        "web: " + str({k: v for k, v in web_section.items() if v is not None}).replace("'", '"'),
+        "web: " + json.dumps({k: v for k, v in web_section.items() if v is not None}),
     ]
     path.write_text("\n".join(lines) + "\n")
     path.chmod(0o600)
@@ -179,3 +180,20 @@ async def test_without_a_configured_token_one_is_made_private_in_the_data_dir(tm
         await server.stop()
     with pytest.raises(BindRefused):
         await start_dashboard(config.model_copy(update={"web": WebConfig(host="0.0.0.0", port=0)}), lambda: None)
+
+
+async def test_behind_a_reverse_proxy_its_host_is_trusted_and_the_cookie_is_secure(tmp_path: Path) -> None:
+    """nginx as docs/dashboard.md shows it: the public name in web.trusted_hosts, TLS ended at the proxy on
+    this machine, which says so in X-Forwarded-Proto."""
+    config = load_config(config_file(tmp_path, trusted_hosts=["teleton.example.org"]), env={})
+    server = await start_dashboard(config, lambda: None)
+    proxied = {"host": "teleton.example.org", "x-forwarded-proto": "https"}
+    try:
+        async with client(f"127.0.0.1:{server.port}") as http:
+            assert (await http.get("/login", headers=proxied)).status_code == 200
+            login = {**proxied, "origin": "https://teleton.example.org"}
+            answer = await http.post("/login", data={"token": TOKEN}, headers=login)
+            assert answer.status_code == 303 and "Secure" in answer.headers["set-cookie"]
+            assert (await http.get("/login", headers={"host": "other.example.org"})).status_code == 400
+    finally:
+        await server.stop()
