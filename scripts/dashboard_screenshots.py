@@ -61,7 +61,8 @@ def main() -> None:
     (root / "home").mkdir()
     with FakeAnthropic() as api:
         api.responder = model
-        config = write_config(root, api.base_url, **{"web": {"enabled": True, "port": 0, "token": TOKEN}})
+        web = {"enabled": True, "port": 0, "token": TOKEN}
+        config = write_config(root, api.base_url, **{"web": web, "agent.model": "claude-sonnet-4-5"})  # a priced one
         workspace = root / "state" / "workspace"
         workspace.mkdir(parents=True)
         (workspace / "MEMORY.md").write_text("# Trips\nThe lake trip is on Saturday; the car key is in the blue jar.\n")
@@ -81,6 +82,8 @@ def main() -> None:
             daemon.send(OWNER_DM, "remember that my sister Anna lives in Porto", message_id=3)
             daemon.send(OWNER_DM, "greet the hikers for me", message_id=4)
             daemon.wait_for(lambda _: len([e for e in daemon.sent(OWNER["id"]) if "approval" in e["text"]]) >= 1)
+            status = root / "state" / "status.json"  # written every 5 s: the Status page shows the turns once it is
+            daemon.wait_for(lambda _: status.exists() and json.loads(status.read_text()).get("turns", 0) >= 3)
             driver.get(url + "/login")
             driver.save_screenshot(str(out / "login.png"))
             driver.find_element(By.ID, "token").send_keys(TOKEN)

@@ -49,8 +49,8 @@ async def model_view(stack: AgentStack) -> dict[str, Any]:
 
 
 def _spend(spent: usage.Spent) -> str:
-    text = f"${spent.cost_usd:,.2f} ({spent.turns} turns)"
-    return text + (f"; {spent.unpriced_turns} without a known price" if spent.unpriced_turns else "")
+    text = f"${spent.cost_usd:,.2f} · {spent.turns} turn{'' if spent.turns == 1 else 's'}"
+    return text + (f" · {spent.unpriced_turns} unpriced" if spent.unpriced_turns else "")
 
 
 def rss_bytes(pid: int) -> int | None:

@@ -34,7 +34,7 @@ def test_the_daemon_serves_its_live_status(pong_api: FakeAnthropic, daemon_root:
         assert "read-only" not in page.text
         # The turn went into the day's usage ledger; claude-test has no price: counted, not priced.
         spend = page.text.split('data-field="spend_today">')[1].split("</dd>")[0]
-        assert spend == "$0.00 (1 turns); 1 without a known price"
+        assert spend == "$0.00 · 1 turn · 1 unpriced"
 
 
 def test_a_dashboard_that_cannot_listen_leaves_the_daemon_answering(pong_api: FakeAnthropic, daemon_root: Path) -> None:
