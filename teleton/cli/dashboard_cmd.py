@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from pydantic import ValidationError
 
 from teleton.cli.context import cli_config
+from teleton.config import Config
 from teleton.config.schema import WebConfig
 from teleton.daemon.dashboard import dashboard_token, start_dashboard
 from teleton.daemon.status_file import read_status
@@ -43,8 +44,9 @@ def dashboard(
     async def serve() -> None:
         from teleton.web.security import BindRefused  # the web extra, checked above
 
+        db = await _stored(config)
         try:
-            server = await start_dashboard(config, lambda: read_status(status_file), read_only=True)
+            server = await start_dashboard(config, lambda: read_status(status_file), read_only=True, db=db)
         except (BindRefused, OSError) as exc:
             print(f"error: the dashboard cannot listen on {web.host}:{web.port}: {exc}", file=sys.stderr)
             raise typer.Exit(1) from None
@@ -57,3 +59,16 @@ def dashboard(
         asyncio.run(serve())
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
+
+
+async def _stored(config: Config) -> Any:
+    """The database opened read-only beside a running daemon; None (the status alone) when it cannot be, said."""
+    # Deferred: the store loads when the dashboard starts, so `teleton --help` stays fast.
+    from teleton.storage.database import Database, ReadOnlyMismatch
+    from teleton.storage.failures import StorageError
+
+    try:
+        return await Database.open(config.storage.database_file, readonly=True, vectors=False)
+    except (StorageError, ReadOnlyMismatch, FileNotFoundError) as exc:
+        print(f"the memory pages stay empty: {exc}", file=sys.stderr)
+        return None

@@ -19,6 +19,7 @@ from teleton.storage.private_files import write_private
 
 if TYPE_CHECKING:  # the agent loads with the daemon; `teleton dashboard` and `--help` stay light
     from teleton.agent.factory import AgentStack
+    from teleton.storage.database import Database
 
 TOKEN_FILE = "dashboard.token"  # in the data dir, 0600: the login when web.token is not set
 
@@ -95,10 +96,11 @@ async def start_dashboard(
     *,
     read_only: bool = False,
     stack: AgentStack | None = None,
+    db: Database | None = None,
 ) -> Any:
     """Serve the dashboard in this loop; the started ``WebServer``. ``stack``: the daemon's agent, whose outbox,
-    store and principals the pages use (None: status only). ``BindRefused`` / ``MissingExtra`` / ``OSError``
-    (the port taken) say why it cannot."""
+    store and principals the pages use; else ``db``: a store opened read-only (`teleton dashboard`); neither:
+    the status alone. ``BindRefused`` / ``MissingExtra`` / ``OSError`` (the port taken) say why it cannot."""
     from teleton.providers.extras import require  # light; beside the web imports it guards
 
     require("web", "the dashboard (web.enabled)")
@@ -121,18 +123,15 @@ async def start_dashboard(
     sock = listen(web.host, web.port)
     guard = Guard.build(token, web.host, sock.getsockname()[1], web.trusted_hosts)
     log_file = config.logging.file
-    dash = Dashboard(
-        guard, view, read_only=read_only, owner_id=config.telegram.owner_id, log_file=log_file, **_parts(stack)
-    )
+    parts = _parts(stack) if stack is not None else _stored_parts(config, db) if db is not None else {}
+    dash = Dashboard(guard, view, read_only=read_only, owner_id=config.telegram.owner_id, log_file=log_file, **parts)
     server = WebServer(build_app(dash), sock)
     server.start()
     return server
 
 
-def _parts(stack: AgentStack | None) -> dict[str, Any]:
-    """What the pages read and act through, from the daemon's agent (none: the status alone)."""
-    if stack is None:
-        return {}
+def _parts(stack: AgentStack) -> dict[str, Any]:
+    """What the pages read and act through, from the daemon's agent."""
     # The web extra, as in start_dashboard (which checked it).
     from teleton.tools.config_store import ToolConfigStore
     from teleton.web.chats_view import ChatsView
@@ -148,4 +147,29 @@ def _parts(stack: AgentStack | None) -> dict[str, Any]:
         "chats": ChatsView(deps.db, deps.policy, deps.daily_logs),
         "tools": ToolsView(stack.registry, ToolConfigStore(deps.db), deps.tool_selector, deps.embedder, deps.mcp),
         "facts_view": facts and FactsView(deps.db, facts, deps.workspace, deps.knowledge, deps.chat_history),
+    }
+
+
+def _stored_parts(config: Config, db: Database) -> dict[str, Any]:
+    """What the pages read, from the store alone (no daemon): keyword search, no tool RAG, nothing changes."""
+    # The web extra, as in start_dashboard (which checked it); the tools' registry, built from the config.
+    from teleton.memory.facts.store import FactStore
+    from teleton.memory.journal.daily_logs import DailyLogs
+    from teleton.privacy import Principals
+    from teleton.tools.config_store import ToolConfigStore
+    from teleton.tools.outbox import Outbox
+    from teleton.tools.suite import build_registry
+    from teleton.web.chats_view import ChatsView
+    from teleton.web.facts_view import FactsView
+    from teleton.web.memory_view import MemorySearch
+    from teleton.web.tools_view import ToolsView
+
+    principals = Principals.from_telegram(config.telegram)
+    workspace = config.storage.workspace_dir
+    return {
+        "outbox": Outbox(db, None, principals),
+        "memory": MemorySearch(db, principals),
+        "chats": ChatsView(db, None, DailyLogs(workspace / "memory")),
+        "tools": ToolsView(build_registry(config), ToolConfigStore(db)),
+        "facts_view": FactsView(db, FactStore(db), workspace, None, config.storage.chat_history_file),
     }

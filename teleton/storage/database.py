@@ -91,8 +91,10 @@ class Database:
         embedding: tuple[str, int] | None = None,
         vectors: bool = True,
         readers: int = 3,
+        readonly: bool = False,
     ) -> Database:
-        """Open (creating and migrating) the database.
+        """Open (creating and migrating) the database; ``readonly``: an existing one at this schema version, as
+        it is (every write refused by SQLite), for a reader beside the daemon (`teleton dashboard`).
 
         ``embedding`` is (model name, dimension) of the configured embedding model; with it and a loadable
         sqlite-vec the vector tables exist. Without sqlite-vec the store opens keyword-only and says so once.
@@ -103,6 +105,8 @@ class Database:
         loop = asyncio.get_running_loop()
 
         def _open() -> tuple[Connection, StoreInfo]:
+            if readonly:
+                return _open_readonly(path, driver, vectors)
             private_parents(path)
             if not path.exists():
                 # 0600 before SQLite opens it: its -wal and -shm files are created with the database's mode.
@@ -328,3 +332,23 @@ def _vec_version(conn: Connection) -> str | None:
         return str(conn.execute("select vec_version()").fetchone()[0])
     except Exception:
         return None
+
+
+def _open_readonly(path: Path, driver: Driver, vectors: bool) -> tuple[Connection, StoreInfo]:
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no database yet (the daemon creates it at its first start)")
+    conn = connect(path, driver, vectors=vectors, readonly=True)
+    version = schema.current_version(conn)
+    if version != schema.SCHEMA_VERSION:
+        conn.close()
+        raise ReadOnlyMismatch(
+            f"{path} is at schema version {version} and this Teleton reads {schema.SCHEMA_VERSION}: start the "
+            "daemon once (it migrates the database), then try again"
+        )
+    vec_version = _vec_version(conn) if vectors else None
+    info = StoreInfo(path, driver.name, driver.sqlite_version, has_fts5(conn), vec_version, version, version)
+    return conn, info
+
+
+class ReadOnlyMismatch(RuntimeError):
+    """A read-only open of a database another version of Teleton wrote; ``str(exc)`` is the one line."""
