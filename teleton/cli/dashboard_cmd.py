@@ -42,10 +42,11 @@ def dashboard(
     status_file = config.storage.data_dir / "status.json"
 
     async def serve() -> None:
-        from teleton.web.security import BindRefused  # the web extra, checked above
+        from teleton.web.security import BindRefused, check_bind  # the web extra, checked above
 
-        db = await _stored(config)
         try:
+            check_bind(web.host, web.token)  # before anything is opened: a refusal is the one line
+            db = await _stored(config)
             server = await start_dashboard(config, lambda: read_status(status_file), read_only=True, db=db)
         except (BindRefused, OSError) as exc:
             print(f"error: the dashboard cannot listen on {web.host}:{web.port}: {exc}", file=sys.stderr)

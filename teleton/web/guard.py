@@ -26,12 +26,6 @@ class Guarded:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        body = await _body(receive) if scope.get("method") == "POST" else b""
-        if body is None:
-            await PlainTextResponse("Too large.", status_code=413)(scope, receive, send)
-            return
-        replay = _replay(body, receive)
-        refusal = await self._refusal(Request(scope, _replay(body, receive)))
 
         async def with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -41,6 +35,12 @@ class Guarded:
                 ]
             await send(message)
 
+        body = await _body(receive) if scope.get("method") == "POST" else b""
+        if body is None:
+            await PlainTextResponse("Too large.", status_code=413)(scope, receive, with_headers)
+            return
+        replay = _replay(body, receive)
+        refusal = await self._refusal(Request(scope, _replay(body, receive)))
         await (refusal or self.app)(scope, replay, with_headers)
 
     async def _refusal(self, request: Request) -> ASGIApp | None:

@@ -149,7 +149,10 @@ async def test_an_oversized_post_is_refused_unread(served: tuple[str, Config]) -
     host, _ = served
     async with client(host) as http:
         answer = await http.post("/login", content=b"token=" + b"a" * 2_000_000, headers=SAME_ORIGIN)
-        assert answer.status_code == 413
+        assert (
+            answer.status_code == 413
+            and answer.headers["content-security-policy"] == HEADERS["content-security-policy"]
+        )
 
 
 def test_a_dashboard_others_can_reach_needs_a_token(tmp_path: Path) -> None:
