@@ -31,6 +31,7 @@ from teleton.gateway.contract import GatewayError, IncomingHandler, IncomingMess
 from teleton.privacy import Principals
 from teleton.process.supervisor import Supervisor
 from teleton.storage import Database
+from teleton.telegram.command_menu import register_commands
 from teleton.telegram.faults import NotLoggedIn, describe, fatal_reason
 from teleton.telegram.receive import convert
 from teleton.telegram.receive.archiver import ArchiveBatcher
@@ -152,6 +153,7 @@ class TelegramGateway(TelegramActions):
         self.dispatcher: Dispatcher | None = None
         self._installed = False
         self._recovered = False
+        self._menu_set = False
         self._runner: asyncio.Task[None] | None = None
         self._supervisor: Supervisor | None = None
         self._catchup: asyncio.Task[int] | None = None
@@ -260,6 +262,9 @@ class TelegramGateway(TelegramActions):
         if not isinstance(me, types.User):
             raise GatewayError("could not read our own Telegram account")
         self.set_me(me)
+        if me.bot and not self._menu_set:  # once per start: the commands it answers, in Telegram's "/" menu
+            self._menu_set = True
+            await register_commands(self.client, self.settings.policy.principals)
         if not self._recovered and self.dispatcher is not None:  # once per start, when we can send again
             self._recovered = True
             await self.pipeline.recover(self.settings.recovery_window_s, self.me)

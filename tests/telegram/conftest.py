@@ -83,6 +83,8 @@ class RecordingClient(TelegramClient):
             return types.Updates(updates=[], users=[], chats=[], date=datetime.now(UTC), seq=0)
         if isinstance(request, functions.messages.GetHistoryRequest):
             return types.messages.Messages(messages=self.history, topics=[], chats=[], users=[ME, ALICE, BOB])
+        if isinstance(request, functions.bots.SetBotCommandsRequest):
+            return True
         if isinstance(request, functions.channels.GetChannelsRequest):
             raise errors.ChannelInvalidError(request=request)  # what Telegram says for a chat we cannot see
         raise AssertionError(f"unexpected request in test: {type(request).__name__}")
