@@ -113,11 +113,9 @@ def server_tool(name: str, tool: str, pinned: dict[str, Pin]) -> str:
 def visible(text: str) -> str:
     """``text`` as the model is shown it (one line, capped as ``tools.mcp.tools`` caps it), with every control
     or invisible character written as an escape: a server's words cannot hide from or rewrite the terminal."""
-    from teleton.tools.mcp.tools import DESCRIPTION_CAP  # deferred: the tool layer (the module's docstring)
+    from teleton.tools.mcp.tools import shown_description  # deferred: the tool layer (the module's docstring)
 
-    text = " ".join(text.split())
-    if len(text) > DESCRIPTION_CAP:
-        text = text[:DESCRIPTION_CAP] + "…"
+    text = shown_description(text)
     if not text:
         return "(no description)"
     return "".join(

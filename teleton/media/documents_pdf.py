@@ -13,6 +13,9 @@ from pypdf.errors import DependencyError, FileNotDecryptedError, PdfReadError
 
 from teleton.media.errors import MediaError
 from teleton.media.extracted import ExtractedDocument
+from teleton.text.lines import reason
+
+REASON_CAP = 120  # characters of a library's error message in ours
 
 # pypdf logs a warning for every small defect it repairs (common in real PDFs); they say nothing to an owner.
 logging.getLogger("pypdf").setLevel(logging.ERROR)
@@ -25,7 +28,7 @@ def pdf_text(data: bytes, *, max_chars: int) -> ExtractedDocument:
     try:
         page_count = len(reader.pages)
     except Exception as exc:  # any parser failure on untrusted bytes is "corrupt", never a crash
-        raise MediaError(f"pdf: corrupt file ({_reason(exc)})") from None
+        raise MediaError(f"pdf: corrupt file ({reason(exc, REASON_CAP)})") from None
     if page_count == 0:
         raise MediaError("pdf: corrupt file (no pages)")
     parts: list[str] = []
@@ -62,7 +65,7 @@ def _open(data: bytes) -> PdfReader:
     try:
         reader = PdfReader(io.BytesIO(data), strict=False)
     except Exception as exc:  # pypdf raises many kinds on malformed input
-        raise MediaError(f"pdf: corrupt file ({_reason(exc)})") from None
+        raise MediaError(f"pdf: corrupt file ({reason(exc, REASON_CAP)})") from None
     if not reader.is_encrypted:
         return reader
     # Many PDFs are encrypted only to restrict printing or copying: their user password is empty.
@@ -71,7 +74,7 @@ def _open(data: bytes) -> PdfReader:
     except DependencyError:
         raise MediaError("pdf: encrypted with AES; reading it needs the 'cryptography' package") from None
     except (FileNotDecryptedError, PdfReadError, NotImplementedError, ValueError) as exc:
-        raise MediaError(f"pdf: encrypted in a way that cannot be opened ({_reason(exc)})") from None
+        raise MediaError(f"pdf: encrypted in a way that cannot be opened ({reason(exc, REASON_CAP)})") from None
     if not opened:
         raise MediaError("pdf: protected by a password; ask for an unprotected copy")
     return reader
@@ -84,8 +87,3 @@ def _title(reader: PdfReader) -> str | None:
         return None
     title = " ".join(str(title).split()) if title else ""
     return title[:200] or None
-
-
-def _reason(exc: BaseException) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return text[:120]

@@ -21,6 +21,9 @@ from typing import Any
 from PIL import Image, ImageCms, ImageOps, UnidentifiedImageError
 
 from teleton.media.errors import MediaError
+from teleton.text.lines import reason
+
+REASON_CAP = 120  # characters of a library's error message in ours
 
 MAX_SIDE = 1568  # Anthropic's recommended long edge; larger images are resized by the API anyway
 MAX_BYTES = 3_750_000  # base64 of this stays under the 5 MB per-image limit of the Messages API
@@ -108,7 +111,7 @@ def _decode(data: bytes, max_side: int, max_pixels: int) -> Image.Image:
     except UnidentifiedImageError:
         raise MediaError("image: not a supported image format (JPEG, PNG, WebP, GIF, BMP, TIFF, AVIF)") from None
     except (OSError, SyntaxError, ValueError, struct.error, EOFError, zlib.error) as exc:
-        raise MediaError(f"image: unreadable header ({_reason(exc)})") from None
+        raise MediaError(f"image: unreadable header ({reason(exc, REASON_CAP)})") from None
     width, height = image.size
     if width < 1 or height < 1:
         raise MediaError("image: declares an empty size")
@@ -122,18 +125,15 @@ def _decode(data: bytes, max_side: int, max_pixels: int) -> Image.Image:
     except Image.DecompressionBombError:
         raise _too_many_pixels("", max_pixels) from None
     except (OSError, SyntaxError, ValueError, struct.error, EOFError, zlib.error, IndexError) as exc:
-        raise MediaError(f"image: corrupt or truncated {image.format or 'image'} data ({_reason(exc)})") from None
+        raise MediaError(
+            f"image: corrupt or truncated {image.format or 'image'} data ({reason(exc, REASON_CAP)})"
+        ) from None
     return image
 
 
 def _too_many_pixels(size: str, max_pixels: int) -> MediaError:
     what = f"{size} is too many pixels" if size else "too many pixels"
     return MediaError(f"image: {what} to decode safely (limit {max_pixels / 1_000_000:g} megapixels)")
-
-
-def _reason(exc: BaseException) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return text[:120]
 
 
 def _is_lossless_webp(image: Image.Image) -> bool:

@@ -18,6 +18,7 @@ from teleton.memory.feed import reads
 from teleton.memory.search.hybrid import DEFAULT_PARAMS, SearchHit, SearchParams
 from teleton.privacy import OWNER, Clearance, Principals
 from teleton.storage.database import Database
+from teleton.text.lines import one_line
 
 TEXT_CAP = 400
 
@@ -83,8 +84,7 @@ def _fact(hit: SearchHit) -> Found:
 
 
 def _found(layer: str, source: str, label: str, when: str, hit: SearchHit) -> Found:
-    text = " ".join(hit.text.split())
-    text = text if len(text) <= TEXT_CAP else text[:TEXT_CAP] + "…"
+    text = one_line(hit.text, TEXT_CAP)
     boost = float(hit.meta.get("time_boost", 0.0))
     return Found(layer, source, label, when, hit.score, hit.vector_score, hit.keyword_score, boost, text)
 

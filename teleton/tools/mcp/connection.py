@@ -28,6 +28,7 @@ import structlog
 
 from teleton.config.schema import McpServerConfig
 from teleton.providers.extras import require
+from teleton.text.lines import reason
 
 log = structlog.get_logger(__name__)
 
@@ -164,7 +165,7 @@ class McpConnection:
             return result_outcome(call.result())
         except Exception as exc:  # the server's error reply, or the connection ending mid-call
             self._wake.set()
-            return CallOutcome(f"MCP server {self.name!r}: {one_line(exc)}", True)
+            return CallOutcome(f"MCP server {self.name!r}: {first_reason(exc)}", True)
 
     async def _run(self, ready: asyncio.Future[list[RemoteTool]]) -> None:
         try:
@@ -176,7 +177,7 @@ class McpConnection:
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # anyio wraps errors in groups; the reason is the first leaf
-            self.error = one_line(exc)
+            self.error = first_reason(exc)
             if self.error == "Connection closed" and self.cfg.command is not None and not ready.done():
                 self.error += " (the program ended before it answered: is it an MCP server? its stderr is in the log)"
             if not ready.done():
@@ -284,12 +285,11 @@ def result_outcome(result: Any) -> CallOutcome:
     return CallOutcome("\n".join(parts) or "(no output)", bool(result.is_error), tuple(images))
 
 
-def one_line(exc: BaseException) -> str:
+def first_reason(exc: BaseException) -> str:
     """The first real reason inside ``exc`` (anyio's exception groups nest it), on one line."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return text[:300]
+    return reason(exc, 300)
 
 
 @contextlib.contextmanager

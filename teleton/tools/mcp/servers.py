@@ -21,6 +21,7 @@ import structlog
 
 from teleton.config.schema import McpConfig, McpServerConfig
 from teleton.storage.database import Database
+from teleton.text.lines import one_line
 from teleton.tools.mcp import pins
 from teleton.tools.mcp.connection import McpConnection, McpError, RemoteTool
 from teleton.tools.mcp.tools import mcp_tools, tool_name, wanted
@@ -220,13 +221,17 @@ class McpServers:
         lines = []
         if checked.first and kept:
             lines.append(f"MCP server {name} connected for the first time; its tools, as they describe themselves:")
-            lines += [f"- {tool_name(name, t.name)}: {_short(t.description)}" for t in kept]
+            lines += [f"- {tool_name(name, t.name)}: {one_line(t.description, NOTICE_DESCRIPTION_CAP)}" for t in kept]
         if checked.changed:
             lines.append(
                 f"MCP server {name}: these tools are new or changed what they say, and are off until you approve "
                 f"them (/mcp approve {name} here, or teleton mcp approve {name}):"
             )
-            lines += [f"- {t.name}: {_short(t.description)}" for t in kept if t.name in checked.changed]
+            lines += [
+                f"- {t.name}: {one_line(t.description, NOTICE_DESCRIPTION_CAP)}"
+                for t in kept
+                if t.name in checked.changed
+            ]
         if refused:
             lines.append(f"MCP server {name}: tools left out: " + "; ".join(refused))
         if lines:
@@ -251,8 +256,3 @@ class McpServers:
             await self.tell_owner(text)
         except Exception as exc:  # a notice that cannot go out must not stop the keeper
             log.warning("mcp_notice_failed", error=repr(exc))
-
-
-def _short(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= NOTICE_DESCRIPTION_CAP else text[:NOTICE_DESCRIPTION_CAP] + "…"

@@ -26,6 +26,7 @@ from teleton.media.errors import MediaError
 from teleton.media.images import image_block, prepare_image
 from teleton.privacy import OWNER, PUBLIC
 from teleton.privacy.quoting import outside, outside_origin, quote_lines
+from teleton.text.lines import one_line
 from teleton.tools.held import Held, Outgoing
 from teleton.tools.mcp.connection import McpConnection, RemoteTool
 from teleton.tools.outbox import gate
@@ -44,6 +45,11 @@ def tool_name(server: str, tool: str) -> str:
         return name
     suffix = hashlib.sha256(tool.encode()).hexdigest()[:8]
     return f"{name[: NAME_CAP - 9]}_{suffix}"
+
+
+def shown_description(text: str) -> str:
+    """A server's description of a tool as the model is shown it: one line, capped (it is untrusted text)."""
+    return one_line(text, DESCRIPTION_CAP)
 
 
 def wanted(cfg: McpServerConfig, tool: str) -> bool:
@@ -107,12 +113,9 @@ def mcp_tools(server: str, cfg: McpServerConfig, remote: list[RemoteTool], conne
             result = await run(str(sent["tool"]), dict(sent["arguments"]))
             return f"called {name}. {result.content}"
 
-        description = " ".join(tool.description.split())
-        if len(description) > DESCRIPTION_CAP:
-            description = description[:DESCRIPTION_CAP] + "…"
         return Tool(
             name=name,
-            description=f"[MCP server {server}] {description}",
+            description=f"[MCP server {server}] {shown_description(tool.description)}",
             input_schema=tool.input_schema or {"type": "object"},
             handler=handler,
             scope=scope,
