@@ -29,6 +29,7 @@ import structlog
 
 from teleton.config.schema import ExecConfig
 from teleton.llm.tool_loop import ToolResult
+from teleton.process.child_env import scrubbed_env
 from teleton.tools.families import exec_sweep
 from teleton.tools.held import Held, Outgoing
 from teleton.tools.outbox import gate
@@ -38,15 +39,6 @@ log = structlog.get_logger(__name__)
 
 KILL_GRACE_S = 1.0
 AUDIT_CAP = 10_000  # characters of each stream kept in the audit row
-# The only variables a command inherits; everything else (ANTHROPIC_API_KEY, TELETON_*, …) stays out.
-SAFE_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "HOME", "USER", "LOGNAME", "SHELL", "TMPDIR")
-
-
-def scrubbed_env(environ: dict[str, str] | None = None) -> dict[str, str]:
-    source = os.environ if environ is None else environ
-    env = {name: source[name] for name in SAFE_ENV if name in source}
-    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
-    return env
 
 
 @dataclass(frozen=True)

@@ -6,10 +6,10 @@ a connection is a task that owns them: it connects, lists the tools, then waits,
 (``wait_closed`` returns then, and ``servers.McpServers`` reconnects). Calls come from turns' tasks and
 are bounded by the server's ``timeout_s``; a server that dies mid-call ends the call at once.
 
-A stdio server starts with an environment built from an allow-list (``BASE_ENV`` and what its config
-names), never Teleton's own: no API key, bot token or config path. ``${NAME}`` in ``env`` and ``headers``
-is read from Teleton's environment at connect time, so a secret lives in the environment (or the 0600
-config) and never in a log line. The server's stderr goes to the log, line by line, with its name.
+A stdio server starts with an environment built from the allow-list every child gets (``process.child_env``)
+and what its config names, never Teleton's own: no API key, bot token or config path. ``${NAME}`` in ``env``
+and ``headers`` is read from Teleton's environment at connect time, so a secret lives in the environment (or
+the 0600 config) and never in a log line. The server's stderr goes to the log, line by line, with its name.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from typing import Any
 import structlog
 
 from teleton.config.schema import McpServerConfig
+from teleton.process.child_env import scrubbed_env
 from teleton.providers.extras import require
 from teleton.text.lines import reason
 
@@ -34,8 +35,6 @@ log = structlog.get_logger(__name__)
 
 PING_S = 15.0
 STDERR_LINE_CAP = 500
-# What a stdio server inherits from Teleton's environment besides what its config names.
-BASE_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "USER", "LOGNAME")
 _READERS: set[asyncio.Task[None]] = set()  # stderr loggers, kept referenced while they run
 _REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -86,8 +85,7 @@ def references(value: str) -> list[str]:
 def server_env(name: str, cfg: McpServerConfig, environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The whole environment of a stdio server: the allow-list and its config's ``env``, nothing else."""
     source = os.environ if environ is None else environ
-    env = {key: source[key] for key in BASE_ENV if key in source}
-    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    env = scrubbed_env(source)
     for key, value in cfg.env.items():
         env[key] = expand(value, source, f"mcp.servers.{name}.env.{key}")
     return env
