@@ -18,8 +18,18 @@ from teleton.storage import usage
 from teleton.storage.private_files import write_private
 
 if TYPE_CHECKING:  # the agent loads with the daemon; `teleton dashboard` and `--help` stay light
+    from teleton.agent.deps import PolicyControl, ToolSelector
     from teleton.agent.factory import AgentStack
+    from teleton.memory.embeddings.provider import EmbeddingProvider
+    from teleton.memory.facts.store import FactStore
+    from teleton.memory.journal.daily_logs import DailyLogs
+    from teleton.memory.knowledge.index import KnowledgeIndex
+    from teleton.memory.search.hybrid import SearchParams
+    from teleton.privacy import Principals
     from teleton.storage.database import Database
+    from teleton.tools.mcp.servers import McpServers
+    from teleton.tools.outbox import Outbox
+    from teleton.tools.registry import ToolRegistry
 
 TOKEN_FILE = "dashboard.token"  # in the data dir, 0600: the login when web.token is not set
 
@@ -131,45 +141,53 @@ async def start_dashboard(
 
 
 def _parts(stack: AgentStack) -> dict[str, Any]:
-    """What the pages read and act through, from the daemon's agent."""
-    # The web extra, as in start_dashboard (which checked it).
-    from teleton.tools.config_store import ToolConfigStore
-    from teleton.web.chats_view import ChatsView
-    from teleton.web.facts_view import FactsView
-    from teleton.web.memory_view import MemorySearch
-    from teleton.web.tools_view import ToolsView
-
+    """What the pages read and act through: the daemon's own agent parts."""
     deps = stack.agent.deps
-    facts = deps.facts  # None: no fact memory, no Facts page to change it
-    return {
-        "outbox": deps.outbox,
-        "memory": MemorySearch(deps.db, deps.principals, deps.embedder, stack.agent.tool_deps.search),
-        "chats": ChatsView(deps.db, deps.policy, deps.daily_logs),
-        "tools": ToolsView(stack.registry, ToolConfigStore(deps.db), deps.tool_selector, deps.embedder, deps.mcp),
-        "facts_view": facts and FactsView(deps.db, facts, deps.workspace, deps.knowledge, deps.chat_history),
-    }
+    return _pages(
+        deps.db, deps.principals, deps.workspace, deps.outbox, stack.registry,
+        facts=deps.facts, embedder=deps.embedder, search=stack.agent.tool_deps.search, policy=deps.policy,
+        daily_logs=deps.daily_logs, selector=deps.tool_selector, mcp=deps.mcp, knowledge=deps.knowledge,
+        chat_history=deps.chat_history,
+    )  # fmt: skip
 
 
 def _stored_parts(config: Config, db: Database) -> dict[str, Any]:
-    """What the pages read, from the store alone (no daemon): keyword search, no tool RAG, nothing changes."""
-    # The web extra, as in start_dashboard (which checked it); the tools' registry, built from the config.
+    """What the pages read from the store alone (no daemon): keyword search, no tool RAG, nothing changes."""
+    # The tools' registry is built from the config, as the daemon builds it.
     from teleton.memory.facts.store import FactStore
     from teleton.memory.journal.daily_logs import DailyLogs
     from teleton.privacy import Principals
-    from teleton.tools.config_store import ToolConfigStore
     from teleton.tools.outbox import Outbox
     from teleton.tools.suite import build_registry
+
+    principals = Principals.from_telegram(config.telegram)
+    workspace = config.storage.workspace_dir
+    return _pages(
+        db, principals, workspace, Outbox(db, None, principals), build_registry(config), facts=FactStore(db),
+        daily_logs=DailyLogs(workspace / "memory"), chat_history=config.storage.chat_history_file,
+    )  # fmt: skip
+
+
+def _pages(
+    db: Database, principals: Principals, workspace: Path, outbox: Outbox | None, registry: ToolRegistry, *,
+    facts: FactStore | None, daily_logs: DailyLogs | None, chat_history: Path | None,
+    embedder: EmbeddingProvider | None = None, search: SearchParams | None = None, policy: PolicyControl | None = None,
+    selector: ToolSelector | None = None, mcp: McpServers | None = None, knowledge: KnowledgeIndex | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """The parts of ``Dashboard`` each page reads and acts through, from the store and what goes with it."""
+    # The web extra, as in start_dashboard (which checked it).
+    from teleton.memory.search.hybrid import DEFAULT_PARAMS
+    from teleton.tools.config_store import ToolConfigStore
     from teleton.web.chats_view import ChatsView
     from teleton.web.facts_view import FactsView
     from teleton.web.memory_view import MemorySearch
     from teleton.web.tools_view import ToolsView
 
-    principals = Principals.from_telegram(config.telegram)
-    workspace = config.storage.workspace_dir
     return {
-        "outbox": Outbox(db, None, principals),
-        "memory": MemorySearch(db, principals),
-        "chats": ChatsView(db, None, DailyLogs(workspace / "memory")),
-        "tools": ToolsView(build_registry(config), ToolConfigStore(db)),
-        "facts_view": FactsView(db, FactStore(db), workspace, None, config.storage.chat_history_file),
+        "outbox": outbox,
+        "memory": MemorySearch(db, principals, embedder, search or DEFAULT_PARAMS),
+        "chats": ChatsView(db, policy, daily_logs),
+        "tools": ToolsView(registry, ToolConfigStore(db), selector, embedder, mcp),
+        # None: no fact memory, no Facts page to change it
+        "facts_view": facts and FactsView(db, facts, workspace, knowledge, chat_history),
     }
