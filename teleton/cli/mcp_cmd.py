@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
-import yaml
 from pydantic import ValidationError
 
 from teleton.cli.context import cli_config, opened, state
@@ -32,7 +31,7 @@ from teleton.cli.mcp_view import (
     transport_of,
     visible,
 )
-from teleton.config import Config, default_config_path, write_config
+from teleton.config import Config, default_config_path, read_config_file, write_config
 from teleton.config.schema import McpConfig, McpServerConfig
 from teleton.providers.extras import MissingExtra, require
 from teleton.tools.mcp import pins
@@ -68,8 +67,7 @@ def config_file(ctx: typer.Context) -> Path:
 
 def file_servers(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """The config file as written (no environment overrides, which must never land in it) and its servers."""
-    raw = yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else None
-    raw = raw if isinstance(raw, dict) else {}
+    raw = read_config_file(path) if path.exists() else {}
     return raw, dict((raw.get("mcp") or {}).get("servers") or {})
 
 

@@ -50,7 +50,7 @@ def load_config(path: Path | str | None = None, env: Mapping[str, str] | None = 
     cfg_path = Path(path).expanduser() if path is not None else default_config_path(env)
     data: dict[str, Any] = {}
     if cfg_path.exists():
-        data = _read_yaml(cfg_path)
+        data = read_config_file(cfg_path)
     elif explicit:
         raise ConfigError(f"{cfg_path}: config file not found (create one with `teleton setup`)")
     sources = _apply_env(data, env)
@@ -72,7 +72,8 @@ def _drop_foreign_aliases(config: Config, sources: Mapping[str, str]) -> None:
             setattr(config.agent, key, None)
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
+def read_config_file(path: Path) -> dict[str, Any]:
+    """The config file as written (no environment overrides, no defaults); ConfigError, one line, if unreadable."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -298,7 +299,7 @@ def require_private_config(config: Config) -> None:
     mode = path.stat().st_mode & 0o777
     if not mode & 0o077:
         return
-    secrets = _secret_keys(_read_yaml(path))
+    secrets = _secret_keys(read_config_file(path))
     if secrets:
         raise ConfigError(
             f"{path} holds secrets ({', '.join(secrets)}) but group or others may read it (mode {mode:o}): "
