@@ -95,14 +95,14 @@ def mcp_tools(server: str, cfg: McpServerConfig, remote: list[RemoteTool], conne
     def one(tool: RemoteTool) -> Tool:
         name = tool_name(server, tool.name)
 
-        async def handler(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        async def handler(args: dict[str, Any], ctx: ToolContext) -> ToolResult | str:
             if not ctx.clearance.may_read(label):
                 return ToolResult.error(f"{name}'s results are the owner's; it is not available in this chat.")
             if not cfg.read_only:
                 out = Outgoing("outside_tool", call_body(tool.name, args), meta={"server": server}, tool=name)
                 _, stop = await gate(ctx, out)
-                if stop is not None:
-                    return stop if isinstance(stop, ToolResult) else ToolResult(stop)
+                if stop is not None:  # held for the owner (what to tell the model), or refused
+                    return stop
             ctx.shown(label)
             ctx.saw(origin)
             return await run(tool.name, args)
