@@ -20,7 +20,7 @@ from teleton.agent.prompt.system import PromptBuilder
 from teleton.agent.turn import Turn, required
 from teleton.agent.turn_stats import LastTurns
 from teleton.agent.window.sessions import Session, SessionStore, expiry_reason
-from teleton.gateway.contract import UserInfo
+from teleton.gateway.contract import Thread, UserInfo
 from teleton.memory.journal.daily_logs import DailyLogs
 from teleton.tools.rag import StickyPicks
 from teleton.tools.registry import ToolDeps
@@ -70,8 +70,8 @@ class AgentCore:
         if deps.outbox is not None:  # what the owner approves is carried out by the tool that held it
             deps.outbox.attach(deps.registry.tools(), self.tool_deps)
         self.paused = False
-        self.locks = KeyedLocks()  # one turn at a time per chat
-        self.running: dict[int, asyncio.Task[None]] = {}  # chat id -> its turn now (for /stop)
+        self.locks = KeyedLocks()  # one turn at a time per conversation (a chat, or a forum topic)
+        self.running: dict[Thread, asyncio.Task[None]] = {}  # its turn now (for /stop)
         self.flushed: set[str] = set()  # sessions already told to flush (once per session)
         # session id -> tools offered so far (sticky tool RAG), for the most recently active sessions
         self.offered = StickyPicks()
@@ -84,9 +84,9 @@ class AgentCore:
         """A control right (commands, policies, tool settings), never a read right."""
         return user is not None and self.principals.is_admin(user.id)
 
-    def stop(self, chat_id: int) -> bool:
-        """Cancel the running turn of a chat (/stop). Messages queued behind it still run."""
-        task = self.running.get(chat_id)
+    def stop(self, thread: Thread) -> bool:
+        """Cancel the running turn of a chat or topic (/stop). Messages queued behind it still run."""
+        task = self.running.get(thread)
         if task is None or task.done():
             return False
         task.cancel()

@@ -94,7 +94,7 @@ class Agent(AgentCore):
             is_admin=self.is_admin(msg.sender) if is_admin is None else is_admin,
             clearance=clearance,
             taint=seen,
-            delivery=delivery or MessageDelivery(self.deps.db, msg.chat.id, msg.answers),
+            delivery=delivery or MessageDelivery(self.deps.db, msg.chat.id, msg.answers, topic_id=msg.topic_id),
             silent_token=silent_token,
             from_task=from_task,
             typed="" if from_task or msg.forwarded_from else msg.text,
@@ -107,7 +107,7 @@ class Agent(AgentCore):
             await finish(turn.delivery, turn.msg.chat.id, fa.STATE_IGNORED, "paused")
             return None
         else:
-            async with self.locks.hold(msg.chat.id):
+            async with self.locks.hold(msg.thread):
                 if not await self._run_pipeline(turn):
                     return turn
         await finish(turn.delivery, turn.msg.chat.id, *answering.outcome(turn))
@@ -115,9 +115,9 @@ class Agent(AgentCore):
 
     async def _run_pipeline(self, turn: Turn) -> bool:
         """False when the turn was stopped (/stop): its record says so, and nothing more is due."""
-        chat_id = turn.msg.chat.id
+        chat_id, thread = turn.msg.chat.id, turn.msg.thread
         task = asyncio.create_task(self._pipeline(turn), name=f"turn-{chat_id}-{turn.msg.message_id}")
-        self.running[chat_id] = task
+        self.running[thread] = task
         try:
             await task
         except asyncio.CancelledError:
@@ -134,7 +134,7 @@ class Agent(AgentCore):
             await finish(turn.delivery, turn.msg.chat.id, fa.STATE_FAILED, f"error: {type(exc).__name__}: {exc}"[:300])
             raise
         finally:
-            self.running.pop(chat_id, None)
+            self.running.pop(thread, None)
         return True
 
     async def run_scheduled(self, chat_id: int, text: str, **kwargs: Any) -> str | None:

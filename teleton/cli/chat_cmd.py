@@ -30,7 +30,7 @@ from teleton.cli.context import cli_embedder, running_config
 from teleton.cli.terminal_gateway import TERMINAL_CHAT_ID, TerminalGateway
 from teleton.config import require_llm
 from teleton.config.schema import Config
-from teleton.gateway.contract import UserInfo
+from teleton.gateway.contract import Thread, UserInfo
 from teleton.llm.connect import client_for
 from teleton.llm.progress import WATCHING
 from teleton.memory.embeddings.provider import EmbeddingProvider
@@ -280,7 +280,7 @@ class ChatSession:
         return reply
 
     def stop(self) -> None:
-        self.stopped = self.stack.agent.stop(self.gateway.chat.id) or self.stopped
+        self.stopped = self.stack.agent.stop(Thread(self.gateway.chat.id)) or self.stopped
 
     async def close(self) -> None:
         if self.mcp is not None:

@@ -76,9 +76,15 @@ class TerminalGateway:
         self._attachments[(chat_id, message_id)] = path
 
     async def send_message(
-        self, chat_id: int, text: str, *, reply_to: int | None = None, once: Once | None = None
+        self,
+        chat_id: int,
+        text: str,
+        *,
+        reply_to: int | None = None,
+        once: Once | None = None,
+        topic_id: int | None = None,
     ) -> SentMessage:
-        # ``once`` needs no network id here: the terminal session has no crash to resend after.
+        # ``once`` needs no network id here: the terminal session has no crash to resend after; no topics.
         sent = SentMessage(chat_id=chat_id, message_id=next(self._ids), text=text)
         await self._archive(chat_id, sent.message_id, text, sender=self.me, outgoing=True)
         self.sent = [*self.sent[-99:], sent]  # the last ones, for tests and a session of months
@@ -165,7 +171,7 @@ class TerminalGateway:
     async def ban(self, chat_id: int, user_id: int, *, unban: bool = False) -> None:
         raise GatewayError("moderation needs Telegram; not available in the terminal")
 
-    async def typing(self, chat_id: int) -> None:
+    async def typing(self, chat_id: int, topic_id: int | None = None) -> None:
         pass  # the chat command shows its own spinner
 
     async def _archive(

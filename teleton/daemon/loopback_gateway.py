@@ -7,10 +7,12 @@ the agent takes is written back as a JSON line. Each archived message is acknowl
 commit, so a test knows precisely which messages a crash must not lose.
 
 In:  {"op": "message", "chat": {...ChatInfo}, "sender": {...UserInfo}, "message_id": 1, "text": "hi",
-      "date": 1.7e9, "mentions_us": false, "reply_to_id": null,
+      "date": 1.7e9, "mentions_us": false, "reply_to_id": null, "topic_id": null,
       "media": {"kind": "photo", "path": "/abs/file.jpg", ...MediaInfo}}   (media optional: a local file)
+     ("topic_id": the forum topic the message was written in, as Telegram's thread id)
 Out: {"op": "archived", "chat_id": 1, "message_id": 1, "new": true}
-     {"op": "send_message", "chat_id": 1, "text": "...", "reply_to": 1, "message_id": 1000001}, ...
+     {"op": "send_message", "chat_id": 1, "text": "...", "reply_to": 1, "topic_id": null,
+      "message_id": 1000001}, ...
 """
 
 from __future__ import annotations
@@ -148,6 +150,7 @@ class LoopbackGateway:
             sender_name=sender.display_name if sender else "",
             reply_to_id=event.get("reply_to_id"),
             fwd_from=event.get("fwd_from"),
+            topic_id=_int64(event["topic_id"]) if event.get("topic_id") else None,
         )
         media = self._media(chat.id, record.message_id, event.get("media"))
         if media is not None:
@@ -163,6 +166,7 @@ class LoopbackGateway:
             media_kind=record.media_kind,
             media=media,
             forwarded_from=record.fwd_from,
+            topic_id=record.topic_id,
         )
         users = [UserInfo(sender.id, sender.first_name, sender.last_name, sender.username)] if sender else []
         result = await self.pipeline.message(
@@ -198,7 +202,7 @@ class LoopbackGateway:
             writer.write(line)
 
     async def _outgoing(
-        self, chat_id: int, text: str, reply_to: int | None = None, once: Once | None = None
+        self, chat_id: int, text: str, reply_to: int | None = None, once: Once | None = None, topic: int | None = None
     ) -> SentMessage:
         """Each part as Telegram does it: received by the chat (deduplicated by ``random_id``), then emitted
         and archived as ours; parts ``once`` knows delivered are skipped."""
@@ -212,10 +216,10 @@ class LoopbackGateway:
             received = self.chats.receive(once.random_base + i, chat_id, part, answer_to)
             if not received.duplicate:
                 self._emit({"op": "send_message", "chat_id": chat_id, "text": part, "reply_to": answer_to,
-                            "message_id": received.message_id})  # fmt: skip
+                            "topic_id": topic, "message_id": received.message_id})  # fmt: skip
             record = fa.MessageRecord(
                 chat_id=chat_id, message_id=received.message_id, date=time.time(), text=part, sender_id=ME.id,
-                sender_name=ME.display_name, is_outgoing=True, reply_to_id=answer_to,
+                sender_name=ME.display_name, is_outgoing=True, reply_to_id=answer_to, topic_id=topic,
             )  # fmt: skip
             await self.pipeline.message(record)
             first = first or received.message_id
@@ -229,11 +233,17 @@ class LoopbackGateway:
     # ---- the Gateway protocol -----------------------------------------------------------------------
 
     async def send_message(
-        self, chat_id: int, text: str, *, reply_to: int | None = None, once: Once | None = None
+        self,
+        chat_id: int,
+        text: str,
+        *,
+        reply_to: int | None = None,
+        once: Once | None = None,
+        topic_id: int | None = None,
     ) -> SentMessage:
         if not text.strip():
             raise GatewayError("cannot send an empty message")
-        return await self._outgoing(chat_id, text, reply_to, once)
+        return await self._outgoing(chat_id, text, reply_to, once, topic_id)
 
     async def send_choice(self, chat_id: int, text: str, choices: Sequence[tuple[str, str]]) -> SentMessage:
         return await self.send_message(chat_id, text)  # the text names the commands to type
@@ -307,9 +317,9 @@ class LoopbackGateway:
     async def ban(self, chat_id: int, user_id: int, *, unban: bool = False) -> None:
         self._action("ban", chat_id=chat_id, user_id=user_id, unban=unban)
 
-    async def typing(self, chat_id: int) -> None:
+    async def typing(self, chat_id: int, topic_id: int | None = None) -> None:
         with contextlib.suppress(Exception):
-            self._action("typing", chat_id=chat_id)
+            self._action("typing", chat_id=chat_id, topic_id=topic_id)
 
 
 def _int64(value: Any) -> int:

@@ -77,10 +77,26 @@ class IncomingMessage:
     earlier_context: Sequence[IncomingMessage] = field(default_factory=tuple)
     # The accepted messages this turn answers (a debounced group burst is one turn); empty: just this one.
     answering: tuple[int, ...] = ()
+    # The forum topic it was written in (the topic's top message id); None: no topic, or the General one.
+    topic_id: int | None = None
 
     @property
     def answers(self) -> tuple[int, ...]:
         return self.answering or ((self.message_id,) if self.message_id > 0 else ())
+
+    @property
+    def thread(self) -> Thread:
+        """The conversation it belongs to: its own session, lane and context (``Thread``)."""
+        return Thread(self.chat.id, self.topic_id or 0)
+
+
+@dataclass(frozen=True)
+class Thread:
+    """One conversation: a chat, or one topic of a forum (``topic`` 0: the chat's main line, which is also a
+    forum's General topic). Sessions, turn lanes, /stop and a group's unanswered context are per thread."""
+
+    chat_id: int
+    topic: int = 0
 
 
 @dataclass
@@ -114,11 +130,17 @@ class Gateway(Protocol):
     me: UserInfo | None
 
     async def send_message(
-        self, chat_id: int, text: str, *, reply_to: int | None = None, once: Once | None = None
+        self,
+        chat_id: int,
+        text: str,
+        *,
+        reply_to: int | None = None,
+        once: Once | None = None,
+        topic_id: int | None = None,
     ) -> SentMessage:
         """``text`` split as the network needs; with ``once``, each part is deduplicated by the network and
         parts already delivered are skipped (the returned message is then the first part sent now, or the
-        first part of the reply if all went out before)."""
+        first part of the reply if all went out before). ``topic_id``: every part lands in that forum topic."""
         ...
 
     async def send_choice(self, chat_id: int, text: str, choices: Sequence[tuple[str, str]]) -> SentMessage:
@@ -159,7 +181,7 @@ class Gateway(Protocol):
 
     async def ban(self, chat_id: int, user_id: int, *, unban: bool = False) -> None: ...
 
-    async def typing(self, chat_id: int) -> None: ...
+    async def typing(self, chat_id: int, topic_id: int | None = None) -> None: ...
 
 
 @runtime_checkable

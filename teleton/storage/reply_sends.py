@@ -4,7 +4,8 @@ A row is written with the ``sending`` record of the messages it answers (or the 
 as its parts are delivered (``parts_sent``), ends ``sent`` or ``failed``, and is deleted when its turn is
 settled. Only rows of a turn a crash or a full disk cut are left behind, and recovery resends those still
 ``pending`` with the same ``random_base`` (see ``teleton/telegram/send/sending.py``). A streamed answer's
-row names the message its part 0 is edited into (``edits``, step 7).
+row names the message its part 0 is edited into (``edits``, step 7), and a reply in a forum topic the topic
+(``topic_id``, step 10).
 
 ``reply_streams`` (step 7) holds a streamed message until its answer's row takes it over: what a restart
 in the middle of the stream edits the new answer into (``stream_left``).
@@ -41,9 +42,13 @@ class ReplySend:
     failure: str | None
     created_at: float
     edits: int | None = None  # the streamed message part 0 is an edit of
+    topic_id: int | None = None  # the forum topic it lands in (step 10)
 
 
-_COLUMNS = "id, chat_id, answers, task_id, text, reply_to, random_base, parts_sent, state, failure, created_at, edits"
+_COLUMNS = (
+    "id, chat_id, answers, task_id, text, reply_to, random_base, parts_sent, state, failure, created_at, edits, "
+    "topic_id"
+)
 
 
 def record(
@@ -58,11 +63,12 @@ def record(
     task_id: int | None = None,
     failure: str | None = None,
     edits: int | None = None,
+    topic_id: int | None = None,
 ) -> int:
     cur = conn.execute(
         "insert into reply_sends(chat_id, answers, task_id, text, reply_to, random_base, failure, created_at, "
-        "edits) values (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (chat_id, json.dumps(list(answers)), task_id, text, reply_to, random_base, failure, now, edits),
+        "edits, topic_id) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (chat_id, json.dumps(list(answers)), task_id, text, reply_to, random_base, failure, now, edits, topic_id),
     )
     if edits is not None:  # the reply's record takes the streamed message over
         stream_gone(conn, chat_id, edits)
@@ -163,4 +169,5 @@ def _row(r: Sequence[object]) -> ReplySend:
         failure=None if r[9] is None else str(r[9]),
         created_at=float(r[10]),  # type: ignore[arg-type]
         edits=None if r[11] is None else int(r[11]),  # type: ignore[call-overload]
+        topic_id=None if r[12] is None else int(r[12]),  # type: ignore[call-overload]
     )

@@ -18,6 +18,7 @@ from teleton.storage.migration_labels import migrate_labels
 from teleton.storage.migration_mcp_pins import migrate_mcp_pins
 from teleton.storage.migration_replies import migrate_replies
 from teleton.storage.migration_streams import migrate_streams
+from teleton.storage.migration_topics import migrate_topics
 from teleton.storage.sqlite_driver import Connection
 from teleton.storage.usage import migrate_usage
 
@@ -298,10 +299,14 @@ def _v9(conn: Connection) -> None:
     migrate_usage(conn, run_script)
 
 
+def _v10(conn: Connection) -> None:
+    migrate_topics(conn, run_script)
+
+
 Migration = Callable[[Connection], None]
 
 # Index i holds the step from version i to version i + 1. Append only; never edit a released step.
-MIGRATIONS: list[Migration] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9]
+MIGRATIONS: list[Migration] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -87,7 +87,7 @@ class GatewaySettings:
         handler: IncomingHandler,
         *,
         me_id: Callable[[], int | None],
-        typing: Callable[[int], Awaitable[None]] | None = None,
+        typing: Callable[[int, int | None], Awaitable[None]] | None = None,
         immediate: Callable[[IncomingMessage], bool] | None = None,
     ) -> Dispatcher:
         """The policy gate and per-chat lanes these settings describe, in front of ``handler``."""

@@ -11,7 +11,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from teleton.agent.prompt.memory import FEED_HEADER, KNOWLEDGE_HEADER
-from teleton.gateway.contract import ChatInfo, IncomingMessage, UserInfo
+from teleton.gateway.contract import ChatInfo, IncomingMessage, Thread, UserInfo
 from teleton.llm.tool_loop import ToolResult
 from teleton.telegram.receive.dispatch import Dispatcher
 from teleton.telegram.receive.policy import PolicyConfig
@@ -196,7 +196,7 @@ async def test_stop_cancels_the_running_turn_and_queued_messages_wait(any_harnes
     first = asyncio.create_task(h.dm("write me a long essay on whales"))
     await until(lambda: h.main_requests())
     second = asyncio.create_task(h.dm("and a haiku after that"))
-    await until(lambda: h.agent.locks._users[OWNER_DM.id] == 2)
+    await until(lambda: h.agent.locks._users[Thread(OWNER_DM.id)] == 2)
     assert not second.done()  # queued behind the running turn
     assert await h.dm("/stop") == "Stopped."
     assert await asyncio.wait_for(first, timeout=60) is None  # hang guard: the stalled request was cancelled
@@ -403,7 +403,7 @@ async def test_chats_run_in_parallel_and_one_chat_in_order(harness: AgentHarness
     await until(
         lambda: (
             len(h.main_requests(start)) >= 2
-            or (len(h.main_requests(start)) == 1 and h.agent.locks._users[OWNER_DM.id] == 2)
+            or (len(h.main_requests(start)) == 1 and h.agent.locks._users[Thread(OWNER_DM.id)] == 2)
         )
     )
     assert {user_said(b) for b in h.main_requests(start)} == {"first"}

@@ -80,7 +80,7 @@ async def cmd_status(agent: AgentCore, turn: Turn, args: str) -> str:
 
 
 async def cmd_stop(agent: AgentCore, turn: Turn, args: str) -> str:
-    stopped = agent.stop(turn.msg.chat.id)
+    stopped = agent.stop(turn.msg.thread)
     return "Stopped." if stopped else "Nothing is running."
 
 
@@ -235,7 +235,7 @@ async def set_aside(agent: AgentCore, msg: IncomingMessage, sent: SentMessage | 
 
 
 async def end_session(agent: AgentCore, turn: Turn, reason: str) -> str:
-    session = await agent.sessions.active(turn.msg.chat.id)
+    session = await agent.sessions.active(turn.msg.chat.id, turn.msg.thread.topic)
     if session is None:
         return ""
     agent.forget(session.id)
@@ -243,7 +243,7 @@ async def end_session(agent: AgentCore, turn: Turn, reason: str) -> str:
 
 
 async def compact_now(agent: AgentCore, turn: Turn, keep: int) -> CompactionOutcome | None:
-    session = await agent.sessions.active(turn.msg.chat.id)
+    session = await agent.sessions.active(turn.msg.chat.id, turn.msg.thread.topic)
     if session is None:
         return None
     outcome = await agent.compactor.compact(session, turn.clearance, keep, reason="manual")
@@ -262,7 +262,7 @@ def command_of(msg: IncomingMessage) -> tuple[CommandSpec, str] | None:
 
 async def status_text(agent: AgentCore, turn: Turn) -> str:
     chat = turn.msg.chat
-    session = await agent.sessions.active(chat.id)
+    session = await agent.sessions.active(chat.id, turn.msg.thread.topic)
     totals = await agent.sessions.totals(chat.id)
     window = agent.settings.thresholds.context_window
     lines = []

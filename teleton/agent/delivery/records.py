@@ -99,6 +99,7 @@ class _Recorded:
     db: Database
     chat_id: int
     rows: list[int] = field(default_factory=list, init=False)
+    topic_id: int | None = field(default=None, kw_only=True)  # the forum topic its replies land in
 
     def _answers(self) -> tuple[int, ...]:
         return ()
@@ -119,7 +120,7 @@ class _Recorded:
             mark(conn)
             return rs.record(conn, chat_id=self.chat_id, text=text, reply_to=reply_to, random_base=base,
                              now=time.time(), answers=self._answers(), task_id=task_id, failure=failure,
-                             edits=edits)  # fmt: skip
+                             edits=edits, topic_id=self.topic_id)  # fmt: skip
 
         row = await self.db.write(op)
         self.rows.append(row)

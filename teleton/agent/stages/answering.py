@@ -165,7 +165,9 @@ async def say(
     as an edit of ``edits``, the turn's streamed message, when there is one)."""
     sending = await turn.delivery.sending(text, reply_to, failure=turn.failed or None, edits=edits)
     try:
-        sent = await agent.deps.gateway.send_message(turn.msg.chat.id, text, reply_to=reply_to, once=sending.once)
+        sent = await agent.deps.gateway.send_message(
+            turn.msg.chat.id, text, reply_to=reply_to, once=sending.once, topic_id=turn.msg.topic_id
+        )
     except Exception as exc:
         await turn.delivery.sent(sending, f"{type(exc).__name__}: {exc}")
         raise DeliveryFailed(f"{type(exc).__name__}: {exc}") from exc

@@ -35,8 +35,8 @@ async def open_session(agent: AgentCore, turn: Turn) -> None:
         log.info("long_message_shortened", chat_id=turn.msg.chat.id, kept_chars=limit)
     text = user_text(turn.msg, await quoted_referent(agent.deps.db, turn.msg))
     turn.stored_user = {"role": "user", "content": text}
-    chat_id = turn.msg.chat.id
-    session = await agent.sessions.active(chat_id)
+    thread = turn.msg.thread
+    session = await agent.sessions.active(thread.chat_id, thread.topic)
     reason = agent.expiry(session)
     if session is not None and reason:
         old = session
@@ -47,7 +47,7 @@ async def open_session(agent: AgentCore, turn: Turn) -> None:
 
         await agent.swap(turn, old, close)
         return
-    turn.session = session or await agent.sessions.create(chat_id)
+    turn.session = session or await agent.sessions.create(thread.chat_id, topic=thread.topic)
 
 
 async def keep_in_window(agent: AgentCore, turn: Turn) -> None:

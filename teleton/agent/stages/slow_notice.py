@@ -49,7 +49,7 @@ async def slow_notice(gateway: Gateway, turn: Turn, after_s: float, sleep: Sleep
         # As the reply will be: in a group, quoting the message it answers.
         reply_to = msg.message_id if msg.chat.type != "dm" and msg.message_id > 0 else None
         try:
-            turn.slow_notice = await gateway.send_message(msg.chat.id, NOTICE, reply_to=reply_to)
+            turn.slow_notice = await gateway.send_message(msg.chat.id, NOTICE, reply_to=reply_to, topic_id=msg.topic_id)
         except Exception as exc:  # a lost notice must not cost the answer
             log.warning("slow_notice_failed", chat_id=msg.chat.id, error=f"{type(exc).__name__}: {exc}")
             return

@@ -1,4 +1,4 @@
-"""Sessions: one active conversation per chat, in the ``sessions`` table.
+"""Sessions: one active conversation per chat (per topic in a forum), in the ``sessions`` table.
 
 A session holds the messages in Messages API format, the summary it started from (after a compaction or
 carried from the session before), and the token figures the API reported. Ending a session keeps the row
@@ -24,6 +24,7 @@ class Session:
     id: str
     chat_id: int
     messages: list[Message] = field(default_factory=list)
+    topic_id: int = 0  # the forum topic it is the conversation of; 0: the chat's main line
     summary: str = ""
     input_tokens: int = 0
     output_tokens: int = 0
@@ -44,6 +45,7 @@ def _row_to_session(row: Any) -> Session:
         id=row["id"],
         chat_id=int(row["chat_id"]),
         messages=json.loads(row["messages_json"]),
+        topic_id=int(row["topic_id"]),
         summary=row["summary"],
         input_tokens=int(row["input_tokens"]),
         output_tokens=int(row["output_tokens"]),
@@ -58,23 +60,32 @@ class SessionStore:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    async def active(self, chat_id: int) -> Session | None:
+    async def active(self, chat_id: int, topic: int = 0) -> Session | None:
         def _load(conn: Connection) -> Session | None:
             # Parsed on the reader thread: a long session's JSON would otherwise stall the event loop.
             row = conn.execute(
-                "select * from sessions where chat_id = ? and active = 1 order by updated_at desc limit 1", (chat_id,)
+                "select * from sessions where chat_id = ? and topic_id = ? and active = 1 "
+                "order by updated_at desc limit 1",
+                (chat_id, topic),
             ).fetchone()
             return None if row is None else _row_to_session(row)
 
         return await self.db.read(_load)
 
     async def create(
-        self, chat_id: int, *, summary: str = "", messages: list[Message] | None = None, last_input_tokens: int = 0
+        self,
+        chat_id: int,
+        *,
+        topic: int = 0,
+        summary: str = "",
+        messages: list[Message] | None = None,
+        last_input_tokens: int = 0,
     ) -> Session:
         now = time.time()
         session = Session(
             id=uuid.uuid4().hex,
             chat_id=chat_id,
+            topic_id=topic,
             messages=list(messages or []),
             summary=summary,
             last_input_tokens=last_input_tokens,
@@ -129,7 +140,7 @@ class SessionStore:
         now = time.time()
         new = Session(
             id=uuid.uuid4().hex, chat_id=old.chat_id, messages=list(messages or []), summary=carried,
-            last_input_tokens=last_input_tokens, created_at=now, updated_at=now,
+            last_input_tokens=last_input_tokens, created_at=now, updated_at=now, topic_id=old.topic_id,
         )  # fmt: skip
 
         def _replace(conn: Connection) -> None:
@@ -168,18 +179,19 @@ class SessionRetired(RuntimeError):
 
 
 def _insert(conn: Connection, session: Session) -> None:
-    # One active session per chat: whatever was active is retired in the same transaction.
+    # One active session per chat or topic: whatever was active is retired in the same transaction.
     conn.execute(
         "update sessions set active = 0, ended_at = ?, end_reason = coalesce(end_reason, 'superseded') "
-        "where chat_id = ? and active = 1",
-        (session.created_at, session.chat_id),
+        "where chat_id = ? and topic_id = ? and active = 1",
+        (session.created_at, session.chat_id, session.topic_id),
     )
     conn.execute(
-        "insert into sessions(id, chat_id, active, messages_json, summary, last_input_tokens, created_at, "
-        "updated_at) values (?,?,1,?,?,?,?,?)",
+        "insert into sessions(id, chat_id, topic_id, active, messages_json, summary, last_input_tokens, "
+        "created_at, updated_at) values (?,?,?,1,?,?,?,?,?)",
         (
             session.id,
             session.chat_id,
+            session.topic_id,
             json.dumps(session.messages, ensure_ascii=False),
             session.summary,
             session.last_input_tokens,

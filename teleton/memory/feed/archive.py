@@ -48,6 +48,7 @@ class MessageRecord:
     edit_date: float | None = None
     # The gate's one fact the text does not hold (a mention by entity): kept so a restart judges it alike.
     mentions_us: bool = False
+    topic_id: int | None = None  # the forum topic it was written in (its top message id)
 
 
 @dataclass(frozen=True)
@@ -96,8 +97,8 @@ def insert_message(conn: Connection, msg: MessageRecord, *, agent_state: str | N
     """Archive a message once. A second sighting (replay, catch-up, backfill) changes nothing."""
     cur = conn.execute(
         "insert into tg_messages(chat_id, message_id, sender_id, sender_name, date, text, is_outgoing, "
-        "media_kind, reply_to_id, fwd_from, is_service, edited, edit_date, agent_state, mentions_us) "
-        "values (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) on conflict(chat_id, message_id) do nothing",
+        "media_kind, reply_to_id, fwd_from, is_service, edited, edit_date, agent_state, mentions_us, topic_id) "
+        "values (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) on conflict(chat_id, message_id) do nothing",
         (
             msg.chat_id,
             msg.message_id,
@@ -114,6 +115,7 @@ def insert_message(conn: Connection, msg: MessageRecord, *, agent_state: str | N
             msg.edit_date,
             agent_state,
             int(msg.mentions_us),
+            msg.topic_id,
         ),
     )
     if cur.rowcount:
@@ -245,6 +247,7 @@ class OpenMessage:
     reply_to_id: int | None
     fwd_from: str | None = None
     mentions_us: bool = False
+    topic_id: int | None = None
 
 
 def open_messages(conn: Connection) -> list[OpenMessage]:
@@ -252,7 +255,7 @@ def open_messages(conn: Connection) -> list[OpenMessage]:
     rows = conn.execute(
         "select m.chat_id, coalesce(c.type, case when m.chat_id > 0 then 'dm' else 'group' end) as chat_type, "
         "coalesce(c.title, '') as title, m.message_id, m.date, m.text, m.agent_state, m.agent_note, "
-        "m.sender_id, m.reply_to_id, m.fwd_from, m.mentions_us, "
+        "m.sender_id, m.reply_to_id, m.fwd_from, m.mentions_us, m.topic_id, "
         "u.first_name, u.last_name, u.username, u.phone, u.is_bot "
         "from tg_messages m left join tg_chats c on c.id = m.chat_id left join tg_users u on u.id = m.sender_id "
         "where m.agent_state in (select value from json_each(?)) order by m.chat_id, m.date, m.message_id",
@@ -281,6 +284,7 @@ def open_messages(conn: Connection) -> list[OpenMessage]:
             reply_to_id=r["reply_to_id"],
             fwd_from=r["fwd_from"],
             mentions_us=bool(r["mentions_us"]),
+            topic_id=r["topic_id"],
         )
         for r in rows
     ]

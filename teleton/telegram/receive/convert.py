@@ -158,8 +158,24 @@ def forward_origin(message: Any) -> str | None:
 
 def reply_to_id(message: Any) -> int | None:
     reply = getattr(message, "reply_to", None)
-    if isinstance(reply, types.MessageReplyHeader):
-        return reply.reply_to_msg_id
+    if not isinstance(reply, types.MessageReplyHeader):
+        return None
+    if reply.forum_topic and reply.reply_to_top_id is None:
+        return None  # written in a topic, not in reply to anyone: the header only names the topic
+    return reply.reply_to_msg_id
+
+
+def topic_of(message: Any) -> int | None:
+    """The forum topic a message was written in: its top message's id (https://core.telegram.org/api/forum).
+    A message in a topic carries ``forum_topic`` with the topic's id as ``reply_to_top_id`` when it answers
+    someone there, as ``reply_to_msg_id`` when it does not; the service message that creates a topic is its
+    top message. None: no topic (or the General one, whose messages carry no header)."""
+    if isinstance(getattr(message, "action", None), types.MessageActionTopicCreate):
+        return int(message.id)
+    reply = getattr(message, "reply_to", None)
+    if isinstance(reply, types.MessageReplyHeader) and reply.forum_topic:
+        top = reply.reply_to_top_id or reply.reply_to_msg_id
+        return int(top) if top else None
     return None
 
 
@@ -181,6 +197,7 @@ def message_record(
         fwd_from=None if is_service else forward_origin(message),
         is_service=is_service,
         edit_date=_ts(edit_date) if edit_date else None,
+        topic_id=topic_of(message),
     )
 
 
@@ -236,8 +253,26 @@ def service_text(action: Any, actor: str, names: dict[int, str]) -> tuple[str, s
         return f"{actor} changed the chat photo", None, 0
     if isinstance(action, (types.MessageActionChatMigrateTo, types.MessageActionChannelMigrateFrom)):
         return f"{actor} upgraded the group to a supergroup", None, 0
+    if isinstance(action, types.MessageActionTopicCreate):
+        return f"{actor} created the topic “{action.title}”", None, 0
+    if isinstance(action, types.MessageActionTopicEdit):
+        return topic_edit_text(action, actor), None, 0
     label = re.sub(r"(?<!^)(?=[A-Z])", " ", type(action).__name__.removeprefix("MessageAction")).lower()
     return f"{actor}: {label}".strip(), None, 0
+
+
+def topic_edit_text(action: types.MessageActionTopicEdit, actor: str) -> str:
+    """A topic renamed, closed, reopened, hidden or shown: what changed, in words."""
+    changes = []
+    if action.title:
+        changes.append(f"renamed the topic to “{action.title}”")
+    if action.closed is not None:
+        changes.append("closed the topic" if action.closed else "reopened the topic")
+    if action.hidden is not None:
+        changes.append("hid the topic" if action.hidden else "showed the topic")
+    if not changes and action.icon_emoji_id is not None:
+        changes.append("changed the topic's icon")
+    return f"{actor} {' and '.join(changes) or 'edited the topic'}"
 
 
 def _username(entity: Any) -> str | None:
@@ -276,4 +311,5 @@ def incoming(
         media_kind=record.media_kind,
         media=media,
         forwarded_from=record.fwd_from,
+        topic_id=record.topic_id,
     )

@@ -1,10 +1,11 @@
 """From an archived message to an agent turn: policy gate, rate limits, per-chat lanes, group debounce.
 
-Each chat has its own lane (a queue and one worker task): turns in a chat run one at a time and in order,
-chats run in parallel. In groups, a burst of addressed messages is collected for ``debounce`` (reset by
-each new message, capped at ``max_factor`` times the window or ``max_messages`` messages) and handed over
-as one turn. Group messages that did not trigger a reply wait in a per-chat buffer and ride along as
-``earlier_context`` the next time the agent is addressed there. Nothing here knows Telethon.
+Each conversation (a chat, or one topic of a forum: ``Thread``) has its own lane (a queue and one worker
+task): its turns run one at a time and in order, conversations run in parallel. In groups, a burst of
+addressed messages is collected for ``debounce`` (reset by each new message, capped at ``max_factor`` times
+the window or ``max_messages`` messages) and handed over as one turn. Group messages that did not trigger a
+reply wait in a per-conversation buffer and ride along as ``earlier_context`` the next time the agent is
+addressed there: a topic's turn sees its own topic's talk, never another's. Nothing here knows Telethon.
 
 A message is "in flight" from its acceptance until its turn ends; offering it again meanwhile (a replay of
 the update, recovery after a restart) is refused, so it is never queued twice. Recovered messages, already
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field, replace
 
 import structlog
 
-from teleton.gateway.contract import IncomingHandler, IncomingMessage, TurnDeferred
+from teleton.gateway.contract import IncomingHandler, IncomingMessage, Thread, TurnDeferred
 from teleton.telegram.receive.policy import Decision, PolicyConfig, decide
 from teleton.telegram.receive.ratelimit import RateLimiter
 
@@ -64,14 +65,14 @@ class Dispatcher:
     limiter: RateLimiter
     debounce: DebounceConfig = field(default_factory=DebounceConfig)
     me_id: Callable[[], int | None] = lambda: None
-    typing: Callable[[int], Awaitable[None]] | None = None
+    typing: Callable[[int, int | None], Awaitable[None]] | None = None  # (chat, forum topic): "typing…"
     context_cap: int = CONTEXT_CAP
     # Messages that must not wait behind the chat's running turn (/stop): handled at once, outside the lane.
     immediate: Callable[[IncomingMessage], bool] | None = None
     context_chats: int = CONTEXT_CHATS
     _urgent: set[asyncio.Task[None]] = field(default_factory=set)
-    _lanes: dict[int, _Lane] = field(default_factory=dict)
-    _context: OrderedDict[int, deque[IncomingMessage]] = field(default_factory=OrderedDict)
+    _lanes: dict[Thread, _Lane] = field(default_factory=dict)
+    _context: OrderedDict[Thread, deque[IncomingMessage]] = field(default_factory=OrderedDict)
     _inflight: set[tuple[int, int]] = field(default_factory=set)
     # A replay can race the end of its turn (read "accepted" just before "answered" was committed).
     _finished: OrderedDict[tuple[int, int], None] = field(default_factory=OrderedDict)
@@ -112,7 +113,7 @@ class Dispatcher:
             self._urgent.add(task)
             task.add_done_callback(self._urgent.discard)
         elif decision.accept:
-            lane = self._lane(msg.chat.id)
+            lane = self._lane(msg.thread)
             lane.pending += 1
             lane.queue.put_nowait(msg)
         elif decision.keep_as_context:
@@ -141,8 +142,8 @@ class Dispatcher:
         """Messages accepted but not yet handed to the agent, across all chats (for `teleton status`)."""
         return sum(lane.queue.qsize() for lane in self._lanes.values())
 
-    def pending_context(self, chat_id: int) -> list[IncomingMessage]:
-        return list(self._context.get(chat_id, ()))
+    def pending_context(self, chat_id: int, topic: int = 0) -> list[IncomingMessage]:
+        return list(self._context.get(Thread(chat_id, topic), ()))
 
     def in_flight(self, chat_id: int, message_id: int) -> bool:
         return (chat_id, message_id) in self._inflight
@@ -155,10 +156,10 @@ class Dispatcher:
             self._finished.popitem(last=False)
 
     def _keep_context(self, msg: IncomingMessage) -> None:
-        buffer = self._context.get(msg.chat.id)
+        buffer = self._context.get(msg.thread)
         if buffer is None:
-            buffer = self._context[msg.chat.id] = deque(maxlen=self.context_cap)
-        self._context.move_to_end(msg.chat.id)
+            buffer = self._context[msg.thread] = deque(maxlen=self.context_cap)
+        self._context.move_to_end(msg.thread)
         buffer.append(msg)
         while len(self._context) > self.context_chats:
             self._context.popitem(last=False)
@@ -185,29 +186,30 @@ class Dispatcher:
         await asyncio.gather(*tasks, *urgent, return_exceptions=True)
         self._lanes.clear()
 
-    def _lane(self, chat_id: int) -> _Lane:
-        lane = self._lanes.get(chat_id)
+    def _lane(self, thread: Thread) -> _Lane:
+        lane = self._lanes.get(thread)
         if lane is None:
-            lane = self._lanes[chat_id] = _Lane()
+            lane = self._lanes[thread] = _Lane()
         if lane.task is None or lane.task.done():
-            lane.task = asyncio.get_running_loop().create_task(self._work(chat_id, lane), name=f"lane-{chat_id}")
+            name = f"lane-{thread.chat_id}-{thread.topic}"
+            lane.task = asyncio.get_running_loop().create_task(self._work(thread, lane), name=name)
         return lane
 
-    async def _work(self, chat_id: int, lane: _Lane) -> None:
+    async def _work(self, thread: Thread, lane: _Lane) -> None:
         while True:
             try:
                 async with asyncio.timeout(LANE_IDLE_S):  # not wait_for: on 3.11 it can swallow a stop's cancel
                     first = await lane.queue.get()
             except TimeoutError:
                 if lane.queue.empty():
-                    self._lanes.pop(chat_id, None)
+                    self._lanes.pop(thread, None)
                     return
                 continue
             batch = [first]
             try:
                 if first.chat.type == "group" and self.debounce.window_s > 0:
                     await self._collect(lane, batch)
-                await self._turn(chat_id, batch)
+                await self._turn(thread, batch)
             finally:
                 lane.pending -= len(batch)
 
@@ -237,11 +239,12 @@ class Dispatcher:
             if not deferred:
                 self._done(keys)
 
-    async def _turn(self, chat_id: int, batch: list[IncomingMessage]) -> None:
-        context = list(self._context.pop(chat_id, ())) + batch[:-1]
+    async def _turn(self, thread: Thread, batch: list[IncomingMessage]) -> None:
+        chat_id = thread.chat_id
+        context = list(self._context.pop(thread, ())) + batch[:-1]
         context.sort(key=lambda m: (m.date, m.message_id))
         msg = replace(batch[-1], earlier_context=tuple(context), answering=tuple(m.message_id for m in batch))
-        typing = asyncio.get_running_loop().create_task(self._keep_typing(chat_id)) if self.typing else None
+        typing = asyncio.get_running_loop().create_task(self._keep_typing(thread)) if self.typing else None
         keys, deferred = [(chat_id, m.message_id) for m in batch], False
         try:
             await self.handler(msg)
@@ -285,13 +288,13 @@ class Dispatcher:
                 log.warning("deferred_retry_failed", error=f"{type(exc).__name__}: {exc}")
                 delay = self._defer_delay = min(delay * 2, DEFER_MAX_S)
 
-    async def _keep_typing(self, chat_id: int) -> None:
+    async def _keep_typing(self, thread: Thread) -> None:
         assert self.typing is not None
         while True:
             try:
-                await self.typing(chat_id)
+                await self.typing(thread.chat_id, thread.topic or None)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a missing typing indicator is cosmetic
-                log.debug("typing_failed", chat_id=chat_id, error=str(exc))
+                log.debug("typing_failed", chat_id=thread.chat_id, error=str(exc))
             await asyncio.sleep(TYPING_EVERY_S)

@@ -39,7 +39,7 @@ REFUSED = "reply not delivered after a restart"
 log = structlog.get_logger(__name__)
 
 Offer = Callable[..., None]  # (IncomingMessage, accepted=bool) -> None: the pipeline's gate and record
-SendMessage = Callable[..., Awaitable[SentMessage]]  # the gateway's send_message(chat_id, text, reply_to=, once=)
+SendMessage = Callable[..., Awaitable[SentMessage]]  # the gateway's send_message(chat_id, text, reply_to=, once=, ...)
 
 
 async def resend_pending(
@@ -68,7 +68,7 @@ async def _resend(db: Database, send: SendMessage, row: rs.ReplySend) -> bool:
 
     try:
         once = Once(row.random_base, row.parts_sent, confirm, edits=row.edits)  # a streamed answer: part 0 edits
-        await send(row.chat_id, row.text, reply_to=row.reply_to, once=once)
+        await send(row.chat_id, row.text, reply_to=row.reply_to, once=once, topic_id=row.topic_id)
     except GatewayError as exc:  # refused for good (the chat is gone, we were banned): not a fault to retry
         log.warning("reply_not_resent", chat_id=row.chat_id, error=str(exc))
         return False
@@ -168,6 +168,7 @@ def _incoming(row: fa.OpenMessage, me: UserInfo | None, replied_to_us: bool) -> 
         reply_to_us=replied_to_us,
         mentions_us=bool(named),
         forwarded_from=row.fwd_from,
+        topic_id=row.topic_id,
     )
 
 

@@ -59,7 +59,13 @@ class TelegramActions(StreamingActions):
     _sleep: Callable[[float], Awaitable[None]]
 
     async def send_message(
-        self, chat_id: int, text: str, *, reply_to: int | None = None, once: Once | None = None
+        self,
+        chat_id: int,
+        text: str,
+        *,
+        reply_to: int | None = None,
+        once: Once | None = None,
+        topic_id: int | None = None,
     ) -> SentMessage:
         if len(text) > _BIG_TEXT:
             parts = await asyncio.to_thread(plan_reply, text)
@@ -76,10 +82,10 @@ class TelegramActions(StreamingActions):
             if i < once.parts_sent:
                 continue
             answer_to = reply_to if i == 0 else None
-            sent = await self._send_part(peer, part, answer_to, once.random_base + i)
+            sent = await self._send_part(peer, part, answer_to, once.random_base + i, topic_id)
             first = first or sent.id
             if sent.id:
-                await self._archive_sent(chat_id, sent.id, sent.date, part.text, answer_to)
+                await self._archive_sent(chat_id, sent.id, sent.date, part.text, answer_to, topic_id)
             if once.confirm is not None:
                 await once.confirm(i + 1)
         return SentMessage(chat_id=chat_id, message_id=first or 0, text=text)
@@ -113,7 +119,9 @@ class TelegramActions(StreamingActions):
         peer = await self._peer(chat_id)
         return await self._call(lambda: self.client.get_input_entity(peer), "resolve chat")
 
-    async def _send_part(self, peer: Any, part: Part, reply_to: int | None, random_id: int) -> Delivered:
+    async def _send_part(
+        self, peer: Any, part: Part, reply_to: int | None, random_id: int, topic_id: int | None = None
+    ) -> Delivered:
         """One part with its own ``random_id`` (``sending``): Telegram refuses it a second time."""
         entities = [tl_entity(s) for s in part.spans]
 
@@ -123,15 +131,18 @@ class TelegramActions(StreamingActions):
         if entities:
             try:
                 return await send_once(self.client, call, peer, send_request(peer, part.text, entities, reply_to,
-                                                                             random_id))  # fmt: skip
+                                                                             random_id, topic_id))  # fmt: skip
             except GatewayError as exc:
                 if not isinstance(exc.__cause__, errors.BadRequestError):
                     raise
                 # Formatting must never cost the user the reply: send the same words unformatted.
                 log.warning("formatting_rejected", error=str(exc))
-        return await send_once(self.client, call, peer, send_request(peer, part.text, [], reply_to, random_id))
+        request = send_request(peer, part.text, [], reply_to, random_id, topic_id)
+        return await send_once(self.client, call, peer, request)
 
-    async def _archive_sent(self, chat_id: int, message_id: int, date: float, text: str, reply_to: int | None) -> None:
+    async def _archive_sent(
+        self, chat_id: int, message_id: int, date: float, text: str, reply_to: int | None, topic_id: int | None = None
+    ) -> None:
         me = self.me
         record = MessageRecord(
             chat_id=chat_id,
@@ -142,6 +153,7 @@ class TelegramActions(StreamingActions):
             sender_name=me.display_name if me else "",
             is_outgoing=True,
             reply_to_id=reply_to,
+            topic_id=topic_id,
         )
         try:
             await self.pipeline.message(record)
@@ -293,9 +305,10 @@ class TelegramActions(StreamingActions):
             lambda: self.client.edit_permissions(peer, user_id, view_messages=unban), "unban" if unban else "ban"
         )
 
-    async def typing(self, chat_id: int) -> None:
+    async def typing(self, chat_id: int, topic_id: int | None = None) -> None:
         peer = await self._peer(chat_id)
-        request = functions.messages.SetTypingRequest(peer=peer, action=types.SendMessageTypingAction())
+        action = types.SendMessageTypingAction()
+        request = functions.messages.SetTypingRequest(peer=peer, action=action, top_msg_id=topic_id)
         await self._call(lambda: self.client(request), "typing", attempts=1)  # cosmetic: never wait for it
 
     # ---- plumbing -----------------------------------------------------------------------------------

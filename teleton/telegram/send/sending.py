@@ -39,16 +39,27 @@ class Delivered:
 
 
 def send_request(
-    peer: Any, text: str, entities: list[Any], reply_to: int | None, random_id: int
+    peer: Any, text: str, entities: list[Any], reply_to: int | None, random_id: int, topic_id: int | None = None
 ) -> functions.messages.SendMessageRequest:
     return functions.messages.SendMessageRequest(
         peer=peer,
         message=text,
         no_webpage=True,
-        reply_to=types.InputReplyToMessage(reply_to_msg_id=reply_to) if reply_to else None,
+        reply_to=reply_header(reply_to, topic_id),
         random_id=random_id,
         entities=entities,
     )
+
+
+def reply_header(reply_to: int | None, topic_id: int | None) -> types.InputReplyToMessage | None:
+    """Where a message lands in its chat (https://core.telegram.org/api/forum): inside a forum topic it replies
+    to the topic's top message, or to ``reply_to`` with the topic named as ``top_msg_id``; without a topic it
+    replies to ``reply_to`` or to nothing."""
+    if not topic_id:
+        return types.InputReplyToMessage(reply_to_msg_id=reply_to) if reply_to else None
+    if not reply_to or reply_to == topic_id:
+        return types.InputReplyToMessage(reply_to_msg_id=topic_id)
+    return types.InputReplyToMessage(reply_to_msg_id=reply_to, top_msg_id=topic_id)
 
 
 async def send_once(

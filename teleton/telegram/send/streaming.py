@@ -43,10 +43,14 @@ class StreamingActions:
     async def _call(self, call: Callable[[], Awaitable[T]], what: str, *, attempts: int = 3) -> T:
         raise NotImplementedError
 
-    async def _send_part(self, peer: Any, part: Part, reply_to: int | None, random_id: int) -> Delivered:
+    async def _send_part(
+        self, peer: Any, part: Part, reply_to: int | None, random_id: int, topic_id: int | None = None
+    ) -> Delivered:
         raise NotImplementedError
 
-    async def _archive_sent(self, chat_id: int, message_id: int, date: float, text: str, reply_to: int | None) -> None:
+    async def _archive_sent(
+        self, chat_id: int, message_id: int, date: float, text: str, reply_to: int | None, topic_id: int | None = None
+    ) -> None:
         raise NotImplementedError
 
     def stream_clock(self) -> float:
