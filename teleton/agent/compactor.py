@@ -120,7 +120,7 @@ class Compactor:
         chat = await self._chat(session.chat_id)
         saved, lines = await self._extract_facts(chat, session.messages, clearance)
         body = "\n".join(f"- {line}" for line in lines) or "(no new facts)"
-        await self._log_section("Memory flush", body, origin(chat, clearance))
+        await self._log_section("Memory flush", body, origin(chat, clearance, topic=session.topic_id))
         return saved
 
     async def _preserve(
@@ -138,7 +138,7 @@ class Compactor:
             summary = compaction.truncation_summary(old)
         # A summary of words from elsewhere keeps their origin wherever it goes (log, knowledge, next session).
         summary = mark(summary, steering_of(old, clearance.label, session.summary))
-        await self._log_section(title, summary, origin(chat, clearance))  # ... then compact
+        await self._log_section(title, summary, origin(chat, clearance, topic=session.topic_id))  # ... then compact
         await self._to_knowledge(session, summary, clearance.label)
         return saved, summary, fell_back
 

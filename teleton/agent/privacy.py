@@ -29,13 +29,15 @@ def prompt_files(clearance: Clearance) -> tuple[str, ...]:
     return EVERY_PROMPT + (OWNER_FILES if clearance.is_owner else ())
 
 
-def origin(chat: ChatInfo, clearance: Clearance, sender_name: str = "") -> str | None:
-    """Where a turn's words come from, as shown beside them in the owner's notes; None for the owner."""
+def origin(chat: ChatInfo, clearance: Clearance, sender_name: str = "", topic: int = 0) -> str | None:
+    """Where a turn's words come from, as shown beside them in the owner's notes; None for the owner.
+    ``topic``: the forum topic the conversation is (its own session, so its own lines)."""
     if clearance.is_owner:
         return None
     if chat.type == "dm":
         return f"DM with {sender_name or chat.title or chat.id} ({clearance.label})"
-    return f'group "{chat.title or chat.id}" ({clearance.label})'
+    where = f", topic {topic}" if topic else ""
+    return f'group "{chat.title or chat.id}"{where} ({clearance.label})'
 
 
 def task_taint(task: TaskRecord) -> Taint:

@@ -58,15 +58,18 @@ class LoopbackChats:
         self._die_after = int(os.environ.get("TELETON_LOOPBACK_DIE_AFTER") or 0)
         return self
 
-    def receive(self, random_id: int, chat_id: int, text: str, reply_to: int | None) -> Received:
-        """The chat receives this message, unless one with ``random_id`` arrived before."""
+    def receive(
+        self, random_id: int, chat_id: int, text: str, reply_to: int | None, topic_id: int | None = None
+    ) -> Received:
+        """The chat receives this message (in forum topic ``topic_id``), unless one with ``random_id`` arrived
+        before."""
         known = self._ids.get(random_id)
         if known is not None:
             return Received(known, duplicate=True)
         assert self._file is not None, "LoopbackChats.open() first"
         message_id, self._next = self._next, self._next + 1
         entry: dict[str, Any] = {"random_id": random_id, "chat_id": chat_id, "message_id": message_id,
-                                 "text": text, "reply_to": reply_to}  # fmt: skip
+                                 "text": text, "reply_to": reply_to, "topic_id": topic_id}  # fmt: skip
         self._file.write(json.dumps(entry, ensure_ascii=False) + "\n")
         self._file.flush()
         self._remember(random_id, message_id)

@@ -213,7 +213,7 @@ class LoopbackGateway:
             if i < once.parts_sent:
                 continue
             answer_to = reply_to if i == 0 else None
-            received = self.chats.receive(once.random_base + i, chat_id, part, answer_to)
+            received = self.chats.receive(once.random_base + i, chat_id, part, answer_to, topic)
             if not received.duplicate:
                 self._emit({"op": "send_message", "chat_id": chat_id, "text": part, "reply_to": answer_to,
                             "topic_id": topic, "message_id": received.message_id})  # fmt: skip

@@ -16,6 +16,7 @@ from teleton.storage.migration_fact_history import migrate_fact_history
 from teleton.storage.migration_held import migrate_held
 from teleton.storage.migration_labels import migrate_labels
 from teleton.storage.migration_mcp_pins import migrate_mcp_pins
+from teleton.storage.migration_reactions import migrate_reactions
 from teleton.storage.migration_replies import migrate_replies
 from teleton.storage.migration_streams import migrate_streams
 from teleton.storage.migration_topics import migrate_topics
@@ -303,10 +304,14 @@ def _v10(conn: Connection) -> None:
     migrate_topics(conn, run_script)
 
 
+def _v11(conn: Connection) -> None:
+    migrate_reactions(conn, run_script)
+
+
 Migration = Callable[[Connection], None]
 
 # Index i holds the step from version i to version i + 1. Append only; never edit a released step.
-MIGRATIONS: list[Migration] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10]
+MIGRATIONS: list[Migration] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10, _v11]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

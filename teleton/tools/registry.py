@@ -94,6 +94,7 @@ class ToolContext:
     # What the speaker typed in this turn's message ("" for scheduled work): a URL or a command found in it
     # exactly may go out even from a turn something else steered (``teleton.privacy.egress``).
     typed: str = ""
+    topic_id: int | None = None  # the forum topic of the turn's message (its conversation inside the chat)
 
     def __post_init__(self) -> None:
         self.taint.add(self.clearance.label)  # a turn has always seen its own chat

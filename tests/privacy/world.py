@@ -174,8 +174,10 @@ class World:
         wait_tasks: bool = True,
         media: dict[str, Any] | None = None,
         fwd_from: str | None = None,
+        topic_id: int | None = None,
     ) -> Step:
-        """Send one message and wait until everything it set off is finished; check the criteria."""
+        """Send one message (in forum topic ``topic_id``) and wait until everything it set off is finished;
+        check the criteria."""
         chat_id = int(chat["id"])
         if not self._all_received:
             # The test waited on the daemon since the last step (a task's row): what that set off (the task's
@@ -196,6 +198,8 @@ class World:
             extra["media"] = media
         if fwd_from is not None:  # forwarded from someone else: their words, sent on by the sender
             extra["fwd_from"] = fwd_from
+        if topic_id is not None:
+            extra["topic_id"] = topic_id
         self._send(chat, text_, mid, sender, **extra)
         if expect == "turn":
             self.wait(lambda: self.count_logs(lambda e: _turn_end(e, chat_id)) > turns_before, f"the turn in {chat_id}")

@@ -17,6 +17,7 @@ from teleton.memory.facts.rows import Fact
 from teleton.memory.facts.store import FactStore
 from teleton.memory.feed import archive as fa
 from teleton.storage import Database
+from teleton.storage.schema import SCHEMA_VERSION
 from teleton.storage.sqlite_driver import pick_driver
 from tests.web.conftest import owner_client
 
@@ -98,4 +99,4 @@ async def test_a_store_of_another_version_is_said_and_the_status_still_served(tm
         assert "Memory is searched where the daemon runs" in http.get("/memory").text
     assert proc.stderr is not None
     said = proc.stderr.read()
-    assert "schema version 7 and this Teleton reads 9: start the daemon once" in said
+    assert f"schema version 7 and this Teleton reads {SCHEMA_VERSION}: start the daemon once" in said

@@ -22,7 +22,7 @@ from teleton.agent.window.sessions import Session
 from teleton.gateway.contract import IncomingMessage, SentMessage
 from teleton.llm.prices import FREE, Price, usd
 from teleton.memory.feed import archive as fa
-from teleton.memory.feed import reads
+from teleton.memory.feed import reactions, reads
 from teleton.privacy import Clearance
 
 _COMMAND = re.compile(r"^/([a-zA-Z_]+)(?:@\w+)?(?:\s+(.*))?$", re.DOTALL)
@@ -288,6 +288,8 @@ async def status_text(agent: AgentCore, turn: Turn) -> str:
     lines += status_lines(agent.last_turns.get(chat.id), session)
     if turn.clearance.is_owner and agent.deps.policy is not None:
         lines.append(agent.deps.policy.refusals())
+    if turn.clearance.is_owner:
+        lines.append(await reactions_line(agent))
     llm = agent.deps.llm.settings
     lines.append(
         f"Model: {llm.model} (utility {llm.utility_model}); retries since start: "
@@ -301,6 +303,15 @@ async def status_text(agent: AgentCore, turn: Turn) -> str:
         lines.append(spend)
     # A list, so it reads line by line both as Telegram's plain text and rendered as Markdown (terminal).
     return "\n".join(f"- {line}" for line in lines)
+
+
+async def reactions_line(agent: AgentCore) -> str:
+    """The week's reactions to the agent's answers in every chat (the cheapest feedback people give)."""
+    week = await agent.deps.db.read(lambda conn: reactions.on_answers(conn, time.time() - 7 * 86_400))
+    given = ", ".join(f"{emoji} {n}" for emoji, n in week.items() if not emoji.startswith("custom:"))
+    custom = sum(n for emoji, n in week.items() if emoji.startswith("custom:"))
+    given += (", " if given and custom else "") + (f"custom {custom}" if custom else "")
+    return f"Reactions to answers this week: {given or 'none'}"
 
 
 def spend_line(price: Price | None, session: Session | None, last: TurnStats | None) -> str | None:

@@ -34,7 +34,7 @@ from typing import TypeVar
 
 import structlog
 
-from teleton.agent.prompt.memory import FEED_HEADER, KNOWLEDGE_HEADER, MemoryUsage, RagContext
+from teleton.agent.prompt.memory import FEED_HEADER, JUDGED_HEADER, KNOWLEDGE_HEADER, MemoryUsage, RagContext
 from teleton.memory.knowledge.chunker import chunk_markdown
 from teleton.memory.search.fts_query import query_terms
 from teleton.privacy.quoting import origins_in
@@ -167,6 +167,7 @@ def plan_turn(
         facts=_pick(rag.facts, keep.get("facts")),
         feed=_pick(rag.feed, keep.get("feed")),
         recent=_pick(rag.recent, keep.get("recent")),
+        judged=_pick(rag.judged, keep.get("marked wrong")),
     )
     rendered = [filled.section(header) for header, _ in days]
     return TurnPlan(trimmed, [s for s in rendered if s], filled.usage)
@@ -192,6 +193,11 @@ def rag_items(rag: RagContext, own_label: str, terms: set[str]) -> list[Item]:
     items += [
         Item("recent", FEED_HEADER, line, unscored(count - 1 - i, count, terms, msg.text), i)
         for i, (msg, line) in enumerate(zip(rag.recent, lines["recent"], strict=True))
+    ]
+    count = len(rag.judged)  # newest first
+    items += [
+        Item("marked wrong", JUDGED_HEADER, line, unscored(i, count, terms, line), i)
+        for i, line in enumerate(lines["marked wrong"])
     ]
     return items
 

@@ -11,15 +11,21 @@ from typing import Any
 import numpy as np
 
 from teleton.memory.facts.rows import day
+from teleton.memory.feed.reactions import Judged
 from teleton.memory.search.hybrid import SearchHit
 from teleton.privacy.paths import is_document
 from teleton.privacy.quoting import outside, shown_to
+from teleton.text.lines import one_line
 
 KNOWLEDGE_HEADER = "[Relevant knowledge from memory]"
 FEED_HEADER = "[Relevant messages from Telegram feed]"
+JUDGED_HEADER = "[Your answers people in this chat marked wrong]"
 LINE_CAP = 500  # one feed line; a pasted 10 kB message must not fill the context
 # Kinds of memory, in the order /status lists them.
-KINDS = ("summary", "important facts", "learnings", "MEMORY.md", "daily logs", "knowledge", "facts", "feed", "recent")
+KINDS = (
+    "summary", "important facts", "learnings", "MEMORY.md", "daily logs", "knowledge", "facts", "feed", "recent",
+    "marked wrong",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -32,10 +38,12 @@ class FeedLine:
     chat_title: str = ""
     label: str = ""  # the chat's privacy label
     score: float = 0.0  # a feed hit's search score (the memory budget ranks by it); 0 for recent messages
+    other_topic: bool = False  # said in another topic of the turn's forum (another conversation)
 
     def render(self, own_label: str) -> str:
         when = datetime.fromtimestamp(self.date).astimezone()
-        said = f"[{when:%Y-%m-%d %H:%M}] {self.sender}: {' '.join(self.text.split())[:LINE_CAP]}"
+        where = " (in another topic)" if self.other_topic else ""
+        said = f"[{when:%Y-%m-%d %H:%M}]{where} {self.sender}: {' '.join(self.text.split())[:LINE_CAP]}"
         return shown_to(own_label, self.label, said, self.chat_title or str(self.chat_id))
 
 
@@ -46,6 +54,7 @@ class RagContext:
     facts: list[SearchHit] = field(default_factory=list)
     feed: list[FeedLine] = field(default_factory=list)
     query_vector: np.ndarray | None = None
+    judged: list[Judged] = field(default_factory=list)  # this chat's answers marked wrong (correction candidates)
     skipped: bool = False  # retrieval skipped (trivial message)
     extra: Any = None  # what the caller's ``with_vector`` returned (the tool-RAG pick)
 
@@ -72,6 +81,7 @@ class RagContext:
             "facts": [_hit_line(h, h.meta["scope"], _fact_what(h), own_label) for h in self.facts],
             "recent": [line.render(own_label) for line in self.recent],
             "feed": [line.render(own_label) for line in self.feed],
+            "marked wrong": [judged_line(j) for j in self.judged],
         }
 
     def render(self, own_label: str) -> str:
@@ -83,7 +93,16 @@ class RagContext:
         feed = by_kind["recent"] + by_kind["feed"]
         if feed:
             parts.append(FEED_HEADER + "\n" + "\n".join(feed))
+        if by_kind["marked wrong"]:
+            parts.append(JUDGED_HEADER + "\n" + "\n".join(by_kind["marked wrong"]))
         return "\n\n".join(parts)
+
+
+def judged_line(j: Judged) -> str:
+    """A correction candidate: what was asked, what we said, and how it was judged (the chat's own words)."""
+    how = f'replied "{one_line(j.signal, 300)}"' if j.replied else f"reacted {j.signal}"
+    asked = f'to "{one_line(j.question, 200)}" ' if j.question else ""
+    return f'- [{day(j.date)}] {j.by} {how} {asked}when you answered "{one_line(j.answer, 300)}"'
 
 
 def _fact_what(hit: SearchHit) -> str:

@@ -1,13 +1,13 @@
 """Per-message RAG context (DESIGN §1, seed 000 "Context Building"), privacy-gated.
 
-Four steps: the 10 most recent messages of this chat, knowledge top 5 (+ facts top 5), feed top 5,
-deduplicated; then two labelled blocks, ``[Relevant knowledge from memory]`` and
-``[Relevant messages from Telegram feed]``. Every search runs inside what the turn's clearance reads
-(``teleton.privacy``: labels for knowledge and facts, chats for the feed), and every hit is checked against
-the clearance again before it is shown. Each item keeps its label: the turn's taint (for the egress check)
-is the set of them, and an item from another chat or person is rendered quoted, with its origin, as data.
-The query is embedded once and the vector is handed on (tool RAG reuses it). Trivial messages ("ok",
-"thanks") skip retrieval: searching for "ok" only adds noise and latency.
+Four steps: the 10 most recent messages of this chat (of this topic, in a forum), knowledge top 5 (+ facts
+top 5), feed top 5 (in a topic: its own hits first), deduplicated; then two labelled blocks,
+``[Relevant knowledge from memory]`` and ``[Relevant messages from Telegram feed]``. Every search runs
+inside what the turn's clearance reads (``teleton.privacy``: labels for knowledge and facts, chats for the
+feed), and every hit is checked against the clearance again before it is shown. Each item keeps its label:
+the turn's taint (for the egress check) is the set of them, and an item from another chat or person is
+rendered quoted, with its origin, as data. The query is embedded once and the vector is handed on (tool RAG
+reuses it). Trivial messages ("ok", "thanks") skip retrieval: searching for "ok" only adds noise and latency.
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ from teleton.memory.embeddings.provider import EmbeddingProvider
 from teleton.memory.embeddings.query import embed_query
 from teleton.memory.facts.subjects import attributable, speaker_subject
 from teleton.memory.feed import reads
+from teleton.memory.feed.reactions import FEEDBACK_DAYS, Judged, judged
+from teleton.memory.feed.search import other_topic
 from teleton.memory.recall import Question
 from teleton.memory.search.hybrid import SearchHit, SearchParams
 from teleton.privacy import Clearance, Principals
@@ -80,6 +82,9 @@ def is_trivial(text: str) -> bool:
     return norm in _TRIVIAL or len(norm) <= 2
 
 
+JUDGED_SHOWN = 3  # correction candidates a turn is shown at most
+
+
 @dataclass(frozen=True)
 class ContextSettings:
     recent: int = default(MemoryConfig, "context_recent")
@@ -119,15 +124,13 @@ class ContextBuilder:
         skip = is_trivial(msg.text)
         embedding = None if skip else asyncio.create_task(self._embed(msg.text))
         try:
-            recent = await self.db.read(
-                lambda conn: recent_messages(conn, msg.chat.id, s.recent, exclude=msg.message_id, chars=s.message_chars)
-            )
+            recent, judged = await self.db.read(lambda conn: own_chat(conn, msg, s.recent, s.message_chars))
             recent = [replace(line, label=self.principals.chat_label(line.chat_id)) for line in recent]
         except BaseException:
             if embedding is not None:
                 embedding.cancel()
             raise
-        rag = RagContext(recent=recent, skipped=skip)
+        rag = RagContext(recent=recent, judged=judged, skipped=skip)
         if embedding is None:
             if with_vector is not None:
                 rag.extra = await with_vector(None)
@@ -185,7 +188,8 @@ class ContextBuilder:
         hits: list[SearchHit],
         recent: list[FeedLine],
     ) -> list[FeedLine]:
-        """Feed top N, without the message being answered and without lines already shown as recent.
+        """Feed top N, without the message being answered and without lines already shown as recent; in a
+        forum topic the topic's own hits first, then the rest of the chat's, each marked as from another topic.
 
         The message being answered is archived before the agent sees it and matches itself best; left in,
         it would set the scale of the normalised scores and push real hits under the minimum. So the search
@@ -202,15 +206,17 @@ class ContextBuilder:
         kept = [h for h in kept if best > 0 and h.score / best >= s.params.min_score][: s.feed]
         others = sorted({int(h.meta["chat_id"]) for h in kept} - {msg.chat.id})
         titles = reads.chat_titles(conn, others) if others else {}
-        return [
+        lines = [
             replace(
                 _feed_line(h.meta, h.text[: s.message_chars]),
                 chat_title=titles.get(int(h.meta["chat_id"])) or "",
                 label=self.principals.chat_label(int(h.meta["chat_id"])),
                 score=h.score,
+                other_topic=other_topic(int(h.meta["chat_id"]), h.meta.get("topic_id"), msg.chat.id, msg.topic_id),
             )
             for h in kept
         ]
+        return sorted(lines, key=lambda line: line.other_topic)  # stable: by score within each part
 
     async def _embed(self, text: str) -> np.ndarray | None:
         if not self.db.vectors:
@@ -218,11 +224,19 @@ class ContextBuilder:
         return await embed_query(self.embedder, text)  # a failing provider degrades to keyword search
 
 
-def recent_messages(conn: Connection, chat_id: int, limit: int, *, exclude: int | None, chars: int) -> list[FeedLine]:
-    """The last ``limit`` messages of one chat, oldest first, each text read up to ``chars`` characters."""
+def own_chat(conn: Connection, msg: IncomingMessage, recent: int, chars: int) -> tuple[list[FeedLine], list[Judged]]:
+    """What a turn reads of its own chat whatever it asks: the recent messages, and the answers people there
+    marked wrong lately (correction candidates: the chat's own, so they never cross a label)."""
+    since = msg.date - FEEDBACK_DAYS * 86_400
+    return recent_messages(conn, msg, recent, chars=chars), judged(conn, msg.chat.id, since, JUDGED_SHOWN)
+
+
+def recent_messages(conn: Connection, msg: IncomingMessage, limit: int, *, chars: int) -> list[FeedLine]:
+    """The last ``limit`` messages of the chat (of the forum topic) ``msg`` was written in, before it, oldest
+    first, each text read up to ``chars`` characters."""
     if limit <= 0:
         return []
-    rows = reads.recent_lines(conn, chat_id, limit, exclude=exclude, chars=chars)
+    rows = reads.recent_lines(conn, msg.chat.id, limit, exclude=msg.message_id, chars=chars, topic=msg.topic_id)
     return [_feed_line(row, row["text"]) for row in rows]
 
 

@@ -111,7 +111,7 @@ async def log_exchange(agent: AgentCore, turn: Turn) -> None:
     msg = turn.msg
     said = msg.text if msg.chat.type == "dm" else f"{sender_label(msg.sender)}: {msg.text}"
     answer = turn.reply or (turn.result.text if turn.result else "") or "(answered with tools)"
-    where = origin(msg.chat, turn.clearance, sender_label(msg.sender))
+    where = origin(msg.chat, turn.clearance, sender_label(msg.sender), msg.thread.topic)
     steering = turn.steering()
     if where is None and steering:  # the owner's own line, but steered: quoted, with what steered it
         where = steered_origin(steering)

@@ -92,6 +92,7 @@ async def _answer(agent: AgentCore, turn: Turn) -> None:
         say=lambda text, reply_to: say(agent, turn, text, reply_to=reply_to),
         from_task=turn.from_task,
         typed=turn.typed,
+        topic_id=turn.msg.topic_id,
     )
 
     async def execute(call: ToolCall) -> ToolResult:

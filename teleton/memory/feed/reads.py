@@ -22,14 +22,17 @@ def message(conn: Connection, chat_id: int, message_id: int) -> Any | None:
     ).fetchone()
 
 
-def recent_lines(conn: Connection, chat_id: int, limit: int, *, exclude: int | None, chars: int) -> list[Any]:
-    """The last ``limit`` messages with text of one chat but ``exclude``, oldest first, each text read up to
+def recent_lines(
+    conn: Connection, chat_id: int, limit: int, *, exclude: int | None, chars: int, topic: int | None = None
+) -> list[Any]:
+    """The last ``limit`` messages with text of one chat (of one forum topic: ``topic``, None being the General
+    one and every message of a chat without topics) but ``exclude``, oldest first, each text read up to
     ``chars`` characters (a 10 MB paste stays whole in the archive; a prompt reads its head)."""
     rows = conn.execute(
         "select chat_id, message_id, date, sender_id, sender_name, is_outgoing, substr(text, 1, ?) as text "
-        "from tg_messages where chat_id = ? and deleted = 0 and message_id != ? and text != '' "
+        "from tg_messages where chat_id = ? and topic_id is ? and deleted = 0 and message_id != ? and text != '' "
         "order by date desc, message_id desc limit ?",
-        (chars, chat_id, -1 if exclude is None else exclude, limit),
+        (chars, chat_id, topic, -1 if exclude is None else exclude, limit),
     ).fetchall()
     return list(reversed(rows))
 

@@ -36,6 +36,7 @@ class FeedHit:
     score: float
     vector_score: float
     keyword_score: float
+    topic_id: int | None = None  # the forum topic it was written in
 
 
 def search_feed_sync(
@@ -64,7 +65,14 @@ def feed_hit(h: SearchHit) -> FeedHit:
         score=h.score,
         vector_score=h.vector_score,
         keyword_score=h.keyword_score,
+        topic_id=h.meta.get("topic_id"),
     )
+
+
+def other_topic(hit_chat: int, hit_topic: int | None, chat_id: int, topic_id: int | None) -> bool:
+    """A hit from another topic of the asking chat: it comes after the topic's own hits and says so (a forum's
+    topics are separate conversations; the General topic and a chat without topics are topic None)."""
+    return hit_chat == chat_id and hit_topic != topic_id
 
 
 async def search_feed(

@@ -14,6 +14,7 @@ from telethon.tl import types
 
 from teleton.gateway.contract import ChatInfo, ChatType, IncomingMessage, MediaInfo, UserInfo
 from teleton.memory.feed.archive import MessageRecord
+from teleton.memory.feed.reactions import Reaction, ReactionChange
 
 
 def peer_id(peer: Any) -> int:
@@ -259,6 +260,51 @@ def service_text(action: Any, actor: str, names: dict[int, str]) -> tuple[str, s
         return topic_edit_text(action, actor), None, 0
     label = re.sub(r"(?<!^)(?=[A-Z])", " ", type(action).__name__.removeprefix("MessageAction")).lower()
     return f"{actor}: {label}".strip(), None, 0
+
+
+def reaction_text(reaction: Any) -> str | None:
+    """A reaction as archived: the emoji, 'custom:<document id>' for a custom emoji, 'paid' for a paid one."""
+    if isinstance(reaction, types.ReactionEmoji):
+        return str(reaction.emoticon)
+    if isinstance(reaction, types.ReactionCustomEmoji):
+        return f"custom:{reaction.document_id}"
+    if isinstance(reaction, types.ReactionPaid):
+        return "paid"
+    return None
+
+
+def reaction_change(update: Any, me_id: int | None, now: float) -> ReactionChange | None:
+    """What a reactions update says, as the archive keeps it. A bot is told one person's change (the
+    reactions they have now); a user account the message's reactions now, with the recent reactors by name
+    (all of them in a private chat, where the counts say who: ours is the one we chose)."""
+    chat_id = peer_id(update.peer)
+    if isinstance(update, types.UpdateBotMessageReaction):
+        actor, when = peer_id(update.actor), _ts(update.date)
+        present = [Reaction(actor, e, when) for e in map(reaction_text, update.new_reactions) if e]
+        return ReactionChange(chat_id, int(update.msg_id), tuple(present), settled=frozenset({actor}))
+    if not isinstance(update, types.UpdateMessageReactions):
+        return None
+    results = update.reactions.results or []
+    counted = {e for e in (reaction_text(c.reaction) for c in results) if e}
+    recent = update.reactions.recent_reactions
+    if recent is None and isinstance(update.peer, types.PeerUser):
+        present = []
+        for count in results:
+            emoji, left = reaction_text(count.reaction), int(count.count)
+            if emoji is None:
+                continue
+            if count.chosen_order is not None and me_id is not None:
+                present.append(Reaction(me_id, emoji, now))
+                left -= 1
+            if left > 0:
+                present.append(Reaction(chat_id, emoji, now))
+        return ReactionChange(chat_id, int(update.msg_id), tuple(present), None, frozenset(counted))
+    named = [(r, reaction_text(r.reaction)) for r in recent or []]
+    present = [Reaction(peer_id(r.peer_id), e, _ts(r.date)) for r, e in named if e]
+    complete = sum(int(c.count) for c in results) == len(present)
+    return ReactionChange(
+        chat_id, int(update.msg_id), tuple(present), None if complete else frozenset(), frozenset(counted)
+    )
 
 
 def topic_edit_text(action: types.MessageActionTopicEdit, actor: str) -> str:

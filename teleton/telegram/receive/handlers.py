@@ -6,6 +6,7 @@ Only cached entities are used (those the update carried); a handler never makes 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +35,9 @@ class FeedHandlers:
         client.add_event_handler(self.on_delete, events.MessageDeleted())
         client.add_event_handler(
             self.on_service, events.Raw(types=[types.UpdateNewMessage, types.UpdateNewChannelMessage])
+        )
+        client.add_event_handler(
+            self.on_reactions, events.Raw(types=[types.UpdateMessageReactions, types.UpdateBotMessageReaction])
         )
 
     async def on_new_message(self, event: events.NewMessage.Event) -> None:
@@ -71,6 +75,12 @@ class FeedHandlers:
 
     async def on_delete(self, event: events.MessageDeleted.Event) -> None:
         await self.pipeline.delete(event.chat_id, list(event.deleted_ids or []))
+
+    async def on_reactions(self, update: Any) -> None:
+        me = self.me()
+        change = convert.reaction_change(update, me.id if me else None, time.time())
+        if change is not None:
+            await self.pipeline.reactions(change)
 
     async def on_service(self, update: Any) -> None:
         msg = update.message

@@ -22,6 +22,7 @@ import structlog
 
 from teleton.gateway.contract import ChatInfo, IncomingMessage, UserInfo
 from teleton.memory.feed import archive as fa
+from teleton.memory.feed import reactions as fr
 from teleton.memory.feed.embedding import FeedEmbedder
 from teleton.memory.forget.feed import forget_deleted
 from teleton.storage import Database
@@ -99,12 +100,16 @@ class FeedPipeline:
             incoming = replace(incoming, reply_to_us=True)
             reply_id = None
         bare = incoming.sender if offer and incoming is not None and _bare(incoming.sender) else None
+        judging = _judging(record)
 
         def op(conn: Connection) -> tuple[fa.ArchiveResult, bool, UserInfo | None]:
             _write_meta(conn, meta)
             result = fa.insert_message(conn, record, agent_state=state)
             if not result.new:
                 return result, False, None
+            if judging is not None:  # "wrong!" in reply to an answer of ours: a correction candidate
+                fr.note_feedback(conn, record.chat_id, judging, record.sender_id or 0, "reply", record.date,
+                                 reply_id=record.message_id)  # fmt: skip
             ours = reply_id is not None and fa.is_our_message(conn, record.chat_id, reply_id)
             known = fa.known_user(conn, bare.id) if bare is not None else None
             return result, ours, known
@@ -255,6 +260,20 @@ class FeedPipeline:
             return erased
         return await self.batcher.run(lambda conn: fa.mark_deleted(conn, chat_id, message_ids))
 
+    async def reactions(self, change: fr.ReactionChange) -> list[fr.Reaction]:
+        """Archive what an update says of a message's reactions (the new ones are returned); a negative one
+        to an answer of ours becomes a correction candidate (``memory.feed.reactions``)."""
+        now = self.clock()
+
+        def op(conn: Connection) -> list[fr.Reaction]:
+            new = fr.apply_change(conn, change, now)
+            for r in new:
+                if fr.is_negative(r.emoji):
+                    fr.note_feedback(conn, change.chat_id, change.message_id, r.user_id, r.emoji, now)
+            return new
+
+        return await self.batcher.run(op)
+
     async def service(
         self,
         record: fa.MessageRecord,
@@ -306,6 +325,13 @@ class FeedPipeline:
             self._written.move_to_end((kind, item.id))  # type: ignore[attr-defined]
         while len(self._written) > _ENTITY_CACHE:
             self._written.popitem(last=False)
+
+
+def _judging(record: fa.MessageRecord) -> int | None:
+    """The message a reply says is wrong (only ours count, checked when it is written), or None."""
+    if record.is_outgoing or record.reply_to_id is None or record.sender_id is None:
+        return None
+    return record.reply_to_id if fr.says_wrong(record.text) else None
 
 
 def _bare(sender: UserInfo | None) -> bool:

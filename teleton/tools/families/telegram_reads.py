@@ -9,7 +9,7 @@ from typing import Any
 
 from teleton.gateway.contract import ChatInfo, UserInfo
 from teleton.memory.feed import reads
-from teleton.memory.feed.search import search_feed
+from teleton.memory.feed.search import other_topic, search_feed
 from teleton.tools.families.telegram_common import CHAT_ID, Refused, gateway, readable_chat, schema, tool
 from teleton.tools.registry import Tool, ToolContext
 
@@ -47,6 +47,11 @@ async def search_messages(args: dict[str, Any], ctx: ToolContext) -> str:
     params = replace(ctx.deps.search, limit=int(args.get("limit", 10)))
     hits = await search_feed(ctx.deps.db, query, chat_ids=scope, provider=ctx.deps.embedder, params=params)
     hits = [h for h in hits if ctx.clearance.may_read(ctx.deps.principals.chat_label(h.chat_id))]
+    # In a forum topic: the topic's own messages first (or only them), then the rest of the chat, marked.
+    elsewhere = {h.id: other_topic(h.chat_id, h.topic_id, ctx.chat.id, ctx.topic_id) for h in hits}
+    if args.get("this_topic_only"):
+        hits = [h for h in hits if h.chat_id == ctx.chat.id and not elsewhere[h.id]]
+    hits.sort(key=lambda h: elsewhere[h.id])
     if not hits:
         return "No matching messages."
     ctx.shown(*{ctx.deps.principals.chat_label(h.chat_id) for h in hits})
@@ -54,7 +59,8 @@ async def search_messages(args: dict[str, Any], ctx: ToolContext) -> str:
     for hit in hits:
         when = datetime.fromtimestamp(hit.date).astimezone()
         who = "me" if hit.is_outgoing else (hit.sender_name or str(hit.sender_id))
-        lines.append(f"[chat {hit.chat_id} #{hit.message_id} {when:%Y-%m-%d %H:%M} {who}] {hit.text}")
+        where = f" topic {hit.topic_id or 'General'}" if elsewhere[hit.id] else ""
+        lines.append(f"[chat {hit.chat_id}{where} #{hit.message_id} {when:%Y-%m-%d %H:%M} {who}] {hit.text}")
     return "\n".join(lines)
 
 
@@ -139,12 +145,14 @@ def read_tools() -> list[Tool]:
         tool(
             "search_messages",
             "Search past Telegram messages in the archive: what did a person say or write about something, "
-            "who mentioned a topic, when was it discussed.",
+            "who mentioned a topic, when was it discussed. In a forum topic, that topic's messages come first; "
+            "messages of the chat's other topics are marked with theirs.",
             schema(
                 {
                     "query": {"type": "string", "minLength": 1, "maxLength": 2000},
                     "chat_id": CHAT_ID,
                     "limit": {"type": "integer", "minimum": 1, "maximum": 30},
+                    "this_topic_only": {"type": "boolean", "description": "only this forum topic's messages"},
                 },
                 ("query",),
             ),
