@@ -61,6 +61,8 @@ def user_text(msg: IncomingMessage, quoted: str = "") -> str:
         lines.append("[Message to you]")
     if quoted:
         lines.append(f"[In reply to {quoted}]")
+    if msg.replaces:
+        lines.append("[Edited after you answered it: answer it again; your answer will replace the earlier one]")
     lines.append(body if msg.chat.type == "dm" else f"{sender_label(msg.sender)}: {body}")
     return "\n".join(lines)
 

@@ -30,7 +30,7 @@ import structlog
 
 from teleton.agent.commands.slash import command_of, run_command
 from teleton.agent.core import AgentCore
-from teleton.agent.delivery.records import Delivery, MessageDelivery, finish
+from teleton.agent.delivery.records import Delivery, MessageDelivery, NoRecord, finish
 from teleton.agent.deps import AgentDeps, AgentSettings, load_owner
 from teleton.agent.scheduled import ScheduledTurns
 from teleton.agent.stages import aftercare, answering, context, session
@@ -41,7 +41,7 @@ from teleton.gateway.contract import IncomingMessage, TurnDeferred
 from teleton.memory.feed import archive as fa
 from teleton.privacy import Clearance, Taint
 from teleton.privacy.quoting import outside
-from teleton.storage.database import storage_fault
+from teleton.storage.database import Database, storage_fault
 
 __all__ = ["Agent", "AgentDeps", "AgentSettings"]
 
@@ -94,7 +94,7 @@ class Agent(AgentCore):
             is_admin=self.is_admin(msg.sender) if is_admin is None else is_admin,
             clearance=clearance,
             taint=seen,
-            delivery=delivery or MessageDelivery(self.deps.db, msg.chat.id, msg.answers, topic_id=msg.topic_id),
+            delivery=delivery or _delivery(self.deps.db, msg),
             silent_token=silent_token,
             from_task=from_task,
             typed="" if from_task or msg.forwarded_from else msg.text,
@@ -194,3 +194,11 @@ class Agent(AgentCore):
             failed=bool(turn.failed or turn.undelivered),
             stages=turn.timings,
         )
+
+
+def _delivery(db: Database, msg: IncomingMessage) -> Delivery:
+    """A turn's record of its answer. A re-answer (the message was edited after its answer) changes the
+    answer already delivered, in place: the message stays answered, and a crash only loses the edit."""
+    if msg.replaces:
+        return NoRecord()
+    return MessageDelivery(db, msg.chat.id, msg.answers, topic_id=msg.topic_id)

@@ -85,7 +85,8 @@ class TerminalGateway:
         topic_id: int | None = None,
     ) -> SentMessage:
         # ``once`` needs no network id here: the terminal session has no crash to resend after; no topics.
-        sent = SentMessage(chat_id=chat_id, message_id=next(self._ids), text=text)
+        message_id = next(self._ids)
+        sent = SentMessage(chat_id=chat_id, message_id=message_id, text=text, parts=(message_id,))
         await self._archive(chat_id, sent.message_id, text, sender=self.me, outgoing=True)
         self.sent = [*self.sent[-99:], sent]  # the last ones, for tests and a session of months
         if chat_id == self.chat.id and self.streamed(text):

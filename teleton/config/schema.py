@@ -122,6 +122,10 @@ class TelegramConfig(Section):
     recovery_window_minutes: int = Field(default=30, ge=0)
     deleted_messages: Literal["keep", "erase"] = "keep"
     stream_edits: bool = True  # a private chat's answer shown as it is written (one message, edited)
+    # A message edited (or deleted) within this many minutes of its answer is answered again, the reply edited
+    # in place (or the reply deleted): 0 turns both off. At most Telegram's 48-hour edit limit.
+    reanswer_edit_minutes: float = Field(default=5, ge=0, le=2880)
+    delete_replies: Literal["dm", "all", "off"] = "dm"  # where a deleted question takes its answer with it
 
 
 class EmbeddingConfig(Section):

@@ -208,7 +208,7 @@ class LoopbackGateway:
         and archived as ours; parts ``once`` knows delivered are skipped."""
         once = once or Once(new_random_base())
         parts = [p.text for p in split_text(text)] if len(text) > TELEGRAM_LIMIT else [text]
-        first: int | None = None
+        ids: list[int] = []
         for i, part in enumerate(parts):
             if i < once.parts_sent:
                 continue
@@ -222,10 +222,10 @@ class LoopbackGateway:
                 sender_name=ME.display_name, is_outgoing=True, reply_to_id=answer_to, topic_id=topic,
             )  # fmt: skip
             await self.pipeline.message(record)
-            first = first or received.message_id
+            ids.append(received.message_id)
             if once.confirm is not None:
                 await once.confirm(i + 1)
-        return SentMessage(chat_id, first or 0, text)
+        return SentMessage(chat_id, ids[0] if ids else 0, text, tuple(ids))
 
     def _action(self, name: str, **fields: Any) -> None:
         self._emit({"op": name, **fields})

@@ -79,6 +79,10 @@ class IncomingMessage:
     answering: tuple[int, ...] = ()
     # The forum topic it was written in (the topic's top message id); None: no topic, or the General one.
     topic_id: int | None = None
+    # Set when the message was edited after it was answered: the messages the answer went out as (the new
+    # answer is edited into the first; ``telegram/receive/afterwards.py``) and when they were sent.
+    replaces: tuple[int, ...] = ()
+    replaced_at: float = 0.0
 
     @property
     def answers(self) -> tuple[int, ...]:
@@ -119,6 +123,7 @@ class SentMessage:
     chat_id: int
     message_id: int
     text: str
+    parts: tuple[int, ...] = ()  # every message it went out as now (a long text is split), in order
 
 
 IncomingHandler = Callable[[IncomingMessage], Awaitable[object]]  # what it returns is not used

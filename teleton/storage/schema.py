@@ -20,6 +20,7 @@ from teleton.storage.migration_reactions import migrate_reactions
 from teleton.storage.migration_replies import migrate_replies
 from teleton.storage.migration_streams import migrate_streams
 from teleton.storage.migration_topics import migrate_topics
+from teleton.storage.reply_parts import migrate_reply_parts
 from teleton.storage.sqlite_driver import Connection
 from teleton.storage.usage import migrate_usage
 
@@ -308,10 +309,14 @@ def _v11(conn: Connection) -> None:
     migrate_reactions(conn, run_script)
 
 
+def _v12(conn: Connection) -> None:
+    migrate_reply_parts(conn, run_script)
+
+
 Migration = Callable[[Connection], None]
 
 # Index i holds the step from version i to version i + 1. Append only; never edit a released step.
-MIGRATIONS: list[Migration] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10, _v11]
+MIGRATIONS: list[Migration] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10, _v11, _v12]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -34,6 +34,7 @@ from teleton.storage import Database
 from teleton.telegram.command_menu import register_commands
 from teleton.telegram.faults import NotLoggedIn, describe, fatal_reason
 from teleton.telegram.receive import convert
+from teleton.telegram.receive.afterwards import Afterwards
 from teleton.telegram.receive.archiver import ArchiveBatcher
 from teleton.telegram.receive.dispatch import DebounceConfig, Dispatcher
 from teleton.telegram.receive.handlers import FeedHandlers
@@ -62,6 +63,8 @@ class GatewaySettings:
     recovery_window_s: float = 1800.0
     deleted_messages: str = "keep"  # telegram.deleted_messages: keep (marked) | erase (like /forget)
     stream_edits: bool = True  # telegram.stream_edits: a DM's answer shown as it is written (send/streaming.py)
+    reanswer_window_s: float = 300.0  # telegram.reanswer_edit_minutes (receive/afterwards.py)
+    delete_replies: str = "dm"  # telegram.delete_replies: dm | all | off
 
     @classmethod
     def from_telegram(cls, tg: Any, principals: Principals | None = None) -> GatewaySettings:
@@ -80,6 +83,8 @@ class GatewaySettings:
             recovery_window_s=tg.recovery_window_minutes * 60.0,
             deleted_messages=tg.deleted_messages,
             stream_edits=tg.stream_edits,
+            reanswer_window_s=tg.reanswer_edit_minutes * 60.0,
+            delete_replies=tg.delete_replies,
         )
 
     def dispatcher(
@@ -150,6 +155,10 @@ class TelegramGateway(TelegramActions):
         self.batcher = batcher or ArchiveBatcher(db)
         self.pipeline = FeedPipeline(db, self.batcher, deleted_messages=self.settings.deleted_messages)
         self.handlers = FeedHandlers(self.pipeline, lambda: self.me)
+        self.handlers.afterwards = Afterwards(
+            db, lambda: self.dispatcher, self.delete_messages, self.settings.reanswer_window_s,
+            self.settings.delete_replies,
+        )  # fmt: skip
         self.dispatcher: Dispatcher | None = None
         self._installed = False
         self._recovered = False

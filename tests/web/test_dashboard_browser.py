@@ -56,7 +56,9 @@ def shown(browser: Any, field: str) -> str:
 def test_log_in_see_the_status_follow_it_live_and_log_out(browser: Any, dashboard: tuple[str, Path]) -> None:
     url, status_file = dashboard
     log_in(browser, url, "not-the-token")
-    assert browser.find_element(By.CSS_SELECTOR, "[role=alert]").text == "That token is not this dashboard's."
+    # The refusal is a new page: waited for, as a loaded machine may not have it yet when the click returns.
+    alert = WebDriverWait(browser, 60).until(lambda b: b.find_elements(By.CSS_SELECTOR, "[role=alert]"))
+    assert alert[0].text == "That token is not this dashboard's."
 
     log_in(browser, url, TOKEN)
     WebDriverWait(browser, 60).until(lambda b: b.current_url != url + "/login")

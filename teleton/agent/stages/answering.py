@@ -9,9 +9,12 @@ become: answered, or failed and why.
 
 from __future__ import annotations
 
+import time
+
 import structlog
 
 from teleton.agent.core import AgentCore
+from teleton.agent.delivery import reply_parts
 from teleton.agent.delivery.records import DeliveryFailed
 from teleton.agent.delivery.streaming import StreamedReply
 from teleton.agent.messages import spoke_here
@@ -74,7 +77,7 @@ def streamed_reply(agent: AgentCore, turn: Turn) -> StreamedReply | None:
     gateway = agent.deps.gateway
     if not isinstance(gateway, ReplyStreams) or turn.msg.chat.type != "dm":
         return None
-    if turn.from_task or turn.silent_token is not None or WATCHING.get() is not None:
+    if turn.from_task or turn.silent_token is not None or WATCHING.get() is not None or turn.msg.replaces:
         return None
     live = gateway.streams_to(turn.msg.chat)
     return StreamedReply(gateway, turn.delivery, turn.msg.chat.id, live=live)
@@ -183,14 +186,16 @@ async def reply(agent: AgentCore, turn: Turn, text: str) -> SentMessage | None:
         await _drop_stream(turn)
         return None
     stream = _stream_of(turn)
-    edits = await stream.end() if stream is not None else None
+    edits = await stream.end() if stream is not None else reply_parts.edited_into(msg, time.time())
     try:  # whole: the gateway splits it the way its chat needs (Telegram: telegram/send/split.py)
-        return await say(agent, turn, text, reply_to=None if edits else reply_to, edits=edits)
+        sent = await say(agent, turn, text, reply_to=reply_to, edits=edits)
     except DeliveryFailed as exc:
         log.error("send_failed", chat_id=msg.chat.id, error=str(exc))
         turn.undelivered = str(exc)[:300]
         agent.report("telegram", exc)
         return None
+    await reply_parts.keep(agent.deps.db, agent.deps.gateway, msg, sent, time.time())
+    return sent
 
 
 def _stream_of(turn: Turn) -> StreamedReply | None:

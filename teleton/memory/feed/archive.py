@@ -58,6 +58,7 @@ class ArchiveResult:
     row_id: int
     new: bool
     agent_state: str | None
+    changed: bool = False  # an edit changed the text
 
 
 def upsert_chat(conn: Connection, chat: ChatInfo, now: float) -> None:
@@ -147,7 +148,7 @@ def apply_edit(conn: Connection, msg: MessageRecord) -> ArchiveResult:
     )
     if changed:
         _drop_vector(conn, row_id)
-    return ArchiveResult(row_id=row_id, new=False, agent_state=state)
+    return ArchiveResult(row_id=row_id, new=False, agent_state=state, changed=changed)
 
 
 def set_text(conn: Connection, chat_id: int, message_id: int, text: str) -> None:

@@ -90,13 +90,14 @@ class Dispatcher:
     _defer_delay: float = DEFER_FIRST_S
     _retry: asyncio.Task[None] | None = None
 
-    def offer(self, msg: IncomingMessage, *, accepted: bool = False) -> Decision:
+    def offer(self, msg: IncomingMessage, *, accepted: bool = False, again: bool = False) -> Decision:
         """Gate one archived message; queue it for the agent or keep it as context. Never blocks.
 
         ``accepted``: the gate already said yes before a restart (recovery): queue it without asking again.
+        ``again``: a message answered before is to be answered again (it was edited: ``afterwards``).
         """
         key = (msg.chat.id, msg.message_id)
-        if key in self._inflight or key in self._finished:
+        if key in self._inflight or (key in self._finished and not again):
             return Decision(False, IN_PROGRESS)
         decision = Decision(True, "recovered") if accepted else decide(msg, self.policy, self.me_id())
         if decision.accept and not accepted and not self.policy.is_admin(msg.sender.id if msg.sender else None):

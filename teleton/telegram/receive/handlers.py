@@ -15,8 +15,10 @@ import structlog
 from telethon import TelegramClient, events
 from telethon.tl import types
 
-from teleton.gateway.contract import ChatInfo, UserInfo
+from teleton.gateway.contract import ChatInfo, IncomingMessage, UserInfo
+from teleton.memory.feed import archive as fa
 from teleton.telegram.receive import convert
+from teleton.telegram.receive.afterwards import Afterwards
 from teleton.telegram.receive.pipeline import FeedPipeline
 
 log = structlog.get_logger(__name__)
@@ -28,6 +30,7 @@ class FeedHandlers:
     me: Callable[[], UserInfo | None]
     # Input peers seen in updates, so replies can be sent without asking Telegram to resolve the chat.
     peers: dict[int, Any] = field(default_factory=dict)
+    afterwards: Afterwards | None = None  # an answered message edited or deleted soon after its answer
 
     def install(self, client: TelegramClient) -> None:
         client.add_event_handler(self.on_new_message, events.NewMessage())
@@ -54,12 +57,16 @@ class FeedHandlers:
 
     async def submit(self, msg: Any) -> Any:
         chat, users, sender, record = self._records(msg)
+        incoming = self._incoming(msg, chat, sender, record)
+        return await self.pipeline.submit(record, chat=chat, users=users, incoming=incoming)
+
+    def _incoming(self, msg: Any, chat: ChatInfo, sender: UserInfo | None, record: Any) -> IncomingMessage:
         me = self.me()
         me_id, me_username = (me.id, me.username) if me else (None, None)
         replying = record.reply_to_id is not None
         # Telegram's own `mentioned` flag is set for a mention of us and for a reply to our message.
         flagged = bool(getattr(msg, "mentioned", False))
-        incoming = convert.incoming(
+        return convert.incoming(
             chat,
             sender,
             record,
@@ -67,14 +74,19 @@ class FeedHandlers:
             reply_to_us=flagged and replying,
             media=convert.media_info(msg),
         )
-        return await self.pipeline.submit(record, chat=chat, users=users, incoming=incoming)
 
     async def on_edit(self, event: events.MessageEdited.Event) -> None:
-        chat, users, _sender, record = self._records(event.message)
-        await self.pipeline.edit(record, chat=chat, users=users)
+        chat, users, sender, record = self._records(event.message)
+        result = await self.pipeline.edit(record, chat=chat, users=users)
+        answered = result.changed and result.agent_state == fa.STATE_ANSWERED and not record.is_outgoing
+        if answered and self.afterwards is not None:
+            await self.afterwards.edited(self._incoming(event.message, chat, sender, record))
 
     async def on_delete(self, event: events.MessageDeleted.Event) -> None:
-        await self.pipeline.delete(event.chat_id, list(event.deleted_ids or []))
+        deleted = list(event.deleted_ids or [])
+        await self.pipeline.delete(event.chat_id, deleted)
+        if self.afterwards is not None:
+            await self.afterwards.deleted(event.chat_id, deleted)
 
     async def on_reactions(self, update: Any) -> None:
         me = self.me()

@@ -74,21 +74,23 @@ class TelegramActions(StreamingActions):
         if not parts:
             raise GatewayError("cannot send an empty message")
         once = once or Once(new_random_base())
-        if once.edits is not None and once.parts_sent == 0:  # a streamed answer: part 0 is an edit
-            return await self.stream_finish(chat_id, once.edits, text, once=once, parts=parts)
+        if once.edits is not None and once.parts_sent == 0:  # a streamed answer (or a re-answer): part 0 is an edit
+            return await self.stream_finish(
+                chat_id, once.edits, text, once=once, parts=parts, reply_to=reply_to, topic_id=topic_id
+            )
         peer = await self._input_peer(chat_id)
-        first: int | None = None
+        ids: list[int] = []
         for i, part in enumerate(parts):
             if i < once.parts_sent:
                 continue
             answer_to = reply_to if i == 0 else None
             sent = await self._send_part(peer, part, answer_to, once.random_base + i, topic_id)
-            first = first or sent.id
+            ids.append(sent.id)
             if sent.id:
                 await self._archive_sent(chat_id, sent.id, sent.date, part.text, answer_to, topic_id)
             if once.confirm is not None:
                 await once.confirm(i + 1)
-        return SentMessage(chat_id=chat_id, message_id=first or 0, text=text)
+        return SentMessage(chat_id, next((i for i in ids if i), 0), text, tuple(i for i in ids if i))
 
     async def send_choice(self, chat_id: int, text: str, choices: Sequence[tuple[str, str]]) -> SentMessage:
         """Plain text, never rendered (a link's address must not hide behind its text), in as many messages
@@ -141,8 +143,17 @@ class TelegramActions(StreamingActions):
         return await send_once(self.client, call, peer, request)
 
     async def _archive_sent(
-        self, chat_id: int, message_id: int, date: float, text: str, reply_to: int | None, topic_id: int | None = None
+        self,
+        chat_id: int,
+        message_id: int,
+        date: float,
+        text: str,
+        reply_to: int | None,
+        topic_id: int | None = None,
+        *,
+        edited: bool = False,
     ) -> None:
+        """Our message as sent; ``edited``: its new words (a message archived before keeps its row)."""
         me = self.me
         record = MessageRecord(
             chat_id=chat_id,
@@ -154,9 +165,10 @@ class TelegramActions(StreamingActions):
             is_outgoing=True,
             reply_to_id=reply_to,
             topic_id=topic_id,
+            edit_date=date if edited else None,
         )
         try:
-            await self.pipeline.message(record)
+            await (self.pipeline.edit(record) if edited else self.pipeline.message(record))
         except Exception as exc:  # the message was delivered; a failed archive write must not hide that
             log.error("archive_sent_failed", chat_id=chat_id, error=str(exc))
 

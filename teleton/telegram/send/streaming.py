@@ -49,7 +49,15 @@ class StreamingActions:
         raise NotImplementedError
 
     async def _archive_sent(
-        self, chat_id: int, message_id: int, date: float, text: str, reply_to: int | None, topic_id: int | None = None
+        self,
+        chat_id: int,
+        message_id: int,
+        date: float,
+        text: str,
+        reply_to: int | None,
+        topic_id: int | None = None,
+        *,
+        edited: bool = False,
     ) -> None:
         raise NotImplementedError
 
@@ -91,30 +99,41 @@ class StreamingActions:
         return True
 
     async def stream_finish(
-        self, chat_id: int, message_id: int, text: str, *, once: Once, parts: list[Part]
+        self,
+        chat_id: int,
+        message_id: int,
+        text: str,
+        *,
+        once: Once,
+        parts: list[Part],
+        reply_to: int | None = None,
+        topic_id: int | None = None,
     ) -> SentMessage:
-        """``send_message`` of a streamed answer: the streamed message edited into part 0, then the other
-        parts sent with ``once``'s ids. A message that cannot be edited (the user deleted it, or Telegram
-        asks a longer pause than ``flood_wait_max_s``) is replaced: part 0 goes out as a new message with
-        ``random_base`` (sent again after a crash, Telegram refuses it as a duplicate)."""
+        """``send_message`` of a streamed answer (or of a re-answer: ``message_id`` is the old reply): that
+        message edited into part 0, then the other parts sent with ``once``'s ids. A message that cannot be
+        edited (the user deleted it, or Telegram asks a longer pause than ``flood_wait_max_s``) is replaced:
+        part 0 goes out as a new message with ``random_base`` (sent again after a crash, Telegram refuses
+        it as a duplicate), replying to ``reply_to``, in forum topic ``topic_id`` like the parts after it."""
         peer = await self._input_peer(chat_id)
         first = message_id
         if await self._edited_in(chat_id, peer, message_id, parts[0]):
-            await self._archive_sent(chat_id, message_id, time.time(), parts[0].text, None)
+            await self._archive_sent(chat_id, message_id, time.time(), parts[0].text, None, topic_id, edited=True)
         else:
-            sent = await self._send_part(peer, parts[0], None, once.random_base)
+            sent = await self._send_part(peer, parts[0], reply_to, once.random_base, topic_id)
             first = sent.id
             if sent.id:
-                await self._archive_sent(chat_id, sent.id, sent.date, parts[0].text, None)
+                await self._archive_sent(chat_id, sent.id, sent.date, parts[0].text, reply_to, topic_id)
         if once.confirm is not None:
             await once.confirm(1)
+        ids = [first]
         for i in range(1, len(parts)):
-            sent = await self._send_part(peer, parts[i], None, once.random_base + i)
+            sent = await self._send_part(peer, parts[i], None, once.random_base + i, topic_id)
+            ids.append(sent.id)
             if sent.id:
-                await self._archive_sent(chat_id, sent.id, sent.date, parts[i].text, None)
+                await self._archive_sent(chat_id, sent.id, sent.date, parts[i].text, None, topic_id)
             if once.confirm is not None:
                 await once.confirm(i + 1)
-        return SentMessage(chat_id=chat_id, message_id=first, text=text)
+        return SentMessage(chat_id, first, text, tuple(i for i in ids if i))
 
     async def stream_drop(self, chat_id: int, message_id: int) -> None:
         peer = await self._input_peer(chat_id)  # never archived: only the final edit is
