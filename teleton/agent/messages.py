@@ -4,6 +4,7 @@ whether a send tool already answered, and the chat a turn runs in."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator
 
 from teleton.gateway.contract import ChatInfo, IncomingMessage, UserInfo
@@ -40,10 +41,27 @@ def texts(messages: Iterable[Message]) -> Iterator[str]:
                 yield from (b.get("text", "") for b in inner if isinstance(b, dict))
 
 
+# A deep link (t.me/<bot>?start=PAYLOAD, or startgroup=) arrives as "/start PAYLOAD": Telegram allows up to 64
+# characters of A-Z, a-z, 0-9, _ and -.
+_START = re.compile(r"^/start(?:@\w+)?(?:\s+([A-Za-z0-9_-]{1,64}))?\s*$")
+
+
+def started(text: str) -> str | None:
+    """What the model is told of a ``/start``: someone opened the chat (through a link carrying a payload)."""
+    found = _START.match(text.strip())
+    if found is None:
+        return None
+    if found.group(1):
+        payload = found.group(1)
+        return (f'[Opened this chat through a link carrying "{payload}" (/start {payload}): greet them, say '
+                "briefly what you can do, and take the link's payload into account]")  # fmt: skip
+    return "[Opened this chat (/start): greet them and say briefly what you can do]"
+
+
 def user_text(msg: IncomingMessage, quoted: str = "") -> str:
     """The user's message as the model reads it: sender-labelled in groups, with unanswered context and
-    the message it replies to."""
-    body = msg.text.strip() or (f"[{msg.media_kind}]" if msg.media_kind else "")
+    the message it replies to; a ``/start`` as the greeting it asks for."""
+    body = started(msg.text) or msg.text.strip() or (f"[{msg.media_kind}]" if msg.media_kind else "")
     if msg.media_kind and msg.text.strip():
         body += f"\n[attached: {msg.media_kind}]"
     lines = []

@@ -165,6 +165,15 @@ async def send_poll(args: dict[str, Any], ctx: ToolContext) -> str:
     return f"Poll sent (message {sent.message_id})."
 
 
+async def offer_choices(args: dict[str, Any], ctx: ToolContext) -> str:
+    """A question with options: buttons on a bot account (a press comes back as the presser's message), the
+    options numbered in the text on a user account (people answer by typing)."""
+    options = [" ".join(str(o).split()) for o in args["options"]]
+    text = str(args["text"]).strip() + "\n\n" + "\n".join(f"{i}. {o}" for i, o in enumerate(options, 1))
+    sent = await gateway(ctx).send_choice(ctx.chat.id, text, [(o, o) for o in options])
+    return f"Offered {len(options)} choices (message {sent.message_id}); the answer comes back as a message."
+
+
 async def send_file(args: dict[str, Any], ctx: ToolContext) -> str:
     target = await asyncio.to_thread(resolve, ctx.deps.workspace, args["path"])
     check_readable(target, ctx)  # a private file never leaves a chat that may not read it
@@ -249,6 +258,24 @@ def telegram_tools(settings: TelegramToolSettings = TelegramToolSettings()) -> l
                 {"emoji": {"type": "string", "minLength": 1, "maxLength": 16}, "message_id": MESSAGE_ID}, ("emoji",)
             ),
             react,
+        ),
+        tool(
+            "offer_choices",
+            "Ask a question with a few options to pick from (buttons on a bot): confirm, choose, yes or no. "
+            "What the person picks comes back as their message.",
+            schema(
+                {
+                    "text": {"type": "string", "minLength": 1, "maxLength": 2000},
+                    "options": {
+                        "type": "array",
+                        "items": {"type": "string", "minLength": 1, "maxLength": 64},
+                        "minItems": 2,
+                        "maxItems": 8,
+                    },
+                },
+                ("text", "options"),
+            ),
+            offer_choices,
         ),
         tool(
             "send_poll",
