@@ -16,7 +16,7 @@ from teleton.agent.delivery.records import Delivery, DeliveryFailed, NoRecord, T
 from teleton.agent.messages import archived_chat
 from teleton.agent.privacy import task_origin, task_taint
 from teleton.agent.turn import Turn
-from teleton.gateway.contract import IncomingMessage, UserInfo
+from teleton.gateway.contract import IncomingMessage, Thread, UserInfo
 from teleton.privacy import Clearance, Taint
 from teleton.scheduler.scheduler import NotNow
 from teleton.scheduler.task_store import TaskRecord
@@ -55,6 +55,7 @@ class ScheduledTurns:
         silent_token: str | None = None,
         delivery: Delivery | None = None,
         taint: Taint | None = None,
+        topic_id: int | None = None,
     ) -> str | None:
         """``text`` answered in ``chat_id`` as the turn that created it (default clearance: the chat's)."""
         agent = self.agent
@@ -71,6 +72,7 @@ class ScheduledTurns:
             message_id=-(int(time.time() * 1000) % 2**31) or -1,
             text=text,
             date=time.time(),
+            topic_id=topic_id,
         )
         turn = await self.handle_turn(
             msg,
@@ -94,19 +96,20 @@ class ScheduledTurns:
             clearance=clearance,
             principal=principal,
             is_admin=is_admin,
-            delivery=TaskDelivery(self.agent.deps.db, task.chat, task_id=int(task.id)),
+            delivery=TaskDelivery(self.agent.deps.db, task.chat, task_id=int(task.id), topic_id=task.topic_id),
             taint=task_taint(task),
+            topic_id=task.topic_id,
         )
 
     async def sweep_sessions(self) -> int:
         """End idle / past-reset sessions now, each with its summary (a periodic job: without it a session
         is only closed when its chat speaks again). Returns how many were ended."""
         agent = self.agent
-        rows = await agent.deps.db.fetchall("select chat_id from sessions where active = 1")
+        rows = await agent.deps.db.fetchall("select chat_id, topic_id from sessions where active = 1")
         ended = 0
-        for (chat_id,) in rows:
-            async with agent.locks.hold(int(chat_id)):
-                session = await agent.sessions.active(int(chat_id))
+        for chat_id, topic in rows:
+            async with agent.locks.hold(Thread(int(chat_id), int(topic))):  # the key its turns hold
+                session = await agent.sessions.active(int(chat_id), int(topic))
                 reason = agent.expiry(session)
                 if session is None or reason is None:
                     continue
@@ -126,4 +129,5 @@ class ScheduledTurns:
             deps=self.agent.tool_deps,
             taint=task_taint(task),  # the clearance's own label is added by the context
             from_task=True,
+            topic_id=task.topic_id,
         )

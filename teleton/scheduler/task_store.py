@@ -48,6 +48,7 @@ class NewTask:
     clearance: str | None = None  # the scheduling turn's clearance label
     principal_id: int | None = None  # who scheduled it (None: nobody, e.g. a sender-less message)
     principal_admin: bool = False
+    topic_id: int | None = None  # the forum topic it was scheduled in: its reply goes there
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,7 @@ class TaskRecord:
     clearance: str | None = None
     principal_id: int | None = None
     principal_admin: bool = False
+    topic_id: int | None = None
 
     @property
     def chat(self) -> int:
@@ -80,7 +82,7 @@ class TaskRecord:
 
 _COLUMNS = (
     "id, chat_id, description, kind, payload, run_at, repeat, status, result, attempts, created_at, "
-    "updated_at, last_run_at, clearance, principal_id, principal_admin"
+    "updated_at, last_run_at, clearance, principal_id, principal_admin, topic_id"
 )
 ACTIVE = ("pending", "running", "blocked")
 
@@ -110,6 +112,7 @@ def _record(conn: Connection, row: Any) -> TaskRecord:
         clearance=row[13],
         principal_id=row[14],
         principal_admin=bool(row[15]),
+        topic_id=row[16],
     )
 
 
@@ -135,7 +138,8 @@ def insert_task(conn: Connection, task: NewTask, now: float | None = None) -> Ta
     status = "blocked" if blocked_by else "pending"
     cur = conn.execute(
         "insert into tasks(chat_id, description, kind, payload, run_at, repeat, status, result, created_at, "
-        "updated_at, clearance, principal_id, principal_admin) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "updated_at, clearance, principal_id, principal_admin, topic_id) "
+        "values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             task.chat_id,
             task.description,
@@ -150,6 +154,7 @@ def insert_task(conn: Connection, task: NewTask, now: float | None = None) -> Ta
             task.clearance,
             task.principal_id,
             int(task.principal_admin),
+            task.topic_id,
         ),
     )
     task_id = int(cur.lastrowid)

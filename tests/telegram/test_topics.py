@@ -18,9 +18,16 @@ from telethon import functions, utils
 from telethon.tl import types
 
 from teleton.agent.prompt.memory import FEED_HEADER
+from teleton.gateway.contract import ChatInfo, UserInfo
+from teleton.llm.tool_loop import ToolCall
+from teleton.privacy import Clearance
+from teleton.privacy.labels import group_label
+from teleton.scheduler.task_store import TaskStore
 from teleton.storage import Database
 from teleton.telegram.receive import convert
 from teleton.telegram.send.sending import reply_header
+from teleton.tools.families.tasks import task_tools
+from teleton.tools.registry import ToolContext, ToolRegistry
 from tests.agent.conftest import MAIN_MODEL
 from tests.fakes.anthropic_server import Reply, text
 from tests.fakes.openai_server import FakeOpenAI
@@ -210,3 +217,25 @@ def test_where_a_message_lands() -> None:
     assert reply_header(None, GARDEN) == types.InputReplyToMessage(reply_to_msg_id=GARDEN)  # posted in the topic
     assert reply_header(7, GARDEN) == types.InputReplyToMessage(reply_to_msg_id=7, top_msg_id=GARDEN)
     assert reply_header(GARDEN, GARDEN) == types.InputReplyToMessage(reply_to_msg_id=GARDEN)
+
+
+async def test_a_task_scheduled_in_a_topic_reports_in_that_topic(world: World) -> None:
+    world.fake.responder = lambda body: text("Time to water the tomatoes.") if body["model"] == MAIN_MODEL else text("")
+    world.client.session.process_entities(
+        types.contacts.ResolvedPeer(peer=types.PeerChannel(FORUM.id), chats=[FORUM], users=[])
+    )  # the forum is known, as after any message from it
+    assert world.gateway.dispatcher is not None
+    agent = world.gateway.dispatcher.handler.__self__  # type: ignore[attr-defined]  # the agent's handle
+    forum = ChatInfo(id=FORUM_ID, type="group", title="Makers")
+    clearance = Clearance(group_label(FORUM_ID))
+    ctx = ToolContext(chat=forum, sender=UserInfo(id=ADMIN.id), is_admin=True, clearance=clearance,
+                      deps=agent.tool_deps, topic_id=GARDEN)  # fmt: skip
+    call = ToolCall("t1", "schedule_task", {"description": "remind to water", "prompt": "remind me to water",
+                                            "delay_minutes": 1})  # fmt: skip
+    result = await ToolRegistry(task_tools()).execute(call, ctx)
+    assert not result.is_error, result.content
+    (task,) = await TaskStore(world.db).list([FORUM_ID])
+    assert task.topic_id == GARDEN
+    await agent.scheduled.run_task(task, "remind me to water")
+    (sent,) = replies(world)
+    assert sent.message == "Time to water the tomatoes." and sent.reply_to.reply_to_msg_id == GARDEN  # in the topic

@@ -21,6 +21,7 @@ import contextlib
 
 from teleton.agent.core import AgentCore
 from teleton.agent.turn import Turn
+from teleton.gateway.contract import Thread
 from teleton.memory.forget.everywhere import Findings, Needle, NeedleError, Report, erase, find, parse_needle, scope_for
 from teleton.memory.forget.feed import forget_deleted
 from teleton.tools.families.forget import describe_preview, describe_report
@@ -70,8 +71,8 @@ async def _erase(agent: AgentCore, findings: Findings) -> Report:
     # Looked up again for the chats whose sessions it touches now: each waits for its running turn.
     fresh = await find(agent.deps.db, agent.deps.workspace, findings.needle, findings.scope)
     async with contextlib.AsyncExitStack() as stack:
-        for chat_id in sorted(fresh.rows.session_chats):
-            await stack.enter_async_context(agent.locks.hold(chat_id))
+        for chat_id, topic in sorted(fresh.rows.session_threads):
+            await stack.enter_async_context(agent.locks.hold(Thread(chat_id, topic)))
         knowledge = agent.deps.knowledge if hasattr(agent.deps.knowledge, "reindex") else None
         history = agent.deps.chat_history
         return await erase(agent.deps.db, agent.deps.workspace, findings, knowledge=knowledge, chat_history=history)

@@ -217,7 +217,7 @@ async def run_command(agent: AgentCore, turn: Turn, spec: CommandSpec, args: str
     elif (spec.admin or (spec.group_admin and shared)) and not turn.is_admin:
         text = f"/{spec.name} is for admins only" + (" in a group." if not spec.admin else ".")
     elif spec.needs_lock:
-        async with agent.locks.hold(turn.msg.chat.id):
+        async with agent.locks.hold(turn.msg.thread):
             text = await spec.handler(agent, turn, args)
     else:
         text = await spec.handler(agent, turn, args)

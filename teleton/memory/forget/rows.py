@@ -60,7 +60,7 @@ class Rows:
     knowledge: set[int] = field(default_factory=set)
     chunks: set[int] = field(default_factory=set)  # knowledge rows of files whose lines go (whoever's label)
     sessions: set[str] = field(default_factory=set)
-    session_chats: set[int] = field(default_factory=set)  # the chats of those sessions
+    session_threads: set[tuple[int, int]] = field(default_factory=set)  # the (chat, forum topic) of those sessions
     records: dict[str, set[int]] = field(default_factory=dict)  # table -> rows scrubbed
     held: dict[str, set[int]] = field(default_factory=dict)  # 'pending_tasks' | 'held_sends' -> rows
     hashes: set[str] = field(default_factory=set)  # embedding-cache keys of every text erased or rewritten
@@ -240,12 +240,12 @@ def _find_file_chunks(conn: Connection, rows: Rows, files: Iterable[str]) -> Non
 def _find_sessions(conn: Connection, matcher: Matcher, rows: Rows, owner: bool, user_id: int | None) -> None:
     scope, args = ("", []) if owner else ("chat_id = ? and", [user_id])
     for row in conn.execute(
-        "select id, chat_id, summary, messages_json from sessions "
+        "select id, chat_id, topic_id, summary, messages_json from sessions "
         f"where {scope} (forget_hit(summary) or forget_json(messages_json))",
         args,
     ):
         rows.sessions.add(str(row["id"]))
-        rows.session_chats.add(int(row["chat_id"]))
+        rows.session_threads.add((int(row["chat_id"]), int(row["topic_id"])))
         said = [s for s in strings(json.loads(row["messages_json"] or "[]")) if matcher.hit(s)]
         rows.hashes |= {text_hash(s) for s in said}  # a user's words were embedded as the turn's query
         rows.sample("session", said[0] if said else row["summary"], chat_id=int(row["chat_id"]))

@@ -159,6 +159,7 @@ async def schedule_task(args: dict[str, Any], ctx: ToolContext, limits: TaskLimi
                 clearance=ctx.clearance.label,
                 principal_id=ctx.sender.id if ctx.sender else None,
                 principal_admin=ctx.is_admin,
+                topic_id=ctx.topic_id,
             )
         )
     except TaskError as exc:
