@@ -58,13 +58,19 @@ class World:
     changes: list[tuple[str, float, Any]] = field(default_factory=list)  # (kind, clock, request) to the owner
 
     async def say(self, words: str) -> None:
-        await self.client._dispatch_update(new_message(ADMIN, ADMIN, words))
-        await self.gateway.batcher.drain()
-        assert self.gateway.dispatcher is not None
-        await self.gateway.dispatcher.idle()
+        await deliver(self, new_message(ADMIN, ADMIN, words))
 
     def to_owner(self, kind: type) -> list[Any]:
         return [r for r in self.client.requests if isinstance(r, kind) and _peer_id(r) == ADMIN.id]
+
+
+async def deliver(world: World, *updates: Any) -> None:
+    """Updates as Telegram pushes them, one after the other; then everything they set off is finished."""
+    for update in updates:
+        await world.client._dispatch_update(update)
+    await world.gateway.batcher.drain()
+    assert world.gateway.dispatcher is not None
+    await world.gateway.dispatcher.idle()
 
 
 def _peer_id(request: Any) -> int | None:

@@ -23,7 +23,7 @@ from tests.agent.conftest import MAIN_MODEL
 from tests.fakes.anthropic_server import Reply, text, tool_use
 from tests.fakes.openai_server import FakeOpenAI
 from tests.telegram.conftest import ADMIN, ALICE, GROUP, ME, new_message
-from tests.telegram.stream_world import World, make_world
+from tests.telegram.stream_world import World, deliver, make_world
 
 GROUP_ID = utils.get_peer_id(GROUP)
 OPTIONS = ["Tea", "Coffee", "A long option that will not fit in one short row"]
@@ -70,14 +70,6 @@ def model(world: World) -> list[str]:
     return asked
 
 
-async def say(world: World, *updates: Any) -> None:
-    for update in updates:
-        await world.client._dispatch_update(update)
-    await world.gateway.batcher.drain()
-    assert world.gateway.dispatcher is not None
-    await world.gateway.dispatcher.idle()
-
-
 def shows_the_question(world: World, question: functions.messages.SendMessageRequest, message_id: int) -> None:
     """Telegram answers a lookup of the question with the message as sent, its buttons included."""
     answer = world.client.answer
@@ -109,7 +101,7 @@ def callback_answers(world: World) -> list[str]:
 
 async def test_a_bot_offers_buttons_and_a_press_comes_back_as_the_pressers_answer(bot: World) -> None:
     asked = model(bot)
-    await say(bot, new_message(GROUP, ALICE, "@teleton_bot let me choose a drink"))
+    await deliver(bot, new_message(GROUP, ALICE, "@teleton_bot let me choose a drink"))
     question = next(r for r in bot.client.sent() if r.reply_markup is not None)
     buttons = [(b.text, b.type.data) for row in question.reply_markup.rows for b in row.buttons]
     assert buttons == [(o, f"pick:{i}".encode()) for i, o in enumerate(OPTIONS)]
@@ -121,18 +113,18 @@ async def test_a_bot_offers_buttons_and_a_press_comes_back_as_the_pressers_answe
     ))[0])  # fmt: skip
     shows_the_question(bot, question, question_id)
 
-    await say(bot, press(ALICE, question_id, b"pick:1"))
+    await deliver(bot, press(ALICE, question_id, b"pick:1"))
     assert "Coffee" in asked[-1] and "What would you like?" in asked[-1]  # the pick, in reply to the question
     assert callback_answers(bot)[-1] == "Coffee"
     assert bot.client.sent()[-1].message == "Got it."  # answered in the group
 
-    await say(bot, press(ALICE, question_id, b"pick:7"))  # no such option
+    await deliver(bot, press(ALICE, question_id, b"pick:7"))  # no such option
     assert callback_answers(bot)[-1] == "This choice is no longer available."
 
 
 async def test_a_user_account_numbers_the_options_in_the_text(user: World) -> None:
     model(user)
-    await say(user, new_message(GROUP, ALICE, "@teleton_bot let me choose a drink"))
+    await deliver(user, new_message(GROUP, ALICE, "@teleton_bot let me choose a drink"))
     question = next(r for r in user.client.sent() if r.message.startswith("What would you like?"))
     assert question.reply_markup is None
     assert question.message.endswith("1. Tea\n2. Coffee\n3. A long option that will not fit in one short row")
@@ -140,9 +132,9 @@ async def test_a_user_account_numbers_the_options_in_the_text(user: World) -> No
 
 async def test_a_deep_links_start_reaches_the_model_as_opening_the_chat_through_it(bot: World) -> None:
     asked = model(bot)
-    await say(bot, new_message(ADMIN, ADMIN, "/start ref_spring-42"))
+    await deliver(bot, new_message(ADMIN, ADMIN, "/start ref_spring-42"))
     assert 'through a link carrying "ref_spring-42"' in asked[-1]
-    await say(bot, new_message(ADMIN, ADMIN, "/start"))
+    await deliver(bot, new_message(ADMIN, ADMIN, "/start"))
     assert "Opened this chat (/start)" in asked[-1]
-    await say(bot, new_message(ADMIN, ADMIN, "/start <script>"))  # not a payload Telegram would send
+    await deliver(bot, new_message(ADMIN, ADMIN, "/start <script>"))  # not a payload Telegram would send
     assert "/start <script>" in asked[-1] and "Opened this chat" not in asked[-1]

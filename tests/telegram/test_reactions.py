@@ -22,7 +22,7 @@ from tests.agent.conftest import MAIN_MODEL
 from tests.fakes.anthropic_server import text
 from tests.fakes.openai_server import FakeOpenAI
 from tests.telegram.conftest import ADMIN, ALICE, BOB, GROUP, ME, SUPERGROUP, attach, new_message
-from tests.telegram.stream_world import World, make_world
+from tests.telegram.stream_world import World, deliver, make_world
 
 GROUP_ID, SUPER_ID = utils.get_peer_id(GROUP), utils.get_peer_id(SUPERGROUP)
 
@@ -38,14 +38,6 @@ def fake_api() -> Iterator[FakeOpenAI]:
 async def world(tmp_path: Path, db: Database, fake_api: FakeOpenAI) -> AsyncIterator[World]:
     async for made in make_world(tmp_path, db, fake_api):
         yield made
-
-
-async def say(world: World, *updates: Any) -> None:
-    for update in updates:
-        await world.client._dispatch_update(update)
-    await world.gateway.batcher.drain()
-    assert world.gateway.dispatcher is not None
-    await world.gateway.dispatcher.idle()
 
 
 async def our_last(world: World, chat_id: int) -> int:
@@ -100,64 +92,64 @@ def last_request(world: World) -> str:
 
 async def test_reactions_are_archived_and_taken_back(world: World) -> None:
     talk = new_message(GROUP, ALICE, "lovely weather today")
-    await say(world, talk)
+    await deliver(world, talk)
     msg_id = talk.message.id
-    await say(world, reactions_now(GROUP, msg_id, [(BOB, "👍"), (ADMIN, "❤")]))
+    await deliver(world, reactions_now(GROUP, msg_id, [(BOB, "👍"), (ADMIN, "❤")]))
     assert await reactions_of(world, GROUP_ID, msg_id) == [(BOB.id, "👍", False), (ADMIN.id, "❤", False)]
     # Bob takes his back: the counts list only Ada's now, and every reactor is named (complete).
-    await say(world, reactions_now(GROUP, msg_id, [(ADMIN, "❤")]))
+    await deliver(world, reactions_now(GROUP, msg_id, [(ADMIN, "❤")]))
     assert await reactions_of(world, GROUP_ID, msg_id) == [(BOB.id, "👍", True), (ADMIN.id, "❤", False)]
     # A big group names only some reactors: one not named is not taken back while its reaction still counts.
-    await say(world, reactions_now(GROUP, msg_id, [(BOB, "🔥")], counts={"🔥": 1, "❤": 5}))
+    await deliver(world, reactions_now(GROUP, msg_id, [(BOB, "🔥")], counts={"🔥": 1, "❤": 5}))
     assert (ADMIN.id, "❤", False) in await reactions_of(world, GROUP_ID, msg_id)
     # A bot is told each person's change: before and after.
-    await say(world, bot_reaction(GROUP, msg_id, BOB, ["🔥"], ["🎉"]))
+    await deliver(world, bot_reaction(GROUP, msg_id, BOB, ["🔥"], ["🎉"]))
     assert await reactions_of(world, GROUP_ID, msg_id) == [
         (BOB.id, "🎉", False), (BOB.id, "👍", True), (BOB.id, "🔥", True), (ADMIN.id, "❤", False),
     ]  # fmt: skip
 
 
 async def test_a_thumbs_down_becomes_a_correction_candidate_of_that_chat_only(world: World) -> None:
-    await say(world, new_message(GROUP, ALICE, "@teleton_bot what day is it?"))
+    await deliver(world, new_message(GROUP, ALICE, "@teleton_bot what day is it?"))
     answer = await our_last(world, GROUP_ID)
-    await say(world, reactions_now(GROUP, answer, [(ALICE, "👎")]))
+    await deliver(world, reactions_now(GROUP, answer, [(ALICE, "👎")]))
     row = await world.db.fetchone("select user_id, signal from feedback where chat_id = ? and answer_id = ?",
                                   (GROUP_ID, answer))  # fmt: skip
     assert tuple(row) == (ALICE.id, "👎")
 
-    await say(world, new_message(GROUP, BOB, "@teleton_bot is the shop open today?"))
+    await deliver(world, new_message(GROUP, BOB, "@teleton_bot is the shop open today?"))
     shown = last_request(world)
     assert JUDGED_HEADER in shown and "Alice reacted 👎" in shown
     assert "what day is it?" in shown and "It is Monday." in shown  # the exchange that was judged
 
-    await say(world, new_message(SUPERGROUP, ALICE, "@teleton_bot is the shop open today?"))
+    await deliver(world, new_message(SUPERGROUP, ALICE, "@teleton_bot is the shop open today?"))
     assert JUDGED_HEADER not in last_request(world) and "reacted 👎" not in last_request(world)  # another chat
-    await say(world, new_message(ADMIN, ADMIN, "is the shop open today?"))
+    await deliver(world, new_message(ADMIN, ADMIN, "is the shop open today?"))
     assert JUDGED_HEADER not in last_request(world)  # not even the owner's DM: it is the group's
 
 
 async def test_a_reply_saying_wrong_is_a_candidate_with_its_words_and_a_thumbs_up_is_not(world: World) -> None:
-    await say(world, new_message(GROUP, ALICE, "@teleton_bot what day is it?"))
+    await deliver(world, new_message(GROUP, ALICE, "@teleton_bot what day is it?"))
     answer = await our_last(world, GROUP_ID)
-    await say(world, reactions_now(GROUP, answer, [(BOB, "👍")]))
+    await deliver(world, reactions_now(GROUP, answer, [(BOB, "👍")]))
     assert (await world.db.fetchone("select count(*) from feedback"))[0] == 0
-    await say(world, new_message(GROUP, ALICE, "wrong, it is Tuesday", reply_to=answer))
-    await say(world, new_message(GROUP, BOB, "@teleton_bot so what day is it?"))
+    await deliver(world, new_message(GROUP, ALICE, "wrong, it is Tuesday", reply_to=answer))
+    await deliver(world, new_message(GROUP, BOB, "@teleton_bot so what day is it?"))
     assert 'Alice replied "wrong, it is Tuesday"' in last_request(world)
     # Deleting the judged answer takes its candidate with it (it named the messages, it copied no words).
     await world.gateway.pipeline.delete(None, [answer])
-    await say(world, new_message(GROUP, BOB, "@teleton_bot and tomorrow?"))
+    await deliver(world, new_message(GROUP, BOB, "@teleton_bot and tomorrow?"))
     assert JUDGED_HEADER not in last_request(world)
 
 
 async def test_the_owners_status_counts_the_weeks_reactions_to_answers(world: World) -> None:
-    await say(world, new_message(GROUP, ALICE, "@teleton_bot what day is it?"))
+    await deliver(world, new_message(GROUP, ALICE, "@teleton_bot what day is it?"))
     answer = await our_last(world, GROUP_ID)
     talk = new_message(GROUP, ALICE, "not an answer of ours")
-    await say(world, talk)
-    await say(world, reactions_now(GROUP, answer, [(ALICE, "👎"), (BOB, "👍"), (ADMIN, "👍")]))
-    await say(world, reactions_now(GROUP, talk.message.id, [(BOB, "🔥")]))  # not on an answer: not counted
-    await say(world, new_message(ADMIN, ADMIN, "/status"))
+    await deliver(world, talk)
+    await deliver(world, reactions_now(GROUP, answer, [(ALICE, "👎"), (BOB, "👍"), (ADMIN, "👍")]))
+    await deliver(world, reactions_now(GROUP, talk.message.id, [(BOB, "🔥")]))  # not on an answer: not counted
+    await deliver(world, new_message(ADMIN, ADMIN, "/status"))
     status = [r for r in world.client.sent() if utils.get_peer_id(r.peer) == ADMIN.id][-1].message
     assert "Reactions to answers this week: 👍 2, 👎 1" in status
 

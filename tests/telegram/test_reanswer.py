@@ -23,7 +23,7 @@ from tests.agent.conftest import MAIN_MODEL
 from tests.fakes.anthropic_server import Reply, text
 from tests.fakes.openai_server import FakeOpenAI
 from tests.telegram.conftest import ADMIN, ALICE, GROUP, attach, new_message, peer_of
-from tests.telegram.stream_world import World, make_world
+from tests.telegram.stream_world import World, deliver, make_world
 
 GROUP_ID = utils.get_peer_id(GROUP)
 LONG = " ".join(f"Sentence {i} of a long first answer." for i in range(200))  # two messages
@@ -53,14 +53,6 @@ def answers(world: World, *replies: str) -> list[str]:
 
     world.fake.responder = respond
     return asked
-
-
-async def say(world: World, *updates: Any) -> None:
-    for update in updates:
-        await world.client._dispatch_update(update)
-    await world.gateway.batcher.drain()
-    assert world.gateway.dispatcher is not None
-    await world.gateway.dispatcher.idle()
 
 
 def edited(update: Any, words: str) -> Any:
@@ -96,11 +88,11 @@ async def state(world: World, chat_id: int, message_id: int) -> str:
 async def test_an_edit_within_the_window_is_answered_again_in_the_same_message(world: World) -> None:
     asked = answers(world, "Four.", "Six.")
     question = new_message(GROUP, ALICE, "@teleton_bot what is 2+2?")
-    await say(world, question)
+    await deliver(world, question)
     (first,) = requests(world, functions.messages.SendMessageRequest, GROUP)
     reply_id = int((await world.db.fetchone("select max(message_id) from tg_messages where is_outgoing = 1"))[0])
 
-    await say(world, edited(question, "@teleton_bot what is 3+3?"))
+    await deliver(world, edited(question, "@teleton_bot what is 3+3?"))
     assert "what is 3+3?" in asked[-1] and "Edited after you answered it" in asked[-1]
     assert len(requests(world, functions.messages.SendMessageRequest, GROUP)) == 1  # no second message
     (edit,) = requests(world, functions.messages.EditMessageRequest, GROUP)
@@ -115,13 +107,13 @@ async def test_an_edit_within_the_window_is_answered_again_in_the_same_message(w
 async def test_an_edit_after_the_window_is_only_archived(world: World) -> None:
     asked = answers(world, "Four.")
     question = new_message(GROUP, ALICE, "@teleton_bot what is 2+2?")
-    await say(world, question)
+    await deliver(world, question)
     afterwards = world.gateway.handlers.afterwards
     assert afterwards is not None
     later = itertools.count(afterwards.clock() + afterwards.window_s + 1)
     afterwards.clock = lambda: float(next(later))  # the edit comes after the window
 
-    await say(world, edited(question, "@teleton_bot what is 3+3?"))
+    await deliver(world, edited(question, "@teleton_bot what is 3+3?"))
     assert len(asked) == 1  # the model was not asked again
     assert requests(world, functions.messages.EditMessageRequest, GROUP) == []
     row = await world.db.fetchone("select text from tg_messages where chat_id = ? and message_id = ?",
@@ -132,14 +124,14 @@ async def test_an_edit_after_the_window_is_only_archived(world: World) -> None:
 async def test_a_shorter_re_answer_replaces_a_long_answer_and_its_extra_message_goes(world: World) -> None:
     answers(world, LONG, "Short now.")
     question = new_message(ADMIN, ADMIN, "tell me everything")
-    await say(world, question)
+    await deliver(world, question)
     sent = requests(world, functions.messages.SendMessageRequest, ADMIN)
     assert len(sent) == 2
     ids = [int(r[0]) for r in await world.db.fetchall(
         "select message_id from tg_messages where chat_id = ? and is_outgoing = 1 order by message_id", (ADMIN.id,)
     )]  # fmt: skip
 
-    await say(world, edited(question, "tell me briefly"))
+    await deliver(world, edited(question, "tell me briefly"))
     (edit,) = requests(world, functions.messages.EditMessageRequest, ADMIN)
     assert (edit.id, edit.message) == (ids[0], "Short now.")
     assert deletions(world) == [[ids[1]]]
@@ -149,10 +141,10 @@ async def test_a_shorter_re_answer_replaces_a_long_answer_and_its_extra_message_
 async def test_a_question_deleted_soon_takes_its_answer_in_a_dm_but_not_in_a_group(world: World) -> None:
     answers(world, "Private answer.", "Group answer.")
     dm_question = new_message(ADMIN, ADMIN, "something I regret asking")
-    await say(world, dm_question)
+    await deliver(world, dm_question)
     group_question = new_message(GROUP, ALICE, "@teleton_bot a group question")
-    await say(world, group_question)
+    await deliver(world, group_question)
     outgoing = dict(await world.db.fetchall("select chat_id, message_id from tg_messages where is_outgoing = 1"))
 
-    await say(world, deleted(dm_question.message.id, group_question.message.id))
+    await deliver(world, deleted(dm_question.message.id, group_question.message.id))
     assert deletions(world) == [[outgoing[ADMIN.id]]]  # the DM's answer went, the group's stayed

@@ -32,7 +32,7 @@ from tests.agent.conftest import MAIN_MODEL
 from tests.fakes.anthropic_server import Reply, text
 from tests.fakes.openai_server import FakeOpenAI
 from tests.telegram.conftest import ADMIN, ALICE, attach, next_id
-from tests.telegram.stream_world import World, make_world
+from tests.telegram.stream_world import World, deliver, make_world
 
 FORUM = types.Channel(
     id=900, title="Makers", photo=types.ChatPhotoEmpty(), date=None, megagroup=True, forum=True, access_hash=99
@@ -107,30 +107,24 @@ async def topic_of_rows(db: Database, topic: int) -> list[str]:
     return [r[0] for r in rows]
 
 
-async def say(world: World, *updates: Any) -> None:
-    for update in updates:
-        await world.client._dispatch_update(update)
-    await world.gateway.batcher.drain()
-    assert world.gateway.dispatcher is not None
-    await world.gateway.dispatcher.idle()
-
-
 def replies(world: World) -> list[functions.messages.SendMessageRequest]:
     return [r for r in world.client.sent() if utils.get_peer_id(r.peer) == FORUM_ID]
 
 
 async def test_two_topics_keep_separate_contexts_sessions_and_replies(world: World, tmp_path: Path) -> None:
     world.fake.responder = echo_what_it_saw
-    await say(world, service(types.MessageActionTopicCreate(title="Garden", icon_color=1), GARDEN))
-    await say(world, service(types.MessageActionTopicCreate(title="Bikes", icon_color=2), BIKES))
+    await deliver(world, service(types.MessageActionTopicCreate(title="Garden", icon_color=1), GARDEN))
+    await deliver(world, service(types.MessageActionTopicCreate(title="Bikes", icon_color=2), BIKES))
     garden_q = in_topic(GARDEN, ALICE, "@teleton_bot our tomatoes are splitting")
-    await say(world, garden_q)
+    await deliver(world, garden_q)
     bikes_q = in_topic(BIKES, ALICE, "@teleton_bot my chain keeps slipping")
-    await say(world, bikes_q)
+    await deliver(world, bikes_q)
     # Unaddressed talk in each topic, interleaved: each rides along only with its own topic's next turn.
-    await say(world, in_topic(GARDEN, ADMIN, "water them less often"), in_topic(BIKES, ADMIN, "check the derailleur"))
-    await say(world, in_topic(GARDEN, ALICE, "@teleton_bot and the basil?"))
-    await say(world, in_topic(BIKES, ALICE, "@teleton_bot and the brakes?", reply_to=bikes_q.message.id))
+    await deliver(
+        world, in_topic(GARDEN, ADMIN, "water them less often"), in_topic(BIKES, ADMIN, "check the derailleur")
+    )
+    await deliver(world, in_topic(GARDEN, ALICE, "@teleton_bot and the basil?"))
+    await deliver(world, in_topic(BIKES, ALICE, "@teleton_bot and the brakes?", reply_to=bikes_q.message.id))
 
     sent = replies(world)
     assert len(sent) == 4
@@ -160,9 +154,9 @@ async def test_two_topics_keep_separate_contexts_sessions_and_replies(world: Wor
 
 async def test_retrieval_shows_the_topics_own_messages_first_and_marks_the_others(world: World) -> None:
     world.fake.responder = echo_what_it_saw
-    await say(world, in_topic(BIKES, ALICE, "@teleton_bot the tomato stakes make good bike stands"))
-    await say(world, in_topic(GARDEN, ALICE, "@teleton_bot tomato plants need stakes"))
-    await say(world, in_topic(GARDEN, ALICE, "@teleton_bot what about tomato stakes then?"))
+    await deliver(world, in_topic(BIKES, ALICE, "@teleton_bot the tomato stakes make good bike stands"))
+    await deliver(world, in_topic(GARDEN, ALICE, "@teleton_bot tomato plants need stakes"))
+    await deliver(world, in_topic(GARDEN, ALICE, "@teleton_bot what about tomato stakes then?"))
     asked = [b for b in world.fake.requests if b["model"] == MAIN_MODEL][-1]
     lines = memory_block(asked)
     assert any("tomato plants need stakes" in line and "another topic" not in line for line in lines)
@@ -174,26 +168,26 @@ async def test_retrieval_shows_the_topics_own_messages_first_and_marks_the_other
 
 async def test_new_in_one_topic_leaves_the_other_topics_session_alone(world: World) -> None:
     world.fake.responder = echo_what_it_saw
-    await say(world, in_topic(GARDEN, ADMIN, "@teleton_bot remember: the shed key is under the pot"))
-    await say(world, in_topic(BIKES, ADMIN, "@teleton_bot remember: the pump is in the hall"))
+    await deliver(world, in_topic(GARDEN, ADMIN, "@teleton_bot remember: the shed key is under the pot"))
+    await deliver(world, in_topic(BIKES, ADMIN, "@teleton_bot remember: the pump is in the hall"))
     before = dict(
         await world.db.fetchall("select topic_id, id from sessions where chat_id = ? and active = 1", (FORUM_ID,))
     )
-    await say(world, in_topic(GARDEN, ADMIN, "/new@teleton_bot"))
+    await deliver(world, in_topic(GARDEN, ADMIN, "/new@teleton_bot"))
     after = dict(
         await world.db.fetchall("select topic_id, id from sessions where chat_id = ? and active = 1", (FORUM_ID,))
     )
     assert after.get(BIKES) == before[BIKES]  # untouched
     assert after.get(GARDEN) != before[GARDEN]  # the garden topic starts afresh (or has no session yet)
     assert replies(world)[-1].reply_to.top_msg_id == GARDEN  # /new answered in its own topic
-    await say(world, in_topic(BIKES, ADMIN, "@teleton_bot where is the pump?"))
+    await deliver(world, in_topic(BIKES, ADMIN, "@teleton_bot where is the pump?"))
     assert "the pump is in the hall" in replies(world)[-1].message  # its conversation goes on
 
 
 async def test_topic_renamed_and_closed_are_archived_in_words(world: World) -> None:
-    await say(world, service(types.MessageActionTopicEdit(title="Vegetables"), next_id(), topic=GARDEN))
-    await say(world, service(types.MessageActionTopicEdit(closed=True), next_id(), topic=GARDEN))
-    await say(world, service(types.MessageActionTopicEdit(closed=False), next_id(), topic=GARDEN))
+    await deliver(world, service(types.MessageActionTopicEdit(title="Vegetables"), next_id(), topic=GARDEN))
+    await deliver(world, service(types.MessageActionTopicEdit(closed=True), next_id(), topic=GARDEN))
+    await deliver(world, service(types.MessageActionTopicEdit(closed=False), next_id(), topic=GARDEN))
     assert await topic_of_rows(world.db, GARDEN) == [
         "Ada renamed the topic to “Vegetables”",
         "Ada closed the topic",
