@@ -14,6 +14,7 @@ from typing import Any
 from teleton.gateway.contract import Gateway, GatewayError
 from teleton.memory.feed import reads
 from teleton.memory.feed.archive import is_our_message
+from teleton.tools.families.channels import channel_tools
 from teleton.tools.families.telegram_common import (
     CHAT_ID,
     MESSAGE_ID,
@@ -314,4 +315,5 @@ def telegram_tools(settings: TelegramToolSettings = TelegramToolSettings()) -> l
             _download_tool(settings),
         ),
         *read_tools(),
+        *channel_tools(),
     ]
