@@ -175,6 +175,37 @@ class TerminalGateway:
     async def typing(self, chat_id: int, topic_id: int | None = None) -> None:
         pass  # the chat command shows its own spinner
 
+    # The chat tools act on a Telegram account: polls, its schedule, reading, chats to join and its search.
+    async def poll_results(self, chat_id: int, message_id: int) -> tuple[str, list[tuple[str, int | None]], bool]:
+        raise GatewayError("poll results need Telegram; not available in the terminal")
+
+    async def close_poll(self, chat_id: int, message_id: int) -> None:
+        raise GatewayError("closing a poll needs Telegram; not available in the terminal")
+
+    async def list_scheduled(self, chat_id: int) -> list[tuple[int, float, str]]:
+        raise GatewayError("Telegram's scheduled messages are not available in the terminal")
+
+    async def schedule_message(self, chat_id: int, text: str, when: float) -> SentMessage:
+        raise GatewayError("Telegram's scheduled messages are not available in the terminal (schedule_task is)")
+
+    async def cancel_scheduled(self, chat_id: int, message_ids: Sequence[int]) -> None:
+        raise GatewayError("Telegram's scheduled messages are not available in the terminal")
+
+    async def mark_read(self, chat_id: int) -> None:
+        raise GatewayError("marking a Telegram chat read is not available in the terminal")
+
+    async def send_sticker(self, chat_id: int, emoji: str) -> SentMessage:
+        return await self.send_message(chat_id, f"[sticker {emoji}]")
+
+    async def join_chat(self, link: str) -> ChatInfo:
+        raise GatewayError("joining a chat needs Telegram; not available in the terminal")
+
+    async def leave_chat(self, chat: int | str) -> None:
+        raise GatewayError("leaving a chat needs Telegram; not available in the terminal")
+
+    async def search_telegram(self, query: str, chat_id: int | None = None, limit: int = 20) -> list[IncomingMessage]:
+        raise GatewayError("Telegram's own search is not available in the terminal; search_messages reads the archive")
+
     async def _archive(
         self,
         chat_id: int,

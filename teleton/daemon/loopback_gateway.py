@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import shutil
 import time
+import zlib
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -73,6 +75,8 @@ class LoopbackGateway:
         self._chats: OrderedDict[int, ChatInfo] = OrderedDict()  # the most recently active, like dialogs
         self._unheard: deque[bytes] = deque(maxlen=UNHEARD_MAX)
         self._files: OrderedDict[tuple[int, int], Path] = OrderedDict()  # (chat, message) -> its media file
+        self._scheduled: dict[int, dict[int, tuple[float, str]]] = {}  # chat -> scheduled id -> (when, text)
+        self._scheduled_ids = itertools.count(1)  # Telegram numbers a chat's scheduled messages apart from the rest
 
     # ---- wiring and life cycle (as TelegramGateway) -------------------------------------------------
 
@@ -320,6 +324,50 @@ class LoopbackGateway:
     async def typing(self, chat_id: int, topic_id: int | None = None) -> None:
         with contextlib.suppress(Exception):
             self._action("typing", chat_id=chat_id, topic_id=topic_id)
+
+    # ---- the chat tools: an action line each; the schedule is kept, as Telegram's servers keep it ----------
+
+    async def poll_results(self, chat_id: int, message_id: int) -> tuple[str, list[tuple[str, int | None]], bool]:
+        raise GatewayError("poll results are not available in the loopback transport")  # nobody here votes
+
+    async def close_poll(self, chat_id: int, message_id: int) -> None:
+        self._action("close_poll", chat_id=chat_id, message_id=message_id)
+
+    async def list_scheduled(self, chat_id: int) -> list[tuple[int, float, str]]:
+        waiting = self._scheduled.get(chat_id, {})
+        return sorted(((mid, when, text) for mid, (when, text) in waiting.items()), key=lambda row: (row[1], row[0]))
+
+    async def schedule_message(self, chat_id: int, text: str, when: float) -> SentMessage:
+        if not text.strip():
+            raise GatewayError("cannot schedule an empty message")
+        message_id = next(self._scheduled_ids)
+        self._scheduled.setdefault(chat_id, {})[message_id] = (when, text)
+        self._action("schedule_message", chat_id=chat_id, text=text, when=when, message_id=message_id)
+        return SentMessage(chat_id, message_id, text)
+
+    async def cancel_scheduled(self, chat_id: int, message_ids: Sequence[int]) -> None:
+        for message_id in message_ids:
+            self._scheduled.get(chat_id, {}).pop(message_id, None)
+        self._action("cancel_scheduled", chat_id=chat_id, message_ids=list(message_ids))
+
+    async def mark_read(self, chat_id: int) -> None:
+        self._action("mark_read", chat_id=chat_id)
+
+    async def send_sticker(self, chat_id: int, emoji: str) -> SentMessage:
+        return await self._outgoing(chat_id, f"[sticker {emoji}]")
+
+    async def join_chat(self, link: str) -> ChatInfo:
+        # A stand-in group named by the link (the same link, the same chat): there is no directory to look in.
+        chat = ChatInfo(id=-(zlib.crc32(link.encode()) + 1), type="group", title=link)
+        self._action("join_chat", link=link, chat_id=chat.id)
+        return chat
+
+    async def leave_chat(self, chat: int | str) -> None:
+        self._action("leave_chat", chat=chat)
+
+    async def search_telegram(self, query: str, chat_id: int | None = None, limit: int = 20) -> list[IncomingMessage]:
+        self._action("search_telegram", query=query, chat_id=chat_id, limit=limit)
+        return []  # the loopback's chats keep no history beyond what the daemon archived itself
 
 
 def _int64(value: Any) -> int:

@@ -188,6 +188,51 @@ class Gateway(Protocol):
 
     async def typing(self, chat_id: int, topic_id: int | None = None) -> None: ...
 
+    # -- what the chat tools ask (``tools/families/telegram_chat_tools.py``) ---------------------------------
+
+    async def poll_results(self, chat_id: int, message_id: int) -> tuple[str, list[tuple[str, int | None]], bool]:
+        """The poll in message ``message_id``: (its question, each option with its votes, whether it is closed).
+        A count is None where the network does not show it (Telegram: to someone who has not voted yet)."""
+        ...
+
+    async def close_poll(self, chat_id: int, message_id: int) -> None:
+        """Stop a poll the agent sent: nobody can vote any more, and its results stay."""
+        ...
+
+    async def list_scheduled(self, chat_id: int) -> list[tuple[int, float, str]]:
+        """The messages waiting in the network's own schedule of a chat: (id, when it goes out, text), soonest
+        first."""
+        ...
+
+    async def schedule_message(self, chat_id: int, text: str, when: float) -> SentMessage:
+        """``text`` (one message) handed to the network, which sends it by itself at ``when`` (a Unix time);
+        the id returned is the scheduled message's, which ``cancel_scheduled`` takes."""
+        ...
+
+    async def cancel_scheduled(self, chat_id: int, message_ids: Sequence[int]) -> None: ...
+
+    async def mark_read(self, chat_id: int) -> None:
+        """Every message of the chat marked as read (its unread count cleared)."""
+        ...
+
+    async def send_sticker(self, chat_id: int, emoji: str) -> SentMessage:
+        """A sticker for ``emoji``: the first one the network offers for it."""
+        ...
+
+    async def join_chat(self, link: str) -> ChatInfo:
+        """Join the group or channel of an invite link (t.me/+HASH, t.me/joinchat/HASH) or a public @username
+        (or t.me/username); the chat joined."""
+        ...
+
+    async def leave_chat(self, chat: int | str) -> None:
+        """Leave a group or channel given by its id, @username or an invite link to it."""
+        ...
+
+    async def search_telegram(self, query: str, chat_id: int | None = None, limit: int = 20) -> list[IncomingMessage]:
+        """The network's own search of one chat (every chat when ``chat_id`` is None), reaching past what the
+        archive holds; what it finds is archived (never answered) and returned, newest first."""
+        ...
+
 
 @runtime_checkable
 class ReplyStreams(Protocol):

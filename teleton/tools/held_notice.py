@@ -56,6 +56,10 @@ def chat_name(chat_id: int | None, principals: Principals, title: str = "") -> s
 def what_happens(item: Held, principals: Principals, title: str = "") -> str:
     """One line: what releasing it does."""
     meta = item.meta
+    if item.kind == "message" and "schedule_date" in meta:  # Telegram's own scheduled message
+        when = datetime.fromtimestamp(float(meta["schedule_date"])).astimezone()
+        where = chat_name(item.to_chat_id, principals, title)
+        return f"schedule a message to {where}, which Telegram sends at {when:%Y-%m-%d %H:%M %Z}"
     if item.kind == "message":
         return f"send a message to {chat_name(item.to_chat_id, principals, title)}"
     if item.kind == "forward":

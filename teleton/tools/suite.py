@@ -18,6 +18,7 @@ from teleton.tools.families.forget import forget_tools
 from teleton.tools.families.memory import memory_tools
 from teleton.tools.families.tasks import TaskLimits, task_tools
 from teleton.tools.families.telegram_actions import TelegramToolSettings, telegram_tools
+from teleton.tools.families.telegram_chat_tools import chat_tools
 from teleton.tools.families.web_fetch import FetchSettings, web_fetch_tools
 from teleton.tools.families.workspace import workspace_tools
 from teleton.tools.registry import Tool, ToolRegistry
@@ -28,6 +29,7 @@ def suite_tools(config: Config, *, fetch_settings: FetchSettings | None = None) 
     caps = config.capabilities
     tools = [
         *telegram_tools(TelegramToolSettings()),
+        *chat_tools(),
         *memory_tools(),
         *forget_tools(),
         *document_tools(),

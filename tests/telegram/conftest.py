@@ -38,6 +38,10 @@ SUPERGROUP = types.Channel(
     id=700, title="Big group", photo=types.ChatPhotoEmpty(), date=None, megagroup=True, access_hash=77
 )
 CHANNEL = types.Channel(id=800, title="News", photo=types.ChatPhotoEmpty(), date=None, broadcast=True, access_hash=88)
+# A public group the account is not in yet (join_chat, leave_chat): not in the entity cache, found by @username.
+JOINABLE = types.Channel(
+    id=900, title="Hikers", photo=types.ChatPhotoEmpty(), date=None, megagroup=True, access_hash=99, username="hikers"
+)
 
 
 class RecordingClient(TelegramClient):
@@ -50,6 +54,11 @@ class RecordingClient(TelegramClient):
         self.fail_when: Callable[[Any], BaseException | None] | None = None
         self._ids = itertools.count(10_000)
         self.history: list[Any] = []  # what messages.getHistory answers (newest first, as Telegram does)
+        self.stored: dict[int, Any] = {}  # messages.getMessages / channels.getMessages: message id -> message
+        self.poll_counts: dict[int, Any] = {}  # messages.getPollResults: message id -> PollResults now
+        self.scheduled: list[Any] = []  # messages.getScheduledHistory
+        self.found: list[Any] = []  # messages.search and messages.searchGlobal (newest first)
+        self.stickers: dict[str, list[Any]] = {}  # messages.getStickers by emoji (default: one sticker for it)
 
     async def _call(self, sender: Any, request: Any, ordered: bool = False, flood_sleep_threshold: Any = None) -> Any:
         if isinstance(request, list):  # Telethon sends chunked requests as one list
@@ -64,6 +73,9 @@ class RecordingClient(TelegramClient):
         return self.answer(request)
 
     def answer(self, request: Any) -> Any:
+        known = self.answer_chat_tools(request)
+        if known is not None:
+            return known
         if isinstance(request, functions.messages.SendMessageRequest):
             return types.UpdateShortSentMessage(
                 out=True,
@@ -91,6 +103,83 @@ class RecordingClient(TelegramClient):
 
     def sent(self) -> list[Any]:
         return [r for r in self.requests if isinstance(r, functions.messages.SendMessageRequest)]
+
+    def of(self, kind: type) -> list[Any]:
+        return [r for r in self.requests if isinstance(r, kind)]
+
+    def answer_chat_tools(self, request: Any) -> Any:
+        """What Telegram answers to the requests of the chat tools (polls, the schedule, stickers, joining,
+        leaving, search), as its TL results; None for any other request."""
+        now = datetime.now(UTC)
+
+        def updates(*items: Any, chats: Sequence[Any] = ()) -> types.Updates:
+            return types.Updates(updates=list(items), users=[], chats=list(chats), date=now, seq=0)
+
+        if isinstance(request, functions.messages.SendMessageRequest) and request.schedule_date is not None:
+            # A scheduled message has its own id, announced as updateNewScheduledMessage.
+            message = self._ours(request, date=request.schedule_date, message=request.message, from_scheduled=True)
+            return updates(
+                types.UpdateMessageID(message.id, request.random_id), types.UpdateNewScheduledMessage(message)
+            )
+        if isinstance(request, (functions.messages.GetMessagesRequest, functions.channels.GetMessagesRequest)):
+            ids = [getattr(i, "id", i) for i in request.id]  # Telethon passes ints; they become InputMessageID
+            found = [self.stored.get(i) or types.MessageEmpty(id=i, peer_id=None) for i in ids]
+            return types.messages.Messages(messages=found, topics=[], chats=[GROUP, SUPERGROUP], users=[ME, ALICE, BOB])
+        if isinstance(request, functions.messages.GetPollResultsRequest):
+            media = self.stored[request.msg_id].media
+            results = self.poll_counts.get(request.msg_id, media.results)
+            peer = utils.get_peer(request.peer)
+            return updates(types.UpdateMessagePoll(media.poll.id, results, peer=peer, msg_id=request.msg_id))
+        if isinstance(request, functions.messages.GetScheduledHistoryRequest):
+            return types.messages.Messages(messages=self.scheduled, topics=[], chats=[], users=[ME])
+        if isinstance(request, functions.messages.DeleteScheduledMessagesRequest):
+            return updates(types.UpdateDeleteScheduledMessages(utils.get_peer(request.peer), list(request.id)))
+        if isinstance(request, functions.messages.ReadHistoryRequest):
+            return types.messages.AffectedMessages(pts=3, pts_count=0)
+        if isinstance(request, functions.channels.ReadHistoryRequest):
+            return True
+        if isinstance(request, functions.messages.GetStickersRequest):
+            stickers = self.stickers.get(request.emoticon, [sticker(request.emoticon)])
+            return types.messages.Stickers(hash=1, stickers=stickers)
+        if isinstance(request, functions.messages.SendMediaRequest):
+            message = self._ours(request, date=now, message="", media=types.MessageMediaDocument(document=sticker("?")))
+            channel = isinstance(message.peer_id, types.PeerChannel)
+            new = (types.UpdateNewChannelMessage if channel else types.UpdateNewMessage)(message, pts=1, pts_count=1)
+            return updates(types.UpdateMessageID(message.id, request.random_id), new)
+        if isinstance(request, functions.contacts.ResolveUsernameRequest):
+            if request.username != JOINABLE.username:
+                raise errors.UsernameNotOccupiedError(request=request)
+            return types.contacts.ResolvedPeer(peer=types.PeerChannel(JOINABLE.id), chats=[JOINABLE], users=[])
+        if isinstance(request, functions.messages.CheckChatInviteRequest):
+            return types.ChatInviteAlready(chat=JOINABLE)
+        if isinstance(
+            request,
+            (
+                functions.messages.ImportChatInviteRequest,
+                functions.channels.JoinChannelRequest,
+                functions.channels.LeaveChannelRequest,
+                functions.messages.DeleteChatUserRequest,
+            ),
+        ):
+            return updates(chats=[JOINABLE])
+        if isinstance(request, (functions.messages.SearchRequest, functions.messages.SearchGlobalRequest)):
+            return types.messages.Messages(
+                messages=self.found, topics=[], chats=[GROUP, SUPERGROUP, CHANNEL], users=[ME, ALICE, BOB]
+            )
+        return None
+
+    def _ours(self, request: Any, **fields: Any) -> types.Message:
+        """Our new message in the chat ``request`` names, with the next id."""
+        return types.Message(id=next(self._ids), peer_id=utils.get_peer(request.peer), out=True, **fields)
+
+
+def sticker(emoji: str) -> types.Document:
+    """A sticker document as Telegram describes one (what messages.getStickers lists)."""
+    return types.Document(
+        id=5550001, access_hash=5550002, file_reference=b"ref", date=datetime(2024, 1, 1, tzinfo=UTC),
+        mime_type="image/webp", size=1234, dc_id=2,
+        attributes=[types.DocumentAttributeSticker(alt=emoji, stickerset=types.InputStickerSetEmpty())],
+    )  # fmt: skip
 
 
 _msg_ids = itertools.count(1)

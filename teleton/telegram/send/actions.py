@@ -25,6 +25,7 @@ from teleton.telegram.receive.dispatch import Dispatcher
 from teleton.telegram.receive.handlers import FeedHandlers
 from teleton.telegram.receive.pipeline import FeedPipeline
 from teleton.telegram.send.approvals import inline_buttons
+from teleton.telegram.send.chat_tools import ChatToolActions
 from teleton.telegram.send.sending import Delivered, send_once, send_request, tl_entity
 from teleton.telegram.send.split import Part, plan_reply
 from teleton.telegram.send.streaming import StreamingActions
@@ -49,7 +50,7 @@ def plain_parts(text: str, limit: int) -> list[str]:
     return [*parts, rest]
 
 
-class TelegramActions(StreamingActions):
+class TelegramActions(ChatToolActions, StreamingActions):
     client: TelegramClient
     settings: Any  # GatewaySettings
     pipeline: FeedPipeline

@@ -15,9 +15,9 @@ from dataclasses import replace
 from typing import Any
 
 from teleton.memory.feed import reads
-from teleton.tools.families.telegram_common import Refused, schema, tool
+from teleton.tools.families.telegram_common import Refused, deps_gateway, outbox, schema, tool
 from teleton.tools.held import Held, Outgoing
-from teleton.tools.registry import Egress, Tool, ToolContext, ToolDeps
+from teleton.tools.registry import Tool, ToolContext, ToolDeps
 
 CHANNEL = {"type": "integer", "description": "the channel's chat id (-100…), as list_dialogs shows it"}
 TEXT = {"type": "string", "minLength": 1, "maxLength": 4096}
@@ -31,22 +31,14 @@ async def _channel(ctx: ToolContext, chat_id: int) -> int:
     return chat_id
 
 
-def _egress(ctx: ToolContext) -> Egress:
-    if ctx.deps.outbox is None:
-        raise Refused("Posting to channels is not available here.")
-    return ctx.deps.outbox
-
-
 async def post_to_channel(args: dict[str, Any], ctx: ToolContext) -> str:
     channel = await _channel(ctx, int(args["chat_id"]))
     out = Outgoing("message", str(args["text"]).encode(), to_chat_id=channel, tool="post_to_channel")
-    return await _egress(ctx).send(ctx, out)
+    return await outbox(ctx).send(ctx, out)
 
 
 async def release_post(item: Held, deps: ToolDeps) -> str:
-    if deps.gateway is None:
-        raise Refused("Telegram is not connected.")
-    sent = await deps.gateway.send_message(int(item.to_chat_id or 0), item.text)
+    sent = await deps_gateway(deps).send_message(int(item.to_chat_id or 0), item.text)
     return f"Posted to channel {item.to_chat_id} (message {sent.message_id})."
 
 
@@ -55,14 +47,12 @@ async def edit_channel_post(args: dict[str, Any], ctx: ToolContext) -> str:
     message_id = int(args["message_id"])
     out = Outgoing("edit", str(args["text"]).encode(), to_chat_id=channel, meta={"message_id": message_id},
                    tool="edit_channel_post")  # fmt: skip
-    return await _egress(ctx).send(ctx, out)
+    return await outbox(ctx).send(ctx, out)
 
 
 async def release_edit(item: Held, deps: ToolDeps) -> str:
-    if deps.gateway is None:
-        raise Refused("Telegram is not connected.")
     message_id = int(item.meta["message_id"])
-    await deps.gateway.edit_message(int(item.to_chat_id or 0), message_id, item.text)
+    await deps_gateway(deps).edit_message(int(item.to_chat_id or 0), message_id, item.text)
     return f"Edited post {message_id} in channel {item.to_chat_id}."
 
 

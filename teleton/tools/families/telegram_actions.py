@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from teleton.gateway.contract import Gateway, GatewayError
+from teleton.gateway.contract import GatewayError
 from teleton.memory.feed import reads
 from teleton.memory.feed.archive import is_our_message
 from teleton.tools.families.channels import channel_tools
@@ -20,8 +20,10 @@ from teleton.tools.families.telegram_common import (
     MESSAGE_ID,
     Handler,
     Refused,
+    deps_gateway,
     download_to_chat,
     gateway,
+    outbox,
     readable_chat,
     relative,
     schema,
@@ -32,7 +34,7 @@ from teleton.tools.families.telegram_common import (
 from teleton.tools.families.telegram_reads import read_tools
 from teleton.tools.families.workspace_paths import check_readable, resolve
 from teleton.tools.held import Held, Outgoing, sha256
-from teleton.tools.registry import Egress, Tool, ToolContext, ToolDeps
+from teleton.tools.registry import Tool, ToolContext, ToolDeps
 
 DOWNLOAD_CAP = 20 * 1024 * 1024
 
@@ -47,13 +49,13 @@ async def send_message(args: dict[str, Any], ctx: ToolContext) -> str:
     chat_id = writable_chat(args, ctx)
     if chat_id != ctx.chat.id:
         out = Outgoing("message", args["text"].encode(), to_chat_id=chat_id, tool="send_message")
-        return await _outbox(ctx).send(ctx, out)
+        return await outbox(ctx).send(ctx, out)
     sent = await _say(ctx, args["text"])
     return f"Sent message {sent.message_id} to chat {chat_id}."
 
 
 async def release_message(item: Held, deps: ToolDeps) -> str:
-    sent = await _gateway(deps).send_message(int(item.to_chat_id or 0), item.text)
+    sent = await deps_gateway(deps).send_message(int(item.to_chat_id or 0), item.text)
     return f"Sent to chat {item.to_chat_id} (message {sent.message_id})."
 
 
@@ -65,18 +67,6 @@ async def _say(ctx: ToolContext, text: str, reply_to: int | None = None) -> Any:
         except Exception as exc:  # DeliveryFailed: the model is told, like any gateway failure
             raise GatewayError(str(exc)) from exc
     return await gateway(ctx).send_message(ctx.chat.id, text, reply_to=reply_to)
-
-
-def _outbox(ctx: ToolContext) -> Egress:
-    if ctx.deps.outbox is None:
-        raise Refused("Sending to other chats is not available here.")
-    return ctx.deps.outbox
-
-
-def _gateway(deps: ToolDeps) -> Gateway:
-    if deps.gateway is None:
-        raise Refused("Telegram is not connected.")
-    return deps.gateway
 
 
 async def reply(args: dict[str, Any], ctx: ToolContext) -> str:
@@ -115,10 +105,10 @@ async def forward_message(args: dict[str, Any], ctx: ToolContext) -> str:
     source = await ctx.deps.db.read(lambda conn: forwarded(conn, from_chat, message_id))
     text, shown, media = source or ("", None, None)
     meta = {"from_chat_id": from_chat, "message_id": message_id, "media": media}
-    if source is None and _outbox(ctx).decision(ctx, Outgoing("forward", b"", to_chat_id=to_chat)).verdict != "allow":
+    if source is None and outbox(ctx).decision(ctx, Outgoing("forward", b"", to_chat_id=to_chat)).verdict != "allow":
         raise Refused(f"Message {message_id} is not in the archive, so it cannot be shown to the owner to approve.")
     out = Outgoing("forward", text.encode(), to_chat_id=to_chat, meta=meta, source_sha256=shown, tool="forward_message")
-    return await _outbox(ctx).send(ctx, out)
+    return await outbox(ctx).send(ctx, out)
 
 
 def forwarded(conn: Any, chat_id: int, message_id: int) -> tuple[str, str, str | None] | None:
@@ -137,14 +127,14 @@ async def release_forward(item: Held, deps: ToolDeps) -> str:
     from_chat, message_id = int(item.meta["from_chat_id"]), int(item.meta["message_id"])
     to_chat = int(item.to_chat_id or 0)
     if not item.id:
-        sent = await _gateway(deps).forward_message(from_chat, message_id, to_chat)
+        sent = await deps_gateway(deps).forward_message(from_chat, message_id, to_chat)
         return f"Forwarded message {message_id} to chat {to_chat} (now message {sent.message_id})."
     now = await deps.db.read(lambda conn: forwarded(conn, from_chat, message_id))
     if now is None or now[1] != item.source_sha256:
         raise Refused(f"message {message_id} changed or was deleted after you were shown it; nothing was sent")
     if not item.text.strip():
         raise Refused(f"message {message_id} has no text to send (its {item.meta.get('media')} is not sent)")
-    sent = await _gateway(deps).send_message(to_chat, item.text)
+    sent = await deps_gateway(deps).send_message(to_chat, item.text)
     return f"Sent a copy of message {message_id} to chat {to_chat} (message {sent.message_id})"
 
 

@@ -28,7 +28,7 @@ from teleton.privacy.paths import chat_dir
 from teleton.storage.private_files import make_private, private_dir
 from teleton.tools.families.workspace_paths import PathRefused
 from teleton.tools.outbox import EgressRefused
-from teleton.tools.registry import Tool, ToolContext
+from teleton.tools.registry import Egress, Tool, ToolContext, ToolDeps
 
 DOWNLOAD_DIR = "downloads"
 CHAT_ID = {"type": "integer", "description": "another chat's id (default: this chat)"}
@@ -68,9 +68,21 @@ def schema(props: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, A
 
 
 def gateway(ctx: ToolContext) -> Gateway:
-    if ctx.deps.gateway is None:
+    return deps_gateway(ctx.deps)
+
+
+def deps_gateway(deps: ToolDeps) -> Gateway:
+    """The gateway, for a call and for a release the owner approved (which has no turn)."""
+    if deps.gateway is None:
         raise Refused("Telegram is not connected.")
-    return ctx.deps.gateway
+    return deps.gateway
+
+
+def outbox(ctx: ToolContext) -> Egress:
+    """The egress rule's door: every way out of the turn's own chat goes through it."""
+    if ctx.deps.outbox is None:
+        raise Refused("Sending to other chats is not available here.")
+    return ctx.deps.outbox
 
 
 def readable_chat(args: dict[str, Any], ctx: ToolContext) -> int:
