@@ -8,6 +8,7 @@ best-effort: a speech server that fails costs a log line, never the answer.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +37,8 @@ class VoiceReplies:
             return
         msg = turn.msg
         try:
+            with contextlib.suppress(Exception):  # "recording a voice message…" while it is made: cosmetic
+                await self.gateway.typing(msg.chat.id, msg.topic_id, action="record_audio")
             audio = await self.speech.synthesize(turn.reply)
             path = self.workspace / chat_dir("downloads", msg.chat.id) / f"reply-{msg.message_id}.ogg"
             await asyncio.to_thread(write_private_bytes, path, audio, stop_at=self.workspace)

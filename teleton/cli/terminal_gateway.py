@@ -22,7 +22,16 @@ from rich.markdown import Markdown
 from rich.panel import Panel
 from rich.text import Text
 
-from teleton.gateway.contract import ChatInfo, GatewayError, IncomingMessage, MediaInfo, Once, SentMessage, UserInfo
+from teleton.gateway.contract import (
+    ChatAction,
+    ChatInfo,
+    GatewayError,
+    IncomingMessage,
+    MediaInfo,
+    Once,
+    SentMessage,
+    UserInfo,
+)
 from teleton.memory.feed import archive as fa
 from teleton.storage.database import Database
 
@@ -172,7 +181,7 @@ class TerminalGateway:
     async def ban(self, chat_id: int, user_id: int, *, unban: bool = False) -> None:
         raise GatewayError("moderation needs Telegram; not available in the terminal")
 
-    async def typing(self, chat_id: int, topic_id: int | None = None) -> None:
+    async def typing(self, chat_id: int, topic_id: int | None = None, action: ChatAction = "typing") -> None:
         pass  # the chat command shows its own spinner
 
     # The chat tools act on a Telegram account: polls, its schedule, reading, chats to join and its search.

@@ -34,6 +34,7 @@ import structlog
 
 from teleton.daemon.loopback_chats import LoopbackChats
 from teleton.gateway.contract import (
+    ChatAction,
     ChatInfo,
     GatewayError,
     IncomingHandler,
@@ -321,9 +322,9 @@ class LoopbackGateway:
     async def ban(self, chat_id: int, user_id: int, *, unban: bool = False) -> None:
         self._action("ban", chat_id=chat_id, user_id=user_id, unban=unban)
 
-    async def typing(self, chat_id: int, topic_id: int | None = None) -> None:
+    async def typing(self, chat_id: int, topic_id: int | None = None, action: ChatAction = "typing") -> None:
         with contextlib.suppress(Exception):
-            self._action("typing", chat_id=chat_id, topic_id=topic_id)
+            self._action("typing", chat_id=chat_id, topic_id=topic_id, action=action)
 
     # ---- the chat tools: an action line each; the schedule is kept, as Telegram's servers keep it ----------
 

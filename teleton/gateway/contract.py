@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
 ChatType = Literal["dm", "group", "channel"]
+ChatAction = Literal["typing", "record_audio"]
 
 
 @dataclass(frozen=True)
@@ -186,7 +187,10 @@ class Gateway(Protocol):
 
     async def ban(self, chat_id: int, user_id: int, *, unban: bool = False) -> None: ...
 
-    async def typing(self, chat_id: int, topic_id: int | None = None) -> None: ...
+    async def typing(self, chat_id: int, topic_id: int | None = None, action: ChatAction = "typing") -> None:
+        """Show that the agent is at work in the chat (in forum topic ``topic_id``): "typing…", or "recording a
+        voice message…" (``record_audio``) while a voice reply is made. Cosmetic: it may fail silently."""
+        ...
 
     # -- what the chat tools ask (``tools/families/telegram_chat_tools.py``) ---------------------------------
 

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
 from telethon import errors, functions, utils
 from telethon.tl import types
 
-from teleton.gateway.contract import GatewayError
+from teleton.agent.turn import Turn
+from teleton.agent.voice_replies import VoiceReplies
+from teleton.gateway.contract import ChatInfo, GatewayError, IncomingMessage
+from teleton.media.speech import SpeechClient
+from teleton.privacy import Clearance, Taint
 from teleton.telegram.send.split import utf16_len
+from tests.fakes.openai_speech import FakeSpeech
 from tests.telegram.conftest import ALICE, GROUP, GatewayHarness, new_message
 from tests.waiting import until
 
@@ -250,3 +256,24 @@ async def test_telegrams_own_transcription_is_asked_again_while_pending(
     monkeypatch.setattr(harness.client, "answer", premium_only)
     with pytest.raises(GatewayError):
         await harness.gateway.transcribe_audio(ALICE.id, 43)
+
+
+async def test_a_voice_reply_shows_recording_in_its_topic_before_the_voice_note(
+    harness: GatewayHarness, tmp_path: Path
+) -> None:
+    """While the voice is made, the chat shows "recording a voice message…" (in the forum topic it answers)."""
+    with FakeSpeech() as tts:
+        speech = SpeechClient(tts.base_url, api_key="k", model="tts-1", voice="nova")
+        voice = VoiceReplies("always", speech, harness.gateway, tmp_path)
+        await harness.dispatch(new_message(GROUP, ALICE, "hello"))  # the chat is known, as after any message
+        msg = IncomingMessage(chat=ChatInfo(utils.get_peer_id(GROUP), "group"), sender=None, message_id=5,
+                              text="sing it", date=0.0, topic_id=77)  # fmt: skip
+        turn = Turn(msg=msg, is_admin=False, clearance=Clearance(f"chat:{utils.get_peer_id(GROUP)}"), taint=Taint(),
+                    reply="La la la.")  # fmt: skip
+        await voice.after_reply(turn)
+        await speech.aclose()
+    shown = [r for r in harness.client.requests if isinstance(r, functions.messages.SetTypingRequest)]
+    assert [(type(r.action), r.top_msg_id) for r in shown] == [(types.SendMessageRecordAudioAction, 77)]
+    assert tts.requests and tts.requests[0]["input"] == "La la la."  # recording shown, then the voice made
+    await harness.gateway.typing(utils.get_peer_id(GROUP))
+    assert isinstance(harness.client.requests[-1].action, types.SendMessageTypingAction)  # the default: typing

@@ -16,7 +16,7 @@ import structlog
 from telethon import TelegramClient, errors, functions, utils
 from telethon.tl import types
 
-from teleton.gateway.contract import ChatInfo, GatewayError, IncomingMessage, Once, SentMessage, UserInfo
+from teleton.gateway.contract import ChatAction, ChatInfo, GatewayError, IncomingMessage, Once, SentMessage, UserInfo
 from teleton.memory.feed.archive import MessageRecord
 from teleton.storage.reply_sends import new_random_base
 from teleton.telegram.flood import with_flood_retry
@@ -318,10 +318,10 @@ class TelegramActions(ChatToolActions, StreamingActions):
             lambda: self.client.edit_permissions(peer, user_id, view_messages=unban), "unban" if unban else "ban"
         )
 
-    async def typing(self, chat_id: int, topic_id: int | None = None) -> None:
+    async def typing(self, chat_id: int, topic_id: int | None = None, action: ChatAction = "typing") -> None:
         peer = await self._peer(chat_id)
-        action = types.SendMessageTypingAction()
-        request = functions.messages.SetTypingRequest(peer=peer, action=action, top_msg_id=topic_id)
+        shown = types.SendMessageRecordAudioAction() if action == "record_audio" else types.SendMessageTypingAction()
+        request = functions.messages.SetTypingRequest(peer=peer, action=shown, top_msg_id=topic_id)
         await self._call(lambda: self.client(request), "typing", attempts=1)  # cosmetic: never wait for it
 
     # ---- plumbing -----------------------------------------------------------------------------------
