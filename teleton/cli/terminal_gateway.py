@@ -206,6 +206,9 @@ class TerminalGateway:
     async def send_sticker(self, chat_id: int, emoji: str) -> SentMessage:
         return await self.send_message(chat_id, f"[sticker {emoji}]")
 
+    async def send_gif(self, chat_id: int, query: str) -> SentMessage:
+        return await self.send_message(chat_id, f"[GIF {query}]")
+
     async def join_chat(self, link: str) -> ChatInfo:
         raise GatewayError("joining a chat needs Telegram; not available in the terminal")
 

@@ -357,6 +357,9 @@ class LoopbackGateway:
     async def send_sticker(self, chat_id: int, emoji: str) -> SentMessage:
         return await self._outgoing(chat_id, f"[sticker {emoji}]")
 
+    async def send_gif(self, chat_id: int, query: str) -> SentMessage:
+        return await self._outgoing(chat_id, f"[GIF {query}]")
+
     async def join_chat(self, link: str) -> ChatInfo:
         # A stand-in group named by the link (the same link, the same chat): there is no directory to look in.
         chat = ChatInfo(id=-(zlib.crc32(link.encode()) + 1), type="group", title=link)

@@ -223,6 +223,10 @@ class Gateway(Protocol):
         """A sticker for ``emoji``: the first one the network offers for it."""
         ...
 
+    async def send_gif(self, chat_id: int, query: str) -> SentMessage:
+        """A GIF for ``query`` (words or an emoji): the first one the network's GIF search finds."""
+        ...
+
     async def join_chat(self, link: str) -> ChatInfo:
         """Join the group or channel of an invite link (t.me/+HASH, t.me/joinchat/HASH) or a public @username
         (or t.me/username); the chat joined."""

@@ -38,6 +38,8 @@ SUPERGROUP = types.Channel(
     id=700, title="Big group", photo=types.ChatPhotoEmpty(), date=None, megagroup=True, access_hash=77
 )
 CHANNEL = types.Channel(id=800, title="News", photo=types.ChatPhotoEmpty(), date=None, broadcast=True, access_hash=88)
+# Telegram's GIF search, an inline bot (send_gif).
+GIF_BOT = types.User(id=140267078, first_name="GIF search", username="gif", bot=True, access_hash=31)
 # A public group the account is not in yet (join_chat, leave_chat): not in the entity cache, found by @username.
 JOINABLE = types.Channel(
     id=900, title="Hikers", photo=types.ChatPhotoEmpty(), date=None, megagroup=True, access_hash=99, username="hikers"
@@ -147,9 +149,21 @@ class RecordingClient(TelegramClient):
             new = (types.UpdateNewChannelMessage if channel else types.UpdateNewMessage)(message, pts=1, pts_count=1)
             return updates(types.UpdateMessageID(message.id, request.random_id), new)
         if isinstance(request, functions.contacts.ResolveUsernameRequest):
+            if request.username == GIF_BOT.username:
+                return types.contacts.ResolvedPeer(peer=types.PeerUser(GIF_BOT.id), chats=[], users=[GIF_BOT])
             if request.username != JOINABLE.username:
                 raise errors.UsernameNotOccupiedError(request=request)
             return types.contacts.ResolvedPeer(peer=types.PeerChannel(JOINABLE.id), chats=[JOINABLE], users=[])
+        if isinstance(request, functions.messages.GetInlineBotResultsRequest):  # @gif's search: one animation
+            found = types.BotInlineMediaResult(
+                id="gif-1", type="gif", send_message=types.BotInlineMessageMediaAuto(message=""), document=sticker("🎞")
+            )
+            return types.messages.BotResults(query_id=4242, results=[found], cache_time=0, users=[GIF_BOT])
+        if isinstance(request, functions.messages.SendInlineBotResultRequest):
+            message = self._ours(request, date=now, message="", media=types.MessageMediaDocument(document=sticker("🎞")))
+            channel = isinstance(message.peer_id, types.PeerChannel)
+            new = (types.UpdateNewChannelMessage if channel else types.UpdateNewMessage)(message, pts=1, pts_count=1)
+            return updates(types.UpdateMessageID(message.id, request.random_id), new)
         if isinstance(request, functions.messages.CheckChatInviteRequest):
             return types.ChatInviteAlready(chat=JOINABLE)
         if isinstance(

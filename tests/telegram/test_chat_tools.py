@@ -5,7 +5,7 @@ answered."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from io import StringIO
 from pathlib import Path
@@ -24,7 +24,7 @@ from teleton.storage import Database
 from teleton.tools.families.telegram_chat_tools import chat_tools
 from teleton.tools.outbox import Outbox
 from teleton.tools.registry import ToolContext, ToolDeps, ToolRegistry
-from tests.telegram.conftest import ADMIN, ALICE, GROUP, JOINABLE, ME, SUPERGROUP, GatewayHarness, sticker
+from tests.telegram.conftest import ADMIN, ALICE, GIF_BOT, GROUP, JOINABLE, ME, SUPERGROUP, GatewayHarness, sticker
 
 OWNER_DM = ChatInfo(ADMIN.id, "dm", "Ada")  # ADMIN is the owner here
 ALICE_DM = ChatInfo(ALICE.id, "dm", "Alice")
@@ -246,6 +246,20 @@ async def test_send_sticker_sends_the_first_sticker_for_the_emoji(door: Door) ->
     door.client.stickers["🦄"] = []
     none = await door.call(BOOK_CLUB, "send_sticker", emoji="🦄")
     assert none.is_error and "no sticker" in none.content
+
+
+async def test_send_gif_asks_telegrams_gif_search_and_sends_its_first_find(door: Door) -> None:
+    sent = ok(await door.call(BOOK_CLUB, "send_gif", query="happy dance"))
+    [search] = door.of(functions.messages.GetInlineBotResultsRequest)
+    assert (search.bot.user_id, search.query) == (GIF_BOT.id, "happy dance")
+    [chosen] = door.of(functions.messages.SendInlineBotResultRequest)
+    assert (chosen.query_id, chosen.id, chosen.peer) == (4242, "gif-1", types.InputPeerChat(GROUP.id))
+    assert sent.startswith("Sent a GIF for 'happy dance'")
+    assert door.harness is not None
+    door.harness.gateway.settings = replace(door.harness.gateway.settings, mode="bot")
+    refused = await door.call(BOOK_CLUB, "send_gif", query="cats")
+    assert refused.is_error and "only user accounts" in refused.content  # said, not attempted
+    assert len(door.of(functions.messages.GetInlineBotResultsRequest)) == 1
 
 
 async def test_join_by_invite_link_and_by_username(door: Door) -> None:

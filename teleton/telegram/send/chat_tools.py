@@ -31,12 +31,14 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 
 SEARCH_MAX = 100  # one request's worth (Telegram's page size)
+GIF_BOT = "gif"  # Telegram's own GIF search, an inline bot
 
 
 class ChatToolActions:
     client: TelegramClient
     pipeline: FeedPipeline
     me: UserInfo | None
+    settings: Any  # GatewaySettings (``mode``: user | bot)
 
     # What ``TelegramActions`` provides.
     async def _peer(self, chat_id: int) -> Any:
@@ -132,6 +134,18 @@ class ChatToolActions:
         peer = await self._peer(chat_id)
         msg = await self._call(lambda: self.client.send_file(peer, stickers[0]), "send sticker")
         return SentMessage(chat_id=chat_id, message_id=int(msg.id), text=emoji)
+
+    async def send_gif(self, chat_id: int, query: str) -> SentMessage:
+        # Telegram's GIF search is the @gif inline bot: a user account asks it and sends its first result. A
+        # bot may not use another bot inline, so there the answer is one line, not an attempt.
+        if self.settings.mode == "bot":
+            raise GatewayError("a bot account cannot search GIFs (Telegram lets only user accounts ask @gif)")
+        peer = await self._peer(chat_id)
+        results = await self._call(lambda: self.client.inline_query(GIF_BOT, query, entity=peer), "find GIF")
+        if not results:
+            raise GatewayError(f"@{GIF_BOT} found no GIF for {query!r}")
+        msg = await self._call(lambda: results[0].click(peer), "send GIF")
+        return SentMessage(chat_id=chat_id, message_id=int(getattr(msg, "id", 0) or 0), text=query)
 
     # ---- joining and leaving ----------------------------------------------------------------------------
 

@@ -4,7 +4,7 @@ messages, marking a chat read, a sticker, joining and leaving chats, and Telegra
 Thin wrappers over the Gateway contract, with the chat rules of ``telegram_common`` (DESIGN §8):
 - ``poll_results`` reads a chat this turn may read; ``close_poll`` acts in the turn's own chat only, on a poll
   the agent sent, and in a group only for an admin (closing ends everyone's vote);
-- ``send_sticker`` sends in the turn's own chat only;
+- ``send_sticker`` and ``send_gif`` send in the turn's own chat only;
 - the scheduled-message tools, ``mark_read``, ``join_chat``, ``leave_chat`` and ``search_telegram`` act on the
   agent's Telegram account as a whole (its chats, its schedule, what it has read, every chat's history): the
   owner's alone (``owner_only``, in their DM or ``teleton chat``);
@@ -142,6 +142,11 @@ async def send_sticker(args: dict[str, Any], ctx: ToolContext) -> str:
     return f"Sent a {args['emoji']} sticker (message {sent.message_id})."
 
 
+async def send_gif(args: dict[str, Any], ctx: ToolContext) -> str:
+    sent = await gateway(ctx).send_gif(ctx.chat.id, args["query"])
+    return f"Sent a GIF for {args['query']!r} (message {sent.message_id})."
+
+
 def _describe(chat: ChatInfo) -> str:
     extra = f", @{chat.username}" if chat.username else ""
     return f"{chat.title or '(no title)'} (id {chat.id}, {chat.type}{extra})"
@@ -251,6 +256,12 @@ def chat_tools() -> list[Tool]:
             "Send a sticker matching an emoji (like 👍, 😂, 🎉, ❤️) to this chat.",
             schema({"emoji": {"type": "string", "minLength": 1, "maxLength": 16}}, ("emoji",)),
             send_sticker,
+        ),
+        tool(
+            "send_gif",
+            "Send a GIF (animation) found by words or an emoji, like 'happy dance' or 🎉, to this chat.",
+            schema({"query": {"type": "string", "minLength": 1, "maxLength": 64}}, ("query",)),
+            send_gif,
         ),
         _owners(
             "join_chat",
