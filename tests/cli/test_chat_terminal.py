@@ -237,7 +237,7 @@ def test_help_status_and_tools_read_as_lists(terminal: Terminal) -> None:
     shown = terminal.wait_text("Model: claude-test")
     assert "• Session:" in shown and "• Memory:" in shown
     terminal.type("/tools")
-    shown = terminal.wait_text("memory_save [on")
+    shown = terminal.wait_text("workspace_read [on")  # the last family: the list has come to its end
     assert sum("[on," in line and _item(line).startswith("•") for line in shown.splitlines()) >= 5
 
 
