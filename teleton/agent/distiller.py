@@ -37,6 +37,7 @@ from teleton.gateway.contract import ChatInfo
 from teleton.llm.client import LLMClient, LLMError
 from teleton.memory.facts.merge import NEAR_DUPLICATE, save_merging
 from teleton.memory.facts.rows import Fact, StoredFact
+from teleton.memory.facts.sources import link
 from teleton.memory.facts.store import FactStore
 from teleton.memory.facts.subjects import chat_members, label_speaker, resolve
 from teleton.memory.journal.learnings import Learnings
@@ -104,6 +105,7 @@ class Exchange:
     assistant_text: str
     label: str  # the turn's clearance label: every fact of this exchange is stored under it
     speaker: str = ""  # the sender's subject (teleton.memory.facts.subjects)
+    message_ids: tuple[int, ...] = ()  # the archived messages of the exchange: each fact's sources
 
 
 @dataclass(frozen=True)
@@ -137,6 +139,7 @@ class _Where:
     chat_id: int
     members: dict[str, str]  # names in the chat -> subjects
     shown: frozenset[int]  # the remembered facts the model was shown (the only ones it may replace)
+    sources: tuple[int, ...] = ()  # the archived messages the facts are drawn from (in ``chat_id``)
 
 
 def _label_kind(label: str) -> str:
@@ -203,6 +206,7 @@ class Distiller:
             source="distiller",
             max_tokens=EXCHANGE_MAX_TOKENS,
             speaker=exchange.speaker,
+            sources=exchange.message_ids,
         )
 
     async def distill_transcript(self, transcript: Transcript, *, source: str = "compaction") -> DistillStats:
@@ -225,7 +229,15 @@ class Distiller:
             )
 
     async def _extract(
-        self, content: str, chat: ChatInfo, label: str, *, source: str, max_tokens: int, speaker: str
+        self,
+        content: str,
+        chat: ChatInfo,
+        label: str,
+        *,
+        source: str,
+        max_tokens: int,
+        speaker: str,
+        sources: tuple[int, ...] = (),
     ) -> DistillStats:
         stats = DistillStats()
         known = await self.facts.related(content[-KNOWN_QUERY_CHARS:], [label], limit=KNOWN_FACTS)
@@ -254,7 +266,7 @@ class Distiller:
             if chat.type != "dm"
             else {}
         )
-        where = _Where(label, source, speaker, chat.id, members, frozenset(f.id for f in known))
+        where = _Where(label, source, speaker, chat.id, members, frozenset(f.id for f in known), sources)
         for item in items:
             await self._commit_one(item, where, stats)
         self._account(chat.id, source, stats)
@@ -281,6 +293,8 @@ class Distiller:
             said_by=where.speaker or where.label,  # a group's transcript speaks for nobody in particular
         )
         outcome = await save_merging(self.facts, fact, self.near_duplicate)
+        if where.sources:  # found here, whether new, updated or known already
+            await self.facts.db.write(lambda conn: link(conn, outcome.id, where.chat_id, where.sources))
         kind = _label_kind(label)
         if outcome.action == "superseded":
             stats.superseded += 1

@@ -43,6 +43,7 @@ class Turn:
     reply: str = ""
     failed: str | None = None  # why the model gave no answer (the user got an apology instead)
     undelivered: str | None = None  # why the reply did not reach the chat
+    reply_ids: tuple[int, ...] = ()  # the messages the reply went out as
     stream: StreamedReply | None = None  # its answer shown while written (a private chat), until the reply takes it
     slow_notice: SentMessage | None = None  # "the model is slow to answer" sent before the answer (``slow_notice``)
     timings: dict[str, float] = field(default_factory=dict)  # stage -> ms, logged with turn_done

@@ -16,6 +16,7 @@ from teleton.cli.context import cli_config, opened
 from teleton.cli.memory_cmd import knowledge_index
 from teleton.config.schema import Config
 from teleton.memory.facts.rows import COLUMNS, stored
+from teleton.memory.facts.sources import of_facts
 from teleton.memory.facts.subjects import resolve
 from teleton.memory.portable import export_memory, import_memory
 from teleton.memory.search.corpora import CURRENT
@@ -24,7 +25,8 @@ from teleton.storage.private_files import write_private
 console = Console(soft_wrap=True)
 
 
-async def _facts(config: Config, subject: str | None, history: bool) -> list[Any]:
+async def _facts(config: Config, subject: str | None, history: bool) -> tuple[list[Any], dict[int, Any]]:
+    """The facts, and where each came from (fact id -> [(chat id, message id)])."""
     where = "1" if history else CURRENT
     args: tuple[Any, ...] = ()
     if subject:
@@ -32,7 +34,9 @@ async def _facts(config: Config, subject: str | None, history: bool) -> list[Any
         args = (resolve(subject, "owner", 0, {}),)
     async with opened(config) as db:
         rows = await db.fetchall(f"select {COLUMNS} from facts where {where} order by scope, subject, id", args)
-    return [stored(r) for r in rows]
+        found = [stored(r) for r in rows]
+        origins = await db.read(lambda conn: of_facts(conn, [f.id for f in found]))
+    return found, origins
 
 
 def facts_cmd(
@@ -43,12 +47,17 @@ def facts_cmd(
     history: Annotated[bool, typer.Option("--history", help="Also the facts that were replaced.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """List the facts memory holds, with whom each is about and who may read it."""
-    found = asyncio.run(_facts(cli_config(ctx), subject, history))
+    """List the facts memory holds, with whom each is about and who may read it (and, as JSON, the archived
+    messages each was drawn from)."""
+    found, origins = asyncio.run(_facts(cli_config(ctx), subject, history))
     if as_json:
         keys = ("id", "category", "key", "value", "scope", "subject", "importance", "valid_from", "valid_until",
                 "superseded_by")  # fmt: skip
-        json.dump([{k: getattr(f, k) for k in keys} for f in found], sys.stdout, indent=2)
+        shown = []
+        for f in found:
+            sources = [{"chat_id": c, "message_id": m} for c, m in origins.get(f.id, [])]
+            shown.append({**{k: getattr(f, k) for k in keys}, "sources": sources})
+        json.dump(shown, sys.stdout, indent=2)
         print()
         return
     if not found:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from teleton.storage.feed_context import feed_triggers, migrate_feed_context
 from teleton.storage.migration_fact_history import migrate_fact_history
+from teleton.storage.migration_fact_sources import migrate_fact_sources
 from teleton.storage.migration_held import migrate_held
 from teleton.storage.migration_labels import migrate_labels
 from teleton.storage.migration_mcp_pins import migrate_mcp_pins
@@ -313,10 +314,14 @@ def _v12(conn: Connection) -> None:
     migrate_reply_parts(conn, run_script)
 
 
+def _v13(conn: Connection) -> None:
+    migrate_fact_sources(conn, run_script)
+
+
 Migration = Callable[[Connection], None]
 
 # Index i holds the step from version i to version i + 1. Append only; never edit a released step.
-MIGRATIONS: list[Migration] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10, _v11, _v12]
+MIGRATIONS: list[Migration] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10, _v11, _v12, _v13]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -8,6 +8,7 @@ import stat
 from pathlib import Path
 
 from teleton.memory.facts.rows import Fact
+from teleton.memory.facts.sources import link
 from teleton.memory.facts.store import FactStore
 from teleton.storage import Database
 from tests.foundation.test_cli import _config, teleton
@@ -108,3 +109,23 @@ def test_a_bad_export_file_is_one_line_and_changes_nothing(tmp_path: Path) -> No
     assert not (home / ".teleton" / "escaped.md").exists() and not (home / "escaped.md").exists()
     assert (home / ".teleton" / "workspace" / "memory" / "ok.md").read_text() == "fine"
     assert not (home / ".teleton" / "workspace" / "memory" / "run.sh").exists()
+
+
+def test_facts_as_json_name_the_messages_each_was_drawn_from(tmp_path: Path) -> None:
+    home, config = _home(tmp_path, "sources")
+
+    async def seed() -> None:
+        db = await Database.open(home / ".teleton" / "teleton.db")
+        try:
+            fact = await FactStore(db).save(Fact("Olga's cat is Whiskerino", category="pet", subject="owner"))
+            await db.write(lambda conn: link(conn, fact.id, 4242, [17, 18]))
+            await FactStore(db).save(Fact("Olga likes tea", category="food", subject="owner"))  # no source known
+        finally:
+            await db.close()
+
+    asyncio.run(seed())
+    shown = {f["value"]: f["sources"] for f in _facts(home, config)}
+    assert shown == {
+        "Olga's cat is Whiskerino": [{"chat_id": 4242, "message_id": 17}, {"chat_id": 4242, "message_id": 18}],
+        "Olga likes tea": [],
+    }

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import structlog
 
-from teleton.gateway.contract import Gateway, IncomingMessage, SentMessage
+from teleton.gateway.contract import Gateway, IncomingMessage
 from teleton.storage import reply_parts
 from teleton.storage.database import Database
 
@@ -25,10 +25,9 @@ def edited_into(msg: IncomingMessage, now: float) -> int | None:
     return msg.replaces[0]
 
 
-async def keep(db: Database, gateway: Gateway, msg: IncomingMessage, sent: SentMessage, now: float) -> None:
-    """Record what the reply went out as; a re-answer also deletes what is left of the earlier answer.
-    Neither may fail the turn: the reply is delivered."""
-    ids = sent.parts or ((sent.message_id,) if sent.message_id else ())
+async def keep(db: Database, gateway: Gateway, msg: IncomingMessage, ids: tuple[int, ...], now: float) -> None:
+    """Record what the reply went out as (``ids``); a re-answer also deletes what is left of the earlier
+    answer. Neither may fail the turn: the reply is delivered."""
     left = [m for m in msg.replaces if m not in ids]
     try:
         if left:

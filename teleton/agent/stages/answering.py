@@ -194,7 +194,8 @@ async def reply(agent: AgentCore, turn: Turn, text: str) -> SentMessage | None:
         turn.undelivered = str(exc)[:300]
         agent.report("telegram", exc)
         return None
-    await reply_parts.keep(agent.deps.db, agent.deps.gateway, msg, sent, time.time())
+    turn.reply_ids = sent.parts or ((sent.message_id,) if sent.message_id else ())
+    await reply_parts.keep(agent.deps.db, agent.deps.gateway, msg, turn.reply_ids, time.time())
     return sent
 
 

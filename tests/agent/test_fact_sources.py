@@ -1,0 +1,95 @@
+"""Where a fact came from (issue 37, provenance): every fact the distiller keeps names the archived messages
+of its exchange (the person's message and the answer), a fact found again gains the new exchange's, and
+forgetting a message drops its link. Real runtime, real SDK, the scripted Messages API and a real database;
+the utility model is scripted to extract what a good extractor would.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from teleton.agent.distiller import Distiller
+from teleton.memory.facts.sources import of_facts
+from teleton.memory.forget.feed import erase_messages
+from teleton.memory.journal.learnings import Learnings
+from tests.agent.conftest import OWNER, AgentHarness
+from tests.fakes.anthropic_server import Body, Reply, text, tool_use
+
+
+def _record(content: str) -> Reply:
+    fact = {"content": content, "category": "pet", "key": "cat_name", "importance": 0.8, "about": "speaker"}
+    return tool_use(("record_facts", {"facts": [fact]}))
+
+
+def _extractor(body: Body) -> Reply:
+    said = body["messages"][-1]["content"].split("Facts already remembered")[0]
+    if "Whiskerino" in said:
+        return _record("Olga's cat is called Whiskerino.")
+    return tool_use(("record_facts", {"facts": []}))
+
+
+async def _sources(h: AgentHarness) -> dict[str, list[tuple[int, int]]]:
+    rows = await h.db.fetchall("select id, value from facts")
+    links = await h.db.read(lambda conn: of_facts(conn, [int(r[0]) for r in rows]))
+    return {str(r[1]): links.get(int(r[0]), []) for r in rows}
+
+
+async def _exchange_ids(h: AgentHarness, words: str) -> list[tuple[int, int]]:
+    """The archived messages of the exchange that began with ``words``: the person's, then our answer."""
+    asked = await h.db.fetchone("select chat_id, message_id, date from tg_messages where text = ?", (words,))
+    answer = await h.db.fetchone(
+        "select message_id from tg_messages where chat_id = ? and is_outgoing = 1 and date >= ? "
+        "order by date, message_id limit 1",
+        (asked[0], asked[2]),
+    )
+    return [(int(asked[0]), int(asked[1])), (int(asked[0]), int(answer[0]))]
+
+
+async def test_a_fact_names_the_messages_it_came_from_and_forgetting_one_drops_its_link(
+    harness: AgentHarness,
+) -> None:
+    h = harness
+    distiller = Distiller(h.llm, h.agent.deps.facts, Learnings(h.workspace), principals=h.agent.principals)
+    h.agent.deps.distiller = distiller
+    h.utility = _extractor
+    first = "my cat is called Whiskerino"
+    await h.dm(first)
+    await distiller.drain()
+    sources = await _sources(h)
+    assert {k: sorted(v) for k, v in sources.items()} == {
+        "Olga's cat is called Whiskerino.": sorted(await _exchange_ids(h, first))
+    }
+
+    again = "did I tell you? Whiskerino is my cat"
+    await h.dm(again)  # the same fact, found again: it gains this exchange's messages
+    await distiller.drain()
+    both = sorted(await _exchange_ids(h, first) + await _exchange_ids(h, again))
+    assert sorted((await _sources(h))["Olga's cat is called Whiskerino."]) == both
+
+    # The first message is erased from the archive (as /forget does): its link goes, the others stay.
+    gone = (await _exchange_ids(h, first))[0]
+    row = await h.db.fetchone("select id from tg_messages where chat_id = ? and message_id = ?", gone)
+    await h.db.write(lambda conn: erase_messages(conn, [int(row[0])]))
+    left = (await _sources(h))["Olga's cat is called Whiskerino."]
+    assert gone not in left and len(left) == len(both) - 1
+
+
+async def test_a_steered_answer_is_not_a_source(harness: AgentHarness) -> None:
+    """An owner's turn shown another chat's words distils only what the owner said: its answer is no source."""
+    h = harness
+    distiller = Distiller(h.llm, h.agent.deps.facts, Learnings(h.workspace), principals=h.agent.principals)
+    h.agent.deps.distiller = distiller
+    h.utility = _extractor
+    await h.group("the bake sale is on Friday", sender=OWNER)  # the group's words, in the archive
+    seen: list[Any] = []
+
+    def main(body: Body) -> Reply:
+        seen.append(body)
+        return tool_use(("search_messages", {"query": "bake sale Friday"})) if len(seen) == 1 else text("Noted.")
+
+    h.main = main
+    words = "my cat is called Whiskerino; and when is the bake sale?"
+    await h.dm(words)
+    await distiller.drain()
+    asked = (await _exchange_ids(h, words))[0]
+    assert (await _sources(h))["Olga's cat is called Whiskerino."] == [asked]  # the person's message only
