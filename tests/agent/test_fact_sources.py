@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from teleton.agent.distiller import Distiller
+from teleton.gateway.contract import ChatInfo
 from teleton.memory.facts.sources import of_facts
 from teleton.memory.forget.feed import erase_messages
 from teleton.memory.journal.learnings import Learnings
@@ -93,3 +94,35 @@ async def test_a_steered_answer_is_not_a_source(harness: AgentHarness) -> None:
     await distiller.drain()
     asked = (await _exchange_ids(h, words))[0]
     assert (await _sources(h))["Olga's cat is called Whiskerino."] == [asked]  # the person's message only
+
+
+async def test_forgetting_a_message_forgets_what_was_learned_only_from_it(harness: AgentHarness) -> None:
+    h = harness
+    distiller = Distiller(h.llm, h.agent.deps.facts, Learnings(h.workspace), principals=h.agent.principals)
+    h.agent.deps.distiller = distiller
+
+    def extractor(body: Body) -> Reply:
+        said = body["messages"][-1]["content"].split("Facts already remembered")[0]
+        if "Rex" in said:
+            fact = {"content": "Olga's dog is called Rex.", "category": "pet", "key": "dog_name",
+                    "importance": 0.8, "about": "speaker"}  # fmt: skip
+            return tool_use(("record_facts", {"facts": [fact]}))
+        return _extractor(body)
+
+    h.utility = extractor
+    for words in ("my cat is called Whiskerino", "my dog is called Rex", "again: Whiskerino is my cat"):
+        await h.dm(words)
+        await distiller.drain()
+
+    async def forget(words: str) -> None:
+        target = await h.db.fetchone("select message_id from tg_messages where text = ?", (words,))
+        ask = h.message(ChatInfo(id=OWNER.id, type="dm"), OWNER, "/forget", reply_to_id=target[0])
+        await h.archive(ask)
+        preview = await h.agent.handle(ask)
+        assert preview is not None and "Send /forget confirm" in preview
+        assert "Forgotten:" in (await h.dm("/forget confirm") or "")
+
+    await forget("my dog is called Rex")  # the dog was learned from that message alone
+    await forget("my cat is called Whiskerino")  # the cat was said again in another message
+    facts = [r[0] for r in await h.db.fetchall("select value from facts")]
+    assert facts == ["Olga's cat is called Whiskerino."]

@@ -92,6 +92,7 @@ def find_rows(conn: Connection, matcher: Matcher, owner: bool, user_id: int | No
     _register(conn, matcher)
     rows = Rows()
     _find_messages(conn, matcher, rows, owner, user_id)
+    _find_sourced_facts(conn, rows, owner, user_id)
     rows.neighbours = neighbours(conn, rows.messages) - rows.messages
     if owner:  # another person is not told what other chats' index rows hold
         rows.neighbours |= _context_holders(conn, matcher, rows.messages)
@@ -207,9 +208,32 @@ def _find_facts(conn: Connection, rows: Rows, owner: bool, user_id: int | None) 
     hit = " or ".join(f"forget_hit({c})" for c in columns)
     scope, args = ("", []) if owner else ("scope = ? and", [f"user:{user_id}"])
     for row in conn.execute(f"select id, category, key, value, scope from facts where {scope} ({hit})", args):
-        rows.facts.add(int(row["id"]))
-        rows.hashes.add(text_hash(fact_text(row["category"], row["key"], row["value"])))
-        rows.sample("fact", row["value"], label=row["scope"])
+        _take_fact(rows, row)
+
+
+def _find_sourced_facts(conn: Connection, rows: Rows, owner: bool, user_id: int | None) -> None:
+    """Facts learned only from messages being erased (``fact_sources``): forgetting what someone said forgets
+    what was learned from it, unless another of their messages (not an answer of ours) says it too."""
+    if not rows.messages:
+        return
+    erased = json.dumps(sorted(rows.messages))
+    scope, args = ("", []) if owner else ("f.scope = ? and", [f"user:{user_id}"])
+    sources = "fact_sources s join tg_messages m on m.chat_id = s.chat_id and m.message_id = s.message_id"
+    found = conn.execute(
+        f"select f.id, f.category, f.key, f.value, f.scope from facts f where {scope} "
+        f"exists (select 1 from {sources} where s.fact_id = f.id and m.id in (select value from json_each(?))) "
+        f"and not exists (select 1 from {sources} where s.fact_id = f.id and m.is_outgoing = 0 "
+        "and m.id not in (select value from json_each(?)))",
+        (*args, erased, erased),
+    )
+    for row in found:
+        _take_fact(rows, row)
+
+
+def _take_fact(rows: Rows, row: Any) -> None:
+    rows.facts.add(int(row["id"]))
+    rows.hashes.add(text_hash(fact_text(row["category"], row["key"], row["value"])))  # its embedding, cached
+    rows.sample("fact", row["value"], label=row["scope"])
 
 
 def _find_knowledge(conn: Connection, rows: Rows, owner: bool, user_id: int | None) -> None:
