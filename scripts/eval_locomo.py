@@ -37,7 +37,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -52,6 +52,7 @@ from teleton.memory.facts.store import RECALL_PARAMS, Fact, FactStore
 from teleton.memory.feed.embedding import embed_pending
 from teleton.memory.feed.search import search_feed_sync
 from teleton.memory.search.corpora import FACTS
+from teleton.memory.search.expansion import WEIGHT, fuse
 from teleton.memory.search.hybrid import SearchParams, hybrid_search
 from teleton.process.logging import configure_logging
 from teleton.storage.database import Database
@@ -260,30 +261,15 @@ async def score(
     return results
 
 
-def fuse(messages: Iterable[tuple[int, float]], facts: Iterable[tuple[float, list[int]]], weight: float) -> list[int]:
-    """Key expansion by a fused score (issue 37): a message's own score (0 when the feed did not find it) plus
-    ``weight`` x the best score of a fact drawn from it; best first. Measured, not shipped: see docs/memory.md."""
-    scores: dict[int, float] = {}
-    for key, score in messages:
-        scores[key] = max(scores.get(key, 0.0), score)
-    lifted: dict[int, float] = {}
-    for score, sources in facts:
-        for key in sources:
-            lifted[key] = max(lifted.get(key, 0.0), score)
-    for key, best in lifted.items():
-        scores[key] = scores.get(key, 0.0) + weight * best
-    order = {key: n for n, key in enumerate(scores)}
-    return sorted(scores, key=lambda key: (-scores[key], order[key]))
-
-
 def expanded(conn, store: Store, query: str, vector, hits: list, weight: float) -> list[int]:
-    """The feed's hits re-ranked with the chat's facts as extra keys (``fuse``)."""
+    """The feed's hits re-ranked with the chat's facts as extra keys (``memory.search.expansion.fuse``, as the
+    product's turn does it)."""
     fact_hits = hybrid_search(conn, FACTS, query, vector, params=FACT_PARAMS, scope=[f"chat:{store.chat_id}"])
     sources = of_facts(conn, [h.id for h in fact_hits])
     row_of = {int(r[1]): int(r[0]) for r in conn.execute(
         "select id, message_id from tg_messages where chat_id = ?", (store.chat_id,))}  # fmt: skip
     facts = [(h.score, [row_of[m] for _c, m in sources.get(h.id, []) if m in row_of]) for h in fact_hits]
-    return fuse(((h.id, h.score) for h in hits), facts, weight)
+    return [key for key, _ in fuse(((h.id, h.score) for h in hits), facts, weight)]
 
 
 async def evaluate(
@@ -388,7 +374,7 @@ def main() -> None:
         help="key expansion: facts linked to the turns they came from (observations: LoCoMo's own, which name "
         "their evidence turns, standing in for what the distiller would write)",
     )  # fmt: skip
-    parser.add_argument("--facts-weight", type=float, default=0.25, help="with --facts-from: a fact's share")
+    parser.add_argument("--facts-weight", type=float, default=WEIGHT, help="with --facts-from: a fact's share")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     args = parser.parse_args()
     configure_logging("info", "console", stream=sys.stderr)  # stdout carries the results only

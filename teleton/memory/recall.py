@@ -12,13 +12,16 @@ access counts alone (showing a fact is not the model using it). A tool's recall 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from teleton.memory.facts.rows import asks_about_past
+from teleton.memory.facts.sources import of_facts
 from teleton.memory.facts.store import predecessors
+from teleton.memory.feed.reads import messages_by_key
 from teleton.memory.search.corpora import FACTS, FEED, KNOWLEDGE
+from teleton.memory.search.expansion import fuse
 from teleton.memory.search.hybrid import SearchHit, SearchParams, hybrid_search, hybrid_search_db
 from teleton.memory.search.time_ranges import query_time_range
 from teleton.privacy import Clearance, Principals
@@ -52,6 +55,35 @@ async def feed(
     when = query_time_range(q.text, q.asked_at)
     hits = await hybrid_search_db(db, FEED, q.text, q.vector, params=params, scope=scope, when=when)
     return [h for h in hits if q.clearance.may_read(principals.chat_label(int(h.meta["chat_id"])))]
+
+
+def expand_feed(
+    conn: Connection, q: Question, feed_hits: list[SearchHit], fact_hits: list[SearchHit], principals: Principals
+) -> list[SearchHit]:
+    """The feed's hits with the facts found for the same question as extra keys of the messages they came from
+    (``memory.search.expansion``): re-scored, and a message only its facts found added. A fact lifts only
+    messages of its own label (a chat's fact, that chat's messages), so nothing the clearance could not read
+    before comes in."""
+    links = of_facts(conn, [h.id for h in fact_hits]) if fact_hits else {}
+    lifts = [
+        (h.score, [k for k in links.get(h.id, []) if principals.chat_label(k[0]) == h.meta["scope"]])
+        for h in fact_hits
+        if q.clearance.may_read(h.meta["scope"])
+    ]
+    if not any(keys for _, keys in lifts):
+        return feed_hits
+    own = {(int(h.meta["chat_id"]), int(h.meta["message_id"])): h for h in feed_hits}
+    ranked = fuse(((key, h.score) for key, h in own.items()), lifts)
+    rows = messages_by_key(conn, [key for key, _ in ranked if key not in own], FEED.columns)
+    found = []
+    for key, score in ranked:
+        if key in own:
+            found.append(replace(own[key], score=score))
+        elif key in rows:
+            row = rows[key]
+            meta = {c: row[c] for c in FEED.columns}
+            found.append(SearchHit(int(row["id"]), str(row["text"]), score, 0.0, 0.0, FEED.name, meta))
+    return found
 
 
 def shown_facts(

@@ -4,7 +4,8 @@ Four steps: the 10 most recent messages of this chat (of this topic, in a forum)
 top 5), feed top 5 (in a topic: its own hits first), deduplicated; then two labelled blocks,
 ``[Relevant knowledge from memory]`` and ``[Relevant messages from Telegram feed]``. Every search runs
 inside what the turn's clearance reads (``teleton.privacy``: labels for knowledge and facts, chats for the
-feed), and every hit is checked against the clearance again before it is shown. Each item keeps its label:
+feed), and every hit is checked against the clearance again before it is shown. The facts found are extra
+keys of the messages they were drawn from (``memory.search.expansion``). Each item keeps its label:
 the turn's taint (for the egress check) is the set of them, and an item from another chat or person is
 rendered quoted, with its origin, as data. The query is embedded once and the vector is handed on (tool RAG
 reuses it). Trivial messages ("ok", "thanks") skip retrieval: searching for "ok" only adds noise and latency.
@@ -155,16 +156,23 @@ class ContextBuilder:
 
             return await self.db.read(lambda conn: recall.shown_facts(conn, q, params, s.facts, keep))
 
-        async def feed() -> list[FeedLine]:
+        async def feed() -> list[SearchHit]:
             if not s.feed:
                 return []
-            hits = await recall.feed(self.db, q, self._feed_params(), self.principals)  # every chat, for the owner
-            return await self.db.read(lambda conn: self._feed_lines(conn, msg, hits, recent))
+            return await recall.feed(self.db, q, self._feed_params(), self.principals)  # every chat, for the owner
 
         async def extra() -> Any:
             return None if with_vector is None else await with_vector(vector)
 
-        rag.feed, rag.knowledge, rag.facts, rag.extra = await asyncio.gather(feed(), knowledge(), facts(), extra())
+        hits, rag.knowledge, rag.facts, rag.extra = await asyncio.gather(feed(), knowledge(), facts(), extra())
+        if s.feed:  # the facts found are extra keys of the messages they came from (issue 37)
+            facts_found = rag.facts
+
+            def lines(conn: Connection) -> list[FeedLine]:
+                expanded = recall.expand_feed(conn, q, hits, facts_found, self.principals)
+                return self._feed_lines(conn, msg, expanded, recent)
+
+            rag.feed = await self.db.read(lines)
         return rag
 
     def _feed_params(self) -> SearchParams:

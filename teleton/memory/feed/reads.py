@@ -99,3 +99,20 @@ def recent_chats(conn: Connection, limit: int) -> list[Any]:
 def user_name(conn: Connection, user_id: int) -> Any | None:
     """A user's names as the archive knows them: first, last, @username (never the phone)."""
     return conn.execute("select first_name, last_name, username from tg_users where id = ?", (user_id,)).fetchone()
+
+
+def messages_by_key(
+    conn: Connection, keys: Sequence[tuple[int, int]], columns: Sequence[str]
+) -> dict[tuple[int, int], Any]:
+    """Archived messages by (chat id, message id) with ``columns`` and their text; deleted ones and service
+    messages left out, as the feed's search leaves them out."""
+    if not keys:
+        return {}
+    wanted = ", ".join(f"m.{c}" for c in columns)
+    rows = conn.execute(
+        f"select m.id, m.text, {wanted} from tg_messages m join json_each(?) k "
+        "on m.chat_id = json_extract(k.value, '$[0]') and m.message_id = json_extract(k.value, '$[1]') "
+        "where m.deleted = 0 and m.is_service = 0",
+        (json.dumps([list(k) for k in keys]),),
+    ).fetchall()
+    return {(int(r["chat_id"]), int(r["message_id"])): r for r in rows}
