@@ -30,6 +30,7 @@ class ChatRow:
     tokens_out: int
     summary_chars: int  # what compaction (or /compact) left in place of older messages
     updated: str
+    topic: int = 0  # a forum topic's own session (0: the chat's main line)
 
 
 @dataclass(frozen=True)
@@ -41,15 +42,19 @@ class ChatsView:
     async def rows(self) -> list[ChatRow]:
         chats = await self.db.read(lambda conn: reads.recent_chats(conn, CHATS))
         sessions = SessionStore(self.db)
+        topics = await sessions.topics([int(chat_id) for chat_id, _kind, _title in chats])
         found = []
         for chat_id, kind, title in chats:
-            session = await sessions.active(int(chat_id))
-            found.append(_row(int(chat_id), str(kind), str(title or ""), session))
+            chat, named = int(chat_id), str(title or "")
+            found.append(_row(chat, str(kind), named, await sessions.active(chat)))
+            for topic in topics.get(chat, []):  # each forum topic is a conversation of its own
+                found.append(_row(chat, str(kind), named, await sessions.active(chat, topic), topic))
         return found
 
-    async def session(self, chat_id: int) -> tuple[Session | None, list[dict[str, str]]]:
-        """The chat's active session and its messages as the model is sent them (observations masked)."""
-        session = await SessionStore(self.db).active(chat_id)
+    async def session(self, chat_id: int, topic: int = 0) -> tuple[Session | None, list[dict[str, str]]]:
+        """The chat's (forum topic's) active session and its messages as the model is sent them (observations
+        masked)."""
+        session = await SessionStore(self.db).active(chat_id, topic)
         if session is None:
             return None, []
         return session, [_shown(m) for m in mask_observations(session.messages)]
@@ -61,12 +66,12 @@ class ChatsView:
         return await self.daily_logs.tail(dt.date.today(), 60) if self.daily_logs is not None else ""
 
 
-def _row(chat_id: int, kind: str, title: str, session: Session | None) -> ChatRow:
+def _row(chat_id: int, kind: str, title: str, session: Session | None, topic: int = 0) -> ChatRow:
     if session is None:
-        return ChatRow(chat_id, kind, title, 0, 0, 0, 0, 0, "")
+        return ChatRow(chat_id, kind, title, 0, 0, 0, 0, 0, "", topic)
     updated = dt.datetime.fromtimestamp(session.updated_at).astimezone().strftime("%Y-%m-%d %H:%M")
     return ChatRow(chat_id, kind, title, len(session.messages), session.last_input_tokens, session.input_tokens,
-                   session.output_tokens, len(session.summary), updated)  # fmt: skip
+                   session.output_tokens, len(session.summary), updated, topic)  # fmt: skip
 
 
 def _shown(message: dict[str, Any]) -> dict[str, str]:

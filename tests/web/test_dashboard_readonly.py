@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from teleton.agent.window.sessions import SessionStore
 from teleton.gateway.contract import ChatInfo
 from teleton.memory.facts.rows import Fact
 from teleton.memory.facts.store import FactStore
@@ -63,6 +64,9 @@ async def _seed(database: Path) -> None:
         fa.insert_message(conn, said)
 
     await db.write(archive)
+    sessions = SessionStore(db)  # the group's main line, and one forum topic with its own conversation
+    await sessions.create(-100555, messages=[{"role": "user", "content": "when is the regatta?"}])
+    await sessions.create(-100555, topic=77, messages=[{"role": "user", "content": "who brings the spinnaker?"}])
     await db.close()
 
 
@@ -76,7 +80,11 @@ async def test_the_pages_read_the_store_and_change_nothing(tmp_path: Path) -> No
         assert facts.count('method="post"') == 1  # log out: no edit, forget or save form, read-only
         found = http.get("/memory", params={"q": "regatta"}).text
         assert "the regatta is on Sunday" in found and "chat -100555, Mallory" in found
-        assert "Sailors" in http.get("/chats").text
+        chats = http.get("/chats").text
+        assert "Sailors" in chats and "topic 77" in chats and 'href="/chats/-100555?topic=77"' in chats
+        topic = http.get("/chats/-100555", params={"topic": 77}).text
+        assert "who brings the spinnaker?" in topic and "when is the regatta?" not in topic  # its own session
+        assert "when is the regatta?" in http.get("/chats/-100555").text
         assert (
             "Nothing is waiting for your approval." in http.get("/approvals").text
             or "Read-only" in http.get("/approvals").text

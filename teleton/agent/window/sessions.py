@@ -159,6 +159,18 @@ class SessionStore:
             (time.time(), reason, session.summary if summary is None else summary, session.id),
         )
 
+    async def topics(self, chat_ids: list[int]) -> dict[int, list[int]]:
+        """Chat id -> the forum topics with an active session of their own (the main line, 0, left out)."""
+        rows = await self.db.fetchall(
+            "select chat_id, topic_id from sessions where active = 1 and topic_id != 0 "
+            "and chat_id in (select value from json_each(?)) order by chat_id, topic_id",
+            (json.dumps(chat_ids),),
+        )
+        found: dict[int, list[int]] = {}
+        for chat_id, topic in rows:
+            found.setdefault(int(chat_id), []).append(int(topic))
+        return found
+
     async def totals(self, chat_id: int | None = None) -> dict[str, int]:
         where, args = ("where chat_id = ?", (chat_id,)) if chat_id is not None else ("", ())
         row = await self.db.fetchone(
