@@ -71,6 +71,7 @@ async def deliver(world: World, *updates: Any) -> None:
     await world.gateway.batcher.drain()
     assert world.gateway.dispatcher is not None
     await world.gateway.dispatcher.idle()
+    await world.gateway.pipeline.settle()  # the gate's verdicts too, written with a later batch
 
 
 def _peer_id(request: Any) -> int | None:
