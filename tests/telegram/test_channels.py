@@ -6,7 +6,7 @@ server on 127.0.0.1.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -29,14 +29,8 @@ CHANNEL_ID, GROUP_ID = utils.get_peer_id(CHANNEL), utils.get_peer_id(GROUP)
 
 
 @pytest.fixture
-def fake_api() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as server:
-        yield server
-
-
-@pytest.fixture
-async def world(tmp_path: Path, db: Database, fake_api: FakeOpenAI) -> AsyncIterator[World]:
-    async for made in make_world(tmp_path, db, fake_api, stream_edits=False):
+async def world(tmp_path: Path, db: Database, fake_openai: FakeOpenAI) -> AsyncIterator[World]:
+    async for made in make_world(tmp_path, db, fake_openai, stream_edits=False):
         yield made
 
 

@@ -9,7 +9,7 @@ to the question, through the same gate; on a user account they are numbered in t
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -30,26 +30,20 @@ OPTIONS = ["Tea", "Coffee", "A long option that will not fit in one short row"]
 _queries = itertools.count(1)
 
 
-@pytest.fixture
-def fake_api() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as server:
-        yield server
-
-
 async def made(tmp_path: Path, db: Database, fake: FakeOpenAI, mode: str) -> AsyncIterator[World]:
     async for world in make_world(tmp_path, db, fake, mode=mode, stream_edits=False):
         yield world
 
 
 @pytest.fixture
-async def bot(tmp_path: Path, db: Database, fake_api: FakeOpenAI) -> AsyncIterator[World]:
-    async for world in made(tmp_path, db, fake_api, "bot"):
+async def bot(tmp_path: Path, db: Database, fake_openai: FakeOpenAI) -> AsyncIterator[World]:
+    async for world in made(tmp_path, db, fake_openai, "bot"):
         yield world
 
 
 @pytest.fixture
-async def user(tmp_path: Path, db: Database, fake_api: FakeOpenAI) -> AsyncIterator[World]:
-    async for world in made(tmp_path, db, fake_api, "user"):
+async def user(tmp_path: Path, db: Database, fake_openai: FakeOpenAI) -> AsyncIterator[World]:
+    async for world in made(tmp_path, db, fake_openai, "user"):
         yield world
 
 

@@ -6,7 +6,7 @@ client, the real agent, the real ``openai`` SDK against the scripted server on 1
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -28,15 +28,9 @@ GROUP_ID, SUPER_ID = utils.get_peer_id(GROUP), utils.get_peer_id(SUPERGROUP)
 
 
 @pytest.fixture
-def fake_api() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as server:
-        server.responder = lambda body: text("It is Monday.") if body["model"] == MAIN_MODEL else text("ok")
-        yield server
-
-
-@pytest.fixture
-async def world(tmp_path: Path, db: Database, fake_api: FakeOpenAI) -> AsyncIterator[World]:
-    async for made in make_world(tmp_path, db, fake_api):
+async def world(tmp_path: Path, db: Database, fake_openai: FakeOpenAI) -> AsyncIterator[World]:
+    fake_openai.responder = lambda body: text("It is Monday.") if body["model"] == MAIN_MODEL else text("ok")
+    async for made in make_world(tmp_path, db, fake_openai):
         yield made
 
 

@@ -9,7 +9,7 @@ place (and not after the window); a message deleted within it takes its answer w
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -30,14 +30,8 @@ LONG = " ".join(f"Sentence {i} of a long first answer." for i in range(200))  # 
 
 
 @pytest.fixture
-def fake_api() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as server:
-        yield server
-
-
-@pytest.fixture
-async def world(tmp_path: Path, db: Database, fake_api: FakeOpenAI) -> AsyncIterator[World]:
-    async for made in make_world(tmp_path, db, fake_api, stream_edits=False):
+async def world(tmp_path: Path, db: Database, fake_openai: FakeOpenAI) -> AsyncIterator[World]:
+    async for made in make_world(tmp_path, db, fake_openai, stream_edits=False):
         yield made
 
 

@@ -8,7 +8,7 @@ the other's session alone. Topic creation, renaming and closing are archived as 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -42,14 +42,8 @@ GARDEN, BIKES = 100_000, 200_000  # the topics' top messages (ids apart from nex
 
 
 @pytest.fixture
-def fake_api() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as server:
-        yield server
-
-
-@pytest.fixture
-async def world(tmp_path: Path, db: Database, fake_api: FakeOpenAI) -> AsyncIterator[World]:
-    async for made in make_world(tmp_path, db, fake_api):
+async def world(tmp_path: Path, db: Database, fake_openai: FakeOpenAI) -> AsyncIterator[World]:
+    async for made in make_world(tmp_path, db, fake_openai):
         yield made
 
 
