@@ -143,11 +143,8 @@ class RecordingClient(TelegramClient):
         if isinstance(request, functions.messages.GetStickersRequest):
             stickers = self.stickers.get(request.emoticon, [sticker(request.emoticon)])
             return types.messages.Stickers(hash=1, stickers=stickers)
-        if isinstance(request, functions.messages.SendMediaRequest):
-            message = self._ours(request, date=now, message="", media=types.MessageMediaDocument(document=sticker("?")))
-            channel = isinstance(message.peer_id, types.PeerChannel)
-            new = (types.UpdateNewChannelMessage if channel else types.UpdateNewMessage)(message, pts=1, pts_count=1)
-            return updates(types.UpdateMessageID(message.id, request.random_id), new)
+        if isinstance(request, functions.messages.SendMediaRequest):  # a sticker
+            return updates(*self._sent_document(request, now, "?"))
         if isinstance(request, functions.contacts.ResolveUsernameRequest):
             if request.username == GIF_BOT.username:
                 return types.contacts.ResolvedPeer(peer=types.PeerUser(GIF_BOT.id), chats=[], users=[GIF_BOT])
@@ -159,11 +156,8 @@ class RecordingClient(TelegramClient):
                 id="gif-1", type="gif", send_message=types.BotInlineMessageMediaAuto(message=""), document=sticker("🎞")
             )
             return types.messages.BotResults(query_id=4242, results=[found], cache_time=0, users=[GIF_BOT])
-        if isinstance(request, functions.messages.SendInlineBotResultRequest):
-            message = self._ours(request, date=now, message="", media=types.MessageMediaDocument(document=sticker("🎞")))
-            channel = isinstance(message.peer_id, types.PeerChannel)
-            new = (types.UpdateNewChannelMessage if channel else types.UpdateNewMessage)(message, pts=1, pts_count=1)
-            return updates(types.UpdateMessageID(message.id, request.random_id), new)
+        if isinstance(request, functions.messages.SendInlineBotResultRequest):  # @gif's animation, sent
+            return updates(*self._sent_document(request, now, "🎞"))
         if isinstance(request, functions.messages.CheckChatInviteRequest):
             return types.ChatInviteAlready(chat=JOINABLE)
         if isinstance(
@@ -181,6 +175,13 @@ class RecordingClient(TelegramClient):
                 messages=self.found, topics=[], chats=[GROUP, SUPERGROUP, CHANNEL], users=[ME, ALICE, BOB]
             )
         return None
+
+    def _sent_document(self, request: Any, now: datetime, emoji: str) -> tuple[Any, Any]:
+        """The updates Telegram answers a sent document with: the id for our ``random_id``, the new message."""
+        message = self._ours(request, date=now, message="", media=types.MessageMediaDocument(document=sticker(emoji)))
+        channel = isinstance(message.peer_id, types.PeerChannel)
+        new = (types.UpdateNewChannelMessage if channel else types.UpdateNewMessage)(message, pts=1, pts_count=1)
+        return types.UpdateMessageID(message.id, request.random_id), new
 
     def _ours(self, request: Any, **fields: Any) -> types.Message:
         """Our new message in the chat ``request`` names, with the next id."""
