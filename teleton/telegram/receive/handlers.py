@@ -56,7 +56,7 @@ class FeedHandlers:
         await (await self.submit(msg))
 
     async def submit(self, msg: Any) -> Any:
-        chat, users, sender, record = self._records(msg)
+        chat, users, sender, record = self.records(msg)
         incoming = self._incoming(msg, chat, sender, record)
         return await self.pipeline.submit(record, chat=chat, users=users, incoming=incoming)
 
@@ -76,7 +76,7 @@ class FeedHandlers:
         )
 
     async def on_edit(self, event: events.MessageEdited.Event) -> None:
-        chat, users, sender, record = self._records(event.message)
+        chat, users, sender, record = self.records(event.message)
         result = await self.pipeline.edit(record, chat=chat, users=users)
         answered = result.changed and result.agent_state == fa.STATE_ANSWERED and not record.is_outgoing
         if answered and self.afterwards is not None:
@@ -112,7 +112,8 @@ class FeedHandlers:
         users = [convert.user_record(e) for e in entities.values() if isinstance(e, types.User)]
         await self.pipeline.service(record, chat=chat, users=users, new_title=title, member_delta=delta)
 
-    def _records(self, msg: Any) -> tuple[ChatInfo, list[UserInfo], UserInfo | None, Any]:
+    def records(self, msg: Any) -> tuple[ChatInfo, list[UserInfo], UserInfo | None, Any]:
+        """A message as the receive path files it: its chat, the people it names, its sender, its row."""
         chat_id = int(msg.chat_id)
         entity = msg.chat  # cached from the update's entities; None when it did not carry the chat
         kind = convert.chat_type(msg.peer_id, entity, msg)

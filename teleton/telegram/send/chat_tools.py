@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import copy
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -23,6 +24,7 @@ from teleton.gateway.contract import ChatInfo, GatewayError, IncomingMessage, Se
 from teleton.memory.feed.archive import MessageRecord
 from teleton.storage.reply_sends import new_random_base
 from teleton.telegram.receive import convert
+from teleton.telegram.receive.handlers import FeedHandlers
 from teleton.telegram.receive.pipeline import FeedPipeline
 from teleton.telegram.send.sending import tl_entities
 from teleton.telegram.send.split import plan_reply
@@ -37,6 +39,7 @@ GIF_BOT = "gif"  # Telegram's own GIF search, an inline bot
 class ChatToolActions:
     client: TelegramClient
     pipeline: FeedPipeline
+    handlers: FeedHandlers
     me: UserInfo | None
     settings: Any  # GatewaySettings (``mode``: user | bot)
 
@@ -197,36 +200,28 @@ class ChatToolActions:
 
     # ---- Telegram's search --------------------------------------------------------------------------
 
+    def _found(self, msg: Any) -> tuple[ChatInfo, list[UserInfo], UserInfo | None, MessageRecord]:
+        """A found message as the receive path files it (``FeedHandlers.records``); a service message with
+        its action in words, as ``FeedHandlers.ingest_service`` writes one."""
+        chat, users, sender, record = self.handlers.records(msg)
+        if isinstance(msg, types.MessageService):
+            names = {record.sender_id: record.sender_name} if record.sender_id is not None else {}
+            text = convert.service_text(msg.action, record.sender_name or "someone", names)[0]
+            record = replace(record, text=text)
+        return chat, users, sender, record
+
     async def search_telegram(self, query: str, chat_id: int | None = None, limit: int = 20) -> list[IncomingMessage]:
         entity = None if chat_id is None else await self._peer(chat_id)
         limit = max(1, min(limit, SEARCH_MAX))
         # Telethon asks messages.search in a chat, messages.searchGlobal without one.
         found = await self._call(lambda: self.client.get_messages(entity, search=query, limit=limit), "search")
-        me = self.me
-        converted = [_records(m, me) for m in found or () if isinstance(m, (types.Message, types.MessageService))]
+        converted = [self._found(m) for m in found or () if isinstance(m, (types.Message, types.MessageService))]
         # Archive-only (no ``incoming``): the pipeline files it as history, the same rows and batches as
         # every other message, and offers none of it to the agent.
         writes = [await self.pipeline.submit(record, chat=chat, users=users) for chat, users, _, record in converted]
         await asyncio.gather(*writes)
         return [convert.incoming(chat, sender, record, mentions=False, reply_to_us=False)
                 for chat, _, sender, record in converted]  # fmt: skip
-
-
-def _records(msg: Any, me: UserInfo | None) -> tuple[ChatInfo, list[UserInfo], UserInfo | None, MessageRecord]:
-    """A fetched message as the receive path files it: its chat, the people it names, its sender, its row."""
-    chat_id = int(msg.chat_id)
-    entity = getattr(msg, "chat", None)
-    chat = convert.chat_record(chat_id, convert.chat_type(msg.peer_id, entity, msg), entity)
-    sender_id = convert.sender_of(msg, chat_id, me.id if me else None)
-    who = getattr(msg, "sender", None)
-    users = [convert.user_record(who)] if isinstance(who, types.User) else []
-    sender = users[0] if users else (UserInfo(id=sender_id) if sender_id is not None else None)
-    name = convert.display_name(who) if who is not None else ""
-    if isinstance(msg, types.MessageService):
-        names = {sender_id: name} if sender_id is not None else {}
-        text = convert.service_text(msg.action, name or "someone", names)[0]
-        return chat, users, sender, convert.message_record(msg, chat_id, sender_id, name, text=text)
-    return chat, users, sender, convert.message_record(msg, chat_id, sender_id, name)
 
 
 def _chat_info(entity: Any) -> ChatInfo:
