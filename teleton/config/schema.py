@@ -216,6 +216,21 @@ def resolved(path: Path | None, name: str) -> Path:
     return path
 
 
+class RerankerConfig(Section):
+    """A second look at the best fused candidates of a memory search (issue 37; docs/memory.md, Reranking).
+
+    ``cross_encoder``: an ONNX cross-encoder (query and text in, one relevance logit out) with a
+    ``tokenizer.json``, from ``model_path`` or a Hugging Face id in ``model`` that ``teleton setup`` downloads;
+    ``sha256`` pins its files (file name -> sum), and a download without pins records the sums it fetched.
+    """
+
+    kind: Literal["off", "cross_encoder"] = "off"
+    model: str | None = None
+    model_path: Path | None = None
+    sha256: dict[str, str] = Field(default_factory=dict)
+    candidates: int = Field(default=50, ge=1, le=500)
+
+
 class MemoryConfig(Section):
     chunk_target: int = Field(default=500, ge=50)
     chunk_max: int = Field(default=1000, ge=100)
@@ -245,6 +260,7 @@ class MemoryConfig(Section):
     watch_debounce_ms: int = Field(default=500, ge=0)
     max_file_bytes: int = Field(default=2_000_000, ge=1000)
     large_files: Literal["index", "skip"] = "index"
+    reranker: RerankerConfig = Field(default_factory=RerankerConfig)
 
 
 class ToolRagConfig(Section):
