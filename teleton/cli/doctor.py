@@ -110,6 +110,28 @@ def check_embedding_model(config: Config) -> Check:
     return Check("Embedding model", True, f"{files.model_id} ({files.onnx})")
 
 
+def check_reranker(config: Config) -> Check | None:
+    """Offline, when ``memory.reranker`` is a cross-encoder: the hf extra that reads its tokenizer, its files
+    present (a Hugging Face id: downloaded by `teleton setup`) and matching their pinned or recorded sums."""
+    reranker = config.memory.reranker
+    if reranker.kind != "cross_encoder":
+        return None
+    # Deferred: the reranker's module (and numpy with it), only when one is configured
+    from teleton.memory.rerank.cross_encoder import RerankerFilesError, require_tokenizers, reranker_files
+
+    try:
+        require_tokenizers(reranker.model)
+        files = reranker_files(reranker, download=False)
+        files.verify()
+    except MissingExtra as exc:
+        return Check("Reranker", False, str(exc), install_command(exc.extra))
+    except RerankerFilesError as exc:
+        return Check("Reranker", False, exc.reason, exc.fix)
+    except (ModelFilesError, OSError) as exc:  # a cache folder this user cannot read, say
+        return Check("Reranker", False, str(exc), "check memory.reranker, then run `teleton setup`")
+    return Check("Reranker", True, f"{files.model_id} ({files.onnx})")
+
+
 def check_workspace(config: Config) -> Check:
     workspace = config.storage.workspace
     assert workspace is not None
@@ -292,6 +314,7 @@ def run_checks(config_path: Path | None, *, online: bool = False) -> list[Check]
         return checks + [Check(name, None, "not checked: the config did not load") for name in LOCAL_CHECKS]
     extra: list[Callable[[Config], Check | list[Check] | None]] = [
         check_embedding_model,
+        check_reranker,
         check_workspace,
         check_database,
         check_lost_database,

@@ -23,6 +23,7 @@ from rich.markup import escape
 from teleton.cli.context import state
 from teleton.cli.setup_dashboard import ask_dashboard, dashboard_advice, web_settings
 from teleton.cli.setup_provider import ModelChoice, agent_settings, ask_model, provider_problem
+from teleton.cli.setup_reranker import prepare_reranker
 from teleton.cli.setup_voice import ask_voice, transcription_settings, voice_advice
 from teleton.config import ConfigError, default_config_path, load_config, write_config
 from teleton.config.schema import Config
@@ -367,6 +368,7 @@ def setup(
     created = create_workspace(config.storage.workspace)
     console.print(f"[green]workspace[/] {config.storage.workspace} ({len(created.created)} files created)")
     prepare_embeddings(config)
+    prepare_reranker(config, console)
     advice = voice_advice(answers.transcribe_voice)
     if advice:
         console.print(f"[yellow]voice notes:[/] {escape(advice)}")  # escape: "teleton[voice]" is no markup
