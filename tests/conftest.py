@@ -18,6 +18,7 @@ from teleton.llm import LLMClient, LLMSettings
 from teleton.providers import extras
 from teleton.storage import Database
 from tests.fakes.anthropic_server import FakeAnthropic, last_user_text, text
+from tests.fakes.hf_hub import hub  # noqa: F401  (a fixture for every test: a fake Hugging Face)
 from tests.fakes.openai_server import FakeOpenAI
 
 MODEL_CACHE = pytest.StashKey[str]()  # the run's model cache, in the controller (see pytest_configure)

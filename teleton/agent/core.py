@@ -33,7 +33,7 @@ class AgentCore:
         self.daily_logs = deps.daily_logs or DailyLogs(Path(deps.workspace) / "memory")
         self.principals = deps.principals
         self.sessions = SessionStore(deps.db)
-        self.context = ContextBuilder(deps.db, deps.embedder, settings.context, self.principals)
+        self.context = ContextBuilder(deps.db, deps.embedder, settings.context, self.principals, deps.reranker)
         self.prompt = PromptBuilder(
             deps.workspace,
             self.daily_logs,

@@ -26,6 +26,7 @@ from teleton.memory.feed import reads
 from teleton.memory.journal.daily_logs import DailyLogs
 from teleton.memory.journal.learnings import Learnings
 from teleton.memory.knowledge.index import KnowledgeIndex
+from teleton.memory.recall import Reranker
 from teleton.memory.search.hybrid import SearchParams
 from teleton.privacy import Principals
 from teleton.scheduler.scheduler import Scheduler
@@ -89,6 +90,7 @@ class AgentSettings:
                 knowledge=m.context_knowledge,
                 feed=m.context_feed,
                 message_chars=a.max_input_chars,
+                rerank_candidates=m.reranker.candidates,
                 params=SearchParams(
                     vector_weight=vector_weight,
                     keyword_weight=keyword_weight,
@@ -120,6 +122,7 @@ class AgentDeps:
     facts: FactStore | None = None
     daily_logs: DailyLogs | None = None
     embedder: EmbeddingProvider | None = None  # None: keyword-only
+    reranker: Reranker | None = None  # memory.reranker: None when off (the default) or not loadable
     knowledge: KnowledgeIndex | None = None
     policy: PolicyControl | None = None
     tool_selector: ToolSelector | None = None

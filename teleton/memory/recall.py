@@ -11,8 +11,9 @@ access counts alone (showing a fact is not the model using it). A tool's recall 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 import numpy as np
 
@@ -37,6 +38,31 @@ class Question:
     vector: np.ndarray | None  # None: keyword search only
     clearance: Clearance
     asked_at: float | None = None  # "last week" is resolved against this (None: now)
+
+
+class Reranker(Protocol):
+    """A second judge of relevance (``memory.reranker``; ``memory.rerank.cross_encoder``)."""
+
+    async def ascores(self, query: str, texts: Sequence[str]) -> np.ndarray: ...
+
+
+async def rerank(reranker: Reranker, q: Question, hits: list[SearchHit], candidates: int) -> list[SearchHit]:
+    """The first ``candidates`` hits in the reranker's order (ties keep the search's order), the rest after.
+
+    No reranker ships by default: the designs that need no download did not pay on LoCoMo dev
+    (``scripts/eval_rerank.py``, docs/benchmarks.md), so this runs only for a configured cross-encoder."""
+    head = hits[:candidates]
+    if len(head) < 2:
+        return hits
+    scores = await reranker.ascores(q.text, [_said(h) for h in head])
+    order = sorted(range(len(head)), key=lambda i: (-float(scores[i]), i))
+    return [head[i] for i in order] + hits[candidates:]
+
+
+def _said(hit: SearchHit) -> str:
+    """A message as the feed embeds it, its sender first: questions name people."""
+    sender = hit.meta.get("sender_name")
+    return f"{sender}: {hit.text}" if sender else hit.text
 
 
 async def knowledge(db: Database, q: Question, params: SearchParams) -> list[SearchHit]:

@@ -22,6 +22,7 @@ from teleton.llm import LLMClient, LLMSettings
 from teleton.llm.openai_provider import OpenAIProvider
 from teleton.memory.facts.store import FactStore
 from teleton.memory.feed import archive as fa
+from teleton.memory.recall import Reranker
 from teleton.privacy import Principals
 from teleton.storage import Database
 from teleton.tools.families.memory import memory_tools
@@ -113,6 +114,7 @@ async def build_harness(
     fake: FakeAnthropic | FakeOpenAI,
     settings: AgentSettings | None = None,
     llm: LLMClient | None = None,
+    reranker: Reranker | None = None,
 ) -> AgentHarness:
     """The agent on the provider ``fake`` plays: the scripted Messages API, or the OpenAI-compatible one
     (``llm``: a client built by the test, e.g. from a config with fallbacks)."""
@@ -134,6 +136,7 @@ async def build_harness(
         owner=OWNER,
         principals=Principals(owner_id=OWNER.id),
         media=MediaReader(db, gateway, workspace, MediaSettings(), describe=describer(llm)),
+        reranker=reranker,
     )
     settings = settings or AgentSettings(session_reset_hour=None, session_idle_minutes=None)
     harness = AgentHarness(

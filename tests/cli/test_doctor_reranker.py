@@ -12,7 +12,8 @@ from teleton.memory.embeddings.hf_download import default_cache_dir, model_dir
 from teleton.memory.rerank.cross_encoder import load_cross_encoder
 from tests.cli.test_doctor_providers import checks
 from tests.conftest import without_extra
-from tests.memory.test_cross_encoder import FakeHub, hf_config, hub, model_folder  # noqa: F401  (hub: the fixture)
+from tests.fakes.cross_encoder import hf_config, model_folder
+from tests.fakes.hf_hub import FakeHub
 
 NO_EMBEDDINGS = {"embedding": {"provider": "none"}}
 
@@ -46,7 +47,7 @@ def test_a_wrong_pin_names_the_file_to_fix(tmp_path: Path) -> None:
 
 def test_a_download_changed_afterwards_fails_with_the_way_back(
     tmp_path: Path,
-    hub: FakeHub,  # noqa: F811
+    hub: FakeHub,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))  # the default model cache, this test's own

@@ -15,7 +15,8 @@ from teleton.cli.setup_reranker import prepare_reranker
 from teleton.config import load_config
 from teleton.memory.embeddings.hf_download import SUMS_FILE, model_dir
 from tests.cli.test_setup_login import _cli
-from tests.memory.test_cross_encoder import FakeHub, hub, model_folder  # noqa: F401  (hub: the fixture)
+from tests.fakes.cross_encoder import model_folder
+from tests.fakes.hf_hub import FakeHub
 
 
 def setup_with(tmp_path: Path, monkeypatch: Any, reranker: dict[str, Any]) -> Any:
@@ -51,7 +52,7 @@ def test_no_reranker_configured_prints_nothing(tmp_path: Path, monkeypatch: Any)
     assert not [line for line in result.output.splitlines() if line.startswith("reranker")]
 
 
-def test_a_hugging_face_reranker_is_downloaded_by_setup(tmp_path: Path, hub: FakeHub) -> None:  # noqa: F811
+def test_a_hugging_face_reranker_is_downloaded_by_setup(tmp_path: Path, hub: FakeHub) -> None:
     hub.publish("acme/tiny-ce", model_folder(tmp_path / "published"))
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump({"memory": {"reranker": {"kind": "cross_encoder", "model": "acme/tiny-ce"}}}))

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from teleton.agent.prompt.memory import FeedLine, RagContext
-from teleton.config.schema import AgentConfig, MemoryConfig, default
+from teleton.config.schema import AgentConfig, MemoryConfig, RerankerConfig, default
 from teleton.gateway.contract import IncomingMessage
 from teleton.memory import recall
 from teleton.memory.embeddings.provider import EmbeddingProvider
@@ -93,6 +93,7 @@ class ContextSettings:
     feed: int = default(MemoryConfig, "context_feed")
     facts: int = 5
     params: SearchParams = field(default_factory=SearchParams)
+    rerank_candidates: int = default(RerankerConfig, "candidates")  # with a reranker (memory.reranker)
     # Of one archived message, what a recent or feed line reads: as much as the model reads of a message
     # (agent.max_input_chars). A 10 MB paste stays whole in the archive; every later turn reads its head.
     message_chars: int = default(AgentConfig, "max_input_chars")
@@ -105,11 +106,13 @@ class ContextBuilder:
         embedder: EmbeddingProvider | None = None,
         settings: ContextSettings | None = None,
         principals: Principals | None = None,
+        reranker: recall.Reranker | None = None,
     ) -> None:
         self.db = db
         self.embedder = embedder
         self.settings = settings or ContextSettings()
         self.principals = principals or Principals()
+        self.reranker = reranker
 
     async def build(
         self,
@@ -167,6 +170,11 @@ class ContextBuilder:
         hits, rag.knowledge, rag.facts, rag.extra = await asyncio.gather(feed(), knowledge(), facts(), extra())
         if s.feed:  # the facts found are extra keys of the messages they came from (issue 37)
             facts_found = rag.facts
+            if self.reranker is not None:
+                hits = await self.db.read(lambda conn: recall.expand_feed(conn, q, hits, facts_found, self.principals))
+                hits = await recall.rerank(self.reranker, q, hits, s.rerank_candidates)
+                rag.feed = await self.db.read(lambda conn: self._feed_lines(conn, msg, hits, recent))
+                return rag
 
             def lines(conn: Connection) -> list[FeedLine]:
                 expanded = recall.expand_feed(conn, q, hits, facts_found, self.principals)
@@ -181,6 +189,8 @@ class ContextBuilder:
         lookup on a 100k-message archive."""
         s = self.settings
         wanted = s.feed + s.recent + 1
+        if self.reranker is not None:  # it judges a deeper pool than the block shows
+            wanted = max(wanted, s.rerank_candidates)
         return replace(
             s.params,
             limit=wanted,
