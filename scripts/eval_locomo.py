@@ -46,7 +46,7 @@ from bench_search import build as build_archive  # scripts/ is the script's path
 
 from teleton.config.schema import EmbeddingConfig, MemoryConfig
 from teleton.memory.embeddings import EmbeddingProvider, create_provider
-from teleton.memory.embeddings.model_files import search_weights
+from teleton.memory.embeddings.model_files import search_weights, stemmed_vector_weight
 from teleton.memory.facts.sources import link, of_facts
 from teleton.memory.facts.store import RECALL_PARAMS, Fact, FactStore
 from teleton.memory.feed.embedding import embed_pending
@@ -146,9 +146,11 @@ async def load_store(db: Database, records: list[Record], chat_id: int = CHAT_ID
     return await db.write(insert)
 
 
-def params_for(mode: str, vector_weight: float | None = None) -> SearchParams:
-    base = SearchParams(limit=10)
-    if vector_weight is not None:  # memory.vector_weight / keyword_weight, as a config would set them
+def params_for(mode: str, vector_weight: float | None = None, stemmed: float | None = None) -> SearchParams:
+    """``vector_weight``: memory.vector_weight (keyword weight: 1 - it), as a config would set it; ``stemmed``:
+    the vector share of a question the keyword leg stems (``model_files.stemmed_vector_weight``)."""
+    base = SearchParams(limit=10, stemmed_vector_weight=stemmed)
+    if vector_weight is not None:
         base = replace(base, vector_weight=vector_weight, keyword_weight=1.0 - vector_weight)
     if mode == "vector":
         return replace(base, vector_weight=1.0, keyword_weight=0.0, keyword_candidates=0, min_score=0.0)
@@ -189,10 +191,11 @@ def observation_facts(sample: dict) -> Iterator[tuple[str, str, frozenset[str]]]
 
 
 async def evaluate_observations(
-    samples: list[dict], embedder: EmbeddingProvider, mode: str, vector_weight: float
+    samples: list[dict], embedder: EmbeddingProvider, mode: str, vector_weight: float, stemmed: float | None
 ) -> list[dict]:
     # As the daemon's fact store: every search's weights (agent/factory.py).
-    params = replace(RECALL_PARAMS, vector_weight=vector_weight, keyword_weight=1.0 - vector_weight)
+    params = replace(RECALL_PARAMS, vector_weight=vector_weight, keyword_weight=1.0 - vector_weight,
+                     stemmed_vector_weight=stemmed)  # fmt: skip
     if mode == "vector":
         raise SystemExit("--records observations measures the recall path: use --mode hybrid or bm25")
     scope = f"chat:{CHAT_ID}"
@@ -241,10 +244,11 @@ async def score(
     mode: str,
     vector_weight: float | None = None,
     facts_weight: float = 0.0,
+    stemmed: float | None = None,
 ) -> list[dict]:
     qs = store.questions
     vectors = embedder.encode_queries([q.text for q in qs]) if mode != "bm25" else [None] * len(qs)
-    params = params_for(mode, vector_weight)
+    params = params_for(mode, vector_weight, stemmed)
     if facts_weight:  # a deeper feed list: a message a fact lifts may rank below the first ten on its own words
         params = replace(params, limit=EXPANDED_POOL)
     now = max(record.date for record in store.by_id.values())  # the questions are asked after the conversation
@@ -281,6 +285,7 @@ async def evaluate(
     archive: int = 0,
     vector_weight: float | None = None,
     facts_weight: float = 0.0,
+    stemmed: float | None = None,
 ) -> list[dict]:
     """One temporary store per conversation (the protocol), or all in one store as separate chats
     (``shared``: what a real archive looks like; each search is scoped to its conversation's chat), and with
@@ -300,7 +305,7 @@ async def evaluate(
                 if mode != "bm25":
                     await embed_pending(db, embedder)
                 for store in stores:
-                    results += await score(db, store, embedder, mode, vector_weight, facts_weight)
+                    results += await score(db, store, embedder, mode, vector_weight, facts_weight, stemmed)
             finally:
                 await db.close()
     return results
@@ -333,13 +338,15 @@ async def main_async(args: argparse.Namespace) -> dict:
     embedder = create_provider(EmbeddingConfig(model=args.model))
     started = time.perf_counter()
     # As the daemon searches: the model's own weight unless one is given.
-    weight, _ = search_weights(EmbeddingConfig(model=args.model), MemoryConfig(vector_weight=args.vector_weight))
+    embedding, memory = EmbeddingConfig(model=args.model), MemoryConfig(vector_weight=args.vector_weight)
+    weight, _ = search_weights(embedding, memory)
+    stemmed = stemmed_vector_weight(embedding, memory)
     if args.records == "observations":
-        results = await evaluate_observations(samples, embedder, args.mode, weight)
+        results = await evaluate_observations(samples, embedder, args.mode, weight, stemmed)
     else:
         facts_weight = args.facts_weight if args.facts_from == "observations" else 0.0
         results = await evaluate(samples, embedder, args.mode, args.records, args.shared_store, args.in_archive, weight,
-                                 facts_weight)  # fmt: skip
+                                 facts_weight, stemmed)  # fmt: skip
     summary = summarise(results)
     summary["_meta"] = {
         "mode": args.mode,

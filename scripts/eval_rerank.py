@@ -41,8 +41,9 @@ from eval_locomo import (  # scripts/ is the script's path
     summarise,
 )
 
-from teleton.config.schema import EmbeddingConfig, RerankerConfig
+from teleton.config.schema import EmbeddingConfig, MemoryConfig, RerankerConfig
 from teleton.memory.embeddings import create_provider
+from teleton.memory.embeddings.model_files import search_weights, stemmed_vector_weight
 from teleton.memory.facts.sources import of_facts
 from teleton.memory.feed.embedding import embed_pending
 from teleton.memory.feed.search import search_feed_sync
@@ -78,7 +79,9 @@ class Asked:
 async def collect(samples: list[dict], embedder) -> list[Asked]:
     """Every question's 50 best candidates, as the product's search and key expansion rank them."""
     asked: list[Asked] = []
-    params = replace(params_for("hybrid", 0.8), limit=EXPANDED_POOL)
+    embedding, memory = EmbeddingConfig(), MemoryConfig()  # the shipped configuration's weights
+    weights = search_weights(embedding, memory)[0], stemmed_vector_weight(embedding, memory)
+    params = replace(params_for("hybrid", *weights), limit=EXPANDED_POOL)
     with tempfile.TemporaryDirectory() as tmp:
         for n, sample in enumerate(samples):
             db = await Database.open(Path(tmp) / f"r{n}.db", embedding=(embedder.model_id, embedder.dims))

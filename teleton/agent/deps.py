@@ -19,7 +19,7 @@ from teleton.config.schema import AgentConfig, Config, MemoryConfig, default
 from teleton.gateway.contract import ChatInfo, Gateway, UserInfo
 from teleton.llm.client import LLMClient
 from teleton.llm.tool_loop import LoopLimits
-from teleton.memory.embeddings.model_files import search_weights
+from teleton.memory.embeddings.model_files import search_weights, stemmed_vector_weight
 from teleton.memory.embeddings.provider import EmbeddingProvider
 from teleton.memory.facts.store import FactStore
 from teleton.memory.feed import reads
@@ -94,6 +94,7 @@ class AgentSettings:
                 params=SearchParams(
                     vector_weight=vector_weight,
                     keyword_weight=keyword_weight,
+                    stemmed_vector_weight=stemmed_vector_weight(config.embedding, m),
                     vector_candidates=m.vector_candidates,
                     keyword_candidates=m.vector_candidates,
                     limit=m.result_limit,

@@ -88,7 +88,12 @@ async def build_agent(
     facts = FactStore(
         db,
         embedder,
-        params=replace(RECALL_PARAMS, vector_weight=search.vector_weight, keyword_weight=search.keyword_weight),
+        params=replace(
+            RECALL_PARAMS,
+            vector_weight=search.vector_weight,
+            keyword_weight=search.keyword_weight,
+            stemmed_vector_weight=search.stemmed_vector_weight,
+        ),
         half_life_days=config.memory.recency_half_life_days,
     )
     learnings, distiller = _distiller(config, llm, facts, workspace, principals, report)

@@ -29,7 +29,7 @@ import numpy as np
 import structlog
 
 from teleton.config.schema import Config
-from teleton.memory.embeddings.model_files import search_weights
+from teleton.memory.embeddings.model_files import search_weights, stemmed_vector_weight
 from teleton.memory.embeddings.provider import EmbeddingProvider
 from teleton.memory.embeddings.query import embed_query
 from teleton.memory.knowledge.chunker import MAX_CHARS, TARGET_CHARS
@@ -92,6 +92,7 @@ class KnowledgeIndex:
             params=SearchParams(
                 vector_weight=weights[0],
                 keyword_weight=weights[1],
+                stemmed_vector_weight=stemmed_vector_weight(config.embedding, memory),
                 vector_candidates=memory.vector_candidates,
                 limit=memory.result_limit,
                 min_score=memory.min_score,

@@ -34,12 +34,17 @@ def query_terms(text: str, *, max_terms: int = MAX_TERMS) -> list[str]:
 def keyword_terms(text: str, *, max_terms: int = MAX_TERMS) -> list[str]:
     """The query's words as FTS5 terms: each a quoted word, or the OR of its stem prefixes (``"переех"*``)."""
     words = query_terms(text, max_terms=max_terms)
-    language = detect_language(text[:DETECT_CHARS]) if words else None
+    language = query_language(text) if words else None
     terms = []
     for word in words:
         prefixes = stem_prefixes(word, language)
         terms.append(" OR ".join(f"{_quoted(p)}*" for p in prefixes) if prefixes else _quoted(word))
     return list(dict.fromkeys(terms))
+
+
+def query_language(text: str) -> str | None:
+    """The language ``text`` is searched in (``detect_language`` of its start: a 10 MB paste is told by it)."""
+    return detect_language(text[:DETECT_CHARS])
 
 
 def or_expression(terms: list[str]) -> str:

@@ -17,16 +17,17 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from teleton.config.schema import MemoryConfig, default
 from teleton.memory.search.corpora import Corpus, chat_token
-from teleton.memory.search.fts_query import keyword_terms, or_expression
+from teleton.memory.search.fts_query import keyword_terms, or_expression, query_language
 from teleton.memory.search.fusion import fuse, normalise_cosine, normalise_keyword
 from teleton.memory.search.local_bm25 import Scope, drop_common_terms, local_bm25, term_counts
+from teleton.memory.search.stemming import STEMMERS
 from teleton.memory.search.time_ranges import TimeRange
 from teleton.memory.search.vector_leg import exact_cosines, vector_available, vector_leg
 from teleton.storage.database import Database
@@ -54,6 +55,9 @@ class SearchParams:
     keyword_candidates: int = default(MemoryConfig, "vector_candidates")
     limit: int = default(MemoryConfig, "result_limit")
     min_score: float = default(MemoryConfig, "min_score")
+    # The vector share of a question whose words the keyword leg matches by stem prefixes (every language but
+    # English: ``stemming``); None: ``vector_weight`` for every question (model_files.STEMMED_VECTOR_WEIGHTS).
+    stemmed_vector_weight: float | None = None
 
 
 DEFAULT_PARAMS = SearchParams()
@@ -91,6 +95,7 @@ def hybrid_search(
     scope = normalise_scope(corpus, scope)
     if scope == []:
         return []
+    params = weighed_for(query, params)
     keyword = keyword_leg(conn, corpus, query, params.keyword_candidates, scope)
     vector = None
     if query_vector is not None and vector_available(conn, corpus):
@@ -112,6 +117,7 @@ async def hybrid_search_db(
     scope = normalise_scope(corpus, scope)
     if scope == []:
         return []
+    params = weighed_for(query, params)
     keyword_task = db.read(lambda conn: keyword_leg(conn, corpus, query, params.keyword_candidates, scope))
 
     def _vector(conn: Connection) -> dict[int, float] | None:
@@ -121,6 +127,14 @@ async def hybrid_search_db(
 
     keyword, vector = await asyncio.gather(keyword_task, db.read(_vector))
     return await db.read(lambda conn: merge_legs(conn, corpus, query_vector, keyword, vector, params, scope, when))
+
+
+def weighed_for(query: str, params: SearchParams) -> SearchParams:
+    """``params`` with ``stemmed_vector_weight`` as the vector share when the keyword leg stems ``query``."""
+    weight = params.stemmed_vector_weight
+    if weight is None or query_language(query) not in STEMMERS:
+        return params
+    return replace(params, vector_weight=weight, keyword_weight=1.0 - weight)
 
 
 def normalise_scope(corpus: Corpus, scope: Sequence[Any] | None) -> list[Any] | None:
