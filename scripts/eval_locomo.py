@@ -47,6 +47,7 @@ from bench_search import build as build_archive  # scripts/ is the script's path
 from teleton.config.schema import EmbeddingConfig, MemoryConfig
 from teleton.memory.embeddings import EmbeddingProvider, create_provider
 from teleton.memory.embeddings.model_files import search_weights, stemmed_vector_weight
+from teleton.memory.facts.dates import dated
 from teleton.memory.facts.sources import link, of_facts
 from teleton.memory.facts.store import RECALL_PARAMS, Fact, FactStore
 from teleton.memory.feed.embedding import embed_pending
@@ -228,8 +229,11 @@ async def add_observation_facts(db: Database, store: Store, sample: dict, embedd
     facts = FactStore(db, embedder)
     saved = 0
     for _speaker, text, sources in observation_facts(sample):
-        found = await facts.save(Fact(value=text, category="observation", scope=f"chat:{store.chat_id}"))
         rows = [message_of[s] for s in sources if s in message_of]
+        # As the distiller stores it: a relative time resolved against when its exchange took place.
+        said_at = min((store.by_id[r].date for r in rows), default=None)
+        fact = Fact(value=dated(text, said_at), category="observation", scope=f"chat:{store.chat_id}")
+        found = await facts.save(fact)
         ids = await db.read(lambda conn, r=rows: [int(conn.execute(
             "select message_id from tg_messages where id = ?", (i,)).fetchone()[0]) for i in r])  # fmt: skip
         await db.write(lambda conn, f=found.id, i=ids: link(conn, f, store.chat_id, i))

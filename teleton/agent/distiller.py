@@ -25,6 +25,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import jsonschema
@@ -35,6 +36,7 @@ from teleton.agent.window.compaction import Message, is_user_turn, transcript
 from teleton.agent.window.oversize import excerpt
 from teleton.gateway.contract import ChatInfo
 from teleton.llm.client import LLMClient, LLMError
+from teleton.memory.facts.dates import dated
 from teleton.memory.facts.merge import NEAR_DUPLICATE, save_merging
 from teleton.memory.facts.rows import Fact, StoredFact
 from teleton.memory.facts.sources import link
@@ -94,6 +96,8 @@ about itself. Each fact is one self-contained sentence naming who it is about.
   (a move, a new job, a renamed pet, a changed plan or preference), the id of that fact; the new fact then
   replaces it and the old one is kept as history. Keep the same key for the same attribute. null otherwise.
 - reason: for a replacement, a few words why (e.g. "moved last month").
+Write when something happened or will happen as a date ("on 20 May 2023", "in June 2023"), not as
+"yesterday" or "last week": the fact is read long after; the exchange's date is given.
 Call record_facts exactly once; an empty list is a fine answer."""
 
 
@@ -106,6 +110,7 @@ class Exchange:
     label: str  # the turn's clearance label: every fact of this exchange is stored under it
     speaker: str = ""  # the sender's subject (teleton.memory.facts.subjects)
     message_ids: tuple[int, ...] = ()  # the archived messages of the exchange: each fact's sources
+    said_at: float | None = None  # when the person wrote: "last Friday" in a fact is resolved against it
 
 
 @dataclass(frozen=True)
@@ -140,6 +145,7 @@ class _Where:
     members: dict[str, str]  # names in the chat -> subjects
     shown: frozenset[int]  # the remembered facts the model was shown (the only ones it may replace)
     sources: tuple[int, ...] = ()  # the archived messages the facts are drawn from (in ``chat_id``)
+    said_at: float | None = None  # when the exchange took place (``memory.facts.dates``)
 
 
 def _label_kind(label: str) -> str:
@@ -207,6 +213,7 @@ class Distiller:
             max_tokens=EXCHANGE_MAX_TOKENS,
             speaker=exchange.speaker,
             sources=exchange.message_ids,
+            said_at=exchange.said_at,
         )
 
     async def distill_transcript(self, transcript: Transcript, *, source: str = "compaction") -> DistillStats:
@@ -238,6 +245,7 @@ class Distiller:
         max_tokens: int,
         speaker: str,
         sources: tuple[int, ...] = (),
+        said_at: float | None = None,
     ) -> DistillStats:
         stats = DistillStats()
         known = await self.facts.related(content[-KNOWN_QUERY_CHARS:], [label], limit=KNOWN_FACTS)
@@ -266,7 +274,7 @@ class Distiller:
             if chat.type != "dm"
             else {}
         )
-        where = _Where(label, source, speaker, chat.id, members, frozenset(f.id for f in known), sources)
+        where = _Where(label, source, speaker, chat.id, members, frozenset(f.id for f in known), sources, said_at)
         for item in items:
             await self._commit_one(item, where, stats)
         self._account(chat.id, source, stats)
@@ -281,7 +289,7 @@ class Distiller:
         label = where.label
         replaces = item.get("replaces")
         fact = Fact(
-            value=" ".join(item["content"].split()),
+            value=dated(" ".join(item["content"].split()), where.said_at),
             category=item["category"].strip().lower(),
             key=(item.get("key") or None),
             scope=label,
@@ -368,8 +376,9 @@ def _where(chat: ChatInfo, label: str) -> str:
 
 
 def _render(exchange: Exchange) -> str:
+    on = f" on {datetime.fromtimestamp(exchange.said_at):%A %d %B %Y}" if exchange.said_at is not None else ""
     return (
-        f"Exchange in {_where(exchange.chat, exchange.label)}:\n\n"
+        f"Exchange in {_where(exchange.chat, exchange.label)}{on}:\n\n"
         f"{exchange.user_name}: {excerpt(exchange.user_text, EXCHANGE_CHARS)}\n\n"
         f"Assistant: {excerpt(exchange.assistant_text, EXCHANGE_CHARS)}"
     )

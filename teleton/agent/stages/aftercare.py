@@ -93,6 +93,7 @@ async def learn(agent: AgentCore, turn: Turn) -> None:
                 label=turn.clearance.label,
                 speaker=speaker_subject(agent.principals, msg.sender.id if msg.sender else None),
                 message_ids=(*msg.answers, *(() if steered else turn.reply_ids)),  # what the facts come from
+                said_at=msg.date,
             )
         )
 
