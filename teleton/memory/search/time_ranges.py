@@ -41,6 +41,9 @@ from functools import lru_cache, partial
 from typing import Any
 
 from teleton.memory.search import time_words
+from teleton.memory.search.calendars import GREGORIAN, SOLAR_HIJRI, Calendar, Span
+from teleton.memory.search.calendars import day_span as _day
+from teleton.memory.search.calendars import month_span as _month
 from teleton.text.language import detect_language
 
 MONTHS = {
@@ -77,28 +80,12 @@ def query_time_range(text: str, now: float | None = None) -> TimeRange | None:
     return TimeRange(found[0].timestamp(), found[1].timestamp()) if found else None
 
 
-Span = tuple[datetime, datetime]
-
-
 def _english(lowered: str, today: datetime) -> Span | None:
     for parse in (_full_date, _numeric_date, _month_and_year, _month_alone, _year_alone, _relative):
         found = parse(lowered, today)
         if found is not None:
             return found
     return None
-
-
-def _day(year: int, month: int, day: int) -> Span | None:
-    try:
-        start = datetime(year, month, day)
-    except ValueError:
-        return None
-    return start, start + timedelta(days=1)
-
-
-def _month(year: int, month: int) -> Span:
-    start = datetime(year, month, 1)
-    return start, (start + timedelta(days=32)).replace(day=1)
 
 
 def _full_date(text: str, today: datetime) -> Span | None:
@@ -205,57 +192,6 @@ def _named_period(
 # Other languages (``time_words``): the same steps in the same order, on the folded text.
 
 
-class Calendar:
-    """The Gregorian calendar; ``_SolarHijri`` overrides it."""
-
-    years = r"(?:19|20)\d\d"  # how a year of this calendar is written
-
-    def month_of(self, day: datetime) -> tuple[int, int]:
-        return day.year, day.month
-
-    def month(self, year: int, month: int) -> Span:
-        return _month(year, month)
-
-    def day(self, year: int, month: int, day: int) -> Span | None:
-        return _day(year, month, day)
-
-
-class _SolarHijri(Calendar):
-    """Iran's calendar: the year starts at the March equinox (1 Farvardin 1403 = 20 March 2024), six months
-    of 31 days, five of 30, then 29 or 30; leap years by the 33-year rule, right for 1343-1472."""
-
-    years = r"1[34]\d\d"
-
-    @staticmethod
-    @lru_cache(maxsize=64)
-    def start(year: int) -> datetime:
-        day, known = datetime(2024, 3, 20), 1403
-        for y in range(known, year):
-            day += timedelta(days=365 + (y % 33 in _SOLAR_LEAP))
-        for y in range(year, known):
-            day -= timedelta(days=365 + (y % 33 in _SOLAR_LEAP))
-        return day
-
-    def month_of(self, day: datetime) -> tuple[int, int]:
-        year = day.year - 621 if day >= self.start(day.year - 621) else day.year - 622
-        offset = (day - self.start(year)).days
-        return year, (offset // 31 + 1 if offset < 186 else min(12, 7 + (offset - 186) // 30))
-
-    def month(self, year: int, month: int) -> Span:
-        def first(m: int) -> timedelta:
-            return timedelta(days=(m - 1) * 31 if m <= 7 else 186 + (m - 7) * 30)
-
-        end = self.start(year + 1) if month == 12 else self.start(year) + first(month + 1)
-        return self.start(year) + first(month), end
-
-    def day(self, year: int, month: int, day: int) -> Span | None:
-        start, end = self.month(year, month)
-        start += timedelta(days=day - 1)
-        return (start, start + timedelta(days=1)) if 1 <= day and start < end else None
-
-
-_SOLAR_LEAP = {1, 5, 9, 13, 17, 22, 26, 30}
-GREGORIAN, SOLAR_HIJRI = Calendar(), _SolarHijri()
 OTHER_LANGUAGES_CHARS = 2_000  # a long paste is not a question: its start is enough
 _FOLD = str.maketrans(
     {"ı": "i", "ي": "ی", "ى": "ی", "ك": "ک", "ة": "ه", "ـ": "", "\u200c": " ", "’": "'", "ʼ": "'", "‘": "'", "`": "'"}
