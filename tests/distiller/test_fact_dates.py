@@ -54,5 +54,8 @@ def test_each_kind_of_period_is_written_plainly_and_an_unknown_moment_changes_no
     assert dated("Moved here last month", THURSDAY) == "Moved here last month (April 2023)"
     assert dated("Started three years ago", THURSDAY) == "Started three years ago (around May 2020)"
     assert dated("Moved on 8 May 2023", THURSDAY) == "Moved on 8 May 2023"  # a date already
+    assert dated("Мы переехали вчера", THURSDAY) == "Мы переехали вчера (24 May 2023)"  # in any language searched
+    assert dated("Anna ist letzte Woche umgezogen.", THURSDAY) == "Anna ist letzte Woche umgezogen (15-21 May 2023)."
+    assert dated("Она родилась 8 мая 2023 года", THURSDAY) == "Она родилась 8 мая 2023 года"
     assert dated("Likes tea", THURSDAY) == "Likes tea"
     assert dated("We met yesterday", None) == "We met yesterday"  # when it was said is not known
