@@ -54,6 +54,8 @@ class AgentStack:
     async def close(self, grace_s: float = 5.0) -> None:
         await self.agent.shutdown(grace_s)
         await self.llm.close()
+        if self.agent.deps.reranker is not None:
+            self.agent.deps.reranker.close()
 
 
 async def build_agent(

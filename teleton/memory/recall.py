@@ -45,6 +45,8 @@ class Reranker(Protocol):
 
     async def ascores(self, query: str, texts: Sequence[str]) -> np.ndarray: ...
 
+    def close(self) -> None: ...
+
 
 async def rerank(reranker: Reranker, q: Question, hits: list[SearchHit], candidates: int) -> list[SearchHit]:
     """The first ``candidates`` hits in the reranker's order (ties keep the search's order), the rest after.
