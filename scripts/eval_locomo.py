@@ -18,7 +18,8 @@ name their evidence turns, stand in for the distiller's output; each is saved as
 to those turns (``fact_sources``, as the distiller links a fact to its exchange), and each question's feed
 hits are re-ranked with the chat's fact hits (``fuse``). The report says so beside the figure.
 
-Records are produced by a ``RecordSource`` (``--records``); ``turns`` is the protocol above.
+Records are produced by a ``RecordSource`` (``--records``); ``turns`` is the protocol above;
+``turns+observations`` indexes each turn with the observations drawn from it appended (document expansion).
 ``--records observations`` indexes LoCoMo's ``observation`` facts (each carries the dia_id it was drawn from)
 through the product's fact store (``FactStore.save``) and recall path (``FactStore.recall``: category tiers,
 hybrid relevance, access boost, recency); gold = the facts whose source is in the question's evidence.
@@ -102,7 +103,21 @@ def turn_records(sample: dict) -> Iterator[Record]:
         session += 1
 
 
-RECORD_SOURCES: dict[str, Callable[[dict], Iterator[Record]]] = {"turns": turn_records}
+def turns_with_observations(sample: dict) -> Iterator[Record]:
+    """Turns whose indexed text carries the observations drawn from them: the other design of key expansion
+    (the facts in the message's own keyword row and vector, not a fused score), measured against it."""
+    drawn: dict[str, list[str]] = {}
+    for _speaker, text, sources in observation_facts(sample):
+        for source in sources:
+            drawn.setdefault(source, []).append(text)
+    for record in turn_records(sample):
+        yield replace(record, text=" ".join([record.text, *drawn.get(record.key, [])]))
+
+
+RECORD_SOURCES: dict[str, Callable[[dict], Iterator[Record]]] = {
+    "turns": turn_records,
+    "turns+observations": turns_with_observations,
+}
 
 
 def questions(sample: dict, known: set[str]) -> list[Question]:
