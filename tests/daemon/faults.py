@@ -109,7 +109,8 @@ def run_with_faults(root: Path, api: FakeAnthropic, *, kills: int, terms: int, o
                 while sum(e["op"] == kind for e in daemon.events) < count and not _settled(root, daemon, expected):
                     continue
                 daemon.signal(stop)
-                assert daemon.wait() == (0 if stop == signal.SIGTERM else -signal.SIGKILL)
+                code = daemon.wait()
+                assert code == (0 if stop == signal.SIGTERM else -signal.SIGKILL), (code, daemon.stderr()[-3000:])
                 cuts[f"{'kill -9' if stop == signal.SIGKILL else 'SIGTERM'} after {kind}"] += 1
             daemon.pump()
         finally:
