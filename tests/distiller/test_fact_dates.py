@@ -47,7 +47,7 @@ async def test_a_fact_saying_last_saturday_is_stored_with_that_day_and_one_with_
     assert found[0].value == "Melanie ran a charity race last Saturday (20 May 2023)."
 
 
-def test_each_kind_of_period_is_written_plainly_and_an_unknown_moment_changes_nothing() -> None:
+def test_each_kind_of_past_is_written_plainly_and_dates_plans_and_an_unknown_moment_are_left_as_said() -> None:
     assert dated("We met yesterday", THURSDAY) == "We met yesterday (24 May 2023)"
     assert dated("Went camping last week.", THURSDAY) == "Went camping last week (15-21 May 2023)."
     assert dated("Painted it last year.", THURSDAY) == "Painted it last year (2022)."
@@ -58,4 +58,9 @@ def test_each_kind_of_period_is_written_plainly_and_an_unknown_moment_changes_no
     assert dated("Anna ist letzte Woche umgezogen.", THURSDAY) == "Anna ist letzte Woche umgezogen (15-21 May 2023)."
     assert dated("Она родилась 8 мая 2023 года", THURSDAY) == "Она родилась 8 мая 2023 года"
     assert dated("Likes tea", THURSDAY) == "Likes tea"
+    assert dated("The party is tonight.", THURSDAY) == "The party is tonight (25 May 2023)."
+    # A birthday recurs, and a plan's "on Friday" or "this month" may be the next one: left as said.
+    for said in ("Anna's birthday is on 8 May.", "We meet on Friday.", "They move this month.", "In May she flies"):
+        assert dated(said, THURSDAY) == said
+    assert dated("Мы встречаемся в пятницу", THURSDAY) == "Мы встречаемся в пятницу"
     assert dated("We met yesterday", None) == "We met yesterday"  # when it was said is not known

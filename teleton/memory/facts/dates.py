@@ -1,32 +1,28 @@
 """A fact says when, for good: "ran a charity race last Saturday" is stored with the day it meant.
 
 A fact is read months after the exchange it came from, when "last Saturday" means another day. So a fact
-whose words name a time relative to when they were said (any expression ``time_ranges`` understands whose
-period depends on that moment: "yesterday", "last week", "3 days ago", "in May") gets the period written
-after it, resolved against the exchange's date: "... last Saturday (20 May 2023)". The date is then part of
-the fact's keys, so "what did Melanie do on 20 May?" finds it, and the model reading it knows the day.
-A fact naming a full date already, or no time at all, is left as it is.
+whose words name a time that can only be before the exchange or its very day ("yesterday", "last week", "3
+days ago", "last Saturday", "today", in every language ``time_ranges`` reads: ``past_time_range``) gets the
+period written after it, resolved against the exchange's date: "... last Saturday (20 May 2023)". The date is
+then part of the fact's keys, so "what did Melanie do on 20 May?" finds it, and the model reading it knows
+the day. Left as written: a fact naming a date, a month or a year (absolute, or recurring: a birthday "on 8
+May"), words a plan may use ("on Friday", "this month": the next one, perhaps), or no time at all.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from teleton.memory.search.time_ranges import TimeRange, query_time_range
+from teleton.memory.search.time_ranges import TimeRange, past_time_range
 
-# Far enough that a relative expression resolves to another period, whatever it names ("in May": the May
-# before the moment, so a year later another one).
-_ELSEWHEN_S = 400 * 86_400
 _VAGUE_DAYS = 45  # a longer period that is not a month or a year ("3 years ago" spans months) is told roughly
 
 
 def dated(text: str, said_at: float | None) -> str:
     """``text`` with the period its relative time expression meant at ``said_at`` after it (unchanged when
     it has none, names an absolute one, or ``said_at`` is unknown)."""
-    if said_at is None:
-        return text
-    when = query_time_range(text, said_at)
-    if when is None or when == query_time_range(text, said_at + _ELSEWHEN_S):
+    when = past_time_range(text, said_at) if said_at is not None else None
+    if when is None:
         return text
     body = text.rstrip()
     stop = body[-1] if body and body[-1] in ".!。" else ""

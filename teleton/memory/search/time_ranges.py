@@ -80,6 +80,19 @@ def query_time_range(text: str, now: float | None = None) -> TimeRange | None:
     return TimeRange(found[0].timestamp(), found[1].timestamp()) if found else None
 
 
+def past_time_range(text: str, now: float) -> TimeRange | None:
+    """The period ``text`` names with words that can only mean a time before ``now`` or that very day
+    ("yesterday", "3 days ago", "last week", "last Friday", "today"), resolved against ``now``. None for dates,
+    months and years (absolute, or a birthday's "8 May" that recurs) and for words a plan may mean ("on
+    Friday", "this month"): what a stored fact may safely be dated by (``memory.facts.dates``)."""
+    today = datetime.fromtimestamp(now).replace(hour=0, minute=0, second=0, microsecond=0)
+    head = text[:OTHER_LANGUAGES_CHARS]
+    found = _relative(text.lower(), today, plans=False) or _relative_named(
+        head, fold(head), today, _tables().languages, plans=False
+    )
+    return TimeRange(found[0].timestamp(), found[1].timestamp()) if found else None
+
+
 def _english(lowered: str, today: datetime) -> Span | None:
     for parse in (_full_date, _numeric_date, _month_and_year, _month_alone, _year_alone, _relative):
         found = parse(lowered, today)
@@ -138,7 +151,8 @@ def _year_alone(text: str, today: datetime) -> Span | None:
     return datetime(year, 1, 1), datetime(year + 1, 1, 1)
 
 
-def _relative(text: str, today: datetime) -> Span | None:
+def _relative(text: str, today: datetime, *, plans: bool = True) -> Span | None:
+    """``plans`` False: not the words a plan may use ("this week", "on Friday"; ``past_time_range``)."""
     if re.search(r"\btoday\b|\bthis morning\b|\btonight\b", text):
         return today, today + timedelta(days=1)
     if re.search(r"\byesterday\b", text):
@@ -147,10 +161,12 @@ def _relative(text: str, today: datetime) -> Span | None:
     if found:
         count = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}.get(found[1])
         return _ago((count or int(found[1])) * _UNITS[found[2]], today)
-    found = re.search(r"\b(last|this|past) (weekend|week|month|year)\b", text)
+    which = "last|this|past" if plans else "last|past"
+    found = re.search(rf"\b({which}) (weekend|week|month|year)\b", text)
     if found:
         return _named_period(found[1], found[2], today)
-    found = re.search(rf"\b(?:last|on|this past) ({'|'.join(WEEKDAYS)})\b", text)
+    before = "last|on|this past" if plans else "last|this past"
+    found = re.search(rf"\b(?:{before}) ({'|'.join(WEEKDAYS)})\b", text)
     if found:
         return _last_weekday(WEEKDAYS.index(found[1]), today)
     return None
@@ -368,7 +384,9 @@ def _dates_named(folded: str, today: datetime, tables: _Tables) -> Span | None:
     return None
 
 
-def _relative_named(text: str, folded: str, today: datetime, languages: list[_Language]) -> Span | None:
+def _relative_named(
+    text: str, folded: str, today: datetime, languages: list[_Language], *, plans: bool = True
+) -> Span | None:
     for lang in languages:
         found = lang.said_days and lang.said_days.search(folded)
         if not found and lang.detected_days and (found := lang.detected_days.search(folded)):
@@ -383,10 +401,12 @@ def _relative_named(text: str, folded: str, today: datetime, languages: list[_La
             return _ago(count * _lookup(lang.units, lone or _slot(found, "unit")), today)
     for lang in languages:
         for which, unit, pattern in lang.periods:
+            if which == "this" and not plans:
+                continue
             if found := pattern and pattern.search(folded):
                 unit = unit or _lookup(lang.period_units, _slot(found, "unit"))
                 return _named_period(which, unit, today, lang.period_calendar, lang.week_start)
-    for lang in languages:
+    for lang in languages if plans else ():  # "в пятницу", "am Freitag": also the next one
         if found := lang.weekday and lang.weekday.search(folded):
             return _last_weekday(_lookup(lang.weekdays, _slot(found, "day", "short")), today)
     return None
