@@ -305,33 +305,25 @@ def test_no_such_solar_hijri_day() -> None:
     assert day("۳۰ اسفند ۱۴۰۲") == ("2024-02-20", "2024-03-20")  # 1402 is not a leap year: its month counts
 
 
-async def test_a_message_of_the_named_time_is_found_first(mdb: Database, embedder) -> None:
+@pytest.mark.parametrize(
+    ("august_text", "may_text", "question", "months"),
+    [
+        ("We went hiking in the mountains with the kids", "We went hiking near the lake, lovely day",
+         "where did we go hiking in {}", ("May", "August")),
+        ("Ходили в поход в горы с детьми", "Ходили в поход к озеру, чудесный день",
+         "куда мы ходили в поход в {}", ("мае", "августе")),
+    ],
+)  # fmt: skip
+async def test_a_message_of_the_named_time_is_found_first(
+    mdb: Database, embedder, august_text: str, may_text: str, question: str, months: tuple[str, str]
+) -> None:
     may = datetime(2023, 5, 10).timestamp()
     august = datetime(2023, 8, 10).timestamp()
     await mdb.write(
-        lambda conn: [
-            add_messages(conn, 1, ["We went hiking in the mountains with the kids"], start=august),
-            add_messages(conn, 2, ["We went hiking near the lake, lovely day"], start=may),
-        ]
+        lambda conn: [add_messages(conn, 1, [august_text], start=august), add_messages(conn, 2, [may_text], start=may)]
     )
     await embed_pending(mdb, embedder)
     now = datetime(2023, 12, 1).timestamp()
-    for month, first in (("May", 2), ("August", 1)):
-        hits = await search_feed(mdb, f"where did we go hiking in {month}", chat_ids=None, provider=embedder, now=now)
-        assert [h.chat_id for h in hits] == [first, 3 - first]
-
-
-async def test_a_message_of_the_named_time_is_found_first_in_another_language(mdb: Database, embedder) -> None:
-    may = datetime(2023, 5, 10).timestamp()
-    august = datetime(2023, 8, 10).timestamp()
-    await mdb.write(
-        lambda conn: [
-            add_messages(conn, 1, ["Ходили в поход в горы с детьми"], start=august),
-            add_messages(conn, 2, ["Ходили в поход к озеру, чудесный день"], start=may),
-        ]
-    )
-    await embed_pending(mdb, embedder)
-    now = datetime(2023, 12, 1).timestamp()
-    for month, first in (("мае", 2), ("августе", 1)):
-        hits = await search_feed(mdb, f"куда мы ходили в поход в {month}", chat_ids=None, provider=embedder, now=now)
+    for month, first in zip(months, (2, 1), strict=True):
+        hits = await search_feed(mdb, question.format(month), chat_ids=None, provider=embedder, now=now)
         assert [h.chat_id for h in hits] == [first, 3 - first]
