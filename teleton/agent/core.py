@@ -64,6 +64,8 @@ class AgentCore:
             outbox=deps.outbox,
             learnings=deps.learnings,
             search=settings.context.params,
+            reranker=deps.reranker,
+            rerank_candidates=settings.context.rerank_candidates,
             scheduler=deps.scheduler,
             chat_history=deps.chat_history,
         )

@@ -22,6 +22,7 @@ from typing import Any, Literal, Protocol
 import jsonschema
 import structlog
 
+from teleton.config.schema import RerankerConfig, default
 from teleton.gateway.contract import ChatInfo, Gateway, UserInfo
 from teleton.llm.tool_loop import ToolCall, ToolResult
 from teleton.memory.embeddings.provider import EmbeddingProvider
@@ -29,6 +30,7 @@ from teleton.memory.facts.store import FactStore
 from teleton.memory.journal.daily_logs import DailyLogs
 from teleton.memory.journal.learnings import Learnings
 from teleton.memory.knowledge.index import KnowledgeIndex
+from teleton.memory.recall import Reranker
 from teleton.memory.search.hybrid import SearchParams
 from teleton.privacy import Clearance, Principals, Taint, path_label
 from teleton.privacy.egress import Decision
@@ -70,6 +72,8 @@ class ToolDeps:
     learnings: Learnings | None = None
     # memory.* search settings (weights, candidates, floor) for the tools' searches, as the turn's own use them
     search: SearchParams = field(default_factory=SearchParams)
+    reranker: Reranker | None = None  # memory.reranker: re-orders memory_search's messages as the turn's
+    rerank_candidates: int = default(RerankerConfig, "candidates")
     scheduler: Scheduler | None = None  # where task tools hand their tasks (None: stored, run at the next start)
     forget_requests: PendingForgets = field(default_factory=PendingForgets)  # waiting for /forget confirm
     chat_history: Path | None = None  # `teleton chat`'s input history: what forget looks in too

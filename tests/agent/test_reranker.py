@@ -13,9 +13,12 @@ from teleton.agent.factory import build_agent
 from teleton.cli.terminal_gateway import TerminalGateway
 from teleton.config.schema import Config, RerankerConfig
 from teleton.llm import LLMClient
+from teleton.llm.tool_loop import ToolCall
 from teleton.memory.rerank.cross_encoder import CrossEncoder, load_cross_encoder
 from teleton.storage import Database
-from tests.agent.conftest import ALICE, GROUP, archive_incoming, build_harness
+from teleton.tools.families.memory import memory_tools
+from teleton.tools.registry import ToolContext, ToolRegistry
+from tests.agent.conftest import ALICE, GROUP, OWNER, OWNER_DM, archive_incoming, build_harness
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.cross_encoder import by_hand, model_folder
 
@@ -48,6 +51,29 @@ async def test_a_configured_cross_encoder_decides_the_order_of_the_messages_a_tu
     encoder = load_cross_encoder(RerankerConfig(kind="cross_encoder", model_path=model_folder(tmp_path / "ce")))
     try:
         assert await _shown_order(tmp_path, db, fake_api, encoder) == [MEANT, WORDY]
+    finally:
+        encoder.close()
+
+
+async def test_memory_search_orders_the_messages_it_finds_as_the_turn_does(
+    tmp_path: Path, db: Database, fake_api: FakeAnthropic
+) -> None:
+    async def found(reranker: CrossEncoder | None) -> list[str]:
+        h = await build_harness(tmp_path, db, fake_api, reranker=reranker)
+        if not await db.fetchone("select 1 from tg_messages where chat_id = ?", (GROUP.id,)):
+            for said in (WORDY, MEANT):
+                await archive_incoming(db, h.message(GROUP, ALICE, said))
+        clearance = h.agent.principals.clearance(OWNER_DM.id)
+        ctx = ToolContext(chat=OWNER_DM, sender=OWNER, is_admin=True, clearance=clearance, deps=h.agent.tool_deps)
+        call = ToolCall("s", "memory_search", {"query": QUESTION, "limit": 2})
+        shown = (await ToolRegistry(memory_tools()).execute(call, ctx)).content
+        await h.llm.close()
+        return sorted((t for t in (WORDY, MEANT) if t in shown), key=shown.index)
+
+    assert await found(None) == [WORDY, MEANT]
+    encoder = load_cross_encoder(RerankerConfig(kind="cross_encoder", model_path=model_folder(tmp_path / "ce")))
+    try:
+        assert await found(encoder) == [MEANT, WORDY]
     finally:
         encoder.close()
 

@@ -32,6 +32,7 @@ from teleton.memory.embeddings.query import embed_query
 from teleton.memory.facts.store import Fact
 from teleton.memory.facts.subjects import attributable, chat_members, resolve, speaker_subject
 from teleton.memory.recall import Question
+from teleton.memory.search.hybrid import SearchHit, SearchParams
 from teleton.privacy import OWNER, PUBLIC
 from teleton.privacy.paths import is_document
 from teleton.privacy.quoting import mark, outside, shown_to
@@ -233,7 +234,7 @@ async def memory_search(args: dict[str, Any], ctx: ToolContext) -> str | ToolRes
                 ctx.saw(outside("document", path))
             found.append((hit.meta["label"], f"[knowledge {path}] {hit.text}"))
     chats = None if chat_id is None else [int(chat_id)]
-    for hit in await recall.feed(ctx.deps.db, q, params, principals, chats=chats):
+    for hit in await _messages(ctx, q, params, chats):
         when = datetime.fromtimestamp(hit.meta["date"]).astimezone()
         who = "me" if hit.meta["is_outgoing"] else (hit.meta["sender_name"] or hit.meta["sender_id"])
         label = principals.chat_label(int(hit.meta["chat_id"]))
@@ -244,6 +245,17 @@ async def memory_search(args: dict[str, Any], ctx: ToolContext) -> str | ToolRes
     found = [(label, line) for label, line in found if clearance.may_read(label)]
     ctx.shown(*{label for label, _ in found})
     return "\n".join(shown_to(ctx.clearance.label, label, line) for label, line in found) if found else "Nothing found."
+
+
+async def _messages(ctx: ToolContext, q: Question, params: SearchParams, chats: list[int] | None) -> list[SearchHit]:
+    """The archive's best ``params.limit`` messages for ``q``; with a reranker, the best of a deeper pool in its
+    order, as the turn's own context has them."""
+    reranker, pool = ctx.deps.reranker, ctx.deps.rerank_candidates
+    if reranker is None:
+        return await recall.feed(ctx.deps.db, q, params, ctx.deps.principals, chats=chats)
+    deeper = replace(params, limit=max(params.limit, pool))
+    hits = await recall.feed(ctx.deps.db, q, deeper, ctx.deps.principals, chats=chats)
+    return (await recall.rerank(reranker, q, hits, pool))[: params.limit]
 
 
 def _list_memory_files(workspace: Any) -> str:
