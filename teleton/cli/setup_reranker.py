@@ -21,14 +21,15 @@ def prepare_reranker(
     reranker = config.memory.reranker
     if reranker.kind != "cross_encoder":
         return True
-    from teleton.memory.rerank.cross_encoder import load_cross_encoder  # deferred: onnxruntime, when configured
+    # Deferred: onnxruntime, when configured
+    from teleton.memory.embeddings.local import first_line
+    from teleton.memory.rerank.cross_encoder import load_cross_encoder
 
     started = time.perf_counter()
     try:
         model = load_cross_encoder(reranker, cache_dir=cache_dir, hf_base_url=hf_base_url)
     except Exception as exc:  # a download, a file or the extra: each says itself in its first line
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        console.print(f"[yellow]reranker not ready:[/] {escape(reason)} (`teleton doctor` says more)")
+        console.print(f"[yellow]reranker not ready:[/] {escape(first_line(exc))} (`teleton doctor` says more)")
         return False
     model.close()
     console.print(f"[green]reranker[/] {escape(model.model_id)} ready ({time.perf_counter() - started:.1f} s)")

@@ -22,7 +22,7 @@ import numpy as np
 
 from teleton.config.schema import RerankerConfig
 from teleton.memory.embeddings import hf_download
-from teleton.memory.embeddings.local import HEAD_CHARS_PER_TOKEN, head, open_session, token_batches
+from teleton.memory.embeddings.local import HEAD_CHARS_PER_TOKEN, first_line, head, open_session, token_batches
 from teleton.memory.embeddings.model_files import ModelFiles, directory_model
 from teleton.providers import extras
 from teleton.providers.pinned_files import ModelFilesError, check_pinned
@@ -147,7 +147,7 @@ class CrossEncoder:
         except ModelFilesError:
             raise
         except Exception as exc:
-            raise ModelFilesError(f"{files.onnx} is not a cross-encoder ({_reason(exc)})") from None
+            raise ModelFilesError(f"{files.onnx} is not a cross-encoder ({first_line(exc)})") from None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="teleton-rerank")
 
     def scores(self, query: str, texts: Sequence[str]) -> np.ndarray:
@@ -218,7 +218,7 @@ def _pair_tokenizer(path: Path) -> Tokenizer:
     try:
         tokenizer = Tokenizer.from_file(str(path))
     except Exception as exc:
-        raise ModelFilesError(f"{path} is not a tokenizer.json ({_reason(exc)})") from None
+        raise ModelFilesError(f"{path} is not a tokenizer.json ({first_line(exc)})") from None
     # longest_first: the longer of question and text gives way, so a long question still leaves the text room.
     tokenizer.enable_truncation(max_length=MAX_TOKENS, strategy="longest_first")
     tokenizer.no_padding()  # each batch is padded to its own longest pair (_run)
@@ -228,7 +228,3 @@ def _pair_tokenizer(path: Path) -> Tokenizer:
 def _clip(text: str) -> str:
     # head() keeps a text with no space whole: the hard cut bounds that too.
     return head(text, CLIP_CHARS)[: 2 * CLIP_CHARS]
-
-
-def _reason(exc: BaseException) -> str:
-    return str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
