@@ -73,11 +73,8 @@ class TimeRange:
 def query_time_range(text: str, now: float | None = None) -> TimeRange | None:
     """The period ``text`` names, relative to ``now`` (default: the current time), or None. The first
     expression found wins; English expressions before those of other languages."""
-    today = datetime.fromtimestamp(time.time() if now is None else now).replace(
-        hour=0, minute=0, second=0, microsecond=0
-    )
-    found = _english(text.lower(), today) or _other_languages(text[:OTHER_LANGUAGES_CHARS], today)
-    return TimeRange(found[0].timestamp(), found[1].timestamp()) if found else None
+    today = _midnight(time.time() if now is None else now)
+    return _as_range(_english(text.lower(), today) or _other_languages(text[:OTHER_LANGUAGES_CHARS], today))
 
 
 def past_time_range(text: str, now: float) -> TimeRange | None:
@@ -85,11 +82,19 @@ def past_time_range(text: str, now: float) -> TimeRange | None:
     ("yesterday", "3 days ago", "last week", "last Friday", "today"), resolved against ``now``. None for dates,
     months and years (absolute, or a birthday's "8 May" that recurs) and for words a plan may mean ("on
     Friday", "this month"): what a stored fact may safely be dated by (``memory.facts.dates``)."""
-    today = datetime.fromtimestamp(now).replace(hour=0, minute=0, second=0, microsecond=0)
-    head = text[:OTHER_LANGUAGES_CHARS]
-    found = _relative(text.lower(), today, plans=False) or _relative_named(
-        head, fold(head), today, _tables().languages, plans=False
+    today, head = _midnight(now), text[:OTHER_LANGUAGES_CHARS]
+    languages = _tables().languages
+    return _as_range(
+        _relative(text.lower(), today, plans=False) or _relative_named(head, fold(head), today, languages, plans=False)
     )
+
+
+def _midnight(moment: float) -> datetime:
+    """The start of the (local) day of ``moment``: what relative expressions count from."""
+    return datetime.fromtimestamp(moment).replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def _as_range(found: Span | None) -> TimeRange | None:
     return TimeRange(found[0].timestamp(), found[1].timestamp()) if found else None
 
 
