@@ -170,17 +170,15 @@ class ContextBuilder:
         hits, rag.knowledge, rag.facts, rag.extra = await asyncio.gather(feed(), knowledge(), facts(), extra())
         if s.feed:  # the facts found are extra keys of the messages they came from (issue 37)
             facts_found = rag.facts
-            if self.reranker is not None:
-                hits = await self.db.read(lambda conn: recall.expand_feed(conn, q, hits, facts_found, self.principals))
-                hits = await recall.rerank(self.reranker, q, hits, s.rerank_candidates)
-                rag.feed = await self.db.read(lambda conn: self._feed_lines(conn, msg, hits, recent))
-                return rag
 
-            def lines(conn: Connection) -> list[FeedLine]:
-                expanded = recall.expand_feed(conn, q, hits, facts_found, self.principals)
-                return self._feed_lines(conn, msg, expanded, recent)
+            def expanded(conn: Connection) -> list[SearchHit]:
+                return recall.expand_feed(conn, q, hits, facts_found, self.principals)
 
-            rag.feed = await self.db.read(lines)
+            if self.reranker is None:  # one read: expansion and the lines together
+                rag.feed = await self.db.read(lambda conn: self._feed_lines(conn, msg, expanded(conn), recent))
+            else:  # the reranker runs between the two reads, on its own thread
+                ranked = await recall.rerank(self.reranker, q, await self.db.read(expanded), s.rerank_candidates)
+                rag.feed = await self.db.read(lambda conn: self._feed_lines(conn, msg, ranked, recent))
         return rag
 
     def _feed_params(self) -> SearchParams:
