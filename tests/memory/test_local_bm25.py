@@ -58,23 +58,45 @@ async def test_other_chats_text_never_moves_a_chats_keyword_ranking(db: Database
     assert after == before  # the same rows, the same order, the same scores: 10k messages elsewhere changed nothing
 
 
-async def test_one_scope_ranks_exactly_as_fts5_bm25(db: Database) -> None:
-    # A word of few matches is counted from highlight() markers, one of many from bm25(): both exact.
+RUSSIAN_CHAT = [
+    "Переехали в новую квартиру на прошлой неделе",
+    "Квартира большая, но переезд нас вымотал",
+    "Кот до сих пор прячется под диваном",
+    "Купили коту новый домик, он в нём спит",
+    "Соседи сверху шумят по вечерам",
+] * 4
+
+
+@pytest.mark.parametrize(
+    ("chat", "queries", "others"),
+    [
+        # Few rows: each word's matches are found and counted in one query.
+        (CHAT, QUERIES, 0),
+        (RUSSIAN_CHAT, ["когда они переезжали в квартиру", "где спит котик", "шумные соседи"], 0),
+        # Many: counted first; a word of few matches then counted from highlight() markers, one of many from
+        # bm25().
+        (CHAT, QUERIES, 600),
+    ],
+)
+async def test_one_scope_ranks_exactly_as_fts5_bm25(
+    db: Database, chat: list[str], queries: list[str], others: int
+) -> None:
     rng = random.Random(9)
-    await db.write(lambda conn: add_messages(conn, 7, CHAT + noise(rng, 600)))
-    counts = await db.read(
-        lambda conn: term_counts(
-            conn, fts=FEED.fts, table=FEED.table, scope=Scope(), terms=['"lake"', '"pottery"'], cap=10_000
+    await db.write(lambda conn: add_messages(conn, 7, chat + noise(rng, others)))
+    if others:
+        counts = await db.read(
+            lambda conn: term_counts(
+                conn, fts=FEED.fts, table=FEED.table, scope=Scope(), terms=['"lake"', '"pottery"'], cap=10_000
+            )
         )
-    )
-    assert counts['"lake"'] > HIGHLIGHT_MAX_ROWS >= counts['"pottery"'] > 0
+        assert counts['"lake"'] > HIGHLIGHT_MAX_ROWS >= counts['"pottery"'] > 0
 
     def both(conn, query: str) -> tuple[dict[int, float], dict[int, float]]:
         return keyword_leg(conn, FEED, query, 30, [7]), keyword_leg(conn, FEED, query, 30, None)
 
-    for query in QUERIES:
+    for query in queries:
         scoped, fts5 = await db.read(lambda conn, q=query: both(conn, q))
-        assert scoped.keys() == fts5.keys()
+        assert scoped and scoped.keys() == fts5.keys()
         for row_id, score in fts5.items():
             assert scoped[row_id] == pytest.approx(score, rel=1e-9)
 

@@ -75,15 +75,23 @@ def local_bm25(
     if limit <= 0:
         return {}
     search = _Search(conn, fts, table, scope)
-    counts = term_counts(conn, fts=fts, table=table, scope=scope, terms=terms, cap=max_matches + 1)
+    rows = search.count(None)
+    if scope.only is None and rows <= HIGHLIGHT_MAX_ROWS and rows * len(terms) <= max_matches:
+        # A small scope: no word can be dropped and each word's matches are all its rows, so one query per
+        # word finds both (a stem prefix costs 1-3 ms a query at 1M messages, whatever the scope's size).
+        found = {term: word_counts(search, term, weights, max_matches, rows) for term in terms}
+        counts = {term: len(by_row) for term, by_row in found.items()}
+    else:
+        counts = term_counts(conn, fts=fts, table=table, scope=scope, terms=terms, cap=max_matches + 1)
+        found = {}
     kept = drop_common_terms({term: n for term, n in counts.items() if n > 0}, max_matches)
     if not kept:
         return {}
-    rows = search.count(None)
     idf = {term: max(1e-6, math.log((rows - counts[term] + 0.5) / (counts[term] + 0.5))) for term in kept}
     frequency: dict[int, dict[str, float]] = {}
     for term in kept:
-        for row_id, tf in word_counts(search, term, weights, max_matches, counts[term]).items():
+        by_row = found.get(term) or word_counts(search, term, weights, max_matches, counts[term])
+        for row_id, tf in by_row.items():
             frequency.setdefault(row_id, {})[term] = tf
     lengths = search.lengths(list(frequency))
     average = search.average_length()
@@ -110,7 +118,7 @@ def _phrase(term: str) -> str:
 
 def word_counts(search: _Search, term: str, weights: Sequence[float], newest: int, matches: int) -> dict[int, float]:
     """Row id -> column-weighted count of ``term``'s matches, for the ``newest`` scope rows it matches
-    (``matches`` of them, as ``term_counts`` counted).
+    (``matches`` of them as ``term_counts`` counted, or at most that many).
 
     ``bm25()`` sums a score per phrase of the MATCH, so a term of several stem prefixes (``keyword_terms``)
     is counted one prefix at a time; a prefix that extends another one matches nothing the shorter one does
