@@ -178,6 +178,44 @@ async def test_an_archive_with_the_old_bit_table_keeps_its_vectors(tmp_path: Pat
         await db.close()
 
 
+async def test_codes_of_either_layout_and_64_bit_ids_find_the_same_rows(mdb: Database, embedder) -> None:
+    # Codes stored before 2026-11-27 held two bits per dimension and two levels (104 bytes) after the same sign
+    # words. Chat ids of channels and supergroups need 64 bits; the index numbers them, and holds row ids in 32
+    # bits until one needs more.
+    rng, noise = random.Random(11), np.random.default_rng(11)
+    pool = embedder.encode(sentences(rng, 50))
+    vectors = unit(pool[noise.integers(50, size=1_200)] + noise.normal(scale=0.02, size=(1_200, pool.shape[1])))
+    chats = (-1001234567890, 777)
+    rows = [(i + 1 if i < 600 else 2**31 + i, chats[i % 2], vectors[i]) for i in range(1_200)]
+    chat_of = {row_id: chat for row_id, chat, _ in rows}
+    queries = [*embedder.encode(sentences(rng, 4)), vectors[5], vectors[1_101]]
+
+    async def searches() -> list[dict[int, float]]:
+        def run(conn) -> list[dict[int, float]]:
+            return [vector_leg(conn, FEED, q, 5, s) for q in queries for s in (None, [chats[0]], [chats[1]])]
+
+        return await mdb.read(run)
+
+    await mdb.write(lambda conn: write_vectors(conn, FEED, rows[:600]))
+    assert all(await searches())
+    await mdb.write(lambda conn: write_vectors(conn, FEED, rows[600:]))  # ids past 32 bits
+    found = await searches()
+    for n, hits in enumerate(found):
+        scope = (None, chats[0], chats[1])[n % 3]
+        assert len(hits) == 5 and all(scope in (None, chat_of[i]) for i in hits)
+    # A stored vector searched for is its own nearest, in all chats and in its chat (777, the second scope).
+    top = [max(hits, key=hits.__getitem__) for hits in found[-6:]]
+    assert (top[0], top[2], top[3], top[5]) == (6, 6, 2**31 + 1_101, 2**31 + 1_101)
+
+    def old_codes(conn) -> None:
+        for row_id, code in conn.execute(f"select id, code from {HALF_VECTOR_TABLE}").fetchall():
+            conn.execute(f"update {HALF_VECTOR_TABLE} set code = ? where id = ?", (code + bytes(range(56)), row_id))
+        bit_index.index_for(conn, FEED).invalidate()
+
+    await mdb.write(old_codes)
+    assert await searches() == found
+
+
 @given(st.lists(st.integers(0, 384), min_size=1, max_size=300), st.integers(1, 300))
 def test_the_nearest_codes_are_the_smallest_distances_ties_by_position(distances: list[int], n: int) -> None:
     distance = np.array(distances, np.uint16)

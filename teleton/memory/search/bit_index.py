@@ -1,12 +1,12 @@
 """An in-memory index of a float16 vector table, for nearest-neighbour search in any set of chats.
 
 An exact scan of 1M float16 vectors reads 768 MB, and a float copy in memory would be 1.5 GB. So the index
-holds each vector's code (``vector_codes``: two bits per dimension and two levels; 104 MB at 1M rows of 384
-dims): the sign bits are scanned by Hamming distance, the ``OVERSAMPLE`` x k nearest re-ranked with the two-bit
-approximation, the best ``READ_BACK`` x k read as float16 from the table, and the exact top k returned, with
-exact cosines. The int8 copy this replaced found as much with a tenth of the reads (the exact top 30 at 100k:
-0.991 on the bench's archive, 0.977 on the test's) for 4x the memory: 384 MB at 1M rows, the whole budget of
-a small server.
+holds each vector's code (``vector_codes``: its sign bits, 48 MB at 1M rows of 384 dims, with 4 MB of ids and
+4 of chats): the codes are scanned by Hamming distance, the ``OVERSAMPLE`` x k nearest re-ranked by the query's
+values against their signs, the best ``READ_BACK`` x k read as float16 from the table, and the exact top k
+returned, with exact cosines. An int8 copy found as much with a tenth of the reads for 8x the memory (384 MB
+at 1M rows, the whole budget of a small server), a code of two bits per dimension with a third fewer reads for
+twice the memory.
 
 Each row also carries its scope (the message's chat), so a search within some chats runs the same steps over
 their rows only; a scope of at most ``READ_BACK`` x k rows is read back whole, hence exact. This replaced one
@@ -33,16 +33,18 @@ from teleton.memory.search.corpora import Corpus
 from teleton.storage.sqlite_driver import Connection
 from teleton.storage.vector_tables import get_meta
 
-# Codes re-ranked per wanted result, and rows read back exactly per wanted result. The exact top 30 found at
-# 100k (x80, then) on the bench's archive: x2 0.859, x5 0.965, x10 0.988, x20 0.991; on the test's harder
-# one: x10 0.945, x20 0.964, x30 0.968 (x160 and x20: 0.986).
+# Codes re-ranked per wanted result, and rows read back exactly per wanted result. The exact top 30 found with
+# x80 and sign codes (2026-11-27): at 1M on bench_scale's archive x20 0.951, x30 0.963, x40 0.966; on the test's
+# harder 100k x20 0.940, x30 0.957, x40 0.962. Two bits per dimension had 0.965 and 0.964 with x20 for 56 MB
+# more at 1M; a reading back of 900 rows costs ~1.5 ms more than of 600.
 OVERSAMPLE = 80
-READ_BACK = 20
+READ_BACK = 30
 # A rebuild drops stale rows once this share of a search's final reads no longer found a vector.
 STALE_SHARE = 0.1
 LOAD_BATCH = 16_000  # rows read per query while loading (1.8 s at 1M with 4,000, 1.3 s with this)
 _NO_SCOPE = int(np.iinfo(np.int64).min)  # a row without a chat: found by unscoped searches only
 _NO_ID = int(np.iinfo(np.int64).min)
+_NARROW_ID = int(np.iinfo(np.int32).max)  # ids up to this are held as int32: half the memory
 FEW_LOOKUPS = 32  # ids of a refresh looked up one by one rather than through a sort (see _positions)
 _MAX_INDEXES = 8  # one per open database and table; a process opening many (tests) drops the oldest
 
@@ -54,22 +56,13 @@ class _Arrays:
     """One consistent view for readers: only the first ``size`` rows are filled."""
 
     signs: np.ndarray  # (words, capacity) uint64: word-major, so the Hamming scan runs over contiguous memory
-    big: np.ndarray  # (capacity, words) uint64: the coordinates above the row's mean magnitude
-    levels: np.ndarray  # (capacity, 2) float32: the mean magnitude of the small and of the big coordinates
-    ids: np.ndarray  # (capacity,) int64
-    scopes: np.ndarray  # (capacity,) int64: each row's scope value (its chat)
+    ids: np.ndarray  # (capacity,) int32 while every id fits, else int64
+    scopes: np.ndarray  # (capacity,) int32: each row's scope (its chat) as numbered by ``BitIndex._scope_numbers``
     size: int
 
 
-def _arrays(words: int, capacity: int) -> _Arrays:
-    return _Arrays(
-        np.zeros((words, capacity), np.uint64),
-        np.zeros((capacity, words), np.uint64),
-        np.zeros((capacity, 2), np.float32),
-        np.zeros(capacity, np.int64),
-        np.zeros(capacity, np.int64),
-        0,
-    )
+def _arrays(words: int, capacity: int, id_type: type = np.int32) -> _Arrays:
+    return _Arrays(np.zeros((words, capacity), np.uint64), np.zeros(capacity, id_type), np.zeros(capacity, np.int32), 0)
 
 
 _EMPTY = _arrays(0, 0)
@@ -85,6 +78,8 @@ class BitIndex:
         self._seen_seq = 0
         self._max_id = _NO_ID  # the largest id held: a row numbered above it is new
         self._stale = False
+        self._scopes: dict[int, int] = {}  # scope value (a chat id, 64 bits) -> its number in ``scopes``
+        self._code_bytes = 0  # of a code's sign words, from the table's vector size
 
     def __len__(self) -> int:
         return self._arrays.size
@@ -118,22 +113,27 @@ class BitIndex:
         last one's seq; None when there are none.
 
         Each column comes concatenated in one value: a row per row cost 3.7 s of Python objects at 1M rows,
-        this 1.2 s. A batch holding rows written before codes were stored is read row by row, their codes
-        computed (``group_concat`` skips a NULL, which would shift the codes against their ids).
+        this 1.2 s. Of a code only its sign words are read (one stored before 2026-11-27 is longer). A batch
+        holding rows written before codes were stored is read row by row, their codes computed
+        (``group_concat`` skips a NULL, which would shift the codes against their ids).
         """
+        if not self._code_bytes:
+            found = conn.execute(f"select length(vector) from {self.table} limit 1").fetchone()
+            self._code_bytes = vector_codes.sign_bytes(int(found[0]) // 2) if found else 0  # float16: 2 bytes
         window = f"from {self.table} where seq > ? and seq <= ? order by seq limit ?"
         args = (self._seen_seq, until, LOAD_BATCH)
+        width = self._code_bytes
         last, count, uncoded, ids, scopes, codes = conn.execute(
             f"select max(seq), count(*), count(*) - count(code), group_concat(id), "
-            f"group_concat(ifnull(scope, {_NO_SCOPE})), cast(group_concat(code, '') as blob) "
+            f"group_concat(ifnull(scope, {_NO_SCOPE})), cast(group_concat(substr(code, 1, {width}), '') as blob) "
             f"from (select seq, id, scope, code {window})",
             args,
         ).fetchone()
         if not count:
             return None
         if uncoded:
-            sql = f"select id, ifnull(scope, {_NO_SCOPE}), code, iif(code is null, vector, null) {window}"
-            rows = conn.execute(sql, args).fetchall()
+            sql = f"select id, ifnull(scope, {_NO_SCOPE}), substr(code, 1, {width}), iif(code is null, vector, null) "
+            rows = conn.execute(sql + window, args).fetchall()
             ids, scopes = np.array([r[:2] for r in rows], np.int64).T
             return ids, scopes, _codes(rows), int(last)
         return (
@@ -145,12 +145,13 @@ class BitIndex:
 
     def candidates(self, query: np.ndarray, k: int, scope: Sequence[int] | None = None) -> np.ndarray:
         """Ids of the ``READ_BACK`` x k best rows for ``query`` (within ``scope``, scope values, when given): the
-        nearest codes, re-ranked by the two-bit approximation."""
+        nearest codes, re-ranked by the query's values against their signs."""
         a = self._arrays
         rows: np.ndarray | slice = slice(0, a.size)
         count = a.size
         if scope is not None:
-            rows = np.flatnonzero(np.isin(a.scopes[: a.size], np.asarray(scope, np.int64)))
+            numbers = [self._scopes[value] for value in scope if value in self._scopes]
+            rows = np.flatnonzero(np.isin(a.scopes[: a.size], np.asarray(numbers, np.int32)))
             count = len(rows)
             if count <= READ_BACK * k:  # a small scope is read back whole: exact
                 return a.ids[rows]
@@ -164,7 +165,7 @@ class BitIndex:
         near = _smallest(distance, k * OVERSAMPLE) if k * OVERSAMPLE < count else np.arange(count)
         if isinstance(rows, np.ndarray):
             near = rows[near]  # positions among the scope's rows -> in the index
-        score = vector_codes.scores(a.signs[:, near].T, a.big[near], a.levels[near], query)
+        score = vector_codes.sign_scores(a.signs[:, near].T, query)
         best = near[np.argsort(-score)[: READ_BACK * k]]
         return a.ids[best]
 
@@ -192,19 +193,25 @@ class BitIndex:
             self._max_id = max(self._max_id, int(ids.max()))
         new = int((at < 0).sum())
         at[at < 0] = np.arange(a.size, a.size + new)
-        signs, big, levels = vector_codes.decode(codes)
-        if a.size + new > len(a.ids):
+        signs = np.ascontiguousarray(codes).view(np.uint64)
+        wide = self._max_id > _NARROW_ID and a.ids.dtype != np.int64
+        if a.size + new > len(a.ids) or wide:
             # A quarter spare, not double: each copy stays in the heap a while.
-            grown = _arrays(signs.shape[1], max(1024, expect + expect // 8, (a.size + new) * 5 // 4))
+            capacity = max(1024, expect + expect // 8, (a.size + new) * 5 // 4)
+            grown = _arrays(signs.shape[1], capacity, np.int64 if self._max_id > _NARROW_ID else np.int32)
             if a.size:  # the first load has nothing to copy (and no width yet)
                 grown.signs[:, : a.size] = a.signs[:, : a.size]
-                for name in ("big", "levels", "ids", "scopes"):
-                    getattr(grown, name)[: a.size] = getattr(a, name)[: a.size]
+                grown.ids[: a.size], grown.scopes[: a.size] = a.ids[: a.size], a.scopes[: a.size]
             a = replace(grown, size=a.size)
-        a.ids[at], a.scopes[at] = ids, scopes
-        a.signs[:, at], a.big[at], a.levels[at] = signs.T, big, levels
+        a.ids[at], a.scopes[at], a.signs[:, at] = ids, self._scope_numbers(scopes), signs.T
         # Readers take the arrays whole: a search never sees a count past the rows filled.
         self._arrays = replace(a, size=a.size + new)
+
+    def _scope_numbers(self, values: np.ndarray) -> np.ndarray:
+        """Scope values (chat ids, 64 bits) as the small numbers ``scopes`` holds; -1 for a row without one."""
+        distinct, where = np.unique(values, return_inverse=True)
+        numbers = [-1 if v == _NO_SCOPE else self._scopes.setdefault(v, len(self._scopes)) for v in distinct.tolist()]
+        return np.asarray(numbers, np.int32)[where]
 
 
 def _codes(rows: list[tuple]) -> np.ndarray:
