@@ -19,7 +19,8 @@ from teleton.memory.search.local_bm25 import (
     drop_common_terms,
     term_counts,
 )
-from teleton.storage import Database
+from teleton.storage import Database, connect
+from teleton.storage.sqlite_driver import pick_driver
 from tests.memory.test_hybrid_search import add_messages
 
 CHAT = [
@@ -195,3 +196,30 @@ async def test_a_word_with_the_arabic_article_counts_once_in_either_form(db: Dat
     assert set(scores) == {with_article, without, both_forms}
     assert scores[with_article] == pytest.approx(scores[without])
     assert scores[both_forms] > scores[without]
+
+
+async def test_messages_arriving_during_a_search_never_break_it(db: Database) -> None:
+    # The daemon archives while it searches, and each statement of a search reads the database as it is then:
+    # 20 messages saying "lake" are committed by another connection as the statement that scores the word's
+    # matches starts, after the scope's rows were counted.
+    await db.write(lambda conn: add_messages(conn, 7, CHAT[:5]))
+    reader, writer = connect(db.path, pick_driver()), connect(db.path, pick_driver())
+    arrived = []
+
+    def archive_meanwhile(sql: str) -> None:
+        if "highlight(" in sql and not arrived:
+            arrived.append(sql)
+            for n in range(20):
+                writer.execute(
+                    "insert into tg_messages(chat_id, message_id, sender_name, date, text) values (7, ?, 'x', ?, ?)",
+                    (900 + n, 1_800_000_000 + n, f"the lake again, {n}"),
+                )
+            writer.commit()
+
+    try:
+        reader.set_trace_callback(archive_meanwhile)
+        found = keyword_leg(reader, FEED, "lake", 30, [7])
+        assert arrived and len(found) == 25  # the five of before (by their words or context) and the twenty
+    finally:
+        reader.close()
+        writer.close()

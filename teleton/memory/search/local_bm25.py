@@ -87,6 +87,9 @@ def local_bm25(
     kept = drop_common_terms({term: n for term, n in counts.items() if n > 0}, max_matches)
     if not kept:
         return {}
+    # Each statement reads the database as it is then: messages arriving (or erased) between them can leave a
+    # word with more matches than the scope had rows when counted (and its IDF undefined).
+    rows = max(rows, *(counts[term] for term in kept))
     idf = {term: max(1e-6, math.log((rows - counts[term] + 0.5) / (counts[term] + 0.5))) for term in kept}
     frequency: dict[int, dict[str, float]] = {}
     for term in kept:
