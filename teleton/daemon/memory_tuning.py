@@ -11,7 +11,7 @@ small blocks allocated between them keep the freed space from going back. A fixe
 every large block to the system when it is freed: the daemon over 1M archived messages peaked at 454 MB instead
 of 492 in the soak, for batches of embeddings a few per cent slower (see docs/benchmarks.md).
 
-Must run before the worker threads start.
+``tune_malloc`` must run before the worker threads start; ``release_free_memory`` once start-up is done.
 """
 
 from __future__ import annotations
@@ -37,4 +37,15 @@ def tune_malloc(arenas: int = 2, mmap_threshold: int = MMAP_THRESHOLD) -> bool:
         arenas_set = bool(libc.mallopt(M_ARENA_MAX, arenas))
         threshold_set = bool(libc.mallopt(M_MMAP_THRESHOLD, mmap_threshold))
         return arenas_set and threshold_set
+    return False
+
+
+def release_free_memory() -> bool:
+    """Give the heap's free pages back to the system (glibc's ``malloc_trim``): start-up leaves them behind (the
+    model's graph as read from its file, the index's load in batches). False where there is no glibc."""
+    name = ctypes.util.find_library("c")
+    if not name:
+        return False
+    with contextlib.suppress(OSError, AttributeError):
+        return bool(ctypes.CDLL(name).malloc_trim(0))
     return False

@@ -46,7 +46,7 @@ from teleton.daemon.health import (
 from teleton.daemon.instance_lock import InstanceLock
 from teleton.daemon.loop_lag import LoopLagMonitor
 from teleton.daemon.loopback_gateway import LoopbackGateway
-from teleton.daemon.memory_tuning import tune_malloc
+from teleton.daemon.memory_tuning import release_free_memory, tune_malloc
 from teleton.daemon.outside_servers import start_mcp
 from teleton.daemon.status_file import DaemonStatus, write_status
 from teleton.daemon.systemd_notify import Notifier
@@ -213,6 +213,7 @@ class Daemon:
         # collector's reach keeps full collections during a message burst short.
         gc.collect()
         gc.freeze()
+        release_free_memory()
         summary = (
             f"vectors={'on' if db.vectors else 'off'} model={embedding[0] if embedding else 'none'} "
             f"dm_policy={config.telegram.dm_policy} group_policy={config.telegram.group_policy} "

@@ -55,3 +55,47 @@ def test_freed_large_blocks_leave_the_process_once_tuned() -> None:
 def test_without_the_tuning_the_same_blocks_stay_resident() -> None:
     # What the tuning is for: glibc's own behaviour keeps them (the first test would pass without it otherwise).
     assert _kept_mb("default") > 60
+
+
+# 1,000 blocks of 64 kB (under the 1 MiB threshold: from the heap), each followed by a small one that stays, so
+# the freed ones are holes the heap cannot shrink past.
+_HOLES = """
+import ctypes, sys
+from teleton.daemon.memory_tuning import release_free_memory, tune_malloc
+
+tune_malloc()
+libc = ctypes.CDLL(None)
+libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+
+def anon_kb():
+    return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("RssAnon"))
+
+def touched(size):
+    block = libc.malloc(size)
+    ctypes.memset(block, 1, size)
+    return block
+
+before = anon_kb()
+holes, kept = [], []
+for _ in range(1_000):
+    holes.append(touched(64 << 10))
+    kept.append(touched(1 << 10))
+for block in holes:
+    libc.free(block)
+if sys.argv[1] == "release" and not release_free_memory():
+    sys.exit("not glibc")
+print((anon_kb() - before) // 1024)
+"""
+
+
+def _holes_mb(mode: str) -> int:
+    run = subprocess.run([sys.executable, "-c", _HOLES, mode], capture_output=True, text=True, check=True)
+    return int(run.stdout)
+
+
+def test_the_heaps_free_pages_go_back_when_released() -> None:
+    # What the daemon does once it is ready: start-up's freed blocks (the model's graph as read, the index's load
+    # in batches) otherwise stay resident for the whole run.
+    assert _holes_mb("keep") > 50  # 64 MB freed, still resident
+    assert _holes_mb("release") < 10
