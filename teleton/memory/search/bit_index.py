@@ -119,7 +119,9 @@ class BitIndex:
         """
         if not self._code_bytes:
             found = conn.execute(f"select length(vector) from {self.table} limit 1").fetchone()
-            self._code_bytes = vector_codes.sign_bytes(int(found[0]) // 2) if found else 0  # float16: 2 bytes
+            if found is None:  # every row erased since ``refresh`` looked: nothing to load
+                return None
+            self._code_bytes = vector_codes.sign_bytes(int(found[0]) // 2)  # float16: 2 bytes a dimension
         window = f"from {self.table} where seq > ? and seq <= ? order by seq limit ?"
         args = (self._seen_seq, until, LOAD_BATCH)
         width = self._code_bytes
