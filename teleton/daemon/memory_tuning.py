@@ -26,13 +26,21 @@ M_ARENA_MAX = -8
 MMAP_THRESHOLD = 1 << 20
 
 
-def tune_malloc(arenas: int = 2, mmap_threshold: int = MMAP_THRESHOLD) -> bool:
-    """True when both settings were applied (glibc); False elsewhere (musl, macOS), where they are not needed."""
+def _libc() -> ctypes.CDLL | None:
     name = ctypes.util.find_library("c")
     if not name:
+        return None
+    with contextlib.suppress(OSError):
+        return ctypes.CDLL(name)
+    return None
+
+
+def tune_malloc(arenas: int = 2, mmap_threshold: int = MMAP_THRESHOLD) -> bool:
+    """True when both settings were applied (glibc); False elsewhere (musl, macOS), where they are not needed."""
+    libc = _libc()
+    if libc is None:
         return False
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(name)
+    with contextlib.suppress(AttributeError):  # no mallopt: not glibc
         # Each applied on its own: one refused does not keep the other from being set.
         arenas_set = bool(libc.mallopt(M_ARENA_MAX, arenas))
         threshold_set = bool(libc.mallopt(M_MMAP_THRESHOLD, mmap_threshold))
@@ -43,9 +51,9 @@ def tune_malloc(arenas: int = 2, mmap_threshold: int = MMAP_THRESHOLD) -> bool:
 def release_free_memory() -> bool:
     """Give the heap's free pages back to the system (glibc's ``malloc_trim``): start-up leaves them behind (the
     model's graph as read from its file, the index's load in batches). False where there is no glibc."""
-    name = ctypes.util.find_library("c")
-    if not name:
+    libc = _libc()
+    if libc is None:
         return False
-    with contextlib.suppress(OSError, AttributeError):
-        return bool(ctypes.CDLL(name).malloc_trim(0))
+    with contextlib.suppress(AttributeError):  # no malloc_trim: not glibc
+        return bool(libc.malloc_trim(0))
     return False

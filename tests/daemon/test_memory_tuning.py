@@ -13,12 +13,11 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="gl
 
 # 40 blocks of 2 MB, each followed by a smaller one (256 kB) that stays (as a request's objects stay while a batch
 # runs), after one block of 8 MB freed first: untuned, that free raises glibc's threshold above 2 MB.
-_SCRIPT = """
+# Both scripts: glibc's malloc and free, and the process's anonymous resident memory.
+_LIBC = """
 import ctypes, sys
-from teleton.daemon.memory_tuning import tune_malloc
+from teleton.daemon.memory_tuning import release_free_memory, tune_malloc
 
-if sys.argv[1] == "tuned" and not tune_malloc():
-    sys.exit("not glibc")
 libc = ctypes.CDLL(None)
 libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
 libc.free.argtypes = [ctypes.c_void_p]
@@ -30,7 +29,12 @@ def touched(size):
     block = libc.malloc(size)
     ctypes.memset(block, 1, size)
     return block
-
+"""
+_SCRIPT = (
+    _LIBC
+    + """
+if sys.argv[1] == "tuned" and not tune_malloc():
+    sys.exit("not glibc")
 libc.free(touched(8 << 20))
 before = anon_kb()
 large, small = [], []
@@ -41,6 +45,7 @@ for block in large:
     libc.free(block)
 print((anon_kb() - before) // 1024 - 10)  # less the 10 MB of smaller blocks still held
 """
+)
 
 
 def _kept_mb(mode: str) -> int:
@@ -59,23 +64,10 @@ def test_without_the_tuning_the_same_blocks_stay_resident() -> None:
 
 # 1,000 blocks of 64 kB (under the 1 MiB threshold: from the heap), each followed by a small one that stays, so
 # the freed ones are holes the heap cannot shrink past.
-_HOLES = """
-import ctypes, sys
-from teleton.daemon.memory_tuning import release_free_memory, tune_malloc
-
+_HOLES = (
+    _LIBC
+    + """
 tune_malloc()
-libc = ctypes.CDLL(None)
-libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
-libc.free.argtypes = [ctypes.c_void_p]
-
-def anon_kb():
-    return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("RssAnon"))
-
-def touched(size):
-    block = libc.malloc(size)
-    ctypes.memset(block, 1, size)
-    return block
-
 before = anon_kb()
 holes, kept = [], []
 for _ in range(1_000):
@@ -87,6 +79,7 @@ if sys.argv[1] == "release" and not release_free_memory():
     sys.exit("not glibc")
 print((anon_kb() - before) // 1024)
 """
+)
 
 
 def _holes_mb(mode: str) -> int:
