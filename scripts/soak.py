@@ -197,8 +197,11 @@ def main() -> int:
     peak = max(s[1] for s in samples) if samples else float("nan")
     lag_p99 = max(s[2] for s in samples) if samples else float("nan")
     console.print(f"turns/s: {replies / elapsed:.2f} ({replies} replies in {elapsed:.0f}s)")
-    console.print(f"RSS growth after minute 5: {growth:.1f}% ({first:.0f} -> {last:.0f} MB, medians of the first "
-                  f"and the last minute; single samples {single:+.1f}%)  (floor < 10%)")  # fmt: skip
+    if growth == growth:
+        console.print(f"RSS growth after minute 5: {growth:.1f}% ({first:.0f} -> {last:.0f} MB, medians of the first "
+                      f"and the last minute; single samples {single:+.1f}%)  (floor < 10%)")  # fmt: skip
+    else:  # a run of 6 minutes or less has no minute after warm-up to compare
+        console.print("RSS growth after minute 5: not measured (run longer than 6 minutes for it)")
     console.print(f"RSS peak: {peak:.1f} MB  (floor <= 400 MB)")
     console.print(f"event-loop lag p99 (worst sample): {lag_p99:.1f} ms")
     console.print(f"errors / tracebacks in the daemon log: {len(errors)}  (floor 0)")
