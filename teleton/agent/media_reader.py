@@ -31,6 +31,7 @@ from teleton.media.transcription import Transcriber
 from teleton.memory.feed import archive as fa
 from teleton.providers.extras import MissingExtra, install_command
 from teleton.storage import Database
+from teleton.text.lines import reason
 from teleton.tools.families.telegram_common import Refused, download_to_chat
 
 log = structlog.get_logger(__name__)
@@ -172,9 +173,9 @@ class MediaReader:
                 return await self._audio(msg, data, path.name)
             return await self._document(msg, data, path)
         except (MediaError, GatewayError, Refused, OSError) as exc:
-            reason = (str(exc).splitlines() or [type(exc).__name__])[0]
-            log.warning("media_not_read", chat_id=msg.chat.id, message_id=msg.message_id, kind=media.kind, why=reason)
-            return Reading(text=_with(msg.text, f"[{_name(media)} not read: {reason}]"), archive=False)
+            why = reason(exc, 200)
+            log.warning("media_not_read", chat_id=msg.chat.id, message_id=msg.message_id, kind=media.kind, why=why)
+            return Reading(text=_with(msg.text, f"[{_name(media)} not read: {why}]"), archive=False)
 
     def _check_declared(self, media: MediaInfo, kind: str) -> None:
         """Refuse before any byte is downloaded: what Telegram declares is checked against the caps."""
@@ -290,7 +291,7 @@ def transcriber_for(media: MediaConfig, scratch: Path | None = None) -> Transcri
     except MissingExtra:
         raise
     except Exception as exc:  # a missing model file or key: the daemon runs on without transcription
-        log.error("transcription_unavailable", provider=t.provider, error=str(exc).splitlines()[0])
+        log.error("transcription_unavailable", provider=t.provider, error=reason(exc, 200))
     return None
 
 

@@ -19,6 +19,7 @@ from teleton.gateway.contract import Gateway
 from teleton.media.speech import SpeechClient
 from teleton.privacy.paths import chat_dir
 from teleton.storage.private_files import write_private_bytes
+from teleton.text.lines import reason
 
 log = structlog.get_logger(__name__)
 
@@ -45,4 +46,4 @@ class VoiceReplies:
             reply_to = msg.message_id if msg.message_id > 0 else None
             await self.gateway.send_file(msg.chat.id, path, voice_note=True, reply_to=reply_to)
         except Exception as exc:  # extra, never the answer: log and go on
-            log.warning("voice_reply_failed", chat_id=msg.chat.id, error=str(exc).splitlines()[0][:200])
+            log.warning("voice_reply_failed", chat_id=msg.chat.id, error=reason(exc, 200))

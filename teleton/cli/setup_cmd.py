@@ -31,6 +31,7 @@ from teleton.memory.embeddings import local_model_files
 from teleton.storage.private_files import private_data_dir
 from teleton.storage.workspace_template import create_workspace
 from teleton.telegram.login import LoginError, LoginPrompts, login_bot, login_user
+from teleton.text.lines import reason
 
 console = Console(soft_wrap=True)
 
@@ -411,8 +412,7 @@ def prepare_embeddings(config: Config) -> None:
         files = local_model_files(config.embedding)
         files.verify()
     except Exception as exc:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        console.print(f"[yellow]embedding model not ready:[/] {escape(reason)} (`teleton doctor` says more)")
+        console.print(f"[yellow]embedding model not ready:[/] {escape(reason(exc, 200))} (`teleton doctor` says more)")
         return
     console.print(f"[green]embedding model[/] {files.model_id} ready ({time.perf_counter() - started:.1f} s)")
 

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from teleton.config.schema import Config
+from teleton.text.lines import reason
 
 
 def prepare_reranker(
@@ -21,15 +22,13 @@ def prepare_reranker(
     reranker = config.memory.reranker
     if reranker.kind != "cross_encoder":
         return True
-    # Deferred: onnxruntime, when configured
-    from teleton.memory.embeddings.local import first_line
-    from teleton.memory.rerank.cross_encoder import load_cross_encoder
+    from teleton.memory.rerank.cross_encoder import load_cross_encoder  # deferred: onnxruntime, when configured
 
     started = time.perf_counter()
     try:
         model = load_cross_encoder(reranker, cache_dir=cache_dir, hf_base_url=hf_base_url)
     except Exception as exc:  # a download, a file or the extra: each says itself in its first line
-        console.print(f"[yellow]reranker not ready:[/] {escape(first_line(exc))} (`teleton doctor` says more)")
+        console.print(f"[yellow]reranker not ready:[/] {escape(reason(exc, 200))} (`teleton doctor` says more)")
         return False
     model.close()
     console.print(f"[green]reranker[/] {escape(model.model_id)} ready ({time.perf_counter() - started:.1f} s)")

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import structlog
 
 from teleton.llm.types import Provider
+from teleton.text.lines import reason
 
 log = structlog.get_logger(__name__)
 
@@ -95,4 +96,4 @@ class Failover:
 
 def failover_reason(error: Exception) -> str:
     """The cause in a few words, for the log and /status."""
-    return str(error).splitlines()[0][:120] if str(error) else type(error).__name__
+    return reason(error, 120)

@@ -21,6 +21,7 @@ import numpy as np
 
 from teleton.media.errors import MediaError
 from teleton.providers import extras
+from teleton.text.lines import reason
 
 SAMPLE_RATE = 16_000
 AudioSource = bytes | str | os.PathLike[str]
@@ -165,12 +166,11 @@ def _one_line(exc: Exception) -> MediaError:
     if isinstance(exc, av.error.DecoderNotFoundError):
         return MediaError("unsupported audio codec (no decoder for it)")
     if isinstance(exc, av.error.FFmpegError):
-        reason = (exc.strerror or type(exc).__name__).strip().rstrip(".")
-        return MediaError(f"corrupt or unreadable audio file ({reason[:1].lower()}{reason[1:]})")
+        why = (exc.strerror or type(exc).__name__).strip().rstrip(".")
+        return MediaError(f"corrupt or unreadable audio file ({why[:1].lower()}{why[1:]})")
     if isinstance(exc, MemoryError):
         return MediaError("audio file too large to decode in memory")
-    text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
-    return MediaError(f"corrupt or unreadable audio file ({text})")
+    return MediaError(f"corrupt or unreadable audio file ({reason(exc, 200)})")
 
 
 def _minutes(seconds: float) -> str:

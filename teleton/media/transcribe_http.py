@@ -33,6 +33,7 @@ from teleton.media.errors import MediaError
 from teleton.media.transcription import DEFAULT_MAX_DURATION_S, Transcript, join_texts, split_at_silences
 from teleton.providers import extras
 from teleton.providers.http_retry import http_retrying, retry_after
+from teleton.text.lines import reason
 
 MAX_UPLOAD_BYTES = 25 * 1024 * 1024  # OpenAI's and Groq's (free tier) limit per request
 WINDOW_S = 600.0  # 10 min of 16 kHz 16-bit WAV is 19 MB: under MAX_UPLOAD_BYTES
@@ -163,8 +164,7 @@ class HttpTranscriber:
         except RetryLater as exc:
             raise MediaError(f"transcription at {self._where()} is rate-limited: {exc}") from None
         except httpx.TransportError as exc:
-            reason = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
-            raise MediaError(f"transcription at {self._where()} unreachable ({reason})") from None
+            raise MediaError(f"transcription at {self._where()} unreachable ({reason(exc, 160)})") from None
         try:
             body = response.json()
         except ValueError:

@@ -38,6 +38,7 @@ from teleton.media.whisper_files import WhisperFiles, whisper_files
 from teleton.process.threads import cores
 from teleton.providers import extras
 from teleton.providers.pinned_files import ModelFilesError
+from teleton.text.lines import reason
 
 
 @dataclass(frozen=True)
@@ -135,8 +136,7 @@ class LocalTranscriber:
                     local_files_only=True,
                 )
             except Exception as exc:  # a truncated or foreign model.bin in a configured directory
-                first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
-                raise ModelFilesError(f"{folder} is not a loadable Whisper model ({first})") from None
+                raise ModelFilesError(f"{folder} is not a loadable Whisper model ({reason(exc, 200)})") from None
         self.load_seconds = time.perf_counter() - started
         return model
 

@@ -20,6 +20,7 @@ from teleton.memory.embeddings.e5_tokenizer import E5Tokenizer
 from teleton.memory.embeddings.model_files import ModelFiles
 from teleton.process.threads import cores
 from teleton.providers.pinned_files import ModelFilesError
+from teleton.text.lines import reason
 
 MAX_TOKENS = 256  # all-MiniLM-L6-v2 was trained on 256-token inputs; longer text is truncated
 DEFAULT_BATCH = 64
@@ -116,7 +117,7 @@ def _tokenizer(files: ModelFiles) -> Callable[[list[str]], list[list[int]]]:
     try:
         tokenizer = Tokenizer.from_file(str(files.tokenizer))
     except Exception as exc:
-        raise ModelFilesError(f"{files.tokenizer} is not a tokenizer.json ({first_line(exc)})") from None
+        raise ModelFilesError(f"{files.tokenizer} is not a tokenizer.json ({reason(exc, 200)})") from None
     tokenizer.enable_truncation(max_length=MAX_TOKENS)
     tokenizer.no_padding()  # we pad per batch ourselves, to the batch's own longest text
     return by_heads(lambda texts: [e.ids for e in tokenizer.encode_batch(texts)], MAX_TOKENS)
@@ -186,7 +187,7 @@ def open_session(files: ModelFiles, threads: int | None, *, custom_ops: bool = F
     try:
         return ort.InferenceSession(str(files.onnx), options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # a truncated or foreign file in a configured model directory
-        raise ModelFilesError(f"{files.onnx} is not a loadable ONNX model ({first_line(exc)})") from None
+        raise ModelFilesError(f"{files.onnx} is not a loadable ONNX model ({reason(exc, 200)})") from None
 
 
 def token_batches(order: Sequence[int], lengths: Sequence[int], max_texts: int) -> list[list[int]]:
@@ -215,8 +216,3 @@ def mean_pool_normalise(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
     pooled = summed / np.clip(weights.sum(axis=1), 1e-9, None)
     norms = np.linalg.norm(pooled, axis=1, keepdims=True)
     return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
-
-
-def first_line(exc: BaseException) -> str:
-    """An error's first line (at most 200 characters), or its type's name when it says nothing."""
-    return str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__

@@ -22,10 +22,11 @@ import numpy as np
 
 from teleton.config.schema import RerankerConfig
 from teleton.memory.embeddings import hf_download
-from teleton.memory.embeddings.local import HEAD_CHARS_PER_TOKEN, first_line, head, open_session, token_batches
+from teleton.memory.embeddings.local import HEAD_CHARS_PER_TOKEN, head, open_session, token_batches
 from teleton.memory.embeddings.model_files import ModelFiles, directory_model
 from teleton.providers import extras
 from teleton.providers.pinned_files import ModelFilesError, check_pinned
+from teleton.text.lines import reason
 
 if TYPE_CHECKING:
     from tokenizers import Encoding, Tokenizer
@@ -147,7 +148,7 @@ class CrossEncoder:
         except ModelFilesError:
             raise
         except Exception as exc:
-            raise ModelFilesError(f"{files.onnx} is not a cross-encoder ({first_line(exc)})") from None
+            raise ModelFilesError(f"{files.onnx} is not a cross-encoder ({reason(exc, 200)})") from None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="teleton-rerank")
 
     def scores(self, query: str, texts: Sequence[str]) -> np.ndarray:
@@ -218,7 +219,7 @@ def _pair_tokenizer(path: Path) -> Tokenizer:
     try:
         tokenizer = Tokenizer.from_file(str(path))
     except Exception as exc:
-        raise ModelFilesError(f"{path} is not a tokenizer.json ({first_line(exc)})") from None
+        raise ModelFilesError(f"{path} is not a tokenizer.json ({reason(exc, 200)})") from None
     # longest_first: the longer of question and text gives way, so a long question still leaves the text room.
     tokenizer.enable_truncation(max_length=MAX_TOKENS, strategy="longest_first")
     tokenizer.no_padding()  # each batch is padded to its own longest pair (_run)
