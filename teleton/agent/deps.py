@@ -19,7 +19,6 @@ from teleton.config.schema import AgentConfig, Config, MemoryConfig, default
 from teleton.gateway.contract import ChatInfo, Gateway, UserInfo
 from teleton.llm.client import LLMClient
 from teleton.llm.tool_loop import LoopLimits
-from teleton.memory.embeddings.model_files import search_weights, stemmed_vector_weight
 from teleton.memory.embeddings.provider import EmbeddingProvider
 from teleton.memory.facts.store import FactStore
 from teleton.memory.feed import reads
@@ -27,7 +26,7 @@ from teleton.memory.journal.daily_logs import DailyLogs
 from teleton.memory.journal.learnings import Learnings
 from teleton.memory.knowledge.index import KnowledgeIndex
 from teleton.memory.recall import Reranker
-from teleton.memory.search.hybrid import SearchParams
+from teleton.memory.search.hybrid import configured_params
 from teleton.privacy import Principals
 from teleton.scheduler.scheduler import Scheduler
 from teleton.storage.database import Database
@@ -77,7 +76,6 @@ class AgentSettings:
     @classmethod
     def from_config(cls, config: Config) -> AgentSettings:
         a, m = config.agent, config.memory
-        vector_weight, keyword_weight = search_weights(config.embedding, m)
         return cls(
             limits=LoopLimits(a.max_iterations, a.tool_timeout_s, a.tool_output_cap),
             max_input_chars=a.max_input_chars,
@@ -91,15 +89,7 @@ class AgentSettings:
                 feed=m.context_feed,
                 message_chars=a.max_input_chars,
                 rerank_candidates=m.reranker.candidates,
-                params=SearchParams(
-                    vector_weight=vector_weight,
-                    keyword_weight=keyword_weight,
-                    stemmed_vector_weight=stemmed_vector_weight(config.embedding, m),
-                    vector_candidates=m.vector_candidates,
-                    keyword_candidates=m.vector_candidates,
-                    limit=m.result_limit,
-                    min_score=m.min_score,
-                ),
+                params=configured_params(config),
             ),
             masking_keep=m.masking_keep,
             daily_log_lines=m.daily_log_lines,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -122,7 +122,7 @@ def search_cmd(
 
 
 async def _search(config: Config, feed_search: Any, query: str, chat: int | None, limit: int) -> list[Any]:
-    from teleton.memory.search.hybrid import SearchParams  # deferred: the search stack, for feed search only
+    from teleton.memory.search.hybrid import configured_params  # deferred: the search stack, for feed search only
 
     provider = cli_embedder(config, err_console)
     embedding = (provider.model_id, provider.dims) if provider is not None else None
@@ -130,7 +130,7 @@ async def _search(config: Config, feed_search: Any, query: str, chat: int | None
     try:
         scope = None if chat is None else [chat]
         hits = await feed_search.search_feed(
-            db, query, chat_ids=scope, provider=provider, params=SearchParams(limit=limit)
+            db, query, chat_ids=scope, provider=provider, params=replace(configured_params(config), limit=limit)
         )
         return list(hits)
     finally:

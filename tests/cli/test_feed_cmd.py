@@ -1,15 +1,21 @@
-"""`teleton feed stats|backfill` as a user runs them."""
+"""`teleton feed stats|backfill|search` as a user runs them."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from typer.testing import CliRunner
 
 from teleton.cli.feed_cmd import app
+from teleton.cli.main import app as teleton_app
+from teleton.memory.embeddings.local import LocalEmbedder
+from teleton.memory.embeddings.packaged import packaged_model
+from teleton.memory.feed.embedding import embed_pending
 from teleton.storage import Database
 from tests.telegram.conftest import ALICE, GROUP, make_harness, new_message
 
@@ -79,3 +85,37 @@ async def test_feed_search_finds_archived_messages_in_scope(tmp_path: Path, monk
     assert "keeper" in scoped.output and "in the group" not in scoped.output
     hostile = await asyncio.to_thread(runner.invoke, app, ["search", '"NEAR( * -lighthouse AND'])
     assert hostile.exit_code == 0, hostile.output
+
+
+@pytest.mark.parametrize(("vector_weight", "shown"), [(0.0, False), (1.0, True)])
+async def test_feed_search_ranks_with_the_configured_weights(
+    tmp_path: Path, monkeypatch: Any, vector_weight: float, shown: bool
+) -> None:
+    # As the user runs it, ranked as the agent's own searches rank: with keywords alone (vector_weight 0) a
+    # message sharing no word with the query is never shown; by meaning alone (1) it is.
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        yaml.safe_dump({"storage": {"data_dir": str(tmp_path / "data")}, "memory": {"vector_weight": vector_weight}})
+    )
+    monkeypatch.setenv("TELETON_CONFIG", str(path))
+    embedder = LocalEmbedder(packaged_model())
+    db = await Database.open(tmp_path / "data" / "teleton.db", embedding=(embedder.model_id, embedder.dims))
+    texts = ["the plumber comes at nine on Tuesday", "a technician will repair the leaking pipes in the bathroom"]
+    await db.write(
+        lambda conn: [
+            conn.execute(
+                "insert into tg_messages(chat_id, message_id, sender_name, date, text) values (7, ?, 'Ann', ?, ?)",
+                (n + 1, 1_700_000_000 + n * 86_400, text),  # a day apart: neither is the other's context
+            )
+            for n, text in enumerate(texts)
+        ]
+    )
+    await embed_pending(db, embedder)
+    await db.close()
+    embedder.close()
+
+    found = await asyncio.to_thread(CliRunner().invoke, teleton_app, ["feed", "search", "plumber", "--json"])
+    assert found.exit_code == 0, found.output
+    shown_texts = [hit["text"] for hit in json.loads(found.stdout)]
+    assert texts[0] in shown_texts
+    assert (texts[1] in shown_texts) is shown

@@ -29,7 +29,6 @@ import numpy as np
 import structlog
 
 from teleton.config.schema import Config
-from teleton.memory.embeddings.model_files import search_weights, stemmed_vector_weight
 from teleton.memory.embeddings.provider import EmbeddingProvider
 from teleton.memory.embeddings.query import embed_query
 from teleton.memory.knowledge.chunker import MAX_CHARS, TARGET_CHARS
@@ -43,7 +42,7 @@ from teleton.memory.knowledge.rows import (
     store_entry,
 )
 from teleton.memory.search.corpora import KNOWLEDGE
-from teleton.memory.search.hybrid import DEFAULT_PARAMS, SearchHit, SearchParams, hybrid_search_db
+from teleton.memory.search.hybrid import DEFAULT_PARAMS, SearchHit, SearchParams, configured_params, hybrid_search_db
 from teleton.memory.search.vector_store import check_model, write_vectors
 from teleton.privacy import Principals
 from teleton.storage.database import Database
@@ -78,7 +77,6 @@ class KnowledgeIndex:
         cls, db: Database, config: Config, provider: EmbeddingProvider | None, principals: Principals | None = None
     ) -> KnowledgeIndex:
         memory = config.memory
-        weights = search_weights(config.embedding, memory)
         return cls(
             principals=principals or Principals.from_telegram(config.telegram),
             shared=tuple(config.privacy.shared_paths),
@@ -89,14 +87,7 @@ class KnowledgeIndex:
             chunk_max=memory.chunk_max,
             max_file_bytes=memory.max_file_bytes,
             skip_large=memory.large_files == "skip",
-            params=SearchParams(
-                vector_weight=weights[0],
-                keyword_weight=weights[1],
-                stemmed_vector_weight=stemmed_vector_weight(config.embedding, memory),
-                vector_candidates=memory.vector_candidates,
-                limit=memory.result_limit,
-                min_score=memory.min_score,
-            ),
+            params=configured_params(config),
         )
 
     async def reindex(self, progress: Progress | None = None) -> IndexCounts:

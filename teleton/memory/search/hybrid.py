@@ -22,7 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from teleton.config.schema import MemoryConfig, default
+from teleton.config.schema import Config, MemoryConfig, default
+from teleton.memory.embeddings.model_files import search_weights, stemmed_vector_weight
 from teleton.memory.search.corpora import Corpus, chat_token
 from teleton.memory.search.fts_query import keyword_terms, or_expression, query_language
 from teleton.memory.search.fusion import fuse, normalise_cosine, normalise_keyword
@@ -61,6 +62,24 @@ class SearchParams:
 
 
 DEFAULT_PARAMS = SearchParams()
+
+
+def configured_params(config: Config) -> SearchParams:
+    """The searches' numbers as ``config`` sets them (``memory.*``; the weights the embedding model's own unless
+    set): one place for the turn, its tools, the knowledge index and ``teleton feed search``."""
+    memory = config.memory
+    vector_weight, keyword_weight = search_weights(config.embedding, memory)
+    return SearchParams(
+        vector_weight=vector_weight,
+        keyword_weight=keyword_weight,
+        stemmed_vector_weight=stemmed_vector_weight(config.embedding, memory),
+        vector_candidates=memory.vector_candidates,
+        keyword_candidates=memory.vector_candidates,
+        limit=memory.result_limit,
+        min_score=memory.min_score,
+    )
+
+
 TOOL_PARAMS = SearchParams(vector_weight=0.6, keyword_weight=0.4)
 
 
