@@ -8,7 +8,6 @@ await stack.close()                         # SIGTERM: finish or cancel turns, c
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -30,7 +29,7 @@ from teleton.memory.facts.store import RECALL_PARAMS, FactStore
 from teleton.memory.journal.daily_logs import DailyLogs
 from teleton.memory.journal.learnings import Learnings
 from teleton.memory.knowledge.index import KnowledgeIndex
-from teleton.memory.recall import Reranker
+from teleton.memory.rerank import configured_reranker
 from teleton.privacy import Principals
 from teleton.providers.extras import MissingExtra, install_command
 from teleton.scheduler.scheduler import Scheduler
@@ -99,7 +98,7 @@ async def build_agent(
         half_life_days=config.memory.recency_half_life_days,
     )
     learnings, distiller = _distiller(config, llm, facts, workspace, principals, report)
-    reranker = await _reranker(config)
+    reranker = await configured_reranker(config.memory.reranker)
 
     async def tell_owner(text: str) -> None:
         chat = principals.notice_chat()
@@ -160,22 +159,6 @@ def _warn_missing_voice(transcription: MissingExtra | None, speech: MissingExtra
     parts = [name for name, why in (("transcription", transcription), ("voice replies", speech)) if why is not None]
     if parts:
         log.warning("voice_extra_missing", unavailable=", ".join(parts), fix=install_command("voice"))
-
-
-async def _reranker(config: Config) -> Reranker | None:
-    """The configured cross-encoder (``teleton setup`` downloads it), or None: off, or not loadable, said once
-    in the log with why; memory then searches as without it."""
-    if config.memory.reranker.kind == "off":
-        return None
-    # Deferred: ONNX Runtime and tokenizers load only when a reranker is configured
-    from teleton.memory.rerank.cross_encoder import load_cross_encoder
-    from teleton.providers.pinned_files import ModelFilesError
-
-    try:
-        return await asyncio.to_thread(load_cross_encoder, config.memory.reranker, download=False)
-    except (ModelFilesError, MissingExtra) as exc:
-        log.warning("reranker_unavailable", reason=str(exc))
-        return None
 
 
 def _distiller(

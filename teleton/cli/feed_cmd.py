@@ -122,18 +122,31 @@ def search_cmd(
 
 
 async def _search(config: Config, feed_search: Any, query: str, chat: int | None, limit: int) -> list[Any]:
-    from teleton.memory.search.hybrid import configured_params  # deferred: the search stack, for feed search only
+    """The archive's best messages as the owner's turns see them (``memory.recall.messages``): the facts found
+    for the query as extra keys of their messages, and the configured reranker."""
+    # Deferred: the search stack, for feed search only
+    from teleton.memory import recall
+    from teleton.memory.embeddings.query import embed_query
+    from teleton.memory.rerank import configured_reranker
+    from teleton.memory.search.hybrid import configured_params
+    from teleton.privacy import OWNER, Clearance, Principals
 
     provider = cli_embedder(config, err_console)
     embedding = (provider.model_id, provider.dims) if provider is not None else None
     db = await Database.open(config.storage.database_file, embedding=embedding)
+    reranker = await configured_reranker(config.memory.reranker)
     try:
-        scope = None if chat is None else [chat]
-        hits = await feed_search.search_feed(
-            db, query, chat_ids=scope, provider=provider, params=replace(configured_params(config), limit=limit)
-        )
-        return list(hits)
+        params = replace(configured_params(config), limit=limit)
+        q = recall.Question(query, await embed_query(provider, query) if db.vectors else None, Clearance(OWNER))
+        facts = await db.read(lambda conn: recall.shown_facts(conn, q, params, limit, lambda _: True))
+        hits = await recall.messages(
+            db, q, params, Principals.from_telegram(config.telegram), facts,
+            reranker=reranker, candidates=config.memory.reranker.candidates, chats=None if chat is None else [chat],
+        )  # fmt: skip
+        return [feed_search.feed_hit(h) for h in hits]
     finally:
+        if reranker is not None:
+            reranker.close()
         await db.close()
 
 

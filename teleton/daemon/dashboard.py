@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # the agent loads with the daemon; `teleton dashboard` and `-
     from teleton.memory.facts.store import FactStore
     from teleton.memory.journal.daily_logs import DailyLogs
     from teleton.memory.knowledge.index import KnowledgeIndex
+    from teleton.memory.recall import Reranker
     from teleton.memory.search.hybrid import SearchParams
     from teleton.privacy import Principals
     from teleton.storage.database import Database
@@ -146,6 +147,7 @@ def _parts(stack: AgentStack) -> dict[str, Any]:
     return _pages(
         deps.db, deps.principals, deps.workspace, deps.outbox, stack.registry,
         facts=deps.facts, embedder=deps.embedder, search=stack.agent.tool_deps.search, policy=deps.policy,
+        reranker=deps.reranker, rerank_candidates=stack.agent.tool_deps.rerank_candidates,
         daily_logs=deps.daily_logs, selector=deps.tool_selector, mcp=deps.mcp, knowledge=deps.knowledge,
         chat_history=deps.chat_history,
     )  # fmt: skip
@@ -173,6 +175,7 @@ def _pages(
     facts: FactStore | None, daily_logs: DailyLogs | None, chat_history: Path | None,
     embedder: EmbeddingProvider | None = None, search: SearchParams | None = None, policy: PolicyControl | None = None,
     selector: ToolSelector | None = None, mcp: McpServers | None = None, knowledge: KnowledgeIndex | None = None,
+    reranker: Reranker | None = None, rerank_candidates: int = 0,
 ) -> dict[str, Any]:  # fmt: skip
     """The parts of ``Dashboard`` each page reads and acts through, from the store and what goes with it."""
     # The web extra, as in start_dashboard (which checked it).
@@ -185,7 +188,7 @@ def _pages(
 
     return {
         "outbox": outbox,
-        "memory": MemorySearch(db, principals, embedder, search or DEFAULT_PARAMS),
+        "memory": MemorySearch(db, principals, embedder, search or DEFAULT_PARAMS, reranker, rerank_candidates),
         "chats": ChatsView(db, policy, daily_logs),
         "tools": ToolsView(registry, ToolConfigStore(db), selector, embedder, mcp),
         # None: no fact memory, no Facts page to change it

@@ -1,8 +1,10 @@
 """The one search over memory: a question and a clearance -> what that clearance may read, per layer.
 
-Both readers of memory use it: the turn's context (``agent/prompt/retrieval.py``) and the memory tools
-(``tools/families/memory.py``). The clearance's scope goes into the SQL of every search, and every hit is
-checked against the clearance again on the way out, so a bug in one cannot show a row the other would hide.
+Every reader of memory uses it: the turn's context (``agent/prompt/retrieval.py``), the memory and archive
+tools (``tools/families``), the dashboard's Memory page and `teleton feed search`. The clearance's scope goes
+into the SQL of every search, and every hit is checked against the clearance again on the way out, so a bug in
+one cannot show a row the other would hide. Each orders the archive's messages the same way (``arrange``): the
+facts found for the question as extra keys, then a configured reranker.
 
 Facts have two paths on purpose. ``shown_facts`` is what context shows: a plain ranked search that leaves
 access counts alone (showing a fact is not the model using it). A tool's recall goes through
@@ -85,19 +87,64 @@ async def feed(
     return [h for h in hits if q.clearance.may_read(principals.chat_label(int(h.meta["chat_id"])))]
 
 
+async def messages(
+    db: Database,
+    q: Question,
+    params: SearchParams,
+    principals: Principals,
+    facts: list[SearchHit],
+    *,
+    reranker: Reranker | None = None,
+    candidates: int = 0,
+    chats: list[int] | None = None,
+) -> list[SearchHit]:
+    """The archive's best ``params.limit`` messages for ``q`` (in ``chats`` only, when given: the caller checked
+    them), ordered as the turn's context orders them (``arrange``) with the ``facts`` found for ``q``."""
+    deeper = params if reranker is None else replace(params, limit=max(params.limit, candidates))
+    hits = await feed(db, q, deeper, principals, chats=chats)
+    ranked = await arrange(db, q, hits, facts, principals, reranker=reranker, candidates=candidates, chats=chats)
+    return ranked[: params.limit]
+
+
+async def arrange(
+    db: Database,
+    q: Question,
+    hits: list[SearchHit],
+    facts: list[SearchHit],
+    principals: Principals,
+    *,
+    reranker: Reranker | None = None,
+    candidates: int = 0,
+    chats: list[int] | None = None,
+) -> list[SearchHit]:
+    """The feed's ``hits`` in the one order every reader shows: the ``facts`` found for the same question as
+    extra keys of the messages they came from (``expand_feed``), then a configured reranker's order."""
+    if facts:
+        hits = await db.read(lambda conn: expand_feed(conn, q, hits, facts, principals, chats=chats))
+    return hits if reranker is None else await rerank(reranker, q, hits, candidates)
+
+
 def expand_feed(
-    conn: Connection, q: Question, feed_hits: list[SearchHit], fact_hits: list[SearchHit], principals: Principals
+    conn: Connection,
+    q: Question,
+    feed_hits: list[SearchHit],
+    fact_hits: list[SearchHit],
+    principals: Principals,
+    *,
+    chats: list[int] | None = None,
 ) -> list[SearchHit]:
     """The feed's hits with the facts found for the same question as extra keys of the messages they came from
-    (``memory.search.expansion``): re-scored, and a message only its facts found added. A fact lifts only
-    messages of its own label (a chat's fact, that chat's messages), so nothing the clearance could not read
-    before comes in."""
+    (``memory.search.expansion``): re-scored, and a message only its facts found added (from ``chats`` only,
+    when given). A fact lifts only messages of its own label (a chat's fact, that chat's messages), so nothing
+    the clearance could not read before comes in."""
     links = of_facts(conn, [h.id for h in fact_hits]) if fact_hits else {}
-    lifts = [
-        (h.score, [k for k in links.get(h.id, []) if principals.chat_label(k[0]) == h.meta["scope"]])
-        for h in fact_hits
-        if q.clearance.may_read(h.meta["scope"])
-    ]
+    wanted = None if chats is None else set(chats)
+
+    def sources(fact: SearchHit) -> list[tuple[int, int]]:
+        own_label = [k for k in links.get(fact.id, []) if principals.chat_label(k[0]) == fact.meta["scope"]]
+        return own_label if wanted is None else [k for k in own_label if k[0] in wanted]
+
+    lifts = [(h.score, sources(h)) for h in fact_hits if q.clearance.may_read(h.meta["scope"])]
     if not any(keys for _, keys in lifts):
         return feed_hits
     own = {(int(h.meta["chat_id"]), int(h.meta["message_id"])): h for h in feed_hits}

@@ -1,8 +1,9 @@
 """The Memory page's search: one question over every layer, each hit with why it ranked, as any clearance.
 
 It is the same search the turn and the memory tools run (``memory.recall``: the clearance in the SQL and
-checked again on every hit), asked as the owner or "as" a chat (a group, a person's DM), so the owner sees
-exactly what that chat's turns could be shown.
+checked again on every hit, the facts found as extra keys of their messages, the configured reranker), asked
+as the owner or "as" a chat (a group, a person's DM), so the owner sees exactly what that chat's turns could
+be shown.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ class MemorySearch:
     principals: Principals
     embedder: EmbeddingProvider | None = None
     params: SearchParams = DEFAULT_PARAMS
+    reranker: recall.Reranker | None = None
+    rerank_candidates: int = 0
 
     async def chats(self, limit: int = 50) -> list[tuple[int, str]]:
         """(chat id, its name) to search as: the chats most recently seen."""
@@ -56,17 +59,26 @@ class MemorySearch:
         clearance = self.clearance(as_chat)
         q = recall.Question(text, await embed_query(self.embedder, text), clearance)
         params = replace(self.params, limit=limit)
-        found = [_knowledge(h) for h in await recall.knowledge(self.db, q, params)]
-        found += [self._feed(h) for h in await recall.feed(self.db, q, params, self.principals)]
         facts = await self.db.read(lambda conn: recall.shown_facts(conn, q, params, limit, lambda _: True))
-        found += [_fact(h) for h in facts]
-        return sorted(found, key=lambda f: -f.score)
+        messages = await recall.messages(
+            self.db, q, params, self.principals, facts, reranker=self.reranker, candidates=self.rerank_candidates
+        )
+        found = [_knowledge(h) for h in await recall.knowledge(self.db, q, params)] + [_fact(h) for h in facts]
+        return _by_score(found, [self._feed(h) for h in messages])
 
     def _feed(self, hit: SearchHit) -> Found:
         meta = hit.meta
         who = "me" if meta["is_outgoing"] else (meta["sender_name"] or str(meta["sender_id"] or "?"))
         label = self.principals.chat_label(int(meta["chat_id"]))
         return _found("feed", f"chat {meta['chat_id']}, {who}", label, _date(meta["date"]), hit)
+
+
+def _by_score(found: list[Found], messages: list[Found]) -> list[Found]:
+    """Every hit by its score, except that the messages keep their own order (a reranker's, which their scores
+    do not show) in the places the messages take."""
+    ranked = sorted(found + messages, key=lambda f: -f.score)
+    in_order = iter(messages)
+    return [next(in_order) if f.layer == "feed" else f for f in ranked]
 
 
 def _knowledge(hit: SearchHit) -> Found:

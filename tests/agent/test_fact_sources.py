@@ -10,11 +10,10 @@ from typing import Any
 
 from teleton.agent.distiller import Distiller
 from teleton.gateway.contract import ChatInfo
-from teleton.memory.facts.rows import Fact
-from teleton.memory.facts.sources import link, of_facts
+from teleton.memory.facts.sources import of_facts
 from teleton.memory.forget.feed import erase_messages
 from teleton.memory.journal.learnings import Learnings
-from tests.agent.conftest import ALICE, GROUP, OWNER, AgentHarness, archive_incoming
+from tests.agent.conftest import OWNER, AgentHarness
 from tests.fakes.anthropic_server import Body, Reply, text, tool_use
 
 
@@ -127,28 +126,3 @@ async def test_forgetting_a_message_forgets_what_was_learned_only_from_it(harnes
     await forget("my cat is called Whiskerino")  # the cat was said again in another message
     facts = [r[0] for r in await h.db.fetchall("select value from facts")]
     assert facts == ["Olga's cat is called Whiskerino."]
-
-
-async def test_a_fact_is_an_extra_key_of_its_message_within_its_own_chat_only(harness: AgentHarness) -> None:
-    """Key expansion: "what did Alice paint?" shares no word with Alice's "finally finished it, it hangs in
-    the hall now", but the fact drawn from it does, and brings it into the owner's context. A fact never lifts
-    a message of another chat than its own (here one wrongly linked to another group's message)."""
-    h = harness
-    other = ChatInfo(id=-100888, type="group", title="Other club")
-    hall = h.message(GROUP, ALICE, "finally finished it, it hangs in the hall now")
-    stray = h.message(other, ALICE, "the bus leaves at seven from the north gate")
-    for msg in (hall, stray):
-        await archive_incoming(h.db, msg)
-    store = h.agent.deps.facts
-    painted = await store.save(Fact("Alice painted a watercolour of the harbour", category="art",
-                                    scope=f"chat:{GROUP.id}"))  # fmt: skip
-    await h.db.write(lambda conn: link(conn, painted.id, GROUP.id, [hall.message_id]))
-    wrong = await store.save(Fact("Alice paints with a bus driver's patience", category="art",
-                                  scope=f"chat:{GROUP.id}"))  # fmt: skip
-    await h.db.write(lambda conn: link(conn, wrong.id, other.id, [stray.message_id]))
-
-    start = len(h.fake.requests)
-    await h.dm("what did Alice paint?")
-    shown = str(h.main_requests(start)[0]["messages"][-1]["content"])
-    assert "finally finished it, it hangs in the hall now" in shown  # found through its fact
-    assert "north gate" not in shown  # the other chat's message is not lifted by a fact of this group

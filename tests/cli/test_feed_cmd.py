@@ -15,6 +15,9 @@ from teleton.cli.feed_cmd import app
 from teleton.cli.main import app as teleton_app
 from teleton.memory.embeddings.local import LocalEmbedder
 from teleton.memory.embeddings.packaged import packaged_model
+from teleton.memory.facts.rows import Fact
+from teleton.memory.facts.sources import link
+from teleton.memory.facts.store import FactStore
 from teleton.memory.feed.embedding import embed_pending
 from teleton.storage import Database
 from tests.telegram.conftest import ALICE, GROUP, make_harness, new_message
@@ -119,3 +122,35 @@ async def test_feed_search_ranks_with_the_configured_weights(
     shown_texts = [hit["text"] for hit in json.loads(found.stdout)]
     assert texts[0] in shown_texts
     assert (texts[1] in shown_texts) is shown
+
+
+async def test_feed_search_finds_a_message_through_the_fact_drawn_from_it(tmp_path: Path, monkeypatch: Any) -> None:
+    # As the agent's own searches find it (issue 37's key expansion): the query shares no word with the
+    # message (in group -1007), the fact drawn from it does; `--chat` of another chat does not bring it in.
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        yaml.safe_dump({"storage": {"data_dir": str(tmp_path / "data")}, "embedding": {"provider": "none"}})
+    )
+    monkeypatch.setenv("TELETON_CONFIG", str(path))
+    db = await Database.open(tmp_path / "data" / "teleton.db")
+    hall = "finally finished it, it hangs in the hall now"
+    await db.write(
+        lambda conn: conn.execute(
+            "insert into tg_messages(chat_id, message_id, sender_name, date, text) values (-1007, 1, 'Ann', 1.7e9, ?)",
+            (hall,),
+        )
+    )
+    painted = await FactStore(db).save(
+        Fact("Ann painted a watercolour of the harbour", category="art", scope="chat:-1007")
+    )
+    await db.write(lambda conn: link(conn, painted.id, -1007, [1]))
+    await db.close()
+
+    def shown(*args: str) -> list[str]:
+        found = CliRunner().invoke(teleton_app, ["feed", "search", "harbour watercolour", "--json", *args])
+        assert found.exit_code == 0, found.output
+        return [hit["text"] for hit in json.loads(found.stdout)]
+
+    assert await asyncio.to_thread(shown) == [hall]
+    assert await asyncio.to_thread(shown, "--chat", "-1007") == [hall]
+    assert await asyncio.to_thread(shown, "--chat", "-1008") == []

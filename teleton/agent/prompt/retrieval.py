@@ -27,7 +27,7 @@ from teleton.gateway.contract import IncomingMessage
 from teleton.memory import recall
 from teleton.memory.embeddings.provider import EmbeddingProvider
 from teleton.memory.embeddings.query import embed_query
-from teleton.memory.facts.subjects import attributable, speaker_subject
+from teleton.memory.facts.subjects import shown_subjects, speaker_subject
 from teleton.memory.feed import reads
 from teleton.memory.feed.reactions import FEEDBACK_DAYS, Judged, judged
 from teleton.memory.feed.search import other_topic
@@ -150,13 +150,9 @@ class ContextBuilder:
             # In a group, facts about a member go to that member only.
             if not s.facts:
                 return []
-            asker = speaker_subject(self.principals, msg.sender.id if msg.sender else None)
-            group = msg.chat.type != "dm"
-            params = replace(s.params, limit=s.facts * 3 if group else s.facts)
-
-            def keep(subject: str) -> bool:
-                return not group or attributable(subject, asker)
-
+            in_dm = msg.chat.type == "dm"
+            keep = shown_subjects(in_dm, speaker_subject(self.principals, msg.sender.id if msg.sender else None))
+            params = replace(s.params, limit=s.facts if in_dm else s.facts * 3)
             return await self.db.read(lambda conn: recall.shown_facts(conn, q, params, s.facts, keep))
 
         async def feed() -> list[SearchHit]:
@@ -168,17 +164,11 @@ class ContextBuilder:
             return None if with_vector is None else await with_vector(vector)
 
         hits, rag.knowledge, rag.facts, rag.extra = await asyncio.gather(feed(), knowledge(), facts(), extra())
-        if s.feed:  # the facts found are extra keys of the messages they came from (issue 37)
-            facts_found = rag.facts
-
-            def expanded(conn: Connection) -> list[SearchHit]:
-                return recall.expand_feed(conn, q, hits, facts_found, self.principals)
-
-            if self.reranker is None:  # one read: expansion and the lines together
-                rag.feed = await self.db.read(lambda conn: self._feed_lines(conn, msg, expanded(conn), recent))
-            else:  # the reranker runs between the two reads, on its own thread
-                ranked = await recall.rerank(self.reranker, q, await self.db.read(expanded), s.rerank_candidates)
-                rag.feed = await self.db.read(lambda conn: self._feed_lines(conn, msg, ranked, recent))
+        if s.feed:  # the facts found are extra keys of the messages they came from (issue 37), then the reranker
+            ranked = await recall.arrange(
+                self.db, q, hits, rag.facts, self.principals, reranker=self.reranker, candidates=s.rerank_candidates
+            )
+            rag.feed = await self.db.read(lambda conn: self._feed_lines(conn, msg, ranked, recent))
         return rag
 
     def _feed_params(self) -> SearchParams:

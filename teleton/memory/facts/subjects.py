@@ -9,7 +9,7 @@ offered as context when Bob asks what to cook for himself.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from teleton.memory.feed import reads
@@ -91,3 +91,8 @@ def attributable(subject: str, asker: str) -> bool:
     """Whether a fact about ``subject`` may be offered as context to a group turn of ``asker``: facts about
     a member only to that member; facts about the group, things, named others and unknowns to everyone."""
     return not is_person(subject) or subject == asker
+
+
+def shown_subjects(in_dm: bool, asker: str) -> Callable[[str], bool]:
+    """Which facts a turn of ``asker`` is shown unasked: all of a DM's; in a group, the ``attributable`` ones."""
+    return (lambda subject: True) if in_dm else (lambda subject: attributable(subject, asker))

@@ -28,15 +28,14 @@ import structlog
 
 from teleton.llm.tool_loop import ToolResult
 from teleton.memory import recall
-from teleton.memory.embeddings.query import embed_query
 from teleton.memory.facts.store import Fact
-from teleton.memory.facts.subjects import attributable, chat_members, resolve, speaker_subject
+from teleton.memory.facts.subjects import chat_members, resolve, shown_subjects, speaker_subject
 from teleton.memory.recall import Question
-from teleton.memory.search.hybrid import SearchHit, SearchParams
 from teleton.privacy import OWNER, PUBLIC
 from teleton.privacy.paths import is_document
 from teleton.privacy.quoting import mark, outside, shown_to
 from teleton.storage.private_files import write_private
+from teleton.tools.families.archive_order import archive_messages, query_vector
 from teleton.tools.held import Held, Outgoing
 from teleton.tools.outbox import EgressRefused, gate
 from teleton.tools.registry import Tool, ToolContext, ToolDeps
@@ -46,12 +45,6 @@ log = structlog.get_logger(__name__)
 MEMORY_FILE = "MEMORY.md"
 READ_CAP = 20_000
 OWNER_ONLY = "{what} is the owner's and cannot be {done} in this chat."
-
-
-async def _query_vector(ctx: ToolContext, query: str) -> Any:
-    if not getattr(ctx.deps.db, "vectors", False):
-        return None
-    return await embed_query(ctx.deps.embedder, query)
 
 
 # -- memory_read -------------------------------------------------------------------------------------
@@ -191,7 +184,7 @@ async def memory_recall(args: dict[str, Any], ctx: ToolContext) -> str | ToolRes
         ctx.clearance.readable(),
         limit=int(args.get("limit", 5)),
         category=args.get("category"),
-        query_vector=await _query_vector(ctx, query),
+        query_vector=await query_vector(ctx, query),
         keep=keep,
         history=bool(args.get("history")),
     )
@@ -211,9 +204,7 @@ async def _subjects(ctx: ToolContext, requested: str | None) -> Callable[[str], 
         members = await ctx.deps.db.read(lambda conn: chat_members(conn, ctx.chat.id, owner_id))
         wanted = resolve(requested, asker, ctx.chat.id, members)
         return lambda subject: subject == wanted
-    if ctx.chat.type == "dm":
-        return lambda subject: True
-    return lambda subject: attributable(subject, asker)
+    return shown_subjects(ctx.chat.type == "dm", asker)
 
 
 # -- memory_search -----------------------------------------------------------------------------------
@@ -224,7 +215,7 @@ async def memory_search(args: dict[str, Any], ctx: ToolContext) -> str | ToolRes
     chat_id = args.get("chat_id")
     if chat_id is not None and not clearance.may_read(principals.chat_label(int(chat_id))):
         return ToolResult.error("Messages of other chats cannot be searched from this chat.")
-    q = Question(query, await _query_vector(ctx, query), clearance)
+    q = Question(query, await query_vector(ctx, query), clearance)
     params = replace(ctx.deps.search, limit=limit)
     found: list[tuple[str, str]] = []
     if chat_id is None:
@@ -234,7 +225,7 @@ async def memory_search(args: dict[str, Any], ctx: ToolContext) -> str | ToolRes
                 ctx.saw(outside("document", path))
             found.append((hit.meta["label"], f"[knowledge {path}] {hit.text}"))
     chats = None if chat_id is None else [int(chat_id)]
-    for hit in await _messages(ctx, q, params, chats):
+    for hit in await archive_messages(ctx, q, params, chats):
         when = datetime.fromtimestamp(hit.meta["date"]).astimezone()
         who = "me" if hit.meta["is_outgoing"] else (hit.meta["sender_name"] or hit.meta["sender_id"])
         label = principals.chat_label(int(hit.meta["chat_id"]))
@@ -245,17 +236,6 @@ async def memory_search(args: dict[str, Any], ctx: ToolContext) -> str | ToolRes
     found = [(label, line) for label, line in found if clearance.may_read(label)]
     ctx.shown(*{label for label, _ in found})
     return "\n".join(shown_to(ctx.clearance.label, label, line) for label, line in found) if found else "Nothing found."
-
-
-async def _messages(ctx: ToolContext, q: Question, params: SearchParams, chats: list[int] | None) -> list[SearchHit]:
-    """The archive's best ``params.limit`` messages for ``q``; with a reranker, the best of a deeper pool in its
-    order, as the turn's own context has them."""
-    reranker, pool = ctx.deps.reranker, ctx.deps.rerank_candidates
-    if reranker is None:
-        return await recall.feed(ctx.deps.db, q, params, ctx.deps.principals, chats=chats)
-    deeper = replace(params, limit=max(params.limit, pool))
-    hits = await recall.feed(ctx.deps.db, q, deeper, ctx.deps.principals, chats=chats)
-    return (await recall.rerank(reranker, q, hits, pool))[: params.limit]
 
 
 def _list_memory_files(workspace: Any) -> str:

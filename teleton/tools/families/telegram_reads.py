@@ -9,7 +9,9 @@ from typing import Any
 
 from teleton.gateway.contract import ChatInfo, UserInfo
 from teleton.memory.feed import reads
-from teleton.memory.feed.search import other_topic, search_feed
+from teleton.memory.feed.search import feed_hit, other_topic
+from teleton.memory.recall import Question
+from teleton.tools.families.archive_order import archive_messages, query_vector
 from teleton.tools.families.telegram_common import CHAT_ID, Refused, gateway, readable_chat, schema, tool
 from teleton.tools.registry import Tool, ToolContext
 
@@ -39,14 +41,10 @@ async def get_history(args: dict[str, Any], ctx: ToolContext) -> str:
 
 async def search_messages(args: dict[str, Any], ctx: ToolContext) -> str:
     query = args["query"]
-    if "chat_id" in args:
-        scope: list[int] | None = [readable_chat(args, ctx)]
-    else:
-        chats = ctx.clearance.readable_chats()
-        scope = None if chats is None else list(chats)
+    chats = [readable_chat(args, ctx)] if "chat_id" in args else None
     params = replace(ctx.deps.search, limit=int(args.get("limit", 10)))
-    hits = await search_feed(ctx.deps.db, query, chat_ids=scope, provider=ctx.deps.embedder, params=params)
-    hits = [h for h in hits if ctx.clearance.may_read(ctx.deps.principals.chat_label(h.chat_id))]
+    q = Question(query, await query_vector(ctx, query), ctx.clearance)
+    hits = [feed_hit(h) for h in await archive_messages(ctx, q, params, chats)]
     # In a forum topic: the topic's own messages first (or only them), then the rest of the chat, marked.
     elsewhere = {h.id: other_topic(h.chat_id, h.topic_id, ctx.chat.id, ctx.topic_id) for h in hits}
     if args.get("this_topic_only"):
