@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -31,8 +31,9 @@ from typing import Any
 import jsonschema
 import structlog
 
+from teleton.agent.distill_prompt import FACT_SCHEMA, SYSTEM, TOOL, TOOL_NAME
 from teleton.agent.locks import KeyedLocks
-from teleton.agent.window.compaction import Message, is_user_turn, transcript
+from teleton.agent.window.compaction import Message, is_user_turn, numbered_transcript
 from teleton.agent.window.oversize import excerpt
 from teleton.gateway.contract import ChatInfo
 from teleton.llm.client import LLMClient, LLMError
@@ -55,50 +56,6 @@ TRANSCRIPT_MAX_TOKENS = 2048  # a long session holds more facts than one exchang
 TRANSCRIPT_HEADER = "Extract the durable facts from this conversation"
 KNOWN_FACTS = 12  # remembered facts shown to the model, the ones nearest to the conversation
 KNOWN_QUERY_CHARS = 2_000
-
-FACT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "content": {"type": "string", "minLength": 3, "maxLength": 500},
-        "category": {"type": "string", "minLength": 1, "maxLength": 40},
-        "key": {"type": ["string", "null"], "maxLength": 80},
-        "importance": {"type": "number", "minimum": 0, "maximum": 1},
-        "correction": {"type": "boolean"},
-        "about": {"type": ["string", "null"], "maxLength": 80},
-        "replaces": {"type": ["integer", "null"]},
-        "reason": {"type": ["string", "null"], "maxLength": 300},
-    },
-    "required": ["content", "category", "importance"],
-}
-TOOL_NAME = "record_facts"
-TOOL = {
-    "name": TOOL_NAME,
-    "description": "Record the durable facts worth remembering from this conversation (may be an empty list).",
-    "input_schema": {
-        "type": "object",
-        "properties": {"facts": {"type": "array", "items": FACT_SCHEMA}},
-        "required": ["facts"],
-    },
-}
-SYSTEM = """You maintain the long-term memory of a Telegram assistant. From the conversation below, extract facts
-worth remembering in later conversations: names, relationships, preferences, plans with dates, decisions,
-standing instructions. Skip small talk, anything only true for this moment, and what the assistant said
-about itself. Each fact is one self-contained sentence naming who it is about.
-- category: one lowercase word or two (person, preference, pet, plan, work, health, place, ...).
-- key: a short stable identifier when the fact is an attribute that may change later (e.g. "cat_name"),
-  otherwise null.
-- importance: 0..1; 0.9+ only for what must never be forgotten (allergies, hard deadlines, explicit
-  "remember this").
-- correction: true when the user corrects something the assistant got wrong or believed.
-- about: whom the fact is about: "speaker" (whoever said it), "owner", "group" (the group as a whole), or
-  the name of another person or thing.
-- replaces: when the conversation changes, corrects or cancels one of the remembered facts listed below
-  (a move, a new job, a renamed pet, a changed plan or preference), the id of that fact; the new fact then
-  replaces it and the old one is kept as history. Keep the same key for the same attribute. null otherwise.
-- reason: for a replacement, a few words why (e.g. "moved last month").
-Write when something happened or will happen as a date ("on 20 May 2023", "in June 2023"), not as
-"yesterday" or "last week": the fact is read long after; the exchange's date is given.
-Call record_facts exactly once; an empty list is a fine answer."""
 
 
 @dataclass(frozen=True)
@@ -146,6 +103,16 @@ class _Where:
     shown: frozenset[int]  # the remembered facts the model was shown (the only ones it may replace)
     sources: tuple[int, ...] = ()  # the archived messages the facts are drawn from (in ``chat_id``)
     said_at: float | None = None  # when the exchange took place (``memory.facts.dates``)
+    lines: Mapping[int, tuple[int, int, float]] = field(default_factory=dict)  # a transcript's user lines
+
+    def of(self, item: dict[str, Any]) -> tuple[tuple[int, ...], float | None]:
+        """The archived messages one fact was drawn from and when: the transcript lines it names (those of this
+        chat that the transcript numbered; any other number is ignored), else the exchange's."""
+        named = [self.lines[n] for n in item.get("from") or () if n in self.lines]
+        rows = [(message_id, date) for chat_id, message_id, date in named if chat_id == self.chat_id]
+        if not rows:
+            return self.sources, self.said_at
+        return tuple(sorted({m for m, _ in rows})), max(date for _, date in rows)
 
 
 def _label_kind(label: str) -> str:
@@ -225,14 +192,17 @@ class Distiller:
         messages = without_off_switched(transcript.messages)
         if not any(is_user_turn(m) for m in messages):
             return DistillStats(skipped="nothing to distil")
+        text, lines = numbered_transcript(messages)
+        where = _where(transcript.chat, transcript.label)
         async with self._locks.hold(transcript.chat.id):
             return await self._extract(
-                _render_transcript(transcript, messages),
+                f"{TRANSCRIPT_HEADER} in {where} before it leaves the context window:\n\n{text}",
                 transcript.chat,
                 transcript.label,
                 source=source,
                 max_tokens=TRANSCRIPT_MAX_TOKENS,
                 speaker=label_speaker(transcript.label),
+                lines=lines,
             )
 
     async def _extract(
@@ -246,6 +216,7 @@ class Distiller:
         speaker: str,
         sources: tuple[int, ...] = (),
         said_at: float | None = None,
+        lines: Mapping[int, tuple[int, int, float]] | None = None,
     ) -> DistillStats:
         stats = DistillStats()
         known = await self.facts.related(content[-KNOWN_QUERY_CHARS:], [label], limit=KNOWN_FACTS)
@@ -274,7 +245,8 @@ class Distiller:
             if chat.type != "dm"
             else {}
         )
-        where = _Where(label, source, speaker, chat.id, members, frozenset(f.id for f in known), sources, said_at)
+        shown = frozenset(f.id for f in known)
+        where = _Where(label, source, speaker, chat.id, members, shown, sources, said_at, lines or {})
         for item in items:
             await self._commit_one(item, where, stats)
         self._account(chat.id, source, stats)
@@ -288,8 +260,9 @@ class Distiller:
             return
         label = where.label
         replaces = item.get("replaces")
+        sources, said_at = where.of(item)
         fact = Fact(
-            value=dated(" ".join(item["content"].split()), where.said_at),
+            value=dated(" ".join(item["content"].split()), said_at),
             category=item["category"].strip().lower(),
             key=(item.get("key") or None),
             scope=label,
@@ -301,8 +274,8 @@ class Distiller:
             said_by=where.speaker or where.label,  # a group's transcript speaks for nobody in particular
         )
         outcome = await save_merging(self.facts, fact, self.near_duplicate)
-        if where.sources:  # found here, whether new, updated or known already
-            await self.facts.db.write(lambda conn: link(conn, outcome.id, where.chat_id, where.sources))
+        if sources:  # found here, whether new, updated or known already
+            await self.facts.db.write(lambda conn: link(conn, outcome.id, where.chat_id, sources))
         kind = _label_kind(label)
         if outcome.action == "superseded":
             stats.superseded += 1
@@ -389,10 +362,3 @@ def _render_known(known: Sequence[StoredFact]) -> str:
         return ""
     lines = "\n".join(f"- id {f.id}: [{f.category}/{f.key or '-'}] {f.value}" for f in known)
     return f"\n\nFacts already remembered here (use `replaces` with the id when one has changed):\n{lines}"
-
-
-def _render_transcript(source: Transcript, messages: Sequence[Message]) -> str:
-    return (
-        f"{TRANSCRIPT_HEADER} in {_where(source.chat, source.label)} before it leaves the context "
-        f"window:\n\n{transcript(messages)}"
-    )

@@ -35,6 +35,7 @@ from teleton.llm.types import (
     Request,
     TransientError,
     Usage,
+    sendable,
 )
 from teleton.process.retries import Wait, failure, retrying, waits
 
@@ -170,7 +171,7 @@ class LLMClient:
         request = Request(
             model=model or s.model,
             system=system,
-            messages=list(messages),
+            messages=[sendable(m) for m in messages],
             max_tokens=max_tokens or s.max_tokens,
             temperature=s.temperature if temperature is None else temperature,
             tools=list(tools),

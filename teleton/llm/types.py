@@ -18,6 +18,14 @@ Block = dict[str, Any]
 Message = dict[str, Any]
 
 
+def sendable(message: Message) -> Message:
+    """``message`` as a model is sent it: without Teleton's own keys (``_``-prefixed: a session message's
+    archive row), which no API accepts."""
+    if not any(key.startswith("_") for key in message):
+        return message
+    return {key: value for key, value in message.items() if not key.startswith("_")}
+
+
 @dataclass(frozen=True)
 class Request:
     """One model call as Teleton asks it, in the Anthropic format (system blocks, content blocks, tools)."""

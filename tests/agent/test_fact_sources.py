@@ -6,14 +6,18 @@ the utility model is scripted to extract what a good extractor would.
 
 from __future__ import annotations
 
+import json
+import re
+from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
-from teleton.agent.distiller import Distiller
+from teleton.agent.distiller import TRANSCRIPT_HEADER, Distiller
 from teleton.gateway.contract import ChatInfo
 from teleton.memory.facts.sources import of_facts
 from teleton.memory.forget.feed import erase_messages
 from teleton.memory.journal.learnings import Learnings
-from tests.agent.conftest import OWNER, AgentHarness
+from tests.agent.conftest import OWNER, OWNER_DM, AgentHarness
 from tests.fakes.anthropic_server import Body, Reply, text, tool_use
 
 
@@ -126,3 +130,40 @@ async def test_forgetting_a_message_forgets_what_was_learned_only_from_it(harnes
     await forget("my cat is called Whiskerino")  # the cat was said again in another message
     facts = [r[0] for r in await h.db.fetchall("select value from facts")]
     assert facts == ["Olga's cat is called Whiskerino."]
+
+
+async def test_a_fact_from_a_transcript_names_the_line_it_came_from_and_takes_its_date(harness: AgentHarness) -> None:
+    """The memory flush (and compaction) distil the session as a numbered transcript, each user's line dated. A
+    fact names the lines it was taken from: it is linked to those archived messages, and "yesterday" is
+    resolved against their date, not the flush's. A number that is not a user's line of the transcript (the
+    assistant's, or made up) links nothing. No model request ever carries the session's archive rows."""
+    h = harness
+    said: dict[str, list[int]] = {}
+
+    def utility(body: Body) -> Reply:
+        content = body["messages"][-1]["content"]
+        if TRANSCRIPT_HEADER not in content:
+            return tool_use(("record_facts", {"facts": []}))
+        lines = {int(n): line for n, line in re.findall(r"^\[(\d+)\] (.*)$", content, re.M)}
+        said["user"] = [n for n, line in lines.items() if line.startswith("User (") and "Porto" in line]
+        said["assistant"] = [n for n, line in lines.items() if line.startswith("Assistant")]
+        moved = {"content": "Olga's sister Ana moved to Porto yesterday.", "category": "family", "importance": 0.8,
+                 "about": "other:Ana", "from": said["user"]}  # fmt: skip
+        dog = {"content": "Olga walks the dog at six.", "category": "habit", "importance": 0.5,
+               "from": [*said["assistant"], 999]}  # fmt: skip
+        return tool_use(("record_facts", {"facts": [moved, dog]}))
+
+    h.utility = utility
+    monday = datetime(2026, 11, 9, 12, 0).timestamp()
+    porto = replace(h.message(OWNER_DM, OWNER, "my sister Ana moved to Porto yesterday!"), date=monday)
+    await h.archive(porto)
+    await h.agent.handle(porto)
+    await h.dm("I walk the dog at six, by the way")
+    session = await h.agent.sessions.active(OWNER_DM.id)
+    await h.agent.compactor.flush(session, h.agent.principals.clearance(OWNER_DM.id))
+
+    assert said["user"] and said["assistant"]  # the model was shown numbered, dated lines
+    sources = await _sources(h)
+    assert sources["Olga's sister Ana moved to Porto yesterday (8 November 2026)."] == [(OWNER_DM.id, porto.message_id)]
+    assert sources["Olga walks the dog at six."] == []
+    assert not [b for b in h.fake.requests if "_archived" in json.dumps(b)]

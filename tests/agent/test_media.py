@@ -16,6 +16,7 @@ from PIL import Image, ImageDraw
 
 from teleton.cli.terminal_gateway import attached
 from teleton.gateway.contract import ChatInfo, MediaInfo, UserInfo
+from teleton.llm.types import sendable
 from teleton.memory.feed.search import search_feed
 from teleton.storage import Database
 from teleton.tools.families.documents import document_tools
@@ -111,7 +112,7 @@ async def test_a_photo_reaches_the_model_as_an_image_and_is_found_later_by_its_d
     session = await h.agent.sessions.active(OWNER_DM.id)
     # The picture's words are not the sender's: the session keeps them with their origin (issue 29).
     marker = "\n\n(This exchange was shown words from elsewhere: a photo (outside: photo:IMG_2041.jpg).)"
-    assert session.messages[0] == {"role": "user", "content": typed + marker}
+    assert sendable(session.messages[0]) == {"role": "user", "content": typed + marker}
     h.main = lambda body: text("ok")
     await h.dm("thanks")
     assert '"type": "image"' not in body_text(h.main_requests()[-1])

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from teleton.agent.runtime import AgentSettings
 from teleton.agent.window.compaction import Thresholds
+from teleton.llm.types import sendable
 from teleton.storage import Database
 from tests.agent.conftest import OWNER, OWNER_DM, AgentHarness, build_harness
 from tests.fakes.anthropic_server import (
@@ -141,7 +142,7 @@ async def test_a_250_message_session_is_compacted(any_harness: AgentHarness) -> 
     assert new.id != old_id
     kept = old[-20:]
     assert new.messages[:20] == kept  # the last 20 intact (this cut falls on a user turn)
-    assert new.messages[20] == {"role": "user", "content": "and what about topic 999?"}
+    assert sendable(new.messages[20]) == {"role": "user", "content": "and what about topic 999?"}
     assert new.summary.startswith("Summary: the user asked about topics")
     row = await h.db.fetchone("select active, end_reason, summary from sessions where id = ?", (old_id,))
     assert (row["active"], row["end_reason"]) == (0, "compacted") and row["summary"] == new.summary

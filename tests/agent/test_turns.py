@@ -13,6 +13,7 @@ from datetime import datetime
 from teleton.agent.prompt.memory import FEED_HEADER, KNOWLEDGE_HEADER
 from teleton.gateway.contract import ChatInfo, IncomingMessage, Thread, UserInfo
 from teleton.llm.tool_loop import ToolResult
+from teleton.llm.types import sendable
 from teleton.telegram.receive.dispatch import Dispatcher
 from teleton.telegram.receive.policy import PolicyConfig
 from teleton.telegram.receive.policy_control import DispatcherPolicy
@@ -73,7 +74,7 @@ async def test_dm_question_answered_from_a_knowledge_chunk(any_harness: AgentHar
     # The exchange is in today's log, and the session stores the message without the RAG block.
     assert "User: What's the wifi password at the lake cabin? | Assistant: The cabin wifi password" in today_log(h)
     session = await h.agent.sessions.active(OWNER_DM.id)
-    assert session.messages[0] == {"role": "user", "content": "What's the wifi password at the lake cabin?"}
+    assert sendable(session.messages[0]) == {"role": "user", "content": "What's the wifi password at the lake cabin?"}
 
 
 async def test_system_prompt_layout_and_cache_hits(harness: AgentHarness) -> None:

@@ -16,7 +16,7 @@ from teleton.agent.core import AgentCore
 from teleton.agent.messages import quoted_referent, user_text
 from teleton.agent.turn import Turn, required
 from teleton.agent.window import oversize
-from teleton.agent.window.compaction import needs_hard, needs_soft
+from teleton.agent.window.compaction import ARCHIVED, needs_hard, needs_soft
 from teleton.agent.window.sessions import Session
 
 log = structlog.get_logger(__name__)
@@ -35,6 +35,8 @@ async def open_session(agent: AgentCore, turn: Turn) -> None:
         log.info("long_message_shortened", chat_id=turn.msg.chat.id, kept_chars=limit)
     text = user_text(turn.msg, await quoted_referent(agent.deps.db, turn.msg))
     turn.stored_user = {"role": "user", "content": text}
+    if turn.msg.message_id > 0:  # archived: a fact a transcript gives can name it (scheduled turns are not)
+        turn.stored_user[ARCHIVED] = [turn.msg.chat.id, turn.msg.message_id, turn.msg.date]
     thread = turn.msg.thread
     session = await agent.sessions.active(thread.chat_id, thread.topic)
     reason = agent.expiry(session)

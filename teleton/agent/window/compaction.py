@@ -10,11 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from teleton.config.schema import AgentConfig, MemoryConfig, default
 
 Message = dict[str, Any]
+# A user's message in a session names its archive row, [chat id, message id, date]: what a fact distilled from
+# a transcript was drawn from, and when (``numbered_transcript``). Teleton's own key: no model is sent it
+# (``teleton.llm.types.sendable``).
+ARCHIVED = "_archived"
 
 
 @dataclass(frozen=True)
@@ -84,6 +89,25 @@ def transcript(messages: Sequence[Message], per_message: int = 300, max_chars: i
             lines.append(f"{message['role'].capitalize()}: {text}")
     joined = "\n".join(lines)
     return joined[-max_chars:]  # the most recent part matters most if it must be cut
+
+
+def numbered_transcript(
+    messages: Sequence[Message], per_message: int = 300, max_chars: int = 60_000
+) -> tuple[str, dict[int, tuple[int, int, float]]]:
+    """``transcript`` with each line numbered and each user's line dated when its archive row is known: the
+    text, and line number -> (chat id, message id, date) for those lines, so a fact can name its own."""
+    lines: list[str] = []
+    rows: dict[int, tuple[int, int, float]] = {}
+    for message in messages:
+        text = message_text(message, per_message).replace("\n", " ").strip()
+        if not text:
+            continue
+        number, role, row = len(lines) + 1, message["role"].capitalize(), message.get(ARCHIVED)
+        if row is not None and is_user_turn(message):
+            rows[number] = (int(row[0]), int(row[1]), float(row[2]))
+            role += f" ({datetime.fromtimestamp(float(row[2])):%a %d %B %Y})"
+        lines.append(f"[{number}] {role}: {text}")
+    return "\n".join(lines)[-max_chars:], rows
 
 
 def summary_prompt(old: Sequence[Message], previous_summary: str = "") -> str:
