@@ -1,10 +1,11 @@
 """Memory as one JSON document, to move it to another machine or another Teleton (``teleton memory export``
 and ``import``).
 
-The document holds the facts (current and history, with labels, subjects and times), the knowledge entries
-that do not come from a file (session summaries, learned notes; with labels), and the workspace's Markdown
-memory files (MEMORY.md, memory/**/*.md) as text. The archive of Telegram messages is not in it (it is
-Telegram's to re-download, and it would be most of the bytes). Import never overwrites: a fact already
+The document holds the facts (current and history, with labels, subjects, times and the ids of the messages
+they were drawn from), the knowledge entries that do not come from a file (session summaries, learned notes;
+with labels), and the workspace's Markdown memory files (MEMORY.md, memory/**/*.md) as text. The archive of
+Telegram messages is not in it (it is Telegram's to re-download, where its messages keep their ids, and it
+would be most of the bytes). Import never overwrites: a fact already
 known is skipped, a file that exists is left alone (and reported), and superseded facts keep their chain.
 """
 
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from teleton.memory.facts.rows import COLUMNS, fact_hash
+from teleton.memory.facts.sources import link, of_facts
 from teleton.memory.search.corpora import CURRENT
 from teleton.privacy import is_label
 from teleton.storage.database import Database
@@ -44,10 +46,13 @@ class ImportCounts:
 
 async def export_memory(db: Database, workspace: Path) -> dict[str, Any]:
     def _read(conn: Connection) -> dict[str, Any]:
+        rows = conn.execute(f"select {COLUMNS} from facts order by id").fetchall()
+        sources = of_facts(conn, [int(r["id"]) for r in rows])
         facts = [
-            {"id": r["id"], "superseded_by": r["superseded_by"], **{k: r[k] for k in _FACT_FIELDS}}
-            for r in conn.execute(f"select {COLUMNS} from facts order by id")
-        ]
+            {"id": r["id"], "superseded_by": r["superseded_by"], **{k: r[k] for k in _FACT_FIELDS},
+             "sources": [list(key) for key in sources.get(int(r["id"]), [])]}
+            for r in rows
+        ]  # fmt: skip
         entries = [
             dict(r)
             for r in conn.execute(
@@ -124,6 +129,7 @@ def _import_facts(conn: Connection, facts: list[dict[str, Any]], counts: ImportC
         marks = ", ".join("?" * len(values))
         cur = conn.execute(f"insert into facts({', '.join(values)}) values ({marks})", tuple(values.values()))
         new_ids[int(fact["id"])] = int(cur.lastrowid)
+        _link_sources(conn, int(cur.lastrowid), fact.get("sources"))
         if current:
             counts.facts += 1
         else:
@@ -132,6 +138,15 @@ def _import_facts(conn: Connection, facts: list[dict[str, Any]], counts: ImportC
                 links.append((int(cur.lastrowid), int(fact["superseded_by"])))
     for row_id, successor in links:
         conn.execute("update facts set superseded_by = ? where id = ?", (new_ids.get(successor), row_id))
+
+
+def _link_sources(conn: Connection, fact_id: int, sources: Any) -> None:
+    """The messages the fact was drawn from, as (chat id, message id): live again once the archive is
+    re-downloaded here (`teleton feed import`), where the same messages keep the same ids."""
+    pairs = [pair for pair in sources if isinstance(pair, list) and len(pair) == 2] if isinstance(sources, list) else []
+    for chat_id, message_id in pairs:
+        if type(chat_id) is int and type(message_id) is int:  # not a bool, a string or a float a hand put there
+            link(conn, fact_id, chat_id, [message_id])
 
 
 def _already_here(conn: Connection, fact: dict[str, Any], digest: str) -> bool:

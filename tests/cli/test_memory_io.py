@@ -111,7 +111,7 @@ def test_a_bad_export_file_is_one_line_and_changes_nothing(tmp_path: Path) -> No
     assert not (home / ".teleton" / "workspace" / "memory" / "run.sh").exists()
 
 
-def test_facts_as_json_name_the_messages_each_was_drawn_from(tmp_path: Path) -> None:
+def test_facts_as_json_name_the_messages_each_was_drawn_from_and_keep_them_through_a_move(tmp_path: Path) -> None:
     home, config = _home(tmp_path, "sources")
 
     async def seed() -> None:
@@ -129,3 +129,14 @@ def test_facts_as_json_name_the_messages_each_was_drawn_from(tmp_path: Path) -> 
         "Olga's cat is Whiskerino": [{"chat_id": 4242, "message_id": 17}, {"chat_id": 4242, "message_id": 18}],
         "Olga likes tea": [],
     }
+    # Export and import carry the links (ids only): once the archive is downloaded again on the new machine,
+    # where its messages keep their ids, the facts lift and forget with them as before.
+    export = tmp_path / "memory.json"
+    assert teleton("-c", str(config), "memory", "export", str(export), home=home).returncode == 0
+    data = json.loads(export.read_text())
+    data["facts"][0]["sources"] += [["4242", 19], [4242], [True, 20], "junk", None]  # a hand-edited file's
+    export.write_text(json.dumps(data))
+    new_home, new_config = _home(tmp_path, "moved")
+    proc = teleton("-c", str(new_config), "memory", "import", str(export), home=new_home)
+    assert proc.returncode == 0, proc.stderr
+    assert {f["value"]: f["sources"] for f in _facts(new_home, new_config)} == shown
