@@ -18,7 +18,7 @@ from teleton.memory.facts.sources import of_facts
 from teleton.memory.forget.feed import erase_messages
 from teleton.memory.journal.learnings import Learnings
 from tests.agent.conftest import OWNER, OWNER_DM, AgentHarness
-from tests.fakes.anthropic_server import Body, Reply, text, tool_use
+from tests.fakes.anthropic_server import Body, Reply, text, tool_results, tool_use, user_said
 
 
 def _record(content: str) -> Reply:
@@ -167,3 +167,27 @@ async def test_a_fact_from_a_transcript_names_the_line_it_came_from_and_takes_it
     assert sources["Olga's sister Ana moved to Porto yesterday (8 November 2026)."] == [(OWNER_DM.id, porto.message_id)]
     assert sources["Olga walks the dog at six."] == []
     assert not [b for b in h.fake.requests if "_archived" in json.dumps(b)]
+
+
+async def test_a_fact_memory_save_keeps_names_the_message_it_was_saved_for(harness: AgentHarness) -> None:
+    """The model saves a fact with memory_save while answering a message: the fact names that message, so
+    forgetting the message forgets what was saved from it."""
+    h = harness
+
+    def model(body: Body) -> Reply:
+        if tool_results(body):
+            return text("Noted.")
+        if "locker" in user_said(body):
+            return tool_use(("memory_save", {"value": "Olga's gym locker code is 4417", "category": "home"}))
+        return text("ok")
+
+    h.main = model
+    await h.dm("remember: my gym locker code is 4417")
+    asked = await h.db.fetchone("select message_id from tg_messages where text like 'remember: my gym locker%'")
+    assert await _sources(h) == {"Olga's gym locker code is 4417": [(OWNER.id, int(asked[0]))]}
+
+    ask = h.message(OWNER_DM, OWNER, "/forget", reply_to_id=int(asked[0]))
+    await h.archive(ask)
+    assert "Send /forget confirm" in (await h.agent.handle(ask) or "")
+    assert "Forgotten:" in (await h.dm("/forget confirm") or "")
+    assert await h.db.fetchall("select value from facts") == []

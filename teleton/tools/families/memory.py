@@ -28,6 +28,7 @@ import structlog
 
 from teleton.llm.tool_loop import ToolResult
 from teleton.memory import recall
+from teleton.memory.facts.sources import link
 from teleton.memory.facts.store import Fact
 from teleton.memory.facts.subjects import chat_members, resolve, shown_subjects, speaker_subject
 from teleton.memory.recall import Question
@@ -135,6 +136,9 @@ async def memory_save(args: dict[str, Any], ctx: ToolContext) -> str | ToolResul
         said_by=speaker or ctx.clearance.label,
     )
     outcome = await ctx.deps.facts.save(fact)
+    message_id = ctx.message_id or 0
+    if visibility != "public" and message_id > 0 and not ctx.from_task:  # the person's message it was saved for
+        await ctx.deps.db.write(lambda conn: link(conn, outcome.id, ctx.chat.id, [message_id]))
     if ctx.clearance.is_owner and outcome.action != "duplicate" and ctx.deps.daily_logs is not None:
         # Seed 002: a saved fact also lands in the daily log, readable by a human and the next session.
         try:
