@@ -89,7 +89,7 @@ async def test_timeout_leaves_no_process_of_the_group(workspace: Path) -> None:
     pids: list[int] = []
     running = asyncio.create_task(
         run_command(
-            "sh -c 'sleep 60 & sleep 60'", workspace, ExecSettings(timeout_s=EXEC_TIMEOUT_S), on_start=pids.append
+            "sh -c 'sleep 1000 & sleep 1000'", workspace, ExecSettings(timeout_s=EXEC_TIMEOUT_S), on_start=pids.append
         )
     )
     await until(lambda: (pids and len(group_members(pids[0])) >= 3) or running.done())
@@ -97,7 +97,7 @@ async def test_timeout_leaves_no_process_of_the_group(workspace: Path) -> None:
     outcome = await running
     assert outcome.timed_out and outcome.exit_code is None
     # Killed: gone as soon as the kernel has run their exits (on a busy machine, a moment after the return;
-    # one that lived on would hang here until pytest-timeout says so).
+    # one that lived on, 1,000 s, would hang here until pytest-timeout says so).
     await until(lambda: group_members(pids[0]) == [])
 
 
