@@ -134,8 +134,9 @@ async def _search(config: Config, feed_search: Any, query: str, chat: int | None
     provider = cli_embedder(config, err_console)
     embedding = (provider.model_id, provider.dims) if provider is not None else None
     db = await Database.open(config.storage.database_file, embedding=embedding)
-    reranker = await configured_reranker(config.memory.reranker)
+    reranker = None
     try:
+        reranker = await configured_reranker(config.memory.reranker)
         params = replace(configured_params(config), limit=limit)
         q = recall.Question(query, await embed_query(provider, query) if db.vectors else None, Clearance(OWNER))
         facts = await db.read(lambda conn: recall.shown_facts(conn, q, params, limit, lambda _: True))

@@ -5,8 +5,8 @@ The document holds the facts (current and history, with labels, subjects, times 
 they were drawn from), the knowledge entries that do not come from a file (session summaries, learned notes;
 with labels), and the workspace's Markdown memory files (MEMORY.md, memory/**/*.md) as text. The archive of
 Telegram messages is not in it (it is Telegram's to re-download, where its messages keep their ids, and it
-would be most of the bytes). Import never overwrites: a fact already
-known is skipped, a file that exists is left alone (and reported), and superseded facts keep their chain.
+would be most of the bytes). Import never overwrites: a fact already known is skipped, a file that exists is
+left alone (and reported), and superseded facts keep their chain.
 """
 
 from __future__ import annotations
