@@ -26,6 +26,10 @@ from teleton.storage.sqlite_driver import Connection
 from teleton.storage.usage import migrate_usage
 
 FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
+# sessions.messages_json holds Messages API messages; a person's message also names its archive row under this
+# key, [chat id, message id, date] (Teleton's own: ``llm.types.sendable`` strips it from every request). What a
+# transcript's fact was drawn from (``agent.distiller``), and what /forget of that message scrubs by id.
+SESSION_ARCHIVED = "_archived"
 
 _V1 = f"""
 create table if not exists meta (

@@ -376,3 +376,28 @@ async def test_a_persons_answers_are_the_same_whatever_else_holds_it(h: AgentHar
     report = await h.dm("/forget confirm", sender=ALICE)
     assert report is not None and "archived messages (with their keyword rows and vectors): 1" in report
     assert "vectors:" not in report and "cached embeddings" not in report and "database file" not in report
+
+
+async def test_a_short_message_forgotten_by_reply_leaves_the_conversation_too(h: AgentHarness) -> None:
+    """ "pin 4417" is too short to be looked for by its words elsewhere ("ok" would scrub every "ok"), but
+    the conversation holding it names that very message: it is scrubbed there by id, and the next turn's
+    model never sees it. The same words sent again, and not forgotten, stay."""
+    await h.dm("pin 4417", sender=ALICE)
+    await h.dm("I also like green tea", sender=ALICE)
+    await h.dm("pin 4417", sender=ALICE)  # said again: this one is not forgotten
+    target = await h.db.fetchone("select message_id from tg_messages where text = 'pin 4417' order by message_id")
+    alice_dm = ChatInfo(id=ALICE.id, type="dm")
+    ask = h.message(alice_dm, ALICE, "/forget", reply_to_id=target[0])
+    await h.archive(ask)
+    preview = await h.agent.handle(ask)
+    assert preview is not None and "conversations and their summaries (scrubbed to [forgotten]): 1" in preview
+    assert "Forgotten:" in (await h.dm("/forget confirm", sender=ALICE) or "")
+    session = await h.agent.sessions.active(ALICE.id)
+    assert session is not None
+    said = [m["content"] for m in session.messages if m["role"] == "user"]
+    assert said[:3] == ["[forgotten]", "I also like green tea", "pin 4417"]
+    start = len(h.fake.requests)
+    await h.dm("what did I tell you?", sender=ALICE)
+    history = h.main_requests(start)[0]["messages"][:-1]  # the conversation before the new message
+    assert history[0]["content"] == "[forgotten]"
+    assert [m["content"] for m in history if "4417" in json.dumps(m)] == ["pin 4417"]  # the second one only

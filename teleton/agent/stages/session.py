@@ -16,8 +16,9 @@ from teleton.agent.core import AgentCore
 from teleton.agent.messages import quoted_referent, user_text
 from teleton.agent.turn import Turn, required
 from teleton.agent.window import oversize
-from teleton.agent.window.compaction import ARCHIVED, needs_hard, needs_soft
+from teleton.agent.window.compaction import needs_hard, needs_soft
 from teleton.agent.window.sessions import Session
+from teleton.storage.schema import SESSION_ARCHIVED
 
 log = structlog.get_logger(__name__)
 
@@ -36,7 +37,7 @@ async def open_session(agent: AgentCore, turn: Turn) -> None:
     text = user_text(turn.msg, await quoted_referent(agent.deps.db, turn.msg))
     turn.stored_user = {"role": "user", "content": text}
     if turn.msg.message_id > 0:  # archived: a fact a transcript gives can name it (scheduled turns are not)
-        turn.stored_user[ARCHIVED] = [turn.msg.chat.id, turn.msg.message_id, turn.msg.date]
+        turn.stored_user[SESSION_ARCHIVED] = [turn.msg.chat.id, turn.msg.message_id, turn.msg.date]
     thread = turn.msg.thread
     session = await agent.sessions.active(thread.chat_id, thread.topic)
     reason = agent.expiry(session)

@@ -14,12 +14,9 @@ from datetime import datetime
 from typing import Any
 
 from teleton.config.schema import AgentConfig, MemoryConfig, default
+from teleton.storage.schema import SESSION_ARCHIVED
 
 Message = dict[str, Any]
-# A user's message in a session names its archive row, [chat id, message id, date]: what a fact distilled from
-# a transcript was drawn from, and when (``numbered_transcript``). Teleton's own key: no model is sent it
-# (``teleton.llm.types.sendable``).
-ARCHIVED = "_archived"
 
 
 @dataclass(frozen=True)
@@ -102,7 +99,7 @@ def numbered_transcript(
         text = message_text(message, per_message).replace("\n", " ").strip()
         if not text:
             continue
-        number, role, row = len(lines) + 1, message["role"].capitalize(), message.get(ARCHIVED)
+        number, role, row = len(lines) + 1, message["role"].capitalize(), message.get(SESSION_ARCHIVED)
         if row is not None and is_user_turn(message):
             rows[number] = (int(row[0]), int(row[1]), float(row[2]))
             role += f" ({datetime.fromtimestamp(float(row[2])):%a %d %B %Y})"

@@ -22,8 +22,9 @@ from typing import Any
 
 from teleton.memory.embeddings.cached import text_hash
 from teleton.memory.facts.rows import embedding_text as fact_text
+from teleton.memory.forget import sessions
 from teleton.memory.forget.feed import drop_vectors, erase_messages, feed_hashes, neighbours, optimize, uncache
-from teleton.memory.forget.match import Matcher, strings
+from teleton.memory.forget.match import Matcher
 from teleton.memory.knowledge.rows import embedding_text as chunk_text
 from teleton.memory.search.corpora import FACTS, KNOWLEDGE, Corpus
 from teleton.privacy import OWNER, Principals
@@ -60,6 +61,7 @@ class Rows:
     knowledge: set[int] = field(default_factory=set)
     chunks: set[int] = field(default_factory=set)  # knowledge rows of files whose lines go (whoever's label)
     sessions: set[str] = field(default_factory=set)
+    session_messages: set[tuple[int, int]] = field(default_factory=set)  # (chat, message) scrubbed there by id
     session_threads: set[tuple[int, int]] = field(default_factory=set)  # the (chat, forum topic) of those sessions
     records: dict[str, set[int]] = field(default_factory=dict)  # table -> rows scrubbed
     held: dict[str, set[int]] = field(default_factory=dict)  # 'pending_tasks' | 'held_sends' -> rows
@@ -94,6 +96,7 @@ def find_rows(conn: Connection, matcher: Matcher, owner: bool, user_id: int | No
     _find_messages(conn, matcher, rows, owner, user_id)
     _find_sourced_facts(conn, rows, owner, user_id)
     rows.neighbours = neighbours(conn, rows.messages) - rows.messages
+    _find_sessions(conn, matcher, rows, owner, user_id)
     if owner:  # another person is not told what other chats' index rows hold
         rows.neighbours |= _context_holders(conn, matcher, rows.messages)
     if matcher.pattern is not None:
@@ -101,7 +104,6 @@ def find_rows(conn: Connection, matcher: Matcher, owner: bool, user_id: int | No
         _find_facts(conn, rows, owner, user_id)
         _find_knowledge(conn, rows, owner, user_id)
         _find_file_chunks(conn, rows, files)
-        _find_sessions(conn, matcher, rows, owner, user_id)
         _find_records(conn, rows, owner, user_id)
         rows.hashes.add(text_hash(matcher.needle))  # searched for as typed (memory_search, a RAG query)
     rows.hashes |= feed_hashes(conn, rows.messages, rows.neighbours)
@@ -119,7 +121,9 @@ def erase_rows(conn: Connection, rows: Rows, matcher: Matcher) -> dict[str, int]
     counts["vectors"] += vectors
     counts["knowledge"], vectors = _delete(conn, KNOWLEDGE, rows.knowledge | rows.chunks)
     counts["vectors"] += vectors
-    counts["sessions"] = _scrub_sessions(conn, rows.sessions, matcher)
+    for session_id in rows.sessions:
+        sessions.scrub(conn, session_id, matcher, rows.session_messages)
+    counts["sessions"] = len(rows.sessions)
     counts["records"] = _scrub_records(conn, rows.records, matcher)
     counts["embedding_cache"] = uncache(conn, rows.hashes)
     if any(counts.values()):
@@ -262,15 +266,11 @@ def _find_file_chunks(conn: Connection, rows: Rows, files: Iterable[str]) -> Non
 
 
 def _find_sessions(conn: Connection, matcher: Matcher, rows: Rows, owner: bool, user_id: int | None) -> None:
-    scope, args = ("", []) if owner else ("chat_id = ? and", [user_id])
-    for row in conn.execute(
-        "select id, chat_id, topic_id, summary, messages_json from sessions "
-        f"where {scope} (forget_hit(summary) or forget_json(messages_json))",
-        args,
-    ):
+    rows.session_messages = sessions.archived_keys(conn, rows.messages)
+    scope = ("", []) if owner else ("chat_id = ? and", [user_id])
+    for row, said in sessions.holding(conn, matcher, scope, rows.session_messages):
         rows.sessions.add(str(row["id"]))
         rows.session_threads.add((int(row["chat_id"]), int(row["topic_id"])))
-        said = [s for s in strings(json.loads(row["messages_json"] or "[]")) if matcher.hit(s)]
         rows.hashes |= {text_hash(s) for s in said}  # a user's words were embedded as the turn's query
         rows.sample("session", said[0] if said else row["summary"], chat_id=int(row["chat_id"]))
 
@@ -360,18 +360,6 @@ def _delete(conn: Connection, corpus: Corpus, ids: set[int]) -> tuple[int, int]:
         f"delete from {corpus.table} where id in (select value from json_each(?))", (json.dumps(sorted(ids)),)
     ).rowcount
     return int(deleted), vectors
-
-
-def _scrub_sessions(conn: Connection, ids: set[str], matcher: Matcher) -> int:
-    # Scrubbed, not deleted: the conversation goes on, without the text, from the very next turn.
-    for session_id in ids:
-        row = conn.execute("select summary, messages_json from sessions where id = ?", (session_id,)).fetchone()
-        if row is None:
-            continue
-        summary, _ = matcher.sub(row["summary"] or "")
-        messages, _ = matcher.json_sub(row["messages_json"] or "[]")
-        conn.execute("update sessions set summary = ?, messages_json = ? where id = ?", (summary, messages, session_id))
-    return len(ids)
 
 
 _SCRUB = {
