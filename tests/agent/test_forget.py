@@ -9,6 +9,7 @@ import io
 import json
 import time
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -378,24 +379,30 @@ async def test_a_persons_answers_are_the_same_whatever_else_holds_it(h: AgentHar
     assert "vectors:" not in report and "cached embeddings" not in report and "database file" not in report
 
 
-async def test_a_short_message_forgotten_by_reply_leaves_the_conversation_too(h: AgentHarness) -> None:
+async def test_a_short_message_forgotten_by_reply_leaves_the_conversation_and_the_log(h: AgentHarness) -> None:
     """ "pin 4417" is too short to be looked for by its words elsewhere ("ok" would scrub every "ok"), but
-    the conversation holding it names that very message: it is scrubbed there by id, and the next turn's
-    model never sees it. The same words sent again, and not forgotten, stay."""
-    await h.dm("pin 4417", sender=ALICE)
+    the conversation holding it names that very message, and its daily-log line is the exchange line of its
+    minute: both go, and the next turn's model never sees it. The same words sent again later, not
+    forgotten, stay in both."""
+    alice_dm = ChatInfo(id=ALICE.id, type="dm")
+    first = replace(h.message(alice_dm, ALICE, "pin 4417"), date=time.time() - 3600)  # an hour ago
+    await h.archive(first)
+    await h.agent.handle(first)
     await h.dm("I also like green tea", sender=ALICE)
     await h.dm("pin 4417", sender=ALICE)  # said again: this one is not forgotten
-    target = await h.db.fetchone("select message_id from tg_messages where text = 'pin 4417' order by message_id")
-    alice_dm = ChatInfo(id=ALICE.id, type="dm")
-    ask = h.message(alice_dm, ALICE, "/forget", reply_to_id=target[0])
+    logs = sorted((h.workspace / "memory").glob("*.md"))
+    assert sum(path.read_text().count("User: pin 4417 |") for path in logs) == 2
+    ask = h.message(alice_dm, ALICE, "/forget", reply_to_id=first.message_id)
     await h.archive(ask)
     preview = await h.agent.handle(ask)
     assert preview is not None and "conversations and their summaries (scrubbed to [forgotten]): 1" in preview
+    assert "lines of daily logs: 1" in preview
     assert "Forgotten:" in (await h.dm("/forget confirm", sender=ALICE) or "")
     session = await h.agent.sessions.active(ALICE.id)
     assert session is not None
     said = [m["content"] for m in session.messages if m["role"] == "user"]
     assert said[:3] == ["[forgotten]", "I also like green tea", "pin 4417"]
+    assert sum(path.read_text().count("User: pin 4417 |") for path in logs) == 1  # the second one's line
     start = len(h.fake.requests)
     await h.dm("what did I tell you?", sender=ALICE)
     history = h.main_requests(start)[0]["messages"][:-1]  # the conversation before the new message

@@ -118,7 +118,9 @@ async def log_exchange(agent: AgentCore, turn: Turn) -> None:
     if where is None and steering:  # the owner's own line, but steered: quoted, with what steered it
         where = steered_origin(steering)
     try:
-        await agent.daily_logs.append_exchange(said, answer, origin=where)
+        # Dated when the person wrote (the line /forget of that message finds: ``forget.match``).
+        when = datetime.fromtimestamp(msg.date).astimezone()
+        await agent.daily_logs.append_exchange(said, answer, when, origin=where)
     except Exception as exc:  # seed 003: persistence is fail-safe, never blocks a reply
         # Logged once per failure streak: a full disk must not also flood the log it cannot write.
         if not agent.daily_log_failing:

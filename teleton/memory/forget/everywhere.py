@@ -259,7 +259,7 @@ async def _matcher(db: Database, needle: Needle, scope: ForgetScope) -> Matcher 
     row = await db.read(lambda conn: forget_rows.message_row(conn, chat_id, message_id, scope.owner, scope.user_id))
     if row is None:
         return None
-    return Matcher.for_message(int(row["id"]), str(row["text"] or ""))
+    return Matcher.for_message(int(row["id"]), str(row["text"] or ""), float(row["date"]))
 
 
 async def _erase_rows(

@@ -38,7 +38,7 @@ def scan(workspace: Path, matcher: Matcher, owner: bool, user_id: int | None) ->
     """Workspace path -> how many of its lines the scope may erase hold the needle."""
     found = {}
     for rel, lines in _files(workspace, owner, user_id):
-        count = sum(1 for line, mine in _owned(rel, lines, owner, user_id) if mine and matcher.hit(line))
+        count = sum(1 for line, mine in _owned(rel, lines, owner, user_id) if mine and matcher.hit_line(rel, line))
         if count:
             found[rel] = count
     return found
@@ -49,7 +49,7 @@ def rewrite(workspace: Path, matcher: Matcher, owner: bool, user_id: int | None)
     removed = {}
     root = Path(os.path.realpath(workspace))
     for rel, lines in _files(workspace, owner, user_id):
-        kept = [line for line, mine in _owned(rel, lines, owner, user_id) if not (mine and matcher.hit(line))]
+        kept = [line for line, mine in _owned(rel, lines, owner, user_id) if not (mine and matcher.hit_line(rel, line))]
         if len(kept) != len(lines):
             replace_file(root / rel, "".join(kept).encode("utf-8"))
             removed[rel] = len(lines) - len(kept)

@@ -12,6 +12,7 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -42,12 +43,23 @@ class Matcher:
     raw: re.Pattern[bytes] | None
     message_id: int | None = None
     needle: str = ""
+    # A short message forgotten by reply: its own daily-log line, the exchange line of its minute whose user
+    # part is its whole text, in the log of its day (``daily_logs.exchange_line``).
+    log_line: re.Pattern[str] | None = None
+    log_file: str = ""
 
     @classmethod
-    def for_message(cls, row_id: int, text: str) -> Matcher:
+    def for_message(cls, row_id: int, text: str, date: float | None = None) -> Matcher:
         words = text.split()
         if len(" ".join(words)) < MESSAGE_TEXT_MIN:
-            return cls(None, None, row_id)
+            if not words or date is None:
+                return cls(None, None, row_id)
+            when = datetime.fromtimestamp(date).astimezone()
+            said = re.escape(flatten(text, USER_CAP))
+            # "[HH:MM] ", an origin for a quoted line, a group's "Sender: ", then exactly the message.
+            head = rf"^(?:> )?\[{when:%H:%M}\] (?:\(from [^\n]{{0,200}}?\) )?User: (?:[^\n|]{{0,200}}?: )?"
+            line = re.compile(rf"{head}{said} \| Assistant: ")
+            return cls(None, None, row_id, log_line=line, log_file=f"memory/{when:%Y-%m-%d}.md")
         # Its whole text, or the head a daily-log line keeps (flattened and cut).
         forms = [_words(words)]
         head = flatten(text, USER_CAP)
@@ -59,6 +71,11 @@ class Matcher:
 
     def hit(self, text: Any) -> bool:
         return self.pattern is not None and isinstance(text, str) and self.pattern.search(text) is not None
+
+    def hit_line(self, rel: str, line: str) -> bool:
+        """Whether a line of the workspace file ``rel`` holds the needle, or is the message's own log line."""
+        own = self.log_line is not None and rel == self.log_file and self.log_line.match(line) is not None
+        return own or self.hit(line)
 
     def search(self, text: str) -> tuple[int, int] | None:
         found = None if self.pattern is None else self.pattern.search(text)

@@ -135,7 +135,8 @@ def message_row(conn: Connection, chat_id: int, message_id: int, owner: bool, us
     """The archived message a ``/forget`` replied to, if the scope may erase it."""
     scope, args = _message_scope(owner, user_id)
     return conn.execute(
-        f"select id, text from tg_messages where {scope} chat_id = ? and message_id = ?", (*args, chat_id, message_id)
+        f"select id, text, date from tg_messages where {scope} chat_id = ? and message_id = ?",
+        (*args, chat_id, message_id),
     ).fetchone()
 
 
