@@ -33,6 +33,15 @@ def _config(tmp_path: Path) -> Path:
     return path
 
 
+def _keyword_only_config(tmp_path: Path) -> Path:
+    """A config with no embedding model: searches run on keywords alone."""
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        yaml.safe_dump({"storage": {"data_dir": str(tmp_path / "data")}, "embedding": {"provider": "none"}})
+    )
+    return path
+
+
 async def test_feed_stats_counts_what_was_archived(tmp_path: Path, monkeypatch: Any) -> None:
     monkeypatch.setenv("TELETON_CONFIG", str(_config(tmp_path)))
     db = await Database.open(tmp_path / "data" / "teleton.db")
@@ -65,11 +74,7 @@ def test_backfill_before_login_says_what_to_do(tmp_path: Path, monkeypatch: Any)
 
 
 async def test_feed_search_finds_archived_messages_in_scope(tmp_path: Path, monkeypatch: Any) -> None:
-    path = tmp_path / "config.yaml"
-    path.write_text(
-        yaml.safe_dump({"storage": {"data_dir": str(tmp_path / "data")}, "embedding": {"provider": "none"}})
-    )
-    monkeypatch.setenv("TELETON_CONFIG", str(path))
+    monkeypatch.setenv("TELETON_CONFIG", str(_keyword_only_config(tmp_path)))
     db = await Database.open(tmp_path / "data" / "teleton.db")
     h = await make_harness(db)
     await h.dispatch(
@@ -127,11 +132,7 @@ async def test_feed_search_ranks_with_the_configured_weights(
 async def test_feed_search_finds_a_message_through_the_fact_drawn_from_it(tmp_path: Path, monkeypatch: Any) -> None:
     # As the agent's own searches find it (issue 37's key expansion): the query shares no word with the
     # message (in group -1007), the fact drawn from it does; `--chat` of another chat does not bring it in.
-    path = tmp_path / "config.yaml"
-    path.write_text(
-        yaml.safe_dump({"storage": {"data_dir": str(tmp_path / "data")}, "embedding": {"provider": "none"}})
-    )
-    monkeypatch.setenv("TELETON_CONFIG", str(path))
+    monkeypatch.setenv("TELETON_CONFIG", str(_keyword_only_config(tmp_path)))
     db = await Database.open(tmp_path / "data" / "teleton.db")
     hall = "finally finished it, it hangs in the hall now"
     await db.write(

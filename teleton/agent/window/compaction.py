@@ -78,13 +78,14 @@ def message_text(message: Message, per_block: int = 300) -> str:
     return " ".join(p for p in parts if p)
 
 
+def _said(messages: Sequence[Message], per_message: int) -> list[tuple[Message, str]]:
+    """Each message with what the summariser reads of it on one line; a message with nothing to read left out."""
+    lines = [(m, message_text(m, per_message).replace("\n", " ").strip()) for m in messages]
+    return [(m, text) for m, text in lines if text]
+
+
 def transcript(messages: Sequence[Message], per_message: int = 300, max_chars: int = 60_000) -> str:
-    lines = []
-    for message in messages:
-        text = message_text(message, per_message).replace("\n", " ").strip()
-        if text:
-            lines.append(f"{message['role'].capitalize()}: {text}")
-    joined = "\n".join(lines)
+    joined = "\n".join(f"{m['role'].capitalize()}: {text}" for m, text in _said(messages, per_message))
     return joined[-max_chars:]  # the most recent part matters most if it must be cut
 
 
@@ -95,11 +96,8 @@ def numbered_transcript(
     text, and line number -> (chat id, message id, date) for those lines, so a fact can name its own."""
     lines: list[str] = []
     rows: dict[int, tuple[int, int, float]] = {}
-    for message in messages:
-        text = message_text(message, per_message).replace("\n", " ").strip()
-        if not text:
-            continue
-        number, role, row = len(lines) + 1, message["role"].capitalize(), message.get(SESSION_ARCHIVED)
+    for number, (message, text) in enumerate(_said(messages, per_message), start=1):
+        role, row = message["role"].capitalize(), message.get(SESSION_ARCHIVED)
         if row is not None and is_user_turn(message):
             rows[number] = (int(row[0]), int(row[1]), float(row[2]))
             role += f" ({datetime.fromtimestamp(float(row[2])):%a %d %B %Y})"
