@@ -57,6 +57,11 @@ def outputs(ws: Path) -> list[str]:
     return sorted(p.relative_to(run_dir).as_posix() for p in run_dir.rglob("*"))
 
 
+def copied(path: Path) -> bool:
+    """The command's copy is whole: the file appears when cp opens it, before a byte is written."""
+    return path.exists() and path.read_text() == SECRET
+
+
 def gone(path: Path) -> bool:
     return not path.is_symlink() and not path.exists()
 
@@ -90,7 +95,7 @@ async def test_the_index_forgets_what_was_read_in_public_while_the_command_ran(d
     gate = ws / "gate"
     os.mkfifo(gate)  # the command waits on it, so the test decides when it ends
     running = asyncio.create_task(run(deps, "cp MEMORY.md public/leak.md && read line < gate"))
-    await until(lambda: (ws / "public" / "leak.md").exists() or running.done())
+    await until(lambda: copied(ws / "public" / "leak.md") or running.done())
     await deps.knowledge.reindex()  # what the watcher does when the file appears
     rows = await deps.db.fetchall("select label, text from knowledge where path = 'public/leak.md'")
     assert rows and rows[0]["label"] == "public" and any("4921" in r["text"] for r in rows)
@@ -158,7 +163,7 @@ async def test_a_command_killed_by_its_timeout_is_swept_too(deps: ToolDeps, ws: 
     running = asyncio.create_task(
         call(registry(timeout_s=2.0), ctx, "exec", command="cp MEMORY.md public/t.md; sleep 30")
     )
-    await until(lambda: (ws / "public" / "t.md").exists() or running.done())
+    await until(lambda: copied(ws / "public" / "t.md") or running.done())
     assert (ws / "public" / "t.md").exists() or not running.done(), "the copy should be made before the kill"
     result = await running
     assert result.is_error and "timeout" in result.content and "public/t.md → moved" in result.content
@@ -168,7 +173,7 @@ async def test_a_command_killed_by_its_timeout_is_swept_too(deps: ToolDeps, ws: 
 async def test_a_cancelled_command_is_swept_too(deps: ToolDeps, ws: Path) -> None:
     ctx = make_ctx(deps, DM, admin=True)
     running = asyncio.create_task(call(registry(), ctx, "exec", command="cp MEMORY.md public/c.md; sleep 30"))
-    await until(lambda: (ws / "public" / "c.md").exists())
+    await until(lambda: copied(ws / "public" / "c.md"))
     running.cancel()  # the turn's own tool timeout, or /stop
     with pytest.raises(asyncio.CancelledError):
         await running
