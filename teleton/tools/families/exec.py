@@ -29,6 +29,7 @@ import structlog
 
 from teleton.config.schema import ExecConfig
 from teleton.llm.tool_loop import ToolResult
+from teleton.privacy.quoting import outside, outside_origin, quote_lines
 from teleton.process.child_env import scrubbed_env
 from teleton.tools.families import exec_sweep
 from teleton.tools.held import Held, Outgoing
@@ -172,10 +173,14 @@ def format_outcome(outcome: ExecOutcome, settings: ExecSettings) -> ToolResult:
     else:
         status = f"exit code {outcome.exit_code}"
     parts = [f"[{status}, {outcome.duration_ms} ms]"]
+    # What a command prints may be anyone's words (a group's file, a downloaded document, a page curl got):
+    # quoted with its origin, so whoever reads it (this turn, whose taint grows by it in the registry; the
+    # owner's next turn, after a released /approve) is steered by nothing unnoticed (quoting.origins_in).
+    where = outside_origin(outside("exec"))
     if outcome.stdout:
-        parts.append(f"stdout:\n{outcome.stdout}")
+        parts.append(f"stdout:\n{quote_lines(outcome.stdout, where)}")
     if outcome.stderr:
-        parts.append(f"stderr:\n{outcome.stderr}")
+        parts.append(f"stderr:\n{quote_lines(outcome.stderr, where)}")
     return ToolResult("\n".join(parts), is_error=outcome.timed_out or outcome.exit_code != 0)
 
 
