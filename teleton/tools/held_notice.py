@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import PurePosixPath
 
-from teleton.privacy import PUBLIC, Principals
+from teleton.privacy import OWNER, PUBLIC, Principals
 from teleton.privacy.payload import Revealed, links, reveal
 from teleton.privacy.quoting import QUOTE, origins_text, steered_origin
 from teleton.tools.held import Held, is_text, sha256
@@ -77,7 +77,8 @@ def what_happens(item: Held, principals: Principals, title: str = "") -> str:
             "can read it. This is its content now; if it changes before you decide, nothing is moved"
         )
     if item.kind == "fact":
-        return f"save a fact that {readers(item.label)} can read (category {meta.get('category')!r})"
+        key = f", key {meta['key']!r}" if meta.get("key") else ""
+        return f"save a fact that {readers(item.label)} can read (category {meta.get('category')!r}{key})"
     if item.kind == "document":
         return f"publish a document as {meta.get('path')}, which {readers(item.label)} can read"
     if item.kind == "fetch":
@@ -100,7 +101,10 @@ def notice(item: Held, principals: Principals, *, until: datetime, title: str = 
         )
     lines.append("")
     revealed = reveal(item.text) if is_text(item.body) else None
-    shown, attachment, filename = _payload(item, revealed)
+    # Whose words the payload may be, as the owner's DM must name them: a group's own conversation is not
+    # "steered" by that group, but its words are the group's, and the notice is read by the owner's turns.
+    words_of = {*item.steering, principals.chat_label(item.from_chat_id)} - {OWNER, PUBLIC}
+    shown, attachment, filename = _payload(item, revealed, words_of)
     lines += shown
     found = links(item.text) if revealed is not None else []
     if found:
@@ -121,10 +125,10 @@ def notice(item: Held, principals: Principals, *, until: datetime, title: str = 
     return Notice("\n".join(lines), attachment, filename)
 
 
-def _payload(item: Held, revealed: Revealed | None) -> tuple[list[str], bytes | None, str]:
+def _payload(item: Held, revealed: Revealed | None, words_of: set[str]) -> tuple[list[str], bytes | None, str]:
     """The payload's lines for the message, and the attachment when it does not fit there (``revealed``:
     the body as text with what cannot be seen escaped; None: the body is not text)."""
-    origin = steered_origin(item.steering) if item.steering else "this conversation"
+    origin = steered_origin(words_of) if words_of else "this conversation"
     head = f"{QUOTE}(from {origin})"
     size = f"{len(item.body):,} bytes, sha256 {sha256(item.body)[:16]}"
     if revealed is None:

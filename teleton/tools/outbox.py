@@ -34,6 +34,7 @@ from teleton.memory.feed import reads
 from teleton.privacy import Principals
 from teleton.privacy.egress import CHAT_KINDS, OUTSIDE, SHELL, Decision, Mode, Way, decide
 from teleton.privacy.payload import strip_invisible
+from teleton.privacy.quoting import mark
 from teleton.storage.database import Database
 from teleton.storage.private_files import write_private_bytes
 from teleton.storage.sqlite_driver import Connection
@@ -150,7 +151,7 @@ class Outbox:
         if decision.verdict == "allow":
             if decision.unreadable or (decision.steering and out.kind not in CHAT_KINDS):
                 log.warning("egress_allowed", kind=out.kind, to=out.destination, why=decision.why)
-            return out, None
+            return (out if own else self._attributed(ctx, out)), None
         if decision.verdict == "deny":
             raise EgressRefused(f"Not {_done(out)}: {decision.why} (privacy.cross_chat_sends is deny).")
         notice_chat = self.principals.notice_chat()
@@ -165,6 +166,15 @@ class Outbox:
             f"Held for the owner's approval (#{item.id}): {decision.why}. It is {_done(out)} only if the owner "
             "approves exactly this."
         )
+
+    def _attributed(self, ctx: ToolContext, out: Outgoing) -> Outgoing:
+        """A message a conversation elsewhere wrote, into a chat that reads more than its words may be trusted
+        with (a group's turn, an admin's, writing into the owner's DM): it carries where it came from, as
+        delivered and as archived there, so that chat's later turns are steered by nothing unnoticed."""
+        if out.kind != "message":
+            return out
+        words_of = ctx.taint.steering(self.principals.chat_label(int(out.to_chat_id or 0)))
+        return replace(out, body=mark(out.text, words_of).encode()) if words_of else out
 
     async def approve(self, held_id: int, code: str | None, *, by: int | None) -> str:
         row = await self._decide(held_id, "approved", by, code)

@@ -47,6 +47,7 @@ _OWNER_NOTICE = re.compile(
     r"|MCP server \w+ ",
     re.DOTALL,
 )
+_SAYS_WHOSE = re.compile(r"> \(from a conversation steered by [^\n]*\((?:chat|user):-?\d+\)")
 _UTILITY_ORIGIN = re.compile(r"in (?:a private chat with the owner|the (\w+) chat '([^'\n]*)')")
 
 
@@ -332,7 +333,9 @@ class World:
                 problems.append(f"approved #{approval['id']} went out with a text other than the one held and shown")
             # 3. cross-chat sends (an approved one is the owner's explicit decision; its content is still checked)
             if approval is None and step_chat is not None and target != step_chat:
-                notice = target == OWNER_ID and op == "send_message" and _OWNER_NOTICE.match(event["text"])
+                # Into the owner's DM: a notice of ours, or words from elsewhere saying whose they are.
+                to_owner = target == OWNER_ID and op == "send_message"
+                notice = to_owner and (_OWNER_NOTICE.match(event["text"]) or _SAYS_WHOSE.match(event["text"]))
                 if not notice and not (self.allow_mode and label != OWNER_LABEL):
                     problems.append(f"C3: {op} to chat {target} from a step in chat {step_chat}: {event}")
             if label == OWNER_LABEL:

@@ -262,6 +262,18 @@ async def test_send_gif_asks_telegrams_gif_search_and_sends_its_first_find(door:
     assert len(door.of(functions.messages.GetInlineBotResultsRequest)) == 1
 
 
+async def test_a_steered_turn_searches_gifs_only_for_words_typed_in_it(door: Door) -> None:
+    """A GIF search's words leave for Telegram's GIF bot and its provider: from an owner's turn a group's
+    words steered, a query nobody typed (which could carry the owner's memory) is never sent."""
+    steered = Taint({"owner", "chat:-500"})
+    refused = await door.call(OWNER_DM, "send_gif", query="locker 4711", taint=steered, typed="what did they say?")
+    assert refused.is_error and "Not searched" in refused.content
+    assert door.of(functions.messages.GetInlineBotResultsRequest) == []
+    ok(await door.call(OWNER_DM, "send_gif", query="Happy  dance", taint=steered, typed="send a happy dance gif"))
+    [search] = door.of(functions.messages.GetInlineBotResultsRequest)
+    assert search.query == "Happy  dance"
+
+
 async def test_join_by_invite_link_and_by_username(door: Door) -> None:
     joined = ok(await door.call(OWNER_DM, "join_chat", link="https://t.me/+AbCd123"))
     [invite] = door.of(functions.messages.ImportChatInviteRequest)

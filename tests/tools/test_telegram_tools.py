@@ -141,6 +141,25 @@ async def test_delete_in_a_group_only_own_messages_unless_admin(registry, tg_dep
     assert not (await call(registry, admin, "delete_message", message_ids=[51])).is_error
 
 
+async def test_a_delete_in_a_dm_reaches_only_messages_of_that_dm(registry, tg_deps, client, db: Database) -> None:
+    """In a DM (and a small group) Telegram takes message ids account-wide: an id never seen in this chat may
+    be a message of the owner's own DM, so a stranger could delete it for both sides."""
+    now = time.time()
+    await db.write(
+        lambda c: (
+            insert_message(c, MessageRecord(BOB_DM.id, 60, now, "hi", BOB.id, "Bob")),
+            insert_message(c, MessageRecord(BOB_DM.id, 61, now, "hello Bob", 1, "me", is_outgoing=True)),
+            insert_message(c, MessageRecord(DM.id, 62, now, "the owner's own", DM.id, "Owner")),
+        )
+    )
+    bob = make_ctx(tg_deps, BOB_DM, admin=False)
+    result = await call(registry, bob, "delete_message", message_ids=[60, 62, 63])
+    assert result.is_error and "[62, 63]" in result.content and "nothing was deleted" in result.content
+    assert not client.sent(functions.messages.DeleteMessagesRequest)
+    assert not (await call(registry, bob, "delete_message", message_ids=[60, 61])).is_error  # theirs and mine
+    assert client.sent(functions.messages.DeleteMessagesRequest)[-1].id == [60, 61]
+
+
 async def test_send_file_from_workspace_respects_labels(registry, tg_deps, client) -> None:
     ws = tg_deps.workspace
     (ws / "public").mkdir(exist_ok=True)
@@ -278,6 +297,26 @@ async def test_chat_and_user_info(registry, tg_deps, client) -> None:
     assert (await call(registry, ctx, "get_chat_info", chat_id=OTHER_GROUP.id)).is_error
     user = await call(registry, ctx, "get_user_info", user="@bob")
     assert not user.is_error and "Bob" in user.content and "@bob" in user.content, user
+
+
+async def test_others_cannot_look_people_up_through_the_owners_address_book(
+    registry, tg_deps, client, db: Database
+) -> None:
+    """A phone number, a name or an invite link resolves through the owner's account: the contact book, the
+    names the owner saved. Anyone but the owner looks people up by @username or among those in the chat."""
+    doctor = types.User(id=555, access_hash=5, first_name="Dr Weiss (oncology)", phone="15551234567", contact=True)
+    client.answers[functions.contacts.GetContactsRequest] = lambda r: types.contacts.Contacts(
+        contacts=[types.Contact(user_id=555, mutual=False)], saved_count=1, users=[doctor]
+    )
+    member = make_ctx(tg_deps, GROUP, admin=True)
+    for user in ("+1 555 123 4567", "Dr Weiss (oncology)", "Mom", "https://t.me/+AbCdEf123", "555"):
+        result = await call(registry, member, "get_user_info", user=user)
+        assert result.is_error and "Weiss" not in result.content, (user, result.content)
+    assert not client.requests  # nothing was resolved through the account
+    await db.write(lambda c: insert_message(c, MessageRecord(GROUP.id, 70, time.time(), "hi", BOB.id, "Bob")))
+    assert "Bob" in (await call(registry, member, "get_user_info", user=str(BOB.id))).content  # in this chat
+    owner = make_ctx(tg_deps, DM, admin=True)
+    assert "Dr Weiss (oncology)" in (await call(registry, owner, "get_user_info", user="+1 555 123 4567")).content
 
 
 async def test_list_dialogs_only_for_the_owner_in_a_dm(registry, tg_deps, client) -> None:

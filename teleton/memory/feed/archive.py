@@ -343,6 +343,16 @@ def is_our_message(conn: Connection, chat_id: int, message_id: int) -> bool:
     return bool(row and row[0])
 
 
+def senders_of(conn: Connection, chat_id: int, message_ids: list[int]) -> dict[int, bool]:
+    """Of ``message_ids``, those the archive holds in chat ``chat_id``: id -> whether it is ours."""
+    marks = ",".join("?" * len(message_ids))
+    rows = conn.execute(
+        f"select message_id, is_outgoing from tg_messages where chat_id = ? and message_id in ({marks})",
+        (chat_id, *message_ids),
+    ).fetchall()
+    return {int(row[0]): bool(row[1]) for row in rows}
+
+
 def known_user(conn: Connection, user_id: int) -> UserInfo | None:
     row = conn.execute(
         "select id, first_name, last_name, username, phone, is_bot from tg_users where id = ?", (user_id,)

@@ -78,6 +78,12 @@ def recent_senders(conn: Connection, chat_id: int, limit: int) -> list[Any]:
     ).fetchall()
 
 
+def has_written(conn: Connection, chat_id: int, user_id: int) -> bool:
+    """Whether the archive holds a message of ``user_id`` in chat ``chat_id``."""
+    row = conn.execute("select 1 from tg_messages where chat_id = ? and sender_id = ? limit 1", (chat_id, user_id))
+    return row.fetchone() is not None
+
+
 def chat(conn: Connection, chat_id: int) -> Any | None:
     """A chat as the archive knows it: type, title, @username, member count (None: never seen)."""
     return conn.execute("select type, title, username, member_count from tg_chats where id = ?", (chat_id,)).fetchone()

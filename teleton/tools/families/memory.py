@@ -114,8 +114,11 @@ async def memory_save(args: dict[str, Any], ctx: ToolContext) -> str | ToolResul
         return ToolResult.error("Only the owner, in their own chat, can make a fact public.")
     value = args["value"]
     if visibility == "public":  # every chat will read it: the egress rule
-        meta: dict[str, Any] = {k: args[k] for k in ("category", "key", "importance") if k in args}
+        # Every chat reads the category and the key beside the value: the owner is shown them as they'll be saved.
+        meta: dict[str, Any] = {k: args[k] for k in ("importance",) if k in args}
         meta["category"] = _slug(args.get("category") or "general")
+        if args.get("key"):
+            meta["key"] = _slug(args["key"])
         out, stop = await gate(ctx, Outgoing("fact", value.encode(), label=PUBLIC, meta=meta, tool="memory_save"))
         if stop is not None:
             return stop

@@ -13,7 +13,7 @@ from typing import Any
 
 from teleton.gateway.contract import GatewayError
 from teleton.memory.feed import reads
-from teleton.memory.feed.archive import is_our_message
+from teleton.memory.feed.archive import senders_of
 from teleton.tools.families.channels import channel_tools
 from teleton.tools.families.telegram_common import (
     CHAT_ID,
@@ -83,14 +83,15 @@ async def edit_message(args: dict[str, Any], ctx: ToolContext) -> str:
 
 async def delete_message(args: dict[str, Any], ctx: ToolContext) -> str:
     ids = [int(i) for i in args["message_ids"]]
-    if ctx.chat.type != "dm" and not ctx.is_admin:
-
-        def _ours(conn: Any) -> list[int]:
-            return [i for i in ids if not is_our_message(conn, ctx.chat.id, i)]
-
-        others = await ctx.deps.db.read(_ours)
-        if others:
-            raise Refused(f"Only an admin can have me delete messages that are not mine: {others}.")
+    held = await ctx.deps.db.read(lambda conn: senders_of(conn, ctx.chat.id, ids))
+    # Only messages of this chat: in a DM or a small group, Telegram takes ids account-wide, so an id not
+    # seen here could be a message of the owner's own DM.
+    unknown = [i for i in ids if i not in held]
+    if unknown:
+        raise Refused(f"Messages {unknown} are not messages of this chat that I have seen; nothing was deleted.")
+    others = [i for i in ids if not held[i]]
+    if others and ctx.chat.type != "dm" and not ctx.is_admin:
+        raise Refused(f"Only an admin can have me delete messages that are not mine: {others}.")
     await gateway(ctx).delete_messages(ctx.chat.id, ids)
     return f"Deleted {len(ids)} message(s)."
 

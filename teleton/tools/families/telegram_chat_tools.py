@@ -24,6 +24,7 @@ from datetime import datetime
 from typing import Any
 
 from teleton.gateway.contract import ChatInfo, IncomingMessage
+from teleton.privacy.egress import OUTSIDE, Way, decide
 from teleton.privacy.labels import PUBLIC
 from teleton.privacy.quoting import label_origin, quote_lines, shown_to
 from teleton.scheduler.task_store import TaskError
@@ -143,7 +144,14 @@ async def send_sticker(args: dict[str, Any], ctx: ToolContext) -> str:
 
 
 async def send_gif(args: dict[str, Any], ctx: ToolContext) -> str:
-    sent = await gateway(ctx).send_gif(ctx.chat.id, args["query"])
+    query = str(args["query"])
+    # The words leave for Telegram's GIF bot and the GIF provider behind it: a fetch, by the fetch rule. Not
+    # worth the owner's approval: a GIF search a steered turn was not typed is refused, not held.
+    typed = " ".join(query.split()).lower() in " ".join(ctx.typed.split()).lower()
+    decision = decide("deny", ctx.taint, ctx.clearance.label, Way("fetch", OUTSIDE, typed=typed))
+    if decision.verdict != "allow":
+        raise Refused(f"Not searched: {decision.why}. I search GIFs for words someone here typed.")
+    sent = await gateway(ctx).send_gif(ctx.chat.id, query)
     return f"Sent a GIF for {args['query']!r} (message {sent.message_id})."
 
 

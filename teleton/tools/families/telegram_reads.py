@@ -3,6 +3,7 @@ and group moderation. The chat rules they obey are in ``telegram_common``."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -82,7 +83,25 @@ async def get_user_info(args: dict[str, Any], ctx: ToolContext) -> str:
     user: int | str = args["user"]
     if isinstance(user, str) and user.lstrip("-").isdigit():
         user = int(user)
+    if not ctx.clearance.is_owner:
+        await _others_may_look_up(user, ctx)
     return _user_line(await gateway(ctx).get_user(user))
+
+
+_USERNAME = re.compile(r"@[A-Za-z][A-Za-z0-9_]{1,31}")
+
+
+async def _others_may_look_up(user: int | str, ctx: ToolContext) -> None:
+    """Anyone but the owner looks people up by a public @username, or by the id of someone who wrote in this
+    chat. A phone number, a name or an invite link is resolved through the owner's account (the contact
+    book, the names the owner saved, the private groups it is in), so it would answer from the owner's
+    address book."""
+    if isinstance(user, str):
+        if not _USERNAME.fullmatch(user.strip()):
+            raise Refused("Here I look people up only by their public @username, or the id of someone in this chat.")
+        return
+    if not await ctx.deps.db.read(lambda conn: reads.has_written(conn, ctx.chat.id, user)):
+        raise Refused(f"User {user} has not written in this chat; here I look up only people in it, or an @username.")
 
 
 async def list_dialogs(args: dict[str, Any], ctx: ToolContext) -> str:
