@@ -24,6 +24,7 @@ from croniter import croniter
 
 from teleton.config.schema import SchedulerConfig
 from teleton.llm.tool_loop import ToolResult
+from teleton.privacy.quoting import shown_to
 from teleton.scheduler.task_store import NewTask, TaskError, TaskRecord, TaskStore, next_cron
 from teleton.tools.registry import Tool, ToolContext, validation_error
 
@@ -192,7 +193,14 @@ async def list_tasks(args: dict[str, Any], ctx: ToolContext) -> str:
     tasks = await _store(ctx).list(
         _visible_chats(ctx, bool(args.get("all_chats"))), include_finished=bool(args.get("include_finished", True))
     )
-    return "\n".join(describe(t) for t in tasks) if tasks else "No tasks."
+    if not tasks:
+        return "No tasks."
+    lines = []
+    for task in tasks:  # another chat's task: its words are that chat's, quoted with their origin
+        label = task.clearance or ctx.deps.principals.chat_label(task.chat_id)
+        ctx.shown(label)
+        lines.append(shown_to(ctx.clearance.label, label, describe(task)))
+    return "\n".join(lines)
 
 
 async def cancel_task(args: dict[str, Any], ctx: ToolContext) -> str | ToolResult:

@@ -85,7 +85,9 @@ async def get_user_info(args: dict[str, Any], ctx: ToolContext) -> str:
         user = int(user)
     if not ctx.clearance.is_owner:
         await _others_may_look_up(user, ctx)
-    return _user_line(await gateway(ctx).get_user(user))
+    found = await gateway(ctx).get_user(user)
+    ctx.shown(ctx.deps.principals.chat_label(found.id))  # a name is its person's own words
+    return _user_line(found)
 
 
 _USERNAME = re.compile(r"@[A-Za-z][A-Za-z0-9_]{1,31}")
@@ -108,6 +110,7 @@ async def list_dialogs(args: dict[str, Any], ctx: ToolContext) -> str:
     if not ctx.clearance.is_owner:
         raise Refused("The list of all chats is only shown to the owner in a private chat.")
     chats = await gateway(ctx).list_dialogs(int(args.get("limit", 50)))
+    ctx.shown(*(ctx.deps.principals.chat_label(c.id) for c in chats))  # titles are their chats' words
     return "\n".join(_chat_line(c) for c in chats) or "No chats."
 
 
