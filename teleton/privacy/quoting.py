@@ -77,6 +77,30 @@ def mark(text: str, steering: Iterable[str]) -> str:
     return quote_lines(text, steered_origin(steering)) if steering else text
 
 
+def origin_at(text: str, start: int) -> str:
+    """The line a part of ``text`` that begins at ``start`` must be headed with to keep its origin: when it
+    begins inside a block quoted with an origin (``quote_lines``, ``mark``, a daily log's quoted section)
+    but after the line naming it, a line naming the same origins; else "". Every reader that shows a part of
+    a text (a chunk, a tail, a page read from an offset) heads it with this, so words from elsewhere never
+    lose where they came from by being cut."""
+    pos = text.rfind("\n", 0, max(start, 0)) + 1
+    while True:
+        eol = text.find("\n", pos)
+        labels, outside = origins_in(text[pos : len(text) if eol < 0 else eol])
+        if labels or outside:
+            return "" if pos >= start else f"{QUOTE}(from {origins_text(labels | outside)}, continued)"
+        if not text.startswith(">", pos) or pos == 0:
+            return ""
+        pos = text.rfind("\n", 0, pos - 1) + 1
+
+
+def with_origin(text: str, start: int, end: int | None = None) -> str:
+    """``text[start:end]``, headed by ``origin_at`` when it is needed."""
+    head = origin_at(text, start)
+    part = text[start:end]
+    return f"{head}\n{part}" if head else part
+
+
 def origins_in(text: str) -> tuple[frozenset[str], frozenset[str]]:
     """The labels and the outside origins that quoted text in ``text`` names (the reader's side of
     ``quote`` and ``mark``): shown to a turn, that text may steer it."""

@@ -223,8 +223,8 @@ def log_entries(text: str) -> list[str]:
             entries.append([])  # a blank line ends a section
         elif line.startswith("## ") or _EXCHANGE.match(line) or not entries or not entries[-1]:
             entries.append([line])
-        elif entries[-1][0].startswith("## "):
-            entries[-1].append(line)
+        elif entries[-1][0].startswith("## ") or (line.startswith(">") and entries[-1][0].startswith(">")):
+            entries[-1].append(line)  # a section's lines; a quoted section's cut by the tail stay with its origin
         else:
             entries.append([line])
     return ["\n".join(e) for e in entries if e]

@@ -36,7 +36,7 @@ from teleton.memory.facts.store import FactStore
 from teleton.memory.journal.daily_logs import DailyLogs
 from teleton.memory.journal.learnings import Learnings
 from teleton.privacy import OWNER, Clearance, Principals, Taint, path_label
-from teleton.privacy.quoting import UNTRUSTED_NOTE
+from teleton.privacy.quoting import UNTRUSTED_NOTE, with_origin
 from teleton.storage.private_files import Unreadable, read_confined
 
 log = structlog.get_logger(__name__)
@@ -217,7 +217,9 @@ class PromptBuilder:
             except Unreadable as exc:
                 log.warning("prompt_file_skipped", file=name, reason=str(exc))
                 return mtime, "", OWNER
-            return mtime, text.strip()[-FILE_CAP:], path_label(real, self.principals, self.shared)
+            text = text.strip()  # the tail, still saying whose words it begins inside
+            tail = with_origin(text, max(0, len(text) - FILE_CAP))
+            return mtime, tail, path_label(real, self.principals, self.shared)
 
         loaded = await asyncio.to_thread(_load)
         if loaded is None:

@@ -15,6 +15,7 @@ from collections import deque
 from datetime import date, datetime, timedelta
 from pathlib import Path
 
+from teleton.privacy.quoting import with_origin
 from teleton.storage.private_files import write_private
 
 USER_CAP = 200
@@ -70,8 +71,10 @@ class DailyLogs:
         def _read() -> str:
             if not path.exists():
                 return ""
-            with path.open(encoding="utf-8", errors="replace") as f:
-                return "".join(deque(f, maxlen=lines)).strip()
+            text = path.read_text(encoding="utf-8", errors="replace")
+            kept = "".join(deque(text.splitlines(keepends=True), maxlen=lines))
+            # A quoted section cut by the tail keeps its origin (its heading may be above the cut).
+            return with_origin(text, len(text) - len(kept)).strip()
 
         return await asyncio.to_thread(_read) if lines > 0 else ""
 

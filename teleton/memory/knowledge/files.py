@@ -8,6 +8,7 @@ from pathlib import Path
 from teleton.memory.knowledge.chunker import chunk_markdown
 from teleton.memory.knowledge.rows import PlannedChunk, chunk_hash
 from teleton.privacy import Principals, path_label
+from teleton.privacy.quoting import origin_at
 from teleton.storage.private_files import read_confined
 
 PUBLIC_DIR = "public"
@@ -38,8 +39,12 @@ def plan_file(
     # The label follows where the content really is: public/x.md -> ../MEMORY.md stays the owner's.
     label = path_label(real_rel, principals or Principals(), shared)
     planned = []
+    line_starts = [0, *(i + 1 for i, c in enumerate(text) if c == "\n")]
     for chunk in chunk_markdown(text, target, limit):
         body = chunk.text.strip()
+        # A chunk cut from inside words quoted from elsewhere keeps their origin (its first line names it).
+        carried = origin_at(text, line_starts[chunk.start_line]) if ">" in body else ""
+        body = f"{carried}\n{body}" if carried and body else body
         if body:
             digest = chunk_hash(chunk.heading, body, label)
             planned.append(PlannedChunk(rel, chunk.heading, body, digest, chunk.start_line, label))

@@ -24,6 +24,7 @@ from croniter import croniter
 
 from teleton.config.schema import SchedulerConfig
 from teleton.llm.tool_loop import ToolResult
+from teleton.privacy import OWNER
 from teleton.privacy.quoting import shown_to
 from teleton.scheduler.task_store import NewTask, TaskError, TaskRecord, TaskStore, next_cron
 from teleton.tools.registry import Tool, ToolContext, validation_error
@@ -197,7 +198,7 @@ async def list_tasks(args: dict[str, Any], ctx: ToolContext) -> str:
         return "No tasks."
     lines = []
     for task in tasks:  # another chat's task: its words are that chat's, quoted with their origin
-        label = task.clearance or ctx.deps.principals.chat_label(task.chat_id)
+        label = task.clearance or (OWNER if task.chat_id is None else ctx.deps.principals.chat_label(task.chat_id))
         ctx.shown(label)
         lines.append(shown_to(ctx.clearance.label, label, describe(task)))
     return "\n".join(lines)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from teleton.llm.tool_loop import ToolResult
-from teleton.privacy.quoting import mark
+from teleton.privacy.quoting import mark, origin_at
 from teleton.storage.private_files import Unreadable, private_dir, read_confined, write_private
 from teleton.tools.families.workspace_paths import (
     PathRefused,
@@ -102,23 +102,26 @@ async def workspace_read(args: dict[str, Any], ctx: ToolContext, limits: Limits)
         return _refusal(exc)
     offset = int(args.get("offset", 0))
 
-    def _read() -> str | None:
+    def _read() -> tuple[str, str] | None:
         if not target.real.is_file():
             return None
         # Characters, not bytes, are asked for: 4 bytes per character at most.
         text, _ = read_confined(ctx.deps.workspace, target.real, limit=4 * (offset + limits.read_cap + 1))
-        return text[offset : offset + limits.read_cap + 1]
+        # A page that begins inside words quoted from elsewhere says whose they are (its first line does).
+        return origin_at(text, offset), text[offset : offset + limits.read_cap + 1]
 
     try:
-        text = await asyncio.to_thread(_read)
+        read = await asyncio.to_thread(_read)
     except Unreadable as exc:
         return ToolResult.error(f"{target.name} cannot be read as text: {exc}")
-    if text is None:
+    if read is None:
         return ToolResult.error(f"{target.name} is not a file")
+    head, text = read
+    head = f"{head}\n" if head else ""
     if len(text) > limits.read_cap:
         end = offset + limits.read_cap
-        return text[: limits.read_cap] + f"\n[truncated: read again with offset={end} for more]"
-    return text or f"({target.name} is empty)"
+        return head + text[: limits.read_cap] + f"\n[truncated: read again with offset={end} for more]"
+    return head + text if text else f"({target.name} is empty)"
 
 
 async def workspace_write(args: dict[str, Any], ctx: ToolContext, limits: Limits) -> str | ToolResult:
