@@ -33,11 +33,21 @@ def path_label(rel: PurePosixPath | str, principals: Principals, shared: Sequenc
         return OWNER  # not a resolved workspace path: nothing is public about it
     if parts[0] == PUBLIC_DIR or (len(parts) == 1 and parts[0] in PERSONA_FILES):
         return PUBLIC
-    if any(fnmatchcase(path.as_posix(), pattern.strip("/")) for pattern in shared):
+    if any(_matches(parts, PurePosixPath(pattern.strip("/")).parts) for pattern in shared):
         return PUBLIC
     if len(parts) >= 2 and parts[0] in CHAT_DIRS and _is_chat_id(parts[1]):
         return principals.chat_label(int(parts[1]))
     return OWNER
+
+
+def _matches(parts: tuple[str, ...], pattern: tuple[str, ...]) -> bool:
+    """A glob as people write them: ``*`` stays inside one folder, ``**`` spans any number of them, so
+    ``notes/*.md`` does not make ``notes/private/diary.md`` public."""
+    if not pattern:
+        return not parts
+    if pattern[0] == "**":
+        return any(_matches(parts[i:], pattern[1:]) for i in range(len(parts) + 1))
+    return bool(parts) and fnmatchcase(parts[0], pattern[0]) and _matches(parts[1:], pattern[1:])
 
 
 def is_document(rel: PurePosixPath | str) -> bool:

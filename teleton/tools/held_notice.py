@@ -85,6 +85,11 @@ def what_happens(item: Held, principals: Principals, title: str = "") -> str:
         return "fetch this address from the internet (its host name leaves at the lookup, all of it at the request)"
     if item.kind == "exec":
         return "run this command on the server (a shell reads and reaches everything I can)"
+    if item.kind == "outside_tool":
+        return f"call {item.tool} of the outside server {meta.get('server')!r}, which gets exactly these arguments"
+    if item.kind == "edit":
+        where = chat_name(item.to_chat_id, principals, title)
+        return f"edit message {meta.get('message_id')} of {where}: its text becomes this"
     return f"carry out a {item.kind} to {item.destination}"
 
 

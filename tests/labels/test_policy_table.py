@@ -101,11 +101,23 @@ def test_principals_change_in_place() -> None:
         ("downloads/abc/x", OWNER),
         (".", OWNER),
         ("shared/agenda.md", PUBLIC),  # privacy.shared_paths
+        ("shared/private/diary.md", OWNER),  # "*" stays inside one folder
+        ("other/shared/agenda.md", OWNER),  # a pattern is anchored at the workspace root
         ("shared/../MEMORY.md", OWNER),  # (callers resolve first; a literal ".." never matches a pattern)
     ],
 )
 def test_path_labels(path: str, label: str) -> None:
     assert path_label(path, P, shared=["shared/*.md"]) == label
+
+
+def test_a_double_star_pattern_spans_folders() -> None:
+    shared = ["docs/**/*.md"]
+    assert [path_label(p, P, shared=shared) for p in ("docs/a.md", "docs/x/y/b.md", "docs/x/c.txt", "a.md")] == [
+        PUBLIC,
+        PUBLIC,
+        OWNER,
+        OWNER,
+    ]
 
 
 def _send(mode: str, labels: tuple[str, ...], own: str, to: int, own_chat: bool = False) -> str:

@@ -298,6 +298,9 @@ async def test_a_steered_turn_joins_or_leaves_only_a_chat_the_owner_wrote(door: 
     left = await door.call(OWNER_DM, "leave_chat", chat="@hikers", taint=steered, typed="summarise")
     assert left.is_error and door.of(functions.channels.LeaveChannelRequest) == []
     assert door.of(functions.messages.ImportChatInviteRequest) == []
+    part = await door.call(OWNER_DM, "join_chat", link="https://t.me/+AbCd", taint=steered,
+                           typed="join https://t.me/+AbCd123 please")  # fmt: skip
+    assert part.is_error and "only when you write it" in part.content  # a part of what was written is not it
     ok(await door.call(OWNER_DM, "join_chat", link="https://t.me/+AbCd123", taint=steered,
                        typed="join https://t.me/+AbCd123 please"))  # fmt: skip
     assert len(door.of(functions.messages.ImportChatInviteRequest)) == 1

@@ -211,8 +211,8 @@ async def test_an_exec_output_symlink_into_public_is_set_aside_first(deps: ToolD
 
 
 def test_a_shared_pattern_reaching_into_exec_output_gets_the_file_deleted(ws: Path) -> None:
-    """With privacy.shared_paths as wide as ``*.md`` exec-output/ would be public too: the entry is deleted."""
-    deps = ToolDeps(db=None, workspace=ws, principals=principals(), shared_paths=("*.md",))
+    """With privacy.shared_paths as wide as ``**/*.md`` exec-output/ would be public too: the entry is deleted."""
+    deps = ToolDeps(db=None, workspace=ws, principals=principals(), shared_paths=("**/*.md",))
     before = snapshot(ws, deps.label_of_path)
     (ws / "public" / "leak.md").write_text(SECRET)
     (moved,) = sweep(ws, before, deps.label_of_path, run_id="r1")

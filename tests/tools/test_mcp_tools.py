@@ -171,8 +171,9 @@ async def test_a_steered_turns_side_effecting_call_is_held_with_its_exact_argume
     held = await call(registry, steered, "mcp_notes_note", text="the owner's PIN is 4711")
     assert "Held for the owner's approval (#1)" in held.content
     assert notes.read_text() == "milk\n"  # nothing reached the server
-    row = await deps.db.fetchone("select kind, body, digest from pending_sends where id = 1")
+    row = await deps.db.fetchone("select kind, body, digest, preview from pending_sends where id = 1")
     assert row["kind"] == "outside_tool"
+    assert "wants to call mcp_notes_note of the outside server 'notes', which gets exactly" in row["preview"]
     assert json.loads(bytes(row["body"])) == {"arguments": {"text": "the owner's PIN is 4711"}, "tool": "note"}
     done = await deps.outbox.approve(1, row["digest"][:8], by=1000)
     assert done.startswith("Done #1: called mcp_notes_note.") and notes.read_text().splitlines() == [

@@ -19,7 +19,8 @@ from teleton.storage import Database
 from teleton.tools.families.memory import memory_tools
 from teleton.tools.families.telegram_actions import telegram_tools
 from teleton.tools.families.workspace import workspace_tools
-from teleton.tools.held import Outgoing
+from teleton.tools.held import Held, Outgoing
+from teleton.tools.held_notice import what_happens
 from teleton.tools.outbox import Outbox, OutboxSettings
 from teleton.tools.registry import ToolContext, ToolDeps, ToolRegistry
 
@@ -215,3 +216,8 @@ async def test_a_public_facts_key_is_shown_as_it_will_be_published(world: World)
     assert (await world.outbox.approve(1, await world.code(1), by=OWNER)).startswith("Done #1")
     (fact,) = await world.deps.facts.recent(["public"])
     assert (fact.category, fact.key) == ("events", "pin_4711_iban_de89370400440532013000")
+
+
+def test_an_edit_notice_names_the_message_it_would_change() -> None:
+    item = Held("edit", b"new words", to_chat_id=-100777, meta={"message_id": 42}, tool="edit_channel_post")
+    assert what_happens(item, Principals(owner_id=OWNER)).startswith("edit message 42 of ")

@@ -164,7 +164,9 @@ def _asked_by_the_owner(target: str, ctx: ToolContext) -> None:
     """Joining shows the account to a chat, leaving drops it: from a turn something else steered (another
     chat's words, a fetched page, a planted note), only a chat the owner named in this very message."""
     steered = ctx.taint.steering(ctx.clearance.label)
-    if steered and target.strip().lower() not in ctx.typed.lower():
+    # A whole word of the message: "t.me/+Ab" is not asked for by a message naming "t.me/+Abc123".
+    said = {word.strip(".,;:!?()[]<>\"'«»").lower() for word in ctx.typed.split()}
+    if steered and target.strip().lower() not in said:
         raise Refused(f"This conversation was shown words from elsewhere; I join or leave {target} only when you "
                       "write it in your own message.")  # fmt: skip
 
