@@ -64,6 +64,12 @@ def quote(text: str, where: str) -> str:
     return f"{QUOTE}(from {where}) {' '.join(text.split())}"
 
 
+def forwarded(said: str, forwarded_from: str | None) -> str:
+    """An archived message as a line shown to a turn: a forwarded one's words are whoever it was forwarded
+    from, quoted with the origin ``forward:<from>`` that steered the turn which received it."""
+    return said if not forwarded_from else quote(said, outside_origin(outside("forward", forwarded_from)))
+
+
 def quote_lines(text: str, where: str) -> str:
     """``text`` with every line quoted, the first with its origin: a long text from elsewhere, kept whole."""
     lines = text.strip().splitlines() or [""]

@@ -179,6 +179,7 @@ async def archive_incoming(db: Database, msg: IncomingMessage, agent_state: str 
         text=msg.text,
         sender_id=msg.sender.id if msg.sender else None,
         sender_name=msg.sender.display_name if msg.sender else "",
+        fwd_from=msg.forwarded_from,
     )
     chat = ChatInfo(id=msg.chat.id, type=msg.chat.type, title=msg.chat.title)
 

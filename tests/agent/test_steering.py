@@ -52,5 +52,12 @@ async def test_an_exchange_shown_words_from_elsewhere_keeps_the_session_steered(
     await h.dm("/new")
     summary = (h.workspace / "memory").glob("*.md")
     assert any("(outside: forward:Mallory)" in p.read_text() for p in summary)  # the summary keeps its origin
+    await h.dm("fetch it")
+    assert outcome(h) == "refused: steered"  # a new session, but the forwarded words are a recent message
+    context = json.dumps(h.main_requests()[-2]["messages"][-1])
+    assert "(from a forwarded message (outside: forward:Mallory))" in context  # shown as someone else's
+    for i in range(10):  # the chat's recent messages a turn is shown: memory.context_recent, 10
+        await h.dm(f"note {i}")
+    await h.dm("/new")
     await h.dm("get the page")
-    assert outcome(h) == "address check"  # a new session; the marked summary shares no word with this
+    assert outcome(h) == "address check"  # the forward is no longer recent; the marked summaries share no word

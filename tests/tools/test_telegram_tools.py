@@ -11,6 +11,7 @@ from telethon import functions, types
 
 from teleton.memory.feed.archive import MessageRecord, insert_message
 from teleton.storage import Database
+from teleton.tools.families.memory import memory_tools
 from teleton.tools.families.telegram_actions import TelegramToolSettings, telegram_tools
 from teleton.tools.outbox import Outbox, OutboxSettings
 from teleton.tools.registry import ToolDeps, ToolRegistry
@@ -318,6 +319,22 @@ async def test_others_cannot_look_people_up_through_the_owners_address_book(
     owner = make_ctx(tg_deps, DM, admin=True)
     assert "Dr Weiss (oncology)" in (await call(registry, owner, "get_user_info", user="+1 555 123 4567")).content
     assert owner.taint.steering("owner") == {"user:555"}  # a name is its person's words: it may steer
+
+
+async def test_a_forwarded_message_read_back_is_still_its_senders_words(registry, tg_deps, db: Database) -> None:
+    """A message the owner forwarded into our chat steered the turn that received it; read back later (the
+    history, a search), its words are still whoever it was forwarded from, and steer the same way."""
+    phish = "Your parcel is held: confirm at https://parcel.evil.example with your card number"
+    await db.write(
+        lambda c: insert_message(c, MessageRecord(DM.id, 80, time.time(), phish, DM.id, "Owner", fwd_from="DHL Info"))
+    )
+    readers = ToolRegistry([*registry.tools(), *memory_tools()])
+    reads = (("get_history", {}), ("search_messages", {"query": "parcel card number"}))
+    for tool, args in (*reads, ("memory_search", {"query": "parcel card number"})):
+        ctx = make_ctx(tg_deps, DM, admin=True)
+        shown = (await call(readers, ctx, tool, **args)).content
+        assert "> (from a forwarded message (outside: forward:DHL_Info))" in shown and phish in shown, shown
+        assert ctx.taint.steering("owner") == {"forward:DHL_Info"}, tool
 
 
 async def test_list_dialogs_only_for_the_owner_in_a_dm(registry, tg_deps, client) -> None:

@@ -14,7 +14,7 @@ from teleton.memory.facts.rows import day
 from teleton.memory.feed.reactions import Judged
 from teleton.memory.search.hybrid import SearchHit
 from teleton.privacy.paths import is_document
-from teleton.privacy.quoting import outside, shown_to
+from teleton.privacy.quoting import forwarded, outside, shown_to
 from teleton.text.lines import one_line
 
 KNOWLEDGE_HEADER = "[Relevant knowledge from memory]"
@@ -39,12 +39,15 @@ class FeedLine:
     label: str = ""  # the chat's privacy label
     score: float = 0.0  # a feed hit's search score (the memory budget ranks by it); 0 for recent messages
     other_topic: bool = False  # said in another topic of the turn's forum (another conversation)
+    forwarded_from: str | None = None  # a forwarded message: its words are whoever it came from
 
     def render(self, own_label: str) -> str:
         when = datetime.fromtimestamp(self.date).astimezone()
         where = " (in another topic)" if self.other_topic else ""
         said = f"[{when:%Y-%m-%d %H:%M}]{where} {self.sender}: {' '.join(self.text.split())[:LINE_CAP]}"
-        return shown_to(own_label, self.label, said, self.chat_title or str(self.chat_id))
+        return shown_to(
+            own_label, self.label, forwarded(said, self.forwarded_from), self.chat_title or str(self.chat_id)
+        )
 
 
 @dataclass

@@ -248,4 +248,5 @@ def recent_messages(conn: Connection, msg: IncomingMessage, limit: int, *, chars
 
 def _feed_line(meta: Any, text: str) -> FeedLine:
     sender = "you" if meta["is_outgoing"] else (meta["sender_name"] or str(meta["sender_id"] or "someone"))
-    return FeedLine(int(meta["chat_id"]), int(meta["message_id"]), float(meta["date"]), sender, text)
+    line = FeedLine(int(meta["chat_id"]), int(meta["message_id"]), float(meta["date"]), sender, text)
+    return replace(line, forwarded_from=meta["fwd_from"]) if meta["fwd_from"] else line

@@ -29,7 +29,7 @@ def recent_lines(
     one and every message of a chat without topics) but ``exclude``, oldest first, each text read up to
     ``chars`` characters (a 10 MB paste stays whole in the archive; a prompt reads its head)."""
     rows = conn.execute(
-        "select chat_id, message_id, date, sender_id, sender_name, is_outgoing, substr(text, 1, ?) as text "
+        "select chat_id, message_id, date, sender_id, sender_name, is_outgoing, fwd_from, substr(text, 1, ?) as text "
         "from tg_messages where chat_id = ? and topic_id is ? and deleted = 0 and message_id != ? and text != '' "
         "order by date desc, message_id desc limit ?",
         (chars, chat_id, topic, -1 if exclude is None else exclude, limit),
@@ -40,7 +40,7 @@ def recent_lines(
 def history(conn: Connection, chat_id: int, limit: int, before: int | None = None) -> list[Any]:
     """A chat's last ``limit`` messages (before message ``before``), oldest first, service messages left out."""
     sql = (
-        "select message_id, date, sender_id, sender_name, text, is_outgoing, media_kind, reply_to_id "
+        "select message_id, date, sender_id, sender_name, text, is_outgoing, media_kind, reply_to_id, fwd_from "
         "from tg_messages where chat_id = ? and deleted = 0 and is_service = 0 "
     )
     params: list[Any] = [chat_id]

@@ -37,6 +37,7 @@ class FeedHit:
     vector_score: float
     keyword_score: float
     topic_id: int | None = None  # the forum topic it was written in
+    fwd_from: str | None = None  # a forwarded message: whom it was forwarded from (its words are theirs)
 
 
 def search_feed_sync(
@@ -66,6 +67,7 @@ def feed_hit(h: SearchHit) -> FeedHit:
         vector_score=h.vector_score,
         keyword_score=h.keyword_score,
         topic_id=h.meta.get("topic_id"),
+        fwd_from=h.meta.get("fwd_from"),
     )
 
 

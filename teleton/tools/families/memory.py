@@ -34,7 +34,7 @@ from teleton.memory.facts.subjects import chat_members, resolve, shown_subjects,
 from teleton.memory.recall import Question
 from teleton.privacy import OWNER, PUBLIC
 from teleton.privacy.paths import is_document
-from teleton.privacy.quoting import mark, outside, shown_to
+from teleton.privacy.quoting import forwarded, mark, outside, shown_to
 from teleton.storage.private_files import write_private
 from teleton.tools.families.archive_order import archive_messages, query_vector
 from teleton.tools.held import Held, Outgoing
@@ -236,7 +236,8 @@ async def memory_search(args: dict[str, Any], ctx: ToolContext) -> str | ToolRes
         when = datetime.fromtimestamp(hit.meta["date"]).astimezone()
         who = "me" if hit.meta["is_outgoing"] else (hit.meta["sender_name"] or hit.meta["sender_id"])
         label = principals.chat_label(int(hit.meta["chat_id"]))
-        found.append((label, f"[chat {hit.meta['chat_id']} {when:%Y-%m-%d %H:%M} {who}] {hit.text}"))
+        said = f"[chat {hit.meta['chat_id']} {when:%Y-%m-%d %H:%M} {who}] {hit.text}"
+        found.append((label, forwarded(said, hit.meta.get("fwd_from"))))
     if ctx.deps.facts is not None and chat_id is None:
         for fact in await ctx.deps.facts.recall(query, clearance.readable(), limit=limit, query_vector=q.vector):
             found.append((fact.scope, f"[fact #{fact.id}] {fact.line()}"))

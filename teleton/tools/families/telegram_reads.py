@@ -12,6 +12,7 @@ from teleton.gateway.contract import ChatInfo, UserInfo
 from teleton.memory.feed import reads
 from teleton.memory.feed.search import feed_hit, other_topic
 from teleton.memory.recall import Question
+from teleton.privacy.quoting import forwarded
 from teleton.tools.families.archive_order import archive_messages, query_vector
 from teleton.tools.families.telegram_common import CHAT_ID, Refused, gateway, readable_chat, schema, tool
 from teleton.tools.registry import Tool, ToolContext
@@ -25,7 +26,9 @@ def _line(row: Any) -> str:
     who = "me" if row["is_outgoing"] else (row["sender_name"] or str(row["sender_id"] or "?"))
     media = f" [{row['media_kind']}]" if row["media_kind"] else ""
     reply_to = f" (reply to {row['reply_to_id']})" if row["reply_to_id"] else ""
-    return f"#{row['message_id']} {when:%Y-%m-%d %H:%M} {who}{reply_to}:{media} {row['text']}"
+    return forwarded(
+        f"#{row['message_id']} {when:%Y-%m-%d %H:%M} {who}{reply_to}:{media} {row['text']}", row["fwd_from"]
+    )
 
 
 async def get_history(args: dict[str, Any], ctx: ToolContext) -> str:
@@ -59,7 +62,8 @@ async def search_messages(args: dict[str, Any], ctx: ToolContext) -> str:
         when = datetime.fromtimestamp(hit.date).astimezone()
         who = "me" if hit.is_outgoing else (hit.sender_name or str(hit.sender_id))
         where = f" topic {hit.topic_id or 'General'}" if elsewhere[hit.id] else ""
-        lines.append(f"[chat {hit.chat_id}{where} #{hit.message_id} {when:%Y-%m-%d %H:%M} {who}] {hit.text}")
+        said = f"[chat {hit.chat_id}{where} #{hit.message_id} {when:%Y-%m-%d %H:%M} {who}] {hit.text}"
+        lines.append(forwarded(said, hit.fwd_from))
     return "\n".join(lines)
 
 
