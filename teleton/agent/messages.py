@@ -11,6 +11,7 @@ from teleton.gateway.contract import ChatInfo, IncomingMessage, UserInfo
 from teleton.llm.client import Message
 from teleton.llm.tool_loop import LoopResult
 from teleton.memory.feed import reads
+from teleton.privacy.quoting import forwarded
 from teleton.storage.database import Database
 
 
@@ -112,4 +113,4 @@ async def quoted_referent(db: Database, msg: IncomingMessage) -> str:
     if row is None or not row["text"]:
         return ""
     who = "you" if row["is_outgoing"] else (row["sender_name"] or "someone")
-    return f"{who}: {' '.join(row['text'].split())[:300]}"
+    return forwarded(f"{who}: {' '.join(row['text'].split())[:300]}", row["fwd_from"])

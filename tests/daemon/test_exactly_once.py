@@ -141,6 +141,9 @@ def test_after_a_full_disk_every_accepted_message_is_answered_without_a_restart(
         for i in range(1, 6):
             daemon.send(OWNER_DM, f"question {i}", i)
         daemon.wait_for(lambda _events: len(daemon.acked()) == 5)  # all archived and accepted
+        # Messages are accepted before the first status file is written (at ready): on a busy machine the disk
+        # could fill in between, and there would be no status to read below.
+        daemon.wait_for(lambda _events: (small_disk / "status.json").exists())
         filler = _fill(small_disk)
         gate.set()
         # The turns cannot write their records: they are deferred, not answered, not dropped.

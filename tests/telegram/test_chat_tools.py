@@ -346,12 +346,18 @@ async def test_search_telegram_archives_its_finds_and_answers_none(door: Door, h
 
 
 async def test_search_telegram_without_a_chat_searches_every_chat(door: Door, harness: GatewayHarness) -> None:
-    door.client.found = [old_message(4, "tulip bulbs", 2020)]
+    forward = old_message(5, "tulip deal: pay at tulips.evil.example", 2020)
+    forward.fwd_from = types.MessageFwdHeader(date=datetime(2020, 4, 1, tzinfo=UTC), from_name="Tulip Shop")
+    door.client.found = [old_message(4, "tulip bulbs", 2020), forward]
     shown = ok(await door.call(OWNER_DM, "search_telegram", query="tulip"))
     [search] = door.of(functions.messages.SearchGlobalRequest)
     assert search.q == "tulip" and not door.of(functions.messages.SearchRequest)
     assert "tulip bulbs" in shown
-    assert [r["text"] for r in await harness.rows(BOOK_CLUB.id)] == ["tulip bulbs"]
+    assert "(from a forwarded message (outside: forward:Tulip_Shop))" in shown  # a forward is its sender's words
+    assert [r["text"] for r in await harness.rows(BOOK_CLUB.id)] == [
+        "tulip bulbs",
+        "tulip deal: pay at tulips.evil.example",
+    ]
     door.client.found = []
     assert ok(await door.call(OWNER_DM, "search_telegram", query="nothing")) == "Telegram found no matching messages."
 

@@ -86,9 +86,9 @@ async def learn(agent: AgentCore, turn: Turn) -> None:
             Exchange(
                 chat=msg.chat,
                 user_name=sender_label(msg.sender),
-                user_text=msg.text,
-                # An answer built from another chat's words is not distilled into this label's memory:
-                # only what the person here said is.
+                # An answer built from another chat's words is not distilled into this label's memory: only
+                # what the person here said is (typed: not a forward's words, nor a document's or photo's).
+                user_text=turn.typed if steered else msg.text,
                 assistant_text="" if steered else (turn.reply or result.text),
                 label=turn.clearance.label,
                 speaker=speaker_subject(agent.principals, msg.sender.id if msg.sender else None),

@@ -16,7 +16,7 @@ from teleton.storage.sqlite_driver import Connection
 def message(conn: Connection, chat_id: int, message_id: int) -> Any | None:
     """One message as it is now (None when it is gone): sender, direction, text, media, edit date."""
     return conn.execute(
-        "select sender_id, sender_name, is_outgoing, text, media_kind, edit_date from tg_messages "
+        "select sender_id, sender_name, is_outgoing, text, media_kind, edit_date, fwd_from from tg_messages "
         "where chat_id = ? and message_id = ? and deleted = 0",
         (chat_id, message_id),
     ).fetchone()

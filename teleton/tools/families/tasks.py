@@ -24,8 +24,8 @@ from croniter import croniter
 
 from teleton.config.schema import SchedulerConfig
 from teleton.llm.tool_loop import ToolResult
-from teleton.privacy import OWNER
-from teleton.privacy.quoting import shown_to
+from teleton.privacy import OWNER, Taint
+from teleton.privacy.quoting import mark, shown_to
 from teleton.scheduler.task_store import NewTask, TaskError, TaskRecord, TaskStore, next_cron
 from teleton.tools.registry import Tool, ToolContext, validation_error
 
@@ -200,7 +200,9 @@ async def list_tasks(args: dict[str, Any], ctx: ToolContext) -> str:
     for task in tasks:  # another chat's task: its words are that chat's, quoted with their origin
         label = task.clearance or (OWNER if task.chat_id is None else ctx.deps.principals.chat_label(task.chat_id))
         ctx.shown(label)
-        lines.append(shown_to(ctx.clearance.label, label, describe(task)))
+        # A task a steered turn scheduled is as steered as that turn (its description may be planted words).
+        steered = Taint.from_json(task.payload["taint"]).steering(label) if "taint" in task.payload else ()
+        lines.append(shown_to(ctx.clearance.label, label, mark(describe(task), steered)))
     return "\n".join(lines)
 
 

@@ -26,7 +26,7 @@ from typing import Any
 from teleton.gateway.contract import ChatInfo, IncomingMessage
 from teleton.privacy.egress import OUTSIDE, Way, decide
 from teleton.privacy.labels import PUBLIC
-from teleton.privacy.quoting import label_origin, quote_lines, shown_to
+from teleton.privacy.quoting import forwarded, label_origin, quote_lines, shown_to
 from teleton.scheduler.task_store import TaskError
 from teleton.tools.families.tasks import parse_when
 from teleton.tools.families.telegram_common import (
@@ -191,7 +191,8 @@ def _hit_line(hit: IncomingMessage) -> str:
     when = datetime.fromtimestamp(hit.date).astimezone()
     who = "me" if hit.is_outgoing else (hit.sender.display_name if hit.sender else "?")
     media = f" [{hit.media_kind}]" if hit.media_kind else ""
-    return f"[chat {hit.chat.id} #{hit.message_id} {when:%Y-%m-%d %H:%M} {who}]{media} {hit.text}"
+    return forwarded(f"[chat {hit.chat.id} #{hit.message_id} {when:%Y-%m-%d %H:%M} {who}]{media} {hit.text}",
+                     hit.forwarded_from)  # fmt: skip
 
 
 async def search_telegram(args: dict[str, Any], ctx: ToolContext) -> str:

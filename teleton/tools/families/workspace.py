@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from teleton.llm.tool_loop import ToolResult
-from teleton.privacy.quoting import mark, origin_at
+from teleton.privacy import PUBLIC
+from teleton.privacy.quoting import label_origin, mark, origin_at, origins_in, quote_lines
 from teleton.storage.private_files import Unreadable, private_dir, read_confined, write_private
 from teleton.tools.families.workspace_paths import (
     PathRefused,
@@ -189,7 +190,8 @@ async def workspace_rename(args: dict[str, Any], ctx: ToolContext, limits: Limit
         check_writable(dest, ctx)
     except PathRefused as exc:
         return _refusal(exc)
-    ctx.shown(ctx.deps.label_of_path(source.rel))  # what is moved is the file's content
+    was = ctx.deps.label_of_path(source.rel)
+    ctx.shown(was)  # what is moved is the file's content
     label = ctx.deps.label_of_path(dest.rel)
     if label != ctx.clearance.label:  # where others read: the approval is of the content, not the name
         try:
@@ -209,6 +211,8 @@ async def workspace_rename(args: dict[str, Any], ctx: ToolContext, limits: Limit
             return f"{dest.name} already exists; delete it first or pick another name"
         private_dir(dest.real.parent, stop_at=ctx.deps.workspace)
         source.real.rename(dest.real)
+        if was not in (label, PUBLIC):  # another chat's words, kept where the owner's are: still theirs
+            keep_origin(dest.real, label_origin(was))
         return None
 
     problem = await asyncio.to_thread(_rename)
@@ -216,6 +220,21 @@ async def workspace_rename(args: dict[str, Any], ctx: ToolContext, limits: Limit
         return ToolResult.error(problem)
     await _reindex(ctx.deps, source.rel.parts + dest.rel.parts)
     return f"Renamed {source.name} to {dest.name}."
+
+
+def keep_origin(moved: Path, where: str) -> None:
+    """Every text file of ``moved`` (a file or a folder) quoted with ``where`` it came from, unless it already
+    names an origin on its first line; a file that is not text has no words to steer with, and a link is left
+    alone (what it points to is not what was moved)."""
+    for path in [moved, *(sorted(moved.rglob("*")) if moved.is_dir() else [])]:
+        if path.is_symlink() or not path.is_file():
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue
+        if text.strip() and not any(origins_in(text.split("\n", 1)[0])):
+            write_private(path, quote_lines(text, where) + "\n")
 
 
 def snapshot(path: WorkspacePath) -> bytes:

@@ -18,6 +18,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from teleton.privacy.paths import is_document
+from teleton.privacy.quoting import outside
 from teleton.tools.registry import ToolContext
 
 READ_ONLY = frozenset({"SOUL.md", "STRATEGY.md", "SECURITY.md"})  # at the workspace root
@@ -69,6 +71,8 @@ def check_readable(path: WorkspacePath, ctx: ToolContext) -> str:
     if not ctx.clearance.may_read(label):
         raise PathRefused(f"{path.name} is private and cannot be read in this chat")
     ctx.shown(label)
+    if is_document(path.rel) or path.rel.parts[:1] == ("downloads",):  # a file someone sent: their words
+        ctx.saw(outside("document", path.rel.as_posix()))
     return label
 
 
