@@ -11,7 +11,7 @@ from teleton.agent.turn import Turn
 from teleton.agent.voice_replies import VoiceReplies
 from teleton.agent.window import oversize
 from teleton.memory.feed import archive as fa
-from teleton.privacy.quoting import outside
+from teleton.privacy.quoting import outside, outside_origin, quote_lines
 
 
 async def read_media(reader: MediaReader | None, turn: Turn) -> None:
@@ -22,14 +22,19 @@ async def read_media(reader: MediaReader | None, turn: Turn) -> None:
     reading = await reader.read(msg)
     if reading is None:
         return
+    # A file's or a picture's words are not the sender's: this turn is steered by them, and the archive keeps
+    # them quoted with their origin, so every later reader (recent messages, a search, a reply) is too.
+    spoken = msg.media.kind in ("voice", "video_note")
+    origin = outside("document" if family(msg.media) == "document" else msg.media.kind, msg.media.file_name)
+    kept = reading.text if spoken else quote_lines(reading.text, outside_origin(origin))
     if reading.archive:  # re-indexed and re-embedded by the archive's triggers
-        await reader.db.write(lambda conn: fa.set_text(conn, msg.chat.id, msg.message_id, reading.text))
+        await reader.db.write(lambda conn: fa.set_text(conn, msg.chat.id, msg.message_id, kept))
     turn.msg = replace(msg, text=reading.text, media=None, media_kind=None)  # read: nothing else is attached
-    if msg.media.kind not in ("voice", "video_note"):  # a file's or a picture's words are not the sender's
-        turn.taint.saw(outside("document" if family(msg.media) == "document" else msg.media.kind, msg.media.file_name))
+    if not spoken:
+        turn.taint.saw(origin)
     if reading.image is not None:
         turn.images.append(reading.image)
-    turn.spoken = msg.media.kind in ("voice", "video_note")
+    turn.spoken = spoken
     excerpt = reader.settings.excerpt_chars
     if family(msg.media) == "document" and len(reading.text) > excerpt:  # the rest: a workspace file to read
         turn.msg = await oversize.shorten(reader.workspace, turn.msg, excerpt)
