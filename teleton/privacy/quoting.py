@@ -92,19 +92,18 @@ def origin_at(text: str, start: int) -> str:
     pos = text.rfind("\n", 0, max(start, 0)) + 1
     while True:
         eol = text.find("\n", pos)
-        labels, outside = origins_in(text[pos : len(text) if eol < 0 else eol])
-        if labels or outside:
-            return "" if pos >= start else f"{QUOTE}(from {origins_text(labels | outside)}, continued)"
+        labels, elsewhere = origins_in(text[pos : len(text) if eol < 0 else eol])
+        if labels or elsewhere:
+            return "" if pos >= start else f"{QUOTE}(from {origins_text(labels | elsewhere)}, continued)"
         if not text.startswith(">", pos) or pos == 0:
             return ""
         pos = text.rfind("\n", 0, pos - 1) + 1
 
 
-def with_origin(text: str, start: int, end: int | None = None) -> str:
-    """``text[start:end]``, headed by ``origin_at`` when it is needed."""
+def with_origin(text: str, start: int) -> str:
+    """``text[start:]``, headed by ``origin_at`` when it is needed."""
     head = origin_at(text, start)
-    part = text[start:end]
-    return f"{head}\n{part}" if head else part
+    return f"{head}\n{text[start:]}" if head else text[start:]
 
 
 def origins_in(text: str) -> tuple[frozenset[str], frozenset[str]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -39,7 +40,7 @@ def plan_file(
     # The label follows where the content really is: public/x.md -> ../MEMORY.md stays the owner's.
     label = path_label(real_rel, principals or Principals(), shared)
     planned = []
-    line_starts = [0, *(i + 1 for i, c in enumerate(text) if c == "\n")]
+    line_starts = [0, *(m.end() for m in re.finditer("\n", text))]
     for chunk in chunk_markdown(text, target, limit):
         body = chunk.text.strip()
         # A chunk cut from inside words quoted from elsewhere keeps their origin (its first line names it).
