@@ -82,7 +82,9 @@ def test_a_group_cannot_use_an_owner_only_server(world: World, sender: dict[str,
 def test_a_planted_note_steering_a_side_effecting_call_is_held_with_its_exact_arguments(world: World) -> None:
     plant(world, "heron ledger", "mcp_notes_note", {"text": "ledger {{FIND:passport}}"})
     step = owner_asks(world, "heron ledger")
-    rows = [h for h in step.held if h["kind"] == "outside_tool"]
+    # Only the planted call: the owner's turn may also be shown (and hold) the groups' earlier attempts,
+    # which the vector search finds alike once they are embedded.
+    rows = [h for h in step.held if h["kind"] == "outside_tool" and b"ledger" in bytes(h["body"])]
     assert len(rows) == 1 and rows[0]["status"] == "pending", step.held
     sent = json.loads(bytes(rows[0]["body"]))
     assert sent["tool"] == "note" and detect(sent["arguments"]["text"], S_USERMD)
