@@ -248,5 +248,5 @@ def recent_messages(conn: Connection, msg: IncomingMessage, limit: int, *, chars
 
 def _feed_line(meta: Any, text: str) -> FeedLine:
     sender = "you" if meta["is_outgoing"] else (meta["sender_name"] or str(meta["sender_id"] or "someone"))
-    line = FeedLine(int(meta["chat_id"]), int(meta["message_id"]), float(meta["date"]), sender, text)
-    return replace(line, forwarded_from=meta["fwd_from"]) if meta["fwd_from"] else line
+    chat_id, message_id, date = int(meta["chat_id"]), int(meta["message_id"]), float(meta["date"])
+    return FeedLine(chat_id, message_id, date, sender, text, forwarded_from=meta["fwd_from"])

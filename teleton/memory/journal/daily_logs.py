@@ -11,6 +11,7 @@ File I/O runs in a thread; a lock keeps concurrent chats from interleaving half-
 from __future__ import annotations
 
 import asyncio
+import io
 from collections import deque
 from datetime import date, datetime, timedelta
 from pathlib import Path
@@ -72,7 +73,7 @@ class DailyLogs:
             if not path.exists():
                 return ""
             text = path.read_text(encoding="utf-8", errors="replace")
-            kept = "".join(deque(text.splitlines(keepends=True), maxlen=lines))
+            kept = "".join(deque(io.StringIO(text), maxlen=lines))  # lines as the file has them: split at \n only
             # A quoted section cut by the tail keeps its origin (its heading may be above the cut).
             return with_origin(text, len(text) - len(kept)).strip()
 
