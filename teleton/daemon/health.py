@@ -21,9 +21,10 @@ import structlog
 from teleton.memory.feed import archive as fa
 from teleton.memory.feed import reads
 from teleton.storage import quarantine
-from teleton.storage.database import Database
+from teleton.storage.database import Database, connect
 from teleton.storage.failures import cause_of
 from teleton.storage.private_files import touch_private
+from teleton.storage.sqlite_driver import pick_driver
 
 log = structlog.get_logger(__name__)
 
@@ -82,15 +83,25 @@ async def open_checked(path: Path, embedding: tuple[str, int] | None, *, check: 
 
 async def quick_check(db: Database) -> list[str]:
     """The problems ``PRAGMA quick_check`` reports (empty: sound); SQLite saying the file is corrupt is one
-    of them, any other failure to check is raised."""
+    of them, any other failure to check is raised. It runs on a connection opened for it: on a connection
+    that has read an FTS5 table before, SQLite's check of its index (3.50) reports "malformed inverted index"
+    once another connection has committed to it, though the file is sound, and the daemon would stop itself
+    as damaged beside its own writes."""
+
+    def check() -> list[str]:
+        conn = connect(db.path, pick_driver(), vectors=False, readonly=True)
+        try:
+            return [str(r[0]) for r in conn.execute("pragma quick_check").fetchall()]
+        finally:
+            conn.close()
+
     try:
-        rows = await db.fetchall("pragma quick_check")
+        found = await asyncio.to_thread(check)
     except Exception as exc:
         cause = cause_of(exc)
         if cause is not None and cause.kind == "damaged":
             return [str(exc)]
         raise
-    found = [str(r[0]) for r in rows]
     log.info("database_checked", sound=found == ["ok"])
     return [] if found == ["ok"] else found
 
