@@ -9,7 +9,7 @@ reports usage, prompt-cache reads included, as the real API does).
     python scripts/bench_turn.py --vectors --db /tmp/bench.db   # build the archive once, reuse it after
     python scripts/bench_turn.py --budget 1500 --stable-share 0  # another memory budget (issue 15)
     python scripts/bench_turn.py --provider openai   # the OpenAI-compatible provider, through the openai SDK
-    python scripts/bench_turn.py --mcp               # with an idle MCP server configured (tests/fakes/mcp_server.py)
+    python scripts/bench_turn.py --mcp 3             # 3 idle MCP servers of 20 tools each (tests/fakes/mcp_server.py)
 
 Reports, as JSON on stdout (logs go to stderr): p50 / p95 / max per chat kind (the owner's DM searches every
 chat; a group only itself), the mean and p95 tokens of memory per turn (``memory.prompt_budget_tokens``), and a
@@ -58,6 +58,7 @@ from teleton.memory.search.corpora import FEED
 from teleton.memory.search.vector_store import write_vectors
 from teleton.process.logging import configure_logging
 from teleton.storage import Database
+from teleton.tools.mcp import pins
 from tests.fakes.anthropic_server import FakeAnthropic, text
 from tests.fakes.openai_view import FakeOpenAIInAnthropicTerms
 
@@ -221,7 +222,7 @@ async def bench(args: argparse.Namespace) -> tuple[dict[str, Any], int]:
         memory.prompt_budget_tokens = args.budget if args.budget is not None else memory.prompt_budget_tokens
         memory.prompt_stable_share = args.stable_share if args.stable_share is not None else memory.prompt_stable_share
         config = Config(
-            mcp=McpConfig(servers=idle_mcp_server() if args.mcp else {}),
+            mcp=McpConfig(servers=idle_mcp_servers(args.mcp)),
             agent=AgentConfig(provider=args.provider, api_key="bench", base_url=fake.base_url, model="claude-bench"),
             storage=StorageConfig(data_dir=workdir, database=db_path, workspace=workdir / "ws"),
             embedding=EmbeddingConfig(provider="local" if embedder is not None else "none"),
@@ -237,8 +238,12 @@ async def bench(args: argparse.Namespace) -> tuple[dict[str, Any], int]:
         stack.agent.deps.knowledge = stack.agent.tool_deps.knowledge = index
         servers = start_mcp(config, stack, db, tell_nobody)
         if servers is not None:
-            await servers.wait_connected("idle")
-            report["mcp"] = {"servers": 1, "tools": len(servers.status()["idle"]["tools"])}
+            for name in config.mcp.servers:  # connected, and approved as the owner would from the review
+                await servers.wait_connected(name)
+                waiting = await pins.waiting(db, name)
+                await servers.approve(name, pins.approval_code(name, waiting))
+            tools = sum(len(state["tools"]) for state in servers.status().values())
+            report["mcp"] = {"servers": len(config.mcp.servers), "tools": tools}
         row = await db.fetchone("select max(message_id) from tg_messages")
         ids = iter(range(max(args.messages, int(row[0] or 0)) + 10, 10**12))
 
@@ -290,10 +295,14 @@ async def bench(args: argparse.Namespace) -> tuple[dict[str, Any], int]:
     return report, 1 if failed else 0
 
 
-def idle_mcp_server() -> dict[str, McpServerConfig]:
-    """The test suite's MCP server over stdio, connected and pinged but never called."""
+def idle_mcp_servers(count: int) -> dict[str, McpServerConfig]:
+    """``count`` of the test suite's MCP server over stdio, 20 tools each (its 9 and 11 numbered), connected
+    and pinged but never called."""
     fake = Path(__file__).resolve().parents[1] / "tests" / "fakes" / "mcp_server.py"
-    return {"idle": McpServerConfig(command=sys.executable, args=[str(fake)], read_only=True)}
+    return {
+        f"idle{n}": McpServerConfig(command=sys.executable, args=[str(fake)], read_only=True, env={"MANY_TOOLS": "11"})
+        for n in range(1, count + 1)
+    }
 
 
 async def tell_nobody(text: str) -> None:
@@ -337,7 +346,9 @@ def main() -> None:
     parser.add_argument("--db", type=Path, help="archive database to build once and reuse")
     parser.add_argument("--dm-turns", type=int, default=50, help="turns of the scripted DM (prompt-cache hit rate)")
     parser.add_argument("--budget", type=int, help="memory.prompt_budget_tokens (default: the config's)")
-    parser.add_argument("--mcp", action="store_true", help="an idle MCP server configured (its tools offered)")
+    parser.add_argument(
+        "--mcp", type=int, nargs="?", const=1, default=0, help="idle MCP servers of 20 tools each (their tools offered)"
+    )
     parser.add_argument("--stable-share", type=float, help="memory.prompt_stable_share (default: the config's)")
     configure_logging("warning", "console", stream=sys.stderr)  # stdout carries the results only
     report, code = asyncio.run(bench(parser.parse_args()))

@@ -102,8 +102,8 @@ async def build_agent(
 
     async def tell_owner(text: str) -> None:
         chat = principals.notice_chat()
-        if chat is not None:
-            await gateway.send_message(chat, text)
+        if chat is not None:  # plain text: a link in a notice shows its address
+            await gateway.send_choice(chat, text, [])
 
     media = media_reader(config, db, gateway, llm, tell_owner)
     voice, speech_missing = _voice_replies(config, gateway, workspace)
@@ -187,15 +187,14 @@ async def _load_tool_overrides(db: Database, registry: ToolRegistry) -> None:
 async def _tool_rag(
     config: Config, db: Database, embedder: EmbeddingProvider | None, registry: ToolRegistry
 ) -> tuple[ToolIndex | None, ToolSelector | None]:
-    if not config.tool_rag.enabled:
-        return None, None
-
-    index = ToolIndex(db, embedder, ToolRagSettings.from_config(config.tool_rag))
-    await index.sync(registry)
+    index = ToolIndex(db, embedder, ToolRagSettings.from_config(config.tool_rag, config.mcp))
+    if config.tool_rag.enabled:
+        await index.sync(registry)
 
     async def select(
         query: str, vector: np.ndarray | None, chat: ChatInfo, is_admin: bool, is_owner: bool
     ) -> list[str]:
         return await index.select(registry, chat, is_admin, query, vector, is_owner=is_owner)
 
-    return index, select
+    # Without tool RAG the selector still offers an outside server's tools only up to mcp.max_offered.
+    return (index if config.tool_rag.enabled else None), select

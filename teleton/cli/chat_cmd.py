@@ -65,7 +65,14 @@ def chat(
     # The conversation owns the screen: the log goes to a file, only errors to the terminal (a retry is a
     # warning: the spinner counts it).
     log_file = config.logging.file or Path(config.storage.data_dir) / "chat.log"
-    configure_logging(config.logging.level, "human", log_file, stream_level="critical" if quiet else "error")
+    configure_logging(
+        config.logging.level,
+        "human",
+        log_file,
+        stream_level="critical" if quiet else "error",
+        max_file_mb=config.logging.max_file_mb,
+        backup_count=config.logging.backup_count,
+    )
     limit_blas_threads()
     private_data_dir(config.storage.data_dir)
     converse = _converse if sys.stdin.isatty() and sys.stdout.isatty() else _converse_plain

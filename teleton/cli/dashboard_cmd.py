@@ -35,9 +35,13 @@ def dashboard(
                 "port": config.web.port if port is None else port,
             }
         )
-    except (MissingExtra, ValidationError) as exc:
+    except MissingExtra as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise typer.Exit(1) from None
+    except ValidationError as exc:  # a setting or option the owner gave: one line, never the token, exit 2
+        problems = (str(e.get("ctx", {}).get("error", e["msg"])) for e in exc.errors())
+        print(f"error: {'; '.join(problems)}", file=sys.stderr)
+        raise typer.Exit(2) from None
     config = config.model_copy(update={"web": web})
     status_file = config.storage.data_dir / "status.json"
 
@@ -45,12 +49,14 @@ def dashboard(
         from teleton.web.security import BindRefused, check_bind  # the web extra, checked above
 
         try:
-            check_bind(web.host, web.token)  # before anything is opened: a refusal is the one line
+            # Before anything is opened: no token, or a guessable one, beyond this machine is the one line.
+            check_bind(web.host, web.token)
             db = await _stored(config)
             server = await start_dashboard(config, lambda: read_status(status_file), read_only=True, db=db)
         except (BindRefused, OSError) as exc:
             print(f"error: the dashboard cannot listen on {web.host}:{web.port}: {exc}", file=sys.stderr)
-            raise typer.Exit(1) from None
+            # A refused bind is the config's (or --host's) to fix, as config errors are: 2; the machine's: 1.
+            raise typer.Exit(2 if isinstance(exc, BindRefused) else 1) from None
         _, where = await asyncio.to_thread(dashboard_token, config)
         print(f"dashboard (read-only) on http://{web.host}:{server.port}/ — log in with the token in {where}")
         print("Ctrl-C stops it", flush=True)

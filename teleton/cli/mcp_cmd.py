@@ -1,9 +1,10 @@
 """`teleton mcp …`: the MCP servers of ``mcp.servers``, as the owner manages them from a shell.
 
-``add`` connects once, shows every tool with the server's own description (untrusted text: the owner's one
-look at it before the model sees it), pins them (``tools.mcp.pins``: a first connect approves them) and
-writes the config (mode 0600). ``test`` compares what a server lists now with its pins and changes nothing;
-``approve`` lets tools held back because they changed be offered again; ``remove`` drops an entry and its pins.
+``add`` connects once, shows every tool exactly as the model would be given it (``tools.mcp.review``: the
+server's own words, untrusted; the owner's look at them before the model sees them), pins them as approved
+and writes the config (mode 0600). ``test`` compares what a server lists now with its pins and changes
+nothing; ``approve`` shows what waits whole and approves exactly that text (a prompt, or its code);
+``remove`` drops an entry and its pins.
 A command that changes what the daemon should offer sends a running daemon SIGHUP: it reconnects its servers.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -103,15 +105,28 @@ def validated(name: str, entry: dict[str, Any]) -> McpServerConfig:
         fail("; ".join(problems), 2)
 
 
-def show_tools(name: str, seen: list[Seen], *, status: bool) -> None:
-    from teleton.tools.mcp.tools import tool_name  # deferred: see mcp_view
+def show_tools(name: str, seen: list[Seen]) -> None:
+    # Deferred: the tool layer (see mcp_view).
+    from teleton.tools.mcp.review import given_description
+    from teleton.tools.mcp.tools import tool_name
 
     width = max(len(tool_name(name, s.tool.name)) for s in seen)
     for s in seen:
-        column = f"{s.status:<10}  " if status else ""
-        typer.echo(f"  {tool_name(name, s.tool.name):<{width}}  {column}{visible(s.tool.description)}")
-        if status and s.was is not None:
-            typer.echo(f"  {'':<{width}}  {'':<10}  pinned: {visible(s.was)}")
+        said = visible(given_description(name, s.tool.description))
+        typer.echo(f"  {tool_name(name, s.tool.name):<{width}}  {s.status:<10}  {said}")
+        if s.was is not None:
+            typer.echo(f"  {'':<{width}}  {'':<10}  pinned: {visible(given_description(name, s.was))}")
+
+
+def review_of(name: str, tools: list[RemoteTool], why: str, *, footer: bool = True) -> str:
+    """Exactly what the model would be given of ``tools``, whole (``tools.mcp.review``)."""
+    # Deferred: the tool layer (see mcp_view).
+    from teleton.tools.mcp.pins import Pin, tool_digest
+    from teleton.tools.mcp.review import review
+    from teleton.tools.mcp.tools import tool_name
+
+    shown = [Pin(t.name, tool_digest(t), "pending", t.description, t.input_schema) for t in tools]
+    return review(name, shown, why=why, tool_name=tool_name, footer=footer)
 
 
 @app.command("add")
@@ -157,19 +172,21 @@ def add_cmd(
         fail(f"an MCP server named {name} is already configured (`teleton mcp remove {name}` first)", 2)
     raw, servers = file_servers(path)
     need_sdk("teleton mcp add")
-    from teleton.tools.mcp.servers import usable_tools  # deferred: see mcp_view
+    # Deferred: the tool layer (see mcp_view).
+    from teleton.tools.mcp.servers import usable_tools
 
     remote = listed(name, cfg)
     kept, refused = usable_tools(name, cfg, remote)
-    typer.echo(f"MCP server {name} lists {len(remote)} tools; as it describes them (its own words, unchecked):")
+    kept = kept[: min(config.mcp.max_tools_per_server, config.mcp.max_tools)]
+    typer.echo(f"MCP server {name} lists {len(remote)} tools.")
     if kept:
-        show_tools(name, compare(name, cfg, kept, {}), status=False)
+        typer.echo(review_of(name, kept, "read what it tells the model before it does.", footer=False))
     for line in refused:
         typer.echo(f"  left out: {visible(line)}")
     asyncio.run(pin_first(config, name, kept))
     write_servers(path, raw, {**servers, name: entry})
-    typer.echo(f"pinned {len(kept)} tools as approved; one that later changes what it says waits for "
-               f"`teleton mcp approve {name}`")  # fmt: skip
+    typer.echo(f"pinned {len(kept)} tools as approved, as shown above; one that later changes what it says waits "
+               f"for `teleton mcp approve {name}`")  # fmt: skip
     typer.echo(f"added {name} to {path} (mode 0600)")
     given = {**entry.get("env", {}), **entry.get("headers", {})}
     written = [key for key, value in given.items() if "${" not in value and looks_secret(key)]
@@ -202,8 +219,7 @@ def looks_secret(key: str) -> bool:
 async def pin_first(config: Config, name: str, tools: list[RemoteTool]) -> None:
     """Pins from an earlier entry of the same name are dropped: what is pinned is what the owner just saw."""
     async with opened(config) as db:
-        await pins.forget(db, name)
-        await pins.check(db, name, tools)
+        await pins.pin_approved(db, name, tools)
 
 
 @app.command("list")
@@ -268,7 +284,7 @@ def test_cmd(ctx: typer.Context, name: Annotated[str, typer.Argument(help="A con
     state_note = "" if cfg.enabled else " (disabled in the config)"
     typer.echo(f"MCP server {name}{state_note} answered with {len(remote)} tools:")
     if seen:
-        show_tools(name, seen, status=True)
+        show_tools(name, seen)
     held = [s for s in seen if s.status in HELD]
     if held:
         typer.echo(f"{len(held)} new or changed: kept from the model until approved (`teleton mcp approve {name}`, "
@@ -300,23 +316,43 @@ def approve_cmd(
     ctx: typer.Context,
     name: Annotated[str, typer.Argument(help="A configured server.")],
     tool: Annotated[str | None, typer.Argument(help="One tool (its name or mcp_NAME_TOOL); default: all.")] = None,
+    code: Annotated[
+        str | None, typer.Option(help="The code printed with what waits: approves exactly that text, unasked.")
+    ] = None,
 ) -> None:
-    """Approve the tools held back because they are new or changed what they say; the daemon then offers them."""
+    """Show what waits for approval (new, changed or unreviewed tools) exactly as the model would be given it,
+    and approve that text: at the prompt, or with --code."""
     config = cli_config(ctx)
     pinned = pins.stored(config.storage.database_file).get(name, {})
     if name not in config.mcp.servers and not pinned:
         fail(f"no MCP server {name!r} is configured (`teleton mcp list` shows them)", 2)
     wanted = server_tool(name, tool, pinned) if tool is not None else None
-    approved = asyncio.run(approve(config, name, wanted))
-    if not approved:
-        typer.echo(f"nothing pending for {name}" + (f" named {visible(tool)}" if tool else ""))
+    waiting = [pin for pin in pinned.values() if pin.state in pins.WAITING and wanted in (None, pin.tool)]
+    if not waiting:
+        typer.echo(f"nothing waits for approval on {name}" + (f" named {visible(tool)}" if tool else ""))
         return
-    from teleton.tools.mcp.tools import tool_name  # deferred: see mcp_view
+    # Deferred: the tool layer (see mcp_view).
+    from teleton.tools.mcp.review import review
+    from teleton.tools.mcp.tools import tool_name
 
+    typer.echo(review(name, waiting, why="these tools wait for your approval.", tool_name=tool_name, footer=False))
+    shown = pins.approval_code(name, waiting)
+    if code is None:
+        if not sys.stdin.isatty():
+            typer.echo(f"nothing approved: approve exactly this with `teleton mcp approve {name}"
+                       + (f" {wanted}" if wanted else "") + f" --code {shown}`")  # fmt: skip
+            raise typer.Exit(1)
+        if not typer.confirm("Approve exactly this?", default=False):
+            typer.echo("nothing approved")
+            raise typer.Exit(1)
+        code = shown
+    approved = asyncio.run(approve(config, name, code, wanted))
+    if approved is None:
+        fail("that is not the code of what waits now (it changed since it was shown): nothing approved", 1)
     typer.echo(f"approved {len(approved)}: {', '.join(tool_name(name, t) for t in approved)}")
     typer.echo(reload_daemon(config))
 
 
-async def approve(config: Config, name: str, tool: str | None) -> list[str]:
+async def approve(config: Config, name: str, code: str, tool: str | None) -> list[str] | None:
     async with opened(config) as db:
-        return await pins.approve(db, name, tool)
+        return await pins.approve(db, name, code, tool)

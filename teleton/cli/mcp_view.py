@@ -18,16 +18,16 @@ from teleton.config import Config
 from teleton.config.schema import McpServerConfig
 from teleton.daemon.status_file import DaemonStatus, describe, read_status
 from teleton.tools.mcp.connection import McpConnection, RemoteTool
-from teleton.tools.mcp.pins import Pin, tool_digest
+from teleton.tools.mcp.pins import APPROVED, UNREVIEWED, Pin, tool_digest
 
-# What a tool is, next to its pin: a tool the model may be offered is "pinned" alone.
-HELD = ("changed", "new", "pending")
+# What a tool is, next to its pin: a tool the model may be offered is "pinned" (or "unreviewed") alone.
+HELD = ("changed", "new", "pending", "unpinned")
 
 
 @dataclass(frozen=True)
 class Seen:
     tool: RemoteTool
-    status: str  # pinned | pending | changed | new | unpinned | excluded | invalid | gone
+    status: str  # pinned | unreviewed | pending | changed | new | unpinned | excluded | invalid | gone
     was: str | None = None  # the pinned description, when the server now says something else
 
 
@@ -55,17 +55,19 @@ def compare(name: str, cfg: McpServerConfig, remote: list[RemoteTool], pinned: d
         elif tool.name not in kept:
             status = "invalid"
         elif not pinned:
-            status = "unpinned"  # no pins at all: the first connect approves everything it lists
+            status = "unpinned"  # no pins at all: the first connect pins everything as waiting for the owner
         elif pin is None:
             status = "new"
         elif pin.digest != tool_digest(tool):
             status = "changed"
         else:
-            status = "pinned" if pin.state == "approved" else "pending"
+            status = {APPROVED: "pinned", UNREVIEWED: "unreviewed"}.get(pin.state, "pending")
         was = pin.description if status == "changed" and pin and pin.description != tool.description else None
         seen.append(Seen(tool, status, was))
     listed = {tool.name for tool in remote}
-    seen += [Seen(RemoteTool(t, p.description, {}), "gone") for t, p in sorted(pinned.items()) if t not in listed]
+    seen += [
+        Seen(RemoteTool(t, p.description, p.input_schema), "gone") for t, p in sorted(pinned.items()) if t not in listed
+    ]
     return seen
 
 
@@ -111,11 +113,8 @@ def server_tool(name: str, tool: str, pinned: dict[str, Pin]) -> str:
 
 
 def visible(text: str) -> str:
-    """``text`` as the model is shown it (one line, capped as ``tools.mcp.tools`` caps it), with every control
-    or invisible character written as an escape: a server's words cannot hide from or rewrite the terminal."""
-    from teleton.tools.mcp.tools import shown_description  # deferred: the tool layer (the module's docstring)
-
-    text = shown_description(text)
+    """``text`` with every control or invisible character written as an escape: a server's words cannot hide
+    from or rewrite the terminal."""
     if not text:
         return "(no description)"
     return "".join(

@@ -92,6 +92,7 @@ class TerminalGateway:
         reply_to: int | None = None,
         once: Once | None = None,
         topic_id: int | None = None,
+        plain: bool = False,
     ) -> SentMessage:
         # ``once`` needs no network id here: the terminal session has no crash to resend after; no topics.
         message_id = next(self._ids)
@@ -101,7 +102,8 @@ class TerminalGateway:
         if chat_id == self.chat.id and self.streamed(text):
             return sent
         title = "Teleton" if chat_id == self.chat.id else f"Teleton → chat {chat_id}"
-        self.console.print(Panel(Markdown(text), title=title, title_align="left", border_style="cyan"))
+        shown = Text(text) if plain else Markdown(text)
+        self.console.print(Panel(shown, title=title, title_align="left", border_style="cyan"))
         return sent
 
     async def send_choice(self, chat_id: int, text: str, choices: Sequence[tuple[str, str]]) -> SentMessage:

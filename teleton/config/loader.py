@@ -196,6 +196,8 @@ def _describe(err: Any, file_name: str, sources: Mapping[str, str]) -> str:
         return f"{where}: unknown key{_suggestion(loc)}"
     if kind == "missing":
         return f"{where}: required value is missing"
+    if isinstance(err["input"], dict):  # a whole section is wrong (a validator): its input may hold secrets
+        return f"{where}: {str(err['msg']).removeprefix('Value error, ')}"
     got = "(hidden)" if _is_secret(loc) else repr(err["input"])
     if kind == "literal_error":
         expected = err.get("ctx", {}).get("expected", "")

@@ -327,6 +327,9 @@ class McpServerConfig(Section):
 
 class McpConfig(Section):
     servers: dict[str, McpServerConfig] = Field(default_factory=dict)
+    max_tools_per_server: int = Field(default=64, ge=1)  # a server listing more has the rest left out
+    max_tools: int = Field(default=256, ge=1)  # all servers together
+    max_offered: int = Field(default=8, ge=0)  # outside tools in one request, the best ranked for the message
 
     @field_validator("servers")
     @classmethod
@@ -358,10 +361,23 @@ class WebConfig(Section):
 
     @model_validator(mode="after")
     def _token_beyond_this_machine(self) -> WebConfig:
-        if self.enabled and not is_local_host(self.host) and not self.token:
+        if not self.enabled or is_local_host(self.host):
+            return self  # on this machine alone any token (or the data dir's token file) will do
+        if not self.token:
             raise ValueError(
                 f"host {self.host} can be reached from other machines: set web.token (anyone reaching the port "
                 "would read the owner's memory), or listen on 127.0.0.1 behind a reverse proxy"
+            )
+        # Guessing strength, estimated plainly: length x log2 of the alphabets its characters come from (digits
+        # 10, lowercase 26, uppercase 26, anything else 33); any 128 characters are past 128 bits already.
+        token = self.token[:128]
+        kinds = {"0" if "0" <= c <= "9" else "a" if "a" <= c <= "z" else "A" if "A" <= c <= "Z" else "." for c in token}
+        bits = (sum({"0": 10, "a": 26, "A": 26, ".": 33}[kind] for kind in kinds) ** len(token)).bit_length() - 1
+        if bits < 128:
+            raise ValueError(
+                f"web.token is too weak for host {self.host}, which other machines can reach (about {bits} bits, "
+                "128 needed): make one with python3 -c 'import secrets; print(secrets.token_urlsafe(32))', "
+                "or listen on 127.0.0.1"
             )
         return self
 
@@ -388,6 +404,8 @@ class LoggingConfig(Section):
     level: Literal["debug", "info", "warning", "error"] = "info"
     format: Literal["auto", "console", "json"] = "auto"
     file: Path | None = None
+    max_file_mb: float = Field(default=20.0, gt=0)  # the file rotates past this size
+    backup_count: int = Field(default=5, ge=0)  # rotated files kept (file.1 … file.N); 0: the file is emptied
 
 
 class Config(Section):

@@ -207,10 +207,17 @@ class LoopbackGateway:
             writer.write(line)
 
     async def _outgoing(
-        self, chat_id: int, text: str, reply_to: int | None = None, once: Once | None = None, topic: int | None = None
+        self,
+        chat_id: int,
+        text: str,
+        reply_to: int | None = None,
+        once: Once | None = None,
+        topic: int | None = None,
+        plain: bool = False,
     ) -> SentMessage:
         """Each part as Telegram does it: received by the chat (deduplicated by ``random_id``), then emitted
-        and archived as ours; parts ``once`` knows delivered are skipped."""
+        (``plain``: to be shown as it is, not as Markdown) and archived as ours; parts ``once`` knows delivered
+        are skipped."""
         once = once or Once(new_random_base())
         parts = [p.text for p in split_text(text)] if len(text) > TELEGRAM_LIMIT else [text]
         ids: list[int] = []
@@ -221,7 +228,7 @@ class LoopbackGateway:
             received = self.chats.receive(once.random_base + i, chat_id, part, answer_to, topic)
             if not received.duplicate:
                 self._emit({"op": "send_message", "chat_id": chat_id, "text": part, "reply_to": answer_to,
-                            "topic_id": topic, "message_id": received.message_id})  # fmt: skip
+                            "topic_id": topic, "message_id": received.message_id, "plain": plain})  # fmt: skip
             record = fa.MessageRecord(
                 chat_id=chat_id, message_id=received.message_id, date=time.time(), text=part, sender_id=ME.id,
                 sender_name=ME.display_name, is_outgoing=True, reply_to_id=answer_to, topic_id=topic,
@@ -245,13 +252,14 @@ class LoopbackGateway:
         reply_to: int | None = None,
         once: Once | None = None,
         topic_id: int | None = None,
+        plain: bool = False,
     ) -> SentMessage:
         if not text.strip():
             raise GatewayError("cannot send an empty message")
-        return await self._outgoing(chat_id, text, reply_to, once, topic_id)
+        return await self._outgoing(chat_id, text, reply_to, once, topic_id, plain)
 
     async def send_choice(self, chat_id: int, text: str, choices: Sequence[tuple[str, str]]) -> SentMessage:
-        return await self.send_message(chat_id, text)  # the text names the commands to type
+        return await self.send_message(chat_id, text, plain=True)  # the text names the commands to type
 
     async def edit_message(self, chat_id: int, message_id: int, text: str) -> None:
         await self._edited(chat_id, message_id, text)

@@ -58,7 +58,7 @@ from teleton.memory.feed.search import prepare_search
 from teleton.memory.knowledge.index import KnowledgeIndex
 from teleton.memory.knowledge.watch import KnowledgeWatcher
 from teleton.privacy import Principals
-from teleton.process.logging import configure_logging
+from teleton.process.logging import configure_from
 from teleton.process.supervisor import Supervisor
 from teleton.process.threads import limit_blas_threads
 from teleton.scheduler.scheduler import Scheduler
@@ -333,7 +333,7 @@ class Daemon:
             self._note_error(f"reload failed: {exc}")
             return
         self.config = fresh
-        configure_logging(fresh.logging.level, fresh.logging.format, fresh.logging.file)
+        configure_from(fresh.logging)
 
         # Owner and admins change in the one shared record: the policy gate, the agent, the privacy rules,
         # the outbox and the heartbeat all read it at their next message.
@@ -393,8 +393,8 @@ class Daemon:
 
     async def _tell_owner(self, text: str) -> None:
         chat = self.principals.notice_chat()
-        if chat is not None and self.gateway is not None:
-            await self.gateway.send_message(chat, text)
+        if chat is not None and self.gateway is not None:  # plain text: a link in a notice shows its address
+            await self.gateway.send_choice(chat, text, [])
 
     def _note_error(self, text: str) -> None:
         self.status.last_error, self.status.last_error_at = text, time.time()
@@ -457,7 +457,7 @@ def run_daemon(config: Config, transport: str | None = None) -> int:
         raise ConfigError("; ".join(problems))
     tune_malloc()
     limit_blas_threads()
-    configure_logging(config.logging.level, config.logging.format, config.logging.file)
+    configure_from(config.logging)
     daemon = Daemon(config, transport)
     code = asyncio.run(daemon.run())
     if daemon.fatal:

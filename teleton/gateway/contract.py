@@ -143,10 +143,12 @@ class Gateway(Protocol):
         reply_to: int | None = None,
         once: Once | None = None,
         topic_id: int | None = None,
+        plain: bool = False,
     ) -> SentMessage:
         """``text`` split as the network needs; with ``once``, each part is deduplicated by the network and
         parts already delivered are skipped (the returned message is then the first part sent now, or the
-        first part of the reply if all went out before). ``topic_id``: every part lands in that forum topic."""
+        first part of the reply if all went out before). ``topic_id``: every part lands in that forum topic.
+        ``plain``: the text exactly as it is, never rendered as Markdown (a link's address must show)."""
         ...
 
     async def send_choice(self, chat_id: int, text: str, choices: Sequence[tuple[str, str]]) -> SentMessage:

@@ -1,15 +1,18 @@
 """Logging set-up: structlog everywhere, readable key=value in a terminal, JSON lines otherwise.
 
-Standard-library loggers (Telethon, httpx, anthropic) are routed through the same processors, so their
-records are redacted and formatted like ours. Logs never go to stdout: it holds a command's output. The CLI
-commands other than ``start`` show people one short line per warning or error ("human"); the daemon keeps
-the format its config names (journald reads its stderr).
+Standard-library loggers (Telethon, httpx, httpx2, anthropic) are routed through the same processors, so
+their records are redacted (``redaction.redact_event``: one rule for every logger) and formatted like ours.
+The log file rotates by size and every file of it is 0600. Logs never go to stdout: it holds a command's
+output. The CLI commands other than ``start`` show people one short line per warning or error ("human"); the
+daemon keeps the format its config names (journald reads its stderr).
 """
 
 from __future__ import annotations
 
 import logging
+import logging.handlers
 import os
+import stat
 import sys
 from collections.abc import MutableMapping
 from pathlib import Path
@@ -17,11 +20,16 @@ from typing import Any, Literal, TextIO
 
 import structlog
 
+from teleton.config.schema import LoggingConfig, default
 from teleton.process.redaction import redact_event
 
 Format = Literal["auto", "console", "json", "human"]
 HUMAN_MAX_CHARS = 300  # a terminal line, not a record: the full record is in the log file, when there is one
 _HIDDEN = frozenset({"event", "level", "logger", "timestamp", "exc_info", "stack"})
+MB = 1024 * 1024
+# Chatty at INFO: Telethon about connections, httpx/httpx2 (the MCP SDK's client) a line per request with its
+# full URL; their warnings still come through.
+QUIET_LOGGERS = ("telethon", "httpx", "httpx2", "httpcore", "httpcore2")
 
 
 def render_human(_logger: Any, _method: str, event_dict: MutableMapping[str, Any]) -> str:
@@ -68,12 +76,14 @@ def configure_logging(
     stream: TextIO | None = None,
     *,
     stream_level: str | None = None,
+    max_file_mb: float = default(LoggingConfig, "max_file_mb"),
+    backup_count: int = default(LoggingConfig, "backup_count"),
 ) -> None:
     """Configure structlog and the stdlib root logger. Safe to call again (e.g. on SIGHUP).
 
     ``stream`` defaults to the current stderr, ``stream_level`` raises the bar for it only (``teleton chat``
     keeps info for its file and shows nothing but errors between the answers); ``fmt`` applies to the stream,
-    the file is always JSON lines."""
+    the file is always JSON lines, rotated past ``max_file_mb`` with ``backup_count`` older files kept."""
     handler: logging.Handler = StderrHandler() if stream is None else logging.StreamHandler(stream)
     stream = stream or sys.stderr
     shared: list[structlog.types.Processor] = [
@@ -95,12 +105,13 @@ def configure_logging(
         handlers[0].setLevel(stream_level.upper())
     formatters = [_renderer(fmt, stream)]
     if file is not None:
-        _create_private(file)
-        handlers.append(logging.FileHandler(file, encoding="utf-8"))
+        handlers.append(PrivateRotatingFileHandler(file, max_bytes=int(max_file_mb * MB), backup_count=backup_count))
         formatters.append(structlog.processors.JSONRenderer())
     root = logging.getLogger()
     for handler in list(root.handlers):
         root.removeHandler(handler)
+        if isinstance(handler, PrivateRotatingFileHandler):  # ours: its descriptor would stay open per SIGHUP
+            handler.close()
     for handler, renderer in zip(handlers, formatters, strict=True):
         handler.setFormatter(
             structlog.stdlib.ProcessorFormatter(
@@ -110,9 +121,55 @@ def configure_logging(
         )
         root.addHandler(handler)
     root.setLevel(level.upper())
-    # Telethon is chatty at INFO about connections; its warnings still come through.
-    logging.getLogger("telethon").setLevel(max(logging.WARNING, root.level))
-    logging.getLogger("httpx").setLevel(max(logging.WARNING, root.level))
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(max(logging.WARNING, root.level))
+
+
+def configure_from(cfg: LoggingConfig) -> None:
+    """``configure_logging`` as the config's ``logging`` section says (the daemon, at start and on SIGHUP)."""
+    configure_logging(cfg.level, cfg.format, cfg.file, max_file_mb=cfg.max_file_mb, backup_count=cfg.backup_count)
+
+
+class PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
+    """The log file, rotated by size (``file.1`` … ``file.N``), every one of them 0600.
+
+    The live file is made private before it is opened (``_create_private``); a rotated file is the live one
+    renamed, so it keeps that mode. The size is the file's own (``fstat``): nothing is formatted twice, and
+    another process writing the same file (``teleton chat`` beside the daemon) is counted; when that process
+    has rotated it, this one follows to the new file rather than growing the old one."""
+
+    def __init__(self, file: Path, *, max_bytes: int, backup_count: int) -> None:
+        super().__init__(file, maxBytes=max_bytes, backupCount=backup_count, encoding="utf-8")
+
+    def _open(self) -> Any:
+        _create_private(Path(self.baseFilename))
+        return super()._open()
+
+    def shouldRollover(self, record: logging.LogRecord) -> bool:
+        if self.stream is None:
+            self.stream = self._open()
+        live = os.fstat(self.stream.fileno())
+        try:
+            here: os.stat_result | None = os.stat(self.baseFilename)
+        except FileNotFoundError:
+            here = None
+        if here is None or not os.path.samestat(here, live):  # rotated or removed under us
+            self.stream.close()
+            self.stream = self._open()
+            live = os.fstat(self.stream.fileno())
+        # A FIFO or /dev/stderr named as the log file is never rotated (as the stdlib's own check).
+        return self.maxBytes > 0 and stat.S_ISREG(live.st_mode) and live.st_size >= self.maxBytes
+
+    def doRollover(self) -> None:
+        if self.backupCount > 0:
+            super().doRollover()
+            return
+        # The stdlib keeps appending when no backups are kept: the full file is emptied instead.
+        if self.stream is not None:
+            self.stream.close()
+            self.stream = None
+        os.truncate(self.baseFilename, 0)
+        self.stream = self._open()
 
 
 def _create_private(file: Path) -> None:

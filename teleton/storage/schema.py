@@ -17,6 +17,7 @@ from teleton.storage.migration_fact_sources import migrate_fact_sources
 from teleton.storage.migration_held import migrate_held
 from teleton.storage.migration_labels import migrate_labels
 from teleton.storage.migration_mcp_pins import migrate_mcp_pins
+from teleton.storage.migration_mcp_review import migrate_mcp_review
 from teleton.storage.migration_reactions import migrate_reactions
 from teleton.storage.migration_replies import migrate_replies
 from teleton.storage.migration_streams import migrate_streams
@@ -322,10 +323,14 @@ def _v13(conn: Connection) -> None:
     migrate_fact_sources(conn, run_script)
 
 
+def _v14(conn: Connection) -> None:
+    migrate_mcp_review(conn, run_script)
+
+
 Migration = Callable[[Connection], None]
 
 # Index i holds the step from version i to version i + 1. Append only; never edit a released step.
-MIGRATIONS: list[Migration] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10, _v11, _v12, _v13]
+MIGRATIONS: list[Migration] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10, _v11, _v12, _v13, _v14]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -6,10 +6,11 @@ description and the input's field descriptions), mirrored into FTS5 by triggers 
 the tools that changed and deletes the ones that are gone.
 
 Per message: the shared hybrid search (vector 0.6 / keyword 0.4) ranks every indexed tool, tools this chat
-may not use are dropped, the best ``top_k`` are kept and the always-include set is added. When retrieval
-finds nothing (an empty message, a sticker) every available tool is offered, so the model is never left
-without the tool it needs. The message's query vector is computed once by the caller and shared with memory
-retrieval; pass it in.
+may not use are dropped, the best ``top_k`` are kept (of an outside server's, at most ``max_outside``) and
+the always-include set is added. When retrieval finds nothing (an empty message, a sticker) every one of our
+own available tools is offered, so the model is never left without the tool it needs; an outside server's
+only when it ranks: a server listing thousands of tools must not put them all into every request. The
+message's query vector is computed once by the caller and shared with memory retrieval; pass it in.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any
 import numpy as np
 import structlog
 
-from teleton.config.schema import ToolRagConfig
+from teleton.config.schema import McpConfig, ToolRagConfig, default
 from teleton.gateway.contract import ChatInfo
 from teleton.memory.embeddings.query import embed_query
 from teleton.memory.search.corpora import TOOLS
@@ -51,16 +52,18 @@ class ToolRagSettings:
     # because a missing tool stops the model from acting while an extra one costs only a few tokens.
     min_score: float = 0.0
     always_include: tuple[str, ...] = ("send_message", "reply", "memory_search")
+    max_outside: int = default(McpConfig, "max_offered")  # outside servers' tools in one request
 
     @classmethod
-    def from_config(cls, cfg: ToolRagConfig) -> ToolRagSettings:
-        """From ``config.tool_rag`` (teleton.config.schema.ToolRagConfig)."""
+    def from_config(cls, cfg: ToolRagConfig, mcp: McpConfig | None = None) -> ToolRagSettings:
+        """From ``config.tool_rag`` and ``config.mcp`` (teleton.config.schema)."""
         return cls(
             enabled=cfg.enabled,
             top_k=cfg.top_k,
             vector_weight=cfg.vector_weight,
             keyword_weight=cfg.keyword_weight,
             always_include=tuple(cfg.always_include),
+            max_outside=(mcp or McpConfig()).max_offered,
         )
 
 
@@ -211,20 +214,35 @@ class ToolIndex:
         is_owner: bool = False,
     ) -> list[str]:
         """Names of the tools to offer for this message in this chat (give them to ``registry.schemas``)."""
-        available = [tool.name for tool in registry.available(chat, is_admin, is_owner=is_owner)]
-        if not self.settings.enabled:
-            return available
-        allowed = set(available)
-        ranked = [name for name, _ in await self.rank(query, query_vector) if name in allowed]
-        if not ranked:
-            return available
-        picked = ranked[: self.settings.top_k]
+        tools = registry.available(chat, is_admin, is_owner=is_owner)
+        outside = {tool.name for tool in tools if tool.outside}
+        ours = [tool.name for tool in tools if not tool.outside]
+        allowed = {tool.name for tool in tools}
+        top = len(tools)
+        if not self.settings.enabled:  # every tool, an outside server's up to the cap (by name)
+            ranked_names = [tool.name for tool in tools]
+        else:
+            ranked_names = [name for name, _ in await self.rank(query, query_vector) if name in allowed]
+            if ranked_names:
+                top = self.settings.top_k
+            else:  # nothing ranked: all of ours, none of an outside server's
+                ranked_names = ours
+        picked: list[str] = []
+        room = self.settings.max_outside
+        for name in ranked_names:
+            if len(picked) >= top:
+                break
+            if name in outside:
+                if room <= 0:
+                    continue
+                room -= 1
+            picked.append(name)
         for name in self.settings.always_include:
             if name in allowed and name not in picked:
                 picked.append(name)
         if self._indexed is not None:
-            # A tool registered after the last sync cannot be ranked yet; offer it rather than hide it.
-            picked += [name for name in available if name not in self._indexed and name not in picked]
+            # One of ours registered after the last sync cannot be ranked yet; offer it rather than hide it.
+            picked += [name for name in ours if name not in self._indexed and name not in picked]
         return picked
 
 

@@ -127,6 +127,14 @@ class Tool:
     owner_only: bool = False  # only for the owner's clearance (its DM, `teleton chat`), whatever the scope
     # Carries out an item of this tool the owner approved (``teleton.tools.outbox``): from its held bytes only.
     release: Release | None = None
+    # The origin its own words carry into a turn it is offered to: an outside server's description and schema
+    # the owner did not approve as they are (``tools.mcp.pins``) steer that turn like a fetched page.
+    steers: str = ""
+
+    @property
+    def outside(self) -> bool:
+        """An outside server's tool (``tools.mcp``): ranked like ours, but never offered unranked."""
+        return self.category.startswith("mcp:")
 
     def api_schema(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "input_schema": self.input_schema}

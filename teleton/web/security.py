@@ -4,7 +4,8 @@ One secret, ``web.token``, in the 0600 config: the login page takes it and sets 
 it (HttpOnly, SameSite=Strict), so changing the token logs everyone out. Every request's Host must be one
 the dashboard serves (``allowed_hosts``: DNS rebinding points a foreign name at 127.0.0.1, and its Host gives
 it away); every POST must come from our own origin (its Origin, or ``Sec-Fetch-Site: same-origin``) and, once
-logged in, carry the CSRF token of the form.
+logged in, carry the CSRF token of the form. Beyond this machine the token must be hard to guess
+(``check_bind``), and wrong ones are slowed per client (``throttle``).
 Every response carries a CSP without inline script, no referrer, no framing and no caching.
 """
 
@@ -16,7 +17,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from teleton.config.schema import is_local_host
+from pydantic import ValidationError
+
+from teleton.config.schema import WebConfig, is_local_host
 
 COOKIE = "teleton_session"
 HEADERS = {
@@ -36,13 +39,13 @@ class BindRefused(Exception):
 
 
 def check_bind(host: str, token: str | None) -> None:
-    """Listening beyond this machine needs a token the owner chose (the config's own rule, for a dashboard
-    started without ``web.enabled``: ``teleton dashboard``)."""
-    if not is_local_host(host) and not token:
-        raise BindRefused(
-            f"web.host is {host}, which other machines can reach, and web.token is not set: set a token, or "
-            "listen on 127.0.0.1 behind a reverse proxy"
-        )
+    """Listening beyond this machine needs a token the owner chose, of 128 bits or more: the config's own rule
+    (``WebConfig``'s, in one place), also for a dashboard started without ``web.enabled`` (``teleton dashboard
+    --host``). The data dir's token file never serves beyond this machine: ``token`` is ``web.token``."""
+    try:
+        WebConfig(enabled=True, host=host, token=token)
+    except ValidationError as exc:
+        raise BindRefused("; ".join(str(e.get("ctx", {}).get("error", e["msg"])) for e in exc.errors())) from None
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """The dashboard served by uvicorn inside the caller's event loop (the daemon's, or `teleton dashboard`'s).
 
 uvicorn's ``Server.serve`` takes SIGINT and SIGTERM for itself; the daemon's own handlers decide how it
-stops, so this server leaves the signals alone and ends when ``stop`` is called.
+stops, so this server leaves the signals alone and ends when ``stop`` is called. A reverse proxy's
+``X-Forwarded-*`` headers are believed from this machine alone.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from collections.abc import Iterator
 
 import uvicorn
 from starlette.types import ASGIApp
+
+LOOPBACK = ["127.0.0.1", "::1"]
 
 
 class _Server(uvicorn.Server):
@@ -38,7 +41,11 @@ class WebServer:
     """``app`` served on ``sock`` in the background, from ``start`` until ``stop``."""
 
     def __init__(self, app: ASGIApp, sock: socket.socket) -> None:
-        config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="off")
+        # X-Forwarded-For / -Proto believed from a proxy on this machine only, whatever FORWARDED_ALLOW_IPS
+        # says: the login throttle counts clients by that address, and nobody else may choose theirs.
+        config = uvicorn.Config(
+            app, log_config=None, access_log=False, lifespan="off", proxy_headers=True, forwarded_allow_ips=LOOPBACK
+        )
         self._server = _Server(config)
         self._sock = sock
         self.port: int = sock.getsockname()[1]

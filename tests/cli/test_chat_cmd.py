@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import logging
+import re
 import sys
 from pathlib import Path
 
@@ -208,8 +209,8 @@ def with_calc_server(path: Path) -> Path:
 
 
 async def test_an_mcp_server_serves_teleton_chat_too(tmp_path: Path, fake_api: FakeAnthropic) -> None:
-    """The terminal is the owner's DM: an owner-only server's tools are offered and called there, and the
-    server's first-connect notice is printed in the conversation."""
+    """The terminal is the owner's DM: the server's review is printed in the conversation, the owner approves
+    it there with its code, and its owner-only tools are offered and called there."""
     path = with_calc_server(write_config(tmp_path, fake_api))
 
     def adder(body: dict) -> Reply:
@@ -226,8 +227,11 @@ async def test_an_mcp_server_serves_teleton_chat_too(tmp_path: Path, fake_api: F
     try:
         assert session.mcp is not None
         await session.mcp.wait_connected("calc")
+        assert "MCP server calc: it connected for the first time" in out.getvalue()
+        approve = re.search(r"/mcp approve calc(?: \S+)? [0-9a-f]{8}", out.getvalue())
+        assert approve is not None
+        assert (await session.turn(approve.group(0)) or "").startswith("Approved on calc:")
         assert await session.turn("add 2 and 2") == "done: > (from an outside server's tool (outside: mcp:calc)) 4"
-        assert "MCP server calc connected for the first time" in out.getvalue()
     finally:
         await session.close()
     assert session.mcp.status()["calc"]["state"] == "stopped"
@@ -253,7 +257,12 @@ async def test_the_owner_approves_a_changed_mcp_tool_with_a_slash_command(
         assert "new or changed" in out.getvalue() and "/mcp approve calc" in out.getvalue()
         assert await session.turn("/mcp") == "calc: connected, 0 tools\n  waiting for /mcp approve calc: add"
         assert "mcp_calc_add" not in session.stack.registry.names
-        assert await session.turn("/mcp approve calc") == "Approved on calc: add. Offered from your next message."
+        shown = await session.turn("/mcp approve calc") or ""  # what waits, whole, and its code: nothing approved
+        assert "> description: [MCP server calc] Add two integers." in shown
+        assert "mcp_calc_add" not in session.stack.registry.names
+        code = re.search(r"/mcp approve calc (\S+ )?([0-9a-f]{8})", shown)
+        assert code is not None
+        assert await session.turn(code.group(0)) == "Approved on calc: add. Offered from your next message."
         assert "mcp_calc_add" in session.stack.registry.names
         assert await session.turn("/mcp approve calc") == "Nothing of calc waits for approval."
     finally:

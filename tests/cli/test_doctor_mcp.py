@@ -65,7 +65,7 @@ def test_online_connects_and_counts_what_waits_for_approval(tmp_path: Path) -> N
     path = write(tmp_path, {})
     added = CliRunner().invoke(app, ["-c", str(path), "mcp", "add", "calc", "--", sys.executable, FAKE])
     assert added.exit_code == 0, added.output
-    assert mcp_checks(path, online=True)["MCP calc (online)"].detail == "8 tools"
+    assert mcp_checks(path, online=True)["MCP calc (online)"].detail == "9 tools"
 
     config = yaml.safe_load(path.read_text())
     config["mcp"]["servers"]["calc"]["env"] = {"ADD_DESCRIPTION": "Add two integers, and more."}
@@ -73,7 +73,7 @@ def test_online_connects_and_counts_what_waits_for_approval(tmp_path: Path) -> N
     path.write_text(yaml.safe_dump(config))
     found = mcp_checks(path, online=True)
     calc = found["MCP calc (online)"]
-    assert (calc.ok, calc.detail) == (True, "8 tools, 1 new or changed, held until approved (teleton mcp approve calc)")
+    assert (calc.ok, calc.detail) == (True, "9 tools, 1 new or changed, held until approved (teleton mcp approve calc)")
     dead = found["MCP dead (online)"]
     assert dead.ok is False and dead.detail.startswith("MCP server 'dead': ") and "\n" not in dead.detail
 

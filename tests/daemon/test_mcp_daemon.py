@@ -1,9 +1,11 @@
-"""MCP servers in the real daemon (a subprocess): a tool listed and called end to end, the server's state in
-status.json and ``teleton status``, SIGHUP bringing in a new server and dropping a removed one."""
+"""MCP servers in the real daemon (a subprocess): a tool shown to the owner, approved with the code of its
+review and called end to end, the server's state in status.json and ``teleton status``, SIGHUP bringing in
+a new server and dropping a removed one."""
 
 from __future__ import annotations
 
 import json
+import re
 import signal
 import sys
 from pathlib import Path
@@ -47,12 +49,14 @@ def test_a_tool_is_called_end_to_end_and_sighup_swaps_servers(pong_api: FakeAnth
     status_file = daemon_root / "state" / "status.json"
     try:
         daemon.wait_for(lambda _: _events(daemon_root, "mcp_connected"))
-        daemon.send(OWNER_DM, "what is 19 + 23?", message_id=1)
-        daemon.wait_for(lambda _: len(daemon.sent(OWNER["id"])) >= 2)  # the first-connect notice, the answer
+        _approve(daemon, "calc", message_id=1)
+        daemon.send(OWNER_DM, "what is 19 + 23?", message_id=2)
+        daemon.wait_for(lambda _: len(daemon.sent(OWNER["id"])) >= 3)  # the review, the approval, the answer
         texts = [e["text"] for e in daemon.sent(OWNER["id"])]
-        assert texts[0].startswith("MCP server calc connected for the first time")
-        assert "mcp_calc_add: Add two integers." in texts[0]
-        assert texts[1] == "the server said: > (from an outside server's tool (outside: mcp:calc)) 42"
+        assert texts[0].startswith("MCP server calc: it connected for the first time")
+        assert "> description: [MCP server calc] Add two integers." in texts[0]
+        assert texts[1] == "Approved on calc: add. Offered from your next message."
+        assert texts[2] == "the server said: > (from an outside server's tool (outside: mcp:calc)) 42"
 
         daemon.wait_for(lambda _: _mcp(status_file).get("calc", {}).get("tools"))
         status = read_status(status_file)
@@ -64,12 +68,24 @@ def test_a_tool_is_called_end_to_end_and_sighup_swaps_servers(pong_api: FakeAnth
         daemon.signal(signal.SIGHUP)
         daemon.wait_for(lambda _: any(e["server"] == "maths" for e in _events(daemon_root, "mcp_connected")))
         daemon.wait_for(lambda _: set(_mcp(status_file)) == {"maths"})
-        daemon.send(OWNER_DM, "add two integers for me", message_id=2)  # tool RAG picks by meaning
+        _approve(daemon, "maths", message_id=3)
+        daemon.send(OWNER_DM, "add two integers for me", message_id=4)  # tool RAG picks by meaning
         daemon.wait_for(lambda _: any(e["text"] == "no adder here" for e in daemon.sent(OWNER["id"])))
         offered = {t["name"] for t in pong_api.requests[-1].get("tools") or []}
         assert "mcp_maths_add" in offered and "mcp_calc_add" not in offered
     finally:
         daemon.stop()
+
+
+def _approve(daemon: Daemon, server: str, message_id: int) -> None:
+    """The owner reads the server's review in their DM and approves it with the code it gives."""
+    daemon.wait_for(lambda _: any(f"/mcp approve {server} " in e["text"] for e in daemon.sent(OWNER["id"])))
+    review = next(e for e in daemon.sent(OWNER["id"]) if f"/mcp approve {server} " in e["text"])
+    assert review["plain"]  # shown as it is: never as Markdown
+    command = re.search(rf"/mcp approve {server} \S+ [0-9a-f]{{8}}", review["text"])
+    assert command is not None, review["text"]
+    daemon.send(OWNER_DM, command.group(0), message_id=message_id)
+    daemon.wait_for(lambda _: any(e["text"].startswith(f"Approved on {server}") for e in daemon.sent(OWNER["id"])))
 
 
 def _mcp(status_file: Path) -> dict[str, Any]:

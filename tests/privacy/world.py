@@ -44,7 +44,7 @@ _RELEASED = re.compile(r"to chat -?\d+ \(message (\d+)\)")  # a released send's 
 # what an MCP server's tools say about themselves.
 _OWNER_NOTICE = re.compile(
     r"Held #\d+: |\[file held-\d+\.\w+\] Held #\d+: the whole of it|Scheduled task #\d+ (\(.*\) )?failed"
-    r"|MCP server \w+ ",
+    r"|MCP server \w+[ :]",
     re.DOTALL,
 )
 _SAYS_WHOSE = re.compile(r"> \(from a conversation steered by [^\n]*\((?:chat|user):-?\d+\)")

@@ -18,7 +18,7 @@ from teleton.config.schema import McpServerConfig
 from teleton.tools.mcp.connection import McpConnection, McpError
 
 FAKE = str(Path(__file__).parents[1] / "fakes" / "mcp_server.py")
-TOOLS = {"add", "note", "environment", "stall", "fail", "picture", "big", "crash"}
+TOOLS = {"add", "note", "linked", "environment", "stall", "fail", "picture", "big", "crash"}
 
 
 def stdio(**extra: Any) -> McpServerConfig:

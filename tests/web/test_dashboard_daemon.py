@@ -9,6 +9,8 @@ import socket
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from tests.daemon.harness import OWNER, Daemon, write_config
 from tests.fakes.anthropic_server import FakeAnthropic, text, tool_use
 from tests.web.conftest import daemon_events, dashboard_daemon, owner_client
@@ -35,6 +37,14 @@ def test_the_daemon_serves_its_live_status(pong_api: FakeAnthropic, daemon_root:
         # The turn went into the day's usage ledger; claude-test has no price: counted, not priced.
         spend = page.text.split('data-field="spend_today">')[1].split("</dd>")[0]
         assert spend == "$0.00 · 1 turn · 1 unpriced"
+        # Its login is throttled: the sixth wrong token starts the wait, said once in the log, never the token.
+        with httpx.Client(base_url=url, timeout=30, headers={"origin": url}) as guesser:
+            codes = [guesser.post("/login", data={"token": f"guess-{n}"}).status_code for n in range(6)]
+        assert codes == [403] * 6
+        daemon.wait_for(lambda _: daemon_events(daemon_root, "dashboard_login_throttled"))
+        [line] = daemon_events(daemon_root, "dashboard_login_throttled")
+        assert (line["client"], line["failures"], line["level"]) == ("127.0.0.1", 6, "warning")
+        assert "guess-" not in (daemon_root / "daemon.log").read_text()
 
 
 def test_a_dashboard_that_cannot_listen_leaves_the_daemon_answering(pong_api: FakeAnthropic, daemon_root: Path) -> None:

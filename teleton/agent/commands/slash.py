@@ -24,6 +24,7 @@ from teleton.llm.prices import FREE, Price, usd
 from teleton.memory.feed import archive as fa
 from teleton.memory.feed import reactions, reads
 from teleton.privacy import Clearance
+from teleton.tools.mcp.pins import CODE_LENGTH
 
 _COMMAND = re.compile(r"^/([a-zA-Z_]+)(?:@\w+)?(?:\s+(.*))?$", re.DOTALL)
 
@@ -55,6 +56,9 @@ class CommandSpec:
     needs_lock: bool = False  # touches the session, so it waits for a running turn of the chat
     group_admin: bool = False  # in a shared chat, only admins may (one member must not reset it for all)
     owner: bool = False  # only in the owner's own DM (or `teleton chat`)
+    # Replied as plain text, never Markdown: the reply quotes someone else's words (a released call's
+    # result, a server's tool descriptions), and a link must show where it goes.
+    plain: bool = False
 
 
 async def cmd_new(agent: AgentCore, turn: Turn, args: str) -> str:
@@ -145,19 +149,33 @@ async def cmd_tools(agent: AgentCore, turn: Turn, args: str) -> str:
 
 
 async def cmd_mcp(agent: AgentCore, turn: Turn, args: str) -> str:
-    """/mcp: outside tool servers and what waits; /mcp approve NAME [TOOL]: tools that changed, approved."""
+    """/mcp: outside tool servers and what waits; /mcp approve NAME [TOOL] [CODE]: what waits shown whole,
+    and with the code of that text, approved."""
     servers = agent.deps.mcp
     if servers is None:
         return "No MCP server is configured (mcp.servers; docs/mcp.md)."
     words = args.split()
     if not words:
         return servers.describe()
-    if words[0] != "approve" or not 2 <= len(words) <= 3:
-        return "Usage: /mcp, or /mcp approve SERVER [TOOL]."
-    approved = await servers.approve(words[1], words[2] if len(words) == 3 else None)
-    if not approved:
-        return f"Nothing of {words[1]} waits for approval."
-    return f"Approved on {words[1]}: {', '.join(approved)}. Offered from your next message."
+    if words[0] != "approve" or not 2 <= len(words) <= 4:
+        return "Usage: /mcp, or /mcp approve SERVER [TOOL] [CODE]."
+    name, rest = words[1], words[2:]
+    code = rest.pop() if rest and _is_code(rest[-1]) else None
+    tool = rest[0] if rest else None
+    if code is None:
+        shown = await servers.review(name, tool)
+        return shown or f"Nothing of {name} waits for approval."
+    approved = await servers.approve(name, code, tool)
+    if approved is None:
+        shown = await servers.review(name, tool)
+        if shown is None:
+            return f"Nothing of {name} waits for approval."
+        return "That is not the code of what waits now (it changed, or it is another's): nothing approved.\n\n" + shown
+    return f"Approved on {name}: {', '.join(approved)}. Offered from your next message."
+
+
+def _is_code(word: str) -> bool:
+    return len(word) == CODE_LENGTH and all(ch in "0123456789abcdef" for ch in word.lower())
 
 
 async def cmd_forget(agent: AgentCore, turn: Turn, args: str) -> str:
@@ -195,12 +213,21 @@ COMMANDS: dict[str, CommandSpec] = {
         CommandSpec("pause", "/pause", "stop answering until /resume", cmd_pause, admin=True),
         CommandSpec("resume", "/resume", "answer again", cmd_resume, admin=True),
         CommandSpec("policy", "/policy [dm|group VALUE]", "show or change who may talk to me", cmd_policy, admin=True),
-        CommandSpec("approve", "/approve N CODE", "release exactly what held item N showed", cmd_held, owner=True),
-        CommandSpec("deny", "/deny N", "drop a held item", cmd_held, owner=True),
-        CommandSpec("held", "/held [N]", "what waits for your approval; N: that item, whole", cmd_held, owner=True),
+        CommandSpec(
+            "approve", "/approve N CODE", "release exactly what held item N showed", cmd_held, owner=True, plain=True
+        ),
+        CommandSpec("deny", "/deny N", "drop a held item", cmd_held, owner=True, plain=True),
+        CommandSpec(
+            "held", "/held [N]", "what waits for your approval; N: that item, whole", cmd_held, owner=True, plain=True
+        ),
         CommandSpec("tools", "/tools", "list tools with their state and scope", cmd_tools, admin=True),
         CommandSpec(
-            "mcp", "/mcp [approve SERVER [TOOL]]", "outside tool servers; approve changed tools", cmd_mcp, owner=True
+            "mcp",
+            "/mcp [approve SERVER [TOOL] [CODE]]",
+            "outside tool servers; what waits for approval, shown whole, and approving it",
+            cmd_mcp,
+            owner=True,
+            plain=True,
         ),
         CommandSpec(
             "tool", "/tool enable|disable|reset NAME, /tool scope NAME SCOPE", "change a tool", cmd_tools, admin=True
@@ -222,7 +249,7 @@ async def run_command(agent: AgentCore, turn: Turn, spec: CommandSpec, args: str
     else:
         text = await spec.handler(agent, turn, args)
     turn.reply = text
-    sent = await answering.reply(agent, turn, text)
+    sent = await answering.reply(agent, turn, text, plain=spec.plain)
     await set_aside(agent, turn.msg, sent)
 
 

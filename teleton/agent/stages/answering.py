@@ -163,14 +163,20 @@ async def deliver(agent: AgentCore, turn: Turn) -> None:
 
 
 async def say(
-    agent: AgentCore, turn: Turn, text: str, *, reply_to: int | None = None, edits: int | None = None
+    agent: AgentCore,
+    turn: Turn,
+    text: str,
+    *,
+    reply_to: int | None = None,
+    edits: int | None = None,
+    plain: bool = False,
 ) -> SentMessage:
     """Every word a turn sends to its own chat goes through here: recorded first, then sent once (part 0
-    as an edit of ``edits``, the turn's streamed message, when there is one)."""
+    as an edit of ``edits``, the turn's streamed message, when there is one; ``plain``: never as Markdown)."""
     sending = await turn.delivery.sending(text, reply_to, failure=turn.failed or None, edits=edits)
     try:
         sent = await agent.deps.gateway.send_message(
-            turn.msg.chat.id, text, reply_to=reply_to, once=sending.once, topic_id=turn.msg.topic_id
+            turn.msg.chat.id, text, reply_to=reply_to, once=sending.once, topic_id=turn.msg.topic_id, plain=plain
         )
     except Exception as exc:
         await turn.delivery.sent(sending, f"{type(exc).__name__}: {exc}")
@@ -179,7 +185,7 @@ async def say(
     return sent
 
 
-async def reply(agent: AgentCore, turn: Turn, text: str) -> SentMessage | None:
+async def reply(agent: AgentCore, turn: Turn, text: str, *, plain: bool = False) -> SentMessage | None:
     msg = turn.msg
     reply_to = msg.message_id if msg.chat.type != "dm" and msg.message_id > 0 else None
     if not text.strip():
@@ -188,7 +194,7 @@ async def reply(agent: AgentCore, turn: Turn, text: str) -> SentMessage | None:
     stream = _stream_of(turn)
     edits = await stream.end() if stream is not None else reply_parts.edited_into(msg, time.time())
     try:  # whole: the gateway splits it the way its chat needs (Telegram: telegram/send/split.py)
-        sent = await say(agent, turn, text, reply_to=reply_to, edits=edits)
+        sent = await say(agent, turn, text, reply_to=reply_to, edits=edits, plain=plain)
     except DeliveryFailed as exc:
         log.error("send_failed", chat_id=msg.chat.id, error=str(exc))
         turn.undelivered = str(exc)[:300]

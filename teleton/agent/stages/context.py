@@ -2,7 +2,7 @@
 
 Retrieval (``prompt.retrieval``), tool choice and the system prompt's parts (``prompt.system``) do not depend
 on each other and are built concurrently; then the memory that fits the budget is chosen (``prompt.budget``)
-and the turn's taint records what is shown, not what was found.
+and the turn's taint records what is shown, not what was found (the offered tools' words included).
 """
 
 from __future__ import annotations
@@ -34,7 +34,10 @@ async def build_context(agent: AgentCore, turn: Turn) -> None:
     )
     fit_memory(agent, turn, parts)
     names = agent.offered.offer(required(turn.session).id, required(turn.rag).extra)
-    turn.tools = agent.deps.registry.schemas(msg.chat, turn.is_admin, names, is_owner=turn.clearance.is_owner)
+    offered = agent.deps.registry.available(msg.chat, turn.is_admin, names, is_owner=turn.clearance.is_owner)
+    turn.tools = [tool.api_schema() for tool in offered]
+    # An outside server's words the owner did not approve as they are steer the turn they are offered to.
+    turn.taint.saw(*{tool.steers for tool in offered if tool.steers})
 
 
 async def rebuild_system(agent: AgentCore, turn: Turn) -> None:

@@ -27,7 +27,7 @@ from teleton.telegram.receive.pipeline import FeedPipeline
 from teleton.telegram.send.approvals import inline_buttons
 from teleton.telegram.send.chat_tools import ChatToolActions
 from teleton.telegram.send.sending import Delivered, send_once, send_request, tl_entity
-from teleton.telegram.send.split import Part, plan_reply
+from teleton.telegram.send.split import Part, plan_reply, split_text
 from teleton.telegram.send.streaming import StreamingActions
 
 log = structlog.get_logger(__name__)
@@ -67,8 +67,11 @@ class TelegramActions(ChatToolActions, StreamingActions):
         reply_to: int | None = None,
         once: Once | None = None,
         topic_id: int | None = None,
+        plain: bool = False,
     ) -> SentMessage:
-        if len(text) > _BIG_TEXT:
+        if plain:
+            parts = split_text(text)
+        elif len(text) > _BIG_TEXT:
             parts = await asyncio.to_thread(plan_reply, text)
         else:
             parts = plan_reply(text)

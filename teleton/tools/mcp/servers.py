@@ -1,11 +1,12 @@
 """Every configured MCP server, kept connected in the background while the daemon runs.
 
 Each enabled server has a keeper task: connect (``connection.McpConnection``), check its tools against the
-pins (``pins.check``), register the approved ones in the tool registry, wait until the connection ends,
+pins (``pins.check``), register the usable ones in the tool registry, wait until the connection ends,
 take its tools out again, and reconnect after a backoff (1 s doubling to 5 min). Nothing here blocks a turn:
 a server that is slow to start or down only means its tools are not offered meanwhile. The owner is told
-once per event that needs them: a server's first tools (with what they say), a tool held back because it
-changed, a server lost, a server that cannot start.
+once per event that needs them: tools that wait for their approval (a server's first, a tool that changed
+or appeared) with exactly what the model would be given (``review``), tools left out over the limits
+(``mcp.max_tools_per_server``, ``mcp.max_tools``), a server lost, a server that cannot start.
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ import jsonschema
 import structlog
 
 from teleton.config.schema import McpConfig, McpServerConfig
+from teleton.process.redaction import redact_text
 from teleton.storage.database import Database
-from teleton.text.lines import one_line
 from teleton.tools.mcp import pins
 from teleton.tools.mcp.connection import McpConnection, McpError, RemoteTool
+from teleton.tools.mcp.review import review
 from teleton.tools.mcp.tools import mcp_tools, tool_name, wanted
 from teleton.tools.registry import Tool, ToolRegistry
 
@@ -31,7 +33,6 @@ log = structlog.get_logger(__name__)
 
 BACKOFF_FIRST_S = 1.0
 BACKOFF_MAX_S = 300.0
-NOTICE_DESCRIPTION_CAP = 300
 
 Tell = Callable[[str], Awaitable[None]]
 Changed = Callable[[list[Tool]], Awaitable[None]]
@@ -44,6 +45,8 @@ class ServerState:
     pending: list[str] = field(default_factory=list)  # the server's tool names waiting for the owner
     error: str | None = None
     restarts: int = 0
+    over_limit: int = 0  # tools left out by the limits at the last connect (the owner is told when it grows)
+    told_unreviewed: bool = False  # the owner was shown this run the tools pinned before approvals bound text
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -52,6 +55,7 @@ class ServerState:
             "pending": self.pending,
             "error": self.error,
             "restarts": self.restarts,
+            "over_limit": self.over_limit,
         }
 
 
@@ -137,12 +141,20 @@ class McpServers:
             else:
                 await self._recheck(name)
 
-    async def approve(self, name: str, tool: str | None = None) -> list[str]:
-        """The owner approves ``name``'s waiting tools (or one): pinned as they are now and offered at once."""
-        approved = await pins.approve(self.db, name, tool)
+    async def approve(self, name: str, code: str, tool: str | None = None) -> list[str] | None:
+        """The owner approves ``name``'s waiting tools (or one) with the code of the text they were shown:
+        the names approved and offered at once, or None when the code is not the code of what waits now."""
+        approved = await pins.approve(self.db, name, code, tool)
         if approved:
             await self._recheck(name)
         return approved
+
+    async def review(self, name: str, tool: str | None = None) -> str | None:
+        """What waits of ``name`` (or ``tool``), shown whole with its approval code; None when nothing does."""
+        waiting = await pins.waiting(self.db, name, tool)
+        if not waiting:
+            return None
+        return review(name, waiting, why="these tools wait for your approval.", tool_name=tool_name)
 
     def describe(self) -> str:
         """Every server's state and what waits for the owner, for ``/mcp``."""
@@ -182,7 +194,9 @@ class McpServers:
                 log.warning("mcp_connect_failed", server=name, error=str(exc), retry_in_s=backoff)
                 if not told_failure:
                     told_failure = True
-                    await self._tell(f"MCP server {name} could not start: {exc}. I keep trying in the background.")
+                    # An error may quote the server's URL with its key: a chat is a log the owner cannot rotate.
+                    said = redact_text(str(exc))
+                    await self._tell(f"MCP server {name} could not start: {said}. I keep trying in the background.")
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, BACKOFF_MAX_S)
                 continue
@@ -195,16 +209,18 @@ class McpServers:
             await conn.wait_closed()
             await self._drop(name)
             state.state, state.error, state.restarts = "retrying", conn.error, state.restarts + 1
-            await self._tell(f"MCP server {name} went away ({conn.error}); reconnecting.")
+            await self._tell(f"MCP server {name} went away ({redact_text(str(conn.error))}); reconnecting.")
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, BACKOFF_MAX_S)
 
     async def _register(self, name: str, cfg: McpServerConfig, remote: list[RemoteTool]) -> None:
         kept, refused = usable_tools(name, cfg, remote)
+        kept, over = self._within_limits(name, kept)
         checked = await pins.check(self.db, name, kept)
-        approved = [tool for tool in kept if tool.name in checked.usable]
+        usable = [tool for tool in kept if tool.name in checked.usable]
+        vouched = frozenset(tool for tool, approved in checked.usable.items() if approved)
         tools = []
-        for tool in mcp_tools(name, cfg, approved, lambda: self._connections.get(name)):
+        for tool in mcp_tools(name, cfg, usable, lambda: self._connections.get(name), vouched):
             other = self.registry.get(tool.name)
             if other is not None and other.category != tool.category:  # mcp_a_b_c: server a_b or a, tool b_c?
                 refused.append(f"{tool.name}: the name is taken by {other.category or 'a built-in tool'}")
@@ -219,23 +235,42 @@ class McpServers:
         if self.tools_changed is not None:
             await self.tools_changed(tools)
         lines = []
-        if checked.first and kept:
-            lines.append(f"MCP server {name} connected for the first time; its tools, as they describe themselves:")
-            lines += [f"- {tool_name(name, t.name)}: {one_line(t.description, NOTICE_DESCRIPTION_CAP)}" for t in kept]
         if checked.changed:
-            lines.append(
-                f"MCP server {name}: these tools are new or changed what they say, and are off until you approve "
-                f"them (/mcp approve {name} here, or teleton mcp approve {name}):"
+            why = (
+                "it connected for the first time; its tools are off until you approve them."
+                if checked.first
+                else "these tools are new or changed what they say, and are off until you approve them."
             )
-            lines += [
-                f"- {t.name}: {one_line(t.description, NOTICE_DESCRIPTION_CAP)}"
-                for t in kept
-                if t.name in checked.changed
-            ]
+            shown = [pin for pin in await pins.waiting(self.db, name) if pin.tool in checked.changed]
+            lines.append(review(name, shown, why=why, tool_name=tool_name))
+        unreviewed = [tool.name for tool in usable if tool.name not in vouched]
+        if unreviewed and not state.told_unreviewed:
+            state.told_unreviewed = True
+            why = (
+                "these tools were pinned before approvals were bound to what they say. They are offered, but as "
+                "the server's words: a conversation they are offered to waits for you before it fetches, runs or "
+                "calls anything you did not type."
+            )
+            shown = [pin for pin in await pins.waiting(self.db, name) if pin.tool in unreviewed]
+            lines.append(review(name, shown, why=why, tool_name=tool_name))
+        if over > state.over_limit:
+            lines.append(
+                f"MCP server {name} lists more tools than the limits allow (mcp.max_tools_per_server "
+                f"{self.config.max_tools_per_server}, mcp.max_tools {self.config.max_tools} in all): {over} of "
+                "them are left out."
+            )
+        state.over_limit = over
         if refused:
             lines.append(f"MCP server {name}: tools left out: " + "; ".join(refused))
         if lines:
-            await self._tell("\n".join(lines))
+            await self._tell("\n\n".join(lines))
+
+    def _within_limits(self, name: str, kept: list[RemoteTool]) -> tuple[list[RemoteTool], int]:
+        """The first of ``kept`` (in the server's order) within the per-server and total limits, and how
+        many were left out: a server listing thousands of tools must not fill the registry or the requests."""
+        others = sum(len(state.tools) for server, state in self.states.items() if server != name)
+        room = max(0, min(self.config.max_tools_per_server, self.config.max_tools - others))
+        return kept[:room], max(0, len(kept) - room)
 
     async def _drop(self, name: str) -> None:
         conn = self._connections.pop(name, None)

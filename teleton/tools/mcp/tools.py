@@ -3,12 +3,16 @@
 - Who sees them: ``access: owner`` (the default) offers them to the owner's clearance alone (their DM,
   ``teleton chat``), ``admins`` to admins, ``everyone`` to every chat; a call from a chat that may not read
   the server's ``label`` is refused whatever its scope.
+- What they say is the server's words (``review``): the model gets them cleaned and capped, and unless the
+  owner approved exactly that text (``pins``) a turn it is offered to counts as steered by ``mcp:<server>``.
 - What comes back is outside content: quoted line by line with its origin ``(outside: mcp:<server>)``, so
   the turn is tainted by it and nothing in it passes for an instruction; the turn was shown the label.
   Pictures in it are image blocks beside the text (resized as a photo is); other content is named in text.
-- What goes out: a call to a server not marked ``read_only`` is a way out (kind ``outside_tool``); in a
-  turn something else steered it is held for the owner with its exact arguments, and released from them.
-- The description is the server's text and untrusted: prefixed with the server's name and capped.
+- What goes out: every call is a way out (kind ``outside_tool``: its arguments reach a third party). In a
+  turn something else steered it is held for the owner with its exact arguments, and released from them
+  only while the tool still says what it said when it was held. A ``read_only`` server's call goes ahead
+  when every value in it was typed by the speaker (a query, a city): it changes nothing, and carries nothing
+  the turn was shown.
 """
 
 from __future__ import annotations
@@ -26,13 +30,13 @@ from teleton.media.errors import MediaError
 from teleton.media.images import image_block, prepare_image
 from teleton.privacy import OWNER, PUBLIC
 from teleton.privacy.quoting import outside, outside_origin, quote_lines
-from teleton.text.lines import one_line
 from teleton.tools.held import Held, Outgoing
 from teleton.tools.mcp.connection import McpConnection, RemoteTool
-from teleton.tools.outbox import gate
+from teleton.tools.mcp.pins import tool_digest
+from teleton.tools.mcp.review import given_description, given_schema
+from teleton.tools.outbox import EgressRefused, gate
 from teleton.tools.registry import Scope, Tool, ToolContext, ToolDeps
 
-DESCRIPTION_CAP = 1000  # characters of a server's tool description shown to the model
 NAME_CAP = 64  # the model APIs' limit on a tool's name
 
 Lookup = Callable[[], McpConnection | None]
@@ -47,11 +51,6 @@ def tool_name(server: str, tool: str) -> str:
     return f"{name[: NAME_CAP - 9]}_{suffix}"
 
 
-def shown_description(text: str) -> str:
-    """A server's description of a tool as the model is shown it: one line, capped (it is untrusted text)."""
-    return one_line(text, DESCRIPTION_CAP)
-
-
 def wanted(cfg: McpServerConfig, tool: str) -> bool:
     """The config's ``tools.include`` / ``tools.exclude`` for one of the server's tool names."""
     include, exclude = cfg.tools.include, cfg.tools.exclude
@@ -63,6 +62,19 @@ def call_body(tool: str, arguments: dict[str, Any]) -> bytes:
     return json.dumps({"tool": tool, "arguments": arguments}, ensure_ascii=False, sort_keys=True, indent=1).encode()
 
 
+def typed_arguments(arguments: Any, typed: str) -> bool:
+    """Whether every value in ``arguments`` (strings and numbers, at any depth) is written in ``typed``, the
+    speaker's own message: then a read-only call carries nothing else the turn was shown."""
+    if isinstance(arguments, dict):
+        return all(typed_arguments(value, typed) for value in arguments.values())
+    if isinstance(arguments, list):
+        return all(typed_arguments(value, typed) for value in arguments)
+    if isinstance(arguments, bool) or arguments is None:
+        return True
+    text = " ".join(str(arguments).split()).casefold()
+    return not text or text in " ".join(typed.split()).casefold()
+
+
 def _scope(cfg: McpServerConfig) -> tuple[Scope, bool]:
     if cfg.access == "everyone":
         return "always", False
@@ -71,9 +83,16 @@ def _scope(cfg: McpServerConfig) -> tuple[Scope, bool]:
     return "always", True  # owner_only: the owner's clearance alone, wherever it is
 
 
-def mcp_tools(server: str, cfg: McpServerConfig, remote: list[RemoteTool], connection: Lookup) -> list[Tool]:
-    """Our tools for ``remote`` (already filtered and approved) of ``server``; ``connection`` finds its live
-    connection at call time (a reconnect replaces it)."""
+def mcp_tools(
+    server: str,
+    cfg: McpServerConfig,
+    remote: list[RemoteTool],
+    connection: Lookup,
+    vouched: frozenset[str] = frozenset(),
+) -> list[Tool]:
+    """Our tools for ``remote`` (already filtered and usable) of ``server``; ``connection`` finds its live
+    connection at call time (a reconnect replaces it). ``vouched``: the tools whose exact text the owner
+    approved; the others' words steer any turn they are offered to."""
     label = PUBLIC if cfg.label == "public" else OWNER
     origin = outside("mcp", server)
     scope, owner_only = _scope(cfg)
@@ -95,33 +114,45 @@ def mcp_tools(server: str, cfg: McpServerConfig, remote: list[RemoteTool], conne
     def one(tool: RemoteTool) -> Tool:
         name = tool_name(server, tool.name)
 
+        pin = tool_digest(tool)
+
         async def handler(args: dict[str, Any], ctx: ToolContext) -> ToolResult | str:
             if not ctx.clearance.may_read(label):
                 return ToolResult.error(f"{name}'s results are the owner's; it is not available in this chat.")
-            if not cfg.read_only:
-                out = Outgoing("outside_tool", call_body(tool.name, args), meta={"server": server}, tool=name)
-                _, stop = await gate(ctx, out)
-                if stop is not None:  # held for the owner (what to tell the model), or refused
-                    return stop
+            typed = cfg.read_only and typed_arguments(args, ctx.typed)
+            meta = {"server": server, "pin": pin}
+            out = Outgoing("outside_tool", call_body(tool.name, args), meta=meta, tool=name, typed=typed)
+            _, stop = await gate(ctx, out)
+            if stop is not None:  # held for the owner (what to tell the model), or refused
+                return stop
             ctx.shown(label)
             ctx.saw(origin)
             return await run(tool.name, args)
 
         async def release(item: Held, deps: ToolDeps) -> str:
-            """A call the owner approved: exactly the arguments shown; its result is the owner's answer."""
+            """A call the owner approved: exactly the arguments shown, to the tool as it was when held (a
+            server that changed what the tool says since gets nothing); its result is the owner's answer."""
             sent = json.loads(item.text)
+            conn = connection()
+            now = next((t for t in conn.tools if t.name == sent["tool"]), None) if conn is not None else None
+            if now is None or tool_digest(now) != item.meta.get("pin"):
+                raise EgressRefused(
+                    f"{name} is not what it was when this was held (the server changed what it says, or dropped "
+                    f"it; /mcp shows what waits): nothing was sent to {server}"
+                )
             result = await run(str(sent["tool"]), dict(sent["arguments"]))
             return f"called {name}. {result.content}"
 
         return Tool(
             name=name,
-            description=f"[MCP server {server}] {shown_description(tool.description)}",
-            input_schema=tool.input_schema or {"type": "object"},
+            description=given_description(server, tool.description),
+            input_schema=given_schema(tool.input_schema),
             handler=handler,
             scope=scope,
             category=f"mcp:{server}",
             owner_only=owner_only,
             release=release,
+            steers="" if tool.name in vouched else origin,
         )
 
     return [one(tool) for tool in remote]

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ from teleton.web.chats_view import ChatsView
 from teleton.web.facts_view import FactsView
 from teleton.web.memory_view import MemorySearch
 from teleton.web.security import Guard
+from teleton.web.throttle import LoginThrottle
 from teleton.web.tools_view import ToolsView
 
 HERE = Path(__file__).resolve().parents[1]
@@ -38,6 +39,7 @@ class Dashboard:
     log_file: Path | None = None  # logging.file (None: the log goes to the journal)
     chats: ChatsView | None = None  # the daemon's sessions, policy gate and daily logs
     facts_view: FactsView | None = None  # the daemon's fact store, forget and knowledge index, for the Facts page
+    throttle: LoginThrottle = field(default_factory=LoginThrottle)  # wrong logins per client, on the real clock
 
 
 class Pages:

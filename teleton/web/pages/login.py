@@ -1,4 +1,5 @@
-"""Logging in and out: the token, and the session cookie derived from it."""
+"""Logging in and out: the token, and the session cookie derived from it; wrong tokens slowed per client
+(``throttle.LoginThrottle``)."""
 
 from __future__ import annotations
 
@@ -9,22 +10,34 @@ from starlette.routing import Route
 
 from teleton.web.pages.common import Pages
 from teleton.web.security import COOKIE
+from teleton.web.throttle import client_key
 
 log = structlog.get_logger(__name__)
 
 
 def routes(pages: Pages) -> list[Route]:
-    guard = pages.dash.guard
+    guard, throttle = pages.dash.guard, pages.dash.throttle
 
     async def login_form(request: Request) -> Response:
         return await pages.render(request, "login.html", failed=False)
 
     async def login(request: Request) -> Response:
         form = await request.form()
-        client = request.client.host if request.client else None
+        client = client_key(request.client.host if request.client else None)
+        # From here to the verdict nothing awaits: a burst of parallel guesses is counted one by one, so
+        # none of them slips past the wait the one before it set.
+        wait = throttle.retry_after(client)
+        if wait:  # not checked at all: guessing during the wait gains nothing
+            waiting = await pages.render(request, "login.html", status_code=429, failed=False, wait=wait)
+            waiting.headers["retry-after"] = str(wait)
+            return waiting
         if not guard.token_ok(str(form.get("token", ""))):
-            log.warning("dashboard_login_refused", client=client)
+            failed = throttle.failed(client)
+            log.warning("dashboard_login_refused", client=client, failures=failed.failures)
+            if failed.started:  # once per burst, not once per attempt
+                log.warning("dashboard_login_throttled", client=client, failures=failed.failures, wait_s=failed.wait_s)
             return await pages.render(request, "login.html", status_code=403, failed=True)
+        throttle.succeeded(client)
         log.info("dashboard_login", client=client)
         response = RedirectResponse("/status", status_code=303)
         secure = request.url.scheme == "https"
