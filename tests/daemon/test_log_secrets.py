@@ -15,7 +15,7 @@ from typing import Any, cast
 
 import pytest
 
-from teleton.tools.mcp.connection import STDERR_BURST
+from teleton.tools.mcp.stderr import STDERR_BURST
 from tests.daemon.harness import OWNER, Daemon, write_config
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.waiting import until_sync
@@ -26,7 +26,7 @@ OWNER_DM = {"id": OWNER_ID, "type": "dm", "title": ""}
 QUERY_SECRET = "query-secret-5f4e3d2c1b"
 HEADER_SECRET = "header-secret-9a8b7c6d5e"
 ECHO_SECRET = "echo-secret-1a2b3c4d5e"
-FLOOD_MB = 8
+FLOOD_MB = 4
 
 
 def free_port() -> int:

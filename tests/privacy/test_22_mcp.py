@@ -9,7 +9,7 @@ with the obedient model and real MCP servers (tests/fakes/mcp_server.py over std
 - a note planted in a group steers an owner's turn into a call carrying the owner's secret, side-effecting
   or read-only (held, the exact arguments shown; the careful owner denies; the server never hears of it);
 - a held call is not released to a tool that changed what it says after it was held;
-- a server listing thousands of tools gets the limits, and a request carries only the best ranked;
+- a server listing a thousand tools gets the limits, and a request carries only the best ranked;
 - the reply to ``/approve`` shows a released result as plain text, a link's address in sight;
 - a tool description tells the model to send the owner's memory to a group (nothing reaches the group);
 - the server's own environment holds none of the daemon's secrets.
@@ -78,7 +78,7 @@ def _servers(root: Path) -> dict[str, Any]:
             "env": {"POISON": OLD_POISON, "NOTES_FILE": str(root / "old.txt")},
             "tools": {"include": ["poisoned", "note"]},
         },
-        "big": {"command": sys.executable, "args": [FAKE], "env": {"MANY_TOOLS": "3000"}, "read_only": True},
+        "big": {"command": sys.executable, "args": [FAKE], "env": {"MANY_TOOLS": "1000"}, "read_only": True},
     }
 
 
@@ -251,11 +251,11 @@ def test_the_reply_to_approve_shows_a_released_result_as_plain_text(world: World
 
 
 # -- limits -----------------------------------------------------------------------------------------------
-def test_a_server_listing_thousands_of_tools_fills_neither_the_registry_nor_a_request(world: World) -> None:
+def test_a_server_listing_a_thousand_tools_fills_neither_the_registry_nor_a_request(world: World) -> None:
     told = [e["text"] for e in _to_owner(world) if "more tools than the limits allow" in e["text"]]
     assert len(told) == 1, told  # once, not at every check of the pins
     left_out = re.search(r"(\d+) of them are left out", told[0])
-    assert left_out is not None and int(left_out.group(1)) > 2900  # 3,000 numbered and the fake's own; 64 kept
+    assert left_out is not None and int(left_out.group(1)) == 1000 + 9 - 64  # numbered, the fake's own; 64 kept
     _owner_approves(world, "big")
     step = world.step(dm(OWNER), "hello", OWNER)
     for body in step.main_requests():

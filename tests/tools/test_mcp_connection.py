@@ -138,9 +138,15 @@ async def test_a_server_that_dies_mid_call_ends_the_call_and_the_connection(fake
     assert after.is_error and "not connected" in after.text
 
 
-async def test_five_megabytes_arrive_whole_and_images_are_kept_apart(fake: McpConnection) -> None:
-    big = await fake.call("big", {"megabytes": 5})
+async def test_five_megabytes_arrive_whole_and_images_are_kept_apart() -> None:
+    # Its own connection with the default call timeout: 5 MB over a pipe takes more than 2 s on a loaded machine.
+    fake = McpConnection("fake", stdio())
+    await fake.start()
+    try:
+        big = await fake.call("big", {"megabytes": 5})
+        picture = await fake.call("picture", {})
+    finally:
+        await fake.close()
     assert len(big.text) == 5_000_000 and not big.is_error
-    picture = await fake.call("picture", {})
     assert picture.text == "a red pixel\n[image 1: image/png, 70 bytes]"
     assert [(mime, data[:4]) for mime, data in picture.images] == [("image/png", b"\x89PNG")]

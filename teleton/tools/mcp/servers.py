@@ -214,8 +214,11 @@ class McpServers:
             backoff = min(backoff * 2, BACKOFF_MAX_S)
 
     async def _register(self, name: str, cfg: McpServerConfig, remote: list[RemoteTool]) -> None:
-        kept, refused = usable_tools(name, cfg, remote)
-        kept, over = self._within_limits(name, kept)
+        # Within the limits first: a server listing thousands of tools costs a schema check of the kept ones only.
+        listed = [tool for tool in remote if wanted(cfg, tool.name)]
+        room = self._room(name)
+        kept, refused = usable_tools(name, cfg, listed[:room])
+        over = max(0, len(listed) - room)
         checked = await pins.check(self.db, name, kept)
         usable = [tool for tool in kept if tool.name in checked.usable]
         vouched = frozenset(tool for tool, approved in checked.usable.items() if approved)
@@ -265,12 +268,11 @@ class McpServers:
         if lines:
             await self._tell("\n\n".join(lines))
 
-    def _within_limits(self, name: str, kept: list[RemoteTool]) -> tuple[list[RemoteTool], int]:
-        """The first of ``kept`` (in the server's order) within the per-server and total limits, and how
-        many were left out: a server listing thousands of tools must not fill the registry or the requests."""
+    def _room(self, name: str) -> int:
+        """How many of ``name``'s tools (the first it lists) the per-server and total limits leave room for: a
+        server listing thousands of tools must not fill the registry or the requests."""
         others = sum(len(state.tools) for server, state in self.states.items() if server != name)
-        room = max(0, min(self.config.max_tools_per_server, self.config.max_tools - others))
-        return kept[:room], max(0, len(kept) - room)
+        return max(0, min(self.config.max_tools_per_server, self.config.max_tools - others))
 
     async def _drop(self, name: str) -> None:
         conn = self._connections.pop(name, None)

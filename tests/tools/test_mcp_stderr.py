@@ -15,7 +15,7 @@ import pytest
 
 from teleton.process import redaction
 from teleton.process.logging import configure_logging
-from teleton.tools.mcp.connection import STDERR_BURST, STDERR_LINE_CAP, StderrLimiter, _log_lines
+from teleton.tools.mcp.stderr import STDERR_BURST, STDERR_LINE_CAP, StderrLimiter, log_lines
 from tests.waiting import until
 
 
@@ -93,7 +93,7 @@ async def test_a_flood_is_read_to_its_end_and_bounded(log_stream: io.StringIO) -
 
     writer = threading.Thread(target=flood)
     writer.start()
-    await _log_lines("noisy", os.fdopen(read_fd, "rb", buffering=0), StderrLimiter("noisy", clock=Clock()))
+    await log_lines("noisy", os.fdopen(read_fd, "rb", buffering=0), StderrLimiter("noisy", clock=Clock()))
     writer.join()  # _log_lines returned at EOF: the writer had written everything
 
     logged = events(log_stream)
@@ -109,7 +109,7 @@ async def test_a_window_that_ends_while_the_server_is_quiet_reports_its_count(lo
     window on the real clock; the test waits for the state, with no deadline)."""
     read_fd, write_fd = os.pipe()
     limiter = StderrLimiter("noisy", burst=1, window_s=0.05)
-    reader = asyncio.create_task(_log_lines("noisy", os.fdopen(read_fd, "rb", buffering=0), limiter))
+    reader = asyncio.create_task(log_lines("noisy", os.fdopen(read_fd, "rb", buffering=0), limiter))
     with os.fdopen(write_fd, "wb", buffering=0) as out:
         out.write(b"one\ntwo\nthree\n")
         await until(lambda: "mcp_server_stderr_dropped" in log_stream.getvalue())  # the pipe is still open
