@@ -12,7 +12,7 @@ chat, where later turns read it as the server's words, not the owner's.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from teleton.privacy.payload import links, reveal, strip_invisible
@@ -50,7 +50,9 @@ def hidden_in(text: str) -> str:
     return "".join(chr(ord(ch) - 0xE0000) for ch in text if ord(ch) in _TAGS)
 
 
-def review(server: str, pins: Sequence[Pin], *, why: str, tool_name: Any, footer: bool = True) -> str:
+def review(
+    server: str, pins: Sequence[Pin], *, why: str, tool_name: Callable[[str, str], str], footer: bool = True
+) -> str:
     """The owner's look at ``pins`` of ``server`` and (``footer``) how to approve exactly them: plain text,
     whole. ``tool_name(server, tool)`` is the name the model knows a tool by."""
     code = approval_code(server, pins)
