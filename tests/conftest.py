@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import sys
@@ -15,6 +16,8 @@ import pytest
 import structlog
 
 from teleton.llm import LLMClient, LLMSettings
+from teleton.process import redaction
+from teleton.process.logging import configure_logging
 from teleton.providers import extras
 from teleton.storage import Database
 from tests.fakes.anthropic_server import FakeAnthropic, last_user_text, text
@@ -33,6 +36,7 @@ LONGEST_FIRST = (
     "tests/privacy/test_10_group_reads.py",  # the attack modules: each holds 1-2 minutes of steps
     "tests/privacy/test_11_files_and_paths.py",
     "tests/privacy/test_14_dm_users.py",
+    "tests/privacy/test_22_mcp.py",  # four MCP servers per world, one listing 1,000 tools
 )
 
 
@@ -74,6 +78,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return LONGEST_FIRST.index(path) if path in LONGEST_FIRST else len(LONGEST_FIRST)
 
     items.sort(key=rank)  # stable: every other test keeps its order
+
+
+@pytest.fixture
+def log_stream() -> Iterator[io.StringIO]:
+    """Every log line, structlog's and the stdlib's, as JSON lines into a buffer (at debug, redacted as in
+    production); afterwards the warning level again and no value remembered for redaction."""
+    stream = io.StringIO()
+    configure_logging(level="debug", fmt="json", stream=stream)
+    yield stream
+    configure_logging(level="warning", fmt="json")
+    redaction.forget_remembered()
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import stat
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from teleton.storage.sqlite_driver import pick_driver
 from tests.conftest import without_extra
 from tests.daemon.harness import Daemon, write_config
 from tests.fakes.anthropic_server import FakeAnthropic
+from tests.fakes.mcp_http import served
 from tests.foundation.test_cli import teleton
 from tests.waiting import until_sync
 
@@ -75,32 +75,11 @@ def add_calc(home: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     return proc
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def http_fake() -> Iterator[str]:
     """The fake served over Streamable HTTP on a free 127.0.0.1 port, once it accepts connections."""
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, FAKE, "--http", str(port)], stderr=subprocess.DEVNULL)
-    try:
-
-        def accepts() -> bool:
-            assert proc.poll() is None, "the fake MCP server exited"
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                return True
-            except OSError:
-                return False
-
-        until_sync(accepts)
+    with served(FAKE) as port:
         yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 def test_add_shows_each_tool_in_its_own_words_pins_them_and_writes_the_entry_0600(home: Path) -> None:

@@ -6,8 +6,6 @@ URL are written (redacted) too."""
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +16,7 @@ import pytest
 from teleton.tools.mcp.stderr import STDERR_BURST
 from tests.daemon.harness import OWNER, Daemon, write_config
 from tests.fakes.anthropic_server import FakeAnthropic
-from tests.waiting import until_sync
+from tests.fakes.mcp_http import served
 
 NOISY = str(Path(__file__).parents[1] / "fakes" / "noisy_mcp_server.py")
 OWNER_ID = cast(int, OWNER["id"])
@@ -29,33 +27,12 @@ ECHO_SECRET = "echo-secret-1a2b3c4d5e"
 FLOOD_MB = 4
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def http_noisy() -> Iterator[int]:
     """The noisy server over Streamable HTTP, refusing any request without both secrets: its port."""
-    port = free_port()
     env = {"EXPECT_API_KEY": QUERY_SECRET, "EXPECT_HEADER": HEADER_SECRET, "PATH": "/usr/bin:/bin"}
-    proc = subprocess.Popen([sys.executable, NOISY, "--http", str(port)], env=env, stderr=subprocess.DEVNULL)
-    try:
-
-        def accepts() -> bool:
-            assert proc.poll() is None, "the noisy MCP server exited"
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                return True
-            except OSError:
-                return False
-
-        until_sync(accepts)
+    with served(NOISY, env=env) as port:
         yield port
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 def _events(root: Path) -> list[dict[str, Any]]:

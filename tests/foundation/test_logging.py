@@ -20,14 +20,6 @@ SECRETS = {
 }
 
 
-@pytest.fixture
-def log_stream() -> io.StringIO:
-    stream = io.StringIO()
-    configure_logging(level="debug", fmt="json", stream=stream)
-    yield stream
-    configure_logging(level="warning", fmt="json")
-
-
 @pytest.mark.parametrize("kind", sorted(SECRETS))
 def test_secret_in_free_text_is_redacted(log_stream: io.StringIO, kind: str) -> None:
     secret = SECRETS[kind]

@@ -6,29 +6,18 @@ from __future__ import annotations
 import io
 import json
 import logging
-from collections.abc import Iterator
 
 import httpx2
 import pytest
 import structlog
 
 from teleton.process import redaction
-from teleton.process.logging import configure_logging
 from teleton.tools.mcp.connection import expand
 
 QUERY_SECRET = "q5ecret-9f8e7d"
 BEARER = "eyJhbGciOiJIUzI1NiJ9.payload.sig"
 API_KEY = "k3y-abcdef123456"
 FROM_ENV = "env-value-7c6b5a"
-
-
-@pytest.fixture
-def log_stream() -> Iterator[io.StringIO]:
-    stream = io.StringIO()
-    configure_logging(level="debug", fmt="json", stream=stream)
-    yield stream
-    configure_logging(level="warning", fmt="json")
-    redaction.forget_remembered()
 
 
 def records(stream: io.StringIO) -> list[dict[str, object]]:

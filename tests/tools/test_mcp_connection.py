@@ -4,10 +4,7 @@ results."""
 
 from __future__ import annotations
 
-import socket
-import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +13,7 @@ import pytest
 
 from teleton.config.schema import McpServerConfig
 from teleton.tools.mcp.connection import McpConnection, McpError
+from tests.fakes.mcp_http import served
 
 FAKE = str(Path(__file__).parents[1] / "fakes" / "mcp_server.py")
 TOOLS = {"add", "note", "linked", "environment", "stall", "fail", "picture", "big", "crash"}
@@ -25,32 +23,14 @@ def stdio(**extra: Any) -> McpServerConfig:
     return McpServerConfig(command=sys.executable, args=[FAKE], **extra)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(params=["--http", "--sse"])
 def http_server(request: pytest.FixtureRequest) -> Iterator[tuple[str, str]]:
     """The fake served over HTTP on 127.0.0.1: (url, transport)."""
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, FAKE, request.param, str(port)], stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
+    with served(FAKE, request.param) as port:
         if request.param == "--http":
             yield f"http://127.0.0.1:{port}/mcp", "streamable_http"
         else:
             yield f"http://127.0.0.1:{port}/sse", "sse"
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 @pytest.fixture

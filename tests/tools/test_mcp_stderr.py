@@ -29,6 +29,7 @@ class Clock:
 
 @pytest.fixture
 def log_stream() -> Iterator[io.StringIO]:
+    """As the suite's own (tests/conftest.py), at info: asyncio's debug lines are not the server's."""
     stream = io.StringIO()
     configure_logging(level="info", fmt="json", stream=stream)
     yield stream

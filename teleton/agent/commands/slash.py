@@ -24,7 +24,7 @@ from teleton.llm.prices import FREE, Price, usd
 from teleton.memory.feed import archive as fa
 from teleton.memory.feed import reactions, reads
 from teleton.privacy import Clearance
-from teleton.tools.mcp.pins import CODE_LENGTH
+from teleton.tools.held import CODE_LENGTH
 
 _COMMAND = re.compile(r"^/([a-zA-Z_]+)(?:@\w+)?(?:\s+(.*))?$", re.DOTALL)
 

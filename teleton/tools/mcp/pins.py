@@ -25,13 +25,13 @@ from typing import TYPE_CHECKING, Any
 
 from teleton.storage.database import Database, connect
 from teleton.storage.sqlite_driver import Connection, pick_driver
+from teleton.tools.held import CODE_LENGTH  # an approval code is as long as a held item's
 
 if TYPE_CHECKING:
     from teleton.tools.mcp.connection import RemoteTool
 
 APPROVED, PENDING, UNREVIEWED = "approved", "pending", "unreviewed"
 WAITING = (PENDING, UNREVIEWED)  # what an approval may take
-CODE_LENGTH = 8
 
 
 @dataclass(frozen=True)

@@ -238,23 +238,24 @@ class McpServers:
         if self.tools_changed is not None:
             await self.tools_changed(tools)
         lines = []
+        unreviewed = [] if state.told_unreviewed else [tool.name for tool in usable if tool.name not in vouched]
+        waiting = await pins.waiting(self.db, name) if checked.changed or unreviewed else []
         if checked.changed:
             why = (
                 "it connected for the first time; its tools are off until you approve them."
                 if checked.first
                 else "these tools are new or changed what they say, and are off until you approve them."
             )
-            shown = [pin for pin in await pins.waiting(self.db, name) if pin.tool in checked.changed]
+            shown = [pin for pin in waiting if pin.tool in checked.changed]
             lines.append(review(name, shown, why=why, tool_name=tool_name))
-        unreviewed = [tool.name for tool in usable if tool.name not in vouched]
-        if unreviewed and not state.told_unreviewed:
+        if unreviewed:
             state.told_unreviewed = True
             why = (
                 "these tools were pinned before approvals were bound to what they say. They are offered, but as "
                 "the server's words: a conversation they are offered to waits for you before it fetches, runs or "
                 "calls anything you did not type."
             )
-            shown = [pin for pin in await pins.waiting(self.db, name) if pin.tool in unreviewed]
+            shown = [pin for pin in waiting if pin.tool in unreviewed]
             lines.append(review(name, shown, why=why, tool_name=tool_name))
         if over > state.over_limit:
             lines.append(
