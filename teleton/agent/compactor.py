@@ -1,4 +1,4 @@
-"""Write-then-compact (seed 002, DESIGN §6-7): nothing leaves the context window unsaved.
+"""Write-then-compact (docs/memory.md): nothing leaves the context window unsaved.
 
 Before old messages are discarded: (1) the distiller extracts durable facts from them, through the same
 structured path as after every exchange (tool use with a JSON schema, per-fact validation, the scope rules,

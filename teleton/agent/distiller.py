@@ -1,4 +1,4 @@
-"""The distiller: the utility model picks out durable facts and they are saved (seed 004).
+"""The distiller: the utility model picks out durable facts and they are saved (docs/memory.md).
 
 Two inputs, one path. After a turn, the exchange is distilled in the background (never delaying a reply);
 before compaction or at the soft-threshold flush, the session's messages are (``distill_transcript``, seed
@@ -6,7 +6,7 @@ before compaction or at the soft-threshold flush, the session's messages are (``
 fact twice. The model answers through a tool with a JSON schema: each fact is validated on its own, and a
 malformed one is dropped and counted, never half-saved; near duplicates merge into the stored fact.
 
-Where a fact goes is not the model's call: every fact takes the label of the turn it came from (DESIGN §8,
+Where a fact goes is not the model's call: every fact takes the label of the turn it came from (docs/privacy.md,
 ``teleton.privacy``), so a group can only ever write ``chat:<id>`` and another person's DM ``user:<id>``; a
 "scope" the model claims is ignored. Corrections reach ``learnings/corrections.md`` from the owner only.
 

@@ -1,4 +1,4 @@
-"""The agent's side of DESIGN §8: which workspace files a prompt holds, and how untrusted text is shown.
+"""The agent's side of docs/privacy.md: which workspace files a prompt holds, and how untrusted text is shown.
 
 The rules themselves (labels, clearances, the read and write rules, egress) live in ``teleton.privacy``;
 this module only applies them to prompts:

@@ -1,4 +1,4 @@
-"""Turns nobody typed: due tasks and the heartbeat (DESIGN §8 "Scheduled work", §11 delivery).
+"""Turns nobody typed: due tasks and the heartbeat (docs/privacy.md, "Scheduled work"; delivery: docs/operations.md).
 
 A scheduled turn runs with exactly the clearance, principal and admin right stored with its task (the
 creating turn's; ``privacy.task_origin``), passes the rate limiter like a message (``NotNow`` when it may

@@ -227,7 +227,7 @@ class ChatSession:
         dims = getattr(embedder, "dims", None)
         embedding = (embedder.model_id, dims) if embedder is not None and dims else None
         db = await Database.open(config.storage.database_file, embedding=embedding)
-        # The terminal is the owner's own chat (DESIGN §8): its clearance reads everything, as the owner's DM.
+        # The terminal is the owner's own chat (docs/privacy.md): its clearance reads everything, as the owner's DM.
         user_id = config.telegram.owner_id or TERMINAL_CHAT_ID
         gateway = TerminalGateway(console, db=db, user=UserInfo(id=user_id, first_name="You"))
         if screen is not None:

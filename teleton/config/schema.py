@@ -1,5 +1,5 @@
 """Every setting Teleton reads, with its default. ``config.example.yaml`` documents the same keys; a test
-keeps the two in step. DESIGN §12's numbers live here and are read where they are used."""
+keeps the two in step. The defaults' numbers live here (docs/configuration.md) and are read where they are used."""
 
 from __future__ import annotations
 

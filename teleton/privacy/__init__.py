@@ -1,4 +1,4 @@
-"""Privacy as information-flow control (DESIGN §8): labels on data, clearances on turns, one set of rules.
+"""Privacy as information-flow control (docs/privacy.md): labels on data, clearances on turns, one set of rules.
 
 Every read path asks ``Clearance.may_read`` (or its SQL form ``Clearance.readable``); every write takes
 ``Clearance.label``; every send to another chat asks ``egress.decide``. Pure code with no I/O and no

@@ -1,4 +1,4 @@
-"""Egress: one decision for every way out of a turn (DESIGN §8, "Egress").
+"""Egress: one decision for every way out of a turn (docs/privacy.md, "Egress").
 
 A way out is anything that leaves the turn's own label: a send, forward, edit, reaction, poll or file in
 another chat; publishing (a file into ``public/`` or another chat's folder, a public fact, a document made

@@ -1,4 +1,4 @@
-"""Labels, clearances and principals: who may read what (DESIGN §8).
+"""Labels, clearances and principals: who may read what (docs/privacy.md).
 
 A **label** says whose an item is, and is given when the item is written, from the turn that wrote it:
 

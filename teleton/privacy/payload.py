@@ -1,4 +1,4 @@
-"""What the owner approves is what leaves (DESIGN §8, "The preview hides nothing").
+"""What the owner approves is what leaves (docs/privacy.md, "The preview hides nothing").
 
 A held send is shown to the owner before it goes. Text can look other than it is, and each trick below has
 carried secrets past a reviewer; so the preview is plain text with nothing left to render or to hide:

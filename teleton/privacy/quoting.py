@@ -1,4 +1,4 @@
-"""How untrusted text is shown, and how its origin travels with it (DESIGN §8, "Untrusted text").
+"""How untrusted text is shown, and how its origin travels with it (docs/privacy.md, "Untrusted text").
 
 What another chat or person wrote, entering a turn of a wider clearance (the owner's), is data with its
 origin, quoted, never an instruction. The origin names labels in a fixed form, ``(chat:-5)`` /

@@ -1,4 +1,4 @@
-"""Every background loop of the daemon under one supervisor (DESIGN §11): retried, classified, visible.
+"""Every background loop of the daemon under one supervisor (docs/operations.md): retried, classified, visible.
 
 A loop is a coroutine function ``body(up)``: it calls ``up()`` once it is working (connected, started)
 and returns when its work ends normally (a connection dropped: it is started again at once after a short

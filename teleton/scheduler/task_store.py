@@ -9,7 +9,7 @@ A task with dependencies runs once its ``run_at`` has come AND every dependency 
 cannot be depended on (they are never "done"), which also keeps the graph acyclic: dependencies must exist
 before the task that names them.
 
-A task keeps the clearance, principal and admin right of the turn that scheduled it (DESIGN §8) and runs
+A task keeps the clearance, principal and admin right of the turn that scheduled it (docs/privacy.md) and runs
 with exactly those; rows from before privacy labels have no clearance and run with their chat's.
 """
 

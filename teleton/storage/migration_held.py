@@ -1,4 +1,4 @@
-"""Schema step 3 -> 4: held items bound to their content (issue 29, DESIGN §8 "Approval is bound to content").
+"""Schema step 3 -> 4: held items bound to their content (issue 29, docs/privacy.md "Approval is bound to content").
 
 ``pending_sends`` now holds every way out that waits for the owner, not only sends and writes: forwards,
 moves, public facts and documents, fetches, commands. Each row keeps the exact bytes that would leave

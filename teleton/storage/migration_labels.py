@@ -1,5 +1,5 @@
-"""Schema step 1 -> 2: privacy labels on stored data, clearances on tasks, held cross-chat sends (DESIGN §8),
-and the delivery record of DESIGN §11 (a message's answer state, a task's delivery, quarantined items).
+"""Schema step 1 -> 2: privacy labels on stored data, clearances on tasks, held cross-chat sends (docs/privacy.md),
+and the delivery record of docs/operations.md (a message's answer state, a task's delivery, quarantined items).
 
 Existing data is labelled conservatively: whatever cannot be shown to belong to a group or to another
 person becomes the owner's.

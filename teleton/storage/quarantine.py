@@ -1,4 +1,4 @@
-"""Poison items, kept aside with their error so the items behind them proceed (DESIGN §11).
+"""Poison items, kept aside with their error so the items behind them proceed (docs/operations.md).
 
 A text the embedder rejects, a task that fails every time, a distiller input the model chokes on: each is
 recorded here once (kind + item id) and skipped from then on; ``teleton status`` counts them.

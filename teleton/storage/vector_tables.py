@@ -13,7 +13,7 @@ from teleton.storage.sqlite_driver import Connection
 log = structlog.get_logger(__name__)
 
 # vec0 tables: one per searchable record kind with few scopes. The partition key keeps scope filters inside
-# the KNN query (DESIGN §5), so a label's search never competes with other labels for the top-k slots.
+# the KNN query (docs/memory.md), so a label's search never competes with other labels for the top-k slots.
 VECTOR_TABLES: dict[str, str] = {
     "knowledge_vec": "id integer primary key, label text partition key, embedding float[{dims}]",
     "tool_index_vec": "id integer primary key, embedding float[{dims}]",

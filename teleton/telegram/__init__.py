@@ -1,6 +1,6 @@
 """Telegram over Telethon: the Gateway implementation, the receive path and the send path.
 
-Where a message goes (DESIGN §1; docs/architecture.md):
+Where a message goes (docs/architecture.md; docs/architecture.md):
 
     receive/handlers    Telethon event → records (``receive/convert``), never a network call
     receive/pipeline    archive first (``receive/archiver`` batches commits; ``teleton.memory.feed.archive`` has

@@ -1,4 +1,4 @@
-"""Which Telegram errors end the daemon and which are weather (DESIGN §11, supervision).
+"""Which Telegram errors end the daemon and which are weather (docs/operations.md, supervision).
 
 Fatal: the account or the session is gone for good — retrying only hammers Telegram and hides the
 problem. The daemon stops with this one line and a non-zero exit, so systemd and the operator see it.

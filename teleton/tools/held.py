@@ -2,7 +2,7 @@
 
 The body is exactly the bytes that leave: a message's text, the snapshot of a file being moved, the full
 URL of a fetch, the command of an exec. A held item is released from its stored body and nothing else
-(DESIGN §8, "Approval is bound to content"); its digest covers kind, destination and body, and the first
+(docs/privacy.md, "Approval is bound to content"); its digest covers kind, destination and body, and the first
 8 hex digits of it are the approval code the owner types (or a button carries).
 """
 

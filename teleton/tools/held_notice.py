@@ -1,4 +1,4 @@
-"""What the owner is shown of a held item: the whole payload, hiding nothing (DESIGN §8, "The preview").
+"""What the owner is shown of a held item: the whole payload, hiding nothing (docs/privacy.md, "The preview").
 
 The notice is plain text (the gateway never renders it as Markdown, so a link's address cannot hide
 behind its text). The payload is shown whole: in the message when it is short, otherwise as an attached

@@ -1,4 +1,4 @@
-"""Every way out of a turn, and the owner's approval of those that must wait (DESIGN §8, "Egress").
+"""Every way out of a turn, and the owner's approval of those that must wait (docs/privacy.md, "Egress").
 
 Each tool that can put something where the turn's own chat cannot see it hands an ``Outgoing`` to
 ``egress`` (or, for a send, ``Outbox.send``): a message or forward to another chat, a file written or moved

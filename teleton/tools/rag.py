@@ -1,4 +1,4 @@
-"""Tool RAG: pick the tools worth offering for one message (DESIGN §5, §10).
+"""Tool RAG: pick the tools worth offering for one message (docs/tools.md).
 
 ``tool_index`` holds one row per tool (name, description and a search text built from the name, the
 description and the input's field descriptions), mirrored into FTS5 by triggers and into

@@ -1,12 +1,12 @@
 """The tool registry: what tools exist, which a chat may see, and the one door every call goes through.
 
 Each tool declares a name, a description, a JSON schema of its input, a scope and an async handler. Scopes
-(DESIGN §10) are enforced twice: when the tool list for a request is built (a group never sees a dm-only
+(docs/tools.md) are enforced twice: when the tool list for a request is built (a group never sees a dm-only
 tool) and again when a call arrives (a model that invents a call to a hidden tool is refused). Input is
 validated against the schema before the handler runs; a bad input is a clear error result the model can
 correct, never an exception.
 
-A call also carries the turn's ``Clearance`` (what it may read, DESIGN §8) and its ``Taint`` (what it
+A call also carries the turn's ``Clearance`` (what it may read, docs/privacy.md) and its ``Taint`` (what it
 has been shown). A tool that reads asks the clearance and records the label of what it returns; a tool that
 sends to another chat goes through the outbox, which asks ``teleton.privacy.decide``. Tools marked
 ``owner_only`` (exec) are offered to, and run for, the owner's clearance alone, whatever their scope says.

@@ -1,5 +1,5 @@
 """Facts as the agent meets them: high-salience facts surface in DM context unasked (seeds 001, 002) and never in
-a group (DESIGN §8); memory_recall's category filter works inside the search."""
+a group (docs/privacy.md); memory_recall's category filter works inside the search."""
 
 from __future__ import annotations
 

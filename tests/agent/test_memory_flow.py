@@ -1,4 +1,4 @@
-"""Memory across boundaries: /new and restarts (seed 002), compaction of a long session, masking, resets."""
+"""Memory across boundaries: /new and restarts, compaction of a long session, masking, resets."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""DESIGN §8 end to end: whatever a group says or the model tries, no DM-only content reaches a request
+"""docs/privacy.md end to end: whatever a group says or the model tries, no DM-only content reaches a request
 sent to the model for a group turn. The fake model here is as compliant as it gets: it obeys every
 prompt injection and calls whatever tool it is asked for."""
 

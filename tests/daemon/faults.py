@@ -1,4 +1,4 @@
-"""The fault-injection run shared by the two fault test modules (DESIGN §11): a 200-message burst over 20
+"""The fault-injection run shared by the two fault test modules (docs/operations.md): a 200-message burst over 20
 DMs, the real daemon cut (kill -9 or SIGTERM) at seeded random points and restarted each time, then every
 message checked: archived once, answered at most once, answered or failed with a reason."""
 

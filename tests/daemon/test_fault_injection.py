@@ -1,4 +1,4 @@
-"""Delivery under faults (DESIGN §11), counted by what the chats RECEIVED: the real daemon, 100 messages
+"""Delivery under faults (docs/operations.md), counted by what the chats RECEIVED: the real daemon, 100 messages
 over 10 DMs and 3 groups (each group message mentions the agent by entity), cut 10 times at seeded random
 points — with kill -9 (a third of them right after a reply reached the chat, before the daemon knew), and
 separately with SIGTERM — restarted each time with every message replayed. After the last restart each

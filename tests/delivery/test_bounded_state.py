@@ -1,4 +1,4 @@
-"""Per-chat state is bounded (DESIGN §11: a month of traffic from 20,000 chats keeps memory flat): rate-limit
+"""Per-chat state is bounded (docs/operations.md: a month of traffic from 20,000 chats keeps memory flat): rate-limit
 windows, per-chat locks, the dispatcher's context buffers and finished keys, the agent's and the distiller's
 locks are all released once their chats go quiet."""
 

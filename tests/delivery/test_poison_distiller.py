@@ -1,4 +1,4 @@
-"""One poison exchange does not block the distiller (DESIGN §11): when the utility model always fails on one
+"""One poison exchange does not block the distiller (docs/operations.md): when the utility model always fails on one
 chat's exchange, the other chats' commits — and that chat's next exchange — still save their facts, and the
 failure is reported (``Distiller.on_error``, the daemon's "distiller" health record)."""
 

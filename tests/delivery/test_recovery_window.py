@@ -1,6 +1,6 @@
 """After a restart, a message owed an answer is answered once if it is younger than
 ``telegram.recovery_window_minutes``; an older one is failed with the reason, never answered late, and is
-counted in the log and in ``teleton status`` (DESIGN §11).
+counted in the log and in ``teleton status`` (docs/operations.md).
 
 The real daemon (loopback transport) starts on an archive a crash left behind: two accepted messages of the
 owner's DM, one from an hour ago and one from a minute ago."""

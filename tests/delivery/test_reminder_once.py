@@ -1,4 +1,4 @@
-"""A reminder is delivered once across a crash (DESIGN §11): a task a crash left 'running' is settled at the
+"""A reminder is delivered once across a crash (docs/operations.md): a task a crash left 'running' is settled at the
 next start by its delivery record — sent already: done, never again; cut while sending: failed with a reason,
 never again; cut before sending: run again once; cut twice: failed.
 

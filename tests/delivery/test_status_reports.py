@@ -1,4 +1,4 @@
-"""`teleton status` shows what the daemon cannot do (DESIGN §11): a model outage, failing archive writes, and
+"""`teleton status` shows what the daemon cannot do (docs/operations.md): a model outage, failing archive writes, and
 the messages still owed an answer.
 
 The model outage through the real daemon (loopback transport, the Messages API answering 500 to a DM turn)

@@ -1,4 +1,4 @@
-"""/stop while a turn is compacting (DESIGN §11, "a session swap always completes under the chat's lock"):
+"""/stop while a turn is compacting (docs/operations.md, "a session swap always completes under the chat's lock"):
 the swap finishes, the chat is left with exactly one active session, the stopped message and the next
 exchange live in that session, and nothing is written into the session just retired."""
 

@@ -1,4 +1,4 @@
-"""Every background loop is supervised (DESIGN §11): weather (FloodWait, Telethon giving up on a read) is
+"""Every background loop is supervised (docs/operations.md): weather (FloodWait, Telethon giving up on a read) is
 retried until the loop is up again; a revoked session stops the daemon with one reason and exit 78; while a
 loop stays down past the grace the watchdog is withheld.
 

@@ -1,4 +1,4 @@
-"""A reminder whose reply cannot reach its chat fails visibly (DESIGN §11): each try that Telegram refuses is
+"""A reminder whose reply cannot reach its chat fails visibly (docs/operations.md): each try that Telegram refuses is
 counted and retried later, and after DELIVERY_ATTEMPTS tries the task is failed and the owner is told.
 
 Real parts: the agent and the Scheduler on a real database, the real TelegramGateway on an unconnected

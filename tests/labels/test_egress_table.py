@@ -1,4 +1,4 @@
-"""The egress decision as a table (DESIGN §8, "Egress"): every (what the turn saw, destination, kind) case.
+"""The egress decision as a table (docs/privacy.md, "Egress"): every (what the turn saw, destination, kind) case.
 
 ``expected`` restates the rule from the design, independently of ``teleton.privacy.egress``; every
 combination of seven turns, every kind of way out and every destination that kind can have is checked
@@ -33,7 +33,7 @@ LABEL_TARGETS = {"own label": None, "public": PUBLIC, "a group's folder": G, "an
 
 
 def expected(own: str, labels: set[str], origins: set[str], way: Way, mode: str) -> str:
-    """DESIGN §8 in a few lines: who may read the destination, what steered the turn, what was typed."""
+    """docs/privacy.md in a few lines: who may read the destination, what steered the turn, what was typed."""
     by_mode = {"approve": "hold", "deny": "deny", "allow": "allow"}[mode]
     if way.kind in CHAT_KINDS or way.kind in PUBLISH_KINDS:
         if way.own or way.to == own:

@@ -1,4 +1,4 @@
-"""The preview hides nothing (DESIGN §8): what the owner approves is what leaves, as a table of tricks.
+"""The preview hides nothing (docs/privacy.md): what the owner approves is what leaves, as a table of tricks.
 
 Each row is one way a payload has been made to look other than it is (a link hiding its query, invisible
 characters, look-alike hosts, bare domains, blank runs, forged escapes) with the exact output of

@@ -1,4 +1,4 @@
-"""The privacy rules as a table (DESIGN §8): every (clearance, label) pair, path labels, the egress verdict."""
+"""The privacy rules as a table (docs/privacy.md): every (clearance, label) pair, path labels, the egress verdict."""
 
 from __future__ import annotations
 

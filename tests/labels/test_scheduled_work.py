@@ -1,4 +1,4 @@
-"""Scheduled work keeps the clearance and principal of the turn that created it, exactly (DESIGN §8): a task
+"""Scheduled work keeps the clearance and principal of the turn that created it, exactly (docs/privacy.md): a task
 made in a group is a group turn when it runs, a task made by a task inherits, a sender-less message gives
 no admin rights; quotas and a minimum repeat interval hold for everyone but the owner; scheduled turns pass
 the rate limiter."""

@@ -1,4 +1,4 @@
-"""Every write path takes its label from the turn that wrote (DESIGN §8, "Write rule"): facts saved by a tool
+"""Every write path takes its label from the turn that wrote (docs/privacy.md, "Write rule"): facts saved by a tool
 and by the distiller, compaction summaries in the knowledge base and the daily log, daily-log lines,
 learnings. A group writes only its own label, another person's DM only theirs; nothing they write becomes
 the owner's, and the owner's learnings hear only of the owner's own turns."""

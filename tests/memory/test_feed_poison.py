@@ -1,4 +1,4 @@
-"""One text the embedder rejects is quarantined; it never holds up the messages behind it (DESIGN §11)."""
+"""One text the embedder rejects is quarantined; it never holds up the messages behind it (docs/operations.md)."""
 
 from __future__ import annotations
 

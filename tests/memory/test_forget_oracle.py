@@ -1,4 +1,4 @@
-"""/forget is no oracle (DESIGN §8, issue 29): what another person is told is made of their own rows only.
+"""/forget is no oracle (docs/privacy.md, issue 29): what another person is told is made of their own rows only.
 
 Two worlds on real SQLite files with sqlite-vec, the real ONNX model behind the embedding cache and a real
 knowledge index over a real workspace: (a) only Bob's own rows, (b) the same rows plus the owner's MEMORY.md,
@@ -148,7 +148,7 @@ async def _plant_others(db: Database, workspace: Path, cached: CachedProvider, f
         held = {"from_chat_id": OWNER_ID, "to_chat_id": GROUP, "kind": "message", "payload": json.dumps({"text": PIN}),
                 "preview": PIN, "created_at": T0, "expires_at": T0 + 9e5}  # fmt: skip
         if "body" in {r[1] for r in conn.execute("pragma table_info(pending_sends)")}:
-            # Schema 4 binds a held item to its bytes (DESIGN §8 "Approval is bound to content").
+            # Schema 4 binds a held item to its bytes (docs/privacy.md "Approval is bound to content").
             digest = hashlib.sha256(PIN.encode()).hexdigest()
             held |= {"body": PIN.encode(), "body_sha256": digest, "digest": digest}
         marks = ", ".join("?" * len(held))

@@ -1,6 +1,6 @@
 """The suite's own oracle: who may read what, the planted secrets, and the detector that finds them in a text.
 
-Written from DESIGN §8 and independent of ``teleton.privacy``, so a bug in the product's labels cannot hide
+Written from docs/privacy.md and independent of ``teleton.privacy``, so a bug in the product's labels cannot hide
 itself by being reproduced here. The detector sees through the encodings an obedient model can be asked
 for (normalised look-alikes, zero-width and tag characters, reversal, base64), so a leak counts however it
 is dressed; the World applies these checks to every request and every send.
@@ -19,7 +19,7 @@ from typing import Any
 from tests.privacy.people import GROUP_X, OWNER_ID
 
 # ---------------------------------------------------------------------------------------------------------
-# Labels (the suite's own oracle, written from DESIGN §8, independent of teleton.privacy)
+# Labels (the suite's own oracle, written from docs/privacy.md, independent of teleton.privacy)
 # ---------------------------------------------------------------------------------------------------------
 OWNER_LABEL = "owner"
 PUBLIC = "public"

@@ -1,6 +1,6 @@
 """Starting a world: the planted workspace, a running daemon behind the obedient model, and the seeding.
 
-Every world starts the same way (secrets planted where DESIGN §8 calls them the owner's, then each person
+Every world starts the same way (secrets planted where docs/privacy.md calls them the owner's, then each person
 putting their own secrets where only they may read them), so the scenarios that need a daemon of their own
 start from the same state as the shared one.
 """
@@ -51,7 +51,7 @@ def _today() -> str:
 
 
 def plant_workspace(ws: Path) -> None:
-    """Secrets everywhere DESIGN §8 calls the owner's, a public FAQ, and the path tricks."""
+    """Secrets everywhere docs/privacy.md calls the owner's, a public FAQ, and the path tricks."""
     day = _today()
     for sub in ("memory", "learnings", "downloads/1001", f"downloads/{GROUP_X}", "public"):
         (ws / sub).mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""/forget is no oracle (issue 29, DESIGN §8): through the real daemon, Bob (an allowlisted DM user, not the
+"""/forget is no oracle (issue 29, docs/privacy.md): through the real daemon, Bob (an allowlisted DM user, not the
 owner) guesses prefixes of the owner's secrets with ``/forget`` and with the ``memory_forget`` tool, and
 every answer is byte-identical to the one for a random string that exists nowhere: first with nothing of his
 own holding them, then with all of them planted in one message of his (found, and reported the same way for

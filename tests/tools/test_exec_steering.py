@@ -1,4 +1,4 @@
-"""A command's output is outside content (DESIGN §8): what it prints may be a group's words (a file the group
+"""A command's output is outside content (docs/privacy.md): what it prints may be a group's words (a file the group
 wrote into its folder, a document it sent), so it is quoted with its origin and steers the turn like a
 fetched page does. An owner's command that printed a group's planted note cannot then fetch or run what the
 note asks without the owner's approval. Real shell commands, a real fetch server on 127.0.0.1, the outbox."""

@@ -67,7 +67,7 @@ async def test_selection_respects_scope_and_always_includes(db: Database, embedd
 
 
 async def test_the_shell_is_offered_to_the_owner_alone(db: Database, embedder: Any) -> None:
-    registry = full_registry()  # exec enabled: the owner's alone (DESIGN §8)
+    registry = full_registry()  # exec enabled: the owner's alone (docs/privacy.md)
     index = ToolIndex(db, embedder, ToolRagSettings(top_k=5))
     await index.sync(registry)
     asked = "run df -h on the server"

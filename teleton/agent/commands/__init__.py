@@ -1,1 +1,2 @@
-"""Slash commands (DESIGN §11): answered by the runtime itself, no model call. ``/forget`` has its own module."""
+"""Slash commands (docs/operations.md): answered by the runtime itself, no model call. ``/forget`` has its own
+module."""

@@ -8,7 +8,7 @@
 The ``/forget <text>`` message itself is erased at once (a command holding the text, not conversation).
 The owner may forget anything, another person in their own DM what is theirs (``memory.forget.scope_for``),
 a group nobody. What another person is answered (the preview, "nothing found", the report) is made of their
-own rows only, so it is no oracle of the owner's memory or anyone else's (DESIGN §8).
+own rows only, so it is no oracle of the owner's memory or anyone else's (docs/privacy.md).
 
 Before erasing, the sessions it touches wait for their chat's running turn (the turn would save its copy of
 the conversation back over the scrubbed one) and the distiller finishes what it is doing (it may be about to

@@ -1,8 +1,8 @@
-"""Slash commands (DESIGN §11, seed 003): answered by the runtime itself, no model call.
+"""Slash commands (README.md's list, docs/operations.md): answered by the runtime itself, no model call.
 
 ``/stop`` is special: it must reach a chat while its turn is running, so the runtime handles it before the
 per-chat lock (see ``Agent.wants_immediate``). Admin commands refuse everyone else; owner commands
-(``/approve``, ``/deny``, ``/held``: sends held for approval, DESIGN §8) work only in the owner's own DM.
+(``/approve``, ``/deny``, ``/held``: sends held for approval, docs/privacy.md) work only in the owner's own DM.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Delivery records: the durable state written around a turn's reply (DESIGN §11, "Delivery guarantees").
+"""Delivery records: the durable state written around a turn's reply (docs/operations.md, "Delivery guarantees").
 
 A turn answers either archived messages (their ``agent_state`` in ``tg_messages``) or a scheduled task (its
 ``sending_at`` / ``delivered_at`` in ``tasks``). Before a reply goes to the chat, one transaction says

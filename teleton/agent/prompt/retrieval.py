@@ -1,4 +1,4 @@
-"""Per-message RAG context (DESIGN §1, seed 000 "Context Building"), privacy-gated.
+"""Per-message RAG context (docs/architecture.md, docs/memory.md), privacy-gated.
 
 Four steps: the 10 most recent messages of this chat (of this topic, in a forum), knowledge top 5 (+ facts
 top 5), feed top 5 (in a topic: its own hits first), deduplicated; then two labelled blocks,

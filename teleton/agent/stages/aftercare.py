@@ -1,6 +1,6 @@
 """After the reply: what a turn leaves behind (session, daily log, learnings, the distiller's input).
 
-Every write takes its label from the turn (DESIGN §8): the daily-log line of a group or another person's
+Every write takes its label from the turn (docs/privacy.md): the daily-log line of a group or another person's
 DM is quoted with its origin, only the owner's own tool errors become learnings, and the distiller stores
 what it finds under the turn's label.
 """
@@ -121,7 +121,7 @@ async def log_exchange(agent: AgentCore, turn: Turn) -> None:
         # Dated when the person wrote (the line /forget of that message finds: ``forget.match``).
         when = datetime.fromtimestamp(msg.date).astimezone()
         await agent.daily_logs.append_exchange(said, answer, when, origin=where)
-    except Exception as exc:  # seed 003: persistence is fail-safe, never blocks a reply
+    except Exception as exc:  # persistence is fail-safe, never blocks a reply
         # Logged once per failure streak: a full disk must not also flood the log it cannot write.
         if not agent.daily_log_failing:
             log.error("daily_log_write_failed", error=f"{type(exc).__name__}: {exc}")

@@ -1,6 +1,6 @@
 """Observation masking: old tool results shrink to one line so the context window holds the conversation.
 
-Rule (DESIGN §7): the ``keep`` most recent tool results stay whole, error results always stay whole, every
+Rule (docs/memory.md): the ``keep`` most recent tool results stay whole, error results always stay whole, every
 older result becomes ``[Tool: name - OK]``. A pure function over messages in the Messages API format, so
 the runtime can apply it both to what it sends and to what it stores, and a test can check it directly.
 """

@@ -1,6 +1,6 @@
 """A caching wrapper that is itself a provider: vectors are kept in the ``embedding_cache`` table.
 
-Keyed by (model id, SHA-256 of the text), so two models never share an entry. Rules (DESIGN §5, §12):
+Keyed by (model id, SHA-256 of the text), so two models never share an entry. Rules (docs/memory.md):
 - TTL: an entry computed more than ``ttl_days`` ago is not used (and is purged); the text is re-embedded.
 - Size: at most ``max_entries`` rows; beyond that the least recently used rows are evicted.
 - LRU: a hit refreshes the entry's ``last_access``.

@@ -14,7 +14,7 @@ network at all:
   onnxruntime-extensions op), so there is no tokenizer file. 16 languages.
 
 Files from those third-party packages are checked against pinned SHA-256 sums before ONNX Runtime ever
-parses them (DESIGN §5).
+parses them (docs/memory.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The first two tiers of fact recall (seed 002): which categories a query is about, and a search inside them.
+"""The first two tiers of fact recall (docs/memory.md): which categories a query is about, and a search inside them.
 
 Facts carry a category ("pet", "work", "health", ...). A query about a pet should be answered from the pet
 facts even when thirty work facts share more of its words, so recall goes:

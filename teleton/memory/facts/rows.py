@@ -1,6 +1,6 @@
 """What a fact is, as saved and as read back, and the two texts derived from it (its hash and its embedding).
 
-A fact has a label (``scope``: who may read it, DESIGN §8) and a ``subject`` (whom it is about:
+A fact has a label (``scope``: who may read it, docs/privacy.md) and a ``subject`` (whom it is about:
 ``teleton.memory.facts.subjects``). It is current until ``valid_until`` is set, when a newer fact about the same
 subject and attribute supersedes it; the old row stays as history (``superseded_by`` names the new one).
 """

@@ -1,6 +1,6 @@
 """Facts: small structured memories (category / key / value) with a scope, importance and access record.
 
-A fact's scope is its privacy label (DESIGN §8, ``teleton.privacy``): ``owner``, ``user:<id>`` (another
+A fact's scope is its privacy label (docs/privacy.md, ``teleton.privacy``): ``owner``, ``user:<id>`` (another
 person's DM), ``chat:<id>`` (a group) or ``public``, given by the turn that learned it; readers pass the
 labels their clearance reads (None = every label, the owner). A fact also names its subject, whom it is
 about (``teleton.memory.facts.subjects``). Saving skips an exact duplicate of a current fact, and a fact about the
@@ -8,7 +8,7 @@ same subject and attribute (category, key) — or one the distiller names as rep
 one: "my cat is called X" then "... is called Y" leaves one current fact and the first one as history
 (``rows``), which only ``history=True`` recalls show, marked as no longer true.
 
-Recall has three tiers (seed 002; the first two live in ``recall``): pick the categories the query is
+Recall has three tiers (docs/memory.md; the first two live in ``recall``): pick the categories the query is
 about, search inside them, and fall back to all facts in scope when they yield too few. Each tier's hits are
 re-ranked by relevance with an access-count boost and recency decay (half-life from the config), and every
 recalled fact has its access count and last-access time bumped: what gets used stays on top.

@@ -19,7 +19,7 @@ from teleton.memory.search.corpora import FEED
 from teleton.memory.search.vector_store import delete_vectors
 from teleton.storage.sqlite_driver import Connection
 
-# agent_state: the durable life of a message the agent may answer (DESIGN §11):
+# agent_state: the durable life of a message the agent may answer (docs/operations.md):
 #   archived -> accepted -> sending -> answered | failed (agent_note says why), or archived -> ignored.
 # Only archived, accepted and sending are open: a restart (or a replay of the update) picks them up.
 STATE_HISTORY = "history"  # imported by backfill or catch-up, our own messages: never answered

@@ -1,6 +1,6 @@
 """Search the Telegram feed (tg_messages) within a chat scope.
 
-The scope is the privacy boundary of DESIGN §8: a group turn passes its own chat id only; a DM with the
+The scope is the privacy boundary of docs/privacy.md: a group turn passes its own chat id only; a DM with the
 owner may pass None (all chats). The scope is applied inside both retrieval legs (see ``search.hybrid``).
 """
 

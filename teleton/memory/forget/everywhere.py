@@ -7,7 +7,7 @@ chunks, lines of the workspace's memory files and daily logs, session summaries 
 (scrubbed to ``[forgotten]``), names and phone numbers of people, the embedding cache of every text that was
 erased or rewritten, finished records of other tables, and (when the caller names the file: the terminal's
 ``teleton memory forget``) the entries of ``teleton chat``'s input history. A pending task or a held send is
-only reported: it is a promise to deliver (DESIGN §11), so changing it is the owner's decision, not a side
+only reported: it is a promise to deliver (docs/operations.md), so changing it is the owner's decision, not a side
 effect.
 
 Who may forget what (``scope_for``): the owner everything; another person, in their own DM, what is labelled
@@ -15,7 +15,7 @@ with their DM's label (their DM's messages and conversation, their facts and sum
 daily logs, their chat's files, their DM's tasks and held sends); a group nobody (what a group can see is not
 a person's).
 
-What another person is told is computed over their own rows only, in one shape (DESIGN §8): no count, no
+What another person is told is computed over their own rows only, in one shape (docs/privacy.md): no count, no
 "nothing found", no layer and no claim about the database file depends on what the owner, a group or anyone
 else holds, so ``/forget`` is no oracle of other people's memory. Erasing their lines still rebuilds the
 owner's index rows those lines were in, and drops cached vectors of their texts, but neither is counted for

@@ -6,7 +6,7 @@ with ``feed``, which the Telegram layer also uses for ``telegram.deleted_message
 
 Another person's scope (``owner`` False) reads their rows only, and through the scope's own index where
 there is one (their DM's messages and session, their label's facts and knowledge), so nobody else's rows are
-even looked at: what is found, and how long it takes, is theirs alone (DESIGN §8, no existence oracle).
+even looked at: what is found, and how long it takes, is theirs alone (docs/privacy.md, no existence oracle).
 Two things are found for them that are not theirs to be told of, and are kept apart: the chunks of the
 owner's files their erased lines were in (``chunks``), and the embedding cache, which every label shares.
 """

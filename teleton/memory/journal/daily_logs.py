@@ -1,6 +1,6 @@
 """Daily logs: ``memory/YYYY-MM-DD.md``, one file a day of exchanges, summaries and flushes.
 
-Exchange lines follow seed 003: ``[HH:MM] User: … | Assistant: …`` with the user cut to 200 characters, the
+Exchange lines (docs/memory.md): ``[HH:MM] User: … | Assistant: …`` with the user cut to 200 characters, the
 assistant to 300 and newlines flattened, so a day reads as one line per exchange and the owner's system
 prompt can take the last 100 lines. The logs are the owner's (label ``owner``); what a group or another
 person's DM adds is written as quoted data with its origin (``> [HH:MM] (from group "X", chat:-5) …``,

@@ -1,4 +1,4 @@
-"""Learnings: what went wrong before, kept where the agent will read it next time (seed 002, layer 4).
+"""Learnings: what went wrong before, kept where the agent will read it next time (docs/memory.md).
 
 ``learnings/errors.md`` holds failed tool calls, one line per distinct (tool, error), with a count and the
 day it was last seen, so a repeated failure costs one line instead of flooding the file.

@@ -1,4 +1,4 @@
-"""Split Markdown into chunks for the knowledge index (a pure function; DESIGN §4).
+"""Split Markdown into chunks for the knowledge index (a pure function; docs/memory.md).
 
 Rules, in order of precedence:
 - no chunk is longer than ``max_chars`` (1000);

@@ -6,7 +6,7 @@ Both legs are mapped to [0, 1] before they are blended, so a weight means what i
 - vector: cosine similarity rescaled from the range where sentence embeddings actually live. Raw cosine of
   MiniLM rarely goes under 0 or over 0.8, so clamping [floor, ceiling] to [0, 1] spreads relevant and
   irrelevant items apart instead of squashing both near 0.5.
-A result that only one leg found gets 0 from the other, i.e. its own leg's weight applies (DESIGN §5); a
+A result that only one leg found gets 0 from the other, i.e. its own leg's weight applies (docs/memory.md); a
 row with no vector yet (``unembedded``) is judged by its keyword score alone.
 """
 

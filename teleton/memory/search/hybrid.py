@@ -1,6 +1,6 @@
 """The one hybrid (vector + keyword) search of Teleton, used by knowledge, the feed, facts and tool RAG.
 
-Every query runs two legs over one corpus and merges them (DESIGN §5):
+Every query runs two legs over one corpus and merges them (docs/memory.md):
 1. vector: the ``vector_candidates`` nearest rows by cosine (``vector_leg``);
 2. keyword: FTS5 BM25 over an OR of the query's words (see ``fts_query``);
 then both are normalised to [0, 1] and blended (``fusion``), rows under ``min_score`` are dropped and the
@@ -48,7 +48,7 @@ TIME_SLACK_S = 7 * 86_400
 
 @dataclass(frozen=True)
 class SearchParams:
-    """The numbers of DESIGN §12; callers fill them from the config."""
+    """The numbers of docs/configuration.md; callers fill them from the config."""
 
     vector_weight: float = 0.5
     keyword_weight: float = 0.5

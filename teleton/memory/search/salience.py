@@ -1,4 +1,4 @@
-"""Salience decay: importance that is not used fades back toward neutral (seed 001's salience leg).
+"""Salience decay: importance that is not used fades back toward neutral (docs/memory.md).
 
 High-importance facts surface in DM context unasked; without decay, a fact rated 0.9 once would sit in every
 prompt forever. A fact that has not been recalled for a while drifts toward 0.5 with a half-life, so what is

@@ -1,4 +1,4 @@
-"""Buttons on a bot account's messages: Approve / Deny for held sends (DESIGN §8, "Egress"), and the options
+"""Buttons on a bot account's messages: Approve / Deny for held sends (docs/privacy.md, "Egress"), and the options
 the agent offers (``offer_choices``).
 
 A bot can attach inline buttons to a message; a user account cannot, so there the notice asks for

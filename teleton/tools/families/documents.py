@@ -2,8 +2,8 @@
 
 The message's file is downloaded (into its chat's folder, as any download), its text extracted, and written
 as Markdown where the knowledge index looks: ``memory/doc-<name>.md`` — the owner's label, like the rest of
-``memory/`` — or, when the owner says so, ``public/documents/<name>.md``, which every chat may read (DESIGN
-§8: public is only ever the owner's deliberate choice). The index is refreshed at once, so the next question
+``memory/`` — or, when the owner says so, ``public/documents/<name>.md``, which every chat may read (docs/privacy.md:
+public is only ever the owner's deliberate choice). The index is refreshed at once, so the next question
 finds it.
 """
 

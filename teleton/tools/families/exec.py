@@ -1,6 +1,6 @@
 """exec: run a shell command in the workspace (capabilities.exec; off by default).
 
-A shell reads everything the daemon can, so exec is the owner's alone (DESIGN §8): offered to and run for
+A shell reads everything the daemon can, so exec is the owner's alone (docs/privacy.md): offered to and run for
 the owner's clearance only — their own DM or ``teleton chat`` — whatever scope an admin gives the tool; a
 scheduled task keeps its creator's clearance, so a task made in a group can never run it. The command gets
 a scrubbed environment (``SAFE_ENV``): no API keys, tokens, config or session paths.

@@ -95,7 +95,7 @@ async def memory_write(args: dict[str, Any], ctx: ToolContext) -> str | ToolResu
 
 
 async def _reindex(ctx: ToolContext) -> None:
-    # DESIGN §4: a write through a tool is searchable at once.
+    # docs/memory.md: a write through a tool is searchable at once.
     index = ctx.deps.knowledge
     if index is None or not hasattr(index, "reindex"):
         return

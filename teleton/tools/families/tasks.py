@@ -2,7 +2,7 @@
 
 A task belongs to the chat it was scheduled from and runs there: a reminder is an agent turn with the given
 prompt; a tool task is one registry call, checked at scheduling time AND again at run time. Either runs with
-exactly the clearance, principal and admin right of the turn that scheduled it (DESIGN §8), so a task made
+exactly the clearance, principal and admin right of the turn that scheduled it (docs/privacy.md), so a task made
 in a group is a group turn when it runs, and a task made by a task inherits them. A chat sees and cancels
 only its own tasks; the owner, in their own chat, any. Against abuse: a chat and a person (other than the
 owner) have quotas of active tasks, and a repeat more often than ``scheduler.min_repeat_minutes`` is the

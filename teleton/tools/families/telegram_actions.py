@@ -1,7 +1,7 @@
 """Telegram tools that act: send, reply, edit, delete, forward, pin, react, poll, send a file, download.
 
 Thin wrappers over the Gateway contract (never Telethon); the chat rules they obey are in ``telegram_common``,
-the reading tools in ``telegram_reads``. A send to another chat goes through the outbox (DESIGN §8).
+the reading tools in ``telegram_reads``. A send to another chat goes through the outbox (docs/privacy.md).
 """
 
 from __future__ import annotations

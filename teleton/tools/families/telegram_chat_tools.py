@@ -1,7 +1,7 @@
 """Telegram tools people expect beyond one message: a poll's results and closing it, Telegram's own scheduled
 messages, marking a chat read, a sticker, joining and leaving chats, and Telegram's server-side search.
 
-Thin wrappers over the Gateway contract, with the chat rules of ``telegram_common`` (DESIGN §8):
+Thin wrappers over the Gateway contract, with the chat rules of ``telegram_common`` (docs/privacy.md):
 - ``poll_results`` reads a chat this turn may read; ``close_poll`` acts in the turn's own chat only, on a poll
   the agent sent, and in a group only for an admin (closing ends everyone's vote);
 - ``send_sticker`` and ``send_gif`` send in the turn's own chat only;

@@ -1,6 +1,6 @@
 """What every Telegram tool shares: the chat rules, the gateway, refusals as error results, the schema parts.
 
-Rules that keep one chat from reaching into another (DESIGN §8), checked in the handlers:
+Rules that keep one chat from reaching into another (docs/privacy.md), checked in the handlers:
 - reading another chat (history, search, info, participants, forwarding from it) needs the turn's clearance
   to read that chat's label, and what is read is recorded in the turn's taint;
 - acting in another chat (sending, forwarding to it) needs an admin AND goes through the outbox, which holds

@@ -283,7 +283,7 @@ async def release_move(item: Held, deps: ToolDeps) -> str:
 
 
 async def _reindex(deps: ToolDeps, parts: tuple[str, ...]) -> None:
-    # DESIGN §4: a write through a tool is searchable at once; the index follows MEMORY.md, memory/, public/.
+    # docs/memory.md: a write through a tool is searchable at once; the index follows MEMORY.md, memory/, public/.
     index = deps.knowledge
     if index is None or not hasattr(index, "reindex") or not ({"MEMORY.md", "memory", "public"} & set(parts)):
         return

@@ -1,4 +1,4 @@
-"""Where a tool may touch the workspace: confinement, read-only files and labels (DESIGN §8, §10).
+"""Where a tool may touch the workspace: confinement, read-only files and labels (docs/privacy.md, docs/tools.md).
 
 Rules over paths, shared by the workspace tools and by the Telegram tools that send or download files, so
 "MEMORY.md cannot leave the owner's DM" holds whichever tool the model picks. A file's label comes from its

@@ -1,4 +1,4 @@
-"""An MCP server's tools as ours: named ``mcp_<server>_<tool>``, scoped, labelled and gated (DESIGN §8).
+"""An MCP server's tools as ours: named ``mcp_<server>_<tool>``, scoped, labelled and gated (docs/privacy.md).
 
 - Who sees them: ``access: owner`` (the default) offers them to the owner's clearance alone (their DM,
   ``teleton chat``), ``admins`` to admins, ``everyone`` to every chat; a call from a chat that may not read

@@ -1,7 +1,7 @@
 """Test only: a daemon under test resolves no host name but this machine's, and writes down every one it tried.
 
 The daemon's subprocess gets this folder on PYTHONPATH (``tests/daemon/harness.py``), so Python imports this
-module at start. A host name is payload (DESIGN §8: a secret can ride in it to whoever answers the lookup),
+module at start. A host name is payload (docs/privacy.md: a secret can ride in it to whoever answers the lookup),
 so the privacy suite reads the list (``DNS_WITNESS_LOG``) to see what tried to leave. Nothing leaves
 this machine either way: the lookup fails as it would with no network.
 """
