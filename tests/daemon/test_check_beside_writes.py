@@ -14,6 +14,7 @@ from teleton.memory.feed import archive as fa
 from teleton.storage import Database
 from teleton.storage.database import connect
 from teleton.storage.sqlite_driver import pick_driver
+from tests.waiting import until
 
 WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda".split()
 
@@ -41,7 +42,10 @@ async def test_a_sound_database_written_meanwhile_is_never_called_damaged(tmp_pa
     writer = threading.Thread(target=write)
     writer.start()
     try:
-        checks = [await quick_check(db) for _ in range(30)]
+        checks = []
+        for i in range(30):  # each check beside writes committed since the last one (a count, not a time)
+            await until(lambda i=i: committed[0] > i + 1)
+            checks.append(await quick_check(db))
     finally:
         done.set()
         writer.join()
