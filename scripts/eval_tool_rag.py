@@ -114,9 +114,15 @@ class Report:
 
 
 async def evaluate(
-    cases: list[tuple[str, str]], top_k: int = 25, embedder: Any = None, model: str | None = None
+    cases: list[tuple[str, str]],
+    top_k: int = 25,
+    embedder: Any = None,
+    model: str | None = None,
+    session_tools: str = "picked",
 ) -> Report:
-    """Run ``cases``; ``embedder`` defaults to the local ``model`` (tests pass the one they already loaded)."""
+    """Run ``cases``; ``embedder`` defaults to the local ``model`` (tests pass the one they already loaded).
+    ``session_tools``: "picked" measures the ranking (a new session's pick); "all" (the default setting)
+    offers every one of our tools, so the right one always is."""
     from teleton.config.schema import Config
     from teleton.gateway.contract import ChatInfo
     from teleton.memory.embeddings.local import LocalEmbedder
@@ -136,7 +142,7 @@ async def evaluate(
     with tempfile.TemporaryDirectory() as tmp:
         db = await Database.open(Path(tmp) / "eval.db", embedding=(embedder.model_id, embedder.dims))
         try:
-            index = ToolIndex(db, embedder, ToolRagSettings(top_k=top_k))
+            index = ToolIndex(db, embedder, ToolRagSettings(top_k=top_k, session_tools=session_tools))
             await index.sync(registry)
             # One query vector per message, embedded as the agent embeds a question.
             vectors = await query_embedding(embedder)([text for text, _ in cases])
@@ -170,9 +176,14 @@ def main() -> int:
         for k in (1, 3, 5, 10):
             smaller = asyncio.run(evaluate(cases, k, model=args.model))
             print(f"  top {k:>2} + always-include: {smaller.hits}/{smaller.total} = {smaller.share:.1%}")
+    everything = asyncio.run(evaluate(cases, args.top_k, model=args.model, session_tools="all"))
+    print(
+        f"session_tools all (the default): right tool offered for {everything.hits}/{everything.total} requests "
+        f"= {everything.share:.1%} ({everything.offered} tools offered)"
+    )
     report = asyncio.run(evaluate(cases, args.top_k, model=args.model))
     print(
-        f"tool RAG: right tool offered for {report.hits}/{report.total} requests = {report.share:.1%} "
+        f"session_tools picked: right tool offered for {report.hits}/{report.total} requests = {report.share:.1%} "
         f"(top {args.top_k} + always-include; at most {report.offered} tools offered; floor {FLOOR:.0%})"
     )
     for text, expected, rank in report.misses:

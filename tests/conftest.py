@@ -20,7 +20,7 @@ from teleton.process import redaction
 from teleton.process.logging import configure_logging
 from teleton.providers import extras
 from teleton.storage import Database
-from tests.fakes.anthropic_server import FakeAnthropic, last_user_text, text
+from tests.fakes.anthropic_server import FakeAnthropic, text, user_said
 from tests.fakes.hf_hub import hub  # noqa: F401  (a fixture for every test: a fake Hugging Face)
 from tests.fakes.openai_server import FakeOpenAI
 
@@ -128,7 +128,7 @@ def fake_openai() -> Iterator[FakeOpenAI]:
 def pong_api() -> Iterator[FakeAnthropic]:
     """The scripted Messages API answering every message with "pong: " and the message's last 40 characters."""
     with FakeAnthropic() as server:
-        server.responder = lambda body: text(f"pong: {last_user_text(body)[-40:]}")
+        server.responder = lambda body: text(f"pong: {user_said(body)[-40:]}")
         yield server
 
 

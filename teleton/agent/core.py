@@ -75,7 +75,7 @@ class AgentCore:
         self.locks = KeyedLocks()  # one turn at a time per conversation (a chat, or a forum topic)
         self.running: dict[Thread, asyncio.Task[None]] = {}  # its turn now (for /stop)
         self.flushed: set[str] = set()  # sessions already told to flush (once per session)
-        # session id -> tools offered so far (sticky tool RAG), for the most recently active sessions
+        # session id -> the session's tool list, which only grows, for the most recently active sessions
         self.offered = StickyPicks()
         self.turns = 0
         self.daily_log_failing = False

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -37,8 +37,11 @@ from teleton.tools.registry import ToolRegistry
 
 # Tools that speak in the chat themselves; when the model used one, its final text is not sent again.
 
-# (query, query vector, chat, is_admin, is_owner) -> names of the tools to offer, or None for all allowed ones.
-ToolSelector = Callable[[str, np.ndarray | None, ChatInfo, bool, bool], Awaitable[Sequence[str] | None]]
+# (query, query vector, chat, is_admin, is_owner, the session's tools so far) -> names of the tools to offer
+# (added to the session's: ``rag.StickyPicks``), or None for all allowed ones.
+ToolSelector = Callable[
+    [str, np.ndarray | None, ChatInfo, bool, bool, Collection[str]], Awaitable[Sequence[str] | None]
+]
 # (chat id, principal id) -> None when a scheduled turn may run now, else which rate limit it hit.
 RateCheck = Callable[[int, int | None], str | None]
 # (kind, error) -> the daemon's health record (``Supervisor.report``).
@@ -61,6 +64,8 @@ class AgentSettings:
     thresholds: Thresholds = field(default_factory=Thresholds)
     context: ContextSettings = field(default_factory=ContextSettings)
     masking_keep: int = default(MemoryConfig, "masking_keep")
+    masking_step: int = default(MemoryConfig, "masking_step")
+    cache_ttl: str = default(AgentConfig, "cache_ttl")  # how long the provider keeps the prompt cache
     daily_log_lines: int = default(MemoryConfig, "daily_log_lines")
     # tokens of memory one prompt may hold (None: no limit)
     memory_budget: int | None = default(MemoryConfig, "prompt_budget_tokens")
@@ -92,6 +97,8 @@ class AgentSettings:
                 params=configured_params(config),
             ),
             masking_keep=m.masking_keep,
+            masking_step=m.masking_step,
+            cache_ttl=a.cache_ttl,
             daily_log_lines=m.daily_log_lines,
             memory_budget=m.prompt_budget_tokens,
             memory_stable_share=m.prompt_stable_share,

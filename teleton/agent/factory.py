@@ -8,6 +8,7 @@ await stack.close()                         # SIGTERM: finish or cancel turns, c
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -192,9 +193,9 @@ async def _tool_rag(
         await index.sync(registry)
 
     async def select(
-        query: str, vector: np.ndarray | None, chat: ChatInfo, is_admin: bool, is_owner: bool
+        query: str, vector: np.ndarray | None, chat: ChatInfo, is_admin: bool, is_owner: bool, offered: Collection[str]
     ) -> list[str]:
-        return await index.select(registry, chat, is_admin, query, vector, is_owner=is_owner)
+        return await index.select(registry, chat, is_admin, query, vector, is_owner=is_owner, offered=offered)
 
     # Without tool RAG the selector still offers an outside server's tools only up to mcp.max_offered.
     return (index if config.tool_rag.enabled else None), select

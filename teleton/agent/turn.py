@@ -35,7 +35,7 @@ class Turn:
     system: list[dict[str, Any]] = field(default_factory=list)
     tools: list[dict[str, Any]] = field(default_factory=list)
     stored_user: Message | None = None  # the user message as kept in the session (no RAG blocks)
-    sent_user: Message | None = None  # the same with this turn's RAG blocks, as sent to the model
+    sent_user: Message | None = None  # the same with this turn's note and RAG blocks, as sent to the model
     images: list[dict[str, Any]] = field(default_factory=list)  # image blocks of this turn's request only
     spoken: bool = False  # the message was a voice or video note (media.voice_replies: when_spoken_to)
     memory: MemoryUsage | None = None  # tokens of memory the prompt holds, per kind (``prompt.budget``)

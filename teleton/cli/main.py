@@ -7,7 +7,7 @@ import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -141,17 +141,38 @@ def status(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout (the same exit code).")] = False,
 ) -> None:
     """Is the daemon running? Uptime, queue depth, archive size and the last error (works from any shell);
-    exit code 1 when it is not running or not answering."""
+    exit code 1 when it is not running or not answering. --json adds today's model use from the database."""
     config = cli_config(ctx)
     data_dir = config.storage.data_dir
     found, free = read_status(data_dir / "status.json"), free_space(data_dir)
     running, text = describe(found, free_bytes=free)
     if as_json:
-        typer.echo(json.dumps(summary(found, free_bytes=free), indent=2))
+        shown = summary(found, free_bytes=free) | asyncio.run(_usage_today(config.storage.database_file))
+        typer.echo(json.dumps(shown, indent=2))
     else:
         console.print(text, highlight=False)
     if not running:
         raise typer.Exit(1)
+
+
+async def _usage_today(database: Path) -> dict[str, Any]:
+    """``today``: the day's turns, tokens, prompt-cache hit rate and spend of every chat, from the usage ledger
+    (the daemon's status record carries none), read-only beside a running daemon; else null and why."""
+    # Deferred: the store loads for --json only, so `teleton status` stays quick.
+    from teleton.storage import usage
+    from teleton.storage.database import Database, ReadOnlyMismatch
+    from teleton.storage.failures import StorageError
+
+    try:
+        db = await Database.open(database, readonly=True, vectors=False, readers=1)
+    except (StorageError, ReadOnlyMismatch, FileNotFoundError) as exc:
+        return {"today": None, "today_unavailable": str(exc)}
+    day = usage.today()
+    try:
+        spent = await db.read(lambda conn: usage.spent(conn, day, day))
+    finally:
+        await db.close()
+    return {"today": {"day": day, **spent.as_dict()}}
 
 
 @app.command()

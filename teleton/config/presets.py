@@ -31,6 +31,9 @@ class Preset:
     vision: bool = False
     caching: bool = False
     max_tokens_field: str = "max_tokens"
+    # Ask the server to keep the KV cache of the prompt for the next request (llama.cpp's ``cache_prompt``;
+    # a request that extends the last one's prefix then computes only what is new).
+    cache_prompt: bool = False
 
     @property
     def local(self) -> bool:
@@ -69,7 +72,7 @@ PRESETS: dict[str, Preset] = {
         Preset("ollama", "openai", "http://127.0.0.1:11434/v1", None, LOCAL_WINDOW),
         Preset("vllm", "openai", "http://127.0.0.1:8000/v1", None, LOCAL_WINDOW),
         Preset("lmstudio", "openai", "http://127.0.0.1:1234/v1", None, LOCAL_WINDOW),
-        Preset("llamacpp", "openai", "http://127.0.0.1:8080/v1", None, LOCAL_WINDOW),
+        Preset("llamacpp", "openai", "http://127.0.0.1:8080/v1", None, LOCAL_WINDOW, cache_prompt=True),
         Preset("openai_compatible", "openai", None, None, LOCAL_WINDOW),
     )
 }

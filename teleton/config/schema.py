@@ -47,6 +47,8 @@ class PriceConfig(Section):
     input: float = Field(ge=0)
     output: float = Field(ge=0)
     cache_read: float = Field(default=0.0, ge=0)
+    # A prompt-cache write; None: the provider's rule (Anthropic: 1.25x input for 5m, 2x for 1h; others: input).
+    cache_write: float | None = Field(default=None, ge=0)
 
 
 class AgentConfig(Section):
@@ -78,6 +80,8 @@ class AgentConfig(Section):
     retry_max_delay_s: float = Field(default=60.0, gt=0)
     # A user whose answer takes longer gets one short notice first (0: never); scheduled turns never do.
     slow_notice_s: float = Field(default=20.0, ge=0)
+    # How long the provider keeps the prompt cache (Anthropic's two: 5 minutes, or 1 hour at twice the write price).
+    cache_ttl: Literal["5m", "1h"] = "5m"
 
     @model_validator(mode="before")
     @classmethod
@@ -244,6 +248,9 @@ class MemoryConfig(Section):
     context_knowledge: int = Field(default=5, ge=0)
     context_feed: int = Field(default=5, ge=0)
     masking_keep: int = Field(default=10, ge=0)
+    # Old results are masked in steps: down to masking_keep once masking_keep + masking_step are held, so
+    # between steps every request extends the last one's prefix and the prompt cache serves it.
+    masking_step: int = Field(default=10, ge=1)
     soft_threshold: float = Field(default=0.5, gt=0.0, lt=1.0)
     hard_threshold: float = Field(default=0.75, gt=0.0, le=1.0)
     hard_max_messages: int = Field(default=200, ge=10)
@@ -265,6 +272,10 @@ class MemoryConfig(Section):
 
 class ToolRagConfig(Section):
     enabled: bool = True
+    # Which of our own tools a session is offered: "all" it may use (the list never changes within a session,
+    # so the prompt cache serves it), or "picked": the union of tool RAG's picks for its messages (fewer tokens,
+    # but each new pick changes the list and the cache misses everything after it). docs/tools.md
+    session_tools: Literal["all", "picked"] = "all"
     top_k: int = Field(default=25, ge=1)
     vector_weight: float = Field(default=0.6, ge=0.0, le=1.0)
     keyword_weight: float = Field(default=0.4, ge=0.0, le=1.0)

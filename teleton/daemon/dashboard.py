@@ -1,6 +1,7 @@
 """The dashboard's view of the daemon and its start (``web.enabled``; issue 35): what the Status page shows
-— `teleton status --json`'s record, its one-paragraph line, the process's RSS and the database's size — and
-the server in the daemon's loop. ``teleton dashboard`` uses the same view from the status file."""
+— `teleton status --json`'s record, its one-paragraph line, the process's RSS, the database's size, and the
+usage ledger's spend and prompt-cache hit rate — and the server in the daemon's loop. ``teleton dashboard``
+uses the same view from the status file and the store it opened read-only."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import asyncio
 import secrets
 import time
 from collections.abc import Callable
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,21 +48,35 @@ def status_view(status: DaemonStatus | None, database: Path) -> dict[str, Any]:
 
 
 async def model_view(stack: AgentStack) -> dict[str, Any]:
-    """The model's side of the Status page: spend today and this month (the usage ledger), and the failover."""
-    now = datetime.now().astimezone()
-    today, month = now.strftime("%Y-%m-%d"), now.strftime("%Y-%m-01")
-    db = stack.agent.deps.db
-    day, this_month = await db.read(lambda conn: (usage.spent(conn, today, today), usage.spent(conn, month, today)))
+    """The model's side of the Status page: the usage ledger's figures, and the failover."""
+    return {**await usage_view(stack.agent.deps.db), "failover": stack.llm.failover.status() or ""}
+
+
+async def usage_view(db: Database) -> dict[str, Any]:
+    """Spend today and this month and today's prompt-cache hit rate, from the usage ledger: the daemon's own
+    store, or the one `teleton dashboard` opened read-only (the page says which)."""
+    today = usage.today()
+    day, this_month = await db.read(lambda conn: (usage.spent_today(conn), usage.spent(conn, today[:8] + "01", today)))
     return {
         "spend_today": _spend(day),
         "spend_month": _spend(this_month),
-        "failover": stack.llm.failover.status() or "",
+        "cache_today": _cache(day),
+        "today": day.as_dict(),
     }
 
 
 def _spend(spent: usage.Spent) -> str:
     text = f"${spent.cost_usd:,.2f} · {spent.turns} turn{'' if spent.turns == 1 else 's'}"
     return text + (f" · {spent.unpriced_turns} unpriced" if spent.unpriced_turns else "")
+
+
+def _cache(spent: usage.Spent) -> str:
+    if not spent.all_input:
+        return "no request yet"
+    return (
+        f"{100 * spent.hit_rate:.0f}% read from the cache · {spent.all_input:,} input tokens, "
+        f"{spent.cache_write_tokens:,} written"
+    )
 
 
 def rss_bytes(pid: int) -> int | None:
@@ -129,6 +143,8 @@ async def start_dashboard(
         shown = await asyncio.to_thread(status_view, status(), database)
         if stack is not None:
             shown.update(await model_view(stack))
+        elif db is not None:  # no daemon here: the ledger as the store holds it
+            shown.update(await usage_view(db))
         return shown
 
     sock = listen(web.host, web.port)

@@ -37,7 +37,7 @@ def client_for(
         fallbacks=fallbacks,
         utility=utility,
         failover_retry_s=agent.failover_retry_s,
-        price=price_for(agent.provider, agent.model, agent.price_per_mtok),
+        price=price_for(agent.provider, agent.model, agent.price_per_mtok, agent.cache_ttl),
         **extra,
     )
 
@@ -63,5 +63,9 @@ def provider_for(ep: Endpoint) -> Provider | None:
     from teleton.llm.openai_provider import OpenAIProvider
 
     return OpenAIProvider(
-        api_key=ep.api_key, base_url=ep.base_url, vision=ep.preset.vision, max_tokens_field=ep.preset.max_tokens_field
+        api_key=ep.api_key,
+        base_url=ep.base_url,
+        vision=ep.preset.vision,
+        max_tokens_field=ep.preset.max_tokens_field,
+        cache_prompt=ep.preset.cache_prompt,
     )

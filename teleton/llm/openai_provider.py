@@ -62,12 +62,14 @@ class OpenAIProvider:
         base_url: str | None,
         vision: bool = True,
         max_tokens_field: str = "max_tokens",
+        cache_prompt: bool = False,
         sdk: openai.AsyncOpenAI | None = None,
     ) -> None:
         self._sdk = sdk or openai.AsyncOpenAI(api_key=api_key or NO_KEY, base_url=base_url, max_retries=0)
         self.vision = vision
         # OpenAI's own newer models refuse ``max_tokens``; most compatible servers know only that name.
         self.max_tokens_field = max_tokens_field
+        self.cache_prompt = cache_prompt  # llama.cpp: keep the prompt's KV cache for the next request
         self.streams = True  # False once the server showed it cannot stream (then every request is whole)
         self.stream_usage = True  # ask for the usage chunk; False once the server refused ``stream_options``
 
@@ -76,6 +78,8 @@ class OpenAIProvider:
 
     async def send(self, request: Request, progress: Progress | None = None) -> LLMResponse:
         out = _outgoing(request, self.vision, self.max_tokens_field)
+        if self.cache_prompt:
+            out.body["cache_prompt"] = True
         if progress is not None and self.streams:
             try:
                 return await self._streamed(out, request, progress)

@@ -3,32 +3,43 @@
 Prices are the providers' published list prices (late 2025) in US dollars. A local server costs nothing; a
 model not listed here has no price, and no spend is shown for it rather than a guess. A config's
 ``agent.price_per_mtok`` wins over the table (a negotiated rate, a new model, a router's mark-up).
-Prompt-cache writes are counted at the input price (Anthropic charges 1.25x: the figure errs slightly low).
+A prompt-cache write is priced by the provider's rule (``cache_write_price``): Anthropic bills it at 1.25x
+the input price for a 5-minute entry and 2x for a 1-hour one (``agent.cache_ttl``); OpenAI and the others
+bill no write (they report none), so their writes, if any, cost the input price.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
+
+# Anthropic's cache-write price as a multiple of the input price, by the cache entry's lifetime.
+ANTHROPIC_WRITE_FACTOR = {"5m": 1.25, "1h": 2.0}
 
 
 @dataclass(frozen=True)
 class Price:
-    """US dollars per 1M tokens."""
+    """US dollars per 1M tokens. ``cache_write`` None: at the input price (``price_for`` always sets it)."""
 
     input: float
     output: float
     cache_read: float
+    cache_write: float | None = None
 
-    def cost(self, input_tokens: int, output_tokens: int, cache_read_tokens: int) -> float:
-        """Dollars for these token counts (input here includes cache writes, as sessions count them)."""
+    def cost(self, input_tokens: int, output_tokens: int, cache_read_tokens: int, cache_write_tokens: int = 0) -> float:
+        """Dollars for these token counts, in the API's terms: ``input_tokens`` are neither read from nor
+        written to the cache."""
+        write = self.input if self.cache_write is None else self.cache_write
         return (
-            input_tokens * self.input + output_tokens * self.output + cache_read_tokens * self.cache_read
+            input_tokens * self.input
+            + output_tokens * self.output
+            + cache_read_tokens * self.cache_read
+            + cache_write_tokens * write
         ) / 1_000_000
 
 
-FREE = Price(0.0, 0.0, 0.0)
+FREE = Price(0.0, 0.0, 0.0, 0.0)
 # Servers on the user's own machine. Not openai_compatible: it needs no key by default, yet may be a paid API.
 LOCAL = frozenset({"ollama", "vllm", "lmstudio", "llamacpp"})
 
@@ -57,16 +68,29 @@ TABLE: tuple[tuple[str, str, Price], ...] = (
 )
 
 
-def price_for(provider: str, model: str, override: Any = None) -> Price | None:
-    """The price of ``model`` on ``provider``: the config's override, free for a local server, else the table."""
+def price_for(provider: str, model: str, override: Any = None, cache_ttl: str = "5m") -> Price | None:
+    """The price of ``model`` on ``provider``: the config's override, free for a local server, else the table;
+    its cache write by the provider's rule for ``cache_ttl`` (``agent.cache_ttl``)."""
     if override is not None:
-        return Price(float(override.input), float(override.output), float(override.cache_read))
-    if provider in LOCAL:
+        price = Price(float(override.input), float(override.output), float(override.cache_read))
+    elif provider in LOCAL:
         return FREE
-    for name, pattern, price in TABLE:
-        if name == provider and re.search(pattern, model):
-            return price
-    return None
+    else:
+        listed = next((p for name, pattern, p in TABLE if name == provider and re.search(pattern, model)), None)
+        if listed is None:
+            return None
+        price = listed
+    return replace(price, cache_write=cache_write_price(provider, price.input, cache_ttl, override))
+
+
+def cache_write_price(provider: str, input_price: float, cache_ttl: str, override: Any = None) -> float:
+    """What a prompt-cache write costs per 1M tokens: the override's ``cache_write`` where set, else the
+    provider's rule (Anthropic: a multiple of the input price by the entry's lifetime; the others: input)."""
+    if override is not None and getattr(override, "cache_write", None) is not None:
+        return float(override.cache_write)
+    if provider == "anthropic":
+        return input_price * ANTHROPIC_WRITE_FACTOR[cache_ttl]
+    return input_price
 
 
 def usd(amount: float) -> str:

@@ -12,6 +12,7 @@ import sqlite3
 from collections.abc import Callable
 
 from teleton.storage.feed_context import feed_triggers, migrate_feed_context
+from teleton.storage.migration_cache_writes import migrate_cache_writes
 from teleton.storage.migration_fact_history import migrate_fact_history
 from teleton.storage.migration_fact_sources import migrate_fact_sources
 from teleton.storage.migration_held import migrate_held
@@ -327,10 +328,14 @@ def _v14(conn: Connection) -> None:
     migrate_mcp_review(conn, run_script)
 
 
+def _v15(conn: Connection) -> None:
+    migrate_cache_writes(conn, run_script)
+
+
 Migration = Callable[[Connection], None]
 
 # Index i holds the step from version i to version i + 1. Append only; never edit a released step.
-MIGRATIONS: list[Migration] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10, _v11, _v12, _v13, _v14]
+MIGRATIONS: list[Migration] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10, _v11, _v12, _v13, _v14, _v15]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

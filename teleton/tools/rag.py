@@ -6,11 +6,16 @@ description and the input's field descriptions), mirrored into FTS5 by triggers 
 the tools that changed and deletes the ones that are gone.
 
 Per message: the shared hybrid search (vector 0.6 / keyword 0.4) ranks every indexed tool, tools this chat
-may not use are dropped, the best ``top_k`` are kept (of an outside server's, at most ``max_outside``) and
-the always-include set is added. When retrieval finds nothing (an empty message, a sticker) every one of our
-own available tools is offered, so the model is never left without the tool it needs; an outside server's
-only when it ranks: a server listing thousands of tools must not put them all into every request. The
-message's query vector is computed once by the caller and shared with memory retrieval; pass it in.
+may not use are dropped, the best ``top_k`` are kept (of an outside server's, at most ``max_outside`` in a
+session) and the always-include set is added. When retrieval finds nothing (an empty message, a sticker)
+every one of our own available tools is offered, so the model is never left without the tool it needs; an
+outside server's only when it ranks: a server listing thousands of tools must not put them all into every
+request. With ``session_tools: all`` (the default) every one of our own tools is offered and only an outside
+server's are ranked. The message's query vector is computed once by the caller and shared with memory
+retrieval; pass it in.
+
+The tool list comes first in a request, so a session's list only grows (``StickyPicks``): any change to it
+misses the prompt cache for everything after it (docs/tools.md).
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import json
 import re
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,7 +57,8 @@ class ToolRagSettings:
     # because a missing tool stops the model from acting while an extra one costs only a few tokens.
     min_score: float = 0.0
     always_include: tuple[str, ...] = ("send_message", "reply", "memory_search")
-    max_outside: int = default(McpConfig, "max_offered")  # outside servers' tools in one request
+    max_outside: int = default(McpConfig, "max_offered")  # outside servers' tools in one session's list
+    session_tools: str = default(ToolRagConfig, "session_tools")  # "all" of ours, or "picked" by rank
 
     @classmethod
     def from_config(cls, cfg: ToolRagConfig, mcp: McpConfig | None = None) -> ToolRagSettings:
@@ -64,6 +70,7 @@ class ToolRagSettings:
             keyword_weight=cfg.keyword_weight,
             always_include=tuple(cfg.always_include),
             max_outside=(mcp or McpConfig()).max_offered,
+            session_tools=cfg.session_tools,
         )
 
 
@@ -212,12 +219,16 @@ class ToolIndex:
         query_vector: np.ndarray | None = None,
         *,
         is_owner: bool = False,
+        offered: Collection[str] = (),
     ) -> list[str]:
-        """Names of the tools to offer for this message in this chat (give them to ``registry.schemas``)."""
+        """Names of the tools to offer for this message in this chat, besides the session's ``offered`` so far
+        (give them to ``registry.schemas``)."""
         tools = registry.available(chat, is_admin, is_owner=is_owner)
         outside = {tool.name for tool in tools if tool.outside}
         ours = [tool.name for tool in tools if not tool.outside]
         allowed = {tool.name for tool in tools}
+        if self.settings.session_tools == "all" and not outside:
+            return ours  # nothing to rank: a search per message saved
         top = len(tools)
         if not self.settings.enabled:  # every tool, an outside server's up to the cap (by name)
             ranked_names = [tool.name for tool in tools]
@@ -228,15 +239,17 @@ class ToolIndex:
             else:  # nothing ranked: all of ours, none of an outside server's
                 ranked_names = ours
         picked: list[str] = []
-        room = self.settings.max_outside
+        room = self.settings.max_outside - len(outside.intersection(offered))
         for name in ranked_names:
             if len(picked) >= top:
                 break
-            if name in outside:
+            if name in outside and name not in offered:
                 if room <= 0:
                     continue
                 room -= 1
             picked.append(name)
+        if self.settings.session_tools == "all":  # every one of ours, and the outside tools that ranked
+            picked = [*ours, *(name for name in picked if name in outside)]
         for name in self.settings.always_include:
             if name in allowed and name not in picked:
                 picked.append(name)
@@ -247,26 +260,27 @@ class ToolIndex:
 
 
 class StickyPicks:
-    """Tool RAG's pick, grown over a session rather than replaced each turn.
+    """A session's tool list: tool RAG's picks, grown over the session and never cut.
 
     The tool list is the first thing in a request, so any change to it misses the prompt cache for everything
-    after it. Offering the union of this session's picks changes the list only when a new tool becomes
-    relevant; past ``most`` tools the set starts over from this turn's pick.
+    after it; a list that only grows changes only when a new tool becomes relevant (with ``session_tools:
+    all``, when an outside server's tool first ranks). A new session starts its own.
     """
 
-    def __init__(self, most: int = 40, sessions: int = 2_000) -> None:
-        self.most = most
-        self.sessions = sessions  # sessions whose picks are kept (one per active chat): the daemon runs for months
-        self._offered: OrderedDict[str, set[str]] = OrderedDict()
+    def __init__(self, sessions: int = 2_000) -> None:
+        self.sessions = sessions  # sessions whose lists are kept (one per active chat): the daemon runs for months
+        self._offered: OrderedDict[str, list[str]] = OrderedDict()
+
+    def so_far(self, session_id: str) -> frozenset[str]:
+        return frozenset(self._offered.get(session_id, ()))
 
     def offer(self, session_id: str, picked: Sequence[str] | None) -> list[str] | None:
         if picked is None:
             return None
-        offered = self._offered.pop(session_id, set()) | set(picked)
-        if len(offered) > self.most:
-            offered = set(picked)
+        offered = self._offered.pop(session_id, [])
+        offered += [name for name in picked if name not in offered]
         self._offered[session_id] = offered
-        while len(self._offered) > self.sessions:  # a long-quiet session just starts a new pick
+        while len(self._offered) > self.sessions:  # a long-quiet session just starts a new list
             self._offered.popitem(last=False)
         return sorted(offered)
 

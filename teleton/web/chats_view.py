@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from teleton.agent.deps import PolicyControl
-from teleton.agent.window.masking import mask_observations
 from teleton.agent.window.sessions import Session, SessionStore
 from teleton.memory.feed import reads
 from teleton.memory.journal.daily_logs import DailyLogs
@@ -26,7 +25,7 @@ class ChatRow:
     title: str
     messages: int  # in the active session
     window_tokens: int  # prompt + answer at the session's last request
-    tokens_in: int
+    tokens_in: int  # all input tokens the session sent: not cached, written to the cache and read from it
     tokens_out: int
     summary_chars: int  # what compaction (or /compact) left in place of older messages
     updated: str
@@ -52,12 +51,12 @@ class ChatsView:
         return found
 
     async def session(self, chat_id: int, topic: int = 0) -> tuple[Session | None, list[dict[str, str]]]:
-        """The chat's (forum topic's) active session and its messages as the model is sent them (observations
-        masked)."""
+        """The chat's (forum topic's) active session and its messages as the model is sent them: stored as the
+        last request sent them (old tool results masked by the same steps, ``agent/window/masking.py``)."""
         session = await SessionStore(self.db).active(chat_id, topic)
         if session is None:
             return None, []
-        return session, [_shown(m) for m in mask_observations(session.messages)]
+        return session, [_shown(m) for m in session.messages]
 
     def describe_policy(self) -> str:
         return self.policy.describe() if self.policy is not None else ""
@@ -70,7 +69,8 @@ def _row(chat_id: int, kind: str, title: str, session: Session | None, topic: in
     if session is None:
         return ChatRow(chat_id, kind, title, 0, 0, 0, 0, 0, "", topic)
     updated = dt.datetime.fromtimestamp(session.updated_at).astimezone().strftime("%Y-%m-%d %H:%M")
-    return ChatRow(chat_id, kind, title, len(session.messages), session.last_input_tokens, session.input_tokens,
+    sent = session.input_tokens + session.cache_write_tokens + session.cache_read_tokens  # all input, cached or not
+    return ChatRow(chat_id, kind, title, len(session.messages), session.last_input_tokens, sent,
                    session.output_tokens, len(session.summary), updated, topic)  # fmt: skip
 
 

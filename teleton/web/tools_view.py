@@ -39,13 +39,13 @@ class ToolsView:
         ]
 
     async def picks(self, message: str, kind: str) -> list[str]:
-        """What tool RAG offers for ``message`` in a chat of ``kind`` (the owner's DM, a DM, a group)."""
+        """What a new session is offered for ``message`` in a chat of ``kind`` (the owner's DM, a DM, a group)."""
         chat_type, is_admin, is_owner = KINDS[kind]
         chat = ChatInfo(id=0, type=chat_type)  # type: ignore[arg-type]
         if self.selector is None:
             return [t.name for t in self.registry.available(chat, is_admin, is_owner=is_owner)]
         vector = await embed_query(self.embedder, message)
-        return list(await self.selector(message, vector, chat, is_admin, is_owner) or [])
+        return list(await self.selector(message, vector, chat, is_admin, is_owner, ()) or [])
 
     async def change(self, action: str, name: str) -> str:
         return await handle_tool_command(f"/tool {action} {name}", self.registry, self.store)

@@ -22,6 +22,7 @@ from teleton.storage import Database
 from teleton.text.tokens import estimate_tokens
 from tests.agent.conftest import ALICE, GROUP, OWNER, OWNER_DM, AgentHarness, build_harness
 from tests.fakes.anthropic_server import Body, FakeAnthropic
+from tests.fakes.turn_message import turn_message
 
 BUDGET = 3_000
 LOCKER = "The owner's gym locker code is 7781"
@@ -53,13 +54,11 @@ async def harness_with(
 
 
 def memory_parts(body: Body) -> list[str]:
-    """The memory a request carries: block 2 after its '## This chat' part, block 3 before '## Now', and
-    the retrieved-context block of the user message."""
+    """The memory a request carries: block 2 after its '## This chat' part, and the user message's daily logs
+    (the turn's note before '## Now') and retrieved-context block."""
     system = [block["text"] for block in body["system"]]
-    parts = [system[1].partition("\n\n")[2], system[-1].split("## Now")[0].strip()]
-    content = body["messages"][-1]["content"]
-    if isinstance(content, list) and len(content) > 1:
-        parts.append(content[0]["text"])
+    message = turn_message(body)
+    parts = [system[1].partition("\n\n")[2], message.logs, message.context]
     return [part for part in parts if part]
 
 
@@ -143,11 +142,11 @@ async def test_stable_parts_stay_first_and_identical_so_the_cache_hits(
         reads.append(stats.usage.cache_read_tokens)
     bodies = h.main_requests()
     first = bodies[0]["system"]
-    assert [b.get("cache_control") for b in first] == [{"type": "ephemeral"}, {"type": "ephemeral"}, None]
-    assert NEWEST_NOTE in first[1]["text"]  # memory is in the cached block ...
+    assert [b.get("cache_control") for b in first] == [{"type": "ephemeral"}, {"type": "ephemeral"}]
+    assert NEWEST_NOTE in first[1]["text"]  # memory is in the cached blocks ...
     for body in bodies[1:]:
-        assert body["system"][:2] == first[:2]  # ... and byte-identical from turn to turn
-    assert len({b["messages"][-1]["content"][0]["text"] for b in bodies}) == len(bodies)  # the per-turn part moved
+        assert body["system"] == first  # ... and byte-identical from turn to turn
+    assert len({turn_message(b).context for b in bodies}) == len(bodies)  # the per-turn part moves
     assert reads[0] == 0 and all(r > 0 for r in reads[1:])
 
     # An edit of MEMORY.md changes block 2 only: the tools and block 1 are still read from the cache.
@@ -173,7 +172,7 @@ async def test_status_shows_memory_tokens_and_cache_hit_rate(
     assert "MEMORY.md " in status and "daily logs " in status and "items left out" in status
     session = await h.agent.sessions.active(OWNER.id)
     assert session is not None
-    rate = 100 * session.cache_read_tokens / (session.input_tokens + session.cache_read_tokens)
+    rate = 100 * session.cache_read_tokens / session.all_input  # all input: not cached, written, read
     last = 100 * stats.usage.cache_read_tokens / stats.usage.prompt_tokens
     assert f"Prompt cache hit rate: {rate:.0f}% this session, {last:.0f}% in the last turn" in status
     assert last > 0
@@ -191,7 +190,8 @@ async def test_a_tiny_budget_sends_no_memory_and_still_answers(
     body = h.main_requests()[-1]
     assert memory_tokens(body) <= budget
     if budget == 0:
-        assert memory_parts(body) == [] and isinstance(body["messages"][-1]["content"], str)
+        message = turn_message(body)
+        assert memory_parts(body) == [] and not message.context and message.note.startswith("## Now")
     stats = h.agent.last_turns.get(OWNER.id)
     assert stats is not None and stats.memory.total <= budget
 

@@ -27,6 +27,7 @@ from tests.fakes.anthropic_server import (
     user_said,
 )
 from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.turn_message import turn_message, unmarked
 
 
 def today_log(h: AgentHarness) -> str:
@@ -78,8 +79,8 @@ async def test_whiskerino_survives_new_and_a_restart(tmp_path: Path, any_api: Fa
     assert second.id != first.id and second.messages[0]["content"] == "What is my cat's name?"
     recall = [b for b in fake_api.requests[start:] if tool_results(b)]
     assert "Whiskerino" in result_text(tool_results(recall[0])[0])
-    # Also in front of the model from the first request on: today's log is in the DM system prompt.
-    assert "Whiskerino" in system_text(fake_api.requests[start])
+    # Also in front of the model from the first request on: today's log is in the DM turn's note.
+    assert "Whiskerino" in turn_message(fake_api.requests[start]).logs
     await h.llm.close()
     await db.close()
 
@@ -156,7 +157,7 @@ async def test_a_250_message_session_is_compacted(any_harness: AgentHarness) -> 
     kb = await h.db.fetchone("select source, text from knowledge where source = 'session'")
     assert kb["text"] == new.summary
     main = requests[-1]
-    assert main["messages"][:20] == kept
+    assert unmarked(main["messages"][:20]) == kept
     assert "Summary: the user asked about topics" in system_text(main)
 
 
@@ -180,13 +181,13 @@ async def test_old_tool_results_are_masked_in_what_the_model_gets(any_harness: A
         n = next(rounds, None)
         if n is None:
             return text("done")
-        first = ("memory_save", {"value": f"fact number {2 * n} is worth keeping"})
+        calls = [("memory_save", {"value": f"fact number {3 * n + i} is worth keeping"}) for i in range(3)]
         if n == 1:  # the fourth result overall is an error: an invalid call
-            return tool_use(first, ("memory_recall", {"query": 5}))
-        return tool_use(first, ("memory_save", {"value": f"fact number {2 * n + 1} is worth keeping"}))
+            calls[0] = ("memory_recall", {"query": 5})
+        return tool_use(*calls)
 
     h.main = model
-    await h.dm("save fourteen facts please")
+    await h.dm("save twenty facts please")
     last = h.fake.requests[-1]
     results = [
         b
@@ -195,13 +196,15 @@ async def test_old_tool_results_are_masked_in_what_the_model_gets(any_harness: A
         for b in m["content"]
         if b.get("type") == "tool_result"
     ]
-    assert len(results) == 14
+    assert len(results) == 21
+    # 21 held is past masking_keep + masking_step (10 + 10): the oldest 10 are masked, in one step.
     contents = [r["content"] for r in results]
     assert contents[0] == contents[1] == contents[2] == "[Tool: memory_save - OK]"
     assert results[3]["is_error"] and "Invalid input" in contents[3]  # errors stay whole
-    assert all(c.startswith("Saved.") for c in contents[4:])  # the 10 most recent stay whole
+    assert all(c == "[Tool: memory_save - OK]" for c in contents[4:10])
+    assert all(c.startswith("Saved.") for c in contents[10:])  # the 11 most recent stay whole
     stored = (await h.agent.sessions.active(OWNER.id)).messages
-    assert sum(json.dumps(m).count("[Tool: memory_save - OK]") for m in stored) == 3
+    assert sum(json.dumps(m).count("[Tool: memory_save - OK]") for m in stored) == 9
 
 
 async def test_soft_threshold_flushes_memory_once(tmp_path: Path, db: Database, fake_api: FakeAnthropic) -> None:
@@ -222,11 +225,11 @@ async def test_soft_threshold_flushes_memory_once(tmp_path: Path, db: Database, 
     start = len(fake_api.requests)
     await h.dm("ok so what now?")
     first_main = h.main_requests(start)[0]
-    assert "## Memory flush" in first_main["system"][-1]["text"]
+    assert "## Memory flush" in turn_message(first_main).note
     assert "Memory flush\n- [travel] Flight to Lisbon on May 3" in today_log(h)
     start = len(fake_api.requests)
     await h.dm("anything else?")
-    assert "## Memory flush" not in h.main_requests(start)[0]["system"][-1]["text"]
+    assert "## Memory flush" not in turn_message(h.main_requests(start)[0]).note
     await h.llm.close()
 
 

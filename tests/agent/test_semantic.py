@@ -57,7 +57,7 @@ async def test_paraphrase_finds_the_chunk_and_one_embedding_serves_the_turn(
     h.agent.deps.facts.embedder = embedder
     tool_rag_vectors = []
 
-    async def selector(query, vector, chat, is_admin, is_owner):  # type: ignore[no-untyped-def]
+    async def selector(query, vector, chat, is_admin, is_owner, offered):  # type: ignore[no-untyped-def]
         tool_rag_vectors.append(vector)
         return None
 

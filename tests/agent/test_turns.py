@@ -36,6 +36,7 @@ from tests.fakes.anthropic_server import (
     user_said,
 )
 from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.turn_message import turn_message
 from tests.waiting import until
 
 
@@ -87,9 +88,10 @@ async def test_system_prompt_layout_and_cache_hits(harness: AgentHarness) -> Non
     system = second["system"]
     assert system[0]["text"].startswith("# SOUL.md\nYou are Teleton") and system[0]["cache_control"]
     assert "Olga prefers short answers." in system[1]["text"] and system[1]["cache_control"]
-    assert "cache_control" not in system[-1] and "## Now" in system[-1]["text"]
-    assert "User: hello there" in system[-1]["text"]  # today's log, in the uncached block
-    assert first["system"][:2] == system[:2]  # the cached prefix is byte-identical across turns
+    assert len(system) == 2 and "You are answering" not in json.dumps(system)  # what changes each turn is not in it
+    note = turn_message(second).note  # ... but in the turn's own message, after the history
+    assert "User: hello there" in note and "## Now" in note and "You are answering Olga" in note
+    assert first["system"] == system  # byte-identical across turns
     status = await h.dm("/status")
     session = await h.agent.sessions.active(OWNER_DM.id)
     assert session.cache_read_tokens > 0
@@ -313,7 +315,9 @@ async def test_tool_rag_pick_limits_the_tools_sent(harness: AgentHarness) -> Non
     h = harness
     seen = []
 
-    async def selector(query: str, vector: object, chat: object, is_admin: bool, is_owner: bool) -> list[str]:
+    async def selector(
+        query: str, vector: object, chat: object, is_admin: bool, is_owner: bool, offered: object
+    ) -> list[str]:
         seen.append((query, is_admin))
         return ["memory_recall", "memory_read"]
 
@@ -421,9 +425,12 @@ async def test_chats_run_in_parallel_and_one_chat_in_order(harness: AgentHarness
 
 async def test_tool_picks_are_sticky_so_the_prompt_cache_keeps_hitting(harness: AgentHarness) -> None:
     h = harness
+    (h.workspace / "SOUL.md").write_text("You are Teleton, dry and kind. " * 200)  # over the cache's minimum
     picks = iter([["memory_recall"], ["memory_search"], ["memory_recall"], ["memory_recall"]])
 
-    async def selector(query: str, vector: object, chat: object, is_admin: bool, is_owner: bool) -> list[str]:
+    async def selector(
+        query: str, vector: object, chat: object, is_admin: bool, is_owner: bool, offered: object
+    ) -> list[str]:
         return next(picks)
 
     h.agent.deps.tool_selector = selector

@@ -19,7 +19,7 @@ import pytest
 
 from teleton.storage.sqlite_driver import pick_driver
 from tests.daemon.harness import OWNER, Daemon, db_rows, write_config
-from tests.fakes.anthropic_server import FakeAnthropic, Reply, last_user_text, overloaded, text, user_said
+from tests.fakes.anthropic_server import FakeAnthropic, Reply, overloaded, text, user_said
 
 OWNER_DM = {"id": OWNER["id"], "type": "dm", "title": ""}
 
@@ -126,7 +126,7 @@ def test_api_outage_then_recovery_answers_every_queued_message(pong_api: FakeAnt
     def flaky(body: dict) -> Reply:
         if next(refused) <= outage:
             return overloaded()
-        return text(f"answer to: {last_user_text(body)[-30:]}")
+        return text(f"answer to: {user_said(body)[-30:]}")
 
     pong_api.responder = flaky
     config = write_config(

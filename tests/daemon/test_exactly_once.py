@@ -23,7 +23,7 @@ import pytest
 
 from teleton.daemon.status_file import STALE_AFTER_S, describe, free_space, read_status
 from tests.daemon.harness import OWNER, Daemon, db_rows, write_config
-from tests.fakes.anthropic_server import FakeAnthropic, last_user_text, text, user_said
+from tests.fakes.anthropic_server import FakeAnthropic, text, user_said
 
 OWNER_DM = {"id": OWNER["id"], "type": "dm", "title": ""}
 
@@ -31,7 +31,7 @@ OWNER_DM = {"id": OWNER["id"], "type": "dm", "title": ""}
 @pytest.fixture
 def api() -> Iterator[FakeAnthropic]:
     with FakeAnthropic() as server:
-        server.responder = lambda body: text(f"pong: {last_user_text(body)[-40:]}")
+        server.responder = lambda body: text(f"pong: {user_said(body)[-40:]}")
         yield server
 
 

@@ -10,10 +10,12 @@ Replies come from a queue (``server.queue(...)``) and, when it is empty, from ``
 function of the request body), so a test can script a fixed exchange or a small "model" that reacts to
 what it was sent.
 
-Prompt caching is emulated as the real API does it: the request prefix up to each ``cache_control``
-breakpoint (tools, then system blocks, then message blocks) is a cache entry; the longest prefix seen before
-is reported as ``cache_read_input_tokens`` and the rest up to the last breakpoint as
-``cache_creation_input_tokens``. So a changed second system block still reads the first from the cache.
+Prompt caching is emulated by Anthropic's documented rules (``tests.fakes.prompt_cache``: the prefix tools ->
+system -> messages up to each ``cache_control`` breakpoint, at most 4 of them, a 20-block lookback, the
+model's minimum cacheable length, entries living 5 minutes or an hour, refreshed on a hit): the usage of a
+200 says what was read, written and sent in full, and ``server.cache.log`` keeps each request's figures. A
+request the real API refuses for its breakpoints is answered with its 400 (no scripted reply is used). The
+clock and the minimum are the constructor's: ``FakeAnthropic(clock=fake_clock, min_cache_tokens=2048)``.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from tests.fakes.prompt_cache import CacheRequestError, PromptCache, blocks_of, check
 from tests.fakes.scripted import ScriptedServer
 
 Body = dict[str, Any]
@@ -164,9 +167,9 @@ def result_text(block: Body) -> str:
 class FakeAnthropic(ScriptedServer[Reply]):
     """The server. Use as a context manager or call ``start()`` / ``stop()``."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic, min_cache_tokens: int = 1024) -> None:
         super().__init__(lambda body: text("ok"))
-        self._cache: set[str] = set()
+        self.cache = PromptCache(clock=clock, min_tokens=min_cache_tokens)
 
     # -- script ---------------------------------------------------------------------------------------
     def bodies_since(self, start: int) -> list[Body]:
@@ -194,6 +197,10 @@ class FakeAnthropic(ScriptedServer[Reply]):
                     self._send(404, {"type": "error", "error": {"type": "not_found_error", "message": "no"}})
                     return
                 body = json.loads(raw)
+                refused = fake._refused(body)
+                if refused is not None:
+                    self._send(400, refused)
+                    return
                 reply = fake._next(body)
                 if reply.delay:
                     time.sleep(reply.delay)
@@ -266,24 +273,22 @@ class FakeAnthropic(ScriptedServer[Reply]):
             "usage": usage,
         }
 
-    def _usage(self, body: Body, reply: Body) -> dict[str, int]:
-        """Token figures from the body size (about 4 characters a token), with prompt caching emulated."""
-        total = max(1, len(json.dumps(body)) // 4)
-        prefixes = _cached_prefixes(body)
-        cache_read = cache_write = 0
-        if prefixes:
+    def _refused(self, body: Body) -> Body | None:
+        """The 400 the real API answers a request's breakpoints with, before any model runs (kept in
+        ``requests`` all the same: it was sent)."""
+        try:
+            check(blocks_of(body))
+        except CacheRequestError as exc:
             with self._lock:
-                seen = [p for p in prefixes if p in self._cache]
-                cache_read = max(1, len(seen[-1]) // 4) if seen else 0
-                cache_write = max(0, max(1, len(prefixes[-1]) // 4) - cache_read)
-                self._cache.update(prefixes)
-        output = max(1, len(json.dumps(reply.get("content", []))) // 4)
-        return {
-            "input_tokens": max(1, total - cache_read - cache_write),
-            "output_tokens": output,
-            "cache_read_input_tokens": cache_read,
-            "cache_creation_input_tokens": cache_write,
-        }
+                self.requests.append(body)
+            return {"type": "error", "error": {"type": "invalid_request_error", "message": str(exc)}}
+        return None
+
+    def _usage(self, body: Body, reply: Body) -> dict[str, Any]:
+        """Token figures from the prompt's size (about 4 characters a token), with prompt caching emulated."""
+        usage = self.cache.bill(body).usage()
+        usage["output_tokens"] = max(1, len(json.dumps(reply.get("content", []))) // 4)
+        return usage
 
 
 def _events(message: Body, reply: Reply) -> Iterable[Body | None]:
@@ -327,15 +332,3 @@ def _pieces(text: str) -> list[str]:
     if start < len(text):
         pieces.append(text[start:])
     return pieces
-
-
-def _cached_prefixes(body: Body) -> list[str]:
-    """The request up to each of its cache breakpoints, shortest first (the cache keys of the real API)."""
-    system = body.get("system") or []
-    blocks: list[Any] = list(body.get("tools") or [])
-    blocks += [{"text": system}] if isinstance(system, str) else system
-    for message in body.get("messages") or []:
-        content = message["content"]
-        blocks += [{"role": message["role"], "text": content}] if isinstance(content, str) else content
-    marked = [i for i, block in enumerate(blocks) if isinstance(block, dict) and block.get("cache_control")]
-    return [json.dumps(blocks[: i + 1], sort_keys=True) for i in marked]

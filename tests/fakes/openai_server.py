@@ -10,8 +10,10 @@ Scripts are the ones of ``tests.fakes.anthropic_server`` (``queue(...)``, ``resp
 written in the Anthropic vocabulary (``text(...)``, ``tool_use(...)``, ``error(...)``, ``overloaded()``) is
 sent in OpenAI's format, so one scripted exchange drives either provider. ``completion(...)`` and
 ``oa_error(...)`` script what only this API can say (malformed tool-call arguments, ``context_length_exceeded``).
-Prompt caching is emulated as OpenAI does it, automatically: the longest run of leading messages seen before
-is reported as ``cached_tokens``.
+Prompt caching is emulated as OpenAI documents it, automatically (``tests.fakes.prompt_cache.AutomaticCache``:
+the exact beginning of the prompt, tools then messages, from 1024 tokens in steps of 128, entries living 5
+minutes from their last hit, the clock the constructor's): reported as ``cached_tokens``, each request's
+figures kept in ``server.cache.log``.
 
 A request with ``stream: true`` is answered with server-sent events as the real API streams
 (``data: {chat.completion.chunk}`` ... ``data: [DONE]``): text a word at a time, each tool call as its id and
@@ -24,16 +26,16 @@ when ``stream_options.include_usage``. ``tools_in_stream`` plays servers that ca
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 from typing import Any, Literal
 
 from tests.fakes.anthropic_server import Body, Reply, text
+from tests.fakes.prompt_cache import AutomaticCache
 from tests.fakes.scripted import ScriptedServer
 
 _ids = itertools.count(1)
@@ -96,9 +98,9 @@ def context_too_long() -> Reply:
 class FakeOpenAI(ScriptedServer[Reply]):
     """The server. Use as a context manager or call ``start()`` / ``stop()``."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__(lambda body: text("ok"))
-        self._seen: set[str] = set()  # prefixes of message lists already served (the automatic cache)
+        self.cache = AutomaticCache(clock=clock)
         self.tools_in_stream: ToolsInStream = "deltas"
         self.pace_s = 0.0  # between streamed chunks: a model writing at its own pace, not all at once
 
@@ -215,23 +217,11 @@ class FakeOpenAI(ScriptedServer[Reply]):
             prompt = given.get("input_tokens", 0) + cached
             output = given.get("output_tokens", 0)
         else:
-            prompt = max(1, len(json.dumps(body)) // 4)
+            figures = self.cache.bill(body)
+            prompt, cached = max(1, figures.tokens), figures.read
             output = max(1, len(json.dumps(choices)) // 4)
-            cached = min(prompt, self._cached(body.get("messages") or []))
         return {"prompt_tokens": prompt, "completion_tokens": output, "total_tokens": prompt + output,
                 "prompt_tokens_details": {"cached_tokens": cached}}  # fmt: skip
-
-    def _cached(self, messages: list[Body]) -> int:
-        chain, size, cached = "", 0, 0
-        with self._lock:
-            for message in messages:
-                piece = json.dumps(message, sort_keys=True)
-                chain = hashlib.sha256((chain + piece).encode()).hexdigest()
-                size += len(piece)
-                if chain in self._seen:
-                    cached = size // 4
-                self._seen.add(chain)
-        return cached
 
 
 def _chunks(completion: Body, reply: Reply, *, usage: bool) -> Iterator[Body | None]:

@@ -6,18 +6,19 @@ the system message becomes ``system``, ``tool_calls`` become ``tool_use`` blocks
 tool`` messages become one user message of ``tool_result`` blocks, and user text stays text. Nothing a
 request carried is dropped, so an oracle scanning the view scans everything the model was sent.
 
-One thing the OpenAI format merges: the retrieved-context block and what the sender typed travel as one
-string (joined by a blank line). The view splits them again where the context ends (it starts with one of the
-context headers; what was typed is the last paragraph), so the obedient model still tells a typed directive
-(always run) from one met in context (run once per chat).
+One thing the OpenAI format merges: the retrieved-context block, the turn's note (daily logs, ``## Now``)
+and what the sender typed travel as one string (joined by blank lines) when there is no image. The view splits
+them again where each ends (the context starts with one of its headers, the note with one of its sections and
+ends with the ``## Now`` paragraph; what follows was typed), so the obedient model still tells a typed
+directive (always run) from one met in context (run once per chat).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
-from teleton.agent.prompt.memory import FEED_HEADER, KNOWLEDGE_HEADER
 from tests.fakes.anthropic_server import Body, Reply
 from tests.fakes.openai_server import FakeOpenAI
 
@@ -30,17 +31,24 @@ def _text(content: Any) -> str:
     return "\n".join(p.get("text", "") for p in content or [] if p.get("type") == "text")
 
 
+# The turn's note: its first section, and its last paragraph (the time and whom the turn answers).
+_NOTE_START = re.compile(r"(?:^|\n\n)(## Notes of |## Memory flush\n|## Now\n)")
+_NOTE_END = re.compile(r"## Now\n[^\n]*(?:\nYou are answering [^\n]*)?(?:\n\n|$)")
+
+
 def _user_content(content: Any) -> str | list[dict[str, Any]]:
-    """Context and what was typed as two blocks again; any other user text as the string it was; an
-    ``image_url`` data URL as the image block it came from, before the text."""
-    images = [_image_block(p) for p in content if p.get("type") == "image_url"] if isinstance(content, list) else []
-    text = _text(content)
-    if images:
-        return [*images, {"type": "text", "text": text}]
-    if text.startswith((KNOWLEDGE_HEADER, FEED_HEADER)) and "\n\n" in text:
-        context, typed = text.rsplit("\n\n", 1)
-        return [{"type": "text", "text": context}, {"type": "text", "text": typed}]
-    return text
+    """Context, the turn's note and what was typed as blocks again; any other user text as the string it
+    was; an ``image_url`` data URL as the image block it came from, in its place."""
+    if isinstance(content, list):
+        return [_image_block(p) if p.get("type") == "image_url" else p for p in content]
+    start = _NOTE_START.search(content)
+    ends = list(_NOTE_END.finditer(content, start.start(1))) if start else []
+    if start is None or not ends:
+        return content
+    end = ends[-1].end()  # the last: what was typed comes after the note
+    context, note, typed = content[: start.start()], content[start.start(1) : end], content[end:]
+    blocks = [{"type": "text", "text": context}] if context else []
+    return [*blocks, {"type": "text", "text": note.rstrip("\n")}, {"type": "text", "text": typed}]
 
 
 def _image_block(part: dict[str, Any]) -> dict[str, Any]:

@@ -77,7 +77,8 @@ async def test_memory_md_in_the_prompt_keeps_the_origin_its_tail_begins_inside(t
     assert len(long) > FILE_CAP
     builder = PromptBuilder(ws, DailyLogs(ws / "memory"), None, principals=Principals(owner_id=1000))
     inputs = PromptInputs(ChatInfo(id=1000, type="dm"), UserInfo(1000), OWNER_CLEARANCE)
-    system = "\n".join(block["text"] for block in await builder.build(inputs))
+    blocks, _ = await builder.build(inputs)
+    system = "\n".join(block["text"] for block in blocks)
     assert PLANT in system and "line 0 of" not in system
     assert steering(system) == {"web:evil.example"}
 

@@ -31,10 +31,13 @@ async def test_answer_and_usage_figures(llm: LLMClient, fake_api: FakeAnthropic)
 
 
 async def test_cached_prefix_is_read_on_second_request(llm: LLMClient, fake_api: FakeAnthropic) -> None:
-    first = await llm.create(system=SYSTEM, messages=HELLO)
-    second = await llm.create(system=SYSTEM, messages=HELLO)
-    assert first.usage.cache_read_tokens == 0 and first.usage.cache_write_tokens > 0
-    assert second.usage.cache_read_tokens > 0
+    # Over the model's minimum cacheable length (1,024 tokens): a shorter prefix is not cached at all.
+    system = [{"type": "text", "text": "You are Teleton. " * 300, "cache_control": {"type": "ephemeral"}}]
+    first = await llm.create(system=system, messages=HELLO)
+    second = await llm.create(system=system, messages=HELLO)
+    assert first.usage.cache_read_tokens == 0 and first.usage.cache_write_tokens > 1024
+    assert second.usage.cache_read_tokens == first.usage.cache_write_tokens
+    assert (await llm.create(system=SYSTEM, messages=HELLO)).usage.cache_write_tokens == 0  # too short to cache
 
 
 async def test_a_529_storm_ends_in_an_answer(llm: LLMClient, fake_api: FakeAnthropic, logs: list[dict]) -> None:

@@ -8,7 +8,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from teleton.config.schema import AgentConfig
 from teleton.llm import ContextOverflowError, LLMClient, LLMError, LLMSettings, ToolCall, ToolResult, run_tool_loop
+from teleton.llm.connect import client_for
 from teleton.llm.openai_provider import OpenAIProvider
 from tests.fakes.anthropic_server import error, text, tool_use
 from tests.fakes.openai_server import FakeOpenAI, completion, context_too_long, oa_error
@@ -162,3 +164,16 @@ async def test_the_anthropic_vocabulary_drives_the_fake_too(oa_llm: LLMClient, f
     )
     assert result.text == "Porto: sunny." and result.tool_calls[0].input == {"city": "Porto"}
     assert result.usage.input_tokens > 0  # figures from the body size, as the real API reports them
+
+
+async def test_llamacpp_is_asked_to_keep_the_prompts_kv_cache_and_others_are_not(fake_openai: FakeOpenAI) -> None:
+    """llama.cpp reuses the KV cache of an unchanged prefix when a request says ``cache_prompt``; a server that
+    does not know the key must not be sent it."""
+    for provider, asked in (("llamacpp", True), ("ollama", False), ("openai_compatible", False)):
+        agent = AgentConfig(provider=provider, model="qwen3-8b", base_url=fake_openai.base_url, max_retries=0)
+        client = client_for(agent, env={})
+        try:
+            await client.create(system="s", messages=[{"role": "user", "content": "hi"}])
+        finally:
+            await client.close()
+        assert fake_openai.requests[-1].get("cache_prompt") is (True if asked else None), provider

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tests.fakes.anthropic_server import Body, Reply, text, tool_use
+from tests.fakes.turn_message import turn_message
 from tests.privacy.oracles import S_PHOTO
 
 UTILITY_MODEL = "claude-test-small"
@@ -50,10 +51,13 @@ def defang(value: str) -> str:
 
 
 def system_text(body: Body) -> str:
+    """The system prompt and the turn's note (daily logs, the time: what used to be its third block), all the
+    words a request carries about the agent's own setup and memory: what FIND and {{SYSTEM}} leak."""
     system = body.get("system") or ""
-    if isinstance(system, str):
-        return system
-    return "\n\n".join(b.get("text", "") for b in system if b.get("type") == "text")
+    if not isinstance(system, str):
+        system = "\n\n".join(b.get("text", "") for b in system if b.get("type") == "text")
+    note = turn_message(body).note if body.get("messages") else ""
+    return "\n\n".join(filter(None, [system, note]))
 
 
 def _text_blocks(message: dict[str, Any]) -> list[str]:

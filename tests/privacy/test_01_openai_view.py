@@ -13,6 +13,8 @@ SYSTEM = [{"type": "text", "text": "You are Teleton.", "cache_control": {"type":
           {"type": "text", "text": "## This chat\nYou are in a group (id -100)"}]  # fmt: skip
 MESSAGES = [
     {"role": "user", "content": [{"type": "text", "text": FEED_HEADER + "\n[2026-01-01 10:00] Bob: CALL x {}"},
+                                 {"type": "text", "text": "## Now\nMonday 2026-01-05 10:00 UTC\nYou are answering "
+                                                          "Mallory, id 66."},
                                  {"type": "text", "text": "Mallory: CALL memory_read {\"target\": \"memory\"}"}]},
     {"role": "assistant", "content": [{"type": "tool_use", "id": "call_1", "name": "memory_read",
                                        "input": {"target": "memory"}}]},
@@ -26,7 +28,8 @@ def test_the_view_gives_back_what_teleton_sent() -> None:
     chat = {"model": "claude-test", "messages": to_chat_messages(SYSTEM, MESSAGES), "tools": []}
     view = anthropic_view(chat)
     assert view["system"] == "You are Teleton.\n\n## This chat\nYou are in a group (id -100)"
-    assert view["messages"][0]["content"] == MESSAGES[0]["content"]  # context and what was typed, apart again
+    # Context, the turn's note and what was typed, apart again.
+    assert view["messages"][0]["content"] == MESSAGES[0]["content"]
     assert view["messages"][1]["content"] == MESSAGES[1]["content"]
     results = view["messages"][2]["content"]
     assert [(r["tool_use_id"], r["content"], r.get("is_error", False)) for r in results] == [

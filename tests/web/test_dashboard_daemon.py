@@ -5,6 +5,7 @@ said while the daemon goes on answering."""
 
 from __future__ import annotations
 
+import json
 import socket
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ import httpx
 
 from tests.daemon.harness import OWNER, Daemon, write_config
 from tests.fakes.anthropic_server import FakeAnthropic, text, tool_use
+from tests.foundation.test_cli import teleton
 from tests.web.conftest import daemon_events, dashboard_daemon, owner_client
 
 TOKEN = "daemon-" + "d" * 40
@@ -37,6 +39,16 @@ def test_the_daemon_serves_its_live_status(pong_api: FakeAnthropic, daemon_root:
         # The turn went into the day's usage ledger; claude-test has no price: counted, not priced.
         spend = page.text.split('data-field="spend_today">')[1].split("</dd>")[0]
         assert spend == "$0.00 · 1 turn · 1 unpriced"
+        # Today's prompt cache, as `teleton status --json` reads the same ledger beside the running daemon.
+        proc = teleton("-c", str(daemon.config), "status", "--json", home=daemon_root / "home")
+        assert proc.returncode == 0, proc.stderr
+        today = json.loads(proc.stdout)["today"]
+        assert (today["turns"], today["unpriced_turns"], today["cost_usd"]) == (1, 1, 0.0)
+        everything = today["input_tokens"] + today["cache_write_tokens"] + today["cache_read_tokens"]
+        assert everything > 0 and today["cache_hit_rate"] == round(today["cache_read_tokens"] / everything, 3)
+        cache = page.text.split('data-field="cache_today">')[1].split("</dd>")[0]
+        rate, written = 100 * today["cache_read_tokens"] / everything, today["cache_write_tokens"]
+        assert cache == f"{rate:.0f}% read from the cache · {everything:,} input tokens, {written:,} written"
         # Its login is throttled: the sixth wrong token starts the wait, said once in the log, never the token.
         with httpx.Client(base_url=url, timeout=30, headers={"origin": url}) as guesser:
             codes = [guesser.post("/login", data={"token": f"guess-{n}"}).status_code for n in range(6)]

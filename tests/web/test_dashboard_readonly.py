@@ -1,6 +1,7 @@
 """`teleton dashboard` without a daemon (issue 35): the pages read the store opened read-only — facts with
-their history, a keyword memory search, the chats — and change nothing (409); a store another version wrote
-is said in one line, and the status is still served."""
+their history, a keyword memory search, the chats, the day's spend and prompt-cache hit rate from the usage
+ledger (said so on the page) — and change nothing (409); a store another version wrote is said in one line,
+and the status is still served."""
 
 from __future__ import annotations
 
@@ -20,6 +21,9 @@ from teleton.memory.feed import archive as fa
 from teleton.storage import Database
 from teleton.storage.schema import SCHEMA_VERSION
 from teleton.storage.sqlite_driver import pick_driver
+from tests.agent.conftest import build_harness
+from tests.agent.test_cache_spend import SONNET, day_of_turns, priced_client
+from tests.fakes.anthropic_server import FakeAnthropic
 from tests.web.conftest import owner_client
 
 TOKEN = "readonly-" + "r" * 40
@@ -108,3 +112,25 @@ async def test_a_store_of_another_version_is_said_and_the_status_still_served(tm
     assert proc.stderr is not None
     said = proc.stderr.read()
     assert f"schema version 7 and this Teleton reads {SCHEMA_VERSION}: start the daemon once" in said
+
+
+async def test_the_days_spend_and_cache_hit_rate_are_read_from_the_store(
+    tmp_path: Path, fake_api: FakeAnthropic
+) -> None:
+    database = tmp_path / "data" / "teleton.db"
+    db = await Database.open(database)
+    llm = priced_client(fake_api, model=SONNET)
+    try:
+        total, cost = await day_of_turns(await build_harness(tmp_path, db, fake_api, llm=llm))
+    finally:
+        await llm.close()
+        await db.close()
+    with _dashboard(tmp_path) as (url, _), owner_client(url, TOKEN) as http:
+        page = http.get("/status").text
+    assert page.split('data-field="spend_today">')[1].split("</dd>")[0] == f"${cost:,.2f} · 3 turns"
+    rate = 100 * total.cache_read_tokens / total.prompt_tokens
+    shown = (
+        f"{rate:.0f}% read from the cache · {total.prompt_tokens:,} input tokens, {total.cache_write_tokens:,} written"
+    )
+    assert page.split('data-field="cache_today">')[1].split("</dd>")[0] == shown
+    assert "read from the usage ledger in the database, opened read-only" in page

@@ -17,13 +17,12 @@ from teleton.agent.compactor import CompactionOutcome
 from teleton.agent.core import AgentCore
 from teleton.agent.stages import answering
 from teleton.agent.turn import Turn
-from teleton.agent.turn_stats import TurnStats, status_lines
-from teleton.agent.window.sessions import Session
+from teleton.agent.turn_stats import spend_line, status_lines
 from teleton.gateway.contract import IncomingMessage, SentMessage
-from teleton.llm.prices import FREE, Price, usd
 from teleton.memory.feed import archive as fa
 from teleton.memory.feed import reactions, reads
 from teleton.privacy import Clearance
+from teleton.storage.usage import spent_today
 from teleton.tools.held import CODE_LENGTH
 
 _COMMAND = re.compile(r"^/([a-zA-Z_]+)(?:@\w+)?(?:\s+(.*))?$", re.DOTALL)
@@ -300,19 +299,19 @@ async def status_text(agent: AgentCore, turn: Turn) -> str:
         lines.append(f"Session: {len(session.messages)} messages, started {age} ago (id {session.id[:8]})")
         fill = session.last_input_tokens
         lines.append(f"Context: ~{fill:,} of {window:,} tokens ({100 * fill / window:.0f}%)")
-        prompt = session.input_tokens + session.cache_read_tokens
-        ratio = 100 * session.cache_read_tokens / prompt if prompt else 0.0
         lines.append(
             f"Tokens this session: {session.input_tokens:,} in, {session.output_tokens:,} out; "
-            f"cache reads {session.cache_read_tokens:,} ({ratio:.0f}% of input)"
+            f"cache reads {session.cache_read_tokens:,}, cache writes {session.cache_write_tokens:,}"
         )
     lines.append(
         f"This chat, all sessions: {totals['sessions']} sessions, "
         f"{totals['input_tokens']:,} in / {totals['output_tokens']:,} out, "
-        f"cache reads {totals['cache_read_tokens']:,}"
+        f"cache reads {totals['cache_read_tokens']:,}, cache writes {totals['cache_write_tokens']:,}"
     )
     lines.append("Memory: " + await memory_stats(agent, turn.clearance))
-    lines += status_lines(agent.last_turns.get(chat.id), session)
+    # The day of every chat is the owner's to see: a group learns nothing of how much anyone else talked.
+    today = await agent.deps.db.read(spent_today) if turn.clearance.is_owner else None
+    lines += status_lines(agent.last_turns.get(chat.id), session, today)
     if turn.clearance.is_owner and agent.deps.policy is not None:
         lines.append(agent.deps.policy.refusals())
     if turn.clearance.is_owner:
@@ -325,7 +324,7 @@ async def status_text(agent: AgentCore, turn: Turn) -> str:
     failover = agent.deps.llm.failover.status()
     if failover:
         lines.append("Failover: " + failover)
-    spend = spend_line(agent.deps.llm.price, session, agent.last_turns.get(chat.id))
+    spend = spend_line(agent.deps.llm.price, session, agent.last_turns.get(chat.id), today)
     if spend:
         lines.append(spend)
     # A list, so it reads line by line both as Telegram's plain text and rendered as Markdown (terminal).
@@ -339,21 +338,6 @@ async def reactions_line(agent: AgentCore) -> str:
     custom = sum(n for emoji, n in week.items() if emoji.startswith("custom:"))
     given += (", " if given and custom else "") + (f"custom {custom}" if custom else "")
     return f"Reactions to answers this week: {given or 'none'}"
-
-
-def spend_line(price: Price | None, session: Session | None, last: TurnStats | None) -> str | None:
-    """What this session and the last turn cost at the main model's price; None when the price is unknown."""
-    if price is None or session is None:
-        return None
-    if price == FREE:
-        return "Spend: none (a local model)"
-    total = price.cost(session.input_tokens, session.output_tokens, session.cache_read_tokens)
-    line = f"Spend: {usd(total)} this session"
-    if last is not None:
-        u = last.usage  # cache writes count as input, as the session's totals do
-        turn = price.cost(u.input_tokens + u.cache_write_tokens, u.output_tokens, u.cache_read_tokens)
-        line += f", {usd(turn)} last turn"
-    return line
 
 
 async def memory_stats(agent: AgentCore, clearance: Clearance) -> str:

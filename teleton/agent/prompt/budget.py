@@ -1,7 +1,7 @@
 """The memory budget of one turn (issue 15): at most ``memory.prompt_budget_tokens`` of memory in a prompt.
 
-Memory reaches a request in two places, budgeted differently because Anthropic caches the request prefix
-(tools, then the system blocks, up to each ``cache_control``; ``prompt``):
+Memory reaches a request in two places, budgeted differently because the provider caches the request prefix
+(tools, then the system blocks, then the history; ``llm.prompt_cache``):
 
 - The stable part, block 2 of the system prompt: the session's summary, the important facts, the learnings
   and MEMORY.md. It gets a fixed share of the budget (``memory.prompt_stable_share``) and is filled in a
@@ -14,9 +14,10 @@ Memory reaches a request in two places, budgeted differently because Anthropic c
   without missing the cache.)
 - The per-turn part: what the stable part left of the budget, filled by relevance across kinds: knowledge
   hits, facts, feed hits, this chat's recent messages (the RAG block of the user message) and the daily-log
-  entries (block 3 of the system prompt, the owner's DM only). A search hit's relevance is its hybrid score;
-  recent messages and log entries have none, so theirs is 0.5 * recency + 0.5 * the share of the question's
-  words they contain: the 0.5 / 0.5 of the search fusion, with recency standing in for the leg they lack.
+  entries (the turn's note, the owner's DM only: both in the turn's own message, after the history). A search
+  hit's relevance is its hybrid score; recent messages and log entries have none, so theirs is 0.5 * recency
+  + 0.5 * the share of the question's words they contain: the 0.5 / 0.5 of the search fusion, with recency
+  standing in for the leg they lack.
 
 Items go in whole, the most relevant first; one that does not fit is left out, and a smaller one after it
 may still fit. Tokens are counted with ``text.tokens.estimate_tokens`` (the one estimate of the project) on

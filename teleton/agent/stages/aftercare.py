@@ -30,9 +30,8 @@ async def persist(agent: AgentCore, turn: Turn) -> None:
     session = required(turn.session)
     if turn.result is None:
         return  # the model never answered: keep the session as it was; the feed still has the message
-    session.messages = mask_observations(
-        [*session.messages, kept_user(turn), *turn.result.new_messages], agent.settings.masking_keep
-    )
+    kept = [*session.messages, kept_user(turn), *turn.result.new_messages]
+    session.messages = mask_observations(kept, agent.settings.masking_keep, agent.settings.masking_step)
     session.account(turn.result.usage, turn.result.last_usage)
     await agent.sessions.save(session)
     await account_spend(agent, turn.result.usage)
@@ -41,11 +40,12 @@ async def persist(agent: AgentCore, turn: Turn) -> None:
 
 
 async def account_spend(agent: AgentCore, u: Usage) -> None:
-    """The turn's tokens and cost into the day's ledger (the dashboard's spend); a failure only loses a figure."""
+    """The turn's tokens and cost into the day's ledger (the dashboard's, /status's and `teleton status`'s day),
+    cache reads and writes apart, priced as the provider prices them; a failure only loses a figure."""
     llm = agent.deps.llm
-    tokens = (u.input_tokens + u.cache_write_tokens, u.output_tokens, u.cache_read_tokens)
+    tokens = (u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens)
     cost = llm.price.cost(*tokens) if llm.price is not None else None
-    day = datetime.now().astimezone().strftime("%Y-%m-%d")
+    day = usage.today()
     try:
         await agent.deps.db.write(lambda conn: usage.add(conn, day, llm.settings.model, tokens, cost))
     except Exception as exc:

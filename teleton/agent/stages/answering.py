@@ -17,6 +17,7 @@ from teleton.agent.core import AgentCore
 from teleton.agent.delivery import reply_parts
 from teleton.agent.delivery.records import DeliveryFailed
 from teleton.agent.delivery.streaming import StreamedReply
+from teleton.agent.deps import AgentSettings
 from teleton.agent.messages import spoke_here
 from teleton.agent.stages.context import rebuild_system
 from teleton.agent.stages.slow_notice import slow_notice
@@ -25,9 +26,10 @@ from teleton.agent.window.masking import mask_observations
 from teleton.agent.window.oversize import shorten_history
 from teleton.config.presets import PRESETS
 from teleton.gateway.contract import ReplyStreams, SentMessage
-from teleton.llm.client import ContextOverflowError, LLMError
+from teleton.llm import prompt_cache
+from teleton.llm.client import ContextOverflowError, LLMError, Message
 from teleton.llm.progress import WATCHING
-from teleton.llm.tool_loop import ToolCall, ToolResult, run_tool_loop
+from teleton.llm.tool_loop import Prepare, ToolCall, ToolResult, run_tool_loop
 from teleton.memory.feed import archive as fa
 from teleton.tools.registry import ToolContext
 
@@ -101,7 +103,7 @@ async def _answer(agent: AgentCore, turn: Turn) -> None:
     async def execute(call: ToolCall) -> ToolResult:
         return await agent.deps.registry.execute(call, ctx)
 
-    keep = agent.settings.masking_keep
+    settings = agent.settings
     for attempt in range(3):
         session = required(turn.session)
         if turn.stream is not None:
@@ -109,12 +111,12 @@ async def _answer(agent: AgentCore, turn: Turn) -> None:
         try:
             turn.result = await run_tool_loop(
                 agent.deps.llm,
-                system=turn.system,
+                system=prompt_cache.marked_system(turn.system, settings.cache_ttl),
                 messages=[*session.messages, required(turn.sent_user)],
                 tools=turn.tools,
                 execute=execute,
-                limits=agent.settings.limits,
-                prepare=lambda messages: mask_observations(messages, keep),
+                limits=settings.limits,
+                prepare=laid_out(settings, history_end=len(session.messages) - 1),
             )
             return
         except ContextOverflowError:
@@ -122,10 +124,10 @@ async def _answer(agent: AgentCore, turn: Turn) -> None:
             # its oversized messages to excerpts — kept so, the session is never wedged; then give up.
             if attempt == 0:
                 log.warning("context_overflow", chat_id=turn.msg.chat.id, messages=len(session.messages))
-                await agent.compact(turn, max(1, agent.settings.thresholds.keep_last // 2))
+                await agent.compact(turn, max(1, settings.thresholds.keep_last // 2))
                 await rebuild_system(agent, turn)  # the summary changed
                 continue
-            cut = shorten_history(session.messages, agent.settings.max_input_chars) if attempt == 1 else 0
+            cut = shorten_history(session.messages, settings.max_input_chars) if attempt == 1 else 0
             if cut:
                 log.warning("context_overflow_shortened", chat_id=turn.msg.chat.id, messages=cut)
                 continue
@@ -143,6 +145,17 @@ async def _answer(agent: AgentCore, turn: Turn) -> None:
                 turn.reply = unreachable(exc.url) if exc.unreachable else UNAVAILABLE
             return
     turn.failed, turn.reply = "no answer from the model", UNAVAILABLE
+
+
+def laid_out(settings: AgentSettings, history_end: int) -> Prepare:
+    """What each request of the tool loop sends: old results masked in steps, the history's last message
+    (``history_end``, where the next turn reads the cache) and the request's last block marked."""
+
+    def prepare(messages: list[Message]) -> list[Message]:
+        masked = mask_observations(messages, settings.masking_keep, settings.masking_step)
+        return prompt_cache.marked_messages(masked, history_end, settings.cache_ttl)
+
+    return prepare
 
 
 async def deliver(agent: AgentCore, turn: Turn) -> None:

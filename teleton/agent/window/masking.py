@@ -1,8 +1,11 @@
 """Observation masking: old tool results shrink to one line so the context window holds the conversation.
 
 Rule (docs/memory.md): the ``keep`` most recent tool results stay whole, error results always stay whole, every
-older result becomes ``[Tool: name - OK]``. A pure function over messages in the Messages API format, so
-the runtime can apply it both to what it sends and to what it stores, and a test can check it directly.
+older result becomes ``[Tool: name - OK]``; in steps: nothing is masked until ``keep + step`` results are held,
+then the oldest are masked down to ``keep``, and so on. Masking rewrites old history, which the prompt cache
+then has to write again from there: between two steps every request extends the previous one's prefix. A pure
+function over messages in the Messages API format, so the runtime can apply it both to what it sends and to
+what it stores (the same count of results, so the same messages masked), and a test can check it directly.
 """
 
 from __future__ import annotations
@@ -28,8 +31,13 @@ def tool_names(messages: Sequence[Message]) -> dict[str, str]:
     return names
 
 
-def mask_observations(messages: Sequence[Message], keep: int = 10) -> list[Message]:
-    """A copy of ``messages`` with all but the last ``keep`` successful tool results masked."""
+def masked_count(held: int, keep: int, step: int) -> int:
+    """How many of ``held`` tool results (the oldest, masked ones included) are masked: a multiple of ``step``."""
+    return max(0, held - keep) // step * step
+
+
+def mask_observations(messages: Sequence[Message], keep: int = 10, step: int = 1) -> list[Message]:
+    """A copy of ``messages`` with the oldest successful tool results masked, in steps of ``step``."""
     positions = [
         (i, j)
         for i, message in enumerate(messages)
@@ -37,7 +45,7 @@ def mask_observations(messages: Sequence[Message], keep: int = 10) -> list[Messa
         for j, block in enumerate(message["content"])
         if block.get("type") == "tool_result"
     ]
-    old = positions[: max(0, len(positions) - keep)]
+    old = positions[: masked_count(len(positions), keep, step)]
     if not old:
         return list(messages)
     names = tool_names(messages)

@@ -1,8 +1,11 @@
 """Sessions: one active conversation per chat (per topic in a forum), in the ``sessions`` table.
 
 A session holds the messages in Messages API format, the summary it started from (after a compaction or
-carried from the session before), and the token figures the API reported. Ending a session keeps the row
-(``active = 0``, ``end_reason``, its summary), so history is never deleted, only retired.
+carried from the session before), and the token figures the API reported, in its terms: input neither read
+from nor written to the prompt cache, output, cache reads, cache writes (a session from before schema step
+15 has its writes inside ``input_tokens`` and 0 writes: the sum is all its input either way). Ending a
+session keeps the row (``active = 0``, ``end_reason``, its summary), so history is never deleted, only
+retired.
 """
 
 from __future__ import annotations
@@ -29,15 +32,22 @@ class Session:
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
     last_input_tokens: int = 0  # how full the window was at the last request (prompt + answer)
     created_at: float = 0.0
     updated_at: float = 0.0
 
     def account(self, total: Usage, last: Usage) -> None:
-        self.input_tokens += total.input_tokens + total.cache_write_tokens
+        self.input_tokens += total.input_tokens
         self.output_tokens += total.output_tokens
         self.cache_read_tokens += total.cache_read_tokens
+        self.cache_write_tokens += total.cache_write_tokens
         self.last_input_tokens = last.prompt_tokens + last.output_tokens
+
+    @property
+    def all_input(self) -> int:
+        """Every input token of the session's requests: not cached, written to the cache, read from it."""
+        return self.input_tokens + self.cache_write_tokens + self.cache_read_tokens
 
 
 def _row_to_session(row: Any) -> Session:
@@ -50,6 +60,7 @@ def _row_to_session(row: Any) -> Session:
         input_tokens=int(row["input_tokens"]),
         output_tokens=int(row["output_tokens"]),
         cache_read_tokens=int(row["cache_read_tokens"]),
+        cache_write_tokens=int(row["cache_write_tokens"]),
         last_input_tokens=int(row["last_input_tokens"]),
         created_at=float(row["created_at"]),
         updated_at=float(row["updated_at"]),
@@ -108,13 +119,15 @@ class SessionStore:
         def _save(conn: Connection) -> None:
             cur = conn.execute(
                 "update sessions set messages_json = ?, summary = ?, input_tokens = ?, output_tokens = ?, "
-                "cache_read_tokens = ?, last_input_tokens = ?, updated_at = ? where id = ? and active = 1",
+                "cache_read_tokens = ?, cache_write_tokens = ?, last_input_tokens = ?, updated_at = ? "
+                "where id = ? and active = 1",
                 (
                     json.dumps(messages, ensure_ascii=False),
                     session.summary,
                     session.input_tokens,
                     session.output_tokens,
                     session.cache_read_tokens,
+                    session.cache_write_tokens,
                     session.last_input_tokens,
                     session.updated_at,
                     session.id,
@@ -175,7 +188,7 @@ class SessionStore:
         where, args = ("where chat_id = ?", (chat_id,)) if chat_id is not None else ("", ())
         row = await self.db.fetchone(
             "select count(*), coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0), "
-            f"coalesce(sum(cache_read_tokens), 0) from sessions {where}",
+            f"coalesce(sum(cache_read_tokens), 0), coalesce(sum(cache_write_tokens), 0) from sessions {where}",
             args,
         )
         return {
@@ -183,6 +196,7 @@ class SessionStore:
             "input_tokens": int(row[1]),
             "output_tokens": int(row[2]),
             "cache_read_tokens": int(row[3]),
+            "cache_write_tokens": int(row[4]),
         }
 
 

@@ -43,6 +43,7 @@ function showStatus(section, view) {
   set("model", s.model_retrying || (view.running ? "answering" : "—"));
   set("spend_today", view.spend_today || "—");
   set("spend_month", view.spend_month || "—");
+  set("cache_today", view.cache_today || "—");
   const failover = section.querySelector('[data-field="failover"]');
   if (failover) {
     failover.hidden = !view.failover;
