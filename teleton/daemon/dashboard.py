@@ -55,8 +55,9 @@ async def model_view(stack: AgentStack) -> dict[str, Any]:
 async def usage_view(db: Database) -> dict[str, Any]:
     """Spend today and this month and today's prompt-cache hit rate, from the usage ledger: the daemon's own
     store, or the one `teleton dashboard` opened read-only (the page says which)."""
-    today = usage.today()
-    day, this_month = await db.read(lambda conn: (usage.spent_today(conn), usage.spent(conn, today[:8] + "01", today)))
+    today = usage.today()  # one instant for the day and the month: a page read at midnight adds up
+    month = today[:8] + "01"
+    day, this_month = await db.read(lambda conn: (usage.spent(conn, today, today), usage.spent(conn, month, today)))
     return {
         "spend_today": _spend(day),
         "spend_month": _spend(this_month),

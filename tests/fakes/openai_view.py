@@ -21,6 +21,7 @@ from typing import Any
 
 from tests.fakes.anthropic_server import Body, Reply
 from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.turn_message import NOTE_SECTIONS
 
 PROVIDERS = ("anthropic", "openai")
 
@@ -32,7 +33,7 @@ def _text(content: Any) -> str:
 
 
 # The turn's note: its first section, and its last paragraph (the time and whom the turn answers).
-_NOTE_START = re.compile(r"(?:^|\n\n)(## Notes of |## Memory flush\n|## Now\n)")
+_NOTE_START = re.compile("(?:^|\n\n)(" + "|".join(map(re.escape, NOTE_SECTIONS)) + ")")
 _NOTE_END = re.compile(r"## Now\n[^\n]*(?:\nYou are answering [^\n]*)?(?:\n\n|$)")
 
 
