@@ -30,6 +30,7 @@ from teleton.cli.context import cli_embedder, running_config
 from teleton.cli.terminal_gateway import TERMINAL_CHAT_ID, TerminalGateway
 from teleton.config import require_llm
 from teleton.config.schema import Config
+from teleton.daemon.database_watch import DatabaseWatch, LostDatabase, clear_marker, read_marker, write_marker
 from teleton.gateway.contract import Thread, UserInfo
 from teleton.llm.connect import client_for
 from teleton.llm.progress import WATCHING
@@ -37,7 +38,8 @@ from teleton.memory.embeddings.provider import EmbeddingProvider
 from teleton.privacy import Principals
 from teleton.process.logging import configure_logging
 from teleton.process.threads import limit_blas_threads
-from teleton.storage import Database
+from teleton.storage import Database, in_use
+from teleton.storage.in_use import InUse
 from teleton.storage.private_files import private_data_dir, touch_private
 from teleton.storage.workspace_template import create_workspace
 
@@ -49,6 +51,13 @@ if TYPE_CHECKING:  # types only: both load when a chat starts (below)
 log = structlog.get_logger(__name__)
 INTERACTIVE_RETRIES = 2
 EXIT_WORDS = {"/exit", "/quit", "exit", "quit"}
+EXIT_DATABASE_LOST = 78  # the daemon's code for a stop no restart fixes
+
+
+class DatabaseGone(Exception):
+    def __init__(self, lost: LostDatabase) -> None:
+        super().__init__(lost.line())
+        self.lost = lost
 
 
 def chat(
@@ -76,8 +85,15 @@ def chat(
     limit_blas_threads()
     private_data_dir(config.storage.data_dir)
     converse = _converse if sys.stdin.isatty() and sys.stdout.isatty() else _converse_plain
-    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C between answers without a live prompt: leave
-        asyncio.run(converse(config, console, new))
+    try:
+        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C between answers without a live prompt: leave
+            asyncio.run(converse(config, console, new))
+    except DatabaseGone as exc:  # as the daemon: one line, exit 78, a marker the next start and doctor read
+        print(exc.lost.line(), file=sys.stderr)
+        raise typer.Exit(EXIT_DATABASE_LOST) from None
+    except InUse as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise typer.Exit(1) from None
 
 
 async def _converse_plain(config: Config, console: Console, new: bool) -> None:
@@ -90,6 +106,7 @@ async def _converse_plain(config: Config, console: Console, new: bool) -> None:
             if line.strip().lower() in EXIT_WORDS:
                 break
             if line.strip():
+                await session.ensure_database()
                 await session.turn(line.rstrip("\n"))
     finally:
         await session.close()
@@ -132,6 +149,7 @@ async def _converse(config: Config, console: Console, new: bool) -> None:
                 if word == "/stop" and repl.stop():
                     continue
                 if line.strip():
+                    await session.ensure_database()
                     repl.submit(line)
         finally:
             await repl.close()
@@ -200,8 +218,13 @@ class ChatSession:
         feed_embedder: FeedEmbedder | None = None,
         screen: ChatScreen | None = None,
         mcp: McpServers | None = None,
+        watch: DatabaseWatch | None = None,
+        using: int | None = None,
     ) -> None:
         self.mcp = mcp
+        self.watch = watch
+        self.using = using
+        self.data_dir = Path(".")
         self.stack = stack
         self.db = db
         self.gateway = gateway
@@ -219,8 +242,24 @@ class ChatSession:
         embedder: EmbeddingProvider | None = None,
         screen: ChatScreen | None = None,
     ) -> ChatSession:
+        data_dir = config.storage.data_dir
+        using = await asyncio.to_thread(in_use.hold, data_dir)  # shared with the daemon; `teleton restore` waits
+        try:
+            return await cls._open(config, console, embedder, screen, using)
+        except BaseException:
+            in_use.release(using)
+            raise
+
+    @classmethod
+    async def _open(
+        cls, config: Config, console: Console, embedder: EmbeddingProvider | None, screen: ChatScreen | None, using: int
+    ) -> ChatSession:
         from teleton.agent.factory import build_agent  # deferred: the agent, its tools and SDKs load when a chat starts
 
+        lost = await asyncio.to_thread(read_marker, config.storage.data_dir)
+        if lost is not None:  # the last run stopped on it: said once, as the daemon tells its owner
+            console.print(f"[yellow]{escape(lost.owner_notice())}[/]")
+            await asyncio.to_thread(clear_marker, config.storage.data_dir)
         await asyncio.to_thread(create_workspace, config.storage.workspace_dir)  # as the daemon does at start
         if embedder is None:
             embedder = cli_embedder(config, Console(stderr=True))  # a warning: stdout is the conversation
@@ -257,7 +296,10 @@ class ChatSession:
         from teleton.daemon.outside_servers import start_mcp  # deferred, as the agent: only when a chat starts
 
         mcp = start_mcp(config, stack, db, tell)  # in the background: their tools join as they connect
-        return cls(stack, db, gateway, console, feed_embedder, screen, mcp)
+        watch = await DatabaseWatch.opened(db.path, by="`teleton chat`")
+        session = cls(stack, db, gateway, console, feed_embedder, screen, mcp, watch, using)
+        session.data_dir = config.storage.data_dir
+        return session
 
     async def turn(self, line: str) -> str | None:
         """One message and its answer; Ctrl-C meanwhile stops the answer (as /stop), not the program."""
@@ -286,6 +328,17 @@ class ChatSession:
             self.console.print("[dim](stopped)[/]" if self.stopped else "[dim](no answer)[/]")
         return reply
 
+    async def ensure_database(self) -> None:
+        """Before a message is archived: the database file is still the one opened, or DatabaseGone (the
+        marker left for the next start), so no turn is answered into a file no one will read."""
+        lost = await self.watch.check() if self.watch is not None else None
+        if lost is None:
+            return
+        log.warning("database_lost", path=lost.path, how=lost.how)  # the log file; the terminal gets one line
+        with contextlib.suppress(OSError):  # the data directory went with it: the stop and its line still happen
+            await asyncio.to_thread(write_marker, self.data_dir, lost)
+        raise DatabaseGone(lost)
+
     def stop(self) -> None:
         self.stopped = self.stack.agent.stop(Thread(self.gateway.chat.id)) or self.stopped
 
@@ -296,6 +349,9 @@ class ChatSession:
             await self.feed_embedder.stop(flush_s=5.0)
         await self.stack.close()
         await self.db.close()
+        if self.using is not None:
+            in_use.release(self.using)
+            self.using = None
         self.console.print("[dim]bye[/]")
 
 

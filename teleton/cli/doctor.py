@@ -297,8 +297,8 @@ def check_lost_database(config: Config) -> Check | None:
     if lost is None:
         return None
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(lost.at))
-    detail = f"the last run stopped at {when}: {lost.path} was {lost.how} while the daemon ran"
-    fix = "restore the last `teleton backup` over the database file, or start fresh; the next start tells the owner"
+    detail = f"the last run stopped at {when}: {lost.path} was {lost.how} while {lost.by} ran"
+    fix = "restore the last backup with `teleton restore ARCHIVE`, or start fresh; the next start tells the owner"
     return Check("Last stop", False, detail, fix)
 
 

@@ -19,7 +19,7 @@ from teleton.config import Config, ConfigError, default_config_path
 from teleton.config.schema import session_file
 from teleton.daemon.database_watch import MARKER
 from teleton.storage.database import connect
-from teleton.storage.failures import Cause, cause_of, nearest_existing
+from teleton.storage.failures import Cause, cause_of, nearest_existing, problems_line
 from teleton.storage.private_files import DIR_MODE, FILE_MODE
 from teleton.storage.sqlite_driver import pick_driver
 
@@ -85,7 +85,8 @@ def check_database(config: Config) -> Check:
             return Check("Database", False, f"{path}: {exc}", f"look at it with `sqlite3 {path} 'pragma quick_check'`")
         return Check("Database", False, f"{path}: {cause.what}", cause.fix)
     if found != ["ok"]:
-        return Check("Database", False, f"{path}: damaged ({found[0]})", Cause("damaged", path, found[0]).fix)
+        found_line = problems_line(found)
+        return Check("Database", False, f"{path}: damaged ({found_line})", Cause("damaged", path, found_line).fix)
     return Check("Database", True, f"{path} (quick_check ok)")
 
 

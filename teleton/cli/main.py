@@ -14,7 +14,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from teleton import __version__
-from teleton.cli.context import cli_config, opened, running_config, state
+from teleton.backup.schedule import read_record
+from teleton.cli.context import cli_config, running_config, state
 from teleton.cli.errors import explain
 from teleton.cli.help_format import App
 from teleton.config import ConfigError
@@ -23,6 +24,7 @@ from teleton.daemon.instance_lock import AlreadyRunning
 from teleton.daemon.status_file import describe, free_space, read_status, summary
 from teleton.gateway.contract import GatewayError
 from teleton.process.logging import configure_logging
+from teleton.storage.in_use import InUse
 from teleton.storage.sqlite_driver import pick_driver
 from teleton.storage.workspace_template import create_workspace
 
@@ -128,7 +130,7 @@ def start(
     config = running_config(ctx)
     try:
         code = run_daemon(config, transport)
-    except (AlreadyRunning, GatewayError, StartupError) as exc:
+    except (AlreadyRunning, InUse, GatewayError, StartupError) as exc:
         # Not a crash: a second instance, Telegram refusing the login, a damaged database.
         print(f"error: {exc}", file=sys.stderr)
         raise typer.Exit(1) from None
@@ -146,8 +148,11 @@ def status(
     data_dir = config.storage.data_dir
     found, free = read_status(data_dir / "status.json"), free_space(data_dir)
     running, text = describe(found, free_bytes=free)
+    last_backup = read_record(data_dir)
+    text += f"\nlast backup: {last_backup.line() if last_backup else 'none yet (teleton backup, or backup.every)'}"
     if as_json:
         shown = summary(found, free_bytes=free) | asyncio.run(_usage_today(config.storage.database_file))
+        shown["last_backup"] = asdict(last_backup) if last_backup else None
         typer.echo(json.dumps(shown, indent=2))
     else:
         console.print(text, highlight=False)
@@ -175,40 +180,27 @@ async def _usage_today(database: Path) -> dict[str, Any]:
     return {"today": {"day": day, **spent.as_dict()}}
 
 
-@app.command()
-def backup(
-    ctx: typer.Context,
-    target: Annotated[Path, typer.Argument(help="Where to write the copy of the database.")],
-) -> None:
-    """Copy the database consistently while the daemon keeps running (SQLite backup API)."""
-    config = cli_config(ctx)
-    if not config.storage.database_file.exists():
-        console.print(f"no database at {config.storage.database_file}")
-        raise typer.Exit(1)
-    if target.exists():
-        console.print(f"{target} exists; choose a new file name")
-        raise typer.Exit(1)
-    if not target.parent.is_dir():
-        console.print(f"{target.parent} is not a folder; create it first")
-        raise typer.Exit(1)
-
-    async def _copy() -> None:
-        async with opened(config) as db:
-            await db.backup(target)
-
-    asyncio.run(_copy())
-    console.print(f"backup written: {target}")
-
-
 def _register_subcommands() -> None:
     # Each module imports its heavy dependencies (Telethon, ONNX Runtime) inside its commands, so
     # `teleton --help` stays fast.
-    from teleton.cli import chat_cmd, dashboard_cmd, feed_cmd, mcp_cmd, memory_cmd, memory_io, models_cmd, setup_cmd
+    from teleton.cli import (
+        backup_cmd,
+        chat_cmd,
+        dashboard_cmd,
+        feed_cmd,
+        mcp_cmd,
+        memory_cmd,
+        memory_io,
+        models_cmd,
+        setup_cmd,
+    )
 
     app.command()(setup_cmd.setup)
     app.command()(models_cmd.models)
     app.command()(dashboard_cmd.dashboard)
     app.command()(chat_cmd.chat)
+    app.command()(backup_cmd.backup)
+    app.command()(backup_cmd.restore)
     memory_io.register(memory_cmd.app)
     app.add_typer(memory_cmd.app, name="memory", help="Memory: index, search, stats, facts, forget, export, import.")
     app.add_typer(feed_cmd.app, name="feed", help="The Telegram archive: backfill, search, stats.")

@@ -254,6 +254,10 @@ def _resolve_paths(config: Config) -> Config:
         config.embedding.model_path = config.embedding.model_path.expanduser()
     if config.logging.file is not None:
         config.logging.file = config.logging.file.expanduser()
+    backup = config.backup
+    backup.dir = (backup.dir or storage.data_dir / "backups").expanduser()
+    if backup.key_file is not None:
+        backup.key_file = backup.key_file.expanduser()
     return config
 
 

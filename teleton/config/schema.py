@@ -419,6 +419,42 @@ class LoggingConfig(Section):
     backup_count: int = Field(default=5, ge=0)  # rotated files kept (file.1 … file.N); 0: the file is emptied
 
 
+class BackupKeepConfig(Section):
+    daily: int = Field(default=7, ge=0)  # the newest backup of each of the last N days with one
+    weekly: int = Field(default=4, ge=0)  # and of each of the last M weeks beyond those
+
+
+class BackupConfig(Section):
+    """``teleton backup`` and the daemon's scheduled backups (docs/operations.md, Backup and restore)."""
+
+    every: Literal["off", "hourly", "daily", "weekly"] = "off"
+    at: str = "04:00"  # local time of a daily or weekly backup (weekly: on Sundays)
+    dir: Path | None = None  # null: <data_dir>/backups; another disk outlives this one
+    keep: BackupKeepConfig = Field(default_factory=BackupKeepConfig)
+    vectors: bool = True  # false: archives without embeddings (smaller; rebuilt after a restore)
+    secrets: bool = True  # false: without the Telegram session and the config's keys
+    passphrase_env: str | None = None  # the environment variable holding a passphrase: archives are encrypted
+    key_file: Path | None = None  # or a file of at least 32 random bytes as the key
+
+    @field_validator("every", mode="before")
+    @classmethod
+    def _yaml_off(cls, value: object) -> object:
+        return "off" if value is False else value  # YAML 1.1 reads a bare `off` as false
+
+    @field_validator("at")
+    @classmethod
+    def _clock(cls, value: str) -> str:
+        if not re.fullmatch(r"([01]\d|2[0-3]):[0-5]\d", value):
+            raise ValueError(f"at: a time of day as HH:MM, 24-hour (e.g. 04:00), not {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _one_key(self) -> BackupConfig:
+        if self.passphrase_env and self.key_file:
+            raise ValueError("give passphrase_env or key_file, not both")
+        return self
+
+
 class Config(Section):
     agent: AgentConfig = Field(default_factory=AgentConfig)
     telegram: TelegramConfig = Field(default_factory=TelegramConfig)
@@ -434,5 +470,6 @@ class Config(Section):
     heartbeat: HeartbeatConfig = Field(default_factory=HeartbeatConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     media: MediaConfig = Field(default_factory=MediaConfig)
+    backup: BackupConfig = Field(default_factory=BackupConfig)
     # Where this config was read from (not a setting).
     source: Path | None = Field(default=None, exclude=True)

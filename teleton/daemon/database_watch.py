@@ -27,6 +27,7 @@ MARKER = "database-lost.json"
 class FileIdentity:
     device: int
     inode: int
+    by: str = "the daemon"  # or `teleton chat`
 
 
 def identity_of(path: Path) -> FileIdentity | None:
@@ -47,11 +48,13 @@ class LostDatabase:
     how: str  # "deleted" | "replaced"
     device: int
     inode: int
+    by: str = "the daemon"  # or `teleton chat`
 
     def line(self) -> str:
         return (
-            f"the database {self.path} was {self.how} while the daemon ran; stopping (exit 78) so nothing more "
-            "is written into a file no one will read; restore it from `teleton backup` or start fresh"
+            f"the database {self.path} was {self.how} while {self.by} ran; stopping (exit 78) so nothing more "
+            "is written into a file no one will read; restore the last backup with `teleton restore ARCHIVE` or "
+            "start fresh"
         )
 
     def owner_notice(self) -> str:
@@ -68,10 +71,11 @@ class DatabaseWatch:
 
     path: Path
     identity: FileIdentity | None
+    by: str = "the daemon"
 
     @classmethod
-    async def opened(cls, path: Path) -> DatabaseWatch:
-        return cls(path, await asyncio.to_thread(identity_of, path))
+    async def opened(cls, path: Path, by: str = "the daemon") -> DatabaseWatch:
+        return cls(path, await asyncio.to_thread(identity_of, path), by)
 
     async def check(self) -> LostDatabase | None:
         """None while the path still names the opened file; else what was lost."""
@@ -84,7 +88,7 @@ class DatabaseWatch:
         if now == self.identity:
             return None
         how = "deleted" if now is None else "replaced"
-        return LostDatabase(time.time(), str(self.path), how, self.identity.device, self.identity.inode)
+        return LostDatabase(time.time(), str(self.path), how, self.identity.device, self.identity.inode, self.by)
 
 
 def write_marker(data_dir: Path, lost: LostDatabase) -> None:

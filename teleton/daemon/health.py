@@ -22,13 +22,13 @@ from teleton.memory.feed import archive as fa
 from teleton.memory.feed import reads
 from teleton.storage import quarantine
 from teleton.storage.database import Database, connect
-from teleton.storage.failures import cause_of
+from teleton.storage.failures import cause_of, problems_line
 from teleton.storage.private_files import touch_private
 from teleton.storage.sqlite_driver import pick_driver
 
 log = structlog.get_logger(__name__)
 
-RESTORE = "restore the last copy made with `teleton backup PATH` (stop the daemon, copy it over the database file)"
+RESTORE = "restore the last backup with `teleton restore ARCHIVE` (stop the daemon first; never copy a file over it)"
 
 
 class StartupError(RuntimeError):
@@ -53,7 +53,7 @@ def mark_clean_stop(path: Path) -> None:
 
 
 def damaged_line(path: Path, problems: list[str]) -> str:
-    return f"the database {path} is damaged ({problems[0]}); {RESTORE}"
+    return f"the database {path} is damaged ({problems_line(problems)}); {RESTORE}"
 
 
 async def open_checked(path: Path, embedding: tuple[str, int] | None, *, check: bool = True) -> Database:

@@ -33,6 +33,7 @@ from teleton.agent.factory import AgentStack, build_agent
 from teleton.agent.heartbeat import Heartbeat
 from teleton.agent.runtime import Agent
 from teleton.config import Config, ConfigError, load_config, require_llm, require_telegram
+from teleton.daemon.backups import ScheduledBackups
 from teleton.daemon.dashboard import start_dashboard
 from teleton.daemon.database_watch import DatabaseWatch, clear_marker, read_marker, write_marker
 from teleton.daemon.health import (
@@ -62,7 +63,7 @@ from teleton.process.logging import configure_from
 from teleton.process.supervisor import Supervisor
 from teleton.process.threads import limit_blas_threads
 from teleton.scheduler.scheduler import Scheduler
-from teleton.storage import Database
+from teleton.storage import Database, in_use
 from teleton.storage.private_files import private_data_dir
 from teleton.storage.workspace_template import create_workspace
 from teleton.telegram.gateway import GatewaySettings, TelegramGateway
@@ -119,6 +120,11 @@ class Daemon:
         data_dir = await asyncio.to_thread(private_data_dir, config.storage.data_dir)  # 0700, said if narrowed
         lock = InstanceLock(data_dir / "teleton.lock")
         await asyncio.to_thread(lock.acquire)
+        try:  # shared with `teleton chat`; `teleton restore` waits for both to stop
+            using = await asyncio.to_thread(in_use.hold, data_dir)
+        except in_use.InUse:
+            await asyncio.to_thread(lock.release)
+            raise
         try:
             await self._start(started)
             await self.stop_event.wait()
@@ -128,6 +134,7 @@ class Daemon:
             # A fatal error during start-up (a revoked session at login): the one line says it all.
         finally:
             await self._shutdown()
+            await asyncio.to_thread(in_use.release, using)
             await asyncio.to_thread(lock.release)
         return EXIT_FATAL if self.fatal else 0
 
@@ -301,6 +308,8 @@ class Daemon:
                     log.info("downloads_swept", removed=removed, older_than_days=retention)
 
             scheduler.add_periodic("media_retention", 6 * 3600, sweep, run_at_start=True)
+        backups = ScheduledBackups(lambda: self.config, self._tell_owner)
+        scheduler.add_periodic("backup", CHECK_EVERY_S, backups.run_if_due, run_at_start=True)
         if self.config.heartbeat.enabled and self.principals.owner_id is not None:
             heartbeat = Heartbeat(agent, self.principals, agent.deps.workspace)
             scheduler.add_periodic("heartbeat", self.config.heartbeat.interval_minutes * 60, heartbeat.beat)

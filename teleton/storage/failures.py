@@ -26,7 +26,7 @@ from teleton.storage.sqlite_driver import pick_driver
 
 Kind = Literal["read_only", "permission", "disk_full", "missing", "damaged", "locked", "io"]
 
-RESTORE = "stop the daemon, then restore the last `teleton backup` over it, or move it away to start a new one"
+RESTORE = "stop Teleton, then restore the last backup with `teleton restore ARCHIVE`, or move it away to start anew"
 
 # SQLite's primary result codes (the low byte of an extended code).
 _SQLITE_KINDS: dict[int, Kind] = {
@@ -275,3 +275,14 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
 
 def _sqlite_errors() -> tuple[type[BaseException], ...]:
     return (sqlite3.Error, pick_driver().module.Error)
+
+
+def problems_line(problems: list[str]) -> str:
+    """What ``quick_check``/``integrity_check`` found, in one line: the first problem and how many more (SQLite
+    may return a hundred lines, or one row holding them all)."""
+    lines = [line for problem in problems for line in str(problem).splitlines() if line.strip()]
+    lines = [line for line in lines if not line.startswith("*** in database")] or lines
+    if not lines:
+        return "unknown damage"
+    more = f"; {len(lines) - 1} more problems" if len(lines) > 1 else ""
+    return lines[0].strip() + more

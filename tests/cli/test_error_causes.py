@@ -138,9 +138,9 @@ def test_a_damaged_database_is_called_damaged(isolated_home: Path) -> None:
     (data / "teleton.db").write_bytes(os.urandom(16384))
     line = _one_line(teleton("-c", str(config), "memory", "search", "spare key", home=isolated_home))
     assert line.startswith(f"error: {data}/teleton.db: the database is damaged or not a Teleton database"), line
-    assert "restore the last `teleton backup` over it" in line
+    assert "restore the last backup with `teleton restore ARCHIVE`" in line
     check, fix = _doctor(teleton("-c", str(config), "doctor", home=isolated_home).stdout, "Database")
-    assert "damaged" in check and "restore the last `teleton backup`" in fix, (check, fix)
+    assert "damaged" in check and "restore the last backup with `teleton restore" in fix, (check, fix)
 
 
 def test_a_locked_database_is_locked_not_damaged(isolated_home: Path) -> None:

@@ -58,7 +58,7 @@ def _lose_database(root: Path, config: Path, lose: str, how: str) -> None:
     lines = [line for line in daemon.stderr().splitlines() if line.startswith("teleton stopped:")]
     assert len(lines) == 1, daemon.stderr()[-3000:]
     assert f"the database {db} was {how} while the daemon ran; stopping (exit 78)" in lines[0]
-    assert "teleton backup" in lines[0] and "Traceback" not in daemon.stderr()
+    assert "teleton restore" in lines[0] and "Traceback" not in daemon.stderr()
     assert (state / MARKER).exists()
 
 

@@ -1,4 +1,4 @@
-"""`teleton status` from another shell, the single-instance lock, and `teleton backup`."""
+"""`teleton status` from another shell, the single-instance lock, and a damaged database (backups: tests/backup)."""
 
 from __future__ import annotations
 
@@ -76,45 +76,6 @@ def test_second_instance_is_refused(tmp_path: Path) -> None:
     with pytest.raises(AlreadyRunning):
         InstanceLock(tmp_path / "teleton.lock").acquire()
     second.release()
-
-
-def test_backup_while_writing(isolated_home: Path) -> None:
-    db_path = isolated_home / ".teleton" / "teleton.db"
-
-    async def fill_and_backup() -> int:
-        db = await Database.open(db_path)
-
-        def insert(conn, start: int) -> None:
-            for i in range(start, start + 500):
-                conn.execute("insert into tg_messages(chat_id, message_id, date, text) values (1, ?, 0, 'msg')", (i,))
-
-        writes = [asyncio.create_task(db.write(lambda c, s=s: insert(c, s))) for s in range(0, 5000, 500)]
-        await asyncio.sleep(0)
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "teleton.cli.main", "backup", str(isolated_home / "copy.db"),
-            env={**os.environ, "HOME": str(isolated_home)},
-            stdout=asyncio.subprocess.PIPE,
-        )  # fmt: skip
-        await asyncio.gather(*writes)
-        assert await proc.wait() == 0
-        await db.close()
-        return 5000
-
-    asyncio.run(fill_and_backup())
-    copy = isolated_home / "copy.db"
-    assert copy.stat().st_mode & 0o777 == 0o600
-
-    async def check() -> tuple[str, int]:
-        db = await Database.open(copy)
-        ok = (await db.fetchone("pragma integrity_check"))[0]
-        count = (await db.fetchone("select count(*) from tg_messages"))[0]
-        await db.close()
-        return ok, count
-
-    ok, count = asyncio.run(check())
-    assert ok == "ok"
-    assert count % 500 == 0  # a consistent snapshot: whole transactions only
-    assert _cli(isolated_home, "backup", str(copy)).returncode == 1  # never overwrites
 
 
 def _damage(path: Path) -> None:

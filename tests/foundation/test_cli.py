@@ -185,7 +185,7 @@ def test_cli_errors_are_one_line_with_the_fix(isolated_home: Path) -> None:
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     damaged = f"error: {isolated_home}/.teleton/teleton.db: the database is damaged or not a Teleton database"
     assert proc.stderr.strip().startswith(damaged)
-    assert "restore the last `teleton backup`" in proc.stderr
+    assert "restore the last backup with `teleton restore" in proc.stderr
 
     (isolated_home / ".teleton" / "teleton.db").unlink()
     assert teleton("memory", "index", home=isolated_home).returncode == 0  # creates a good database

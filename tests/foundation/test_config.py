@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from teleton.config import Config, ConfigError, load_config, require_llm, require_telegram, write_config
+from teleton.config.loader import read_config_file
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -157,7 +157,8 @@ def test_paths_default_under_data_dir(tmp_path: Path, isolated_home: Path) -> No
 
 
 def test_example_config_documents_every_key_with_its_default() -> None:
-    raw = yaml.safe_load((REPO / "config.example.yaml").read_text())
+    # Read as a user's copy is read: a key written twice is an error there (it was, from an edit made twice).
+    raw = read_config_file(REPO / "config.example.yaml")
     assert Config.model_validate(raw).model_dump() == Config().model_dump()
 
     def keys(model: type, prefix: str = "") -> set[str]:
