@@ -31,6 +31,7 @@ from teleton.backup import contents
 from teleton.backup.sealed import Key, SealedWriter
 from teleton.config.loader import read_config_file
 from teleton.storage import schema
+from teleton.storage.failures import Cause, StorageError, cause_of
 from teleton.storage.sqlite_driver import Connection, load_sqlite_vec, pick_driver
 from teleton.storage.vector_tables import HALF_VECTOR_TABLE, VECTOR_SOURCES, VECTOR_TABLES, get_meta
 
@@ -86,58 +87,75 @@ def default_name(now: float, sealed: bool) -> str:
 
 
 def create(layout: contents.Layout, target: Path, options: Options) -> Manifest:
-    """Write the archive to ``target`` (which must not exist); return its manifest."""
+    """Write the archive to ``target`` (which must not exist); return its manifest. A failure of the machine
+    (a full disk, a read-only folder) is a ``StorageError`` naming the archive, or the database it could not
+    read; nothing is left behind."""
     partial = target.with_name(f".{target.name}.partial")
-    staging = Path(tempfile.mkdtemp(prefix=".teleton-backup-", dir=target.parent))  # 0700, beside the target
+    staging: Path | None = None
     try:
-        copy = staging / "teleton.db"
-        manifest = _copy_database(layout.database, copy, options)
-        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as raw:
-            os.fchmod(raw.fileno(), 0o600)  # whatever the umask took away
-            sealed = SealedWriter(raw, options.key) if options.key is not None else None
-            out: BinaryIO = sealed if sealed is not None else raw  # type: ignore[assignment]
-            with (
-                gzip.GzipFile(fileobj=out, mode="wb", compresslevel=1, mtime=0) as zipped,
-                tarfile.open(fileobj=zipped, mode="w|", format=tarfile.PAX_FORMAT) as tar,
-            ):
-                with copy.open("rb") as db_file:
-                    manifest.files.append(_add(tar, contents.DATABASE, db_file, copy.stat().st_size))
-                copy.unlink()  # the copy's disk space back before the workspace goes in
-                config = _config_bytes(layout.config, options.secrets)
-                if config is not None:
-                    manifest.files.append(_add(tar, contents.CONFIG, io.BytesIO(config), len(config)))
-                for name, path in contents.files_of(layout, secrets=options.secrets):
-                    data = _read_whole(path)
-                    if data is not None:
-                        manifest.files.append(_add(tar, name, io.BytesIO(data), len(data)))
-                body = manifest.to_json()
-                _add(tar, MANIFEST, io.BytesIO(body), len(body))
-            if sealed is not None:
-                sealed.close()
-            raw.flush()
-            os.fsync(raw.fileno())
+        staging = Path(tempfile.mkdtemp(prefix=".teleton-backup-", dir=target.parent))  # 0700, beside the target
+        manifest = _copy_database(layout.database, staging / "teleton.db", options)
+        _write(layout, staging / "teleton.db", partial, manifest, options)
         os.rename(partial, target)
         _fsync_dir(target.parent)
         return manifest
-    except BaseException:
-        partial.unlink(missing_ok=True)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):  # a read-only folder refuses even removing what is not there
+            partial.unlink(missing_ok=True)
+        if isinstance(exc, Exception) and not isinstance(exc, StorageError):
+            cause = cause_of(exc, target)
+            if cause is not None:  # said of the archive: the staging names are ours, not the user's
+                raise StorageError(Cause(cause.kind, target, cause.reason)) from exc
         raise
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def _write(layout: contents.Layout, copy: Path, partial: Path, manifest: Manifest, options: Options) -> None:
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as raw:
+        os.fchmod(raw.fileno(), 0o600)  # whatever the umask took away
+        sealed = SealedWriter(raw, options.key) if options.key is not None else None
+        out: BinaryIO = sealed if sealed is not None else raw  # type: ignore[assignment]
+        with (
+            gzip.GzipFile(fileobj=out, mode="wb", compresslevel=1, mtime=0) as zipped,
+            tarfile.open(fileobj=zipped, mode="w|", format=tarfile.PAX_FORMAT) as tar,
+        ):
+            with copy.open("rb") as db_file:
+                manifest.files.append(_add(tar, contents.DATABASE, db_file, copy.stat().st_size))
+            copy.unlink()  # the copy's disk space back before the workspace goes in
+            config = _config_bytes(layout.config, options.secrets)
+            if config is not None:
+                manifest.files.append(_add(tar, contents.CONFIG, io.BytesIO(config), len(config)))
+            for name, path in contents.files_of(layout, secrets=options.secrets):
+                data = _read_whole(path)
+                if data is not None:
+                    manifest.files.append(_add(tar, name, io.BytesIO(data), len(data)))
+            body = manifest.to_json()
+            _add(tar, MANIFEST, io.BytesIO(body), len(body))
+        if sealed is not None:
+            sealed.close()
+        raw.flush()
+        os.fsync(raw.fileno())
 
 
 def _copy_database(database: Path, copy: Path, options: Options) -> Manifest:
     if not database.is_file():
         raise FileNotFoundError(f"no database at {database}")
     driver = pick_driver()
-    # A connection of its own, never query_only (VACUUM INTO writes its target): the daemon's writer goes on.
-    conn = driver.module.connect(str(database), isolation_level=None, check_same_thread=False)
-    try:
-        conn.execute("pragma busy_timeout = 5000")
-        conn.execute("vacuum into ?", (str(copy),))
-    finally:
-        conn.close()
+    try:  # a connection of its own, never query_only (VACUUM INTO writes its target): the daemon's writer goes on
+        conn = driver.module.connect(str(database), isolation_level=None, check_same_thread=False)
+        try:
+            conn.execute("pragma busy_timeout = 5000")
+            conn.execute("vacuum into ?", (str(copy),))
+        finally:
+            conn.close()
+    except driver.module.DatabaseError as exc:
+        cause = cause_of(exc, database)
+        if cause is not None and cause.kind != "disk_full":  # the database cannot be read; a full disk is the copy's
+            raise StorageError(cause) from exc
+        raise
     conn = driver.module.connect(str(copy), isolation_level=None)
     try:
         if not options.vectors:

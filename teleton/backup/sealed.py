@@ -26,6 +26,8 @@ TAG = 16
 MIN_KEY_FILE = 32
 # RFC 9106's second recommended choice: 64 MiB, 3 passes (about 0.3 s here).
 ARGON2 = {"memory_cost": 64 * 1024, "iterations": 3, "lanes": 4}
+# A header is read before it is authenticated: its costs are bounded, or a crafted one takes all memory.
+ARGON2_LIMITS = {"memory_cost": 1024 * 1024, "iterations": 16, "lanes": 16}
 
 
 class SealError(Exception):
@@ -83,6 +85,8 @@ def _derive(key: Key, header: Mapping[str, object]) -> bytes:
         if header.get("kdf") != "argon2id":
             raise SealError(f"this archive was sealed with a key file, not a passphrase (given: {key.source})")
         cost = {name: int(header[name]) for name in ARGON2}  # type: ignore[call-overload]
+        if any(cost[name] > limit for name, limit in ARGON2_LIMITS.items()):
+            raise SealError("the archive's header asks for a key derivation far costlier than Teleton writes")
         return Argon2id(salt=salt, length=32, **cost).derive(key.secret)
     if header.get("kdf") != "key-file":
         raise SealError(f"this archive was sealed with a passphrase, not a key file (given: {key.source})")

@@ -49,11 +49,15 @@ def make(config: Config, target: Path, options: archive.Options, now: float | No
         raise FileExistsError(f"{target} exists; choose a new name")
     if not target.parent.is_dir():
         raise FileNotFoundError(f"{target.parent} is not a folder; create it first")
-    lock = in_use.hold(data_dir)
+    try:
+        lock: int | None = in_use.hold(data_dir)
+    except OSError:  # a read-only data directory: no restore can run there either; the copy says what it can
+        lock = None
     try:
         manifest = archive.create(contents.Layout.of(config), target, options)
     finally:
-        in_use.release(lock)
+        if lock is not None:
+            in_use.release(lock)
     try:
         verify(target, options.key, newer_ok=True)
     except Exception:

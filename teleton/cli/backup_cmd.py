@@ -13,12 +13,14 @@ from typing import Annotated, NoReturn
 import typer
 from rich.console import Console
 
-from teleton.backup import archive, service
+from teleton.backup import archive, contents, service
 from teleton.backup.contents import Layout
 from teleton.backup.restore import restore as restore_archive
 from teleton.backup.sealed import Key, SealError, is_sealed, key_from
 from teleton.backup.unpack import ArchiveError
 from teleton.cli.context import cli_config
+from teleton.config import ConfigError
+from teleton.config.loader import read_config_file
 from teleton.config.schema import Config
 from teleton.storage import schema
 from teleton.storage.in_use import InUse
@@ -54,21 +56,21 @@ def backup(
     config = cli_config(ctx)
     if path == "verify":
         if archive_path is None:
-            _fail("teleton backup verify ARCHIVE: name the archive to check")
+            _fail("usage: teleton backup verify ARCHIVE (name the archive to check)", code=2)
         _verify(config, archive_path, key_file, passphrase_env)
         return
     if archive_path is not None:
-        _fail(f"one archive path at a time (got {path} and {archive_path})")
+        _fail(f"usage: teleton backup [PATH]: one archive path at a time (got {path} and {archive_path})", code=2)
     key = _key(config, key_file, passphrase_env, None)
     now = time.time()
     target = service.target_for(config, None if path is None else Path(path).expanduser(), key is not None, now)
     options = archive.Options(
         vectors=config.backup.vectors and not no_vectors, secrets=config.backup.secrets and not no_secrets, key=key
     )
-    try:
+    try:  # what the machine refuses (a full disk, a read-only folder) is said by `teleton`'s own error line
         made = service.make(config, target, options, now)
-    except (OSError, ArchiveError, SealError, InUse, ValueError) as exc:
-        _fail(f"backup failed: {service.one_line(exc)}")
+    except (ArchiveError, SealError, InUse) as exc:
+        _fail(f"error: backup failed: {exc}")
     m = made.manifest
     console.print(f"backup written: {made.path} ({made.size / 2**20:.1f} MB, verified, {made.seconds:.1f} s)")
     console.print("  " + _holds(m, sealed=key is not None))
@@ -93,9 +95,11 @@ def restore(
     try:
         done = restore_archive(archive_path.expanduser(), layout, key)
     except (ArchiveError, SealError, InUse) as exc:
-        _fail(f"not restored: {exc}; nothing was changed")
+        _fail(f"error: not restored: {exc}; nothing was changed")
     except OSError as exc:
-        _fail(f"restore stopped: {service.one_line(exc)}; what was there is in {layout.data_dir}/before-restore-*")
+        _fail(
+            f"error: restore stopped: {service.one_line(exc)}; what was there is in {layout.data_dir}/before-restore-*"
+        )
     m = done.unpacked.manifest
     console.print(f"restored {archive_path} into {layout.data_dir}")
     console.print("  " + _holds(m, sealed=done.unpacked.sealed))
@@ -107,9 +111,24 @@ def restore(
         console.print(f"  schema version {m.schema_version}: migrated to {schema.SCHEMA_VERSION} at the next start")
     if not m.vectors:
         console.print("  the archive has no embeddings: the next start rebuilds them in the background")
-    if to is not None:
-        console.print(f"  to run from it: storage.data_dir: {layout.data_dir} in {layout.config}")
+    named = _data_dir_named(layout.config) if contents.CONFIG in done.placed else None
+    if named is not None and named != layout.data_dir:  # another machine's layout, or --to
+        console.print(
+            f"  the restored config names storage.data_dir {named}: set it to {layout.data_dir} in {layout.config}"
+        )
+    elif to is not None and contents.CONFIG in done.placed:
+        console.print(f"  to run from it: teleton -c {layout.config} (set storage.data_dir: {layout.data_dir} there)")
     console.print("  next: `teleton doctor`, then start Teleton again")
+
+
+def _data_dir_named(config: Path) -> Path | None:
+    """The data directory a restored config names (the default when it names none); None: unreadable."""
+    try:
+        raw = read_config_file(config)
+    except ConfigError:
+        return None
+    named = (raw.get("storage") or {}).get("data_dir") if isinstance(raw.get("storage"), dict) else None
+    return Path(str(named or "~/.teleton")).expanduser()
 
 
 def _verify(config: Config, path: Path, key_file: Path | None, passphrase_env: str | None) -> None:
@@ -143,7 +162,7 @@ def _key(config: Config, key_file: Path | None, passphrase_env: str | None, read
             return key_from(passphrase_env, key_file.expanduser() if key_file else None)
         key = service.configured_key(config)
     except SealError as exc:
-        _fail(str(exc))
+        _fail(f"error: {exc}")
     if key is None and reading is not None and sys.stdin.isatty() and _sealed(reading):
         return Key.from_passphrase(getpass.getpass(f"passphrase for {reading}: "), "the passphrase typed")
     return key
@@ -157,6 +176,6 @@ def _sealed(path: Path) -> bool:
         return False
 
 
-def _fail(line: str) -> NoReturn:
+def _fail(line: str, code: int = 1) -> NoReturn:
     print(line, file=sys.stderr)
-    raise typer.Exit(1)
+    raise typer.Exit(code)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from teleton.backup.schedule import read_record
 from teleton.config.schema import Config
 from teleton.daemon.status_file import DaemonStatus, describe, free_space, pid_alive, summary
 from teleton.storage import usage
@@ -35,8 +36,8 @@ if TYPE_CHECKING:  # the agent loads with the daemon; `teleton dashboard` and `-
 TOKEN_FILE = "dashboard.token"  # in the data dir, 0600: the login when web.token is not set
 
 
-def status_view(status: DaemonStatus | None, database: Path) -> dict[str, Any]:
-    """The Status page's data: the same record and words as `teleton status`, and the two sizes."""
+def status_view(status: DaemonStatus | None, database: Path, data_dir: Path) -> dict[str, Any]:
+    """The Status page's data: the same record and words as `teleton status`, the two sizes, the last backup."""
     now = time.time()
     free = free_space(database.parent)
     view = summary(status, now, free)
@@ -44,6 +45,9 @@ def status_view(status: DaemonStatus | None, database: Path) -> dict[str, Any]:
     rss = rss_bytes(status.pid) if status is not None and pid_alive(status.pid) else None
     size = sum(_size(Path(f"{database}{suffix}")) for suffix in ("", "-wal", "-shm"))
     view.update(rss_bytes=rss, rss_text=_mb(rss), database_bytes=size, database_text=_mb(size))
+    record = read_record(data_dir)
+    view["last_backup"] = record.line() if record is not None else "none yet (teleton backup, or backup.every)"
+    view["backup_failed"] = record is not None and record.error is not None
     return view
 
 
@@ -141,7 +145,7 @@ async def start_dashboard(
     database = config.storage.database_file
 
     async def view() -> dict[str, Any]:
-        shown = await asyncio.to_thread(status_view, status(), database)
+        shown = await asyncio.to_thread(status_view, status(), database, config.storage.data_dir)
         if stack is not None:
             shown.update(await model_view(stack))
         elif db is not None:  # no daemon here: the ledger as the store holds it

@@ -295,6 +295,7 @@ def test_restore_to_another_folder_lays_out_a_data_directory(home: Path) -> None
     assert (target / "workspace" / "memory" / "trips" / "norway.md").read_text() == "Bergen in June.\n"
     assert SECRET_KEY in (target / "config.yaml").read_text() and (target / "dashboard.token").exists()
     assert _count(home / "data" / "teleton.db") == 300  # the data in use is untouched
+    assert f"names storage.data_dir {home / 'data'}: set it to {target} in {target / 'config.yaml'}" in proc.stdout
 
 
 def test_backup_while_a_writer_commits_holds_whole_transactions_only(home: Path) -> None:
@@ -322,3 +323,16 @@ def test_backup_while_a_writer_commits_holds_whole_transactions_only(home: Path)
     ingested = _count(home / "r" / "teleton.db") - 300
     assert ingested % 50 == 0 and 0 < ingested < 20_000  # a snapshot between two commits, while they went on
     assert _count(data / "teleton.db") == 300 + 20_000
+
+
+def test_an_archive_without_secrets_restores_beside_the_keys_and_session_in_use(home: Path) -> None:
+    assert _cli(home, "backup", "--no-secrets", str(home / "ns.tar.gz")).returncode == 0
+    (home / "data" / "workspace" / "MEMORY.md").write_text("changed since\n")
+    proc = _cli(home, "restore", str(home / "ns.tar.gz"))
+    assert proc.returncode == 0, proc.stderr
+    assert SECRET_KEY in (home / "config.yaml").read_text()  # the config in use keeps working
+    beside = home / "config.yaml.from-backup"
+    assert beside.exists() and SECRET_KEY not in beside.read_text() and str(beside) in proc.stdout
+    assert (home / "data" / "telegram.session").read_bytes() == b"telethon-session-bytes"
+    assert (home / "data" / "dashboard.token").read_text() == "dashboard-login-token"
+    assert (home / "data" / "workspace" / "MEMORY.md").read_text() == "# Memory\nThe owner's boat is blue.\n"

@@ -79,6 +79,14 @@ def test_a_flipped_byte_a_cut_end_an_added_tail_or_swapped_chunks_never_decrypt(
             _open(bad)
 
 
+def test_a_header_asking_for_a_huge_key_derivation_is_refused_before_it_runs() -> None:
+    sealed = _seal(b"data")
+    greedy = sealed.replace(b'"memory_cost": 65536', b'"memory_cost": 99999999')
+    assert greedy != sealed
+    with pytest.raises(SealError, match="far costlier"):
+        _open(greedy)
+
+
 def test_a_passphrase_from_the_environment_and_its_absence_are_said() -> None:
     assert key_from("BK_PASS", None, {"BK_PASS": "secret words"}) == Key(b"secret words", True, "BK_PASS")
     with pytest.raises(SealError, match="BK_PASS, which is not set"):

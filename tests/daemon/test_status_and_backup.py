@@ -110,10 +110,10 @@ def test_a_damaged_database_is_named_by_doctor_and_refused_at_start(isolated_hom
     for damage, words in ((_damage, "damaged"), (lambda p: p.write_bytes(os.urandom(65536)), "cannot be opened")):
         damage(path)
         doctor = _cli(isolated_home, "doctor")
-        assert "FAIL Database" in doctor.stdout and "teleton backup" in doctor.stdout, doctor.stdout
+        assert "FAIL Database" in doctor.stdout and "teleton restore" in doctor.stdout, doctor.stdout
         start = _cli(isolated_home, "start", "--transport", f"loopback:{isolated_home / 'x.sock'}")
         assert start.returncode == 1
         errors = [line for line in start.stderr.splitlines() if line.startswith("error:")]
-        assert len(errors) == 1 and words in errors[0] and "teleton backup" in errors[0], start.stderr
+        assert len(errors) == 1 and words in errors[0] and "teleton restore" in errors[0], start.stderr
         assert "Traceback" not in start.stderr
         assert not (isolated_home / "x.sock").exists()  # never got as far as serving

@@ -190,7 +190,7 @@ def test_cli_errors_are_one_line_with_the_fix(isolated_home: Path) -> None:
     (isolated_home / ".teleton" / "teleton.db").unlink()
     assert teleton("memory", "index", home=isolated_home).returncode == 0  # creates a good database
     proc = teleton("backup", str(isolated_home / "missing" / "copy.db"), home=isolated_home)
-    assert proc.returncode == 1 and "missing is not a folder; create it first" in proc.stdout
+    assert proc.returncode == 1 and "missing is not a folder; create it first" in proc.stderr
 
 
 def test_a_broken_model_file_at_start_is_one_line(isolated_home: Path) -> None:

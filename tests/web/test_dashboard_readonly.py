@@ -5,6 +5,7 @@ and the status is still served."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import subprocess
@@ -14,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from teleton.agent.window.sessions import SessionStore
+from teleton.backup.schedule import record_failure
 from teleton.gateway.contract import ChatInfo
 from teleton.memory.facts.rows import Fact
 from teleton.memory.facts.store import FactStore
@@ -134,3 +136,19 @@ async def test_the_days_spend_and_cache_hit_rate_are_read_from_the_store(
     )
     assert page.split('data-field="cache_today">')[1].split("</dd>")[0] == shown
     assert "read from the usage ledger in the database, opened read-only" in page
+
+
+def test_the_last_backup_is_shown_and_a_failed_one_stands_out(tmp_path: Path) -> None:
+    database = tmp_path / "data" / "teleton.db"
+    asyncio.run(_seed(database))
+    env = {**os.environ, "HOME": str(tmp_path)}
+    command = [sys.executable, "-m", "teleton.cli.main", "-c", str(_config(tmp_path)), "backup"]
+    subprocess.run(command, check=True, capture_output=True, env=env, timeout=120)
+    (archive,) = (tmp_path / "data" / "backups").glob("teleton-*.tar.gz")
+    with _dashboard(tmp_path) as (url, _), owner_client(url, TOKEN) as http:
+        shown = http.get("/status").text.split('data-field="last_backup"')[1].split("</dd>")[0]
+    assert "verified" in shown and str(archive) in shown and 'class="down"' not in shown
+    record_failure(tmp_path / "data", time.time(), "No space left on device (/backups)")  # as the daemon's schedule
+    with _dashboard(tmp_path) as (url, _), owner_client(url, TOKEN) as http:
+        shown = http.get("/status").text.split('data-field="last_backup"')[1].split("</dd>")[0]
+    assert 'class="down"' in shown and "FAILED" in shown and "No space left on device" in shown

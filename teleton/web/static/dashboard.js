@@ -44,6 +44,7 @@ function showStatus(section, view) {
   set("spend_today", view.spend_today || "—");
   set("spend_month", view.spend_month || "—");
   set("cache_today", view.cache_today || "—");
+  set("last_backup", view.last_backup || "—");
   const failover = section.querySelector('[data-field="failover"]');
   if (failover) {
     failover.hidden = !view.failover;
