@@ -183,3 +183,37 @@ def test_chat_stops_when_its_database_is_deleted_and_the_next_start_says_so(
     again = _cli(daemon_root, config, "chat", input="hello again\n")
     assert again.returncode == 0 and "Last run stopped at" in again.stdout and "pong: hello again" in again.stdout
     assert not (daemon_root / "state" / MARKER).exists()
+
+
+def test_an_archive_without_embeddings_has_them_rebuilt_after_the_restore(
+    pong_api: FakeAnthropic, daemon_root: Path
+) -> None:
+    config = write_config(daemon_root, pong_api.base_url)  # the default local embedding model
+    db, archive = daemon_root / "state" / "teleton.db", daemon_root / "lean.tar.gz"
+    embedded = "select count(*) from tg_messages m join tg_messages_vec16 v on v.id = m.id"
+    pending = "select count(*) from tg_messages where embedded = 0"
+    daemon = Daemon(daemon_root, config).start()
+    try:
+        for n in range(1, 6):
+            _answered(daemon, f"the island ferry leaves at {n}", n)
+        until_sync(lambda: _sql(db, pending) == [(0,)])
+    finally:
+        daemon.stop()
+    messages = _sql(db, embedded)[0][0]
+    knowledge = _sql(db, "select count(*) from knowledge where embedded = 1")[0][0]
+    assert messages >= 5 and knowledge > 0
+    made = _cli(daemon_root, config, "backup", "--no-vectors", str(archive))
+    assert made.returncode == 0 and "embeddings left out: they are rebuilt after a restore" in made.stdout
+
+    restored = _cli(daemon_root, config, "restore", str(archive))
+    assert restored.returncode == 0 and "the next start rebuilds them in the background" in restored.stdout
+    assert _sql(db, "select count(*) from sqlite_master where name in ('tg_messages_vec16', 'knowledge_vec')") == [(0,)]
+    assert _sql(db, "select count(*) from tg_messages where embedded = 1") == [(0,)]
+    assert _sql(db, pending)[0][0] >= messages
+    daemon = Daemon(daemon_root, config).start()
+    try:
+        until_sync(lambda: _sql(db, embedded)[0][0] == messages)  # every message found by meaning again
+        until_sync(lambda: _sql(db, "select count(*) from knowledge where embedded = 1")[0][0] == knowledge)
+        _answered(daemon, "after the rebuild", 100)
+    finally:
+        daemon.stop()
