@@ -3,6 +3,7 @@ recorded for `teleton status`. Synchronous: callers run it in a thread."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -31,13 +32,13 @@ def configured_key(config: Config) -> Key | None:
 
 def target_for(config: Config, path: Path | None, sealed: bool, now: float) -> Path:
     """``path`` as given (a folder: a new archive inside it), or a new archive in ``backup.dir``."""
-    folder = config.backup.dir if path is None else path if path.is_dir() else None
-    if folder is None:
-        return path  # type: ignore[return-value]
-    assert folder is not None
+    if path is not None and not path.is_dir():
+        return path
     if path is None:
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return folder / archive.default_name(now, sealed)
+        assert config.backup.dir is not None  # resolved when the config loads
+        path = config.backup.dir
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return path / archive.default_name(now, sealed)
 
 
 def make(config: Config, target: Path, options: archive.Options, now: float | None = None) -> Made:
@@ -64,7 +65,8 @@ def make(config: Config, target: Path, options: archive.Options, now: float | No
         target.unlink(missing_ok=True)  # an archive that does not read back must not pass for a backup
         raise
     size = target.stat().st_size
-    schedule.write_record(data_dir, schedule.BackupRecord(at, str(target), size, True, None, at))
+    with contextlib.suppress(OSError):  # a read-only data directory: the archive is made all the same
+        schedule.write_record(data_dir, schedule.BackupRecord(at, str(target), size, True, None, at))
     return Made(target, manifest, size, time.monotonic() - started)
 
 

@@ -220,11 +220,12 @@ class ChatSession:
         mcp: McpServers | None = None,
         watch: DatabaseWatch | None = None,
         using: int | None = None,
+        data_dir: Path | None = None,
     ) -> None:
         self.mcp = mcp
         self.watch = watch
-        self.using = using
-        self.data_dir = Path(".")
+        self.using = using  # the data directory's shared lock (storage.in_use), released by close
+        self.data_dir = data_dir
         self.stack = stack
         self.db = db
         self.gateway = gateway
@@ -297,9 +298,7 @@ class ChatSession:
 
         mcp = start_mcp(config, stack, db, tell)  # in the background: their tools join as they connect
         watch = await DatabaseWatch.opened(db.path, by="`teleton chat`")
-        session = cls(stack, db, gateway, console, feed_embedder, screen, mcp, watch, using)
-        session.data_dir = config.storage.data_dir
-        return session
+        return cls(stack, db, gateway, console, feed_embedder, screen, mcp, watch, using, config.storage.data_dir)
 
     async def turn(self, line: str) -> str | None:
         """One message and its answer; Ctrl-C meanwhile stops the answer (as /stop), not the program."""
@@ -332,7 +331,7 @@ class ChatSession:
         """Before a message is archived: the database file is still the one opened, or DatabaseGone (the
         marker left for the next start), so no turn is answered into a file no one will read."""
         lost = await self.watch.check() if self.watch is not None else None
-        if lost is None:
+        if lost is None or self.data_dir is None:
             return
         log.warning("database_lost", path=lost.path, how=lost.how)  # the log file; the terminal gets one line
         with contextlib.suppress(OSError):  # the data directory went with it: the stop and its line still happen

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -238,34 +237,6 @@ class Database:
         await asyncio.get_running_loop().run_in_executor(
             self._writer, lambda: self._write_conn.execute("vacuum").fetchall()
         )
-
-    async def backup(self, target: Path | str) -> None:
-        """An online-consistent copy through SQLite's backup API (safe while the daemon writes)."""
-        dest_path = Path(target)  # ~ already expanded by the shell or the caller
-
-        def _backup() -> None:
-            # Created 0600 before SQLite opens it: SQLite keeps an existing file's mode (and gives its journal
-            # the same), so the copy is never readable by others, not even while it is written.
-            fd = os.open(dest_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            try:
-                os.fchmod(fd, 0o600)  # whatever the umask took away
-            finally:
-                os.close(fd)
-            try:
-                dest = self._driver.module.connect(str(dest_path))
-                try:
-                    self._write_conn.backup(dest)
-                finally:
-                    dest.close()
-            except BaseException:
-                dest_path.unlink(missing_ok=True)  # a half-written copy must never pass for a backup
-                raise
-
-        try:
-            await asyncio.get_running_loop().run_in_executor(self._writer, _backup)
-        except Exception as exc:
-            _raise_named(exc, dest_path)
-            raise
 
     async def close(self) -> None:
         if self._closed:

@@ -171,6 +171,8 @@ def test_chat_stops_when_its_database_is_deleted_and_the_next_start_says_so(
     chat.stdin.flush()
     while "pong: first message" not in chat.stdout.readline():
         pass
+    refused = _cli(daemon_root, config, "restore", str(daemon_root / "any.tar.gz"))
+    assert refused.returncode == 1 and "is using" in refused.stderr  # chat holds the data directory too
     (daemon_root / "state" / "teleton.db").unlink()
     out, err = chat.communicate("second message\nthird message\n", timeout=120)
     assert chat.returncode == 78, err

@@ -117,3 +117,32 @@ def test_a_damaged_database_is_named_by_doctor_and_refused_at_start(isolated_hom
         assert len(errors) == 1 and words in errors[0] and "teleton restore" in errors[0], start.stderr
         assert "Traceback" not in start.stderr
         assert not (isolated_home / "x.sock").exists()  # never got as far as serving
+
+
+def test_a_hundred_problems_are_one_doctor_line_and_its_fix(isolated_home: Path) -> None:
+    """SQLite's quick_check returns a lost free-page list as one row of a hundred lines; doctor says one."""
+    data = isolated_home / ".teleton"
+    data.mkdir()
+    path = data / "teleton.db"
+
+    async def fill_and_free() -> None:
+        db = await Database.open(path)
+        await db.write(
+            lambda c: c.executemany(
+                "insert into tg_messages(chat_id, message_id, date, text) values (1, ?, 0, ?)",
+                [(i, f"message {i} " * 40) for i in range(3000)],
+            )
+        )
+        await db.execute("delete from tg_messages where message_id > 100")
+        await db.checkpoint()
+        await db.close()
+
+    asyncio.run(fill_and_free())
+    raw = bytearray(path.read_bytes())
+    raw[32:40] = bytes(8)  # the header forgets its free-page list: every free page is "never used"
+    path.write_bytes(bytes(raw))
+    doctor = _cli(isolated_home, "doctor").stdout.splitlines()
+    at = next(i for i, line in enumerate(doctor) if line.startswith("FAIL Database"))
+    assert "damaged (Page " in doctor[at] and "never used; 99 more problems)" in doctor[at], doctor
+    assert doctor[at + 1].strip().startswith("fix: stop Teleton, then restore the last backup with `teleton restore")
+    assert not any("never used" in line for line in doctor[at + 1 :]), doctor
