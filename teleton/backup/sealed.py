@@ -7,6 +7,7 @@ a wrong passphrase does. The primitives are ``cryptography``'s; only the framing
 from __future__ import annotations
 
 import base64
+import hmac
 import json
 import os
 from collections.abc import Mapping
@@ -79,7 +80,7 @@ def is_sealed(head: bytes) -> bool:
     return head.startswith(MAGIC)
 
 
-def _derive(key: Key, header: Mapping[str, object]) -> bytes:
+def _master(key: Key, header: Mapping[str, object]) -> bytes:
     salt = base64.b64decode(str(header["salt"]))
     if key.passphrase:
         if header.get("kdf") != "argon2id":
@@ -90,7 +91,18 @@ def _derive(key: Key, header: Mapping[str, object]) -> bytes:
         return Argon2id(salt=salt, length=32, **cost).derive(key.secret)
     if header.get("kdf") != "key-file":
         raise SealError(f"this archive was sealed with a passphrase, not a key file (given: {key.source})")
-    return HKDF(algorithm=hashes.SHA256(), length=32, salt=salt, info=b"teleton backup").derive(key.secret)
+    return _expand(key.secret, salt, b"teleton backup")
+
+
+def _expand(secret: bytes, salt: bytes | None, info: bytes) -> bytes:
+    return HKDF(algorithm=hashes.SHA256(), length=32, salt=salt, info=info).derive(secret)
+
+
+def _keys(key: Key, header: Mapping[str, object]) -> tuple[bytes, str]:
+    """(the chunks' key, the check value the header carries): a wrong key is told apart from a changed file."""
+    master = _master(key, header)
+    check = base64.b64encode(_expand(master, None, b"teleton backup check")[:16]).decode()
+    return _expand(master, None, b"teleton backup chunks"), check
 
 
 def _nonce(counter: int, last: bool) -> bytes:
@@ -106,8 +118,9 @@ class SealedWriter:
         header["salt"] = base64.b64encode(os.urandom(16)).decode()
         if key.passphrase:
             header.update(ARGON2)
+        chunk_key, header["check"] = _keys(key, header)
         self._header = json.dumps(header, sort_keys=True).encode() + b"\n"
-        self._aead = ChaCha20Poly1305(_derive(key, header))
+        self._aead = ChaCha20Poly1305(chunk_key)
         self._out = out
         self._buffer = bytearray()
         self._counter = 0
@@ -144,15 +157,17 @@ class SealedReader:
         self._header = source.readline(4096)
         try:
             header = json.loads(self._header)
-        except ValueError:
+            chunk_key, check = _keys(key, header)
+        except (ValueError, KeyError, TypeError):
             raise SealError("the archive's header is damaged") from None
-        self._aead = ChaCha20Poly1305(_derive(key, header))
+        if not hmac.compare_digest(check, str(header.get("check"))):
+            raise SealError(f"{key.source} does not open this archive: a wrong passphrase or key")
+        self._aead = ChaCha20Poly1305(chunk_key)
         self._source = source
         self._counter = 0
         self._pending = source.read(CHUNK + TAG)
         self._plain = bytearray()
         self._done = False
-        self._key = key
 
     def read(self, size: int = -1) -> bytes:
         while not self._done and (size < 0 or len(self._plain) < size):
@@ -169,10 +184,6 @@ class SealedReader:
         try:
             self._plain += self._aead.decrypt(_nonce(self._counter, last), self._pending, self._header)
         except InvalidTag:
-            if self._counter == 0:
-                raise SealError(
-                    f"{self._key.source} does not open this archive (a wrong passphrase or key), or it was changed"
-                ) from None
             raise SealError(
                 f"the archive is damaged or cut off near byte {self._counter * (CHUNK + TAG)}: it was changed "
                 "after it was written"

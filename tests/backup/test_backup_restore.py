@@ -299,30 +299,32 @@ def test_restore_to_another_folder_lays_out_a_data_directory(home: Path) -> None
 
 
 def test_backup_while_a_writer_commits_holds_whole_transactions_only(home: Path) -> None:
-    data = home / "data"
+    data, stop = home / "data", home / "stop-writing"
     writer = subprocess.Popen(
         [sys.executable, "-c",
-         "import sqlite3, sys\n"
+         "import os, sqlite3, sys\n"
          f"c = sqlite3.connect({str(data / 'teleton.db')!r}, isolation_level=None)\n"
          "c.execute('pragma busy_timeout=5000')\n"
-         "for batch in range(400):\n"
+         "batch = 0\n"
+         f"while not os.path.exists({str(stop)!r}):\n"
          "    c.execute('begin immediate')\n"
          "    c.executemany('insert into tg_messages(chat_id, message_id, date, text) values (3, ?, 0, ?)',"
          " [(batch * 50 + i, 'ingested') for i in range(50)])\n"
-         "    c.execute('commit'); print(batch, flush=True)\n"],
-        stdout=subprocess.PIPE, text=True,
+         "    c.execute('commit'); batch += 1\n"],
     )  # fmt: skip
     try:
-        assert writer.stdout is not None
-        until_sync(lambda: int(writer.stdout.readline() or 0) >= 3)  # type: ignore[union-attr]
+        until_sync(lambda: _count(data / "teleton.db") >= 300 + 3 * 50)
         proc = _cli(home, "backup", str(home / "live.tar.gz"))
+        done = _count(data / "teleton.db")
+        until_sync(lambda: _count(data / "teleton.db") > done)  # it went on after the backup
     finally:
+        stop.touch()
         writer.wait(timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert _cli(home, "restore", str(home / "live.tar.gz"), "--to", str(home / "r")).returncode == 0
     ingested = _count(home / "r" / "teleton.db") - 300
-    assert ingested % 50 == 0 and 0 < ingested < 20_000  # a snapshot between two commits, while they went on
-    assert _count(data / "teleton.db") == 300 + 20_000
+    written = _count(data / "teleton.db") - 300
+    assert ingested % 50 == 0 and 0 < ingested < written  # a snapshot between two commits, while they went on
 
 
 def test_an_archive_without_secrets_restores_beside_the_keys_and_session_in_use(home: Path) -> None:
@@ -336,3 +338,30 @@ def test_an_archive_without_secrets_restores_beside_the_keys_and_session_in_use(
     assert (home / "data" / "telegram.session").read_bytes() == b"telethon-session-bytes"
     assert (home / "data" / "dashboard.token").read_text() == "dashboard-login-token"
     assert (home / "data" / "workspace" / "MEMORY.md").read_text() == "# Memory\nThe owner's boat is blue.\n"
+
+
+def test_a_corrupt_cut_or_wrongly_encrypted_archive_restores_nothing(home: Path) -> None:
+    sealed = home / "sealed.tar.gz.enc"
+    made = _cli(home, "backup", "--passphrase-env", "BK_PASS", str(sealed), env={"BK_PASS": "the right words"})
+    assert made.returncode == 0 and "encrypted" in made.stdout, made.stderr
+    assert b"lighthouse" not in sealed.read_bytes() and b"SQLite format 3" not in sealed.read_bytes()
+    data = sealed.read_bytes()
+    changed = bytearray(data)
+    changed[len(data) // 2] ^= 0x01
+    (home / "flipped.enc").write_bytes(bytes(changed))
+    (home / "cut.enc").write_bytes(data[: len(data) // 2])
+    _crash_leaving_a_wal(home / "data" / "teleton.db", 20_000, 10)  # a data directory as a crash left it
+    before = _snapshot(home / "data")
+    cases = [
+        ("flipped.enc", "the right words", "damaged or cut off"),
+        ("cut.enc", "the right words", "damaged or cut off"),
+        ("sealed.tar.gz.enc", "wrong words", "does not open this archive: a wrong passphrase or key"),
+    ]
+    for name, passphrase, said in cases:
+        proc = _cli(home, "restore", "--passphrase-env", "BK_PASS", str(home / name), env={"BK_PASS": passphrase})
+        assert proc.returncode == 1 and said in proc.stderr, (name, proc.stderr)
+        assert len(proc.stderr.strip().splitlines()) == 1 and "nothing was changed" in proc.stderr
+        assert _snapshot(home / "data") == before
+    assert not [p for p in (home / "data").iterdir() if p.name.startswith((".restore-", "before-restore-"))]
+    proc = _cli(home, "restore", "--passphrase-env", "BK_PASS", str(sealed), env={"BK_PASS": "the right words"})
+    assert proc.returncode == 0 and _count(home / "data" / "teleton.db") == 300
