@@ -81,7 +81,7 @@ def test_damage_found_after_a_clean_stop_stops_the_daemon_with_the_damaged_line(
     code = daemon.wait()
     assert code == 78
     assert "teleton_ready" in _last_ready_run(daemon_root)
-    assert "is damaged" in daemon.stderr() and "teleton backup" in daemon.stderr()
+    assert "is damaged" in daemon.stderr() and "teleton restore" in daemon.stderr()
     assert not (database.parent / MARKER).exists()  # the next start checks before it is ready
 
 
