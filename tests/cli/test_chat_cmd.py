@@ -189,8 +189,13 @@ async def test_commands_and_their_replies_are_kept_but_never_relevant(tmp_path: 
         assert "cache reads" in (await session.turn("/status") or "")
         found = await search_feed(session.db, "cache", chat_ids=None)
         rows = await session.db.fetchone("select count(*) from tg_messages")
+        await session.turn("and the anchor?")
     finally:
         await session.close()
+    # Nor are they recent messages: the next turn's request holds neither command nor reply.
+    asked = str([b for b in fake_api.requests if b["model"] == "claude-test"][-1]["messages"])
+    assert "the cache on the boat holds two spare keys" in asked
+    assert "/help" not in asked and "/status" not in asked and "cache hits" not in asked and "cache reads" not in asked
     # The message about a cache and its answer are found; /help's "cache hits" and /status's "cache reads" are
     # not, though all six messages are archived.
     said = "the cache on the boat holds two spare keys"

@@ -27,10 +27,12 @@ def recent_lines(
 ) -> list[Any]:
     """The last ``limit`` messages with text of one chat (of one forum topic: ``topic``, None being the General
     one and every message of a chat without topics) but ``exclude``, oldest first, each text read up to
-    ``chars`` characters (a 10 MB paste stays whole in the archive; a prompt reads its head)."""
+    ``chars`` characters (a 10 MB paste stays whole in the archive; a prompt reads its head). Slash commands
+    and their replies (``is_service``) are never a recent message, as they are never a relevant one."""
     rows = conn.execute(
         "select chat_id, message_id, date, sender_id, sender_name, is_outgoing, fwd_from, substr(text, 1, ?) as text "
-        "from tg_messages where chat_id = ? and topic_id is ? and deleted = 0 and message_id != ? and text != '' "
+        "from tg_messages where chat_id = ? and topic_id is ? and deleted = 0 and is_service = 0 "
+        "and message_id != ? and text != '' "
         "order by date desc, message_id desc limit ?",
         (chars, chat_id, topic, -1 if exclude is None else exclude, limit),
     ).fetchall()
