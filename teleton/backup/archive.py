@@ -32,6 +32,7 @@ from teleton.backup.sealed import Key, SealedWriter
 from teleton.config.loader import read_config_file
 from teleton.storage import schema
 from teleton.storage.failures import Cause, StorageError, cause_of
+from teleton.storage.private_files import create_private
 from teleton.storage.sqlite_driver import Connection, load_sqlite_vec, pick_driver
 from teleton.storage.vector_tables import HALF_VECTOR_TABLE, VECTOR_SOURCES, VECTOR_TABLES, get_meta
 
@@ -69,9 +70,6 @@ class Manifest:
             raise ValueError(f"archive format {raw.get('format')!r}, this Teleton reads {FORMAT}")
         raw["files"] = [FileEntry(**entry) for entry in raw["files"]]
         return cls(**raw)
-
-    def size(self) -> int:
-        return sum(entry.size for entry in self.files)
 
 
 @dataclass(frozen=True)
@@ -113,9 +111,7 @@ def create(layout: contents.Layout, target: Path, options: Options) -> Manifest:
 
 
 def _write(layout: contents.Layout, copy: Path, partial: Path, manifest: Manifest, options: Options) -> None:
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as raw:
-        os.fchmod(raw.fileno(), 0o600)  # whatever the umask took away
+    with create_private(partial) as raw:
         sealed = SealedWriter(raw, options.key) if options.key is not None else None
         out: BinaryIO = sealed if sealed is not None else raw  # type: ignore[assignment]
         with (

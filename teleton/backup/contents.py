@@ -4,6 +4,7 @@ file and the backups themselves are left out (docs/operations.md, Backup and res
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,15 +88,12 @@ def _walk(root: Path) -> Iterator[Path]:
     if root.is_file():
         yield root
         return
-    if not root.is_dir():
-        return
-    for path in sorted(root.rglob("*")):
-        if (
-            path.is_file()
-            and not path.is_symlink()
-            and not any(p.is_symlink() for p in path.parents if root in p.parents)
-        ):
-            yield path
+    for folder, dirs, files in os.walk(root):  # a linked folder is listed, never entered (followlinks=False)
+        dirs.sort()
+        for name in sorted(files):
+            path = Path(folder, name)
+            if path.is_file() and not path.is_symlink():
+                yield path
 
 
 def without_secrets(raw: dict[str, Any], model: type[BaseModel] = Config) -> dict[str, Any]:

@@ -104,8 +104,7 @@ def write_record(data_dir: Path, record: BackupRecord) -> None:
 
 
 def record_failure(data_dir: Path, at: float, error: str) -> BackupRecord:
-    before = read_record(data_dir)
-    good = before.last_good_at if before is not None and before.error is not None else before.at if before else None
-    record = BackupRecord(at, before.path if before else "", 0, False, error, good)
+    before = read_record(data_dir)  # a success records itself as its last good backup: it carries over
+    record = BackupRecord(at, before.path if before else "", 0, False, error, before.last_good_at if before else None)
     write_record(data_dir, record)
     return record

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import os
-import shutil
 import tarfile
 import zlib
 from dataclasses import dataclass
@@ -22,6 +20,7 @@ from teleton.backup.archive import MANIFEST, FileEntry, Manifest
 from teleton.backup.sealed import Key, SealedReader, SealError, is_sealed
 from teleton.storage import schema
 from teleton.storage.failures import problems_line
+from teleton.storage.private_files import create_private
 from teleton.storage.sqlite_driver import pick_driver
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -114,10 +113,8 @@ def _staged(into: Path, name: str) -> Path:
 
 
 def _write_member(reader: IO[bytes], path: Path, name: str) -> FileEntry:
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     digest, size = hashlib.sha256(), 0
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as out:
+    with create_private(path) as out:
         while chunk := reader.read(1024 * 1024):
             digest.update(chunk)
             size += len(chunk)
@@ -164,13 +161,7 @@ def check_database(path: Path, *, newer_ok: bool = False) -> int:
 
 def _legacy(source: BinaryIO, into: Path, newer_ok: bool) -> Unpacked:
     path = into / contents.DATABASE
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as out:
-        shutil.copyfileobj(source, out, 1024 * 1024)
+    entry = _write_member(source, path, contents.DATABASE)
     version = check_database(path, newer_ok=newer_ok)
-    size = path.stat().st_size
-    manifest = Manifest(
-        "unknown", path.stat().st_mtime, version, None, True, False, {}, [FileEntry(contents.DATABASE, size, "")]
-    )
+    manifest = Manifest("unknown", path.stat().st_mtime, version, None, True, False, {}, [entry])
     return Unpacked(manifest, into, sealed=False, legacy=True)

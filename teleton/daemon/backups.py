@@ -29,15 +29,13 @@ class ScheduledBackups:
         now = self.clock()
         data_dir = config.storage.data_dir
         record = await asyncio.to_thread(schedule.read_record, data_dir)
-        if record is not None and record.error is not None:
-            if now - record.at < RETRY_AFTER_FAILURE_S:
-                return None
-            last = record.last_good_at
-        else:
-            last = record.at if record is not None else None
+        failing = record is not None and record.error is not None
+        if failing and record is not None and now - record.at < RETRY_AFTER_FAILURE_S:
+            return None
+        last = record.last_good_at if record is not None else None  # a success's own time
         if not schedule.is_due(last, now, config.backup):
             return None
-        return await self._run(config, now, failing=record is not None and record.error is not None)
+        return await self._run(config, now, failing=failing)
 
     async def _run(self, config: Config, now: float, *, failing: bool) -> service.Made | None:
         try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import errno
 import os
 from pathlib import Path
-from typing import TextIO, cast
+from typing import BinaryIO, TextIO, cast
 
 import structlog
 
@@ -108,6 +108,21 @@ def write_private_bytes(path: Path, data: bytes, *, stop_at: Path | None = None)
     with os.fdopen(fd, "wb") as fh:
         os.fchmod(fd, FILE_MODE)
         fh.write(data)
+
+
+def create_private(path: Path) -> BinaryIO:
+    """A new file at ``path`` (an existing one is ``FileExistsError``, never overwritten), open for binary
+    writing, 0600 from the start (and its folder 0700)."""
+    path = Path(path)
+    if not path.parent.exists():
+        private_dir(path.parent)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    try:
+        os.fchmod(fd, FILE_MODE)  # whatever the umask took away
+        return os.fdopen(fd, "wb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def make_private(path: Path) -> None:
