@@ -215,7 +215,10 @@ def test_an_archive_without_embeddings_has_them_rebuilt_after_the_restore(
     daemon = Daemon(daemon_root, config).start()
     try:
         until_sync(lambda: _sql(db, embedded)[0][0] == messages)  # every message found by meaning again
-        until_sync(lambda: _sql(db, "select count(*) from knowledge where embedded = 1")[0][0] == knowledge)
+        # Every knowledge chunk embedded again. Not an equal count: the daily log the daemon writes as it stops
+        # and starts is knowledge too, so its chunks can differ from the first run's.
+        until_sync(lambda: _sql(db, "select count(*) from knowledge where embedded = 0") == [(0,)])
+        assert _sql(db, "select count(*) from knowledge where embedded = 1")[0][0] >= knowledge
         _answered(daemon, "after the rebuild", 100)
     finally:
         daemon.stop()
