@@ -46,6 +46,7 @@ class AgentCore:
             principals=self.principals,
             shared=deps.shared_paths,
             stable_budget=stable_cap(settings.memory_budget, settings.memory_stable_share),
+            surface=deps.surface,
         )
         self.compactor = Compactor(
             deps.db, deps.llm, self.sessions, self.daily_logs, deps.facts, knowledge=deps.knowledge,

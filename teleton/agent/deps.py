@@ -125,6 +125,7 @@ class AgentDeps:
     policy: PolicyControl | None = None
     tool_selector: ToolSelector | None = None
     owner: UserInfo | None = None
+    surface: str = "telegram"  # where the owner talks to the agent: "telegram" or "terminal" (`teleton chat`)
     distiller: Distiller | None = None  # facts from each exchange, in the background
     learnings: Learnings | None = None  # tool errors and corrections, for the DM prompt
     principals: Principals = field(default_factory=Principals)  # owner and admins: the one shared source

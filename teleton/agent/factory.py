@@ -72,6 +72,7 @@ async def build_agent(
     rate_check: RateCheck | None = None,
     report: Report | None = None,
     scheduler: Scheduler | None = None,
+    surface: str = "telegram",
 ) -> AgentStack:
     """The agent for ``config`` (teleton.config.Config). ``embedder`` None = keyword-only retrieval.
 
@@ -125,6 +126,7 @@ async def build_agent(
         policy=policy,
         tool_selector=selector,
         owner=await load_owner(db, principals.owner_id),
+        surface=surface,
         principals=principals,
         outbox=Outbox(db, gateway, principals, OutboxSettings.from_config(config.privacy, config.storage.data_dir)),
         shared_paths=tuple(config.privacy.shared_paths),

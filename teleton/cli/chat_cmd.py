@@ -27,7 +27,7 @@ from rich.markup import escape
 
 from teleton.cli.chat_screen import ChatScreen
 from teleton.cli.context import cli_embedder, running_config
-from teleton.cli.terminal_gateway import TERMINAL_CHAT_ID, TerminalGateway
+from teleton.cli.terminal_gateway import OWNER_NAME, TERMINAL_CHAT_ID, TerminalGateway
 from teleton.config import require_llm
 from teleton.config.schema import Config
 from teleton.daemon.database_watch import DatabaseWatch, LostDatabase, clear_marker, read_marker, write_marker
@@ -167,6 +167,16 @@ def interactive_llm(config: Config) -> Any:
     )
 
 
+async def terminal_user(db: Database, user_id: int) -> UserInfo:
+    """The person at the terminal is the owner: their Telegram name when the archive has it, else "Owner"."""
+    from teleton.agent.deps import load_owner  # deferred, as the agent
+
+    owner = await load_owner(db, user_id)
+    if owner is None or owner.display_name == str(owner.id):
+        return UserInfo(id=user_id, first_name=OWNER_NAME)
+    return owner
+
+
 class Repl:
     """Lines typed while an answer is being written wait their turn; /stop and Ctrl-C end that answer."""
 
@@ -269,7 +279,7 @@ class ChatSession:
         db = await Database.open(config.storage.database_file, embedding=embedding)
         # The terminal is the owner's own chat (docs/privacy.md): its clearance reads everything, as the owner's DM.
         user_id = config.telegram.owner_id or TERMINAL_CHAT_ID
-        gateway = TerminalGateway(console, db=db, user=UserInfo(id=user_id, first_name="You"))
+        gateway = TerminalGateway(console, db=db, user=await terminal_user(db, user_id))
         if screen is not None:
             gateway.streamed = screen.shown
         await gateway.start()
@@ -277,8 +287,9 @@ class ChatSession:
         if principals.owner_id is None:
             principals.owner_id = user_id
         stack = await build_agent(
-            config, db=db, gateway=gateway, embedder=embedder, principals=principals, llm=interactive_llm(config)
-        )
+            config, db=db, gateway=gateway, embedder=embedder, principals=principals, llm=interactive_llm(config),
+            surface="terminal",
+        )  # fmt: skip
         feed_embedder = None
         if embedder is not None and db.vectors:  # what is said here is found by meaning later, as on Telegram
             from teleton.memory.feed.embedding import FeedEmbedder  # deferred: only with an embedder

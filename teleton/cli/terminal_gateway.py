@@ -34,9 +34,13 @@ from teleton.gateway.contract import (
 )
 from teleton.memory.feed import archive as fa
 from teleton.storage.database import Database
+from teleton.storage.sqlite_driver import Connection
 
 TERMINAL_CHAT_ID = 1  # not a real Telegram chat, so terminal messages never collide with archived ones
 AGENT = UserInfo(id=0, first_name="Teleton", username=None)
+# How the terminal's user is archived and recalled when the archive knows no name for the owner: "Owner: …"
+# beside the agent's own "you: …" (once "You", which read as the agent itself).
+OWNER_NAME = "Owner"
 
 
 class TerminalGateway:
@@ -52,7 +56,7 @@ class TerminalGateway:
         self.console = console or Console()
         self.db = db
         self.me: UserInfo | None = me
-        self.user = user or UserInfo(id=chat_id, first_name="You")
+        self.user = user or UserInfo(id=chat_id, first_name=OWNER_NAME)
         self.chat = ChatInfo(id=chat_id, type="dm", title="terminal")
         self.sent: list[SentMessage] = []
         self.on_archived: Callable[[], None] | None = None  # wakes the feed embedder, as in the daemon
@@ -62,10 +66,16 @@ class TerminalGateway:
         self._attachments: dict[tuple[int, int], Path] = {}
 
     async def start(self) -> None:
-        """Continue message ids after what a previous terminal session archived."""
+        """Continue message ids after what a previous terminal session archived; lines archived as "You" by
+        earlier versions are the user's name from now on."""
         if self.db is None:
             return
-        last = await self.db.read(lambda conn: fa.last_message_id(conn, self.chat.id))
+
+        def _start(conn: Connection) -> int | None:
+            fa.rename_sender(conn, self.chat.id, "You", self.user.display_name)
+            return fa.last_message_id(conn, self.chat.id)
+
+        last = await self.db.write(_start)
         self._ids = itertools.count((last or 0) + 1)
 
     async def incoming(self, text: str, attachment: Path | None = None) -> IncomingMessage:

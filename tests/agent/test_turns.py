@@ -90,7 +90,7 @@ async def test_system_prompt_layout_and_cache_hits(harness: AgentHarness) -> Non
     assert "Olga prefers short answers." in system[1]["text"] and system[1]["cache_control"]
     assert len(system) == 2 and "You are answering" not in json.dumps(system)  # what changes each turn is not in it
     note = turn_message(second).note  # ... but in the turn's own message, after the history
-    assert "User: hello there" in note and "## Now" in note and "You are answering Olga" in note
+    assert "User: hello there" in note and "## Now" in note and "You are answering your owner, Olga" in note
     assert first["system"] == system  # byte-identical across turns
     status = await h.dm("/status")
     session = await h.agent.sessions.active(OWNER_DM.id)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import logging
 import re
 import sys
@@ -272,3 +273,30 @@ async def test_the_owner_approves_a_changed_mcp_tool_with_a_slash_command(
         assert await session.turn("/mcp approve calc") == "Nothing of calc waits for approval."
     finally:
         await session.close()
+
+
+async def test_the_terminal_prompt_says_where_and_who_is_who(tmp_path: Path, fake_api: FakeAnthropic) -> None:
+    fake_api.responder = model
+    config = load_config(write_config(tmp_path, fake_api), env={})
+    db = await Database.open(config.storage.database_file)  # a line an earlier version archived as "You"
+    await db.execute(
+        "insert into tg_messages(chat_id, message_id, date, text, sender_id, sender_name, is_outgoing)"
+        " values (1, 1, 1700000000, 'the lighthouse is red', 4242, 'You', 0)"
+    )
+    await db.close()
+    session = await ChatSession.open(config, Console(file=io.StringIO()))
+    await session.turn("hello there")
+    await session.turn("/new")
+    await session.turn("what did I say")
+    body = [b for b in fake_api.requests if b["model"] == "claude-test"][-1]
+    system, said = body["system"][0]["text"], json.dumps(body["messages"])
+    assert "in a terminal" in system and "You are talking on Telegram" not in system
+    assert "## Your owner\nThe person typing in this terminal is your owner." in system
+    assert "Your Telegram account" not in system and "4242, id 4242" not in system
+    assert "You are answering your owner." in said
+    # Recalled lines name the owner and the agent apart: never "You:" beside "you:".
+    assert "Owner: hello there" in said and "you: You said: hello there" in said
+    assert "You: " not in said
+    names = await session.db.fetchall("select distinct sender_name from tg_messages where is_outgoing = 0")
+    assert [n[0] for n in names] == ["Owner"]
+    await session.close()

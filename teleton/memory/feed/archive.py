@@ -364,6 +364,12 @@ def known_user(conn: Connection, user_id: int) -> UserInfo | None:
     )
 
 
+def rename_sender(conn: Connection, chat_id: int, old: str, new: str) -> None:
+    """Messages of ``chat_id`` received from ``old`` are from ``new`` (the FTS row follows, by trigger)."""
+    sql = "update tg_messages set sender_name = ? where chat_id = ? and sender_name = ? and is_outgoing = 0"
+    conn.execute(sql, (new, chat_id, old))
+
+
 def last_message_id(conn: Connection, chat_id: int) -> int | None:
     row = conn.execute("select max(message_id) from tg_messages where chat_id = ?", (chat_id,)).fetchone()
     return None if row is None or row[0] is None else int(row[0])
