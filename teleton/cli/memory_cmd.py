@@ -25,7 +25,7 @@ from teleton.storage.vector_tables import get_meta
 if TYPE_CHECKING:  # types only: the index loads with the commands that use it
     from teleton.memory.knowledge.index import KnowledgeIndex
 
-app = App(help="The knowledge base: MEMORY.md and memory/*.md.", no_args_is_help=True)
+app = App(help="The knowledge base: MEMORY.md and the .md files under memory/ and public/.", no_args_is_help=True)
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)  # warnings and errors: stdout holds the command's output
 
@@ -77,7 +77,7 @@ async def _index(config: Config, embedded: list[int]) -> Any:
 
 @app.command("index")
 def index_cmd(ctx: typer.Context) -> None:
-    """Index the workspace's MEMORY.md, memory/*.md and public/**/*.md (only changed chunks are embedded;
+    """Index the workspace's MEMORY.md and .md files under memory/ and public/ (only changed chunks are embedded;
     Ctrl-C keeps what is embedded so far)."""
     config = cli_config(ctx)
     embedded = [0, 0]

@@ -3,9 +3,9 @@ and ``import``).
 
 The document holds the facts (current and history, with labels, subjects, times and the ids of the messages
 they were drawn from), the knowledge entries that do not come from a file (session summaries, learned notes;
-with labels), and the workspace's Markdown memory files (MEMORY.md, memory/**/*.md) as text. The archive of
-Telegram messages is not in it (it is Telegram's to re-download, where its messages keep their ids, and it
-would be most of the bytes). Import never overwrites: a fact already known is skipped, a file that exists is
+with labels), and the workspace's knowledge files (``knowledge.files``) as text. The archive of Telegram
+messages is not in it (it is Telegram's to re-download, where its messages keep their ids, and it would be
+most of the bytes). Import never overwrites: a fact already known is skipped, a file that exists is
 left alone (and reported), and superseded facts keep their chain.
 """
 
@@ -19,6 +19,7 @@ from typing import Any
 
 from teleton.memory.facts.rows import COLUMNS, fact_hash
 from teleton.memory.facts.sources import link, of_facts
+from teleton.memory.knowledge.files import is_knowledge, knowledge_files
 from teleton.memory.search.corpora import CURRENT
 from teleton.privacy import is_label
 from teleton.storage.database import Database
@@ -27,7 +28,6 @@ from teleton.storage.sqlite_driver import Connection
 
 FORMAT = "teleton-memory"
 VERSION = 1
-MEMORY_FILES = ("MEMORY.md", "memory/**/*.md")
 _FACT_FIELDS = ("category", "key", "value", "scope", "subject", "source", "importance", "created_at", "updated_at",
                 "valid_from", "valid_until")  # fmt: skip
 
@@ -68,13 +68,12 @@ async def export_memory(db: Database, workspace: Path) -> dict[str, Any]:
 
 def _memory_files(workspace: Path) -> dict[str, str]:
     files: dict[str, str] = {}
-    for pattern in MEMORY_FILES:
-        for path in sorted(workspace.glob(pattern)):
-            try:
-                text, rel = read_confined(workspace, path)
-            except (Unreadable, OSError):
-                continue  # a link out of the workspace or a binary file is not memory
-            files[rel] = text
+    for path in knowledge_files(workspace):
+        try:
+            text, rel = read_confined(workspace, path)
+        except (Unreadable, OSError):
+            continue  # a link out of the workspace or a binary file is not memory
+        files[rel] = text
     return files
 
 
@@ -104,7 +103,8 @@ def _write_files(workspace: Path, files: dict[str, Any], counts: ImportCounts) -
     root = workspace.resolve()
     for rel, text in files.items():
         target = (workspace / str(rel)).resolve()  # "../x.md" or a link out of the workspace is refused
-        if not target.is_relative_to(root) or target.suffix != ".md":
+        # Only knowledge files: an export that holds SOUL.md or a tool's file never writes the prompt.
+        if not is_knowledge(str(rel)) or not target.is_relative_to(root) or target.suffix != ".md":
             counts.refused += 1
         elif target.exists():
             counts.files_kept += 1

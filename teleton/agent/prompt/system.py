@@ -244,7 +244,6 @@ class PromptBuilder:
         inputs.taint.add(label)
         return text
 
-
     def _owner_line(self) -> str:
         """Who the owner is, by name where the archive knows it: never a bare id read as a name."""
         owner = self.owner

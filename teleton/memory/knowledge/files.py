@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from teleton.memory.knowledge.chunker import chunk_markdown
 from teleton.memory.knowledge.rows import PlannedChunk, chunk_hash
@@ -13,16 +14,29 @@ from teleton.privacy.quoting import origin_at
 from teleton.storage.private_files import read_confined
 
 PUBLIC_DIR = "public"
+# The one rule for which workspace files are knowledge (index, watcher, export and import, the memory tools):
+# MEMORY.md and every .md file at any depth of these folders, except inside a dot-folder (an editor's, a trash).
+KNOWLEDGE_DIRS = ("memory", PUBLIC_DIR)
+
+
+def is_knowledge(rel: str) -> bool:
+    """Whether the workspace path ``rel`` (relative, "/"-separated) is a knowledge file by name."""
+    path = PurePosixPath(rel)
+    parts = path.parts
+    if path.suffix != ".md" or any(p.startswith(".") for p in parts):  # also refuses ".." and "/x"
+        return False
+    return parts == ("MEMORY.md",) or (len(parts) > 1 and parts[0] in KNOWLEDGE_DIRS)
 
 
 def knowledge_files(workspace: Path) -> list[Path]:
+    """The knowledge files in the workspace, in a stable order; a linked folder is not entered (os.walk)."""
     files = [workspace / "MEMORY.md"] if (workspace / "MEMORY.md").is_file() else []
-    memory_dir = workspace / "memory"
-    if memory_dir.is_dir():
-        files += sorted(p for p in memory_dir.glob("*.md") if p.is_file())
-    public_dir = workspace / PUBLIC_DIR
-    if public_dir.is_dir():
-        files += sorted(p for p in public_dir.rglob("*.md") if p.is_file())
+    for folder in KNOWLEDGE_DIRS:
+        found = []
+        for root, dirs, names in os.walk(workspace / folder):
+            dirs[:] = [d for d in dirs if not d.startswith(".")]
+            found += [Path(root, n) for n in names if n.endswith(".md") and Path(root, n).is_file()]
+        files += sorted(p for p in found if is_knowledge(p.relative_to(workspace).as_posix()))
     return files
 
 

@@ -1,4 +1,4 @@
-"""The knowledge base: ``MEMORY.md``, ``memory/*.md`` and ``public/**/*.md`` of the workspace, chunked,
+"""The knowledge base: ``MEMORY.md`` and the ``.md`` files under ``memory/`` and ``public/`` (``files``), chunked,
 hashed, labelled and indexed.
 
 ``reindex()`` compares each file's chunks (SHA-256 of heading path + text) with the stored rows of that

@@ -11,7 +11,7 @@ from typing import Protocol
 import structlog
 from watchfiles import awatch
 
-from teleton.memory.knowledge.files import PUBLIC_DIR
+from teleton.memory.knowledge.files import is_knowledge
 from teleton.process.supervisor import Supervisor
 
 log = structlog.get_logger(__name__)
@@ -29,7 +29,7 @@ class KnowledgeWatcher:
     """Re-indexes after the knowledge files change; ``await stop()`` ends it.
 
     Uses filesystem notifications (watchfiles), debounced so an editor's save burst is one re-index.
-    Only ``MEMORY.md``, ``memory/*.md`` and ``public/**/*.md`` count; the reindex only embeds changed chunks.
+    Only knowledge files count (``files.is_knowledge``); the reindex only embeds changed chunks.
     """
 
     def __init__(self, index: Reindexable, debounce_ms: int = 500) -> None:
@@ -54,9 +54,7 @@ class KnowledgeWatcher:
 
     def _relevant(self, path: str) -> bool:
         p, workspace = Path(path), self.index.workspace.resolve()
-        return p.suffix == ".md" and (
-            p == workspace / "MEMORY.md" or p.parent == workspace / "memory" or p.is_relative_to(workspace / PUBLIC_DIR)
-        )
+        return p.is_relative_to(workspace) and is_knowledge(p.relative_to(workspace).as_posix())
 
     async def _run(self, up: Callable[[], None]) -> None:
         workspace = self.index.workspace.resolve()

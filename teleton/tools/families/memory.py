@@ -31,6 +31,7 @@ from teleton.memory import recall
 from teleton.memory.facts.sources import link
 from teleton.memory.facts.store import Fact
 from teleton.memory.facts.subjects import chat_members, resolve, shown_subjects, speaker_subject
+from teleton.memory.knowledge.files import knowledge_files
 from teleton.memory.recall import Question
 from teleton.privacy import OWNER, PUBLIC
 from teleton.privacy.paths import is_document
@@ -247,8 +248,7 @@ async def memory_search(args: dict[str, Any], ctx: ToolContext) -> str | ToolRes
 
 
 def _list_memory_files(workspace: Any) -> str:
-    files = [workspace / MEMORY_FILE] if (workspace / MEMORY_FILE).exists() else []
-    files += sorted((workspace / "memory").glob("*.md"))
+    files = knowledge_files(workspace)
     lines = [f"{f.relative_to(workspace)} ({f.stat().st_size} bytes)" for f in files]
     return "\n".join(lines) or "(no memory files yet)"
 
