@@ -2,14 +2,21 @@
 
 ``pip install teleton`` carries what the default configuration uses; the heavy parts are extras
 (``pyproject.toml``, ``[project.optional-dependencies]``; docs/dependencies.md, Extras). Whatever is
-configured but needs a package that is not installed says so in one line naming the command
-(``pip install 'teleton[voice]'``), never an ImportError: the callers ask here first (``require``), by
-locating the package without importing it.
+configured but needs a package that is not installed says so in one line naming the command as it fits this
+install (``~/.teleton/venv/bin/pip install '/home/me/teleton[voice]'`` for README's clone and venv), never an
+ImportError: the callers ask here first (``require``), by locating the package without importing it.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib.metadata
 import importlib.util
+import json
+import shlex
+import sys
+from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 from teleton.providers.pinned_files import ModelFilesError
 
@@ -40,7 +47,45 @@ class MissingExtra(ModelFilesError):
 
 
 def install_command(extra: str) -> str:
-    return f"pip install 'teleton[{extra}]'"
+    """The command that adds ``extra`` to this install: its own pip, and the clone it came from if it did."""
+    return f"{_pip()} install {_requirement(extra, _direct_url())}"
+
+
+def _requirement(extra: str, direct_url: dict[str, object] | None) -> str:
+    """What pip is given: the folder Teleton was installed from (PEP 610's direct_url.json), else its name."""
+    url = str((direct_url or {}).get("url") or "")
+    if not url.startswith("file://"):
+        return shlex.quote(f"teleton[{extra}]")
+    folder = _short(unquote(urlparse(url).path), f"[{extra}]")
+    dir_info = (direct_url or {}).get("dir_info")
+    editable = isinstance(dir_info, dict) and dir_info.get("editable")
+    return f"-e {folder}" if editable else folder
+
+
+@functools.cache
+def _direct_url() -> dict[str, object] | None:
+    try:
+        raw = importlib.metadata.distribution("teleton").read_text("direct_url.json")
+        if raw:
+            return json.loads(raw)
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        pass
+    source = Path(__file__).resolve().parents[2]  # run from a source tree (an editable install seen from it)
+    return {"url": source.as_uri(), "dir_info": {"editable": True}} if (source / "pyproject.toml").is_file() else None
+
+
+def _pip() -> str:
+    """This interpreter's pip: the venv's own ``bin/pip`` where it is, as README installs it."""
+    pip = Path(sys.executable).parent / "pip"
+    return _short(str(pip)) if pip.is_file() else f"{shlex.quote(sys.executable)} -m pip"
+
+
+def _short(path: str, suffix: str = "") -> str:
+    """``path + suffix`` quoted for a shell, as ``~/…`` in the home folder (as README's commands say it)."""
+    home = str(Path.home())
+    if path.startswith(home + "/"):
+        return "~/" + shlex.quote(path[len(home) + 1 :] + suffix)
+    return shlex.quote(path + suffix)
 
 
 def install_hint(extra: str) -> str:
@@ -50,7 +95,7 @@ def install_hint(extra: str) -> str:
 def reinstall_command(*modules: str) -> str:
     """``pip install --force-reinstall`` of the distributions bringing ``modules`` (for a file that changed)."""
     found = {m: d for names in EXTRAS.values() for m, d in names.items()}
-    return "pip install --force-reinstall " + " ".join(found.get(m, m) for m in modules)
+    return f"{_pip()} install --force-reinstall " + " ".join(found.get(m, m) for m in modules)
 
 
 def extra_of(module: str) -> str | None:

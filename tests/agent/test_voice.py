@@ -23,6 +23,7 @@ from teleton.media.speech_local import LocalSpeech
 from teleton.media.transcribe_http import HttpTranscriber
 from teleton.media.transcribe_local import from_settings
 from teleton.privacy import Principals
+from teleton.providers.extras import install_command
 from tests.agent.conftest import OWNER, OWNER_DM, AgentHarness
 from tests.agent.test_media import last_user_blocks, send_file
 from tests.conftest import requires_extra, without_extra
@@ -160,7 +161,7 @@ async def test_without_the_voice_extra_the_owner_is_told_once_and_every_voice_no
     said = [(e["log_level"], e["event"]) for e in logs if e["log_level"] in ("warning", "error")]
     assert said == [("warning", "voice_extra_missing")]
     (start,) = (e for e in logs if e["event"] == "voice_extra_missing")
-    assert (start["unavailable"], start["fix"]) == ("transcription, voice replies", "pip install 'teleton[voice]'")
+    assert (start["unavailable"], start["fix"]) == ("transcription, voice replies", install_command("voice"))
 
     h.main = lambda body: text("I could not hear that one; could you type it?")
     for n in range(2):
@@ -169,7 +170,7 @@ async def test_without_the_voice_extra_the_owner_is_told_once_and_every_voice_no
         assert await send_file(h, note, media=VOICE) == "I could not hear that one; could you type it?"
         typed = last_user_blocks(h)[-1]["text"]
         assert typed.startswith("[voice note not read: I could not hear it: local transcription needs the voice extra")
-        assert typed.endswith("install it with: pip install 'teleton[voice]']")
+        assert typed.endswith(f"install it with: {install_command('voice')}]")
     # Two voice notes, one notice, to the owner; both notes archived, both answered (in text: no voice either).
     assert [m.text for m in h.gateway.sent if "teleton[voice]" in m.text] == [VOICE_NOTICE]
     assert "install teleton[voice] to hear voice notes" in VOICE_NOTICE

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from teleton.providers.extras import install_command
 from tests.cli.test_doctor_providers import checks
 from tests.conftest import without_extra
 
@@ -21,7 +22,7 @@ def default_install(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_the_default_config_skips_transcription_with_the_command(tmp_path: Path) -> None:
     found = checks(tmp_path, {})
     check = found["Transcription"]
-    assert (check.ok, check.detail) == (None, "voice notes are not transcribed: pip install 'teleton[voice]'")
+    assert (check.ok, check.detail) == (None, f"voice notes are not transcribed: {install_command('voice')}")
     assert found["Embedding model"].ok is True  # the default model needs no extra
     assert "Voice replies" not in found  # off by default
 
@@ -34,14 +35,14 @@ def test_a_transcription_endpoint_needs_no_extra(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("model", "extra"), [("all-MiniLM-L6-v2", "minilm"), ("use-multilingual", "use-multilingual")])
 def test_a_configured_embedding_model_without_its_extra_fails_naming_it(tmp_path: Path, model: str, extra: str) -> None:
     check = checks(tmp_path, {"embedding": {"model": model}})["Embedding model"]
-    assert check.ok is False and check.fix == f"pip install 'teleton[{extra}]'"
-    assert check.detail.endswith(f"install it with: pip install 'teleton[{extra}]'") and "\n" not in check.detail
+    assert check.ok is False and check.fix == install_command(extra)
+    assert check.detail.endswith(f"install it with: {install_command(extra)}") and "\n" not in check.detail
 
 
 def test_local_voice_replies_without_the_extra_fail_naming_it(tmp_path: Path) -> None:
     check = checks(tmp_path, {"media": {"voice_replies": "when_spoken_to"}})["Voice replies"]
     assert check.ok is False and check.detail.startswith("the local voice needs the voice extra")
-    assert check.fix == "pip install 'teleton[voice]', or set media.speech"
+    assert check.fix == f"{install_command('voice')}, or set media.speech"
 
 
 def test_a_model_folder_without_the_hf_extra_fails_naming_it(tmp_path: Path) -> None:
@@ -50,4 +51,4 @@ def test_a_model_folder_without_the_hf_extra_fails_naming_it(tmp_path: Path) -> 
     (folder / "model.onnx").write_bytes(b"onnx")
     (folder / "tokenizer.json").write_text("{}")
     check = checks(tmp_path, {"embedding": {"model_path": str(folder)}})["Embedding model"]
-    assert check.ok is False and check.fix == "pip install 'teleton[hf]'"
+    assert check.ok is False and check.fix == install_command("hf")

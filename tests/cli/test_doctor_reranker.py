@@ -10,6 +10,7 @@ import pytest
 
 from teleton.memory.embeddings.hf_download import default_cache_dir, model_dir
 from teleton.memory.rerank.cross_encoder import load_cross_encoder
+from teleton.providers.extras import install_command
 from tests.cli.test_doctor_providers import checks
 from tests.conftest import without_extra
 from tests.fakes.cross_encoder import hf_config, model_folder
@@ -66,5 +67,5 @@ def test_without_the_hf_extra_the_line_names_it(tmp_path: Path, monkeypatch: pyt
     folder = model_folder(tmp_path / "tiny-ce")
     without_extra(monkeypatch, "hf")
     check = checks(tmp_path, reranker(model_path=str(folder)))["Reranker"]
-    assert (check.ok, check.fix) == (False, "pip install 'teleton[hf]'")
+    assert (check.ok, check.fix) == (False, install_command("hf"))
     assert check.detail.startswith("the reranker needs the hf extra (tokenizers is not installed)")

@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 from teleton.cli.main import app
 from teleton.daemon.status_file import read_status
+from teleton.providers.extras import install_command
 from teleton.storage import connect
 from teleton.storage.sqlite_driver import pick_driver
 from tests.conftest import without_extra
@@ -178,7 +179,7 @@ def test_without_the_mcp_extra_the_commands_that_connect_say_how_to_install_it(
     config = home / ".teleton" / "config.yaml"
     result = CliRunner().invoke(app, ["-c", str(config), "mcp", "add", "calc", "--", sys.executable, FAKE])
     assert result.exit_code == 1
-    assert result.stderr.strip().endswith("install it with: pip install 'teleton[mcp]'")
+    assert result.stderr.strip().endswith(f"install it with: {install_command('mcp')}")
     assert result.stderr.count("\n") == 1 and config.read_text() == MINE
 
 

@@ -12,6 +12,7 @@ import yaml
 from typer.testing import CliRunner
 
 from teleton.config import load_config
+from teleton.providers.extras import install_command
 from tests.cli.test_setup_login import _cli
 from tests.conftest import without_extra
 
@@ -40,4 +41,4 @@ def test_without_the_web_extra_it_says_what_to_install(tmp_path: Path, monkeypat
     monkeypatch.setenv("TELETON_CONFIG", str(path))
     result = _setup(path, "--dashboard")
     assert result.exit_code == 0, result.output
-    assert "install the web extra first (about 5 MB): pip install 'teleton[web]'" in result.output
+    assert f"install the web extra first (about 5 MB): {install_command('web')}" in result.output

@@ -11,10 +11,11 @@ import yaml
 from typer.testing import CliRunner
 
 from teleton.config import load_config
+from teleton.providers.extras import install_command
 from tests.cli.test_setup_login import DOWN, ENTER, _cli, _keys, _wizard
 from tests.conftest import without_extra
 
-COMMAND = "pip install 'teleton[voice]'"
+COMMAND = install_command("voice")
 
 
 def bot_answers(voice: str) -> str:
@@ -28,7 +29,7 @@ def bot_answers(voice: str) -> str:
         ENTER,  # group_policy
         ENTER,  # model provider: anthropic
         "sk-ant-test" + ENTER,  # Anthropic key
-        voice,  # "Transcribe voice notes locally? (needs pip install 'teleton[voice]', about 440 MB)"
+        voice,  # "Transcribe voice notes locally? (needs <install_command('voice')>, about 440 MB)"
         "n",  # serve the dashboard: no
     )
 

@@ -7,6 +7,7 @@ so importing raises ModuleNotFoundError and ``find_spec`` finds nothing), whatev
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -22,13 +23,13 @@ from teleton.media.transcribe_http import HttpTranscriber
 from teleton.media.transcribe_local import from_settings
 from teleton.memory.embeddings import create_provider
 from teleton.memory.embeddings.packaged import packaged_model
-from teleton.providers.extras import MissingExtra
+from teleton.providers.extras import MissingExtra, install_command
 from teleton.providers.pinned_files import ModelFilesError
 from tests.conftest import without_extra
 from tests.fakes.openai_audio import FakeTranscriptions
 
 RECEIPT = Path(__file__).resolve().parents[1] / "fixtures" / "media" / "voice_en_receipt.ogg"
-VOICE = "pip install 'teleton[voice]'"
+VOICE = install_command("voice")
 INSTALL = f"install it with: {VOICE}"
 
 
@@ -64,7 +65,8 @@ def test_a_configured_model_directory_still_needs_faster_whisper(
     for name in ("model.bin", "config.json", "tokenizer.json", "vocabulary.txt"):
         (tmp_path / name).write_bytes(b"x")
     monkeypatch.setitem(sys.modules, "faster_whisper", None)
-    with pytest.raises(MissingExtra, match=r"faster_whisper is not installed\): install it with: pip install"):
+    hint = re.escape(f"faster_whisper is not installed): install it with: {install_command('voice')}")
+    with pytest.raises(MissingExtra, match=hint):
         from_settings(model_path=str(tmp_path))
 
 
@@ -78,7 +80,7 @@ def test_an_embedding_model_without_its_extra_is_one_line_naming_it(
     with pytest.raises(ModelFilesError):  # what the daemon's start and the memory commands catch
         create_provider(EmbeddingConfig(model=model))
     line = one_line(exc.value)
-    assert line.endswith(f"install it with: pip install 'teleton[{extra}]'") and "embedding model" in line
+    assert line.endswith(f"install it with: {install_command(extra)}") and "embedding model" in line
     assert explain(exc.value) == line  # what `teleton start` prints, as it is
 
 
@@ -110,5 +112,5 @@ def test_a_hugging_face_model_without_the_hf_extra_is_one_line(tmp_path: Path, m
     without_extra(monkeypatch, "hf")
     with pytest.raises(MissingExtra) as err:
         create_provider(EmbeddingConfig(model_path=tmp_path))
-    assert one_line(err.value).endswith("install it with: pip install 'teleton[hf]'")
-    assert explain(err.value) is not None and "teleton[hf]" in str(explain(err.value))
+    assert one_line(err.value).endswith(f"install it with: {install_command('hf')}")
+    assert explain(err.value) is not None and install_command("hf") in str(explain(err.value))

@@ -190,6 +190,6 @@ def test_without_tokenizers_the_line_names_the_hf_extra_before_any_download(
         load_cross_encoder(hf_config(), cache_dir=tmp_path, hf_base_url=hub.url)
     assert str(caught.value) == (
         "the reranker acme/tiny-ce needs the hf extra (tokenizers is not installed): "
-        "install it with: pip install 'teleton[hf]'"
+        f"install it with: {install_command('hf')}"
     )
     assert hub.requests == []

@@ -247,11 +247,11 @@ class PromptBuilder:
     def _owner_line(self) -> str:
         """Who the owner is, by name where the archive knows it: never a bare id read as a name."""
         owner = self.owner
-        named = owner is not None and _named(owner)
+        name = f", {_who(owner)}" if owner is not None and _named(owner) else ""
         if self.surface == "terminal":
-            return "The person typing in this terminal is your owner" + (f", {_who(owner)}." if named else ".")
-        if named:
-            return f"{_who(owner)}."
+            return f"The person typing in this terminal is your owner{name}."
+        if name:
+            return f"{name[2:]}."
         return f"Telegram id {owner.id} (their name is not known yet)." if owner else ""
 
     def _sender(self, sender: UserInfo) -> str:
@@ -262,9 +262,9 @@ class PromptBuilder:
         return _who(sender)
 
 
-def _named(user: UserInfo | None) -> bool:
+def _named(user: UserInfo) -> bool:
     """A user the archive has a name or username for (``display_name`` falls back to the id)."""
-    return user is not None and user.display_name != str(user.id)
+    return user.display_name != str(user.id)
 
 
 def _who(user: UserInfo) -> str:
