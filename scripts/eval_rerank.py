@@ -138,10 +138,11 @@ def token_vectors(embedder, texts: list[str]) -> list[np.ndarray]:
 
 
 def add_maxsim(asked: list[Asked], embedder) -> dict[tuple[int, int], float]:
-    texts = {(a.conversation, c.row): f"{embedder._passage}{c.speaker}: {c.text}" for a in asked for c in a.candidates}
+    prompt = embedder.document_prompt
+    texts = {(a.conversation, c.row): f"{prompt}{c.speaker}: {c.text}" for a in asked for c in a.candidates}
     keys = list(texts)
     docs = dict(zip(keys, token_vectors(embedder, [texts[k] for k in keys]), strict=True))
-    queries = token_vectors(embedder, [embedder.query_prefix + a.question.text for a in asked])
+    queries = token_vectors(embedder, [embedder.query_prompt + a.question.text for a in asked])
     return {
         (a.conversation, a.question.text, c.row): float((q @ docs[(a.conversation, c.row)].T).max(axis=1).mean())
         for a, q in zip(asked, queries, strict=True)

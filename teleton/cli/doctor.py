@@ -28,8 +28,9 @@ from teleton.config.schema import McpServerConfig, session_file
 from teleton.daemon.database_watch import read_marker
 from teleton.media.speech import speech_client
 from teleton.media.whisper_files import whisper_files
-from teleton.memory.embeddings import hf_download, model_files
+from teleton.memory.embeddings import hf_download, local_prompts, model_files
 from teleton.memory.embeddings.openai_compatible import EmbeddingEndpointError, endpoint_of
+from teleton.memory.embeddings.prompts import describe, resolve_prompts
 from teleton.providers.extras import MissingExtra, install_command, missing, require
 from teleton.providers.pinned_files import ModelFilesError
 from teleton.storage.sqlite_driver import has_fts5, load_sqlite_vec, pick_driver
@@ -79,7 +80,7 @@ def check_embedding_model(config: Config) -> Check:
         return Check(
             "Embedding model",
             ok,
-            f"Voyage AI {config.embedding.voyage_model}" + ("" if ok else ": no key"),
+            f"Voyage AI {config.embedding.voyage_model}" + ("" if ok else ": no key") + f" · {weights_text(config)}",
             "" if ok else "set VOYAGE_API_KEY",
         )
     if config.embedding.provider == "openai_compatible":
@@ -90,12 +91,12 @@ def check_embedding_model(config: Config) -> Check:
     packaged = model_files.packaged_id(emb.model)  # None: a Hugging Face id
     try:
         if emb.model_path is not None:
-            files = model_files.directory_model(emb.model_path)
+            files, origin = model_files.directory_model(emb.model_path, emb.model), "model_path"
         elif packaged is None and emb.model is not None:  # unset is the default, packaged
             cached = hf_download.model_dir(hf_download.default_cache_dir(), emb.model)
-            files = model_files.directory_model(cached, emb.model)
+            files, origin = model_files.directory_model(cached, emb.model), "Hugging Face"
         else:  # e5 (the default) is built here if this is its first use
-            files = packaged_model(emb.model)
+            files, origin = packaged_model(emb.model), "packaged" if emb.model else "packaged default"
         files.verify()
         files.require_tokenizer()
     except MissingExtra as exc:  # a packaged model whose extra is not installed
@@ -107,7 +108,18 @@ def check_embedding_model(config: Config) -> Check:
         elif emb.model_path is None:
             fix = "run `teleton memory index` once with network access to download it"
         return Check("Embedding model", False, str(exc), fix)
-    return Check("Embedding model", True, f"{files.model_id} ({files.onnx})")
+    detail = f"{files.model_id} ({origin}: {files.onnx}) · prompts: {describe(local_prompts(emb, files))}"
+    return Check("Embedding model", True, f"{detail} · {weights_text(config)}")
+
+
+def weights_text(config: Config) -> str:
+    """``weights 0.8/0.2 (measured for …; 0.9/0.1 for a stemmed-language question)``: the hybrid search's shares."""
+    vector, keyword = model_files.search_weights(config.embedding, config.memory)
+    text = f"weights {vector:g}/{keyword:g} ({model_files.weights_source(config.embedding, config.memory)}"
+    stemmed = model_files.stemmed_vector_weight(config.embedding, config.memory)
+    if stemmed is not None:
+        text += f"; {stemmed:g}/{1 - stemmed:g} for a question in a stemmed language"
+    return text + ")"
 
 
 def check_reranker(config: Config) -> Check | None:
@@ -177,7 +189,8 @@ def check_embedding_endpoint(config: Config) -> Check:
         return Check("Embedding model", False, str(exc), "fix the named key in the embedding section")
     if not emb.model:
         return Check("Embedding model", False, "embedding.model: missing", "set it, e.g. nomic-embed-text")
-    return Check("Embedding model", True, f"{emb.model} at {base_url}")
+    prompts = describe(resolve_prompts(emb, [emb.model]))
+    return Check("Embedding model", True, f"{emb.model} at {base_url} · prompts: {prompts} · {weights_text(config)}")
 
 
 def check_transcription(config: Config) -> Check:

@@ -144,6 +144,10 @@ class EmbeddingConfig(Section):
     batch_size: int = Field(default=64, ge=1)
     cache_ttl_days: int = Field(default=60, ge=1)
     cache_max_entries: int = Field(default=50_000, ge=100)
+    # Put before each question / each text stored (local and openai_compatible); None = the known model's own
+    # (memory.embeddings.prompts: e5 "query: " / "passage: "), else none; "" = none. A change re-embeds.
+    query_prompt: str | None = None
+    document_prompt: str | None = None
 
 
 class TranscriptionConfig(Section):

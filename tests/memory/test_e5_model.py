@@ -182,9 +182,9 @@ def test_it_is_the_default_and_minilm_is_still_there_by_name(cache: Path) -> Non
     for model in (None, "multilingual-e5-small"):
         provider = create_provider(EmbeddingConfig(model=model), cache_dir=cache)
         assert isinstance(provider, LocalEmbedder)
-        assert provider.model_id == E5_MODEL_ID and provider.dims == 384 and provider.query_prefix == "query: "
+        assert provider.model_id == E5_MODEL_ID and provider.dims == 384 and provider.query_prompt == "query: "
     minilm = create_provider(EmbeddingConfig(model="all-MiniLM-L6-v2"), cache_dir=cache)
-    assert isinstance(minilm, LocalEmbedder) and minilm.model_id == MINILM_MODEL_ID and minilm.query_prefix == ""
+    assert isinstance(minilm, LocalEmbedder) and minilm.model_id == MINILM_MODEL_ID and minilm.query_prompt == ""
 
 
 @requires_extra("minilm")

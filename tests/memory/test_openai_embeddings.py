@@ -49,7 +49,8 @@ def add_facts(conn: object) -> None:
 async def test_vectors_are_stored_in_batches_and_found_by_vector(tmp_path: Path, fake: FakeEmbeddings) -> None:
     provider = create_provider(config(fake))
     assert isinstance(provider, OpenAICompatibleEmbedder)
-    assert provider.model_id == f"127.0.0.1:{fake.port}:nomic-embed-text" and provider.dims == 32
+    # The server and the model; nomic-embed-text's own prompts add their digest (test_embedding_prompts.py).
+    assert provider.model_id.startswith(f"127.0.0.1:{fake.port}:nomic-embed-text+prompts:") and provider.dims == 32
     db = await Database.open(tmp_path / "m.db", embedding=(provider.model_id, provider.dims))
     try:
         await db.write(add_facts)

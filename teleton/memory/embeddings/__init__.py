@@ -2,7 +2,8 @@
 
 ``create_provider(config.embedding)`` returns the configured provider, or None for ``none`` (keyword-only).
 ``with_cache(provider, db, config.embedding)`` wraps it in the SQLite embedding cache once the database is
-open (the database needs the provider's model id and dimension first, to build the vector tables).
+open (the database needs the provider's model id and dimension first, to build the vector tables). The model
+id includes the prompts when they are not the model's usual ones (``prompts.py``).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from pathlib import Path
 
 from teleton.config.schema import EmbeddingConfig
 from teleton.memory.embeddings import model_files
+from teleton.memory.embeddings.prompts import Prompts, resolve_prompts
 from teleton.memory.embeddings.provider import EmbeddingProvider
 from teleton.storage.database import Database
 
@@ -36,7 +38,7 @@ def create_provider(
 
         files = local_model_files(config, cache_dir=cache_dir, hf_base_url=hf_base_url)
         embedder = LocalEmbedder if files.tokenizer is not None else StringsEmbedder
-        return embedder(files, batch_size=batch_size)
+        return embedder(files, batch_size=batch_size, prompts=local_prompts(config, files))
     if kind == "anthropic":
         from teleton.memory.embeddings.voyage import VoyageEmbedder  # deferred: as above
 
@@ -63,6 +65,12 @@ def local_model_files(
     if model is not None and model_files.packaged_id(model) is None:  # unset: the default, packaged
         return hf_download.cached_or_download(model, cache_dir, hf_base_url or hf_download.HF_BASE_URL)
     return packaged_model(model, cache_dir)
+
+
+def local_prompts(config: EmbeddingConfig, files: model_files.ModelFiles) -> Prompts:
+    """The local model's prompts (``prompts.resolve_prompts``), known by its id or its directory's name."""
+    directory = Path(config.model_path).expanduser().name if config.model_path else None
+    return resolve_prompts(config, [files.model_id, directory])
 
 
 def with_cache(

@@ -30,6 +30,12 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def prompted_queries(provider: EmbeddingProvider) -> bool:
+    """Whether ``provider`` embeds a question otherwise than the same text to be stored: its query prompt is
+    not its document prompt (a model with only a document prompt included)."""
+    return getattr(provider, "query_prompt", "") != getattr(provider, "document_prompt", "")
+
+
 class CachedProvider:
     def __init__(
         self,
@@ -54,7 +60,7 @@ class CachedProvider:
         return await self._embed(list(texts), self.inner.embed, "")
 
     async def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        if not getattr(self.inner, "query_prefix", ""):  # a question is embedded as any text: one entry serves both
+        if not prompted_queries(self.inner):  # a question is embedded as any text: one entry serves both
             return await self.embed(texts)
         return await self._embed(list(texts), query_embedding(self.inner), QUERY_KEY)
 

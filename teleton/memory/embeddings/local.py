@@ -18,6 +18,7 @@ import numpy as np
 from teleton.memory.embeddings.e5_tokenizer import MAX_TOKENS as E5_MAX_TOKENS
 from teleton.memory.embeddings.e5_tokenizer import E5Tokenizer
 from teleton.memory.embeddings.model_files import ModelFiles
+from teleton.memory.embeddings.prompts import Prompts, vector_identity, with_prompt
 from teleton.process.threads import cores
 from teleton.providers.pinned_files import ModelFilesError
 from teleton.text.lines import reason
@@ -30,19 +31,34 @@ HEAD_CHARS_PER_TOKEN = 8  # a long text's first head, in characters per token of
 
 class OnWorkerThread:
     """What both local models share: ``encode`` runs on one dedicated thread, so the event loop never waits
-    on it and two callers never fight over the same cores."""
+    on it and two callers never fight over the same cores; the document prompt goes before every text to be
+    stored and the query prompt before every question (``prompts``)."""
 
     _executor: ThreadPoolExecutor
+    model_id: str
+    query_prompt = ""
+    document_prompt = ""
+
+    def _use_prompts(self, files: ModelFiles, prompts: Prompts | None) -> None:
+        """``prompts`` (None: the files' baseline), and the model id the vectors they make are known by."""
+        if prompts is None:
+            prompts = Prompts(*files.baseline_prompts)
+        self.query_prompt, self.document_prompt = prompts.query, prompts.document
+        self.model_id = vector_identity(files.model_id, prompts, files.baseline_prompts)
 
     def _start_worker(self) -> None:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="teleton-embed")
 
-    def encode(self, texts: Sequence[str]) -> np.ndarray:
+    def _encode(self, texts: Sequence[str]) -> np.ndarray:
+        """The model's vectors of ``texts`` as they are, no prompt added."""
         raise NotImplementedError
 
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Synchronous embedding of texts to be searched (for scripts and the worker thread)."""
+        return self._encode(with_prompt(self.document_prompt, texts))
+
     def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
-        """Questions: as any text, unless the model has a prefix for them."""
-        return self.encode(texts)
+        return self._encode(with_prompt(self.query_prompt, texts))
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
         loop = asyncio.get_running_loop()
@@ -59,24 +75,23 @@ class OnWorkerThread:
 class LocalEmbedder(OnWorkerThread):
     """An :class:`EmbeddingProvider` over an ONNX sentence-embedding model."""
 
-    def __init__(self, files: ModelFiles, *, batch_size: int = DEFAULT_BATCH, threads: int | None = None) -> None:
+    def __init__(
+        self,
+        files: ModelFiles,
+        *,
+        batch_size: int = DEFAULT_BATCH,
+        threads: int | None = None,
+        prompts: Prompts | None = None,
+    ) -> None:
         files.require_tokenizer()  # a missing extra is said before anything loads
         self._session = open_session(files, threads)
         self._inputs = {i.name for i in self._session.get_inputs()}
         self._token_ids = _tokenizer(files)
-        self._passage, self.query_prefix = files.prefixes
+        self._use_prompts(files, prompts)
         self._center = np.load(files.center) if files.center is not None else None
-        self.model_id = files.model_id
         self.batch_size = batch_size
-        self.dims = int(self.encode(["probe"]).shape[1])
+        self.dims = int(self._encode(["probe"]).shape[1])
         self._start_worker()
-
-    def encode(self, texts: Sequence[str]) -> np.ndarray:
-        """Synchronous embedding of texts to be searched (for scripts and the worker thread)."""
-        return self._encode([self._passage + t for t in texts] if self._passage else texts)
-
-    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return self._encode([self.query_prefix + t for t in texts] if self.query_prefix else texts)
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         out = np.zeros((len(texts), getattr(self, "dims", 0) or 0), dtype=np.float32)

@@ -65,9 +65,10 @@ def install_fix(model_id: str) -> str:
     return extras.install_command(extra) if extra else f"pip install --force-reinstall {PACKAGES[model_id]}"
 
 
-# How much of a hybrid search the vector leg gets, by model (LoCoMo dev and our multilingual set, swept over
-# 0.4-0.9): e5's meaning-match is worth more than MiniLM's (0.8: English 0.714 vs 0.704 at 0.5, our six
-# languages 0.70-0.80 vs 0.55-0.76). Models not listed: 0.5, what MiniLM measured best at.
+# How much of a hybrid search the vector leg gets, by packaged model (LoCoMo dev and our multilingual set, swept
+# over 0.4-0.9): e5's meaning-match is worth more than MiniLM's (0.8: English 0.714 vs 0.704 at 0.5, our six
+# languages 0.70-0.80 vs 0.55-0.76). Any other model, a user's own included: 0.5, what MiniLM measured best at
+# (the weight before e5); a user's model was never measured, so it never gets e5's figure.
 VECTOR_WEIGHTS = {E5_MODEL_ID: 0.8}
 DEFAULT_VECTOR_WEIGHT = 0.5
 # ...and for a question in a language whose words the keyword leg matches by stem prefixes (``stemming``: all
@@ -83,6 +84,15 @@ def packaged_id(model: str | None) -> str | None:
     return PACKAGED_NAMES.get(model or DEFAULT_MODEL_ID)
 
 
+def weighed_model(embedding: Any) -> str | None:
+    """The packaged model whose measured weights apply: the one the local provider loads when no
+    ``model_path`` is set. A ``model_path`` is the user's own model whatever its directory or
+    ``embedding.model`` is called (an e5 there is not the packaged, centred e5 the figures were measured on)."""
+    if embedding.provider != "local" or embedding.model_path is not None:
+        return None
+    return packaged_id(embedding.model)
+
+
 def search_weights(embedding: Any, memory: Any) -> tuple[float, float]:
     """(vector, keyword) weights: ``memory.vector_weight`` / ``keyword_weight`` where set, else the
     embedding model's own share and the rest for keywords."""
@@ -91,9 +101,7 @@ def search_weights(embedding: Any, memory: Any) -> tuple[float, float]:
     elif memory.keyword_weight is not None:
         vector = 1.0 - memory.keyword_weight
     else:
-        local = embedding.provider == "local"
-        model = packaged_id(embedding.model) if local else None
-        vector = VECTOR_WEIGHTS.get(model or "", DEFAULT_VECTOR_WEIGHT)
+        vector = VECTOR_WEIGHTS.get(weighed_model(embedding) or "", DEFAULT_VECTOR_WEIGHT)
     keyword = memory.keyword_weight if memory.keyword_weight is not None else 1.0 - vector
     return vector, keyword
 
@@ -101,9 +109,17 @@ def search_weights(embedding: Any, memory: Any) -> tuple[float, float]:
 def stemmed_vector_weight(embedding: Any, memory: Any) -> float | None:
     """The vector share for a question the keyword leg stems (``STEMMED_VECTOR_WEIGHTS``); None when the
     weights are the user's own (``memory.*_weight`` set) or the model has no such share."""
-    if memory.vector_weight is not None or memory.keyword_weight is not None or embedding.provider != "local":
+    if memory.vector_weight is not None or memory.keyword_weight is not None:
         return None
-    return STEMMED_VECTOR_WEIGHTS.get(packaged_id(embedding.model) or "")
+    return STEMMED_VECTOR_WEIGHTS.get(weighed_model(embedding) or "")
+
+
+def weights_source(embedding: Any, memory: Any) -> str:
+    """Where ``search_weights`` come from, for `teleton doctor`."""
+    if memory.vector_weight is not None or memory.keyword_weight is not None:
+        return "memory.vector_weight / keyword_weight"
+    model = weighed_model(embedding)
+    return f"measured for {model}" if model in VECTOR_WEIGHTS else "default for another model"
 
 
 @dataclass(frozen=True)
@@ -113,9 +129,10 @@ class ModelFiles:
     tokenizer: Path | None  # None: the graph takes strings and tokenises inside
     # file name -> expected sha256; empty when the files are the user's own (nothing to pin against).
     pinned: dict[str, str] = field(default_factory=dict)
-    # What the model was trained to see before a searched text and before a question (e5: "passage: ",
-    # "query: "); most sentence models take both as they are.
-    prefixes: tuple[str, str] = ("", "")
+    # The (query, document) prompts this model's vectors have always been made with under ``model_id`` (the
+    # packaged e5's "query: " / "passage: "; none for any other): what ``LocalEmbedder`` applies unless given
+    # prompts, and what keeps its vectors' identity unchanged (``prompts.vector_identity``).
+    baseline_prompts: tuple[str, str] = ("", "")
     # A vector (.npy) subtracted from every embedding before it is normalised again, for models whose vectors
     # all share one direction (e5: every cosine 0.7-0.9; see e5_files.py).
     center: Path | None = None

@@ -22,6 +22,7 @@ import numpy as np
 
 from teleton.config.presets import PresetError, service_endpoint
 from teleton.config.schema import EmbeddingConfig
+from teleton.memory.embeddings.prompts import Prompts, resolve_prompts, vector_identity, with_prompt
 from teleton.providers.http_retry import embed_in_batches, http_retrying, http_retrying_sync, unit_rows
 
 MAX_BATCH = 256
@@ -77,10 +78,14 @@ class OpenAICompatibleEmbedder:
         attempts: int = 5,
         max_wait: float = 20.0,
         dims: int | None = None,
+        prompts: Prompts | None = None,
     ) -> None:
         self.model = model
         self.base_url = base_url.rstrip("/")
-        self.model_id = f"{label or urlsplit(self.base_url).netloc}:{model}"
+        prompts = prompts or Prompts()
+        self.query_prompt, self.document_prompt = prompts.query, prompts.document
+        # The prompts go on the texts here, before they are sent; vectors made before prompts existed had none.
+        self.model_id = vector_identity(f"{label or urlsplit(self.base_url).netloc}:{model}", prompts)
         self.batch_size = max(1, min(batch_size, MAX_BATCH))
         self._attempts = attempts
         self._max_wait = max_wait
@@ -103,6 +108,14 @@ class OpenAICompatibleEmbedder:
         return int(self._vectors(response.json(), 1).shape[1])
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Texts to be stored, each after the document prompt."""
+        return await self._embed(with_prompt(self.document_prompt, texts))
+
+    async def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Questions, each after the query prompt."""
+        return await self._embed(with_prompt(self.query_prompt, texts))
+
+    async def _embed(self, texts: list[str]) -> np.ndarray:
         return await embed_in_batches(texts, self.batch_size, self.dims, self._embed_batch)
 
     async def _embed_batch(self, texts: list[str]) -> np.ndarray:
@@ -142,6 +155,7 @@ def from_config(config: EmbeddingConfig, batch_size: int, attempts: int = 5) -> 
     if not model:
         raise EmbeddingEndpointError("embedding.model: required for provider openai_compatible (e.g. nomic-embed-text)")
     base_url, key, label = endpoint_of(config)
+    prompts = resolve_prompts(config, [model])
     return OpenAICompatibleEmbedder(
-        model, base_url=base_url, api_key=key, label=label, batch_size=batch_size, attempts=attempts
+        model, base_url=base_url, api_key=key, label=label, batch_size=batch_size, attempts=attempts, prompts=prompts
     )
