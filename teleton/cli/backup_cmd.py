@@ -24,6 +24,7 @@ from teleton.config.loader import read_config_file
 from teleton.config.schema import Config
 from teleton.storage import schema
 from teleton.storage.in_use import InUse
+from teleton.text.counts import counted
 
 console = Console(soft_wrap=True, highlight=False)
 KeyFile = Annotated[Path | None, typer.Option("--key-file", help="The key file (else backup.key_file).")]
@@ -148,7 +149,7 @@ def _holds(m: archive.Manifest, *, sealed: bool) -> str:
     counts = ", ".join(f"{n} {name.replace('_', ' ')}" for name, n in m.counts.items())
     parts = {e.name.split("/")[0] for e in m.files}
     return (
-        f"made {when} by Teleton {m.teleton}, schema {m.schema_version}, {len(m.files)} files "
+        f"made {when} by Teleton {m.teleton}, schema {m.schema_version}, {counted(len(m.files), 'file')} "
         f"({', '.join(sorted(parts))}); {counts or 'no counts'}; embeddings {'in' if m.vectors else 'left out'}"
         f"{f' ({m.embedding_model})' if m.embedding_model and m.vectors else ''}; "
         f"secrets {'in' if m.secrets else 'left out'}; {'encrypted' if sealed else 'not encrypted'}"

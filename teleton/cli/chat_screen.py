@@ -74,7 +74,8 @@ class ChatScreen:
         if self.busy_since is None or is_done():
             return FormattedText([("bold", PROMPT)])
         elapsed = time.monotonic() - self.busy_since
-        status = f"{SPINNER[int(elapsed * 10) % len(SPINNER)]} thinking {elapsed:.0f}s"
+        doing = "writing" if self.answer else "thinking"  # the answer streaming is no longer thought about
+        status = f"{SPINNER[int(elapsed * 10) % len(SPINNER)]} {doing} {elapsed:.0f}s"
         if self.retries:
             status += f" · retry {self.retries}"
         status += " · /stop or Ctrl-C to stop"

@@ -22,6 +22,7 @@ from teleton.storage.database import connect
 from teleton.storage.failures import Cause, cause_of, nearest_existing, problems_line
 from teleton.storage.private_files import DIR_MODE, FILE_MODE
 from teleton.storage.sqlite_driver import pick_driver
+from teleton.text.counts import counted
 
 MIN_FREE_BYTES = 200 * 1024 * 1024  # below this, the archive and the WAL will soon fail to write
 # Files the daemon and `teleton chat` write into the data directory.
@@ -102,7 +103,7 @@ def check_private_files(config: Config) -> Check:
     files = sorted({f for f in private_files(config) if f.is_file() and not f.is_symlink()})
     loose = [f for f in files if _mode(f) & ~FILE_MODE]
     if not loose_dirs and not loose:
-        return Check("Private files", True, f"{data_dir} and its workspace 700, {len(files)} files 600")
+        return Check("Private files", True, f"{data_dir} and its workspace 700, {counted(len(files), 'file')} 600")
     detail = "readable by others: " + ", ".join(f"{p} ({_mode(p):o})" for p in [*loose_dirs, *loose])
     fixes = [f"chmod 700 {' '.join(map(str, loose_dirs))}" if loose_dirs else ""]
     fixes.append(f"chmod 600 {' '.join(map(str, loose))}" if loose else "")

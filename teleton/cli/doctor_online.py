@@ -13,6 +13,7 @@ from teleton.config.presets import endpoint_for, problem
 from teleton.llm import LLMClient, LLMError, LLMSettings
 from teleton.llm.connect import provider_for
 from teleton.providers.extras import missing
+from teleton.text.counts import counted
 from teleton.tools.mcp import pins
 from teleton.tools.mcp.connection import McpError
 
@@ -111,7 +112,7 @@ def check_mcp_online(config: Config) -> list[Check]:
             found.append(Check(f"MCP {name} (online)", False, str(exc), fix))
             continue
         held = [s for s in compare(name, cfg, remote, pinned.get(name, {})) if s.status in HELD]
-        detail = f"{len(remote)} tools"
+        detail = counted(len(remote), "tool")
         if held:
             detail += f", {len(held)} new or changed, held until approved (teleton mcp approve {name})"
         found.append(Check(f"MCP {name} (online)", True, detail))

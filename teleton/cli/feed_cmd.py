@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 from telethon import TelegramClient
 from telethon.sessions import SQLiteSession, StringSession
 
@@ -23,6 +24,7 @@ from teleton.config import require_telegram
 from teleton.config.schema import Config, resolved, session_file
 from teleton.memory.feed.archive import stats
 from teleton.storage import Database
+from teleton.text.counts import counted
 
 app = App(help="The Telegram feed archive.", no_args_is_help=True)
 console = Console(soft_wrap=True)
@@ -47,10 +49,8 @@ def backfill_cmd(
     except Exception as exc:  # GatewayError, LoginError, network: one line, not a traceback
         console.print(f"[red]backfill failed:[/] {exc}")
         raise typer.Exit(1) from None
-    console.print(
-        f"[green]done[/] {result.title or result.chat_id}: {result.fetched} messages fetched, {result.new} new "
-        f"(chat id {result.chat_id})"
-    )
+    name, fetched = result.title or result.chat_id, counted(result.fetched, "message")
+    console.print(f"[green]done[/] {name}: {fetched} fetched, {result.new} new (chat id {result.chat_id})")
 
 
 async def _backfill(config: Config, chat: str, limit: int | None) -> Any:
@@ -151,7 +151,7 @@ async def _search(config: Config, feed_search: Any, query: str, chat: int | None
         await db.close()
 
 
-def _hit_row(hit: Any) -> tuple[str, str, str, str, str]:
+def _hit_row(hit: Any) -> tuple[str, str, str, Text, Text]:
     def get(name: str, default: Any = "") -> Any:
         if isinstance(hit, dict):
             return hit.get(name, default)
@@ -163,7 +163,8 @@ def _hit_row(hit: Any) -> tuple[str, str, str, str, str]:
     date = get("date", None)
     when = datetime.fromtimestamp(float(date)).strftime("%Y-%m-%d %H:%M") if date else ""
     text = str(get("text")).replace("\n", " ")
-    return f"{float(get('score', 0.0)):.2f}", when, str(get("chat_id")), str(get("sender_name")), text[:120]
+    sender = Text(str(get("sender_name")))  # what people wrote, never rich markup
+    return f"{float(get('score', 0.0)):.2f}", when, str(get("chat_id")), sender, Text(text[:120])
 
 
 @app.command("stats")
@@ -196,5 +197,5 @@ def stats_cmd(
     if s.per_chat:
         table = Table("chat id", "title", "messages")
         for chat_id, title, count in s.per_chat:
-            table.add_row(str(chat_id), title, f"{count:,}")
+            table.add_row(str(chat_id), Text(title), f"{count:,}")
         console.print(table)

@@ -36,6 +36,7 @@ from teleton.cli.mcp_view import (
 from teleton.config import Config, default_config_path, read_config_file, write_config
 from teleton.config.schema import McpConfig, McpServerConfig
 from teleton.providers.extras import MissingExtra, require
+from teleton.text.counts import counted
 from teleton.tools.mcp import pins
 from teleton.tools.mcp.connection import McpError, RemoteTool
 
@@ -178,15 +179,15 @@ def add_cmd(
     remote = listed(name, cfg)
     kept, refused = usable_tools(name, cfg, remote)
     kept = kept[: min(config.mcp.max_tools_per_server, config.mcp.max_tools)]
-    typer.echo(f"MCP server {name} lists {len(remote)} tools.")
+    typer.echo(f"MCP server {name} lists {counted(len(remote), 'tool')}.")
     if kept:
         typer.echo(review_of(name, kept, "read what it tells the model before it does.", footer=False))
     for line in refused:
         typer.echo(f"  left out: {visible(line)}")
     asyncio.run(pin_first(config, name, kept))
     write_servers(path, raw, {**servers, name: entry})
-    typer.echo(f"pinned {len(kept)} tools as approved, as shown above; one that later changes what it says waits "
-               f"for `teleton mcp approve {name}`")  # fmt: skip
+    typer.echo(f"pinned {counted(len(kept), 'tool')} as approved, as shown above; one that later changes what it "
+               f"says waits for `teleton mcp approve {name}`")  # fmt: skip
     typer.echo(f"added {name} to {path} (mode 0600)")
     given = {**entry.get("env", {}), **entry.get("headers", {})}
     written = [key for key, value in given.items() if "${" not in value and looks_secret(key)]
@@ -257,7 +258,7 @@ def describe_row(name: str, row: dict[str, Any], *, daemon_runs: bool) -> list[s
     elif daemon is None:
         lines.append("  daemon: not loaded (`systemctl reload teleton`)" if row["enabled"] else "  daemon: off")
     else:
-        lines.append(f"  daemon: {daemon['state']}, {len(daemon['tools'])} tools offered"
+        lines.append(f"  daemon: {daemon['state']}, {counted(len(daemon['tools']), 'tool')} offered"
                      + (f"; last error: {daemon['error']}" if daemon.get("error") else ""))  # fmt: skip
     by_state: dict[str, list[str]] = {}
     for tool, pin_state in row["tools"].items():
@@ -282,7 +283,7 @@ def test_cmd(ctx: typer.Context, name: Annotated[str, typer.Argument(help="A con
     remote = listed(name, cfg)
     seen = compare(name, cfg, remote, pins.stored(config.storage.database_file).get(name, {}))
     state_note = "" if cfg.enabled else " (disabled in the config)"
-    typer.echo(f"MCP server {name}{state_note} answered with {len(remote)} tools:")
+    typer.echo(f"MCP server {name}{state_note} answered with {counted(len(remote), 'tool')}:")
     if seen:
         show_tools(name, seen)
     held = [s for s in seen if s.status in HELD]

@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from teleton.cli.context import cli_config, cli_embedder, opened
 from teleton.cli.help_format import App
@@ -21,6 +22,7 @@ from teleton.memory.embeddings import with_cache
 from teleton.memory.embeddings.provider import EmbeddingProvider
 from teleton.storage import Database
 from teleton.storage.vector_tables import get_meta
+from teleton.text.counts import counted
 
 if TYPE_CHECKING:  # types only: the index loads with the commands that use it
     from teleton.memory.knowledge.index import KnowledgeIndex
@@ -89,7 +91,7 @@ def index_cmd(ctx: typer.Context) -> None:
         err_console.print(f"{where}; run `teleton memory index` again to resume", highlight=False, markup=False)
         raise typer.Exit(130) from None
     console.print(
-        f"[green]indexed[/] {counts.files} files: {counts.added} added, {counts.updated} updated, "
+        f"[green]indexed[/] {counted(counts.files, 'file')}: {counts.added} added, {counts.updated} updated, "
         f"{counts.removed} removed, {counts.unchanged} unchanged ({counts.embedded} embedded)"
     )
 
@@ -129,8 +131,8 @@ def search_cmd(
             f"{h.vector_score:.2f}",
             f"{h.keyword_score:.2f}",
             h.meta.get("source", ""),
-            where,
-            text[:160] + ("…" if len(text) > 160 else ""),
+            Text(where),  # what memory holds, never rich markup
+            Text(text[:160] + ("…" if len(text) > 160 else "")),
         )
     console.print(table)
 

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from teleton.cli.context import cli_config, opened
 from teleton.cli.memory_cmd import knowledge_index
@@ -21,6 +22,7 @@ from teleton.memory.facts.subjects import resolve
 from teleton.memory.portable import export_memory, import_memory
 from teleton.memory.search.corpora import CURRENT
 from teleton.storage.private_files import write_private
+from teleton.text.counts import counted
 
 console = Console(soft_wrap=True)
 
@@ -65,7 +67,8 @@ def facts_cmd(
         return
     table = Table("id", "about", "readable by", "fact")
     for f in found:
-        table.add_row(str(f.id), f.subject or "-", f.scope, f.line())
+        # Text: "[preference/food] …" is the fact's own words, never rich markup (which would eat the label).
+        table.add_row(str(f.id), Text(f.subject or "-"), f.scope, Text(f.line()))
     console.print(table)
 
 
@@ -85,8 +88,8 @@ def export_cmd(
         print(text)
         return
     write_private(path, text + "\n")
-    console.print(f"exported {_n(len(data['facts']), 'fact')}, {_n(len(data['entries']), 'entry')} and "
-                  f"{_n(len(data['files']), 'file')} to {path}", highlight=False)  # fmt: skip
+    console.print(f"exported {counted(len(data['facts']), 'fact')}, {counted(len(data['entries']), 'entry')} and "
+                  f"{counted(len(data['files']), 'file')} to {path}", highlight=False)  # fmt: skip
 
 
 async def _import(config: Config, data: dict[str, Any]) -> Any:
@@ -116,21 +119,16 @@ def import_cmd(
 def describe_import(counts: Any) -> str:
     """What an import added, and what it found already here: ``nothing new: 5 already known`` on a re-import."""
     new = [
-        _n(counts.facts, "fact") + (f" ({counts.history} replaced)" if counts.history else ""),
-        _n(counts.entries, "entry"),
-        _n(counts.files, "file"),
+        counted(counts.facts, "fact") + (f" ({counts.history} replaced)" if counts.history else ""),
+        counted(counts.entries, "entry"),
+        counted(counts.files, "file"),
     ]
-    known = [_n(counts.known, "fact"), _n(counts.entries_known, "entry"), _n(counts.files_kept, "file")]
+    known = [counted(counts.known, "fact"), counted(counts.entries_known, "entry"), counted(counts.files_kept, "file")]
     already = counts.known + counts.entries_known + counts.files_kept
     refused = f"; refused: {counts.refused} (a bad label or path)" if counts.refused else ""
     if counts.facts + counts.history + counts.entries + counts.files == 0:
         return f"nothing new: {already} already known ({', '.join(known)}){refused}"
     return f"imported {', '.join(new)}; already here: {', '.join(known)}{refused}"
-
-
-def _n(count: int, word: str) -> str:
-    plural = word[:-1] + "ies" if word.endswith("y") else word + "s"
-    return f"{count} {word if count == 1 else plural}"
 
 
 def register(app: typer.Typer) -> None:

@@ -31,6 +31,7 @@ from teleton.memory.embeddings import local_model_files
 from teleton.storage.private_files import private_data_dir
 from teleton.storage.workspace_template import create_workspace
 from teleton.telegram.login import LoginError, LoginPrompts, login_bot, login_user
+from teleton.text.counts import counted
 from teleton.text.lines import reason
 
 console = Console(soft_wrap=True)
@@ -367,7 +368,7 @@ def setup(
     private_data_dir(config.storage.data_dir)
     assert config.storage.workspace is not None
     created = create_workspace(config.storage.workspace)
-    console.print(f"[green]workspace[/] {config.storage.workspace} ({len(created.created)} files created)")
+    console.print(f"[green]workspace[/] {config.storage.workspace} ({counted(len(created.created), 'file')} created)")
     prepare_embeddings(config)
     prepare_reranker(config, console)
     advice = voice_advice(answers.transcribe_voice)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from teleton.storage.private_files import write_private
+from teleton.text.counts import counted
 
 STALE_AFTER_S = 30.0
 FULL_BELOW_BYTES = 1 << 20  # less free space than this where the daemon writes: it cannot write its status
@@ -93,8 +94,8 @@ def describe(status: DaemonStatus | None, now: float | None = None, free_bytes: 
         text = f"unresponsive: pid {status.pid} alive but no status update for {_ago(now - status.updated_at)}"
     else:
         text = (
-            f"running (pid {status.pid}, {status.state}), up {_ago(now - status.started_at)}; "
-            f"queue depth {status.queue_depth}; archive {status.archived_messages} messages; "
+            f"{status.state} (pid {status.pid}), up {_ago(now - status.started_at)}; "
+            f"queue depth {status.queue_depth}; archive {counted(status.archived_messages, 'message')}; "
             f"turns {status.turns}"
         )
         if "loop_lag_p99_ms" in status.details:
@@ -153,7 +154,7 @@ def _mcp(status: DaemonStatus) -> str:
     """One line per MCP server: its state, its tools, what waits for the owner and why it is down."""
     lines = []
     for name, server in sorted(status.mcp.items()):
-        line = f"\nMCP server {name}: {server.get('state')}, {len(server.get('tools') or [])} tools"
+        line = f"\nMCP server {name}: {server.get('state')}, {counted(len(server.get('tools') or []), 'tool')}"
         if server.get("pending"):
             line += f", waiting for your approval: {', '.join(server['pending'])} (teleton mcp approve {name})"
         if server.get("restarts"):

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import structlog
 
+from teleton.text.counts import counted
 from teleton.tools.registry import SCOPES, Scope, ToolRegistry
 
 log = structlog.get_logger(__name__)
@@ -109,7 +110,7 @@ def render_tools(registry: ToolRegistry) -> str:
             marks.append(f"default {tool.scope}")
         state = "on" if registry.enabled(name) else "OFF"
         by_category.setdefault(tool.category or "other", []).append(f"  - {name} [{state}, {', '.join(marks)}]")
-    lines = [f"{len(registry.names)} tools:"]
+    lines = [f"{counted(len(registry.names), 'tool')}:"]
     for category in sorted(by_category):
         lines.append(f"- {category}:")
         lines.extend(by_category[category])

@@ -215,6 +215,7 @@ async def test_stop_cancels_the_running_turn_and_queued_messages_wait(any_harnes
 async def test_commands(harness: AgentHarness) -> None:
     h = harness
     assert "/compact [N]" in await h.dm("/help")
+    assert "/exit" not in await h.dm("/help")  # the terminal's own commands are listed only there
     assert "/pause" not in await h.dm("/help", sender=ALICE)
     assert await h.dm("/pause", sender=ALICE) == "/pause is for admins only."
     assert (await h.dm("/pause")).startswith("Paused")

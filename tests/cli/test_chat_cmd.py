@@ -68,6 +68,8 @@ async def test_chat_session_is_the_admin_dm(tmp_path: Path, fake_api: FakeAnthro
     assert {"memory_read", "memory_write"} <= offered  # DM-only tools are there for tool RAG to pick
     status = await session.turn("/status")
     assert status and "Session: 6 messages" in status
+    listed = await session.turn("/help") or ""
+    assert "- /exit — leave (or Ctrl-D)" in listed and "- /attach PATH [caption]" in listed and "/stop" in listed
     await session.close()
     assert "You said: hello there" in out.getvalue()
     # Messages are archived like Telegram ones, so a new terminal session continues the numbering.
@@ -75,7 +77,7 @@ async def test_chat_session_is_the_admin_dm(tmp_path: Path, fake_api: FakeAnthro
     assert await session.turn("again") == "You said: again"
     rows = await session.db.fetchall("select message_id from tg_messages order by message_id")
     ids = [r[0] for r in rows]
-    assert ids == sorted(set(ids)) and len(ids) == 8
+    assert ids == sorted(set(ids)) and len(ids) == 10
     await session.close()
 
 

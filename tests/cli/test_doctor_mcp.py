@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from teleton.cli.doctor import Check, run_checks
 from teleton.cli.main import app
+from teleton.providers.extras import install_command
 from tests.conftest import without_extra
 
 FAKE = str(Path(__file__).parents[1] / "fakes" / "mcp_server.py")
@@ -81,5 +82,5 @@ def test_online_connects_and_counts_what_waits_for_approval(tmp_path: Path) -> N
 def test_without_the_extra_the_fix_is_its_install_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     without_extra(monkeypatch, "mcp")
     found = mcp_checks(write(tmp_path, {"calc": {"command": sys.executable, "args": [FAKE]}}), online=True)
-    assert found["MCP extra"].ok is False and found["MCP extra"].fix == "pip install 'teleton[mcp]'"
+    assert found["MCP extra"].ok is False and found["MCP extra"].fix == install_command("mcp")
     assert "MCP calc (online)" not in found  # not tried: the one line above says what is missing

@@ -81,6 +81,7 @@ async def test_feed_search_finds_archived_messages_in_scope(tmp_path: Path, monk
         new_message(ALICE, ALICE, "the lighthouse keeper retired"),
         new_message(GROUP, ALICE, "a lighthouse in the group", extra=(GROUP,)),
         new_message(GROUP, ALICE, "nothing relevant", extra=(GROUP,)),
+        new_message(ALICE, ALICE, "[/] a beacon [b]"),
     )
     await h.gateway.stop(grace_s=1)
     await db.close()
@@ -93,6 +94,8 @@ async def test_feed_search_finds_archived_messages_in_scope(tmp_path: Path, monk
     assert "keeper" in scoped.output and "in the group" not in scoped.output
     hostile = await asyncio.to_thread(runner.invoke, app, ["search", '"NEAR( * -lighthouse AND'])
     assert hostile.exit_code == 0, hostile.output
+    bracketed = await asyncio.to_thread(runner.invoke, app, ["search", "beacon"])  # shown as written, not markup
+    assert bracketed.exit_code == 0 and "[/] a beacon [b]" in bracketed.output, bracketed.output
 
 
 @pytest.mark.parametrize(("vector_weight", "shown"), [(0.0, False), (1.0, True)])

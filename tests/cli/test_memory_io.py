@@ -56,6 +56,8 @@ def test_facts_export_and_import_move_memory_without_loss_or_duplicates(tmp_path
     assert [f["value"] for f in _facts(home, config, "--subject", "5151")] == ["Alice is vegan"]
     table = teleton("-c", str(config), "memory", "facts", home=home).stdout
     assert "user:5151" in table and "chat:-100777" in table and "Lisbon" not in table
+    # Each fact as it is stored, its label in brackets included (once read as markup: " Alice is vegan").
+    assert "[diet] Alice is vegan" in table and "[place/home_city] Olga lives in Porto" in table
 
     export = tmp_path / "memory.json"
     proc = teleton("-c", str(config), "memory", "export", str(export), home=home)

@@ -35,7 +35,7 @@ def test_status_reports_running_daemon_and_last_error(isolated_home: Path) -> No
     assert proc.returncode == 0
     assert "running (pid" in proc.stdout
     assert "up 1h 2m" in proc.stdout
-    assert "queue depth 3" in proc.stdout and "1234 messages" in proc.stdout
+    assert "queue depth 3" in proc.stdout and "archive 1,234 messages" in proc.stdout
     assert "FloodWait 30s on send_message" in proc.stdout
 
 

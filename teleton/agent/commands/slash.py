@@ -23,6 +23,7 @@ from teleton.memory.feed import archive as fa
 from teleton.memory.feed import reactions, reads
 from teleton.privacy import Clearance
 from teleton.storage.usage import spent_today
+from teleton.text.counts import counted
 from teleton.tools.held import CODE_LENGTH
 
 _COMMAND = re.compile(r"^/([a-zA-Z_]+)(?:@\w+)?(?:\s+(.*))?$", re.DOTALL)
@@ -75,7 +76,7 @@ async def cmd_compact(agent: AgentCore, turn: Turn, args: str) -> str:
     if outcome is None or outcome.dropped == 0:
         return "Nothing to compact."
     how = " (model unavailable: truncated)" if outcome.fell_back else ""
-    return f"Compacted{how}: {outcome.dropped} messages summarised, {len(outcome.session.messages)} kept."
+    return f"Compacted{how}: {counted(outcome.dropped, 'message')} summarised, {len(outcome.session.messages)} kept."
 
 
 async def cmd_status(agent: AgentCore, turn: Turn, args: str) -> str:
@@ -87,12 +88,22 @@ async def cmd_stop(agent: AgentCore, turn: Turn, args: str) -> str:
     return "Stopped." if stopped else "Nothing is running."
 
 
+# Typed only in `teleton chat` and handled there (cli/chat_cmd.py), before a line reaches the agent.
+TERMINAL_COMMANDS = (
+    ("/attach PATH [caption]", "send a photo, voice note or document from this machine"),
+    ("/stop", "stop the answer being written (or Ctrl-C)"),
+    ("/exit", "leave (or Ctrl-D)"),
+)
+
+
 async def cmd_help(agent: AgentCore, turn: Turn, args: str) -> str:
     lines = ["Commands:"]
     for spec in COMMANDS.values():
         if (spec.admin and not turn.is_admin) or (spec.owner and not turn.clearance.is_owner):
             continue
         lines.append(f"- {spec.usage} — {spec.help}" + (" (admin)" if spec.admin else ""))
+    if agent.deps.surface == "terminal":
+        lines += [f"- {usage} — {help}" for usage, help in TERMINAL_COMMANDS]
     return "\n".join(lines)
 
 
@@ -296,7 +307,7 @@ async def status_text(agent: AgentCore, turn: Turn) -> str:
         lines.append("Session: none yet (the next message starts one)")
     else:
         age = _ago(time.time() - session.created_at)
-        lines.append(f"Session: {len(session.messages)} messages, started {age} ago (id {session.id[:8]})")
+        lines.append(f"Session: {counted(len(session.messages), 'message')}, started {age} ago (id {session.id[:8]})")
         fill = session.last_input_tokens
         lines.append(f"Context: ~{fill:,} of {window:,} tokens ({100 * fill / window:.0f}%)")
         lines.append(
@@ -304,7 +315,7 @@ async def status_text(agent: AgentCore, turn: Turn) -> str:
             f"cache reads {session.cache_read_tokens:,}, cache writes {session.cache_write_tokens:,}"
         )
     lines.append(
-        f"This chat, all sessions: {totals['sessions']} sessions, "
+        f"This chat, all sessions: {counted(totals['sessions'], 'session')}, "
         f"{totals['input_tokens']:,} in / {totals['output_tokens']:,} out, "
         f"cache reads {totals['cache_read_tokens']:,}, cache writes {totals['cache_write_tokens']:,}"
     )
@@ -345,7 +356,7 @@ async def memory_stats(agent: AgentCore, clearance: Clearance) -> str:
     parts = []
     labels = clearance.readable()
     if agent.deps.facts is not None:
-        parts.append(f"{await agent.deps.facts.count(labels):,} facts")
+        parts.append(counted(await agent.deps.facts.count(labels), "fact"))
     db = agent.deps.db
     if labels is None:
         row = await db.fetchone("select count(*) from knowledge")
@@ -353,10 +364,10 @@ async def memory_stats(agent: AgentCore, clearance: Clearance) -> str:
         row = await db.fetchone(
             "select count(*) from knowledge where label in (select value from json_each(?))", (json.dumps(labels),)
         )
-    parts.append(f"{int(row[0]):,} knowledge chunks")
+    parts.append(counted(int(row[0]), "knowledge chunk"))
     chats = clearance.readable_chats()
     messages = await db.read(lambda conn: reads.count(conn, None if chats is None else list(chats)))
-    parts.append(f"{messages:,} archived messages")
+    parts.append(counted(messages, "archived message"))
     return ", ".join(parts)
 
 

@@ -23,6 +23,7 @@ import structlog
 from teleton.config.schema import McpConfig, McpServerConfig
 from teleton.process.redaction import redact_text
 from teleton.storage.database import Database
+from teleton.text.counts import counted
 from teleton.tools.mcp import pins
 from teleton.tools.mcp.connection import McpConnection, McpError, RemoteTool
 from teleton.tools.mcp.review import review
@@ -162,7 +163,7 @@ class McpServers:
             return "No MCP server is configured (mcp.servers; docs/mcp.md)."
         lines = []
         for name, state in sorted(self.states.items()):
-            line = f"{name}: {state.state}, {len(state.tools)} tools"
+            line = f"{name}: {state.state}, {counted(len(state.tools), 'tool')}"
             if state.error:
                 line += f" (last error: {state.error})"
             lines.append(line)
