@@ -1,5 +1,5 @@
 """The Facts page's reads and changes: the facts by person and category with what each replaced, a fact edited,
-a text forgotten everywhere, and the knowledge files (MEMORY.md, memory/*.md) viewed and edited.
+a text forgotten everywhere, and the knowledge files (``knowledge.files``) viewed and edited.
 
 Every change is the operation the chat and the terminal already use, so the dashboard is no second write path:
 
@@ -9,7 +9,7 @@ Every change is the operation the chat and the terminal already use, so the dash
   confirmed, ``find`` again and ``erase`` (shown with ``describe_report``), with the daemon's knowledge index
   so the rewritten files stay searchable;
 - a file is confined as the workspace tools confine a path (``workspace_paths.resolve``: no absolute path, no
-  ``..``, no symlink out; then only MEMORY.md and memory/*.md by their real path), read with
+  ``..``, no symlink out; then only knowledge files by their real path), read with
   ``read_confined``, written 0600 with ``write_private`` and re-indexed (``KnowledgeIndex.reindex``), so the
   Memory page's search sees the new text at once.
 """
@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 import structlog
 
@@ -28,6 +28,7 @@ from teleton.memory.facts.store import FactStore, predecessors
 from teleton.memory.facts.subjects import OWNER_SUBJECT, resolve
 from teleton.memory.feed import reads
 from teleton.memory.forget.everywhere import OWNER_SCOPE, Needle, NeedleError, erase, find, parse_needle
+from teleton.memory.knowledge.files import is_knowledge, knowledge_files
 from teleton.memory.knowledge.index import KnowledgeIndex
 from teleton.memory.search.corpora import CURRENT
 from teleton.storage.database import Database
@@ -39,8 +40,6 @@ from teleton.tools.families.forget import describe_findings, describe_report
 log = structlog.get_logger(__name__)
 
 FACTS_CAP = 1000  # current facts on one page: beyond it the owner narrows by person
-MEMORY_FILE = "MEMORY.md"
-MEMORY_DIR = "memory"
 
 
 class Refused(ValueError):
@@ -131,11 +130,11 @@ class FactsView:
 
     # -- knowledge files -----------------------------------------------------------------------------
     async def files(self) -> list[str]:
-        """MEMORY.md and memory/*.md, as the workspace holds them (a link out of it is not listed)."""
+        """The knowledge files, as the workspace holds them (a link out of it is not listed)."""
         return await asyncio.to_thread(_memory_files, self.workspace)
 
     async def read_file(self, given: str) -> tuple[str, str]:
-        """(its workspace path, its text) of a knowledge file; a new memory/*.md reads as empty."""
+        """(its workspace path, its text) of a knowledge file; a new one reads as empty."""
         rel, real = await asyncio.to_thread(_confined, self.workspace, given)
 
         def _read() -> str:
@@ -256,11 +255,8 @@ def _names(conn: Connection, subjects: Iterable[str]) -> dict[str, str]:
 
 
 def _memory_files(workspace: Path) -> list[str]:
-    found = [workspace / MEMORY_FILE] if (workspace / MEMORY_FILE).is_file() else []
-    if (workspace / MEMORY_DIR).is_dir():
-        found += sorted(p for p in (workspace / MEMORY_DIR).glob("*.md") if p.is_file())
     listed = []
-    for path in found:
+    for path in knowledge_files(workspace):
         try:
             listed.append(_confined(workspace, path.relative_to(workspace).as_posix())[0])
         except Refused:
@@ -269,19 +265,13 @@ def _memory_files(workspace: Path) -> list[str]:
 
 
 def _confined(workspace: Path, given: str) -> tuple[str, Path]:
-    """(workspace path, real path) of a knowledge file: MEMORY.md or memory/<name>.md by its real path (so
+    """(workspace path, real path) of a knowledge file (``knowledge.files.is_knowledge``) by its real path (so
     a link from memory/ to SOUL.md or out of the workspace is refused), or ``Refused``."""
     try:
         target = workspace_paths.resolve(workspace, given)
     except workspace_paths.PathRefused as exc:
         raise Refused(str(exc)) from None
-    rel = target.rel
-    if not _is_knowledge(rel):
-        raise Refused(f"{given!r} is not a knowledge file: MEMORY.md or memory/<name>.md.")
-    return rel.as_posix(), target.real
-
-
-def _is_knowledge(rel: PurePosixPath) -> bool:
-    if rel.as_posix() == MEMORY_FILE:
-        return True
-    return len(rel.parts) == 2 and rel.parts[0] == MEMORY_DIR and rel.suffix == ".md"
+    rel = target.rel.as_posix()
+    if not is_knowledge(rel):
+        raise Refused(f"{given!r} is not a knowledge file: MEMORY.md, or a .md file under memory/ or public/.")
+    return rel, target.real

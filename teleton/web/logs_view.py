@@ -70,3 +70,65 @@ def since(path: Path, offset: int, lowest: str) -> tuple[list[Line], int]:
     end = data.rfind(b"\n") + 1  # a line still being written waits for its end
     lines = data[:end].decode("utf-8", errors="replace").splitlines()
     return shown(lines, lowest), offset + end
+
+
+@dataclass(frozen=True)
+class LogPlace:
+    """Where this installation's log is: ``file`` the page reads (its tail, then live), or None; ``said``, in words."""
+
+    file: Path | None
+    said: str
+
+
+def journal_unit(cgroup: str) -> str | None:
+    """``journalctl``'s unit option for the process whose ``/proc/PID/cgroup`` says ``cgroup``: ``-u NAME``
+    for a system service, ``--user -u NAME`` for a user's; None when systemd does not run it as a service."""
+    for line in cgroup.splitlines():
+        _, hierarchy, path = [*line.split(":", 2), "", ""][:3]
+        if hierarchy not in ("", "name=systemd"):  # the unified hierarchy (v2), or systemd's own (v1)
+            continue
+        leaf = path.rstrip("/").rsplit("/", 1)[-1]
+        if leaf.endswith(".service") and not leaf.startswith("user@"):
+            return ("--user -u " if "/user@" in path else "-u ") + leaf.removesuffix(".service")
+    return None
+
+
+def unit_of(pid: int) -> str | None:
+    """The systemd service process ``pid`` runs as (``journal_unit``), or None."""
+    try:
+        return journal_unit(Path(f"/proc/{pid}/cgroup").read_text(encoding="utf-8"))
+    except OSError:
+        return None
+
+
+def daemon_log(configured: Path | None, unit: str | None) -> LogPlace:
+    """The log of the daemon serving the page: ``logging.file``, its service's journal, or its stderr."""
+    if configured is not None:
+        return LogPlace(configured, f"logging.file, {configured}")
+    if unit is not None:
+        return LogPlace(None, f"the service's journal: journalctl {unit} -f (or set logging.file to read it here)")
+    return LogPlace(None, "the daemon's standard error, in the terminal teleton start runs in (or set logging.file)")
+
+
+def stored_log(configured: Path | None, chat_log: Path, daemon: str | None) -> LogPlace:
+    """The log `teleton dashboard` (no daemon of its own) shows: ``logging.file``, else `teleton chat`'s
+    ``chat_log`` once it exists (``cli.chat_cmd``). ``daemon``: where a running daemon's log goes, in words
+    (None: none runs)."""
+    if configured is not None:
+        return LogPlace(configured, f"logging.file, {configured} (the daemon's and teleton chat's)")
+    beside = f"; the running daemon's: {daemon}" if daemon else ""
+    if chat_log.exists():
+        return LogPlace(chat_log, f"the log file of teleton chat, {chat_log}{beside}")
+    return LogPlace(
+        None,
+        f"no log file yet: teleton chat writes {chat_log}; the daemon logs to its standard error (under systemd "
+        f"to its journal: journalctl -u teleton -f) unless logging.file is set{beside}",
+    )
+
+
+def running_daemon_log(pid: int | None) -> str | None:
+    """Where the daemon running as ``pid`` logs without ``logging.file``, in words; None when none runs."""
+    if pid is None:
+        return None
+    unit = unit_of(pid)
+    return f"journalctl {unit} -f" if unit else f"its standard error (pid {pid}, the terminal it was started in)"

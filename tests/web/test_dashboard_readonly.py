@@ -1,34 +1,56 @@
 """`teleton dashboard` without a daemon (issue 35): the pages read the store opened read-only — facts with
 their history, a keyword memory search, the chats, the day's spend and prompt-cache hit rate from the usage
 ledger (said so on the page) — and change nothing (409); a store another version wrote is said in one line,
-and the status is still served."""
+and the status is still served.
+
+Issue 56: a terminal user's home as `teleton chat` and `teleton mcp add` leave it (the real commands, the
+scripted model API): every figure comes from the store or the config and says so — the archive's count, the
+model, the configured MCP server, the tools a turn with a message is offered (those the turn itself was sent),
+the chat log and where the login token is; tool descriptions are cut at a word."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import html
 import os
+import re
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+
+import httpx
+import pytest
+import yaml
 
 from teleton.agent.window.sessions import SessionStore
 from teleton.backup.schedule import record_failure
+from teleton.config import Config
 from teleton.gateway.contract import ChatInfo
 from teleton.memory.facts.rows import Fact
 from teleton.memory.facts.store import FactStore
 from teleton.memory.feed import archive as fa
-from teleton.storage import Database
+from teleton.storage import Database, connect
 from teleton.storage.schema import SCHEMA_VERSION
 from teleton.storage.sqlite_driver import pick_driver
+from teleton.tools.suite import build_registry
 from tests.agent.conftest import build_harness
 from tests.agent.test_cache_spend import SONNET, day_of_turns, priced_client
-from tests.fakes.anthropic_server import FakeAnthropic
+from tests.fakes.anthropic_server import FakeAnthropic, text, user_said
 from tests.web.conftest import owner_client
 
 TOKEN = "readonly-" + "r" * 40
+MCP_FAKE = str(Path(__file__).parents[1] / "fakes" / "mcp_server.py")
+ASKED = "remind me tomorrow at 9 to water the plants"  # the last thing said in the terminal, and the page's test
+SAID = ["hello", "/tool disable web_fetch", *(f"note {n}: the boat needs paint" for n in range(9)), ASKED]
+
+
+def _env(home: Path) -> dict[str, str]:
+    kept = {k: v for k, v in os.environ.items() if not k.startswith(("TELETON_", "ANTHROPIC_"))}
+    return {**kept, "HOME": str(home)}
 
 
 def _config(tmp_path: Path) -> Path:
@@ -42,10 +64,11 @@ def _config(tmp_path: Path) -> Path:
 
 
 @contextlib.contextmanager
-def _dashboard(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+def _dashboard(tmp_path: Path, config: Path | None = None) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    config = config or _config(tmp_path)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "teleton.cli.main", "-c", str(_config(tmp_path)), "dashboard", "--port", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "HOME": str(tmp_path)},
+        [sys.executable, "-m", "teleton.cli.main", "-c", str(config), "dashboard", "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(tmp_path),
     )  # fmt: skip
     try:
         assert proc.stdout is not None
@@ -152,3 +175,135 @@ def test_the_last_backup_is_shown_and_a_failed_one_stands_out(tmp_path: Path) ->
     with _dashboard(tmp_path) as (url, _), owner_client(url, TOKEN) as http:
         shown = http.get("/status").text.split('data-field="last_backup"')[1].split("</dd>")[0]
     assert 'class="down"' in shown and "FAILED" in shown and "No space left on device" in shown
+
+
+@dataclass(frozen=True)
+class Terminal:
+    """A terminal user's home, and what the model was sent for ``ASKED``."""
+
+    home: Path
+    config: Path
+    url: str
+    token: str
+    offered: list[str]
+
+    @property
+    def data(self) -> Path:
+        return self.home / ".teleton"
+
+
+def _teleton(home: Path, *args: str, said: str | None = None) -> None:
+    command = [sys.executable, "-m", "teleton.cli.main", *args]
+    done = subprocess.run(command, input=said, capture_output=True, text=True, env=_env(home), timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.fixture(scope="module")
+def terminal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Terminal]:
+    """`teleton chat` (a tool disabled with /tool on the way), then `teleton mcp add`; then `teleton dashboard`
+    with no daemon: its config as the user keeps it, no web.token (the token file), the default data dir."""
+    home = tmp_path_factory.mktemp("terminal")
+    config = home / ".teleton" / "config.yaml"
+    config.parent.mkdir(mode=0o700)
+    with FakeAnthropic() as fake:
+        fake.responder = lambda body: text(f"Noted: {user_said(body)[:30]}")
+        agent = {"api_key": "test", "base_url": fake.base_url, "model": "claude-test", "utility_model": "claude-mini"}
+        config.write_text(yaml.safe_dump({"agent": agent, "embedding": {"provider": "none"}}))
+        config.chmod(0o600)
+        _teleton(home, "chat", said="\n".join(SAID) + "\n")
+        asked = [body for body in fake.requests if body["model"] == "claude-test" and user_said(body) == ASKED]
+    _teleton(home, "mcp", "add", "calc", "--", sys.executable, MCP_FAKE)
+    with _dashboard(home, config) as (url, _):
+        token = (home / ".teleton" / "dashboard.token").read_text().strip()
+        yield Terminal(home, config, url, token, [tool["name"] for tool in asked[-1]["tools"]])
+
+
+def _shown(page: str, field: str) -> str:
+    """What the element ``data-field=field`` shows, as text."""
+    found = re.search(rf'data-field="{field}"[^>]*>(.*?)</', page, re.S)
+    assert found is not None, field
+    return html.unescape(found.group(1)).strip()
+
+
+def _row(page: str, first_cell: str) -> list[str]:
+    """The cells, as text, of the table row whose first cell is ``first_cell``."""
+    for row in re.findall(r"<tr[^>]*>(.*?)</tr>", page, re.S):
+        cells = [html.unescape(re.sub(r"<[^>]+>", "", td)).strip() for td in re.findall(r"<td>(.*?)</td>", row, re.S)]
+        if cells and cells[0] == first_cell:
+            return cells
+    raise AssertionError(f"no row {first_cell!r}")
+
+
+def _stored_messages(database: Path) -> int:
+    conn = connect(database, pick_driver(), vectors=False, readonly=True)
+    try:
+        return int(conn.execute("select count(*) from tg_messages").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def test_the_archived_count_is_the_stores(terminal: Terminal) -> None:
+    with owner_client(terminal.url, terminal.token) as http:
+        page = http.get("/status").text
+    assert _stored_messages(terminal.data / "teleton.db") == 2 * len(SAID)  # each line and its answer
+    assert _shown(page, "archived") == f"{2 * len(SAID)}"
+    assert _shown(page, "archived_from") == "from the database, no daemon running"
+
+
+def test_the_model_is_named_from_the_config_and_the_turns_from_the_ledger(terminal: Terminal) -> None:
+    with owner_client(terminal.url, terminal.token) as http:
+        page = http.get("/status").text
+    assert _shown(page, "model") == "claude-test (anthropic)"
+    assert _shown(page, "model_from") == "from the config, no daemon running"
+    assert _shown(page, "turns") == f"{len(SAID) - 1}"  # /tool is a command, not a turn
+    assert _shown(page, "turns_from").startswith("today, from the usage ledger in the database;")
+
+
+def test_the_configured_mcp_server_is_listed_with_its_pinned_tools(terminal: Terminal) -> None:
+    with owner_client(terminal.url, terminal.token) as http:
+        tools, status = http.get("/tools").text, http.get("/status").text
+    _, state, pinned, waiting, _ = _row(tools, "calc")
+    assert state.startswith("not connected (no daemon running)") and waiting == ""
+    assert "mcp_calc_add" in pinned.split(", ") and "none configured" not in tools
+    assert _row(status, "calc")[1] == state
+
+
+def test_the_tools_offered_for_a_message_are_those_the_turn_was_offered(terminal: Terminal) -> None:
+    with owner_client(terminal.url, terminal.token) as http:
+        page = html.unescape(http.get("/tools", params={"message": ASKED, "kind": "owner"}).text)
+    found = re.search(r'<p class="picks">(\d+) tools? offered: (.*?)</p>', page, re.S)
+    assert found is not None
+    names = re.findall(r"<code>(.*?)</code>", found.group(2))
+    assert int(found.group(1)) == len(terminal.offered) and sorted(names) == sorted(terminal.offered)
+    assert "web_fetch" not in names  # disabled in the chat with /tool: the turn was not offered it either
+    assert "Outside (MCP) tools are not counted" in page
+
+
+def test_the_logs_page_names_the_chat_log_and_shows_its_last_lines(terminal: Terminal) -> None:
+    chat_log = terminal.data / "chat.log"
+    with owner_client(terminal.url, terminal.token) as http:
+        page = http.get("/logs").text
+    said = html.unescape(re.sub(r"<[^>]+>", "", page))
+    assert f"Where the log is: the log file of teleton chat, {chat_log}" in said and "journalctl" not in said
+    last = chat_log.read_text().splitlines()[-3:]
+    shown = [html.unescape(line) for line in re.findall(r'<li class="level-\w+">(.*?)</li>', page, re.S)]
+    assert shown[-3:] == last
+
+
+def test_the_login_page_names_the_token_file(terminal: Terminal) -> None:
+    page = html.unescape(httpx.get(terminal.url + "/login", timeout=30).text)
+    assert f"The token is in the file {terminal.data / 'dashboard.token'}" in re.sub(r"<[^>]+>", "", page)
+    assert "web.token</code> in your config file" not in page
+
+
+def test_a_long_tool_description_is_cut_at_a_word_and_says_so(terminal: Terminal) -> None:
+    with owner_client(terminal.url, terminal.token) as http:
+        page = http.get("/tools").text
+    described = {t.name: " ".join(t.description.split()) for t in build_registry(Config()).tools()}
+    long = [name for name, said in described.items() if len(said) > 200]
+    assert long
+    for name in long:
+        cut = _row(page, name)[4]
+        assert cut.endswith("…") and len(cut) < len(described[name])
+        head = cut.removesuffix("…")
+        assert described[name].startswith(head) and not described[name][len(head)].isalnum(), (name, cut)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import structlog
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -17,9 +19,10 @@ log = structlog.get_logger(__name__)
 
 def routes(pages: Pages) -> list[Route]:
     guard, throttle = pages.dash.guard, pages.dash.throttle
+    where: dict[str, Any] = {"token_file": pages.dash.token_file}
 
     async def login_form(request: Request) -> Response:
-        return await pages.render(request, "login.html", failed=False)
+        return await pages.render(request, "login.html", failed=False, **where)
 
     async def login(request: Request) -> Response:
         form = await request.form()
@@ -28,7 +31,7 @@ def routes(pages: Pages) -> list[Route]:
         # none of them slips past the wait the one before it set.
         wait = throttle.retry_after(client)
         if wait:  # not checked at all: guessing during the wait gains nothing
-            waiting = await pages.render(request, "login.html", status_code=429, failed=False, wait=wait)
+            waiting = await pages.render(request, "login.html", status_code=429, failed=False, wait=wait, **where)
             waiting.headers["retry-after"] = str(wait)
             return waiting
         if not guard.token_ok(str(form.get("token", ""))):
@@ -36,7 +39,7 @@ def routes(pages: Pages) -> list[Route]:
             log.warning("dashboard_login_refused", client=client, failures=failed.failures)
             if failed.started:  # once per burst, not once per attempt
                 log.warning("dashboard_login_throttled", client=client, failures=failed.failures, wait_s=failed.wait_s)
-            return await pages.render(request, "login.html", status_code=403, failed=True)
+            return await pages.render(request, "login.html", status_code=403, failed=True, **where)
         throttle.succeeded(client)
         log.info("dashboard_login", client=client)
         response = RedirectResponse("/status", status_code=303)

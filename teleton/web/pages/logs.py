@@ -1,4 +1,5 @@
-"""Logs: the daemon's log file, its last lines and then live (server-sent events), filtered by level."""
+"""Logs: where this installation's log is and, when it is a file, its last lines and then live (server-sent
+events), filtered by level."""
 
 from __future__ import annotations
 
@@ -25,15 +26,16 @@ def routes(pages: Pages) -> list[Route]:
         return level if level in LEVELS else "info"
 
     async def logs(request: Request) -> Response:
-        level = lowest(request)
-        lines, _ = await asyncio.to_thread(tail, dash.log_file, level) if dash.log_file else ([], 0)
+        level, place = lowest(request), await asyncio.to_thread(dash.logs)
+        lines, _ = await asyncio.to_thread(tail, place.file, level) if place.file else ([], 0)
         return await pages.render(request, "logs.html", lines=lines, level=level, levels=LEVELS,
-                                  log_file=dash.log_file)  # fmt: skip
+                                  log_file=place.file, said=place.said)  # fmt: skip
 
     async def events(request: Request) -> Response:
-        if dash.log_file is None:
-            return PlainTextResponse("No log file: the log goes to the journal.", status_code=404)
-        path, level = dash.log_file, lowest(request)
+        place = await asyncio.to_thread(dash.logs)
+        if place.file is None:
+            return PlainTextResponse(f"No log file to follow: the log is {place.said}.", status_code=404)
+        path, level = place.file, lowest(request)
 
         _, start = await asyncio.to_thread(tail, path, level, 0)  # before the answer starts: nothing is missed
 

@@ -5,14 +5,14 @@ function text(value) {
   return value === null || value === undefined ? "" : String(value);
 }
 
-function fillTable(table, rows, columns) {
+function fillTable(table, rows, columns, empty) {
   const body = table.querySelector("tbody");
   body.replaceChildren();
   if (rows.length === 0) {
     const tr = document.createElement("tr");
     const td = document.createElement("td");
     td.colSpan = columns;
-    td.textContent = "none";
+    td.textContent = empty;
     tr.append(td);
     body.append(tr);
     return;
@@ -29,7 +29,8 @@ function fillTable(table, rows, columns) {
 }
 
 function showStatus(section, view) {
-  const s = view.status || {};
+  // Every figure comes with where it is from (the daemon's record, or the store and the config without one).
+  const live = view.live || {};
   const set = (field, value) => {
     const el = section.querySelector(`[data-field="${field}"]`);
     if (el) el.textContent = text(value);
@@ -38,28 +39,35 @@ function showStatus(section, view) {
   section.querySelector(".condition").className = "condition " + (view.running ? "ok" : "down");
   set("rss", view.rss_text);
   set("database", view.database_text);
-  set("archived", s.archived_messages || 0);
-  set("turns", s.turns || 0);
-  set("model", s.model_retrying || (view.running ? "answering" : "—"));
-  set("spend_today", view.spend_today || "—");
-  set("spend_month", view.spend_month || "—");
-  set("cache_today", view.cache_today || "—");
-  set("last_backup", view.last_backup || "—");
+  for (const [name, figure] of Object.entries(view.figures || {})) {
+    set(name, figure.value);
+    set(name + "_from", figure.from);
+  }
+  set("spend_today", view.spend_today);
+  set("spend_month", view.spend_month);
+  set("cache_today", view.cache_today);
+  set("last_backup", view.last_backup);
+  const from = section.querySelector('[data-field="messages_from"]');
+  if (from) {
+    from.hidden = !view.messages_from;
+    from.textContent = text(view.messages_from);
+  }
   const failover = section.querySelector('[data-field="failover"]');
   if (failover) {
     failover.hidden = !view.failover;
     failover.textContent = "Failover: " + text(view.failover);
   }
+  const idle = view.idle || "none";
   const tables = {
-    messages: [Object.entries(s.messages || {}), 2],
-    queues: [Object.entries(s.queues || {}), 2],
-    loops: [Object.entries(s.loops || {}).map(([n, l]) => [n, l.state, l.restarts, l.last_error]), 4],
-    errors: [Object.entries(s.errors || {}).map(([k, pair]) => [k, pair[0]]), 2],
-    mcp: [Object.entries(s.mcp || {}).map(([n, m]) => [n, m.state, (m.tools || []).length, (m.pending || []).join(", ")]), 4],
+    messages: [Object.entries(view.messages || {}), 2, "none"],
+    queues: [Object.entries(live.queues || {}), 2, idle],
+    loops: [Object.entries(live.loops || {}).map(([n, l]) => [n, l.state, l.restarts, l.last_error]), 4, idle],
+    errors: [Object.entries(live.errors || {}).map(([k, pair]) => [k, pair[0]]), 2, idle],
+    mcp: [Object.entries(view.mcp || {}).map(([n, m]) => [n, m.state, (m.tools || []).length, (m.pending || []).join(", ")]), 4, "none configured"],
   };
-  for (const [name, [rows, columns]] of Object.entries(tables)) {
+  for (const [name, [rows, columns, empty]] of Object.entries(tables)) {
     const table = section.querySelector(`[data-table="${name}"]`);
-    if (table) fillTable(table, rows, columns);
+    if (table) fillTable(table, rows, columns, empty);
   }
 }
 
