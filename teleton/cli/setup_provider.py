@@ -106,7 +106,13 @@ def ask_model(questionary: Any, need: Any, existing_agent: Mapping[str, Any]) ->
     provider = need(questionary.select("Model provider", choices=choices, default=default).ask())
     base_url = None
     if preset(provider).base_url is None and provider != "anthropic":
-        base_url = need(questionary.text("Server URL (e.g. http://127.0.0.1:8000/v1)", validate=bool).ask()).strip()
+        # Run again, setup offers the server it already has (Enter keeps it).
+        known = str(existing_agent.get("base_url") or "") if provider == existing_agent.get("provider") else ""
+        asked = questionary.text(
+            "Server URL (e.g. http://127.0.0.1:8000/v1)", default=known,
+            validate=lambda v: bool(v.strip()) or "the server's URL, e.g. http://127.0.0.1:8000/v1",
+        )  # fmt: skip
+        base_url = need(asked.ask()).strip()
     model = None
     if provider != "anthropic":
         listed = servers[provider].models if provider in servers else []

@@ -13,6 +13,7 @@ model calls retrying now, for ``teleton status``.
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from teleton.memory.feed import reads
 from teleton.storage import quarantine
 from teleton.storage.database import Database, connect
 from teleton.storage.failures import cause_of, problems_line
-from teleton.storage.private_files import touch_private
+from teleton.storage.private_files import write_private
 from teleton.storage.sqlite_driver import pick_driver
 
 log = structlog.get_logger(__name__)
@@ -39,17 +40,29 @@ CLEAN_STOP = ".clean-stop"  # suffix of the marker a clean stop leaves beside th
 
 
 def take_clean_stop(path: Path) -> bool:
-    """Whether the last stop closed the database ``path`` cleanly; the marker goes, so a crash from now on
+    """Whether the last stop closed the database ``path`` cleanly and it is still that file (a database
+    deleted, replaced or written since is checked before ready); the marker goes, so a crash from now on
     leaves none."""
+    marker = path.with_name(path.name + CLEAN_STOP)
     try:
-        path.with_name(path.name + CLEAN_STOP).unlink()
-    except FileNotFoundError:
+        said = marker.read_text()
+        marker.unlink()
+    except OSError:  # none (a crash, a first start), or unreadable
         return False
-    return True
+    return bool(said) and said == _identity(path)
 
 
 def mark_clean_stop(path: Path) -> None:
-    touch_private(path.with_name(path.name + CLEAN_STOP))
+    write_private(path.with_name(path.name + CLEAN_STOP), _identity(path))
+
+
+def _identity(path: Path) -> str:
+    """The file as the clean stop left it: device, inode, size and modification time ("" when it is gone)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return ""
+    return json.dumps([st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns])
 
 
 def damaged_line(path: Path, problems: list[str]) -> str:

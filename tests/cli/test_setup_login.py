@@ -246,10 +246,16 @@ ENTER, DOWN = "\r", "\x1b[B"
 
 
 def _wizard(
-    tmp_path: Path, monkeypatch: Any, keys_typed: str, *args: str, local: dict[str, str] | None = None
+    tmp_path: Path,
+    monkeypatch: Any,
+    keys_typed: str,
+    *args: str,
+    local: dict[str, str] | None = None,
+    existing: dict[str, Any] | None = None,
 ) -> tuple[Any, Path]:
     """`teleton setup` answered through prompt_toolkit's pipe input, as a person would type it; ``local``
-    is where local model servers are looked for (none by default, whatever runs on this machine)."""
+    is where local model servers are looked for (none by default, whatever runs on this machine);
+    ``existing``: the config's sections before it runs (setup run again)."""
     from teleton.cli import setup_provider
 
     monkeypatch.setattr(setup_provider, "LOCAL_URLS", local or {})
@@ -258,7 +264,7 @@ def _wizard(
     from prompt_toolkit.output import DummyOutput
 
     path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump({"storage": {"data_dir": str(tmp_path / "data")}}))
+    path.write_text(yaml.safe_dump({"storage": {"data_dir": str(tmp_path / "data")}, **(existing or {})}))
     monkeypatch.setenv("TELETON_CONFIG", str(path))
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     with create_pipe_input() as keys:

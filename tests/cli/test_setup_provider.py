@@ -49,6 +49,20 @@ def test_with_no_local_server_the_question_still_works(tmp_path: Path, monkeypat
     assert (agent.provider, agent.model, agent.api_key) == ("openai", "gpt-4.1-mini", "sk-openai")
 
 
+def test_setup_run_again_offers_the_server_url_and_model_it_has(tmp_path: Path, monkeypatch: Any) -> None:
+    agent = {"provider": "openai_compatible", "base_url": "http://127.0.0.1:9/v1", "model": "my-model"}
+    # terminal only; the provider it has (the default); Enter keeps the URL; Enter keeps the model; no key
+    typed = _keys(DOWN + DOWN + ENTER, ENTER, ENTER, ENTER, ENTER)
+    result, path = _wizard(tmp_path, monkeypatch, typed, local={}, existing={"agent": agent})
+    assert result.exit_code == 0, result.output
+    written = load_config(path).agent
+    assert (written.provider, written.base_url, written.model) == (
+        "openai_compatible",
+        "http://127.0.0.1:9/v1",
+        "my-model",
+    )
+
+
 def test_non_interactive_provider_flags(tmp_path: Path, monkeypatch: Any) -> None:
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump({"storage": {"data_dir": str(tmp_path / "data")}}))

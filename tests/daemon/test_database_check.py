@@ -4,6 +4,8 @@ following a clean stop (it takes 10 s at 1M messages), and damage it finds then 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import signal
 from pathlib import Path
 
@@ -64,7 +66,7 @@ def test_damage_found_after_a_clean_stop_stops_the_daemon_with_the_damaged_line(
     daemon.signal(signal.SIGTERM)
     assert daemon.wait() == 0
 
-    # A table nothing reads at start, its pages then overwritten: the file opens, the check finds them.
+    # A table nothing reads at start (a clean stop after it was written, so the marker is that file's)...
     conn = pick_driver().module.connect(str(database))
     conn.execute("create table filler(x text)")
     conn.executemany("insert into filler values (?)", [("x" * 500,)] * 400)
@@ -73,9 +75,15 @@ def test_damage_found_after_a_clean_stop_stops_the_daemon_with_the_damaged_line(
     page_size = conn.execute("pragma page_size").fetchone()[0]
     conn.execute("pragma wal_checkpoint(truncate)")
     conn.close()
+    daemon = _run_until_ready(daemon_root, config)
+    daemon.signal(signal.SIGTERM)
+    assert daemon.wait() == 0
+    # ...its pages then rot in place, size and time unchanged: the file opens, only the check finds them.
+    seen = database.stat()
     with database.open("r+b") as f:
         f.seek((root_page - 1) * page_size)
         f.write(b"\xff" * 64)
+    os.utime(database, ns=(seen.st_atime_ns, seen.st_mtime_ns))
 
     daemon = Daemon(daemon_root, config).start()
     code = daemon.wait()
@@ -83,6 +91,23 @@ def test_damage_found_after_a_clean_stop_stops_the_daemon_with_the_damaged_line(
     assert "teleton_ready" in _last_ready_run(daemon_root)
     assert "is damaged" in daemon.stderr() and "teleton restore" in daemon.stderr()
     assert not (database.parent / MARKER).exists()  # the next start checks before it is ready
+
+
+def test_a_clean_stop_marker_does_not_outlive_its_database(pong_api: FakeAnthropic, daemon_root: Path) -> None:
+    """A database replaced (or deleted) after a clean stop is checked before ready: the marker was the old
+    file's, not this one's."""
+    config = write_config(daemon_root, pong_api.base_url)
+    database = daemon_root / "state" / "teleton.db"
+    daemon = _run_until_ready(daemon_root, config)
+    daemon.signal(signal.SIGTERM)
+    assert daemon.wait() == 0 and (database.parent / MARKER).exists()
+    copy = database.with_name("copy.db")
+    shutil.copy2(database, copy)  # the same bytes, another file, put in its place
+    copy.replace(database)
+
+    daemon = _run_until_ready(daemon_root, config)
+    assert _order(_events(daemon_root))[2:] == ["database_checked", "teleton_ready"]
+    daemon.stop()
 
 
 def _last_ready_run(root: Path) -> list[str]:
