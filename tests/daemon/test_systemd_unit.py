@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import configparser
+import os
 import shutil
 import socket
 import subprocess
@@ -14,6 +15,7 @@ from teleton.daemon.runner import EXIT_FATAL
 from teleton.daemon.systemd_notify import Notifier
 
 UNIT = Path(__file__).resolve().parents[2] / "systemd" / "teleton.service"
+MCP_DOC = Path(__file__).resolve().parents[2] / "docs" / "mcp.md"
 
 
 def _unit() -> configparser.ConfigParser:
@@ -127,3 +129,31 @@ def test_the_documented_service_shell_runs_commands_as_the_unit_does() -> None:
     assert sorted(environment) == sorted(line.split("=", 1)[1] for line in unit_environment)
     assert service["ExecStart"].split()[0] in block
     assert "teleton-service status" in block and "teleton-service doctor" in block
+    # What acts on the service's data (its config, pins, store), not the login user's ~/.teleton.
+    assert "teleton-service mcp add" in block and "teleton-service dashboard" in block
+
+
+def test_the_documented_mcp_drop_in_shows_one_home_folder_and_verifies(tmp_path: Path) -> None:
+    """docs/mcp.md: under ProtectHome, a server reads a home folder only through the drop-in it gives."""
+    text = MCP_DOC.read_text()
+    block = text[text.index("<!-- ci:mcp-dropin -->") : text.index("<!-- /ci:mcp-dropin -->")]
+    drop_in = block.split("```ini\n", 1)[1].split("```", 1)[0]
+    parser = configparser.ConfigParser(strict=False, interpolation=None)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]
+    parser.read_string(drop_in)
+    assert parser["Service"]["ProtectHome"] == "tmpfs" and parser["Service"]["BindReadOnlyPaths"].startswith("/home/")
+    assert _unit()["Service"]["ProtectHome"] == "yes"  # what the drop-in changes, so the docs' reason holds
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("systemd-analyze is not installed (apt-get install systemd to run this check)")
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    unit = tmp_path / "teleton.service"
+    unit.write_text(UNIT.read_text().replace("/opt/teleton/venv/bin/teleton", shutil.which("true") or "/bin/true"))
+    dropins = tmp_path / "teleton.service.d"
+    dropins.mkdir()
+    (dropins / "override.conf").write_text(drop_in.replace(parser["Service"]["BindReadOnlyPaths"], str(folder)))
+    env = {**os.environ, "SYSTEMD_UNIT_PATH": f"{tmp_path}:"}  # so its drop-in folder is read (and judged)
+    proc = subprocess.run([analyze, "verify", str(unit)], capture_output=True, text=True, timeout=60, env=env)
+    problems = [line for line in (proc.stdout + proc.stderr).splitlines() if "teleton.service" in line]
+    assert proc.returncode == 0 and not [p for p in problems if "Documentation" not in p], proc.stdout + proc.stderr
