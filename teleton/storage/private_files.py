@@ -51,7 +51,8 @@ def private_parents(path: Path) -> None:
 
 def private_data_dir(path: Path) -> Path:
     """The data directory, created 0700, or narrowed to 0700 when it exists wider (the README's
-    ``python3 -m venv ~/.teleton/venv`` creates it 0755 before Teleton first runs), said in one log line.
+    ``python3 -m venv ~/.teleton/venv`` creates it 0755 before Teleton first runs), said in one info line: it
+    is what README's install does, not something for a new user to worry about.
     A folder this user may not chmod (someone else's) is said and left: what fails later names its cause."""
     path = Path(path).expanduser()
     private_parents(path / "x")
@@ -59,7 +60,7 @@ def private_data_dir(path: Path) -> Path:
         old = path.stat().st_mode & 0o777
         if old & ~DIR_MODE:
             os.chmod(path, DIR_MODE)
-            log.warning("data_dir_narrowed", path=str(path), old_mode=f"{old:o}", mode=f"{DIR_MODE:o}")
+            log.info("data_dir_narrowed", path=str(path), old_mode=f"{old:o}", mode=f"{DIR_MODE:o}")
     except OSError as exc:
         if exc.errno != errno.EROFS:  # a read-only disk is not narrowed, and the first write says so
             log.warning("data_dir_not_private", path=str(path), error=exc.strerror or str(exc))

@@ -91,7 +91,6 @@ async def cmd_stop(agent: AgentCore, turn: Turn, args: str) -> str:
 # Typed only in `teleton chat` and handled there (cli/chat_cmd.py), before a line reaches the agent.
 TERMINAL_COMMANDS = (
     ("/attach PATH [caption]", "send a photo, voice note or document from this machine"),
-    ("/stop", "stop the answer being written (or Ctrl-C)"),
     ("/exit", "leave (or Ctrl-D)"),
 )
 
