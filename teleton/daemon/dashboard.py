@@ -183,6 +183,7 @@ def _status_of(
 
 def _configured_servers(config: Config, status: Callable[[], DaemonStatus | None]) -> Callable[[], Awaitable[Any]]:
     """The config's MCP servers with their pins in the store, or a running daemon's record of them."""
+    # deferred: the dashboard loads with the web extra
     from teleton.tools.mcp import pins
     from teleton.web.tools_view import configured_servers
 
@@ -198,7 +199,7 @@ def _configured_servers(config: Config, status: Callable[[], DaemonStatus | None
 def _logs_of(config: Config, status: Callable[[], DaemonStatus | None], *, daemon: bool) -> Callable[[], Any]:
     """Where this installation's log is, asked per page: the serving daemon's own, or (`teleton dashboard`)
     ``logging.file``, `teleton chat`'s log, and a running daemon's."""
-    from teleton.web.logs_view import daemon_log, running_daemon_log, stored_log, unit_of
+    from teleton.web.logs_view import daemon_log, running_daemon_log, stored_log, unit_of  # the web extra, as above
 
     configured, chat_log = config.logging.file, config.storage.data_dir / "chat.log"
 
@@ -253,7 +254,7 @@ async def _stored_parts(config: Config, db: Database, status: Callable[[], Daemo
 def _stored_selector(config: Config, db: Database, registry: ToolRegistry) -> ToolSelector:
     """The turn's tool choice (``agent.factory``'s selector: ``ToolIndex.select``) over the tool index as the
     last daemon or `teleton chat` synced it into the store: nothing is written, no embedding model loaded."""
-    from teleton.tools.rag import ToolIndex, ToolRagSettings
+    from teleton.tools.rag import ToolIndex, ToolRagSettings  # deferred: tool RAG only for the Tools page
 
     index = ToolIndex(db, None, ToolRagSettings.from_config(config.tool_rag, config.mcp))
 

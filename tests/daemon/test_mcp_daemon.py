@@ -61,7 +61,7 @@ def test_a_tool_is_called_end_to_end_and_sighup_swaps_servers(pong_api: FakeAnth
         daemon.wait_for(lambda _: _mcp(status_file).get("calc", {}).get("tools"))
         status = read_status(status_file)
         assert status is not None and status.mcp["calc"]["state"] == "connected"
-        assert "MCP server calc: connected, 1 tools" in describe(status)[1]
+        assert "MCP server calc: connected, 1 tool" in describe(status)[1]
 
         # The owner swaps the server for another in the config: SIGHUP, no restart.
         config.write_text(config.read_text().replace("calc:", "maths:"))

@@ -14,7 +14,7 @@ import pytest
 from teleton.config.schema import RerankerConfig
 from teleton.memory.embeddings.hf_download import SUMS_FILE, model_dir
 from teleton.memory.rerank.cross_encoder import CrossEncoder, RerankerFilesError, load_cross_encoder, reranker_files
-from teleton.providers.extras import MissingExtra
+from teleton.providers.extras import MissingExtra, install_command
 from teleton.providers.pinned_files import ModelFilesError
 from tests.conftest import without_extra
 from tests.fakes.cross_encoder import (
