@@ -12,11 +12,18 @@ searched by ``memory.feed.search`` — so what is measured is the product's reco
 
 Usage: python scripts/eval_locomo.py ../shared/eval/locomo-dev.json [--mode bm25|vector|hybrid]
        [--shared-store | --in-archive 100000] [--facts-from observations [--facts-weight 0.25]]
+       [--keyword-queries [--keyword-df 1-3]]
 
 ``--facts-from observations`` measures key expansion (issue 37): LoCoMo's own per-session observations, which
 name their evidence turns, stand in for the distiller's output; each is saved as a fact of the chat and linked
 to those turns (``fact_sources``, as the distiller links a fact to its exchange), and each question's feed
 hits are re-ranked with the chat's fact hits (``fuse``). The report says so beside the figure.
+
+``--keyword-queries`` measures keyword-shaped queries instead of the questions (issue 56, point 7): in each
+conversation, every word (letters only, 3+, no stopword) whose own-text document frequency in the chat's
+keyword index is within ``--keyword-df`` (1-3) is searched on its own; gold = the turns whose text matches it
+there (stemmed, as the index matches). Groups are by that frequency (``df1``..), and ``top`` is the share of
+gold turns in the first |gold| places: 1.0 means the messages holding the word rank above every other.
 
 Records are produced by a ``RecordSource`` (``--records``); ``turns`` is the protocol above;
 ``turns+observations`` indexes each turn with the observations drawn from it appended (document expansion).
@@ -53,9 +60,11 @@ from teleton.memory.facts.sources import link, of_facts
 from teleton.memory.facts.store import RECALL_PARAMS, Fact, FactStore
 from teleton.memory.feed.embedding import embed_pending
 from teleton.memory.feed.search import search_feed_sync
-from teleton.memory.search.corpora import FACTS
+from teleton.memory.search.corpora import FACTS, FEED, chat_token
 from teleton.memory.search.expansion import WEIGHT, fuse
+from teleton.memory.search.fts_query import query_terms
 from teleton.memory.search.hybrid import SearchParams, hybrid_search
+from teleton.memory.search.stopwords import STOPWORDS
 from teleton.process.logging import configure_logging
 from teleton.storage.database import Database
 
@@ -194,7 +203,25 @@ def metrics(question: Question, ranked: list[frozenset[str]]) -> dict:
         "r5": recall(ranked, question.gold, 5),
         "ndcg5": ndcg(ranked, question.gold, 5),
         "r10": recall(ranked, question.gold, 10),
+        "top": recall(ranked, question.gold, len(question.gold)),
     }
+
+
+def rare_word_queries(conn, store: Store, df: tuple[int, int]) -> list[Question]:
+    """One-word queries: each word of the chat's turns whose own-text document frequency (the turns whose
+    ``text`` column matches it in the chat's keyword index, stemmed as search matches) is within ``df``;
+    gold = those turns, ``category`` = that frequency."""
+    words = sorted({w for r in store.by_id.values() for w in query_terms(r.text, max_terms=10_000)
+                    if w.isalpha() and len(w) >= 3 and w not in STOPWORDS})  # fmt: skip
+    chat = f'chat : "{chat_token(store.chat_id)}"'
+    found = []
+    for word in words:
+        sql = f"select rowid from {FEED.fts} where {FEED.fts} match ?"
+        rows = [int(r[0]) for r in conn.execute(sql, (f'text : "{word}" AND {chat}',))]
+        gold = [store.by_id[i] for i in rows if i in store.by_id]
+        if df[0] <= len(gold) <= df[1]:
+            found.append(Question(word, len(gold), frozenset(e for r in gold for e in r.evidence)))
+    return found
 
 
 def observation_facts(sample: dict) -> Iterator[tuple[str, str, frozenset[str]]]:
@@ -305,6 +332,7 @@ async def evaluate(
     vector_weight: float | None = None,
     facts_weight: float = 0.0,
     stemmed: float | None = None,
+    keyword_df: tuple[int, int] | None = None,
 ) -> list[dict]:
     """One temporary store per conversation (the protocol), or all in one store as separate chats
     (``shared``: what a real archive looks like; each search is scoped to its conversation's chat), and with
@@ -323,6 +351,9 @@ async def evaluate(
                         await add_observation_facts(db, store, sample, embedder if mode != "bm25" else None)
                 if mode != "bm25":
                     await embed_pending(db, embedder)
+                if keyword_df is not None:  # one-word queries of rare words instead of the questions
+                    for store in stores:
+                        store.questions = await db.read(lambda conn, s=store: rare_word_queries(conn, s, keyword_df))
                 for store in stores:
                     results += await score(db, store, embedder, mode, vector_weight, facts_weight, stemmed)
             finally:
@@ -338,10 +369,15 @@ def summarise(results: list[dict]) -> dict[str, dict[str, float]]:
     return {
         name: {
             "n": len(rows),
-            **{m: sum(r[m] for r in rows) / len(rows) for m in ("r5", "ndcg5", "r10")},
+            **{m: sum(r[m] for r in rows) / len(rows) for m in ("r5", "ndcg5", "r10", "top")},
         }
         for name, rows in sorted(groups.items(), key=lambda kv: (kv[0] != "all", kv[0]))
     }
+
+
+def keyword_df(value: str) -> tuple[int, int]:
+    low, _, high = value.partition("-")
+    return int(low), int(high or low)
 
 
 def store_label(args: argparse.Namespace) -> str:
@@ -364,14 +400,16 @@ async def main_async(args: argparse.Namespace) -> dict:
         results = await evaluate_observations(samples, embedder, args.mode, weight, stemmed)
     else:
         facts_weight = args.facts_weight if args.facts_from == "observations" else 0.0
+        df = keyword_df(args.keyword_df) if args.keyword_queries else None
         results = await evaluate(samples, embedder, args.mode, args.records, args.shared_store, args.in_archive, weight,
-                                 facts_weight, stemmed)  # fmt: skip
+                                 facts_weight, stemmed, df)  # fmt: skip
     summary = summarise(results)
     summary["_meta"] = {
         "mode": args.mode,
         "records": args.records,
         "store": store_label(args),
         "facts_from": args.facts_from,  # "observations": LoCoMo's own, standing in for the distiller's output
+        "queries": f"one rare word (df {args.keyword_df})" if args.keyword_queries else "questions",
         "model": embedder.model_id,
         "seconds": time.perf_counter() - started,
     }
@@ -401,6 +439,11 @@ def main() -> None:
         "their evidence turns, standing in for what the distiller would write)",
     )  # fmt: skip
     parser.add_argument("--facts-weight", type=float, default=WEIGHT, help="with --facts-from: a fact's share")
+    parser.add_argument(
+        "--keyword-queries", action="store_true",
+        help="one-word queries of each conversation's rare words instead of its questions (gold: the turns holding it)",
+    )  # fmt: skip
+    parser.add_argument("--keyword-df", default="1-3", help="with --keyword-queries: the document frequencies, A-B")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     args = parser.parse_args()
     configure_logging("info", "console", stream=sys.stderr)  # stdout carries the results only
@@ -413,11 +456,13 @@ def main() -> None:
     expansion = f" key expansion: facts from {meta['facts_from']}" if meta["facts_from"] != "none" else ""
     print(
         f"LoCoMo retrieval — mode={meta['mode']} records={meta['records']} store={meta['store']}{expansion} "
-        f"({meta['seconds']:.1f} s)"
+        f"queries={meta['queries']} ({meta['seconds']:.1f} s)"
     )
-    print(f"{'group':8} {'n':>5} {'R@5':>7} {'NDCG@5':>7} {'R@10':>7}")
+    by_df = args.keyword_queries  # the groups are document frequencies, not question categories
+    print(f"{'group':8} {'n':>5} {'R@5':>7} {'NDCG@5':>7} {'R@10':>7} {'top':>7}")
     for name, row in summary.items():
-        print(f"{name:8} {row['n']:5d} {row['r5']:7.3f} {row['ndcg5']:7.3f} {row['r10']:7.3f}")
+        label = name.replace("cat", "df") if by_df else name
+        print(f"{label:8} {row['n']:5d} {row['r5']:7.3f} {row['ndcg5']:7.3f} {row['r10']:7.3f} {row['top']:7.3f}")
 
 
 if __name__ == "__main__":

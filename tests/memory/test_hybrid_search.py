@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from teleton.memory.feed.embedding import embed_pending
 from teleton.memory.feed.search import search_feed, search_feed_sync
 from teleton.memory.search.corpora import FACTS, FEED, KNOWLEDGE, TOOLS
-from teleton.memory.search.fts_query import match_expression, query_terms
-from teleton.memory.search.fusion import fuse, normalise_cosine, normalise_keyword
+from teleton.memory.search.fts_query import keyword_shaped, match_expression, query_terms
+from teleton.memory.search.fusion import EXACT_MAX_ROWS, Fused, fuse, lift_exact, normalise_cosine, normalise_keyword
 from teleton.memory.search.hybrid import SearchParams, hybrid_search
 from teleton.memory.search.vector_store import write_vectors
 from teleton.storage import Database
@@ -209,6 +209,33 @@ def test_fusion_rules() -> None:
     waiting = fuse(vector, keyword, 0.8, 0.2, min_score=0.15, limit=10, unembedded={2})
     assert [f.id for f in waiting] == [1, 2, 4] and waiting[1].score == pytest.approx(0.5)
     assert 2 not in [f.id for f in fuse(vector, keyword, 0.8, 0.2, min_score=0.15, limit=10)]
+
+
+def test_which_queries_are_keyword_shaped() -> None:
+    assert keyword_shaped("lighthouse")
+    assert keyword_shaped("Anna's wedding photos")  # "'s" is no word of its own
+    assert keyword_shaped("the lighthouse in Maine")  # stopwords are not counted
+    assert not keyword_shaped("lighthouse?")
+    assert not keyword_shaped("what is a lighthouse")
+    assert not keyword_shaped("где маяк")
+    assert not keyword_shaped("¿Dónde está el faro?")
+    assert not keyword_shaped("old lighthouse photos from Maine")  # four content words: a description
+    assert not keyword_shaped("")
+
+
+def test_exact_rows_rise_above_the_rest_in_their_own_order() -> None:
+    merged = [Fused(1, 0.70, 0.9, 0.0), Fused(2, 0.40, 0.2, 1.0), Fused(3, 0.30, 0.1, 0.9), Fused(4, 0.2, 0.2, 0.2)]
+    lifted = {item.id: item.score for item in lift_exact(merged, {2, 3})}
+    assert lifted[2] > lifted[3] > lifted[1] == 0.70 and lifted[4] == 0.2
+    assert lifted[3] == pytest.approx(0.71)
+    # Below the minimum score on its own, an exact row is still kept, with the others or alone.
+    kept = fuse({1: 0.5}, {2: 0.1, 1: 0.0}, 0.8, 0.2, min_score=0.15, limit=10, exact={2})
+    assert [f.id for f in kept] == [2, 1]
+    alone = fuse({1: 0.1}, {2: 0.5, 1: 0.0}, 0.8, 0.2, min_score=0.15, limit=10, exact={2})
+    assert [f.id for f in alone] == [2] and alone[0].score == pytest.approx(0.16)
+    # A word held by more rows than that is no rare word: the blend alone decides.
+    many = [Fused(i, 0.5 - i / 100, 0.5, 0.5) for i in range(EXACT_MAX_ROWS + 1)] + [Fused(99, 0.9, 0.9, 0.0)]
+    assert lift_exact(many, set(range(EXACT_MAX_ROWS + 1))) == many
 
 
 async def test_limits_and_min_score_come_from_params(mdb: Database):

@@ -21,6 +21,18 @@ from teleton.text.language import detect_language
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 MAX_TERMS = 32  # a 10 kB paste must not become a 2,000-term OR that scans the whole index
 DETECT_CHARS = 1_000  # the language of a 10 MB paste is told by its start
+# A keyword-shaped query (``keyword_shaped``): at most this many content words and no question form.
+MAX_KEYWORD_WORDS = 3
+QUESTION_MARKS = "?？؟"
+# A first word that makes a question without its question mark ("where did she move"), in the two
+# languages the stopwords cover; the others are told by their question mark.
+QUESTION_WORDS = frozenset(
+    """
+    what which who whom whose where when why how did do does is are was were can could would should will
+    has have had am shall may might
+    что кто где когда куда откуда почему зачем как какой какая какое какие сколько чей ли
+    """.split()
+)
 
 
 def query_terms(text: str, *, max_terms: int = MAX_TERMS) -> list[str]:
@@ -40,6 +52,17 @@ def keyword_terms(text: str, *, max_terms: int = MAX_TERMS) -> list[str]:
         prefixes = stem_prefixes(word, language)
         terms.append(" OR ".join(f"{_quoted(p)}*" for p in prefixes) if prefixes else _quoted(word))
     return list(dict.fromkeys(terms))
+
+
+def keyword_shaped(text: str) -> bool:
+    """Whether ``text`` is typed like a keyword search ("lighthouse", "Anna wedding photos"): one to
+    ``MAX_KEYWORD_WORDS`` content words, no question mark and no question word first."""
+    if any(mark in text for mark in QUESTION_MARKS):
+        return False
+    first = _WORD.search(text)
+    if first is None or first.group().lower() in QUESTION_WORDS:
+        return False
+    return len(query_terms(text, max_terms=MAX_KEYWORD_WORDS + 1)) <= MAX_KEYWORD_WORDS
 
 
 def query_language(text: str) -> str | None:

@@ -8,18 +8,27 @@ Both legs are mapped to [0, 1] before they are blended, so a weight means what i
   irrelevant items apart instead of squashing both near 0.5.
 A result that only one leg found gets 0 from the other, i.e. its own leg's weight applies (docs/memory.md); a
 row with no vector yet (``unembedded``) is judged by its keyword score alone.
+
+One rule sits on top (``lift_exact``): for a keyword-shaped query ("lighthouse"), the few rows holding every
+one of its words in their own text rank above every other row. With the vector leg at 0.8, a neighbour by
+meaning (or a message whose only trace of the word is a neighbouring turn) otherwise outranks the one message
+that says the rare word the user typed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 # Cosine values of MiniLM-like models: unrelated text sits around 0.0-0.15, paraphrases above 0.7. e5 (the
 # default), centred, lives in a similar range; on LoCoMo dev any floor 0-0.3 and ceiling 0.6-0.9 moved its
 # hybrid R@5 by at most 0.006.
 COSINE_FLOOR = 0.1
 COSINE_CEILING = 0.8
+# ``lift_exact``: the rows a keyword-shaped query's words are rare in are at most this many (half the default
+# page, so the meaning-match keeps the rest of it); the lifted ones clear the best other row by the margin.
+EXACT_MAX_ROWS = 5
+EXACT_MARGIN = 0.01
 
 
 @dataclass(frozen=True)
@@ -56,11 +65,13 @@ def fuse(
     min_score: float,
     limit: int,
     unembedded: Collection[int] = (),
+    exact: Collection[int] = (),
 ) -> list[Fused]:
     """Blend normalised scores, drop those under ``min_score``, return the best ``limit`` (ties by id).
 
     ``unembedded`` rows have no vector yet (a backlog after a model change, a quarantined text): they are
     scored by their keyword match alone, as a keyword-only search would, not as if they were unrelated.
+    ``exact`` rows hold every word of a keyword-shaped query (``lift_exact``).
     """
     merged = [
         Fused(
@@ -73,6 +84,18 @@ def fuse(
         )
         for key in set(vector) | set(keyword)
     ]
-    kept = [item for item in merged if item.score >= min_score]
+    kept = [item for item in lift_exact(merged, exact, min_score) if item.score >= min_score]
     kept.sort(key=lambda item: (-item.score, item.id))
     return kept[:limit]
+
+
+def lift_exact(merged: list[Fused], exact: Collection[int], floor: float = 0.0) -> list[Fused]:
+    """``merged`` with the ``exact`` rows all raised by one amount, so that they rank above every other row and
+    ``floor`` (the minimum score: they hold every word typed) by ``EXACT_MARGIN`` and keep their own order.
+    More than ``EXACT_MAX_ROWS`` of them: the words are not rare here, and the blend alone decides."""
+    lifted = [item for item in merged if item.id in exact]
+    if not lifted or len(lifted) > EXACT_MAX_ROWS:
+        return merged
+    others = max((item.score for item in merged if item.id not in exact), default=0.0)
+    lift = max(0.0, max(others, floor) + EXACT_MARGIN - min(item.score for item in lifted))
+    return [replace(item, score=item.score + lift) if item.id in exact else item for item in merged]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -25,7 +25,7 @@ import numpy as np
 from teleton.config.schema import Config, MemoryConfig, default
 from teleton.memory.embeddings.model_files import search_weights, stemmed_vector_weight
 from teleton.memory.search.corpora import Corpus, chat_token
-from teleton.memory.search.fts_query import keyword_terms, or_expression, query_language
+from teleton.memory.search.fts_query import keyword_shaped, keyword_terms, or_expression, query_language
 from teleton.memory.search.fusion import fuse, normalise_cosine, normalise_keyword
 from teleton.memory.search.local_bm25 import Scope, drop_common_terms, local_bm25, term_counts
 from teleton.memory.search.stemming import STEMMERS
@@ -119,7 +119,8 @@ def hybrid_search(
     vector = None
     if query_vector is not None and vector_available(conn, corpus):
         vector = vector_leg(conn, corpus, query_vector, params.vector_candidates, scope)
-    return merge_legs(conn, corpus, query_vector, keyword, vector, params, scope, when)
+    exact = exact_matches(conn, corpus, query, keyword)
+    return merge_legs(conn, corpus, query_vector, keyword, vector, params, scope, when, exact)
 
 
 async def hybrid_search_db(
@@ -145,7 +146,12 @@ async def hybrid_search_db(
         return vector_leg(conn, corpus, query_vector, params.vector_candidates, scope)
 
     keyword, vector = await asyncio.gather(keyword_task, db.read(_vector))
-    return await db.read(lambda conn: merge_legs(conn, corpus, query_vector, keyword, vector, params, scope, when))
+
+    def _merge(conn: Connection) -> list[SearchHit]:
+        exact = exact_matches(conn, corpus, query, keyword)
+        return merge_legs(conn, corpus, query_vector, keyword, vector, params, scope, when, exact)
+
+    return await db.read(_merge)
 
 
 def weighed_for(query: str, params: SearchParams) -> SearchParams:
@@ -174,10 +180,12 @@ def merge_legs(
     params: SearchParams,
     scope: Sequence[Any] | None,
     when: TimeRange | None = None,
+    exact: Collection[int] = (),
 ) -> list[SearchHit]:
     """Complete the cosines of keyword candidates, fuse, and load the winning rows.
 
     ``vector`` None means vectors are unavailable: the keyword leg alone decides, with full weight.
+    ``exact``: the keyword candidates holding every word of a keyword-shaped query (``exact_matches``).
     """
     has_vectors = vector is not None and query_vector is not None
     vector = dict(vector or {})
@@ -195,6 +203,7 @@ def merge_legs(
         keyword_weight,
         min_score=params.min_score,
         unembedded=unembedded,
+        exact=exact,
         # Some rows may still fail the corpus's constant filter (e.g. deleted); a time named in the query
         # may lift a row from further down.
         limit=max(params.limit * 2, TIME_CANDIDATES) if by_time else params.limit * 2,
@@ -254,6 +263,19 @@ def keyword_leg(
     scored = conn.execute(sql, (or_expression(terms), MAX_KEYWORD_MATCHES)).fetchall()
     best = sorted(scored, key=lambda row: (-row[1], -row[0]))[:limit]
     return {int(row[0]): float(row[1]) for row in best}
+
+
+def exact_matches(conn: Connection, corpus: Corpus, query: str, keyword: Mapping[int, float]) -> set[int]:
+    """The keyword candidates whose own text (the corpus's text column when the index has it: not a message's
+    neighbouring turns or its sender) holds every word of ``query``, for ``fusion.lift_exact``; none unless
+    the query is keyword-shaped. One rowid lookup per candidate, so a common word costs what a rare one does."""
+    if not keyword or not keyword_shaped(query):
+        return set()
+    column = corpus.text_column if corpus.text_column in corpus.fts_columns else None
+    terms = keyword_terms(query)
+    expression = " AND ".join(f"{column} : ({term})" if column else f"({term})" for term in terms)
+    sql = f"select 1 from {corpus.fts} where {corpus.fts} match ? and rowid = ?"
+    return {row_id for row_id in keyword if conn.execute(sql, (expression, row_id)).fetchone() is not None}
 
 
 def scope_of(corpus: Corpus, scope: Sequence[Any]) -> Scope:
