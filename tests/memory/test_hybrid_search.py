@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from teleton.memory.feed.embedding import embed_pending
 from teleton.memory.feed.search import search_feed, search_feed_sync
 from teleton.memory.search.corpora import FACTS, FEED, KNOWLEDGE, TOOLS
-from teleton.memory.search.fts_query import keyword_shaped, match_expression, query_terms
+from teleton.memory.search.exact_words import holding_every
+from teleton.memory.search.fts_query import keyword_shaped, keyword_terms, match_expression, query_terms
 from teleton.memory.search.fusion import EXACT_MAX_ROWS, Fused, fuse, lift_exact, normalise_cosine, normalise_keyword
 from teleton.memory.search.hybrid import SearchParams, hybrid_search
 from teleton.memory.search.vector_store import write_vectors
@@ -221,6 +222,17 @@ def test_which_queries_are_keyword_shaped() -> None:
     assert not keyword_shaped("¿Dónde está el faro?")
     assert not keyword_shaped("old lighthouse photos from Maine")  # four content words: a description
     assert not keyword_shaped("")
+
+
+def test_a_word_holds_in_a_text_as_the_index_matches_it() -> None:
+    rows = [
+        (1, "Lighthouses at dusk"),  # porter: the same stem
+        (2, "a light house on the rocks"),  # two other words
+        (3, "Мы переехали в Порто"),  # a Russian word's stem prefix
+    ]
+    assert holding_every(rows, keyword_terms("lighthouse")) == {1}
+    assert holding_every(rows, keyword_terms("переехала Порто")) == {3}
+    assert holding_every(rows, keyword_terms("lighthouse rocks")) == set()
 
 
 def test_exact_rows_rise_above_the_rest_in_their_own_order() -> None:

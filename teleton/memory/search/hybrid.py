@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -25,7 +25,8 @@ import numpy as np
 from teleton.config.schema import Config, MemoryConfig, default
 from teleton.memory.embeddings.model_files import search_weights, stemmed_vector_weight
 from teleton.memory.search.corpora import Corpus, chat_token
-from teleton.memory.search.fts_query import keyword_shaped, keyword_terms, or_expression, query_language
+from teleton.memory.search.exact_words import exact_matches
+from teleton.memory.search.fts_query import keyword_terms, or_expression, query_language
 from teleton.memory.search.fusion import fuse, normalise_cosine, normalise_keyword
 from teleton.memory.search.local_bm25 import Scope, drop_common_terms, local_bm25, term_counts
 from teleton.memory.search.stemming import STEMMERS
@@ -263,19 +264,6 @@ def keyword_leg(
     scored = conn.execute(sql, (or_expression(terms), MAX_KEYWORD_MATCHES)).fetchall()
     best = sorted(scored, key=lambda row: (-row[1], -row[0]))[:limit]
     return {int(row[0]): float(row[1]) for row in best}
-
-
-def exact_matches(conn: Connection, corpus: Corpus, query: str, keyword: Mapping[int, float]) -> set[int]:
-    """The keyword candidates whose own text (the corpus's text column when the index has it: not a message's
-    neighbouring turns or its sender) holds every word of ``query``, for ``fusion.lift_exact``; none unless
-    the query is keyword-shaped. One rowid lookup per candidate, so a common word costs what a rare one does."""
-    if not keyword or not keyword_shaped(query):
-        return set()
-    column = corpus.text_column if corpus.text_column in corpus.fts_columns else None
-    terms = keyword_terms(query)
-    expression = " AND ".join(f"{column} : ({term})" if column else f"({term})" for term in terms)
-    sql = f"select 1 from {corpus.fts} where {corpus.fts} match ? and rowid = ?"
-    return {row_id for row_id in keyword if conn.execute(sql, (expression, row_id)).fetchone() is not None}
 
 
 def scope_of(corpus: Corpus, scope: Sequence[Any]) -> Scope:
