@@ -105,7 +105,8 @@ async def test_memory_search_follows_the_memory_search_settings(db: Database, tm
     (tmp_path / "memory").mkdir(exist_ok=True)
     (tmp_path / "memory" / "boats.md").write_text("# Boats\nThe ferry to the island leaves at nine.\n")
     await KnowledgeIndex(db, tmp_path).reindex()
-    search = ToolCall("s", "memory_search", {"query": "ferry island"})
+    # A question, not a keyword-shaped query: an exact match of typed keywords clears any floor (fusion.lift_exact).
+    search = ToolCall("s", "memory_search", {"query": "when does the ferry to the island leave?"})
     assert "leaves at nine" in (await reg.execute(search, ctx)).content
     # memory.min_score (and the weights) reach the tool as they reach the turn's own retrieval: a floor no
     # result can pass leaves nothing, where the default found the note.
