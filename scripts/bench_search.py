@@ -8,13 +8,16 @@ a long tail of small ones), inserted the way the archive does (the FTS trigger r
 - single query embedding latency (p50);
 - search latency p50/p95 of ``feed_search.search_feed`` with a precomputed query vector (the search alone),
   scoped to one chat and across all chats, and with the query embedding included (``chat+embed``);
-- the all-chat vector leg's recall@30 against the exact nearest 30 (a brute-force scan, also timed).
+- the all-chat vector leg's recall@30 against the exact nearest 30 (a brute-force scan of the same rows as
+  float32 on one BLAS thread, also timed: the floor an all-chat search is held to);
+- process CPU per search, every thread's, over the search and a pause after it (``--pause-ms``), with numpy's
+  default BLAS threading unless ``--one-blas-thread``: a BLAS pool that busy-waits after a call shows here.
 
 Embedding 100k messages with the real model would take tens of minutes, so only ``--embed-sample`` messages
 go through ``embed_pending``; the other rows get vectors of the same model for a pool of distinct sentences
 (plus a little noise), which is what the KNN cost depends on.
 
-Usage: python scripts/bench_search.py [--sizes 10000 100000] [--queries 200] [--locomo PATH]
+Usage: python scripts/bench_search.py [--sizes 10000 100000 1000000] [--queries 200] [--locomo PATH]
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from teleton.memory.embeddings.local import LocalEmbedder
 from teleton.memory.embeddings.packaged import packaged_model
@@ -155,9 +159,10 @@ async def bench_size(args: argparse.Namespace, embedder: LocalEmbedder, total: i
             exacts, recalls = [], []
             stored = await db.read(all_vectors)
             for query, qvec in zip(queries, qvecs, strict=True):
-                t0 = time.perf_counter()
-                exact = exact_knn(stored, qvec, 30)
-                results["exact_knn"].append(time.perf_counter() - t0)
+                with threadpool_limits(1, "blas"):  # the floor: one core, as a search runs
+                    t0 = time.perf_counter()
+                    exact = exact_knn(stored, qvec, 30)
+                    results["exact_knn"].append(time.perf_counter() - t0)
                 exacts.append(exact)
                 found = await db.read(lambda conn, v=qvec: vector_leg(conn, FEED, v, 30, None))
                 recalls.append(len(exact & set(found)) / len(exact))
@@ -166,7 +171,8 @@ async def bench_size(args: argparse.Namespace, embedder: LocalEmbedder, total: i
                     c0, t0 = time.process_time(), time.perf_counter()
                     await search_feed(db, query, chat_ids=scope, query_vector=qvec)
                     results[name].append(time.perf_counter() - t0)
-                    cpu[name].append(time.process_time() - c0)  # every thread's: BLAS or ORT spinning shows here
+                    await asyncio.sleep(args.pause_ms / 1000)  # a thread spinning after the search shows here
+                    cpu[name].append(time.process_time() - c0)  # every thread's
                 t0 = time.perf_counter()
                 await embedder.embed([query])
                 results["embed"].append(time.perf_counter() - t0)
@@ -189,6 +195,13 @@ async def bench_size(args: argparse.Namespace, embedder: LocalEmbedder, total: i
                     for name, v in results.items()
                 },
                 **{f"{name}_cpu_ms_p50": round(statistics.median(v) * 1000, 2) for name, v in cpu.items()},
+                **{
+                    f"{name}_cpu_per_wall": round(statistics.median(cpu[name]) / statistics.median(results[name]), 2)
+                    for name in cpu
+                },
+                "all_p50_per_exact_scan": round(
+                    statistics.median(results["all"]) / statistics.median(results["exact_knn"]), 2
+                ),
             }
         finally:
             await db.close()
@@ -227,7 +240,7 @@ def all_vectors(conn) -> tuple[np.ndarray, np.ndarray]:
 def exact_knn(stored: tuple[np.ndarray, np.ndarray], vector: np.ndarray, k: int) -> set[int]:
     """The exact ``k`` nearest messages of all chats: a brute-force scan of every stored vector."""
     ids, matrix = stored
-    return set(ids[np.argsort(-(matrix @ vector))[:k]].tolist())
+    return set(ids[np.argpartition(-(matrix @ vector), k)[:k]].tolist())
 
 
 async def bench_reindex(embedder: LocalEmbedder, chunks: int = 1000) -> dict:
@@ -295,9 +308,12 @@ def main() -> None:
     parser.add_argument("--oversample", type=int, nargs="*", default=[], help="1-bit oversample factors to sweep")
     parser.add_argument("--locomo", type=Path, default=Path("../shared/eval/locomo-dev.json"))
     parser.add_argument("--model", help="a packaged local model (default: multilingual-e5-small; all-MiniLM-L6-v2)")
+    parser.add_argument("--pause-ms", type=float, default=40, help="pause after each search, counted in its CPU")
+    parser.add_argument("--one-blas-thread", action="store_true", help="limit BLAS as the `teleton` command does")
     args = parser.parse_args()
     configure_logging("info", "console", stream=sys.stderr)  # stdout carries the results only
-    limit_blas_threads()  # as the daemon runs: one BLAS thread
+    if args.one_blas_thread:
+        limit_blas_threads()
     print(json.dumps(asyncio.run(main_async(args)), indent=2))
 
 

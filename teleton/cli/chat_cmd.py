@@ -37,7 +37,6 @@ from teleton.llm.progress import WATCHING
 from teleton.memory.embeddings.provider import EmbeddingProvider
 from teleton.privacy import Principals
 from teleton.process.logging import configure_logging
-from teleton.process.threads import limit_blas_threads
 from teleton.storage import Database, in_use
 from teleton.storage.in_use import InUse
 from teleton.storage.private_files import private_data_dir, touch_private
@@ -82,7 +81,6 @@ def chat(
         max_file_mb=config.logging.max_file_mb,
         backup_count=config.logging.backup_count,
     )
-    limit_blas_threads()
     private_data_dir(config.storage.data_dir)
     converse = _converse if sys.stdin.isatty() and sys.stdout.isatty() else _converse_plain
     try:

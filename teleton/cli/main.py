@@ -24,6 +24,7 @@ from teleton.daemon.instance_lock import AlreadyRunning
 from teleton.daemon.status_file import describe, free_space, read_status, summary
 from teleton.gateway.contract import GatewayError
 from teleton.process.logging import configure_logging
+from teleton.process.threads import limit_blas_threads
 from teleton.storage.in_use import InUse
 from teleton.storage.sqlite_driver import pick_driver
 from teleton.storage.workspace_template import create_workspace
@@ -66,6 +67,7 @@ def main(
     # Logs never on stdout (it holds the output): warnings and errors, one line each, on stderr. `start` and
     # `chat` set up their own logging from the config.
     configure_logging("warning", "human")
+    limit_blas_threads()  # every command, the daemon and `teleton chat` included (process/threads.py)
     state(ctx).config_path = config
     state(ctx).insecure_config = insecure_config
 

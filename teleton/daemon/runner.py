@@ -61,7 +61,6 @@ from teleton.memory.knowledge.watch import KnowledgeWatcher
 from teleton.privacy import Principals
 from teleton.process.logging import configure_from
 from teleton.process.supervisor import Supervisor
-from teleton.process.threads import limit_blas_threads
 from teleton.scheduler.scheduler import Scheduler
 from teleton.storage import Database, in_use
 from teleton.storage.private_files import private_data_dir
@@ -465,7 +464,6 @@ def run_daemon(config: Config, transport: str | None = None) -> int:
     if problems:  # all at once: one run to learn everything the config lacks
         raise ConfigError("; ".join(problems))
     tune_malloc()
-    limit_blas_threads()
     configure_from(config.logging)
     daemon = Daemon(config, transport)
     code = asyncio.run(daemon.run())

@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from teleton.memory.embeddings.local import LocalEmbedder
-from teleton.memory.search import bit_index
+from teleton.memory.search import bit_index, vector_codes
 from teleton.memory.search.corpora import FEED
 from teleton.memory.search.vector_leg import vector_leg
 from teleton.memory.search.vector_store import delete_vectors, write_vectors
@@ -115,8 +115,10 @@ async def test_deleted_vectors_stop_taking_candidate_places(
     mdb: Database, embedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # With one candidate per wanted result, stale codes of erased rows would each cost a result; the index
-    # notices the misses and rebuilds, so the next search has the full count again.
+    # notices the misses and rebuilds, so the next search has the full count again. (An index past the float
+    # copy's size: a small one has every row's vector at hand.)
     monkeypatch.setattr(bit_index, "OVERSAMPLE", 1)
+    monkeypatch.setattr(bit_index, "EXACT_ROWS", 0)
     rng = random.Random(8)
     vectors = dict(zip(range(1, 41), embedder.encode(sentences(rng, 40)), strict=True))
     await mdb.write(lambda conn: write_vectors(conn, FEED, [(i, 1, v) for i, v in vectors.items()]))
@@ -128,6 +130,38 @@ async def test_deleted_vectors_stop_taking_candidate_places(
     searches = [await mdb.read(lambda conn: vector_leg(conn, FEED, query, 5, None)) for _ in range(2)]
     assert not set(first) & (set(searches[0]) | set(searches[1]))
     assert len(searches[0]) < 5 and len(searches[1]) == 5
+
+
+async def test_an_index_growing_past_its_float_copy_finds_the_same_rows(
+    mdb: Database, embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A small archive is searched on float copies of its vectors; past EXACT_ROWS the copy is let go (its memory
+    # with it) and the codes take over, with the same answers where both are exact.
+    monkeypatch.setattr(bit_index, "EXACT_ROWS", 50)
+    rng = random.Random(9)
+    vectors = dict(zip(range(1, 71), embedder.encode(sentences(rng, 70)), strict=True))
+    query = embedder.encode(["a concert on the weekend"])[0]
+
+    async def search() -> list[int]:
+        found = await mdb.read(lambda conn: vector_leg(conn, FEED, query, 10, None))
+        return sorted(found, key=lambda i: -found[i])
+
+    def held_floats(conn) -> bool:
+        return bit_index.index_for(conn, FEED)._arrays.floats is not None
+
+    first = {i: vectors[i] for i in range(1, 41)}
+    await mdb.write(lambda conn: write_vectors(conn, FEED, [(i, i % 3, v) for i, v in first.items()]))
+    assert await search() == exact_top(first, query, 10)
+    assert await mdb.read(held_floats)
+    # Erased meanwhile (an edited message, until it is embedded again): never returned, its place filled.
+    gone = (await search())[:2]
+    await mdb.write(lambda conn: delete_vectors(conn, FEED, gone))
+    for row_id in gone:
+        del first[row_id]
+    assert await search() == exact_top(first, query, 10)
+    await mdb.write(lambda conn: write_vectors(conn, FEED, [(i, i % 3, vectors[i]) for i in range(41, 71)]))
+    assert await search() == exact_top({**first, **{i: vectors[i] for i in range(41, 71)}}, query, 10)
+    assert not await mdb.read(held_floats)
 
 
 async def test_a_new_model_starts_a_new_index_and_old_vectors_are_never_returned(
@@ -222,3 +256,13 @@ def test_the_nearest_codes_are_the_smallest_distances_ties_by_position(distances
     n = min(n, len(distances))
     expected = np.sort(np.argsort(distance, kind="stable")[:n])
     assert bit_index._smallest(distance, n).tolist() == expected.tolist()
+
+
+@given(st.integers(1, 200), st.integers(1, 40), st.integers(0, 2**32 - 1))
+def test_codes_are_re_ranked_by_the_query_against_their_signs(dims: int, rows: int, seed: int) -> None:
+    # The read-back order: the query's dot product with each code's +-1 signs, for any width of vector.
+    noise = np.random.default_rng(seed)
+    vectors, query = noise.normal(size=(rows, dims)), noise.normal(size=dims).astype(np.float32)
+    signs = np.where(vectors > 0, 1.0, -1.0)
+    scores = vector_codes.sign_scores(vector_codes.pack_bits(vectors), query)
+    assert np.allclose(scores, signs @ query, atol=1e-4)

@@ -40,3 +40,21 @@ def test_blas_runs_on_one_thread_after_the_limit() -> None:
 def test_the_core_count_is_the_cores_the_process_may_use() -> None:
     assert _probe("taskset", "-c", "0")["cores"] == 1
     assert _probe()["cores"] == len(os.sched_getaffinity(0))
+
+
+COMMAND_PROBE = """
+import json
+from threadpoolctl import threadpool_info
+from teleton.cli.main import app
+app(["version"], standalone_mode=False)
+print(json.dumps([p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]))
+"""
+
+
+def test_every_command_computes_with_one_blas_thread() -> None:
+    # The limit sits in the `teleton` command's callback: `feed search`, `memory index` and the others search
+    # and embed as the daemon does, never with BLAS threads busy-waiting on a small server's other core.
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
+    out = subprocess.run([sys.executable, "-c", COMMAND_PROBE], capture_output=True, text=True, env=env, check=True)
+    threads = json.loads(out.stdout.splitlines()[-1])
+    assert threads and all(n == 1 for n in threads)

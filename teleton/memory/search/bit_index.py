@@ -8,6 +8,9 @@ returned, with exact cosines. An int8 copy found as much with a tenth of the rea
 at 1M rows, the whole budget of a small server), a code of two bits per dimension with a third fewer reads for
 twice the memory.
 
+Below ``EXACT_ROWS`` rows (a new user's archive) the index also holds each vector as float32 and searches them
+exactly, reading back nothing: the codes' read-back of 900 rows would cost what a scan of all 10k does.
+
 Each row also carries its scope (the message's chat), so a search within some chats runs the same steps over
 their rows only; a scope of at most ``READ_BACK`` x k rows is read back whole, hence exact. This replaced one
 vec0 partition per chat, whose chunks of 1,024 float32 vectors made the database grow with the number of chats.
@@ -41,6 +44,9 @@ OVERSAMPLE = 80
 READ_BACK = 30
 # A rebuild drops stale rows once this share of a search's final reads no longer found a vector.
 STALE_SHARE = 0.1
+# Rows up to which the index also holds the vectors as float32 (1.5 kB a row at 384 dims: 30 MB at 20k), searched
+# exactly; past it the copy is dropped, so a large archive costs what the codes cost.
+EXACT_ROWS = 20_000
 LOAD_BATCH = 16_000  # rows read per query while loading (1.8 s at 1M with 4,000, 1.3 s with this)
 _NO_SCOPE = int(np.iinfo(np.int64).min)  # a row without a chat: found by unscoped searches only
 _NO_ID = int(np.iinfo(np.int64).min)
@@ -59,13 +65,25 @@ class _Arrays:
     ids: np.ndarray  # (capacity,) int32 while every id fits, else int64
     scopes: np.ndarray  # (capacity,) int32: each row's scope (its chat) as numbered by ``BitIndex._scope_numbers``
     size: int
+    floats: np.ndarray | None = None  # (capacity, dims) float32: the vectors themselves, in a small index
 
 
-def _arrays(words: int, capacity: int, id_type: type = np.int32) -> _Arrays:
-    return _Arrays(np.zeros((words, capacity), np.uint64), np.zeros(capacity, id_type), np.zeros(capacity, np.int32), 0)
+def _arrays(words: int, capacity: int, id_type: type = np.int32, dims: int = 0) -> _Arrays:
+    floats = np.zeros((capacity, dims), np.float32) if dims else None
+    signs = np.zeros((words, capacity), np.uint64)
+    return _Arrays(signs, np.zeros(capacity, id_type), np.zeros(capacity, np.int32), 0, floats)
 
 
 _EMPTY = _arrays(0, 0)
+
+
+@dataclass(frozen=True)
+class _Batch:
+    ids: np.ndarray
+    scopes: np.ndarray
+    codes: np.ndarray
+    floats: np.ndarray | None  # while the index holds the vectors
+    last_seq: int
 
 
 class BitIndex:
@@ -80,6 +98,7 @@ class BitIndex:
         self._stale = False
         self._scopes: dict[int, int] = {}  # scope value (a chat id, 64 bits) -> its number in ``scopes``
         self._code_bytes = 0  # of a code's sign words, from the table's vector size
+        self._floats = False  # the vectors are held as float32 too (``EXACT_ROWS``)
 
     def __len__(self) -> int:
         return self._arrays.size
@@ -98,19 +117,20 @@ class BitIndex:
             first = self._seen_seq == 0
             # Sized once for the whole first load: growing step by step leaves every old copy in the heap.
             expect = 0 if self._seen_seq else int(conn.execute(f"select count(*) from {self.table}").fetchone()[0])
+            if first:
+                self._floats = expect <= EXACT_ROWS
             # A first load stops at the rows there when it began: ids are unique among them, so it need not look
             # each one up (a row re-written meanwhile comes with the next refresh, found and overwritten).
             until = last if first else 2**63 - 1
             while (batch := self._read_batch(conn, until)) is not None:
-                ids, scopes, codes, last_seq = batch
-                self._add(ids, scopes, codes, expect, fresh=first)
-                self._seen_seq = last_seq
+                self._add(batch, expect, fresh=first)
+                self._seen_seq = batch.last_seq
             if first:
                 log.info("vector_index_loaded", table=self.table, rows=self._arrays.size)
 
-    def _read_batch(self, conn: Connection, until: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int] | None:
-        """Ids, scopes and codes of the next ``LOAD_BATCH`` rows after ``_seen_seq`` (up to ``until``), and the
-        last one's seq; None when there are none.
+    def _read_batch(self, conn: Connection, until: int) -> _Batch | None:
+        """Ids, scopes and codes (and vectors, while the index holds them) of the next ``LOAD_BATCH`` rows after
+        ``_seen_seq`` (up to ``until``), and the last one's seq; None when there are none.
 
         Each column comes concatenated in one value: a row per row cost 3.7 s of Python objects at 1M rows,
         this 1.2 s. Of a code only its sign words are read (one stored before 2026-11-27 is longer). A batch
@@ -121,42 +141,66 @@ class BitIndex:
             found = conn.execute(f"select length(vector) from {self.table} limit 1").fetchone()
             if found is None:  # every row erased since ``refresh`` looked: nothing to load
                 return None
-            self._code_bytes = vector_codes.sign_bytes(int(found[0]) // 2)  # float16: 2 bytes a dimension
+            self._dims = int(found[0]) // 2  # float16: 2 bytes a dimension
+            self._code_bytes = vector_codes.sign_bytes(self._dims)
         window = f"from {self.table} where seq > ? and seq <= ? order by seq limit ?"
         args = (self._seen_seq, until, LOAD_BATCH)
         width = self._code_bytes
-        last, count, uncoded, ids, scopes, codes = conn.execute(
+        vectors = "cast(group_concat(vector, '') as blob)" if self._floats else "null"
+        last, count, uncoded, ids, scopes, codes, halves = conn.execute(
             f"select max(seq), count(*), count(*) - count(code), group_concat(id), "
-            f"group_concat(ifnull(scope, {_NO_SCOPE})), cast(group_concat(substr(code, 1, {width}), '') as blob) "
-            f"from (select seq, id, scope, code {window})",
+            f"group_concat(ifnull(scope, {_NO_SCOPE})), cast(group_concat(substr(code, 1, {width}), '') as blob), "
+            f"{vectors} from (select seq, id, scope, code, vector {window})",
             args,
         ).fetchone()
         if not count:
             return None
         if uncoded:
-            sql = f"select id, ifnull(scope, {_NO_SCOPE}), substr(code, 1, {width}), iif(code is null, vector, null) "
+            sql = f"select id, ifnull(scope, {_NO_SCOPE}), substr(code, 1, {width}), vector "
             rows = conn.execute(sql + window, args).fetchall()
             ids, scopes = np.array([r[:2] for r in rows], np.int64).T
-            return ids, scopes, _codes(rows), int(last)
-        return (
+            floats = self._as_floats(b"".join(r[3] for r in rows)) if self._floats else None
+            return _Batch(ids, scopes, _codes(rows), floats, int(last))
+        return _Batch(
             np.fromstring(ids, np.int64, sep=","),
             np.fromstring(scopes, np.int64, sep=","),
             np.frombuffer(codes, np.uint8).reshape(count, -1),
+            None if halves is None else self._as_floats(halves),
             int(last),
         )
+
+    def _as_floats(self, halves: bytes) -> np.ndarray:
+        return np.frombuffer(halves, np.float16).reshape(-1, self._dims).astype(np.float32)
+
+    def _rows(self, a: _Arrays, scope: Sequence[int] | None) -> np.ndarray | slice:
+        """The index's rows within ``scope`` (scope values; every row when None)."""
+        if scope is None:
+            return slice(0, a.size)
+        numbers = [self._scopes[value] for value in scope if value in self._scopes]
+        return np.flatnonzero(np.isin(a.scopes[: a.size], np.asarray(numbers, np.int32)))
+
+    def exact(
+        self, query: np.ndarray, n: int, scope: Sequence[int] | None = None
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """Ids and cosines of the ``n`` best rows for ``query`` within ``scope``, best first, from the float copy;
+        None when the index holds none (past ``EXACT_ROWS``)."""
+        a = self._arrays
+        if a.floats is None:
+            return None
+        rows = self._rows(a, scope)
+        scores = np.vecdot(a.floats[rows], np.asarray(query, np.float32))  # no BLAS: see half_cosines
+        best = np.argpartition(-scores, n)[:n] if n < len(scores) else np.arange(len(scores))
+        best = best[np.argsort(-scores[best], kind="stable")]
+        return a.ids[rows][best], scores[best]
 
     def candidates(self, query: np.ndarray, k: int, scope: Sequence[int] | None = None) -> np.ndarray:
         """Ids of the ``READ_BACK`` x k best rows for ``query`` (within ``scope``, scope values, when given): the
         nearest codes, re-ranked by the query's values against their signs."""
         a = self._arrays
-        rows: np.ndarray | slice = slice(0, a.size)
-        count = a.size
-        if scope is not None:
-            numbers = [self._scopes[value] for value in scope if value in self._scopes]
-            rows = np.flatnonzero(np.isin(a.scopes[: a.size], np.asarray(numbers, np.int32)))
-            count = len(rows)
-            if count <= READ_BACK * k:  # a small scope is read back whole: exact
-                return a.ids[rows]
+        rows = self._rows(a, scope)
+        count = a.size if isinstance(rows, slice) else len(rows)
+        if scope is not None and count <= READ_BACK * k:  # a small scope is read back whole: exact
+            return a.ids[rows]
         if count == 0:
             return a.ids[:0]
         code = vector_codes.pack_bits(query[None, :])[0]
@@ -179,11 +223,9 @@ class BitIndex:
         """Rebuild at the next refresh: rows erased on purpose (``memory.forget``) leave no copy in memory."""
         self._stale = True
 
-    def _add(
-        self, ids: np.ndarray, scopes: np.ndarray, codes: np.ndarray, expect: int = 0, fresh: bool = False
-    ) -> None:
+    def _add(self, batch: _Batch, expect: int = 0, fresh: bool = False) -> None:
         """Store rows; ``fresh``: rows of a first load, all new (see ``refresh``)."""
-        a = self._arrays
+        a, ids = self._arrays, batch.ids
         at = np.full(len(ids), -1, np.int64)
         if not fresh:
             # Rows are mostly new messages, numbered above every row held: only a row at or below the largest
@@ -195,17 +237,23 @@ class BitIndex:
             self._max_id = max(self._max_id, int(ids.max()))
         new = int((at < 0).sum())
         at[at < 0] = np.arange(a.size, a.size + new)
-        signs = np.ascontiguousarray(codes).view(np.uint64)
+        signs = np.ascontiguousarray(batch.codes).view(np.uint64)
         wide = self._max_id > _NARROW_ID and a.ids.dtype != np.int64
-        if a.size + new > len(a.ids) or wide:
+        self._floats = self._floats and a.size + new <= EXACT_ROWS  # past it, the copy goes for good
+        if a.size + new > len(a.ids) or wide or (a.floats is not None and not self._floats):
             # A quarter spare, not double: each copy stays in the heap a while.
             capacity = max(1024, expect + expect // 8, (a.size + new) * 5 // 4)
-            grown = _arrays(signs.shape[1], capacity, np.int64 if self._max_id > _NARROW_ID else np.int32)
+            id_type = np.int64 if self._max_id > _NARROW_ID else np.int32
+            grown = _arrays(signs.shape[1], capacity, id_type, self._dims if self._floats else 0)
             if a.size:  # the first load has nothing to copy (and no width yet)
                 grown.signs[:, : a.size] = a.signs[:, : a.size]
                 grown.ids[: a.size], grown.scopes[: a.size] = a.ids[: a.size], a.scopes[: a.size]
+                if grown.floats is not None and a.floats is not None:
+                    grown.floats[: a.size] = a.floats[: a.size]
             a = replace(grown, size=a.size)
-        a.ids[at], a.scopes[at], a.signs[:, at] = ids, self._scope_numbers(scopes), signs.T
+        a.ids[at], a.scopes[at], a.signs[:, at] = ids, self._scope_numbers(batch.scopes), signs.T
+        if a.floats is not None and batch.floats is not None:
+            a.floats[at] = batch.floats
         # Readers take the arrays whole: a search never sees a count past the rows filled.
         self._arrays = replace(a, size=a.size + new)
 
@@ -278,11 +326,17 @@ def index_for(conn: Connection, corpus: Corpus) -> BitIndex:
 def nearest(
     conn: Connection, corpus: Corpus, query: np.ndarray, k: int, scope: Sequence[int] | None = None
 ) -> dict[int, float]:
-    """Row id -> exact cosine of the ``k`` nearest rows of the corpus within ``scope`` (all rows when None),
-    their float16 vectors read back by id."""
+    """Row id -> exact cosine of the ``k`` nearest rows of the corpus within ``scope`` (all rows when None):
+    from the float copy of a small index, else their float16 vectors read back by id."""
     if k <= 0:
         return {}
     index = index_for(conn, corpus)
+    found = index.exact(query, 2 * k, scope)  # twice k: a row erased since it was loaded leaves its place
+    if found is not None:
+        ids, cosines = found[0].tolist(), found[1].tolist()
+        held = stored(conn, index.table, ids)
+        index.note_missing(len(ids) - len(held), len(ids))
+        return dict([(i, c) for i, c in zip(ids, cosines, strict=True) if i in held][:k])
     ids = index.candidates(query, k, scope).tolist()
     if not ids:
         return {}
@@ -291,13 +345,26 @@ def nearest(
     return dict(sorted(cosines.items(), key=lambda item: -item[1])[:k])
 
 
+def stored(conn: Connection, table: str, ids: list[int]) -> set[int]:
+    """Those of ``ids`` with a vector in ``table`` (an edited message's is erased until it is embedded again)."""
+    sql = f"select id from {table} where id in (select value from json_each(?))"
+    return {int(row[0]) for row in conn.execute(sql, (json.dumps(ids),))}
+
+
 def half_cosines(conn: Connection, table: str, query: np.ndarray, ids: list[int]) -> dict[int, float]:
-    """Cosine of ``query`` with the float16 vectors of ``ids`` in ``table`` (rows not there are left out)."""
-    rows = conn.execute(
-        f"select id, vector from {table} where id in (select value from json_each(?))", (json.dumps(ids),)
-    ).fetchall()
-    if not rows:
+    """Cosine of ``query`` with the float16 vectors of ``ids`` in ``table`` (rows not there are left out).
+
+    The ids are looked up in order (neighbouring pages) and the vectors come back as one value: 900 rows
+    as tuples cost more in Python than in SQLite. The products run without BLAS (``np.vecdot``, as fast as
+    one BLAS thread): numpy's default BLAS threads busy-wait after each call, taking a second core."""
+    found, vectors = conn.execute(
+        f"select group_concat(id), cast(group_concat(vector, '') as blob) "
+        f"from (select id, vector from {table} where id in (select value from json_each(?)))",
+        (json.dumps(sorted(ids)),),
+    ).fetchone()
+    if not found:
         return {}
-    matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float16).reshape(len(rows), -1)
-    cosines = matrix.astype(np.float32) @ np.asarray(query, dtype=np.float32)
-    return {int(row[0]): float(cosine) for row, cosine in zip(rows, cosines, strict=True)}
+    row_ids = np.fromstring(found, np.int64, sep=",")
+    matrix = np.frombuffer(vectors, np.float16).reshape(len(row_ids), -1).astype(np.float32)
+    cosines = np.vecdot(matrix, np.asarray(query, np.float32))
+    return dict(zip(row_ids.tolist(), cosines.tolist(), strict=True))
