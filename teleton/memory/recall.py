@@ -13,6 +13,7 @@ access counts alone (showing a fact is not the model using it). A tool's recall 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
@@ -77,13 +78,21 @@ async def knowledge(db: Database, q: Question, params: SearchParams) -> list[Sea
 
 
 async def feed(
-    db: Database, q: Question, params: SearchParams, principals: Principals, *, chats: list[int] | None = None
+    db: Database,
+    q: Question,
+    params: SearchParams,
+    principals: Principals,
+    *,
+    chats: list[int] | None = None,
+    vector: asyncio.Future[np.ndarray | None] | None = None,
 ) -> list[SearchHit]:
     """Archived messages of the chats the clearance reads (or of ``chats``: the caller checked them), within
-    the period the question names; the two legs run on two readers of their own."""
+    the period the question names; the two legs run on two readers of their own. ``vector``: the question's
+    embedding while it is being computed (instead of ``q.vector``), the keyword leg searching meanwhile."""
     scope = q.clearance.readable_chats() if chats is None else chats
     when = query_time_range(q.text, q.asked_at)
-    hits = await hybrid_search_db(db, FEED, q.text, q.vector, params=params, scope=scope, when=when)
+    query_vector = q.vector if vector is None else vector
+    hits = await hybrid_search_db(db, FEED, q.text, query_vector, params=params, scope=scope, when=when)
     return [h for h in hits if q.clearance.may_read(principals.chat_label(int(h.meta["chat_id"])))]
 
 

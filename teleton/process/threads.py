@@ -1,9 +1,9 @@
 """How many threads the process computes with: one rule for ONNX Runtime, BLAS and the transcriber.
 
 Teleton shares a small machine with itself: the turn, the archive writer, SQLite readers and the embedder.
-BLAS (numpy's OpenBLAS) gets one thread: the search's products are small (a few thousand rows of 384), and
-OpenBLAS's other threads busy-wait between calls — an all-chat search at 100k cost 55.6 ms of CPU with its
-default threads against 8.4 ms with one, for the same latency. ONNX Runtime and the transcriber get every
+BLAS (numpy's OpenBLAS) gets one thread in every ``teleton`` command (the CLI's callback): OpenBLAS's other
+threads busy-wait after each call, taking a core a small server's other work needs (docs/dependencies.md). The
+search makes no BLAS call at all (``memory/search/bit_index.py``), for callers that never set the limit. ONNX Runtime and the transcriber get every
 core the process may run on, for their batches, and ONNX Runtime's threads sleep when idle instead of
 spinning (``local.open_session``).
 """

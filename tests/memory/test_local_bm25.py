@@ -10,6 +10,7 @@ import pytest
 
 from teleton.memory.facts.recall import search_in_categories
 from teleton.memory.search.corpora import FACTS, FEED, KNOWLEDGE
+from teleton.memory.search import local_bm25
 from teleton.memory.search.hybrid import DEFAULT_PARAMS, keyword_leg
 from teleton.memory.search.local_bm25 import (
     HIGHLIGHT_MAX_ROWS,
@@ -74,14 +75,17 @@ RUSSIAN_CHAT = [
         # Few rows: each word's matches are found and counted in one query.
         (CHAT, QUERIES, 0),
         (RUSSIAN_CHAT, ["когда они переезжали в квартиру", "где спит котик", "шумные соседи"], 0),
-        # Many: counted first; a word of few matches then counted from highlight() markers, one of many from
-        # bm25().
+        # Many: counted first; a word of few matches then counted from highlight() markers (in a large table),
+        # one of many from bm25().
         (CHAT, QUERIES, 600),
     ],
 )
+@pytest.mark.parametrize("large_table", [False, True])
 async def test_one_scope_ranks_exactly_as_fts5_bm25(
-    db: Database, chat: list[str], queries: list[str], others: int
+    db: Database, chat: list[str], queries: list[str], others: int, large_table: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    if large_table:  # as if the archive held more than HIGHLIGHT_MIN_TABLE_ROWS: a few words counted by highlight()
+        monkeypatch.setattr(local_bm25, "HIGHLIGHT_MIN_TABLE_ROWS", 0)
     rng = random.Random(9)
     await db.write(lambda conn: add_messages(conn, 7, chat + noise(rng, others)))
     if others:
@@ -142,9 +146,12 @@ async def test_fact_scopes_and_knowledge_labels_rank_with_their_own_statistics(d
     assert facts_only_theirs and all(i > 8 for i in facts_only_theirs)  # and each scope finds only its own
 
 
-async def test_a_message_stuffed_with_marker_characters_scores_as_without_them(db: Database) -> None:
-    # Word counts once came from FTS5's highlight markers (\x01); text carrying the marker itself must not
-    # count as more matches.
+async def test_a_message_stuffed_with_marker_characters_scores_as_without_them(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Word counts come from FTS5's highlight markers (\x01) in a large table; text carrying the marker itself
+    # must not count as more matches.
+    monkeypatch.setattr(local_bm25, "HIGHLIGHT_MIN_TABLE_ROWS", 0)
     # One message per chat, so no context column repeats a neighbour's words.
     def add(conn) -> list[int]:
         texts = ["roof \x01\x01\x01\x01 tiles", "roof tiles", *["garden"] * 6]

@@ -122,26 +122,33 @@ class ContextBuilder:
     ) -> RagContext:
         """``with_vector`` (e.g. tool RAG) runs alongside the searches with the same query vector; its
         result lands in ``RagContext.extra``."""
-        # The query embedding (a model run on its own thread) overlaps the recent-messages read; then the
-        # knowledge and feed searches run side by side on two reader connections.
+        # The query embedding (a model run on its own thread) overlaps the recent-messages read and the feed's
+        # keyword leg (which needs no vector); then the knowledge and feed searches run side by side on reader
+        # connections.
         s = self.settings
         skip = is_trivial(msg.text)
         embedding = None if skip else asyncio.create_task(self._embed(msg.text))
+        asked = Question(msg.text, None, clearance, asked_at=msg.date)  # "last week" as of the message asking
+        feed_task = None
+        if embedding is not None and s.feed:  # every chat the clearance reads, for the owner
+            search = recall.feed(self.db, asked, self._feed_params(), self.principals, vector=embedding)
+            feed_task = asyncio.create_task(search)
         try:
             recent, judged = await self.db.read(lambda conn: own_chat(conn, msg, s.recent, s.message_chars))
             recent = [replace(line, label=self.principals.chat_label(line.chat_id)) for line in recent]
+            rag = RagContext(recent=recent, judged=judged, skipped=skip)
+            if embedding is None:
+                if with_vector is not None:
+                    rag.extra = await with_vector(None)
+                return rag
+            rag.query_vector = vector = await embedding
         except BaseException:
-            if embedding is not None:
-                embedding.cancel()
+            for task in (embedding, feed_task):
+                if task is not None:
+                    task.cancel()
             raise
-        rag = RagContext(recent=recent, judged=judged, skipped=skip)
-        if embedding is None:
-            if with_vector is not None:
-                rag.extra = await with_vector(None)
-            return rag
-        rag.query_vector = vector = await embedding
 
-        q = Question(msg.text, vector, clearance, asked_at=msg.date)  # "last week" as of the message asking
+        q = replace(asked, vector=vector)
 
         async def knowledge() -> list[SearchHit]:
             return await recall.knowledge(self.db, q, replace(s.params, limit=s.knowledge)) if s.knowledge else []
@@ -156,9 +163,7 @@ class ContextBuilder:
             return await self.db.read(lambda conn: recall.shown_facts(conn, q, params, s.facts, keep))
 
         async def feed() -> list[SearchHit]:
-            if not s.feed:
-                return []
-            return await recall.feed(self.db, q, self._feed_params(), self.principals)  # every chat, for the owner
+            return [] if feed_task is None else await feed_task
 
         async def extra() -> Any:
             return None if with_vector is None else await with_vector(vector)

@@ -128,29 +128,41 @@ async def hybrid_search_db(
     db: Database,
     corpus: Corpus,
     query: str,
-    query_vector: np.ndarray | None = None,
+    query_vector: np.ndarray | asyncio.Future[np.ndarray | None] | None = None,
     *,
     params: SearchParams = DEFAULT_PARAMS,
     scope: Sequence[Any] | None = None,
     when: TimeRange | None = None,
 ) -> list[SearchHit]:
-    """``search.hybrid`` with the keyword and vector legs on two reader threads at once (same results)."""
+    """``search.hybrid`` with the keyword and vector legs on two reader threads at once (same results).
+
+    ``query_vector`` may still be being computed (a future): the keyword leg, which needs none, starts first.
+    """
     scope = normalise_scope(corpus, scope)
     if scope == []:
         return []
     params = weighed_for(query, params)
-    keyword_task = db.read(lambda conn: keyword_leg(conn, corpus, query, params.keyword_candidates, scope))
+    keyword_task = asyncio.ensure_future(
+        db.read(lambda conn: keyword_leg(conn, corpus, query, params.keyword_candidates, scope))
+    )
+    try:
+        if isinstance(query_vector, asyncio.Future):
+            query_vector = await query_vector
+    except BaseException:
+        keyword_task.cancel()
+        raise
+    vector_now = query_vector
 
     def _vector(conn: Connection) -> dict[int, float] | None:
-        if query_vector is None or not vector_available(conn, corpus):
+        if vector_now is None or not vector_available(conn, corpus):
             return None
-        return vector_leg(conn, corpus, query_vector, params.vector_candidates, scope)
+        return vector_leg(conn, corpus, vector_now, params.vector_candidates, scope)
 
     keyword, vector = await asyncio.gather(keyword_task, db.read(_vector))
 
     def _merge(conn: Connection) -> list[SearchHit]:
         exact = exact_matches(conn, corpus, query, keyword)
-        return merge_legs(conn, corpus, query_vector, keyword, vector, params, scope, when, exact)
+        return merge_legs(conn, corpus, vector_now, keyword, vector, params, scope, when, exact)
 
     return await db.read(_merge)
 

@@ -39,6 +39,9 @@ SHORT_ROW_BYTES = 8_192  # a row's columns (UTF-8) up to which its counts come f
 # (~20-30 us a message at 1M messages; 2,000 matches in one chat: 21 ms against 17). The keyword leg of 150
 # searches in random chats of bench_scale's 1M archive, p95: 18 ms with 300 here, 26 ms with 1,000.
 HIGHLIGHT_MAX_ROWS = 300
+# ... and only in a table of more rows than this: bm25()'s table-wide counts are cheap in a smaller one, where it
+# took half the time of highlight() (issue 57: a group of 1,100 messages in a 100k archive, 20 ms against 40).
+HIGHLIGHT_MIN_TABLE_ROWS = 200_000
 
 
 @dataclass(frozen=True)
@@ -129,7 +132,8 @@ def word_counts(search: _Search, term: str, weights: Sequence[float], newest: in
     """
     counts: dict[int, float] = {}
     for phrase in _prefix_phrases(term):
-        for row_id, tf in search.frequencies(phrase, weights, newest, marks=matches <= HIGHLIGHT_MAX_ROWS):
+        marks = matches <= HIGHLIGHT_MAX_ROWS and search.table_rows() > HIGHLIGHT_MIN_TABLE_ROWS
+        for row_id, tf in search.frequencies(phrase, weights, newest, marks=marks):
             counts[row_id] = counts.get(row_id, 0.0) + tf
     return dict(sorted(counts.items(), reverse=True)[:newest])
 
@@ -164,6 +168,7 @@ class _Search:
         self.conn, self.fts, self.table, self.scope = conn, fts, table, scope
         self._lengths: dict[int, int] = {}  # row lengths ``frequencies`` read already: not read twice
         self._columns: list[str] = []  # the FTS table's, read once per search
+        self._table_rows: int | None = None
 
     def _from(self, expression: str | None, ranked: bool = False) -> tuple[str, list[Any], str]:
         """FROM + WHERE of the scope's rows matching ``expression`` (None: all of them), and their id;
@@ -237,6 +242,13 @@ class _Search:
                 count = _weighted_count(r[2], r[3], length, average)
             found.append((int(r[0]), count))
         return found
+
+    def table_rows(self) -> int:
+        """The FTS table's rows (its averages record), read once per search."""
+        if self._table_rows is None:
+            found = self.conn.execute(f"select block from {self.fts}_data where id = 1").fetchone()
+            self._table_rows = _varints(found[0])[0] if found and found[0] else 0
+        return self._table_rows
 
     def columns(self) -> list[str]:
         if not self._columns:
