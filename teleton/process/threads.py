@@ -3,9 +3,9 @@
 Teleton shares a small machine with itself: the turn, the archive writer, SQLite readers and the embedder.
 BLAS (numpy's OpenBLAS) gets one thread in every ``teleton`` command (the CLI's callback): OpenBLAS's other
 threads busy-wait after each call, taking a core a small server's other work needs (docs/dependencies.md). The
-search makes no BLAS call at all (``memory/search/bit_index.py``), for callers that never set the limit. ONNX Runtime and the transcriber get every
-core the process may run on, for their batches, and ONNX Runtime's threads sleep when idle instead of
-spinning (``local.open_session``).
+search makes no BLAS call at all (``memory/search/bit_index.py``), for callers that never set the limit.
+ONNX Runtime and the transcriber get every core the process may run on, for their batches, and ONNX Runtime's
+threads sleep when idle instead of spinning (``local.open_session``).
 """
 
 from __future__ import annotations

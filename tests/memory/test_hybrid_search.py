@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -12,11 +13,12 @@ from hypothesis import strategies as st
 
 from teleton.memory.feed.embedding import embed_pending
 from teleton.memory.feed.search import search_feed, search_feed_sync
+from teleton.memory.search import hybrid
 from teleton.memory.search.corpora import FACTS, FEED, KNOWLEDGE, TOOLS
 from teleton.memory.search.exact_words import holding_every
 from teleton.memory.search.fts_query import keyword_shaped, keyword_terms, match_expression, query_terms
 from teleton.memory.search.fusion import EXACT_MAX_ROWS, Fused, fuse, lift_exact, normalise_cosine, normalise_keyword
-from teleton.memory.search.hybrid import SearchParams, hybrid_search
+from teleton.memory.search.hybrid import SearchParams, hybrid_search, hybrid_search_db
 from teleton.memory.search.vector_store import write_vectors
 from teleton.storage import Database
 from teleton.storage.database import connect
@@ -268,3 +270,32 @@ async def test_repeated_scoped_search_answers_the_same_from_its_chat_alone(mdb: 
     first = answers[0]
     assert first and all(h.chat_id == 3 and h.text.endswith("on topic 3") for h in first)
     assert all([h.id for h in hits] == [h.id for h in first] for hits in answers)
+
+
+async def test_the_keyword_leg_searches_while_the_question_is_embedded(
+    mdb: Database, embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A turn hands the feed search its question's embedding still being computed: the keyword leg, which needs
+    # no vector, runs first, and the answer is the one the finished vector gives.
+    texts = ["The ferry to the island leaves at nine.", "Dinner at the hotel on Friday.", "A lighthouse on the island."]
+    ids = await mdb.write(lambda conn: add_messages(conn, 7, texts))
+    rows = [(row_id, 7, v) for row_id, v in zip(ids, embedder.encode(texts), strict=True)]
+    await mdb.write(lambda conn: write_vectors(conn, FEED, rows))
+    query = "when does the ferry leave for the island"
+    vector = embedder.encode_queries([query])[0]
+    expected = await hybrid_search_db(mdb, FEED, query, vector, scope=[7])
+    loop, pending = asyncio.get_running_loop(), asyncio.get_running_loop().create_future()
+    seen = []
+    real_leg = hybrid.keyword_leg
+
+    def keyword_leg(*args: Any) -> dict[int, float]:
+        seen.append(pending.done())  # on its reader thread, before the vector exists
+        found = real_leg(*args)
+        loop.call_soon_threadsafe(pending.set_result, vector)
+        return found
+
+    monkeypatch.setattr(hybrid, "keyword_leg", keyword_leg)
+    # (A search that waited for the vector first would wait for ever: the guard only turns that into a failure.)
+    found = await asyncio.wait_for(hybrid_search_db(mdb, FEED, query, pending, scope=[7]), timeout=120)
+    assert seen == [False]
+    assert [(h.id, h.score) for h in found] == [(h.id, h.score) for h in expected] and found[0].id == ids[0]

@@ -9,8 +9,8 @@ import time
 import pytest
 
 from teleton.memory.facts.recall import search_in_categories
-from teleton.memory.search.corpora import FACTS, FEED, KNOWLEDGE
 from teleton.memory.search import local_bm25
+from teleton.memory.search.corpora import FACTS, FEED, KNOWLEDGE
 from teleton.memory.search.hybrid import DEFAULT_PARAMS, keyword_leg
 from teleton.memory.search.local_bm25 import (
     HIGHLIGHT_MAX_ROWS,
@@ -152,6 +152,7 @@ async def test_a_message_stuffed_with_marker_characters_scores_as_without_them(
     # Word counts come from FTS5's highlight markers (\x01) in a large table; text carrying the marker itself
     # must not count as more matches.
     monkeypatch.setattr(local_bm25, "HIGHLIGHT_MIN_TABLE_ROWS", 0)
+
     # One message per chat, so no context column repeats a neighbour's words.
     def add(conn) -> list[int]:
         texts = ["roof \x01\x01\x01\x01 tiles", "roof tiles", *["garden"] * 6]

@@ -98,6 +98,7 @@ class BitIndex:
         self._stale = False
         self._scopes: dict[int, int] = {}  # scope value (a chat id, 64 bits) -> its number in ``scopes``
         self._code_bytes = 0  # of a code's sign words, from the table's vector size
+        self._dims = 0  # the vectors' width, read with the code's
         self._floats = False  # the vectors are held as float32 too (``EXACT_ROWS``)
 
     def __len__(self) -> int:

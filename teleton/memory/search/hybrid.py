@@ -146,12 +146,10 @@ async def hybrid_search_db(
         db.read(lambda conn: keyword_leg(conn, corpus, query, params.keyword_candidates, scope))
     )
     try:
-        if isinstance(query_vector, asyncio.Future):
-            query_vector = await query_vector
+        vector_now = await query_vector if isinstance(query_vector, asyncio.Future) else query_vector
     except BaseException:
         keyword_task.cancel()
         raise
-    vector_now = query_vector
 
     def _vector(conn: Connection) -> dict[int, float] | None:
         if vector_now is None or not vector_available(conn, corpus):
