@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Protocol
 
 import numpy as np
@@ -90,8 +91,8 @@ async def feed(
     the period the question names; the two legs run on two readers of their own. ``vector``: the question's
     embedding while it is being computed (instead of ``q.vector``), the keyword leg searching meanwhile."""
     scope = q.clearance.readable_chats() if chats is None else chats
-    when = query_time_range(q.text, q.asked_at)
     query_vector = q.vector if vector is None else vector
+    when = partial(query_time_range, q.text, q.asked_at)  # found while the keyword leg searches
     hits = await hybrid_search_db(db, FEED, q.text, query_vector, params=params, scope=scope, when=when)
     return [h for h in hits if q.clearance.may_read(principals.chat_label(int(h.meta["chat_id"])))]
 

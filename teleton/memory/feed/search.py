@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import structlog
@@ -97,7 +98,7 @@ async def search_feed(
     if vector is None and db.vectors:
         vector = await embed_query(provider, query)
     scope = None if chat_ids is None else list(chat_ids)
-    when = query_time_range(query, now)
+    when = partial(query_time_range, query, now)  # found while the keyword leg searches
     hits = await hybrid_search_db(db, FEED, query, vector, params=params, scope=scope, when=when)
     return [feed_hit(h) for h in hits]
 

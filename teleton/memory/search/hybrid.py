@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -132,11 +132,12 @@ async def hybrid_search_db(
     *,
     params: SearchParams = DEFAULT_PARAMS,
     scope: Sequence[Any] | None = None,
-    when: TimeRange | None = None,
+    when: TimeRange | Callable[[], TimeRange | None] | None = None,
 ) -> list[SearchHit]:
     """``search.hybrid`` with the keyword and vector legs on two reader threads at once (same results).
 
     ``query_vector`` may still be being computed (a future): the keyword leg, which needs none, starts first.
+    ``when`` may be a function finding it in the query (``time_ranges``): it runs while the keyword leg does.
     """
     scope = normalise_scope(corpus, scope)
     if scope == []:
@@ -145,6 +146,7 @@ async def hybrid_search_db(
     keyword_task = asyncio.ensure_future(
         db.read(lambda conn: keyword_leg(conn, corpus, query, params.keyword_candidates, scope))
     )
+    period = when() if callable(when) else when
     try:
         vector_now = await query_vector if isinstance(query_vector, asyncio.Future) else query_vector
     except BaseException:
@@ -160,7 +162,7 @@ async def hybrid_search_db(
 
     def _merge(conn: Connection) -> list[SearchHit]:
         exact = exact_matches(conn, corpus, query, keyword)
-        return merge_legs(conn, corpus, vector_now, keyword, vector, params, scope, when, exact)
+        return merge_legs(conn, corpus, vector_now, keyword, vector, params, scope, period, exact)
 
     return await db.read(_merge)
 
