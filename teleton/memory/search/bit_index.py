@@ -157,7 +157,9 @@ class BitIndex:
         if not count:
             return None
         if uncoded:
-            sql = f"select id, ifnull(scope, {_NO_SCOPE}), substr(code, 1, {width}), vector "
+            # A vector is read for a row without a code, or for every row while the index holds them.
+            vector = "vector" if self._floats else "iif(code is null, vector, null)"
+            sql = f"select id, ifnull(scope, {_NO_SCOPE}), substr(code, 1, {width}), {vector} "
             rows = conn.execute(sql + window, args).fetchall()
             ids, scopes = np.array([r[:2] for r in rows], np.int64).T
             floats = self._as_floats(b"".join(r[3] for r in rows)) if self._floats else None

@@ -146,8 +146,8 @@ async def hybrid_search_db(
     keyword_task = asyncio.ensure_future(
         db.read(lambda conn: keyword_leg(conn, corpus, query, params.keyword_candidates, scope))
     )
-    period = when() if callable(when) else when
     try:
+        period = when() if callable(when) else when
         vector_now = await query_vector if isinstance(query_vector, asyncio.Future) else query_vector
     except BaseException:
         keyword_task.cancel()

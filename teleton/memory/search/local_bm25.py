@@ -131,8 +131,8 @@ def word_counts(search: _Search, term: str, weights: Sequence[float], newest: in
     not, and is left out so no word counts twice.
     """
     counts: dict[int, float] = {}
+    marks = matches <= HIGHLIGHT_MAX_ROWS and search.table_rows() > HIGHLIGHT_MIN_TABLE_ROWS
     for phrase in _prefix_phrases(term):
-        marks = matches <= HIGHLIGHT_MAX_ROWS and search.table_rows() > HIGHLIGHT_MIN_TABLE_ROWS
         for row_id, tf in search.frequencies(phrase, weights, newest, marks=marks):
             counts[row_id] = counts.get(row_id, 0.0) + tf
     return dict(sorted(counts.items(), reverse=True)[:newest])
