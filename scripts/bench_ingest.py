@@ -27,6 +27,7 @@ import structlog
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from teleton.memory.feed.embedding import FeedEmbedder  # noqa: E402
 from teleton.storage import Database  # noqa: E402
 from tests.telegram.burst import Burst, LagMeter, feed, settle_heap  # noqa: E402
 from tests.telegram.conftest import make_harness  # noqa: E402
@@ -48,7 +49,9 @@ async def run(total: int, chats: int, provider: Any | None) -> dict[str, float]:
         db = await Database.open(Path(tmp) / "bench.db", embedding=emb)
         h = await make_harness(db, require_mention=False, rate_limit_per_chat=10**6, rate_limit_global=10**6)
         if provider is not None:
-            h.gateway.pipeline.start_embedder(provider)  # the daemon's wiring: woken by each commit
+            feed_embedder = FeedEmbedder(db, provider)
+            feed_embedder.start()
+            h.gateway.pipeline.on_archived = feed_embedder.notify  # the daemon's wiring: woken by each commit
         turns = 0
 
         async def agent(msg: Any) -> None:  # counts, keeps nothing: the heap stays the daemon's own

@@ -1,21 +1,11 @@
-"""The distiller: the utility model picks out durable facts and they are saved (docs/memory.md).
+"""The distiller: the utility model picks out durable facts and they are saved (docs/memory.md, Facts).
 
-Two inputs, one path. After a turn, the exchange is distilled in the background (never delaying a reply);
-before compaction or at the soft-threshold flush, the session's messages are (``distill_transcript``, seed
-002 write-then-compact). Commits run one at a time per chat, so two of them cannot race to save the same
-fact twice. The model answers through a tool with a JSON schema: each fact is validated on its own, and a
-malformed one is dropped and counted, never half-saved; near duplicates merge into the stored fact.
-
-Where a fact goes is not the model's call: every fact takes the label of the turn it came from (docs/privacy.md,
-``teleton.privacy``), so a group can only ever write ``chat:<id>`` and another person's DM ``user:<id>``; a
-"scope" the model claims is ignored. Corrections reach ``learnings/corrections.md`` from the owner only.
-
-Updates are asked for explicitly: the model sees the facts already remembered under the label that relate to
-the conversation, with their ids, and says which one a new fact replaces (``replaces``); the old fact is then
-kept as history and never recalled as current (``teleton.memory.facts.store``). An id the model was not shown is
-ignored. Each fact also says whom it is about (``about``), resolved to a subject by
-``teleton.memory.facts.subjects``: the speaker, the owner, the group, a member by name, or someone else.
-A message carrying ``#nomem`` (or ``#nomemory``) is never distilled, alone or as part of a transcript.
+After a turn the exchange is distilled in the background; before a compaction or at the memory flush, the
+session's messages (``distill_transcript``), so facts are written before the messages are dropped. Commits run one
+at a time per chat. The model answers through a tool with a JSON schema: a malformed fact is dropped and counted,
+a near duplicate merges, ``replaces`` names a fact it was shown, ``about`` whom it is about. Every fact takes its
+turn's label, whatever scope the model claims (docs/privacy.md); corrections reach ``learnings/corrections.md``
+from the owner only; a ``#nomem`` message is never distilled.
 """
 
 from __future__ import annotations

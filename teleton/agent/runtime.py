@@ -1,23 +1,10 @@
-"""The agent runtime: one turn as an explicit, ordered pipeline of small async stages.
+"""The agent runtime: one turn as an explicit, ordered pipeline of small async stages (the list is ``_pipeline``;
+what each stage does: docs/architecture.md, "One message, from the update to the reply").
 
-    handle(msg)
-      commands        slash commands answer directly (``/stop`` even while a turn runs)   (``commands/``)
-      media           a photo, voice note or document read into the message's text      (``stages/media``)
-      session         the chat's session; daily reset / idle expiry end it with a summary first  (``stages/session``)
-      compaction      hard threshold -> write-then-compact; soft threshold -> memory flush  (``stages/session``)
-      context         privacy-gated memory + the system prompt, within the memory budget  (``stages/context``)
-      answer          the tool loop (overflow -> compact and one retry)   (``stages/answering``)
-      reply           the final text goes to the chat unless a send tool already spoke (``stages/answering``)
-      voice           the reply spoken too, when configured   (``stages/media``)
-      persist         observation masking, session saved, daily-log line (``stages/aftercare``)
-
-Each stage takes the turn record (``turn.py``) and the services it shares with the others (``core.py``).
-
-The read path (context) runs before the write path (persist), so the model sees memory as it was before
-this exchange. Turns of one chat run one at a time; different chats run in parallel. Around the reply the
-turn's delivery record is written (``delivery``): sending before the first word goes out, then answered or
-failed with a reason, so a restart answers what was accepted and never answers anything twice. A session
-swap (compaction, expiry) always completes under the chat's lock, even when the turn is stopped meanwhile.
+Slash commands answer first (``/stop`` even while a turn runs). Each stage takes the turn record (``turn.py``) and
+the services it shares with the others (``core.py``); context (the read) runs before persist (the write), so the
+model sees memory as it was before this exchange. Turns of one chat run one at a time, chats in parallel; the
+turn's delivery record is kept from acceptance to answer, so a restart answers what was accepted exactly once.
 """
 
 from __future__ import annotations
@@ -38,7 +25,7 @@ from teleton.agent.stages.media import read_media, speak_reply
 from teleton.agent.turn import Turn
 from teleton.agent.turn_stats import TurnStats
 from teleton.gateway.contract import IncomingMessage, TurnDeferred
-from teleton.memory.feed import archive as fa
+from teleton.memory.feed import message_life as life
 from teleton.privacy import Clearance, Taint
 from teleton.privacy.quoting import outside
 from teleton.storage.database import Database, storage_fault
@@ -104,7 +91,7 @@ class Agent(AgentCore):
             await run_command(self, turn, *found)
         elif self.paused and not turn.is_admin:
             log.info("paused_ignored", chat_id=msg.chat.id)
-            await finish(turn.delivery, turn.msg.chat.id, fa.STATE_IGNORED, "paused")
+            await finish(turn.delivery, turn.msg.chat.id, life.STATE_IGNORED, "paused")
             return None
         else:
             async with self.locks.hold(msg.thread):
@@ -125,13 +112,14 @@ class Agent(AgentCore):
             if current is not None and current.cancelling():
                 raise  # we are being cancelled (shutdown), not /stop: the messages stay accepted
             log.info("turn_stopped", chat_id=chat_id)
-            await finish(turn.delivery, turn.msg.chat.id, fa.STATE_FAILED, "stopped by the user")
+            await finish(turn.delivery, turn.msg.chat.id, life.STATE_FAILED, "stopped by the user")
             return False
         except Exception as exc:
             fault = storage_fault(exc)
             if fault is not None:  # not the message's fault: it is answered once the disk takes writes again
                 raise TurnDeferred(fault) from exc
-            await finish(turn.delivery, turn.msg.chat.id, fa.STATE_FAILED, f"error: {type(exc).__name__}: {exc}"[:300])
+            why = f"error: {type(exc).__name__}: {exc}"[:300]
+            await finish(turn.delivery, turn.msg.chat.id, life.STATE_FAILED, why)
             raise
         finally:
             self.running.pop(thread, None)

@@ -14,6 +14,8 @@ import contextlib
 import signal
 import sys
 from collections import deque
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -30,12 +32,14 @@ from teleton.cli.context import cli_embedder, running_config
 from teleton.cli.terminal_gateway import OWNER_NAME, TERMINAL_CHAT_ID, TerminalGateway
 from teleton.config import require_llm
 from teleton.config.schema import Config
-from teleton.daemon.database_watch import DatabaseWatch, LostDatabase, clear_marker, read_marker, write_marker
+from teleton.daemon.database_watch import DatabaseWatch, LostDatabase, leave_marker, tell_last_loss
+from teleton.daemon.health import StartupError
 from teleton.gateway.contract import Thread, UserInfo
 from teleton.llm.connect import client_for
 from teleton.llm.progress import WATCHING
 from teleton.memory.embeddings.provider import EmbeddingProvider
 from teleton.privacy import Principals
+from teleton.process.lifecycle import Lifecycle
 from teleton.process.logging import configure_logging
 from teleton.storage import Database, in_use
 from teleton.storage.in_use import InUse
@@ -44,13 +48,13 @@ from teleton.storage.workspace_template import create_workspace
 
 if TYPE_CHECKING:  # types only: both load when a chat starts (below)
     from teleton.agent.factory import AgentStack
-    from teleton.memory.feed.embedding import FeedEmbedder
     from teleton.tools.mcp.servers import McpServers
 
 log = structlog.get_logger(__name__)
 INTERACTIVE_RETRIES = 2
 EXIT_WORDS = {"/exit", "/quit", "exit", "quit"}
 EXIT_DATABASE_LOST = 78  # the daemon's code for a stop no restart fixes
+CLOSE_TIMEOUT_S = 10.0  # each part's stop at the end of a chat (the feed's embedder flushes for 5 s)
 
 
 class DatabaseGone(Exception):
@@ -89,7 +93,7 @@ def chat(
     except DatabaseGone as exc:  # as the daemon: one line, exit 78, a marker the next start and doctor read
         print(exc.lost.line(), file=sys.stderr)
         raise typer.Exit(EXIT_DATABASE_LOST) from None
-    except InUse as exc:
+    except (InUse, StartupError) as exc:  # another command holds the data, or the database cannot be opened
         print(f"error: {exc}", file=sys.stderr)
         raise typer.Exit(1) from None
 
@@ -214,33 +218,20 @@ class Repl:
                 await self.task
 
 
+@dataclass
 class ChatSession:
-    """The agent, its store and the terminal gateway, open for one ``teleton chat``."""
+    """The agent, its store and the terminal gateway, open for one ``teleton chat``; ``life`` stops them."""
 
-    def __init__(
-        self,
-        stack: AgentStack,
-        db: Database,
-        gateway: TerminalGateway,
-        console: Console,
-        feed_embedder: FeedEmbedder | None = None,
-        screen: ChatScreen | None = None,
-        mcp: McpServers | None = None,
-        watch: DatabaseWatch | None = None,
-        using: int | None = None,
-        data_dir: Path | None = None,
-    ) -> None:
-        self.mcp = mcp
-        self.watch = watch
-        self.using = using  # the data directory's shared lock (storage.in_use), released by close
-        self.data_dir = data_dir
-        self.stack = stack
-        self.db = db
-        self.gateway = gateway
-        self.console = console
-        self.feed_embedder = feed_embedder
-        self.screen = screen
-        self.stopped = False
+    life: Lifecycle
+    stack: AgentStack
+    db: Database
+    gateway: TerminalGateway
+    console: Console
+    screen: ChatScreen | None = None
+    watch: DatabaseWatch | None = None
+    data_dir: Path | None = None
+    mcp: McpServers | None = None
+    stopped: bool = False
 
     @classmethod
     async def open(
@@ -251,50 +242,54 @@ class ChatSession:
         embedder: EmbeddingProvider | None = None,
         screen: ChatScreen | None = None,
     ) -> ChatSession:
-        data_dir = config.storage.data_dir
-        using = await asyncio.to_thread(in_use.hold, data_dir)  # shared with the daemon; `teleton restore` waits
+        life = Lifecycle(stop_timeout_s=CLOSE_TIMEOUT_S)
         try:
-            return await cls._open(config, console, embedder, screen, using)
+            return await cls._open(life, config, console, embedder, screen)
         except BaseException:
-            in_use.release(using)
+            await life.stop()  # what started before the failure, in reverse
             raise
 
     @classmethod
     async def _open(
-        cls, config: Config, console: Console, embedder: EmbeddingProvider | None, screen: ChatScreen | None, using: int
+        cls,
+        life: Lifecycle,
+        config: Config,
+        console: Console,
+        embedder: EmbeddingProvider | None,
+        screen: ChatScreen | None,
     ) -> ChatSession:
-        from teleton.agent.factory import build_agent  # deferred: the agent, its tools and SDKs load when a chat starts
+        # Deferred: the agent, its tools and SDKs load when a chat starts.
+        from teleton.daemon.services import open_agent, open_store, start_feed_embedder, start_outside_servers
 
-        lost = await asyncio.to_thread(read_marker, config.storage.data_dir)
-        if lost is not None:  # the last run stopped on it: said once, as the daemon tells its owner
-            console.print(f"[yellow]{escape(lost.owner_notice())}[/]")
-            await asyncio.to_thread(clear_marker, config.storage.data_dir)
+        data_dir = config.storage.data_dir
+        using = await asyncio.to_thread(in_use.hold, data_dir)  # shared with the daemon; `teleton restore` waits
+        life.on_stop("data directory", partial(asyncio.to_thread, in_use.release, using))
+
+        async def notice(text: str) -> None:  # the last run stopped on a lost database: said once, as the daemon does
+            console.print(f"[yellow]{escape(text)}[/]")
+
+        await tell_last_loss(data_dir, notice)
         await asyncio.to_thread(create_workspace, config.storage.workspace_dir)  # as the daemon does at start
         if embedder is None:
             embedder = cli_embedder(config, Console(stderr=True))  # a warning: stdout is the conversation
-        dims = getattr(embedder, "dims", None)
-        embedding = (embedder.model_id, dims) if embedder is not None and dims else None
-        db = await Database.open(config.storage.database_file, embedding=embedding)
+        store = await open_store(life, config, embedder, check=False)
+        db = store.db
+        # What is said here is found by meaning later, as on Telegram.
+        feed = start_feed_embedder(life, store, batch=config.embedding.batch_size, flush_s=5.0)
         # The terminal is the owner's own chat (docs/privacy.md): its clearance reads everything, as the owner's DM.
         user_id = config.telegram.owner_id or TERMINAL_CHAT_ID
-        gateway = TerminalGateway(console, db=db, user=await terminal_user(db, user_id))
+        gateway = TerminalGateway(
+            console, db=db, user=await terminal_user(db, user_id), on_archived=feed.notify if feed else None
+        )
         if screen is not None:
             gateway.streamed = screen.shown
         await gateway.start()
         principals = Principals.from_telegram(config.telegram, owner_chats=[TERMINAL_CHAT_ID])
         if principals.owner_id is None:
             principals.owner_id = user_id
-        stack = await build_agent(
-            config, db=db, gateway=gateway, embedder=embedder, principals=principals, llm=interactive_llm(config),
-            surface="terminal",
-        )  # fmt: skip
-        feed_embedder = None
-        if embedder is not None and db.vectors:  # what is said here is found by meaning later, as on Telegram
-            from teleton.memory.feed.embedding import FeedEmbedder  # deferred: only with an embedder
-
-            feed_embedder = FeedEmbedder(db, embedder)
-            feed_embedder.start()
-            gateway.on_archived = feed_embedder.notify
+        stack = await open_agent(
+            life, config, store, gateway, principals=principals, llm=interactive_llm(config), surface="terminal"
+        )
         console.print(
             f"[bold]Teleton[/] — {config.agent.model}. Your DM with the agent; /help for commands, "
             "Ctrl-C stops an answer, Ctrl-D or /exit quits."
@@ -303,11 +298,9 @@ class ChatSession:
         async def tell(text: str) -> None:  # an MCP server's notices: this terminal is the owner's DM
             console.print(escape(text), style="dim")
 
-        from teleton.daemon.outside_servers import start_mcp  # deferred, as the agent: only when a chat starts
-
-        mcp = start_mcp(config, stack, db, tell)  # in the background: their tools join as they connect
+        mcp = start_outside_servers(life, config, stack, db, tell)  # in the background: tools join as they connect
         watch = await DatabaseWatch.opened(db.path, by="`teleton chat`")
-        return cls(stack, db, gateway, console, feed_embedder, screen, mcp, watch, using, config.storage.data_dir)
+        return cls(life, stack, db, gateway, console, screen, watch, data_dir, mcp)
 
     async def turn(self, line: str) -> str | None:
         """One message and its answer; Ctrl-C meanwhile stops the answer (as /stop), not the program."""
@@ -343,23 +336,14 @@ class ChatSession:
         if lost is None or self.data_dir is None:
             return
         log.warning("database_lost", path=lost.path, how=lost.how)  # the log file; the terminal gets one line
-        with contextlib.suppress(OSError):  # the data directory went with it: the stop and its line still happen
-            await asyncio.to_thread(write_marker, self.data_dir, lost)
+        await leave_marker(self.data_dir, lost)
         raise DatabaseGone(lost)
 
     def stop(self) -> None:
         self.stopped = self.stack.agent.stop(Thread(self.gateway.chat.id)) or self.stopped
 
     async def close(self) -> None:
-        if self.mcp is not None:
-            await self.mcp.stop()
-        if self.feed_embedder is not None:
-            await self.feed_embedder.stop(flush_s=5.0)
-        await self.stack.close()
-        await self.db.close()
-        if self.using is not None:
-            in_use.release(self.using)
-            self.using = None
+        await self.life.stop()  # the servers, the feed's embedder, the agent, the database: the reverse of open
         self.console.print("[dim]bye[/]")
 
 

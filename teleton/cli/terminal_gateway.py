@@ -33,6 +33,7 @@ from teleton.gateway.contract import (
     UserInfo,
 )
 from teleton.memory.feed import archive as fa
+from teleton.memory.feed import message_life as life
 from teleton.storage.database import Database
 from teleton.storage.sqlite_driver import Connection
 
@@ -52,6 +53,7 @@ class TerminalGateway:
         user: UserInfo | None = None,
         chat_id: int = TERMINAL_CHAT_ID,
         me: UserInfo = AGENT,
+        on_archived: Callable[[], None] | None = None,
     ) -> None:
         self.console = console or Console()
         self.db = db
@@ -59,7 +61,7 @@ class TerminalGateway:
         self.user = user or UserInfo(id=chat_id, first_name=OWNER_NAME)
         self.chat = ChatInfo(id=chat_id, type="dm", title="terminal")
         self.sent: list[SentMessage] = []
-        self.on_archived: Callable[[], None] | None = None  # wakes the feed embedder, as in the daemon
+        self.on_archived = on_archived  # wakes the feed embedder, as in the daemon
         # Whether a text already reached the screen as it streamed (then it is archived, not printed again).
         self.streamed: Callable[[str], bool] = lambda text: False
         self._ids = itertools.count(1)
@@ -258,7 +260,7 @@ class TerminalGateway:
         def _write(conn: object) -> None:
             if chat_id == chat.id:
                 fa.upsert_chat(conn, chat, now)
-            fa.insert_message(conn, record, agent_state="terminal")
+            fa.insert_message(conn, record, agent_state=life.STATE_TERMINAL)
 
         await self.db.write(_write)
         if self.on_archived is not None:

@@ -15,10 +15,15 @@ import contextlib
 import json
 import os
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import structlog
+
 from teleton.storage.private_files import write_private
+
+log = structlog.get_logger(__name__)
 
 MARKER = "database-lost.json"
 
@@ -106,3 +111,26 @@ def read_marker(data_dir: Path) -> LostDatabase | None:
 def clear_marker(data_dir: Path) -> None:
     with contextlib.suppress(FileNotFoundError):
         (data_dir / MARKER).unlink()
+
+
+async def leave_marker(data_dir: Path, lost: LostDatabase) -> None:
+    """Note the loss for the next start (the daemon's or `teleton chat`'s) and doctor; a data directory that
+    went with the file takes no marker, and the stop and its line still happen."""
+    try:
+        await asyncio.to_thread(write_marker, data_dir, lost)
+    except OSError as exc:
+        log.warning("database_lost_marker_failed", error=str(exc))
+
+
+async def tell_last_loss(data_dir: Path, tell: Callable[[str], Awaitable[None]]) -> None:
+    """Tell the owner once that the last run stopped on a lost database; the marker stays if telling fails."""
+    lost = await asyncio.to_thread(read_marker, data_dir)
+    if lost is None:
+        return
+    log.warning("database_lost_last_run", path=lost.path, how=lost.how, at=lost.at)
+    try:
+        await tell(lost.owner_notice())
+    except Exception as exc:
+        log.warning("owner_not_told", error=repr(exc))
+        return
+    await asyncio.to_thread(clear_marker, data_dir)

@@ -1,18 +1,10 @@
 """The loopback transport's stand-in for Telegram's servers: what the chats have received, kept on disk.
 
-Telegram holds a sent message the moment ``sendMessage`` succeeds, whatever happens to the sender next,
-and refuses a second message with a ``random_id`` it has seen. This log plays that part for the loopback
-transport: a message is received when its line is written (before the daemon archives it, as with
-Telegram), a known ``random_id`` is a duplicate, and message ids go on across restarts. Fault tests count
-what the chats received from this file (``<socket>.received.jsonl``), never what the database says.
-
-Like Telegram, it remembers a bounded number of recent ``random_id``s (``REMEMBERED``): a soak of months
-keeps its memory flat. One short line per message, appended and flushed: a kill -9 cannot take back a
-written line (the kernel holds it), and the write costs microseconds, so it is done on the event loop to
-keep the order exact.
-
-``TELETON_LOOPBACK_DIE_AFTER=N`` (fault tests only) kills the process with SIGKILL right after the N-th
-message of this run was received: the one window a reply can be cut in that the database cannot see.
+As Telegram does, it holds a message once its line is written (before the daemon archives it), refuses a
+``random_id`` it has seen (a bounded number: ``REMEMBERED``), and numbers messages across restarts; fault
+tests count what the chats received from this file (``<socket>.received.jsonl``), never the database. A line
+is appended and flushed on the event loop, so a kill -9 cannot take it back and the order is exact.
+``TELETON_LOOPBACK_DIE_AFTER=N`` (fault tests only) kills the process right after the N-th message received.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """A chat network on a local socket: the daemon's test transport (reliability tests, the soak script).
 
-There is no fake MTProto server for Telethon, so the process-level tests drive the real daemon through this
-gateway instead. Incoming messages arrive as JSON lines on a Unix socket and go through exactly the receive
-path Telegram messages take (archive first, then the policy gate, per-chat lanes, the agent); every action
-the agent takes is written back as a JSON line. Each archived message is acknowledged only after its
-commit, so a test knows precisely which messages a crash must not lose.
-
-In:  {"op": "message", "chat": {...ChatInfo}, "sender": {...UserInfo}, "message_id": 1, "text": "hi",
-      "date": 1.7e9, "mentions_us": false, "reply_to_id": null, "topic_id": null,
-      "media": {"kind": "photo", "path": "/abs/file.jpg", ...MediaInfo}}   (media optional: a local file)
-     ("topic_id": the forum topic the message was written in, as Telegram's thread id)
-Out: {"op": "archived", "chat_id": 1, "message_id": 1, "new": true}
-     {"op": "send_message", "chat_id": 1, "text": "...", "reply_to": 1, "topic_id": null,
-      "message_id": 1000001}, ...
+No fake MTProto server exists for Telethon, so process-level tests drive the real daemon through this: JSON
+lines on a Unix socket go through the receive path Telegram messages take, each acknowledged after its commit,
+and every action the agent takes is written back as a line.
+In:  {"op": "message", "chat": {...ChatInfo}, "sender": {...UserInfo}, "message_id": 1, "text": "hi", "date": 1.7e9,
+      "mentions_us": false, "reply_to_id": null, "topic_id": null, "media": {"kind": "photo", "path": ...}}
+Out: {"op": "archived", "chat_id": 1, "message_id": 1, "new": true}, {"op": "send_message", ...}, ...
 """
 
 from __future__ import annotations
@@ -49,7 +42,7 @@ from teleton.storage import Database
 from teleton.storage.reply_sends import new_random_base
 from teleton.telegram.gateway import GatewaySettings
 from teleton.telegram.receive.archiver import ArchiveBatcher
-from teleton.telegram.receive.dispatch import Dispatcher
+from teleton.telegram.receive.dispatch import Dispatcher, Gate
 from teleton.telegram.receive.pipeline import FeedPipeline
 from teleton.telegram.send.split import TELEGRAM_LIMIT, split_text
 
@@ -87,11 +80,14 @@ class LoopbackGateway:
         *,
         immediate: Callable[[IncomingMessage], bool] | None = None,
         unaddressed_media: Callable[[IncomingMessage], None] | None = None,
+        archived: Callable[[], None] | None = None,
+        gate: Gate | None = None,
     ) -> Dispatcher:
-        self.dispatcher = self.settings.dispatcher(handler, me_id=lambda: ME.id, immediate=immediate)
-        self.pipeline.attach(
-            self.dispatcher, self.send_message, self.settings.recovery_window_s, lambda: self.me, unaddressed_media
-        )
+        self.dispatcher = self.settings.dispatcher(
+            handler, gate=gate, me_id=lambda: ME.id, immediate=immediate,
+            on_deferred=lambda: self.pipeline.recover(self.settings.recovery_window_s, self.me, at_start=False),
+        )  # fmt: skip
+        self.pipeline.attach(self.dispatcher, self.send_message, unaddressed_media, archived)
         return self.dispatcher
 
     async def start(self, supervisor: Any = None) -> None:

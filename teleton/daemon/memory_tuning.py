@@ -1,17 +1,9 @@
-"""Keep a months-long process small on glibc.
+"""Keep a months-long process small on glibc (docs/operations.md, "Memory and CPU of a long run").
 
-glibc gives each thread that allocates its own malloc arena (up to 8 per core) and rarely returns freed
-memory from them; with a dozen threads (SQLite readers, ONNX Runtime, the executor) that alone measured
-~70 MB of extra resident memory at start and growing fragmentation under load. Two arenas are plenty for
-one event loop plus worker threads.
-
-glibc also raises its threshold for serving a block by its own ``mmap`` each time such a block is freed (up to
-32 MB), so ONNX Runtime's activations (a batch's attention scores: several MB each) move into the heap, where
-small blocks allocated between them keep the freed space from going back. A fixed 1 MiB threshold returns
-every large block to the system when it is freed: the daemon over 1M archived messages peaked at 454 MB instead
-of 492 in the soak, for batches of embeddings a few per cent slower (see docs/benchmarks.md).
-
-``tune_malloc`` must run before the worker threads start; ``release_free_memory`` once start-up is done.
+Two malloc arenas instead of up to 8 per core (a dozen threads each kept their own), and a fixed 1 MiB mmap
+threshold so ONNX Runtime's multi-MB activations go back to the system when freed instead of fragmenting the
+heap (the figures: docs/benchmarks.md). ``tune_malloc`` must run before the worker threads start;
+``release_free_memory`` once start-up is done.
 """
 
 from __future__ import annotations

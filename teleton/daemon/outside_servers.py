@@ -1,4 +1,4 @@
-"""The daemon's outside tool servers (MCP, ``mcp.servers``): started after ready, in the background.
+"""The daemon's outside tool servers (MCP, ``mcp.servers``): started before Telegram, in the background.
 
 Their tools join the registry as they connect; the tool index re-syncs so tool RAG can pick them, and the
 outbox learns how to carry out a held call the owner approves. ``teleton status`` reads their state from

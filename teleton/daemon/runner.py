@@ -1,14 +1,10 @@
-"""`teleton start`: everything in one asyncio loop, from start-up to a clean exit.
+"""`teleton start`: everything in one asyncio loop, from start-up to a clean exit (docs/operations.md).
 
-start-up   lock -> store (checked) -> embeddings -> knowledge index + watcher -> gateway + agent -> Telegram
-           connected -> scheduler -> READY (systemd) with a one-line summary of what is enabled
-running    every loop (Telegram, embedding, scheduler, knowledge watcher) under one supervisor: retried
-           with backoff, fatal errors (a revoked session) stop the daemon with one line and exit 78;
-           status file every few seconds; systemd watchdog pings only while no loop stays down;
-           SIGHUP reloads config and prompts
-shutdown   SIGTERM/SIGINT: the scheduler stops first, then new messages; running turns finish
-           (bounded, then cancel: their messages stay accepted and are answered at the next start),
-           flush the archive and the embedding queue, checkpoint the WAL, close Telegram, exit 0
+Start-up: lock, store (checked), embeddings, knowledge index and watcher, agent, feed embedder, outside
+servers, Telegram, scheduler, ready. Every loop runs under one supervisor (retried with backoff; a fatal
+error stops the daemon with one line, exit 78). Each part's stop is registered on ``life`` as it starts, so
+SIGTERM stops them in the reverse order: the scheduler and new messages first (running turns get
+TURN_GRACE_S), the database last. SIGHUP reloads the config and the prompts.
 """
 
 from __future__ import annotations
@@ -20,27 +16,21 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import structlog
 
-from teleton.agent.consolidation import CHECK_EVERY_S, Consolidation
-from teleton.agent.factory import AgentStack, build_agent
-from teleton.agent.heartbeat import Heartbeat
-from teleton.agent.runtime import Agent
+from teleton.agent.factory import AgentStack
 from teleton.config import Config, ConfigError, load_config, require_llm, require_telegram
-from teleton.daemon.backups import ScheduledBackups
 from teleton.daemon.dashboard import start_dashboard
-from teleton.daemon.database_watch import DatabaseWatch, clear_marker, read_marker, write_marker
+from teleton.daemon.database_watch import DatabaseWatch, leave_marker, tell_last_loss
 from teleton.daemon.health import (
     damaged_line,
     gather_status,
     mark_clean_stop,
-    open_checked,
     quick_check,
     take_clean_stop,
 )
@@ -48,17 +38,18 @@ from teleton.daemon.instance_lock import InstanceLock
 from teleton.daemon.loop_lag import LoopLagMonitor
 from teleton.daemon.loopback_gateway import LoopbackGateway
 from teleton.daemon.memory_tuning import release_free_memory, tune_malloc
-from teleton.daemon.outside_servers import start_mcp
+from teleton.daemon.periodic_jobs import add_periodic_jobs
+from teleton.daemon.services import open_agent, open_store, start_feed_embedder, start_outside_servers
 from teleton.daemon.status_file import DaemonStatus, write_status
 from teleton.daemon.systemd_notify import Notifier
-from teleton.media.retention import sweep_downloads
-from teleton.memory.embeddings import create_provider, with_cache
+from teleton.memory.embeddings import create_provider
 from teleton.memory.embeddings.provider import EmbeddingProvider
 from teleton.memory.feed.embedding import FeedEmbedder, load_index
 from teleton.memory.feed.search import prepare_search
 from teleton.memory.knowledge.index import KnowledgeIndex
 from teleton.memory.knowledge.watch import KnowledgeWatcher
 from teleton.privacy import Principals
+from teleton.process.lifecycle import Lifecycle
 from teleton.process.logging import configure_from
 from teleton.process.supervisor import Supervisor
 from teleton.scheduler.scheduler import Scheduler
@@ -66,9 +57,9 @@ from teleton.storage import Database, in_use
 from teleton.storage.private_files import private_data_dir
 from teleton.storage.workspace_template import create_workspace
 from teleton.telegram.gateway import GatewaySettings, TelegramGateway
-from teleton.telegram.receive.dispatch import Dispatcher
+from teleton.telegram.receive.dispatch import Dispatcher, Gate
 from teleton.telegram.receive.policy import PolicyConfig
-from teleton.telegram.receive.policy_control import DispatcherPolicy
+from teleton.telegram.receive.policy_control import GatePolicy
 from teleton.tools.mcp.servers import McpServers
 
 if TYPE_CHECKING:  # the web extra: loaded only when the dashboard is on
@@ -92,16 +83,18 @@ class Daemon:
     stop_event: asyncio.Event = field(default_factory=asyncio.Event)
     status: DaemonStatus = field(default_factory=lambda: DaemonStatus(pid=os.getpid(), started_at=time.time()))
     lag: LoopLagMonitor = field(default_factory=LoopLagMonitor)
-    _tasks: list[asyncio.Task[Any]] = field(default_factory=list)
+    # Each service's stop is registered as it starts: the stop order is the start order reversed.
+    life: Lifecycle = field(default_factory=lambda: Lifecycle(stop_timeout_s=TURN_GRACE_S + 1))
     principals: Principals = field(init=False)
     supervisor: Supervisor = field(init=False)
     fatal: str | None = None  # why the daemon stopped itself (a loop's fatal error)
     db_checked: bool = False  # quick_check found the database sound during this run (see health.open_checked)
     db_watch: DatabaseWatch | None = None
-    # Set as start-up reaches them; shutdown closes whatever exists, in reverse dependency order.
+    # Set as start-up reaches them (gather_status and reload read them).
     db: Database | None = None
     gateway: TelegramGateway | LoopbackGateway | None = None
     stack: AgentStack | None = None
+    gate: Gate | None = None
     dispatcher: Dispatcher | None = None
     scheduler: Scheduler | None = None
     watcher: KnowledgeWatcher | None = None
@@ -154,65 +147,71 @@ class Daemon:
         await asyncio.to_thread(create_workspace, config.storage.workspace)
 
         provider = await asyncio.to_thread(create_provider, config.embedding)
-        embedding = (provider.model_id, provider.dims) if provider is not None else None
         clean = await asyncio.to_thread(take_clean_stop, config.storage.database)
-        db = self.db = await open_checked(config.storage.database, embedding, check=not clean)
+        store = await open_store(self.life, config, provider, check=not clean)
+        db = self.db = store.db
         self.db_checked = not clean
+        self.life.on_stop("supervisor", self.supervisor.stop)
         # The feed's vector index loads (1-2 s at 1M messages) while the rest starts; ready waits for it.
-        index_loaded = asyncio.create_task(load_index(db), name="vector-index-load")
-        self._tasks.append(index_loaded)
+        index_loaded = self.life.spawn(load_index(db), "vector-index-load")
         self.db_watch = await DatabaseWatch.opened(db.path)
-        # Knowledge, queries and tools go through the embedding cache; the feed embedder does not: every
-        # message is new text, and caching it would only evict entries that get reused.
-        embedder = with_cache(provider, db, config.embedding) if db.vectors else None
-
+        embedder = store.embedder
         knowledge = await self._start_knowledge(db, embedder)
         if embedder is not None:
             # Facts left without a vector (a model change emptied the tables, or a stop cut a catch-up short)
             # get one in the background; knowledge, feed and tools re-embed on their own paths.
             from teleton.memory.reembed import embed_pending_facts
 
-            self._tasks.append(asyncio.create_task(embed_pending_facts(db, embedder), name="reembed-facts"))
+            self.life.spawn(embed_pending_facts(db, embedder), "reembed-facts")
         gateway = self.gateway = self._make_gateway(db)
-        policy = DispatcherPolicy(lambda: self.dispatcher)
+        gate = self.gate = gateway.settings.gate()  # the agent's /policy and scheduled turns use it too
         registry = build_registry(config)
         # Built before the agent, whose task tools hand it their tasks; the agent's turns join it at start.
         scheduler = Scheduler(db, registry=registry, tell_owner=self._tell_owner)
-        stack = self.stack = await build_agent(
+        stack = self.stack = await open_agent(
+            self.life,
             config,
-            db=db,
-            gateway=gateway,
-            embedder=embedder,
+            store,
+            gateway,
             knowledge=knowledge,
-            policy=policy,
+            policy=GatePolicy(gate),
             principals=self.principals,
             rate_check=self._rate_check,
             report=self.supervisor.report,
             registry=registry,
             scheduler=scheduler,
         )
+        feed = self.feed_embedder = start_feed_embedder(
+            self.life, store, batch=config.embedding.batch_size, flush_s=EMBED_FLUSH_S, supervisor=self.supervisor
+        )
         media = stack.agent.deps.media if self.config.media.describe_all else None
         self.dispatcher = gateway.on_message(
             stack.agent.handle,
             immediate=stack.agent.wants_immediate,
             unaddressed_media=media.read_later if media is not None else None,
+            archived=feed.notify if feed is not None else None,
+            gate=gate,
         )
-        self.feed_embedder = gateway.pipeline.start_embedder(
-            provider if embedder is not None else None, batch=config.embedding.batch_size, supervisor=self.supervisor
-        )
-        self._add_periodic_jobs(scheduler, stack.agent, db)
+        # In the background: tools join as they connect, and stop after the turns that may call them.
+        # self.config: a SIGHUP during start-up may have replaced it.
+        self.mcp = start_outside_servers(self.life, self.config, stack, db, self._tell_owner)
+        self.scheduler = scheduler
+        add_periodic_jobs(scheduler, stack.agent, db, lambda: self.config, self.principals, self._tell_owner)
+        # New messages stop before what their turns use: running turns get TURN_GRACE_S.
+        self.life.on_stop("gateway", partial(gateway.stop, TURN_GRACE_S))
         await gateway.start(self.supervisor)
-        await self._report_lost_database()
-        # After Telegram: tasks a crash failed are told to the owner.
+        await tell_last_loss(config.storage.data_dir, self._tell_owner)  # the last run's, if it stopped on one
+        # After Telegram: tasks a crash failed are told to the owner. Stopped first: they may still send.
+        self.life.on_stop("scheduler", partial(scheduler.stop, 2.0))
         await scheduler.start(
             self.supervisor,
             run_agent_turn=stack.agent.scheduled.run_task,
             context_for=stack.agent.scheduled.task_context,
         )
 
-        self._tasks.append(asyncio.create_task(self._status_loop(), name="status-file"))
-        self._tasks.append(asyncio.create_task(self.notifier.watchdog_loop(self._healthy), name="watchdog"))
-        self._tasks.append(asyncio.create_task(self.lag.run(), name="loop-lag"))
+        self.life.spawn(self._status_loop(), "status-file")
+        self.life.spawn(self.notifier.watchdog_loop(self._healthy), "watchdog")
+        self.life.spawn(self.lag.run(), "loop-lag")
         await index_loaded  # ready means a search finds every vector without loading them first
         await prepare_search(db)  # and the first search is as fast as the next
         # Start-up objects (model, tool index, caches) live for the whole run: moving them out of the
@@ -221,12 +220,10 @@ class Daemon:
         gc.freeze()
         release_free_memory()
         summary = (
-            f"vectors={'on' if db.vectors else 'off'} model={embedding[0] if embedding else 'none'} "
+            f"vectors={'on' if db.vectors else 'off'} model={provider.model_id if provider is not None else 'none'} "
             f"dm_policy={config.telegram.dm_policy} group_policy={config.telegram.group_policy} "
             f"tools={len(stack.registry.names)} transport={self.transport or 'telegram'}"
         )
-        # In the background: tools join as they connect. self.config: a SIGHUP during start-up may have replaced it.
-        self.mcp = start_mcp(self.config, stack, db, self._tell_owner)
         await self._start_dashboard()
         self.status.state = "running"
         await self._write_status()
@@ -235,7 +232,7 @@ class Daemon:
             "teleton_ready",
             startup_s=round(time.monotonic() - started, 2),
             vectors=db.vectors,
-            embedding_model=embedding[0] if embedding else None,
+            embedding_model=provider.model_id if provider is not None else None,
             dm_policy=config.telegram.dm_policy,
             group_policy=config.telegram.group_policy,
             tools=len(stack.registry.names),
@@ -243,18 +240,19 @@ class Daemon:
         )
         print(f"teleton ready in {time.monotonic() - started:.1f}s: {summary}", flush=True)
         if clean:  # checked now that the daemon is up: a check of every page before it would delay the start
-            self._tasks.append(asyncio.create_task(self._check_database(db), name="database-check"))
+            self.life.spawn(self._check_database(db), "database-check")
 
     async def _start_dashboard(self) -> None:
         """web.enabled: the dashboard in this loop; one that cannot start is said and the daemon goes on."""
         if not self.config.web.enabled:
             return
         try:
-            self.dashboard = await start_dashboard(self.config, lambda: self.status, stack=self.stack)
+            dashboard = self.dashboard = await start_dashboard(self.config, lambda: self.status, stack=self.stack)
         except Exception as exc:  # the extra missing, the port taken: the daemon's own work goes on
             log.error("dashboard_not_started", error=str(exc))
             self._note_error(f"dashboard not started: {exc}")
             return
+        self.life.on_stop("dashboard", dashboard.stop)
         log.info("dashboard_started", url=f"http://{self.config.web.host}:{self.dashboard.port}/")
 
     async def _check_database(self, db: Database) -> None:
@@ -271,8 +269,9 @@ class Daemon:
         index = KnowledgeIndex.from_config(db, self.config, embedder, self.principals)
         counts = await index.reindex()
         log.info("knowledge_indexed", **counts.as_dict())
-        self.watcher = KnowledgeWatcher(index, self.config.memory.watch_debounce_ms)
-        self.watcher.start(self.supervisor)
+        watcher = self.watcher = KnowledgeWatcher(index, self.config.memory.watch_debounce_ms)
+        self.life.on_stop("knowledge watcher", watcher.stop)
+        watcher.start(self.supervisor)
         return index
 
     def _make_gateway(self, db: Database) -> TelegramGateway | LoopbackGateway:
@@ -284,37 +283,9 @@ class Daemon:
 
     def _rate_check(self, chat_id: int, principal_id: int | None) -> str | None:
         """Scheduled turns pass the same rate limiter as messages (admins are never limited)."""
-        if self.dispatcher is None or self.principals.is_admin(principal_id):
+        if self.gate is None or self.principals.is_admin(principal_id):
             return None
-        return self.dispatcher.limiter.allow(chat_id)
-
-    def _add_periodic_jobs(self, scheduler: Scheduler, agent: Agent, db: Database) -> None:
-        memory = self.config.memory
-        consolidation = Consolidation(
-            agent.scheduled.sweep_sessions,
-            db,
-            interval_hours=memory.consolidation_interval_hours,
-            half_life_days=memory.recency_half_life_days,
-        )
-        scheduler.add_periodic("consolidation", CHECK_EVERY_S, consolidation.run_if_due, run_at_start=True)
-        retention = self.config.media.retention_days
-        if retention > 0:
-            workspace = agent.deps.workspace
-
-            async def sweep() -> None:
-                removed = await asyncio.to_thread(sweep_downloads, workspace, retention)
-                if removed:
-                    log.info("downloads_swept", removed=removed, older_than_days=retention)
-
-            scheduler.add_periodic("media_retention", 6 * 3600, sweep, run_at_start=True)
-        backups = ScheduledBackups(lambda: self.config, self._tell_owner)
-        scheduler.add_periodic("backup", CHECK_EVERY_S, backups.run_if_due, run_at_start=True)
-        if self.config.heartbeat.enabled and self.principals.owner_id is not None:
-            heartbeat = Heartbeat(agent, self.principals, agent.deps.workspace)
-            scheduler.add_periodic("heartbeat", self.config.heartbeat.interval_minutes * 60, heartbeat.beat)
-        elif self.config.heartbeat.enabled:
-            log.warning("heartbeat_disabled", reason="telegram.owner_id is not set: nobody to check in with")
-        self.scheduler = scheduler
+        return self.gate.limiter.allow(chat_id)
 
     # ---- running ----------------------------------------------------------------------------------------
 
@@ -322,7 +293,7 @@ class Daemon:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._on_stop_signal, sig)
-        loop.add_signal_handler(signal.SIGHUP, lambda: self._tasks.append(asyncio.ensure_future(self.reload())))
+        loop.add_signal_handler(signal.SIGHUP, lambda: self.life.spawn(self.reload(), "reload"))
 
     def _on_stop_signal(self, sig: int) -> None:
         if self.stop_event.is_set():
@@ -348,12 +319,12 @@ class Daemon:
         self.principals.update(fresh.telegram.owner_id, fresh.telegram.admin_ids)
         if self.stack is not None:
             await self.stack.agent.refresh_owner()
-        if self.dispatcher is not None:
-            self.dispatcher.policy = PolicyConfig.from_telegram(fresh.telegram, self.principals)
+        if self.gate is not None:
+            self.gate.policy = PolicyConfig.from_telegram(fresh.telegram, self.principals)
         if self.mcp is not None:
             await self.mcp.reload(fresh.mcp)
         elif self.status.state == "running" and self.stack is not None and self.db is not None:
-            self.mcp = start_mcp(fresh, self.stack, self.db, self._tell_owner)  # before: start-up starts them
+            self.mcp = start_outside_servers(self.life, fresh, self.stack, self.db, self._tell_owner)  # the first one
         log.info("reloaded", source=str(fresh.source), owner_id=fresh.telegram.owner_id)
 
     async def _status_loop(self) -> None:
@@ -370,26 +341,9 @@ class Daemon:
         if lost is None:
             return False
         log.error("database_lost", path=lost.path, how=lost.how, device=lost.device, inode=lost.inode)
-        try:
-            await asyncio.to_thread(write_marker, self.config.storage.data_dir, lost)
-        except OSError as exc:  # the data directory went with it: the stop and its line still happen
-            log.warning("database_lost_marker_failed", error=str(exc))
+        await leave_marker(self.config.storage.data_dir, lost)
         self._on_fatal("storage", lost.line())
         return True
-
-    async def _report_lost_database(self) -> None:
-        """Tell the owner once that the last run stopped on a lost database; the marker stays if telling fails."""
-        data_dir = self.config.storage.data_dir
-        lost = await asyncio.to_thread(read_marker, data_dir)
-        if lost is None:
-            return
-        log.warning("database_lost_last_run", path=lost.path, how=lost.how, at=lost.at)
-        try:
-            await self._tell_owner(lost.owner_notice())
-        except Exception as exc:
-            log.warning("owner_not_told", error=repr(exc))
-            return
-        await asyncio.to_thread(clear_marker, data_dir)
 
     async def _write_status(self) -> None:
         await gather_status(self)
@@ -410,48 +364,17 @@ class Daemon:
     # ---- shutdown ---------------------------------------------------------------------------------------
 
     async def _shutdown(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        # New work stops first — scheduled tasks (they may still send while Telegram is up), then the
-        # gateway (no more updates; running turns get TURN_GRACE_S) — then what the turns used, and the
-        # database last so every step before it can still write.
-        scheduler, gateway, stack, watcher, embedder, db = (
-            self.scheduler,
-            self.gateway,
-            self.stack,
-            self.watcher,
-            self.feed_embedder,
-            self.db,
-        )
-        steps: list[tuple[str, Callable[[], Awaitable[object]] | None]] = [
-            ("scheduler", None if scheduler is None else partial(scheduler.stop, 2.0)),
-            ("gateway", None if gateway is None else partial(gateway.stop, TURN_GRACE_S)),
-            ("dashboard", None if self.dashboard is None else self.dashboard.stop),
-            ("mcp servers", None if self.mcp is None else self.mcp.stop),
-            ("agent", None if stack is None else partial(stack.close, 1.0)),
-            ("knowledge watcher", None if watcher is None else watcher.stop),
-            ("feed embedder", None if embedder is None else partial(embedder.stop, EMBED_FLUSH_S)),
-            ("supervisor", self.supervisor.stop),
-            ("database", None if db is None else db.close),
-        ]
-        failed: set[str] = set()
-        for name, close in steps:
-            if not close:
-                continue
-            try:
-                await asyncio.wait_for(close(), timeout=TURN_GRACE_S + 1)
-            except Exception as exc:
-                failed.add(name)
-                log.warning("shutdown_step_failed", step=name, error=repr(exc))
+        await self.life.stop()
+        db = self.db
         # The marker says: closed cleanly, and found sound during this run (a stop before the check finished
         # leaves none, so quick restarts never skip it for good).
-        if db is not None and "database" not in failed and self.fatal is None and self.db_checked:
+        if db is not None and "database" not in self.life.failed and self.fatal is None and self.db_checked:
             with contextlib.suppress(OSError):  # no marker: the next start checks before it is ready
                 await asyncio.to_thread(mark_clean_stop, db.path)
         self.status.state = "stopped"
         with contextlib.suppress(Exception):
             await asyncio.to_thread(write_status, self.config.storage.data_dir / "status.json", self.status)
-        log.info("stopped")
+        log.info("stopped", started=self.life.started, stopped=self.life.stopped, failed=self.life.failed)
 
 
 def run_daemon(config: Config, transport: str | None = None) -> int:

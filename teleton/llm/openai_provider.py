@@ -1,17 +1,11 @@
 """OpenAI-compatible chat completions (OpenAI, OpenRouter, Groq, Gemini, Ollama, vLLM, ...) behind Teleton's
 Anthropic-format messages, on the official ``openai`` SDK.
 
-Everything above ``teleton.llm`` speaks the Anthropic format, so the translation lives here and only here:
-system blocks become one system message (``cache_control`` dropped: these APIs cache on their own or not at
-all), ``tool_use`` blocks become ``tool_calls``, ``tool_result`` blocks become ``role: tool`` messages, images
-become ``image_url`` data URLs; the answer comes back as text / ``tool_use`` blocks; a 200 that is not a
-completion (cut short, or JSON of another shape) is a ``TransientError``.
-
-With ``progress`` (a watching terminal) the request streams: text goes to ``progress`` as it arrives and the
-chunks are put back together (``teleton.llm.openai_stream``) into the same answer. A server that cannot stream
-a request (a 400 naming ``stream``, an empty stream on a request with tools, one JSON body for a streamed
-request) is asked once more in one piece, said once in the log (``stream_fallback``), and not asked to stream
-again by this provider.
+Everything above ``teleton.llm`` speaks the Anthropic format, so the translation lives here and only here: system
+blocks become one system message (``cache_control`` dropped), ``tool_use`` ``tool_calls``, ``tool_result``
+``role: tool`` messages, images data URLs; a 200 that is not a completion is a ``TransientError``. With
+``progress`` the request streams (``teleton.llm.openai_stream`` puts it back together); a server that cannot
+stream is asked once more in one piece and never again (docs/models.md, "Streaming").
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
 """Where a request's prompt-cache breakpoints go (docs/memory.md, "What the cache serves").
 
-Anthropic caches the prefix of a request (tools, then system, then messages) up to each block marked
-``cache_control``: at most 4 marks a request, and a mark finds an earlier entry at most 20 blocks back. The
-prompt is laid out so that its prefix only grows (the tools of a session, the system blocks, the history;
-what is new each turn after them), and the marks go where the next request will read:
-
-1. the identity block: still read when the chat block below it changes (MEMORY.md edited, a compaction);
-2. the last system block: tools and system, the same for the whole session;
-3. the last message of the stored history: the next turn's request starts with the same messages and reads
-   the entry written here (the turn's own user message is sent with its context, and stored without it);
-4. the last block of the request: a tool loop's follow-up extends it exactly and reads the whole turn so far.
-
-OpenAI-compatible providers drop the marks: OpenAI caches any repeated prefix by itself, llama.cpp, vLLM and
-LM Studio reuse the KV cache of an unchanged one; the same layout serves them all.
+Anthropic caches a request's prefix (tools, then system, then messages) up to each block marked ``cache_control``:
+at most 4 marks, each finding an earlier entry at most 20 blocks back. The marks go where the next request reads:
+the identity block, the last system block, the last message of the stored history, and the request's last block
+(a tool loop's follow-up extends it exactly). OpenAI-compatible providers drop the marks; the layout serves them too.
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
-"""The ``openai_compatible`` transcriber: ``POST {base_url}/audio/transcriptions`` on any server speaking it.
+"""The ``openai_compatible`` transcriber: ``POST {base_url}/audio/transcriptions`` on any server speaking it
+(OpenAI, Groq, faster-whisper-server / speaches, LocalAI, a llama.cpp whisper server; docs/media.md).
 
-OpenAI (``whisper-1``), Groq (``whisper-large-v3-turbo``), and local servers (faster-whisper-server /
-speaches, LocalAI, a llama.cpp whisper server). Plain httpx, like the embedding endpoints, and their retry
-rule (``teleton/providers/http_retry.py``: 429, 5xx and network errors are retried with back-off,
-any other 4xx is the caller's to fix), with one addition: a ``retry-after`` header is obeyed, and one longer
-than ``max_wait`` ends the attempt at once instead of hammering a server that said when to come back.
-
-The file goes as it came (a voice note is a few kilobytes of Opus) when the endpoint takes its format and it
-fits one request; otherwise it is decoded here and sent as WAV windows of at most ``window_s``, cut at
-pauses, whose texts are joined. ``response_format=verbose_json`` returns the language and duration; a
-server that refuses that format is asked again for plain ``json``.
-
-Decoding needs PyAV, which comes with the ``voice`` extra. Without it the file still goes as it came, its
-format told by its first bytes, when it fits one request (a voice note always does; the media reader has
-already held Telegram's declared duration to the limit); anything else is one line naming the extra.
+Plain httpx with the embedding endpoints' retry rule (``teleton/providers/http_retry.py``), and a ``retry-after``
+longer than ``max_wait`` ends the attempt at once. The file goes as it came when the endpoint takes its format and
+it fits one request; otherwise it is decoded (PyAV, the ``voice`` extra) and sent as WAV windows of at most
+``window_s``, cut at pauses. ``verbose_json`` gives the language and duration; a server refusing it gets ``json``.
 """
 
 from __future__ import annotations
@@ -185,6 +176,7 @@ class HttpTranscriber:
     def _raise_for_status(self, response: httpx.Response) -> None:
         if response.status_code == 429 or response.status_code >= 500:
             after = retry_after(response)
+            # A server that said when to come back, later than we wait, is not hammered in the meantime.
             if after is not None and after > self._max_wait:
                 raise RetryLater(f"HTTP {response.status_code}, retry after {after:.0f} s")
         response.raise_for_status()  # 429/5xx go back to the retry loop; other 4xx end it

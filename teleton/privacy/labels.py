@@ -1,21 +1,10 @@
-"""Labels, clearances and principals: who may read what (docs/privacy.md).
+"""Labels, clearances and principals: who may read what (docs/privacy.md, "Reads: labels and clearances").
 
-A **label** says whose an item is, and is given when the item is written, from the turn that wrote it:
-
-- ``owner``: MEMORY.md, USER.md, STRATEGY.md, HEARTBEAT.md, ``memory/**``, ``learnings/**``, every workspace
-  file outside ``public/``, the owner's DM, the owner's facts and session summaries;
-- ``user:<id>``: another person's DM with the agent, their facts and summaries;
-- ``chat:<id>``: a group's messages, facts and summaries;
-- ``public``: ``public/**``, the persona files (SOUL.md, IDENTITY.md, SECURITY.md), facts the owner made public.
-
-A **clearance** is what a turn may read: the label of the chat it runs in. The owner's DM (and ``teleton
-chat``) is ``owner``; any other DM, admins included, is ``user:<id>``; a group is ``chat:<id>`` whoever
-speaks. ``owner`` reads everything; any other clearance reads ``public`` and its own label. A string that is
-not a well-formed label is readable by nobody. What a turn writes carries its clearance's label, so a group
-can only ever write ``chat:<id>``.
-
-**Principals** say who the owner and the admins are: one object, shared by the policy gate, the agent and the
-privacy rules, updated in place on SIGHUP. Admin is a right to control the agent, never a right to read.
+A label (``owner``, ``user:<id>``, ``chat:<id>``, ``public``) says whose an item is, given from the turn that
+wrote it; a clearance is what a turn may read: the label of its chat. ``owner`` reads everything, any other
+clearance ``public`` and its own label; a malformed label is readable by nobody. Principals say who the owner
+and the admins are: one object shared by the gate, the agent and these rules, updated on SIGHUP. Admin is a
+right to control the agent, never a right to read.
 """
 
 from __future__ import annotations

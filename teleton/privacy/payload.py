@@ -1,19 +1,10 @@
-"""What the owner approves is what leaves (docs/privacy.md, "The preview hides nothing").
+"""What the owner approves is what leaves (docs/privacy.md, "What the owner sees").
 
-A held send is shown to the owner before it goes. Text can look other than it is, and each trick below has
-carried secrets past a reviewer; so the preview is plain text with nothing left to render or to hide:
-
-- ``reveal``: each invisible character (``is_invisible``) becomes an escape ``⟦U+200B ZERO WIDTH SPACE⟧``,
-  more than one empty line in a row ``⟦N more empty lines⟧``, spaces or tabs ending a line ``⟦N trailing
-  spaces⟧`` (blank runs push content out of view, or carry bits unseen). The text's own ``⟦ ⟧`` (and the
-  look-alikes ``〚 〛``) are escaped too: no escape can be forged, a preview maps back to exactly one text.
-- ``strip_invisible``: what a cross-label send removes before it leaves, keeping only what emoji need.
-- ``links``: every URL a Telegram client would make clickable or Markdown would link, in full, with its
-  real (ASCII) host and warnings: link text, look-alike letters and bare names hide where a click goes.
-
-Run ``links`` on the text that will leave (after ``strip_invisible`` when it strips: a zero-width space
-that ended a URL is gone then), and show ``Link.url`` through ``reveal``: a Markdown destination is kept
-as written, invisible characters and all. Pure functions; every scan is linear in the text.
+The preview of a held send is plain text with nothing left to render or hide: ``reveal`` turns invisible
+characters, blank-line runs and trailing spaces into ``⟦…⟧`` escapes no text can forge; ``strip_invisible`` is
+what a cross-label send removes; ``links`` lists every URL a client would make clickable, with its real host
+and warnings. Run ``links`` on the text that will leave (after ``strip_invisible``) and show ``Link.url``
+through ``reveal``. Pure functions, linear in the text.
 """
 
 from __future__ import annotations

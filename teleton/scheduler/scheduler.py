@@ -1,18 +1,11 @@
-"""The scheduler: runs due tasks and internal periodic jobs inside the daemon's event loop.
+"""The scheduler: runs due tasks and the daemon's periodic jobs inside its event loop (docs/tools.md).
 
-Tasks (``tasks`` table, see ``task_store``) are of two kinds:
-- ``agent``: an agent turn in a chat, through the injected ``run_agent_turn(task, text)``;
-- ``tool``: one tool call through the registry's own door (``ToolRegistry.execute``), so scope and input
-  checks apply at run time too, with a context from the injected ``context_for(task)``.
-Both run with the clearance, principal and admin right stored with the task (the scheduling turn's), never
-more. A turn that may not run now (a rate limit) raises ``NotNow`` and the task waits, uncounted.
-State lives in the database, so a restart loses nothing: tasks left running are re-queued, and a task that
-fell due while the daemon was down is simply due at start and runs once (a repeating task runs once for all
-the occurrences it missed, then resumes its rhythm from now).
-
-Periodic jobs (``add_periodic``) are for the daemon itself — consolidation, heartbeat. Each job runs in its
-own loop: the next run starts ``interval_s`` after the previous one ENDS, and ``run_now`` skips a job that
-is already running, so the same job never runs twice at once.
+A task (``task_store``) is an ``agent`` turn through the injected ``run_agent_turn(task, text)``, or one ``tool``
+call through the registry's own door (``ToolRegistry.execute``: scope and input checks at run time too); both run
+with the clearance, principal and admin right stored with the task, never more. A turn that may not run now raises
+``NotNow`` and the task waits, uncounted. After a restart running tasks are re-queued, and a repeating task that
+missed occurrences runs once, then keeps its rhythm from now. A periodic job (``add_periodic``) never runs twice
+at once: its next run starts ``interval_s`` after the previous one ends.
 """
 
 from __future__ import annotations
@@ -23,7 +16,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
@@ -34,6 +27,13 @@ from teleton.process.supervisor import Supervisor
 from teleton.scheduler import task_store
 from teleton.scheduler.task_store import TaskRecord, TaskStore, next_cron
 from teleton.storage.database import Database
+
+
+class ToolDoor(Protocol):
+    """The tool registry's one door (``tools/registry.py``, above this layer): what a tool task calls."""
+
+    async def execute(self, call: ToolCall, ctx: Any) -> ToolResult: ...
+
 
 log = structlog.get_logger(__name__)
 
@@ -94,7 +94,7 @@ class Scheduler:
         db: Database,
         *,
         run_agent_turn: RunAgentTurn | None = None,
-        registry: Any = None,  # teleton.tools.registry.ToolRegistry, for tool tasks
+        registry: ToolDoor | None = None,  # the tool registry, for tool tasks
         context_for: ContextFor | None = None,
         settings: SchedulerSettings = SchedulerSettings(),
         clock: Callable[[], float] = time.time,

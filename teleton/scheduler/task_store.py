@@ -1,16 +1,11 @@
 """Tasks in SQLite: the ``tasks`` and ``task_dependencies`` tables, as plain functions of a connection.
 
-States: pending -> running -> done | failed (| pending again for a repeating task); pending -> cancelled;
-pending -> blocked when a dependency failed, was cancelled or was itself blocked. Blocking spreads down the
-whole dependency chain in the same transaction that records the failure, with the reason in ``result``, so
-``list_tasks`` shows at once why C will never run when A failed.
-
-A task with dependencies runs once its ``run_at`` has come AND every dependency is done. Repeating tasks
-cannot be depended on (they are never "done"), which also keeps the graph acyclic: dependencies must exist
-before the task that names them.
-
-A task keeps the clearance, principal and admin right of the turn that scheduled it (docs/privacy.md) and runs
-with exactly those; rows from before privacy labels have no clearance and run with their chat's.
+States: pending -> running -> done | failed (| pending again for a repeating task); pending -> cancelled; pending
+-> blocked when a dependency failed, was cancelled or was blocked, spread down the whole chain in the transaction
+that records the failure, with the reason in ``result``. A task runs once its ``run_at`` has come and every
+dependency is done; repeating tasks cannot be depended on, and dependencies exist before the task naming them,
+so the graph stays acyclic. A task runs with the clearance of the turn that scheduled it (docs/privacy.md); rows
+from before labels have none and run with their chat's.
 """
 
 from __future__ import annotations
@@ -25,6 +20,7 @@ from typing import Any
 from croniter import croniter
 
 from teleton.memory.feed.archive import our_message_since
+from teleton.storage.database import Database
 from teleton.storage.sqlite_driver import Connection
 
 FINAL = ("done", "failed", "blocked", "cancelled")
@@ -351,7 +347,7 @@ def list_tasks(
 class TaskStore:
     """The async face of this module over a ``Database``."""
 
-    def __init__(self, db: Any) -> None:
+    def __init__(self, db: Database) -> None:
         self.db = db
 
     async def add(self, task: NewTask) -> TaskRecord:

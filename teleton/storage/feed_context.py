@@ -1,5 +1,5 @@
-"""The feed's conversational context in SQL: the triggers that fill ``tg_messages_fts.context``, and schema
-step 5 -> 6, which bounds what one earlier message puts there.
+"""The feed's conversational context in SQL: the triggers that fill ``tg_messages_fts.context`` (created by
+schema steps 1 and 6, ``storage/migrations/``).
 
 A message's keyword row carries the text of up to ``FEED_CONTEXT_MESSAGES`` earlier messages of its chat
 sent within ``FEED_CONTEXT_SECONDS`` before it (``teleton.memory.feed.embedding`` applies the same rule in
@@ -10,10 +10,6 @@ words (issue 30).
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
-
-from teleton.storage.sqlite_driver import Connection
 
 FEED_CONTEXT_MESSAGES = 2
 FEED_CONTEXT_SECONDS = 6 * 3600
@@ -52,11 +48,3 @@ create trigger if not exists tg_messages_au after update of sender_name, text on
     update tg_messages set embedded = 0 where id = new.id and new.text is not old.text;
 end;
 """
-
-
-def migrate_feed_context(conn: Connection, run_script: Callable[[Connection, str], None]) -> None:
-    """Step 5 -> 6: the triggers cut each context message at FEED_CONTEXT_CHARS. Rows indexed before keep
-    their context until they are embedded or edited (both rewrite it by the new rule)."""
-    conn.execute("drop trigger if exists tg_messages_ai")
-    conn.execute("drop trigger if exists tg_messages_au")
-    run_script(conn, feed_triggers(FEED_CONTEXT_CHARS))

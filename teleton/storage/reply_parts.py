@@ -1,32 +1,16 @@
-"""Schema step 11 -> 12: which messages are the agent's answer to which message (issue 36).
-
-A turn's reply is one or more messages (a long answer is split); ``reply_parts`` keeps, per answered message,
-the messages its reply went out as and when. What happens to the question afterwards reaches the answer
-through it: an edit within ``telegram.reanswer_edit_minutes`` re-runs the turn and edits the reply in
-place, a deletion within that time deletes the reply (``telegram.delete_replies``). Rows older than
-Telegram's edit limit, which caps the window, are deleted as new ones are written, so the table holds two
-days of replies however long the daemon runs.
-"""
+"""Which messages are the agent's answer to which message (``reply_parts``, issue 36): an edit of the question
+within ``telegram.reanswer_edit_minutes`` re-runs the turn and edits the reply in place, a deletion deletes
+the reply (``telegram.delete_replies``). Rows older than Telegram's edit limit, which caps the window, are
+deleted as new ones are written. The table: ``docs/schema.sql``."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from teleton.storage.sqlite_driver import Connection
 
-DDL = """
-create table reply_parts (
-    chat_id      integer not null,
-    question_id  integer not null,   -- the archived message answered
-    message_id   integer not null,   -- one message of the reply, in the order sent
-    part         integer not null,
-    sent_at      real not null,
-    primary key (chat_id, question_id, part)
-);
-create index reply_parts_sent on reply_parts(sent_at);
-"""
 CHANNEL_IDS_BELOW = -1_000_000_000_000  # -100… ids: channels and supergroups, whose message ids are per chat
 EDIT_LIMIT_S = 48 * 3600  # how long Telegram lets a message be edited: no window reaches further back
 
@@ -37,10 +21,6 @@ class Reply:
     question_id: int
     message_ids: tuple[int, ...]
     sent_at: float
-
-
-def migrate_reply_parts(conn: Connection, run_script: Callable[[Connection, str], None]) -> None:
-    run_script(conn, DDL)
 
 
 def record(conn: Connection, chat_id: int, questions: Sequence[int], message_ids: Sequence[int], now: float) -> None:

@@ -1,31 +1,14 @@
-"""Schema step 8 -> 9: what the model was used for, per day and model (the dashboard's spend today and this
-month, /status's day, `teleton status --json`). One row a day per model, whatever the number of turns: a heavy
-user's year is a few hundred rows. ``cost_usd`` is what the turns cost at the model's price when they ran
-(NULL: no price known). Step 15 (``migration_cache_writes``) rebuilt the table with ``cache_write_tokens``:
-the ``DDL`` below is step 9's, as released; the columns' meaning today is that step's.
-"""
+"""What the model was used for, per day and model: the dashboard's spend today and this month, /status's day,
+`teleton status --json`. One row a day per model, whatever the number of turns; ``cost_usd`` is what the turns
+cost at the model's price when they ran (NULL: no price known). The table: ``docs/schema.sql``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
 from teleton.storage.sqlite_driver import Connection
-
-DDL = """
-create table usage_days (
-    day                text not null,               -- local date, YYYY-MM-DD
-    model              text not null,
-    turns              integer not null default 0,
-    input_tokens       integer not null default 0,  -- cache writes included, as sessions count them
-    output_tokens      integer not null default 0,
-    cache_read_tokens  integer not null default 0,
-    cost_usd           real,                        -- NULL: the price of the model is not known
-    primary key (day, model)
-);
-"""
 
 # A turn's tokens in the API's terms: (input neither read from nor written to the cache, output, cache reads,
 # cache writes), the order ``Price.cost`` takes them in.
@@ -64,10 +47,6 @@ def hit_rate(cache_read: int, all_input: int) -> float:
 def today() -> str:
     """The ledger's day for now: the local date (a turn at 23:59 is that evening's spend, wherever the server)."""
     return datetime.now().astimezone().strftime("%Y-%m-%d")
-
-
-def migrate_usage(conn: Connection, run_script: Callable[[Connection, str], None]) -> None:
-    run_script(conn, DDL)
 
 
 def add(conn: Connection, day: str, model: str, tokens: Tokens, cost: float | None) -> None:

@@ -1,15 +1,9 @@
-"""The Telethon implementation of the Gateway contract, and its life cycle.
+"""The Telethon implementation of the Gateway contract: its wiring and life cycle.
 
-Wiring, as the daemon does it::
-
-    gateway = TelegramGateway.from_config(config, db)      # builds the TelegramClient from config.telegram
-    gateway.on_message(agent.handle)                         # accepted messages, one turn at a time per chat
-    await gateway.start()                                    # connect, check login, install handlers, catch up
-    ...                                                      # runs; reconnects by itself with backoff
-    await gateway.stop()                                     # finish/cancel turns, flush the archive, disconnect
-
-The actions (send, edit, forward, …) live in ``actions.TelegramActions``; this module is the wiring and
-the life cycle.
+``TelegramGateway.from_config(config, db)`` builds the client; ``on_message(agent.handle, gate=...)`` puts the
+policy gate and the per-chat lanes in front of the agent; ``start()`` connects, checks the login, installs the
+handlers and catches up, then reconnects by itself with backoff; ``stop()`` finishes or cancels the turns,
+flushes the archive and disconnects. The actions (send, edit, forward, …) are ``send/actions.py``'s.
 """
 
 from __future__ import annotations
@@ -31,12 +25,12 @@ from teleton.gateway.contract import GatewayError, IncomingHandler, IncomingMess
 from teleton.privacy import Principals
 from teleton.process.supervisor import Supervisor
 from teleton.storage import Database
+from teleton.telegram import convert
 from teleton.telegram.command_menu import register_commands
 from teleton.telegram.faults import NotLoggedIn, describe, fatal_reason
-from teleton.telegram.receive import convert
 from teleton.telegram.receive.afterwards import Afterwards
 from teleton.telegram.receive.archiver import ArchiveBatcher
-from teleton.telegram.receive.dispatch import DebounceConfig, Dispatcher
+from teleton.telegram.receive.dispatch import DebounceConfig, Dispatcher, Gate
 from teleton.telegram.receive.handlers import FeedHandlers
 from teleton.telegram.receive.history import catch_up_archive
 from teleton.telegram.receive.pipeline import FeedPipeline
@@ -87,23 +81,30 @@ class GatewaySettings:
             delete_replies=tg.delete_replies,
         )
 
+    def gate(self) -> Gate:
+        """The policy gate and rate limits these settings describe."""
+        return Gate(self.policy, RateLimiter(self.rate_limit_per_chat, self.rate_limit_global))
+
     def dispatcher(
         self,
         handler: IncomingHandler,
         *,
+        gate: Gate | None = None,
         me_id: Callable[[], int | None],
         typing: Callable[[int, int | None], Awaitable[None]] | None = None,
         immediate: Callable[[IncomingMessage], bool] | None = None,
+        on_deferred: Callable[[], Awaitable[object]] | None = None,
     ) -> Dispatcher:
-        """The policy gate and per-chat lanes these settings describe, in front of ``handler``."""
+        """The per-chat lanes these settings describe behind ``gate`` (None: the settings' own), in front of
+        ``handler``; ``on_deferred`` takes deferred turns up again."""
         return Dispatcher(
             handler=handler,
-            policy=self.policy,
-            limiter=RateLimiter(self.rate_limit_per_chat, self.rate_limit_global),
+            gate=gate or self.gate(),
             debounce=self.debounce,
             me_id=me_id,
             typing=typing,
             immediate=immediate,
+            on_deferred=on_deferred,
         )
 
 
@@ -140,6 +141,12 @@ def secure_session(path: Path | None) -> None:
 
 
 class TelegramGateway(TelegramActions):
+    # The receive side's parts, which the send mixins know only as Protocols (``send/ports.py``).
+    pipeline: FeedPipeline
+    handlers: FeedHandlers
+    dispatcher: Dispatcher | None
+    settings: GatewaySettings
+
     def __init__(
         self,
         client: TelegramClient,
@@ -155,10 +162,6 @@ class TelegramGateway(TelegramActions):
         self.batcher = batcher or ArchiveBatcher(db)
         self.pipeline = FeedPipeline(db, self.batcher, deleted_messages=self.settings.deleted_messages)
         self.handlers = FeedHandlers(self.pipeline, lambda: self.me)
-        self.handlers.afterwards = Afterwards(
-            db, lambda: self.dispatcher, self.delete_messages, self.settings.reanswer_window_s,
-            self.settings.delete_replies,
-        )  # fmt: skip
         self.dispatcher: Dispatcher | None = None
         self._installed = False
         self._recovered = False
@@ -182,18 +185,25 @@ class TelegramGateway(TelegramActions):
         *,
         immediate: Callable[[IncomingMessage], bool] | None = None,
         unaddressed_media: Callable[[IncomingMessage], None] | None = None,
+        archived: Callable[[], None] | None = None,
+        gate: Gate | None = None,
     ) -> Dispatcher:
-        """Register the agent. Messages that pass the gate reach ``handler``, serially per chat; those
-        ``immediate`` picks skip the debounce; media not addressed to us go to ``unaddressed_media``."""
+        """Register the agent. Messages that pass ``gate`` (by default the settings' own) reach ``handler``,
+        serially per chat; those ``immediate`` picks skip the debounce; media not addressed to us go to
+        ``unaddressed_media``; ``archived`` is called after each commit of new or edited messages."""
         self.dispatcher = self.settings.dispatcher(
             handler,
+            gate=gate,
             me_id=lambda: self.me.id if self.me else None,
             typing=self.typing if self.settings.typing_indicator else None,
             immediate=immediate,
+            on_deferred=lambda: self.pipeline.recover(self.settings.recovery_window_s, self.me, at_start=False),
         )
-        self.pipeline.attach(
-            self.dispatcher, self.send_message, self.settings.recovery_window_s, lambda: self.me, unaddressed_media
-        )
+        self.handlers.afterwards = Afterwards(
+            self.db, self.dispatcher, self.delete_messages, self.settings.reanswer_window_s,
+            self.settings.delete_replies,
+        )  # fmt: skip
+        self.pipeline.attach(self.dispatcher, self.send_message, unaddressed_media, archived)
         return self.dispatcher
 
     def install(self) -> None:

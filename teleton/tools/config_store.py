@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import structlog
 
+from teleton.storage.database import Database
 from teleton.text.counts import counted
 from teleton.tools.registry import SCOPES, Scope, ToolRegistry
 
@@ -34,7 +35,7 @@ class StoredOverride:
 
 
 class ToolConfigStore:
-    def __init__(self, db: Any) -> None:
+    def __init__(self, db: Database) -> None:
         self.db = db
 
     async def all(self) -> list[StoredOverride]:

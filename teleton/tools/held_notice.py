@@ -1,15 +1,10 @@
-"""What the owner is shown of a held item: the whole payload, hiding nothing (docs/privacy.md, "The preview").
+"""What the owner is shown of a held item: the whole payload, hiding nothing (docs/privacy.md, "What the owner sees").
 
-The notice is plain text (the gateway never renders it as Markdown, so a link's address cannot hide
-behind its text). The payload is shown whole: in the message when it is short, otherwise as an attached
-file holding all of it (a binary file: its exact bytes). Every link in it is written out in full with its
-host in ASCII, look-alike hosts flagged; invisible and format characters, blank-line runs and trailing
-spaces are shown as ``⟦…⟧`` escapes, with a warning. The approval code is the digest of exactly what was
-held, so ``/approve N CODE`` can only ever release these bytes.
-
-The payload's lines are quoted ("> ") under an origin line naming what steered the conversation: the
-notice sits in the owner's chat, where later turns read it, and planted words must arrive there as data
-with their origin (``teleton.privacy.quoting``).
+Plain text, never rendered as Markdown; the payload whole (in the message when short, else an attached file of
+its exact bytes), every link written out with its ASCII host, anything invisible shown as ``⟦…⟧``, and a code
+that is the digest of exactly what was held. The payload's lines are quoted under an origin line: the notice
+sits in the owner's chat, where later turns read it, so planted words arrive there as data with their origin
+(``teleton.privacy.quoting``).
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """Every way out of a turn, and the owner's approval of those that must wait (docs/privacy.md, "Egress").
 
-Each tool that can put something where the turn's own chat cannot see it hands an ``Outgoing`` to
-``egress`` (or, for a send, ``Outbox.send``): a message or forward to another chat, a file written or moved
-where others read, a public fact or document, a fetch, a command. ``teleton.privacy.decide`` rules with the
-turn's taint: it goes ahead, is refused, or is held (``privacy.cross_chat_sends: approve``, the default).
-
-A held item is a ``pending_sends`` row with exactly the bytes that would leave and their digest; the owner
-is shown all of it (``held_notice``) and answers ``/approve N CODE`` (the code is the digest's start) or
-``/deny N``; a bot account adds buttons carrying the same commands. Approval releases the stored bytes
-through the tool's own ``release`` and nothing else: nothing is re-read, a moved or forwarded source that
-changed since is refused, an item expires after ``privacy.approval_expiry_minutes``, and each is released
-at most once. Invisible characters are stripped from what goes to another chat or into a public fact.
+A tool that would put something where the turn's own chat cannot see it hands an ``Outgoing`` to ``egress``
+(a send: ``Outbox.send``); ``teleton.privacy.decide`` rules with the turn's taint: go, refuse, or hold. A held
+item keeps exactly the bytes that would leave and their digest; ``/approve N CODE`` releases those bytes once
+through the tool's own ``release``, nothing re-read ("What `/approve N CODE` releases").
 """
 
 from __future__ import annotations

@@ -1,21 +1,11 @@
 """Tool RAG: pick the tools worth offering for one message (docs/tools.md).
 
-``tool_index`` holds one row per tool (name, description and a search text built from the name, the
-description and the input's field descriptions), mirrored into FTS5 by triggers and into
-``tool_index_vec`` by ``sync``. A row's hash covers name + description + schema, so a sync re-embeds only
-the tools that changed and deletes the ones that are gone.
-
-Per message: the shared hybrid search (vector 0.6 / keyword 0.4) ranks every indexed tool, tools this chat
-may not use are dropped, the best ``top_k`` are kept (of an outside server's, at most ``max_outside`` in a
-session) and the always-include set is added. When retrieval finds nothing (an empty message, a sticker)
-every one of our own available tools is offered, so the model is never left without the tool it needs; an
-outside server's only when it ranks: a server listing thousands of tools must not put them all into every
-request. With ``session_tools: all`` (the default) every one of our own tools is offered and only an outside
-server's are ranked. The message's query vector is computed once by the caller and shared with memory
-retrieval; pass it in.
-
-The tool list comes first in a request, so a session's list only grows (``StickyPicks``): any change to it
-misses the prompt cache for everything after it (docs/tools.md).
+``tool_index`` holds one row per tool (a search text from its name, description and input fields), mirrored
+into FTS5 and ``tool_index_vec``; a sync re-embeds only the tools whose hash changed. Per message the shared
+hybrid search ranks them, tools the chat may not use are dropped and the always-include set is added; when
+nothing is found every one of our own tools is offered, an outside server's only when it ranks. A session's
+list only grows (``StickyPicks``; docs/memory.md, "What the cache serves"). The caller passes the message's
+query vector, shared with memory retrieval.
 """
 
 from __future__ import annotations
@@ -27,17 +17,19 @@ import time
 from collections import OrderedDict
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
 
 import numpy as np
 import structlog
 
 from teleton.config.schema import McpConfig, ToolRagConfig, default
 from teleton.gateway.contract import ChatInfo
+from teleton.memory.embeddings.provider import EmbeddingProvider
 from teleton.memory.embeddings.query import embed_query
 from teleton.memory.search.corpora import TOOLS
 from teleton.memory.search.hybrid import SearchParams, hybrid_search
 from teleton.memory.search.vector_leg import vector_available
+from teleton.storage.database import Database
 from teleton.storage.sqlite_driver import Connection
 from teleton.tools.registry import Tool, ToolRegistry
 
@@ -149,7 +141,9 @@ def _store_vectors(conn: Connection, ids: Sequence[int], vectors: np.ndarray) ->
 class ToolIndex:
     """The tool index of one database. ``embedder`` is an EmbeddingProvider or None (keyword only)."""
 
-    def __init__(self, db: Any, embedder: Any = None, settings: ToolRagSettings = ToolRagSettings()) -> None:
+    def __init__(
+        self, db: Database, embedder: EmbeddingProvider | None = None, settings: ToolRagSettings = ToolRagSettings()
+    ) -> None:
         self.db = db
         self.embedder = embedder
         self.settings = settings
@@ -166,18 +160,19 @@ class ToolIndex:
             assert tool is not None
             rows.append(_Row(name, tool.description, search_text(tool), tool_hash(tool)))
         report = SyncReport()
-        vectors = self._vectors_on() and await self.db.read(lambda c: vector_available(c, TOOLS))
+        embedder = self.embedder if self._vectors_on() else None
+        vectors = embedder is not None and await self.db.read(lambda c: vector_available(c, TOOLS))
         await self.db.write(lambda conn: _write_index(conn, rows, report, vectors))
-        if vectors:
+        if embedder is not None and vectors:
             pending = await self.db.read(_pending)
             # Similar lengths together, in small groups: a batch is padded to its longest text, and one
             # long tool text would otherwise make every short one cost as much as itself.
             pending.sort(key=lambda item: len(item[1]))
             for start in range(0, len(pending), EMBED_GROUP):
                 group = pending[start : start + EMBED_GROUP]
-                embedded = await self.embedder.embed([text for _, text in group])
+                embedded = await embedder.embed([text for _, text in group])
                 ids = [row_id for row_id, _ in group]
-                await self.db.write(lambda conn, ids=ids, embedded=embedded: _store_vectors(conn, ids, embedded))
+                await self.db.write(partial(_store_vectors, ids=ids, vectors=embedded))
                 report.embedded += len(group)
         self._indexed = frozenset(row.name for row in rows)
         if report.added or report.changed or report.removed:

@@ -1,15 +1,10 @@
 """The tool registry: what tools exist, which a chat may see, and the one door every call goes through.
 
-Each tool declares a name, a description, a JSON schema of its input, a scope and an async handler. Scopes
-(docs/tools.md) are enforced twice: when the tool list for a request is built (a group never sees a dm-only
-tool) and again when a call arrives (a model that invents a call to a hidden tool is refused). Input is
-validated against the schema before the handler runs; a bad input is a clear error result the model can
-correct, never an exception.
-
-A call also carries the turn's ``Clearance`` (what it may read, docs/privacy.md) and its ``Taint`` (what it
-has been shown). A tool that reads asks the clearance and records the label of what it returns; a tool that
-sends to another chat goes through the outbox, which asks ``teleton.privacy.decide``. Tools marked
-``owner_only`` (exec) are offered to, and run for, the owner's clearance alone, whatever their scope says.
+Scopes (docs/tools.md) are enforced when the tool list is built and again when a call arrives; input is
+validated against the tool's schema first, a bad one an error result the model can correct. A call carries the
+turn's ``Clearance`` and ``Taint`` (docs/privacy.md): a tool that reads records the label of what it returns,
+one that sends elsewhere goes through the outbox; ``owner_only`` tools run for the owner's clearance alone,
+whatever their scope.
 """
 
 from __future__ import annotations
@@ -138,6 +133,11 @@ class Tool:
 
     def api_schema(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
+
+
+def schema(props: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A tool's input schema: an object of these properties, nothing else admitted."""
+    return {"type": "object", "properties": props, "required": list(required), "additionalProperties": False}
 
 
 def scope_allows(scope: Scope, chat_type: str, is_admin: bool) -> bool:

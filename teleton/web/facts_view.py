@@ -1,17 +1,10 @@
 """The Facts page's reads and changes: the facts by person and category with what each replaced, a fact edited,
 a text forgotten everywhere, and the knowledge files (``knowledge.files``) viewed and edited.
 
-Every change is the operation the chat and the terminal already use, so the dashboard is no second write path:
-
-- an edit is ``FactStore.save`` of the new value naming the fact it replaces (as the distiller's corrections
-  do): the store ends the old fact and keeps it as history;
-- forgetting is ``teleton memory forget``: ``forget.everywhere.find`` (shown with ``describe_findings``), then,
-  confirmed, ``find`` again and ``erase`` (shown with ``describe_report``), with the daemon's knowledge index
-  so the rewritten files stay searchable;
-- a file is confined as the workspace tools confine a path (``workspace_paths.resolve``: no absolute path, no
-  ``..``, no symlink out; then only knowledge files by their real path), read with
-  ``read_confined``, written 0600 with ``write_private`` and re-indexed (``KnowledgeIndex.reindex``), so the
-  Memory page's search sees the new text at once.
+Every change is the operation the chat and the terminal already use, so the dashboard is no second write path: an
+edit is ``FactStore.save`` naming the fact it replaces; forgetting is ``teleton memory forget`` (``find``, then,
+confirmed, ``find`` again and ``erase``); a file is confined as the workspace tools confine a path
+(``workspace_paths.resolve``, then knowledge files only), written 0600 and re-indexed at once.
 """
 
 from __future__ import annotations

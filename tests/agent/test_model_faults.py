@@ -18,7 +18,7 @@ from teleton.daemon.health import gather_status
 from teleton.daemon.runner import Daemon
 from teleton.daemon.status_file import describe, read_status, write_status
 from teleton.gateway.contract import IncomingMessage
-from teleton.memory.feed import archive as fa
+from teleton.memory.feed import message_life as life
 from tests.agent.conftest import GROUP, OWNER, OWNER_DM, AgentHarness, archive_incoming
 from tests.daemon.harness import write_config
 from tests.delivery.support import Gate, answer_state
@@ -83,12 +83,12 @@ async def test_only_malformed_answers_end_in_the_apology_and_the_status_names_th
     attempts = h.llm.settings.max_retries + 1
     h.fake.queue(*[raw(CUT) if i % 2 else raw('{"foo": 1}') for i in range(attempts)])
     msg = h.message(OWNER_DM, OWNER, "are you there? please answer")
-    await archive_incoming(h.db, msg, fa.STATE_ACCEPTED)
+    await archive_incoming(h.db, msg, life.STATE_ACCEPTED)
     reply = await h.agent.handle(msg)
     assert reply is not None and "can't reach my language model" in reply  # the apology, not silence
     assert h.fake.pending == 0  # the whole budget was spent on them, no more
     state, note = await answer_state(h.db, OWNER_DM.id, msg.message_id)
-    assert state == fa.STATE_FAILED and note is not None and "malformed answer" in note
+    assert state == life.STATE_FAILED and note is not None and "malformed answer" in note
     shown = await status_text(daemon, h.tmp_path / "status.json")
     assert re.search(rf"last model error \(\d+s ago\): .*unavailable after {attempts} attempts: malformed", shown)
     assert "model retrying" not in shown  # given up: no longer retrying
@@ -174,7 +174,7 @@ def with_notice(h: AgentHarness, after_s: float) -> Clock:
 async def accepted(h: AgentHarness, text_: str) -> IncomingMessage:
     """The owner's DM message as the Telegram layer leaves it: archived and accepted, owed an answer."""
     msg = h.message(OWNER_DM, OWNER, text_)
-    await archive_incoming(h.db, msg, fa.STATE_ACCEPTED)
+    await archive_incoming(h.db, msg, life.STATE_ACCEPTED)
     return msg
 
 
@@ -193,14 +193,14 @@ async def test_a_late_answer_is_announced_once_at_the_threshold_and_follows_the_
         await until(lambda: h.gateway.sent)
         assert [s.text for s in h.gateway.sent] == [NOTICE]
         # The notice is not the answer: the message is still owed one (a crash now answers it after restart).
-        assert (await answer_state(h.db, OWNER_DM.id, msg.message_id))[0] == fa.STATE_ACCEPTED
+        assert (await answer_state(h.db, OWNER_DM.id, msg.message_id))[0] == life.STATE_ACCEPTED
         clock.advance(60)  # much later still: no second notice
     finally:
         gate.open()
     done = await turn
     assert [s.text for s in h.gateway.sent] == [NOTICE, "Here is your answer."]
     assert done is not None and done.slow_notice == h.gateway.sent[0]  # kept, so the reply can follow it
-    assert (await answer_state(h.db, OWNER_DM.id, msg.message_id))[0] == fa.STATE_ANSWERED
+    assert (await answer_state(h.db, OWNER_DM.id, msg.message_id))[0] == life.STATE_ANSWERED
     assert clock.asked == [20] and clock.sleeping == []
 
 

@@ -14,9 +14,9 @@ from teleton.agent.prompt.memory import FEED_HEADER, KNOWLEDGE_HEADER
 from teleton.gateway.contract import ChatInfo, IncomingMessage, Thread, UserInfo
 from teleton.llm.tool_loop import ToolResult
 from teleton.llm.types import sendable
-from teleton.telegram.receive.dispatch import Dispatcher
+from teleton.telegram.receive.dispatch import Dispatcher, Gate
 from teleton.telegram.receive.policy import PolicyConfig
-from teleton.telegram.receive.policy_control import DispatcherPolicy
+from teleton.telegram.receive.policy_control import GatePolicy
 from teleton.telegram.receive.ratelimit import RateLimiter
 from teleton.tools.registry import Tool, ToolContext
 from tests.agent.conftest import ALICE, GROUP, OWNER, OWNER_DM, AgentHarness
@@ -451,11 +451,11 @@ async def test_tool_picks_are_sticky_so_the_prompt_cache_keeps_hitting(harness: 
 async def test_the_owners_status_counts_refused_messages_and_a_groups_does_not(harness: AgentHarness) -> None:
     h = harness
     refusing = PolicyConfig.build(dm_policy="disabled")
-    gate = Dispatcher(handler=h.agent.handle, policy=refusing, limiter=RateLimiter(9, 9))
+    gate = Dispatcher(handler=h.agent.handle, gate=Gate(refusing, RateLimiter(9, 9)))
     stranger = UserInfo(id=77, first_name="Stranger")
     for i in range(2):
         gate.offer(IncomingMessage(ChatInfo(id=77, type="dm"), stranger, i, "hello?", date=0))
-    h.agent.deps.policy = DispatcherPolicy(lambda: gate)
+    h.agent.deps.policy = GatePolicy(gate.gate)
     assert "Refused by policy since start: 2 DM messages, 0 group messages" in (await h.dm("/status") or "")
     assert "Refused" not in (await h.group("/status") or "")
 

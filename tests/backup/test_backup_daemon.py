@@ -11,10 +11,14 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from teleton.daemon.database_watch import MARKER
 from tests.daemon.harness import OWNER, Daemon, write_config
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.waiting import until_sync
+
+pytestmark = pytest.mark.costly
 
 OWNER_DM = {"id": OWNER["id"], "type": "dm", "title": ""}
 GROUP = {"id": -4200, "type": "group", "title": "busy group"}

@@ -21,6 +21,8 @@ from teleton.storage import Database, schema
 from teleton.storage.sqlite_driver import pick_driver
 from tests.waiting import until_sync
 
+pytestmark = pytest.mark.costly  # the teleton CLI in a subprocess, many times
+
 SECRET_KEY = "sk-ant-backup-secret-0123456789"
 SECRET_HASH = "0123456789abcdef0123456789abcdef"
 

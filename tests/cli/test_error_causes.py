@@ -18,6 +18,8 @@ from teleton.storage import Database
 from teleton.storage.failures import cause_of
 from tests.cli.storage_faults import bound_by_modes, full_disk, mount_namespaces, read_only, teleton
 
+pytestmark = pytest.mark.costly  # the teleton CLI in a subprocess, many times
+
 CONFIG = "embedding:\n  provider: none\ntelegram:\n  owner_id: 1\n"
 KEY = {"ANTHROPIC_API_KEY": "sk-ant-test"}
 

@@ -29,6 +29,8 @@ from tests.fakes.mcp_http import served
 from tests.foundation.test_cli import teleton
 from tests.waiting import until_sync
 
+pytestmark = pytest.mark.costly
+
 FAKE = str(Path(__file__).parents[1] / "fakes" / "mcp_server.py")
 TOOLS = {"add", "note", "linked", "environment", "stall", "fail", "picture", "big", "crash"}
 MINE = "# my settings\nagent:\n  model: claude-sonnet-4-5\nembedding:\n  provider: none\n"

@@ -7,11 +7,15 @@ import json
 import stat
 from pathlib import Path
 
+import pytest
+
 from teleton.memory.facts.rows import Fact
 from teleton.memory.facts.sources import link
 from teleton.memory.facts.store import FactStore
 from teleton.storage import Database
 from tests.foundation.test_cli import _config, teleton
+
+pytestmark = pytest.mark.costly  # the teleton CLI in a subprocess, many times
 
 CONFIG = "embedding:\n  provider: none\n"
 

@@ -21,6 +21,8 @@ from tests.daemon.harness import OWNER, Daemon, write_config
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.waiting import until_sync
 
+pytestmark = pytest.mark.costly
+
 OWNER_DM = {"id": OWNER["id"], "type": "dm", "title": ""}
 
 

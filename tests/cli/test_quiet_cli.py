@@ -18,6 +18,7 @@ from typing import Any
 
 import click
 import pexpect
+import pytest
 import typer
 import yaml
 from typer.testing import CliRunner
@@ -27,6 +28,8 @@ from tests.fakes.anthropic_server import FakeAnthropic, text, user_said
 from tests.fakes.openai_embeddings import FakeEmbeddings
 from tests.foundation.test_cli import teleton
 from tests.waiting import until_sync
+
+pytestmark = pytest.mark.costly  # the teleton CLI in a subprocess, many times
 
 # What a log record looks like when it is not written for people: structlog's console renderer (a timestamp,
 # "[info     ]"), JSON lines, or a level word glued to an event name.

@@ -17,7 +17,8 @@ from telethon.sessions import MemorySession
 from telethon.tl import types
 from typer.testing import CliRunner
 
-from teleton.cli.setup_cmd import ScriptedLogin, log_in, setup
+from teleton.cli.setup_cmd import setup
+from teleton.cli.setup_login import ScriptedLogin, log_in
 from teleton.config import load_config
 from teleton.telegram.login import LoginError, LoginPrompts, login_bot, login_user
 from tests.telegram.conftest import ME, RecordingClient
@@ -311,7 +312,7 @@ async def test_interactive_login_prompts_retry_a_wrong_code_and_ask_for_2fa() ->
     from prompt_toolkit.input import create_pipe_input
     from prompt_toolkit.output import DummyOutput
 
-    from teleton.cli.setup_cmd import interactive_prompts
+    from teleton.cli.setup_login import interactive_prompts
 
     client = TelegramAuth(two_fa=True)
     with create_pipe_input() as keys:

@@ -6,6 +6,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from typer.testing import CliRunner
 
@@ -13,6 +14,8 @@ from teleton.cli.setup_provider import ModelChoice, agent_settings, detect_local
 from teleton.config import load_config
 from tests.cli.test_setup_login import DOWN, ENTER, _cli, _keys, _wizard
 from tests.fakes.openai_embeddings import FakeEmbeddings
+
+pytestmark = pytest.mark.costly  # the teleton CLI in a subprocess, many times
 
 
 def closed_port_url() -> str:

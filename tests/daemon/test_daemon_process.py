@@ -21,6 +21,8 @@ from teleton.storage.sqlite_driver import pick_driver
 from tests.daemon.harness import OWNER, Daemon, db_rows, write_config
 from tests.fakes.anthropic_server import FakeAnthropic, Reply, overloaded, text, user_said
 
+pytestmark = pytest.mark.costly
+
 OWNER_DM = {"id": OWNER["id"], "type": "dm", "title": ""}
 
 
@@ -59,6 +61,17 @@ def test_sigterm_during_a_turn_finishes_it_and_exits_cleanly(pong_api: FakeAnthr
     rows = db_rows(daemon_root, "select message_id, is_outgoing, text from tg_messages order by id")
     assert rows[0] == (1, 0, "what's up?") and rows[1][1:] == (1, "slow answer")
     assert db_rows(daemon_root, "pragma integrity_check") == [("ok",)]
+    # Each part stopped in the reverse of its start: new work first, what the turns used after, the database last.
+    stopped = next(e for e in _events(daemon_root) if e["event"] == "stopped")
+    assert stopped["stopped"] == stopped["started"][::-1] and stopped["failed"] == []
+    order = stopped["stopped"]
+    assert order.index("scheduler") < order.index("gateway") < order.index("agent") < order.index("knowledge watcher")
+    assert order[-2:] == ["supervisor", "database"]
+
+
+def _events(root: Path) -> list[dict]:
+    lines = (root / "daemon.log").read_text(errors="replace").splitlines()
+    return [json.loads(line) for line in lines if line.startswith("{")]
 
 
 def test_kill_9_during_burst_loses_and_duplicates_nothing(pong_api: FakeAnthropic, daemon_root: Path) -> None:

@@ -9,9 +9,13 @@ import shutil
 import signal
 from pathlib import Path
 
+import pytest
+
 from teleton.storage.sqlite_driver import pick_driver
 from tests.daemon.harness import Daemon, write_config
 from tests.fakes.anthropic_server import FakeAnthropic
+
+pytestmark = pytest.mark.costly
 
 MARKER = "teleton.db.clean-stop"
 

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from teleton.daemon.database_watch import MARKER, DatabaseWatch
 from teleton.daemon.runner import EXIT_FATAL
 from teleton.storage import Database, connect
@@ -16,6 +18,8 @@ from teleton.storage.sqlite_driver import pick_driver
 from tests.daemon.harness import OWNER, Daemon, write_config
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.waiting import until_sync
+
+pytestmark = pytest.mark.costly
 
 OWNER_DM = {"id": OWNER["id"], "type": "dm", "title": ""}
 NOTICE = "because the database file was deleted or replaced while I ran"

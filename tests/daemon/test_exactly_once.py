@@ -25,6 +25,8 @@ from teleton.daemon.status_file import STALE_AFTER_S, describe, free_space, read
 from tests.daemon.harness import OWNER, Daemon, db_rows, write_config
 from tests.fakes.anthropic_server import FakeAnthropic, text, user_said
 
+pytestmark = pytest.mark.costly
+
 OWNER_DM = {"id": OWNER["id"], "type": "dm", "title": ""}
 
 

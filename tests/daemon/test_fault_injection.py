@@ -14,6 +14,8 @@ import pytest
 from tests.daemon.faults import MESSAGES, run_with_faults
 from tests.fakes.anthropic_server import FakeAnthropic
 
+pytestmark = pytest.mark.costly
+
 
 @pytest.mark.timeout(2400)  # a hang guard: about 2 minutes on a quiet machine, many more when its cores are busy
 def test_kill_9_at_ten_random_points_answers_every_message_exactly_once(daemon_root: Path) -> None:

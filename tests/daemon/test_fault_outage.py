@@ -11,6 +11,8 @@ import pytest
 from tests.daemon.faults import run_with_faults
 from tests.fakes.anthropic_server import FakeAnthropic
 
+pytestmark = pytest.mark.costly
+
 
 @pytest.mark.timeout(1800)  # a hang guard; the full run takes about 15 minutes
 def test_the_same_with_the_messages_api_down_after_each_restart(daemon_root: Path) -> None:

@@ -18,6 +18,8 @@ from tests.daemon.harness import OWNER, Daemon, write_config
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.mcp_http import served
 
+pytestmark = pytest.mark.costly
+
 NOISY = str(Path(__file__).parents[1] / "fakes" / "noisy_mcp_server.py")
 OWNER_ID = cast(int, OWNER["id"])
 OWNER_DM = {"id": OWNER_ID, "type": "dm", "title": ""}

@@ -9,8 +9,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.daemon.harness import OWNER, Daemon, db_rows, write_config
 from tests.fakes.anthropic_server import Body, FakeAnthropic, Reply, prompt_too_long, text, user_said
+
+pytestmark = pytest.mark.costly
 
 OWNER_DM = {"id": OWNER["id"], "type": "dm", "title": ""}
 GROUP = {"id": -100_700, "type": "group", "title": "Ops"}

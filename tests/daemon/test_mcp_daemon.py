@@ -11,9 +11,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from teleton.daemon.status_file import describe, read_status
 from tests.daemon.harness import OWNER, Daemon, write_config
 from tests.fakes.anthropic_server import Body, FakeAnthropic, Reply, text, tool_use
+
+pytestmark = pytest.mark.costly
 
 FAKE = str(Path(__file__).parents[1] / "fakes" / "mcp_server.py")
 OWNER_DM = {"id": OWNER["id"], "type": "dm", "title": ""}

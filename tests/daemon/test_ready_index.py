@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from teleton.memory.embeddings.model_files import E5_MODEL_ID
 from teleton.memory.search.corpora import FEED
@@ -15,6 +16,8 @@ from teleton.memory.search.vector_store import write_vectors
 from teleton.storage import Database
 from tests.daemon.harness import Daemon, write_config
 from tests.fakes.anthropic_server import FakeAnthropic
+
+pytestmark = pytest.mark.costly
 
 MESSAGES, PENDING = 300, 200
 

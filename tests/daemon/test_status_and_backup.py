@@ -15,6 +15,8 @@ from teleton.daemon.instance_lock import AlreadyRunning, InstanceLock
 from teleton.daemon.status_file import DaemonStatus, describe, read_status, write_status
 from teleton.storage import Database
 
+pytestmark = pytest.mark.costly  # the teleton CLI in a subprocess, many times
+
 
 def _cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TELETON_", "ANTHROPIC_"))}

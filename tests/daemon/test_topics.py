@@ -16,6 +16,8 @@ import pytest
 from tests.daemon.harness import Daemon, db_rows, write_config
 from tests.fakes.anthropic_server import FakeAnthropic, text
 
+pytestmark = pytest.mark.costly
+
 FORUM = {"id": -1009001, "type": "group", "title": "Makers"}
 GARDEN, BIKES = 500, 600
 MAIN = "claude-test"

@@ -11,7 +11,7 @@ from typing import Any
 from telethon import functions, types
 
 from teleton.gateway.contract import IncomingMessage
-from teleton.memory.feed import archive as fa
+from teleton.memory.feed import message_life as life
 from teleton.storage import Database
 from tests.agent.conftest import archive_incoming
 from tests.telegram.conftest import RecordingClient
@@ -38,7 +38,7 @@ class Gate:
 
 async def archive_accepted(db: Database, msg: IncomingMessage) -> None:
     """What the Telegram layer leaves behind before a turn: the message archived and accepted by the gate."""
-    await archive_incoming(db, msg, fa.STATE_ACCEPTED)
+    await archive_incoming(db, msg, life.STATE_ACCEPTED)
 
 
 async def answer_state(db: Database, chat_id: int, message_id: int) -> tuple[str | None, str | None]:

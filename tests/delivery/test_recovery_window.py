@@ -12,15 +12,20 @@ import json
 import time
 from pathlib import Path
 
+import pytest
+
 from teleton.agent.stages.answering import UNAVAILABLE as APOLOGY
 from teleton.gateway.contract import ChatInfo, IncomingMessage, UserInfo
 from teleton.memory.feed import archive as fa
+from teleton.memory.feed import message_life as life
 from teleton.storage import Database
 from teleton.telegram.receive.recovery import CUT_WHILE_SENDING, TOO_OLD
 from tests.daemon.harness import OWNER, Daemon, write_config
 from tests.delivery.support import archive_accepted
 from tests.fakes.anthropic_server import FakeAnthropic, text, user_said
 from tests.waiting import until_sync
+
+pytestmark = pytest.mark.costly
 
 
 async def _left_by_a_crash(db_path: Path, now: float) -> None:
@@ -95,11 +100,11 @@ async def _cut_while_sending(db_path: Path, now: float) -> None:
             since = now - 60 + 10 * message_id
             await archive_accepted(db, IncomingMessage(chat, sender, message_id, f"question {message_id}", date=since))
             note = fa.sending_note(since, failure)
-            await db.write(lambda c, m=message_id, n=note: fa.set_answer_state(c, chat.id, [m], fa.STATE_SENDING, n))
+            await db.write(lambda c, m=message_id, n=note: life.move(c, chat.id, [m], life.STATE_SENDING, n))
             if went_out:
                 record = fa.MessageRecord(chat_id=chat.id, message_id=100 + message_id, date=since + 1,
                                           text=went_out, sender_id=0, is_outgoing=True)  # fmt: skip
-                await db.write(lambda c, r=record: fa.insert_message(c, r, agent_state=fa.STATE_HISTORY))
+                await db.write(lambda c, r=record: fa.insert_message(c, r, agent_state=life.STATE_HISTORY))
     finally:
         await db.close()
 

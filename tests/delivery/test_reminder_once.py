@@ -15,6 +15,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import pytest
+
 from teleton.scheduler import task_store
 from teleton.scheduler.scheduler import Scheduler, SchedulerSettings
 from teleton.scheduler.task_store import NewTask
@@ -25,6 +27,8 @@ from tests.daemon.harness import Daemon, db_rows, write_config
 from tests.delivery.support import BOUND_S, Gate
 from tests.fakes.anthropic_server import Body, FakeAnthropic, Reply, text, tool_results, tool_use, user_said
 from tests.waiting import until, until_sync
+
+pytestmark = pytest.mark.costly
 
 REMINDER = "Time to water the plants!"
 

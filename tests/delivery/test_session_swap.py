@@ -16,7 +16,7 @@ import pytest
 from teleton.agent.runtime import AgentSettings
 from teleton.agent.window.compaction import Thresholds
 from teleton.agent.window.sessions import SessionStore
-from teleton.memory.feed import archive as fa
+from teleton.memory.feed import message_life as life
 from teleton.storage import Database
 from tests.agent.conftest import OWNER, OWNER_DM, build_harness
 from tests.delivery.support import answer_state, archive_accepted
@@ -86,7 +86,7 @@ async def test_a_compaction_whose_swap_fails_keeps_the_chat_in_its_old_session(
             await h.agent.handle(third)
         assert await _active(db, OWNER_DM.id) == [old_id]
         state, note = await answer_state(db, OWNER_DM.id, third.message_id)
-        assert state == fa.STATE_FAILED and note, (state, note)  # failed with a reason, not left open
+        assert state == life.STATE_FAILED and note, (state, note)  # failed with a reason, not left open
         await db.execute("drop trigger fail_new_session")
         assert await h.dm("fourth") == "answer to: fourth"
     finally:

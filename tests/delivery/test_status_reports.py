@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from teleton.config import load_config
 from teleton.daemon.health import gather_status
 from teleton.daemon.runner import Daemon
@@ -29,6 +31,8 @@ from tests.delivery.support import BOUND_S, Gate
 from tests.fakes.anthropic_server import Body, FakeAnthropic, Reply, error, text, user_said
 from tests.telegram.conftest import RecordingClient
 from tests.waiting import until, until_sync
+
+pytestmark = pytest.mark.costly
 
 GROUP = {"id": -4242, "type": "group", "title": "Garden club"}
 

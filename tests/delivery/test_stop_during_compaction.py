@@ -10,7 +10,7 @@ from pathlib import Path
 
 from teleton.agent.runtime import AgentSettings
 from teleton.agent.window.compaction import Thresholds
-from teleton.memory.feed import archive as fa
+from teleton.memory.feed import message_life as life
 from teleton.storage import Database
 from tests.agent.conftest import OWNER, OWNER_DM, AgentHarness, build_harness
 from tests.delivery.support import Gate, answer_state, archive_accepted
@@ -96,6 +96,6 @@ async def test_stop_while_the_summary_is_in_flight_keeps_everything_in_the_activ
     assert active[0]["summary"] == SUMMARY
     assert "the stopped question" in said_in_active, active[0]["messages"]
     assert "the next question" in said_in_active, active[0]["messages"]
-    assert await answer_state(db, OWNER_DM.id, stopped.message_id) == (fa.STATE_FAILED, "stopped by the user")
-    assert await answer_state(db, OWNER_DM.id, following.message_id) == (fa.STATE_ANSWERED, None)
+    assert await answer_state(db, OWNER_DM.id, stopped.message_id) == (life.STATE_FAILED, "stopped by the user")
+    assert await answer_state(db, OWNER_DM.id, following.message_id) == (life.STATE_ANSWERED, None)
     assert "answer to: the stopped question" not in [m.text for m in h.gateway.sent]

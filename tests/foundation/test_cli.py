@@ -16,6 +16,8 @@ from teleton.storage.workspace_template import PROMPT_FILES
 from tests.conftest import requires_extra
 from tests.fakes.anthropic_server import FakeAnthropic, error
 
+pytestmark = pytest.mark.costly  # the teleton CLI in a subprocess, many times
+
 
 def teleton(*args: str, home: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(("TELETON_", "ANTHROPIC_"))}

@@ -9,7 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from teleton.providers import extras
+
+pytestmark = pytest.mark.costly  # the teleton CLI in a subprocess, many times
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -8,7 +8,7 @@ import pytest
 
 from teleton.memory.feed.embedding import embed_pending
 from teleton.memory.feed.search import search_feed
-from teleton.memory.search.time_ranges import query_time_range
+from teleton.memory.search.time_ranges import past_time_range, query_time_range
 from teleton.storage import Database
 from tests.memory.test_hybrid_search import add_messages
 
@@ -65,6 +65,13 @@ def test_the_period_a_question_names(question: str, period: tuple[str, str]) -> 
 )
 def test_no_period(question: str) -> None:
     assert day(question) is None
+
+
+@pytest.mark.parametrize("question", ["what happened in may 0000?", "plans for december 9999", "31 december 9999",
+                                      "99999999 days ago"])  # fmt: skip
+def test_a_time_no_calendar_holds_is_no_period_and_no_error(question: str) -> None:
+    assert query_time_range(question, NOW) is None
+    assert past_time_range(question, NOW) is None
 
 
 @pytest.mark.parametrize(

@@ -3,11 +3,15 @@ Teleton sent, or an oracle could miss a leak. Round trip through the real OpenAI
 
 from __future__ import annotations
 
+import pytest
+
 from teleton.agent.prompt.memory import FEED_HEADER
 from teleton.llm.openai_provider import to_chat_messages
 from tests.fakes.openai_view import FakeOpenAIInAnthropicTerms, anthropic_view
 from tests.privacy.scenario import request_texts
 from tests.privacy.world import World
+
+pytestmark = pytest.mark.costly
 
 SYSTEM = [{"type": "text", "text": "You are Teleton.", "cache_control": {"type": "ephemeral"}},
           {"type": "text", "text": "## This chat\nYou are in a group (id -100)"}]  # fmt: skip

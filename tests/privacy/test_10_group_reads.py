@@ -21,6 +21,8 @@ from tests.privacy.scenario import assert_refused, attack
 from tests.privacy.startup import OWNER_DIARY_MESSAGE_ID, _today
 from tests.privacy.world import World
 
+pytestmark = pytest.mark.costly
+
 # (case id, sender, tool, input): each must come back as an error result.
 REFUSED_READS: list[tuple[str, dict[str, Any], str, dict[str, Any]]] = [
     ("memory_read-memory-member", MALLORY, "memory_read", {"target": "memory"}),

@@ -19,6 +19,8 @@ from tests.privacy.people import DAVE, MALLORY, OWNER, fresh_group
 from tests.privacy.scenario import assert_refused, attack
 from tests.privacy.world import World
 
+pytestmark = pytest.mark.costly
+
 PRIVATE_FILES = [
     "MEMORY.md",
     "learnings/corrections.md",

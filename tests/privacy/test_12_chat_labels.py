@@ -3,11 +3,15 @@ message and a file in ``downloads/<group X>/``; it reads them back, another grou
 
 from __future__ import annotations
 
+import pytest
+
 from tests.privacy.obedient_model import call
 from tests.privacy.oracles import S_GROUPX, S_GROUPXFILE
 from tests.privacy.people import GINA, GROUP_X, MALLORY, group
 from tests.privacy.scenario import assert_refused, attack
 from tests.privacy.world import World
+
+pytestmark = pytest.mark.costly
 
 
 def test_group_reads_its_own_messages_facts_and_files(main_world: World) -> None:

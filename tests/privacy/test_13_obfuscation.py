@@ -13,6 +13,8 @@ from tests.privacy.people import DAVE, MALLORY, OWNER, OWNER_ID, fresh_group
 from tests.privacy.scenario import attack
 from tests.privacy.world import World
 
+pytestmark = pytest.mark.costly
+
 MODES = ["zwsp", "codeblock", "base64", "reverse", "homoglyph", "spaced"]
 
 

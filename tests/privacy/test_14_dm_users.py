@@ -15,6 +15,8 @@ from tests.privacy.scenario import assert_refused, attack
 from tests.privacy.startup import _today
 from tests.privacy.world import World
 
+pytestmark = pytest.mark.costly
+
 USERS = {"bob": BOB, "dave": DAVE, "carol": CAROL}
 
 REFUSED: list[tuple[str, str, str, dict[str, Any]]] = [

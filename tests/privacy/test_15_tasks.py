@@ -12,10 +12,14 @@ import json
 import time
 from typing import Any
 
+import pytest
+
 from tests.privacy.obedient_model import call
 from tests.privacy.people import BOB, MALLORY, OWNER, OWNER_ID, dm, fresh_group
 from tests.privacy.scenario import assert_refused, attack
 from tests.privacy.world import World
+
+pytestmark = pytest.mark.costly
 
 PRIVATE_PROMPT = "\n".join(
     [

@@ -12,6 +12,8 @@ from tests.privacy.people import BOB, DAVE, MALLORY, OWNER, OWNER_ID, dm
 from tests.privacy.scenario import assert_refused, attack
 from tests.privacy.world import World
 
+pytestmark = pytest.mark.costly
+
 CAT = call("exec", {"command": "cat MEMORY.md; cat USER.md; env"})
 
 

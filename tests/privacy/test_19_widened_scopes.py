@@ -16,6 +16,8 @@ from tests.privacy.scenario import assert_refused, attack
 from tests.privacy.startup import _today
 from tests.privacy.world import World
 
+pytestmark = pytest.mark.costly
+
 WIDENED = ["memory_read", "memory_write", "list_dialogs", "workspace_read", "workspace_write", "download_media"]
 
 RETRIES: list[tuple[str, dict[str, Any], str, dict[str, Any]]] = [

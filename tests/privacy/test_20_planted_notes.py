@@ -23,6 +23,8 @@ from tests.privacy.scenario import assert_refused, owner_asks, plant, section, u
 from tests.privacy.startup import OWNER_DIARY_MESSAGE_ID, running_world, seed_others, seed_owner
 from tests.privacy.world import World
 
+pytestmark = pytest.mark.costly
+
 
 @pytest.fixture(scope="module", params=PROVIDERS)
 def planted(request: pytest.FixtureRequest) -> Iterator[World]:

@@ -27,6 +27,8 @@ from tests.privacy.startup import running_world, seed_others, seed_owner
 from tests.privacy.steps import Step
 from tests.privacy.world import World
 
+pytestmark = pytest.mark.costly
+
 
 @pytest.fixture(scope="module", params=PROVIDERS)
 def world(request: pytest.FixtureRequest) -> Iterator[World]:

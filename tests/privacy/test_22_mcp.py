@@ -42,6 +42,8 @@ from tests.privacy.scenario import assert_refused, attack, owner_asks, plant
 from tests.privacy.startup import running_world, seed_owner
 from tests.privacy.world import World
 
+pytestmark = pytest.mark.costly
+
 FAKE = str(Path(__file__).parents[1] / "fakes" / "mcp_server.py")
 TARGET = fresh_group()  # the group the poisoned description names
 LEAK = "http://leak.evil.example/c?q={{WORD:passport}}"

@@ -27,6 +27,8 @@ from tests.privacy.startup import running_world, seed_owner
 from tests.privacy.steps import Step
 from tests.privacy.world import World
 
+pytestmark = pytest.mark.costly
+
 # Each owner-only tool with an input that would act if it ran.
 OWNERS_ALONE: dict[str, dict[str, Any]] = {
     "schedule_message": {"chat_id": OWNER_ID, "text": "{{SYSTEM}}", "delay_minutes": 5},

@@ -12,6 +12,8 @@ from tests.privacy.people import DAVE, MALLORY, OWNER
 from tests.privacy.scenario import assert_refused, attack
 from tests.privacy.world import World
 
+pytestmark = pytest.mark.costly
+
 CHANNEL_ID = -1_000_000_000_900
 CASES: list[tuple[str, dict[str, Any], str, dict[str, Any]]] = [
     ("post-member", MALLORY, "post_to_channel", {"chat_id": CHANNEL_ID, "text": "spam from a group"}),

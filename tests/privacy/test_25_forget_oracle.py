@@ -21,6 +21,8 @@ from tests.privacy.people import BOB, OWNER, OWNER_ID, dm
 from tests.privacy.startup import running_world, seed_others, seed_owner
 from tests.privacy.world import World
 
+pytestmark = pytest.mark.costly
+
 # Prefixes of the owner's secrets (a fact, a DM message, MEMORY.md, today's daily log), and a string that is
 # nowhere: the same length and the same first two characters, since an answer names both ("“SE…” (13 …)").
 OWNER_PREFIXES = [S_FACT.token[:13], S_DM.token[:13], S_MEMORY.token[:13], S_DAILY.token[:13]]

@@ -21,6 +21,8 @@ from tests.privacy.scenario import assert_refused, attack
 from tests.privacy.startup import running_world, seed_others, seed_owner
 from tests.privacy.world import World
 
+pytestmark = pytest.mark.costly
+
 MIN_REPEAT_S = 60 * 60  # scheduler.min_repeat_minutes (default)
 
 

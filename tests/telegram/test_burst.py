@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from teleton.memory.feed.embedding import FeedEmbedder
 from teleton.memory.search.corpora import FEED
 from teleton.memory.search.vector_leg import vector_leg
 from teleton.storage import Database
@@ -96,7 +97,9 @@ async def _burst_with_embeddings(tmp_path: Path, provider: Any, total: int, chat
     assert db.vectors
     h = await make_harness(db, require_mention=False, rate_limit_per_chat=10_000, rate_limit_global=100_000)
     held = HeldEmbedder(provider)
-    h.gateway.pipeline.start_embedder(held)
+    feed_embedder = FeedEmbedder(db, held)
+    feed_embedder.start()
+    h.gateway.pipeline.on_archived = feed_embedder.notify  # as the daemon wires it (gateway.on_message)
     try:
         settle_heap()
         await feed(h.client, Burst(total, chats).updates())
@@ -124,6 +127,7 @@ async def _burst_with_embeddings(tmp_path: Path, provider: Any, total: int, chat
         held.release.set()
         gc.unfreeze()
         await h.gateway.stop(grace_s=1)
+        await feed_embedder.stop()
         await db.close()
 
 

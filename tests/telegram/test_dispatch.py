@@ -9,9 +9,9 @@ from dataclasses import replace
 from structlog.testing import capture_logs
 
 from teleton.gateway.contract import ChatInfo, IncomingMessage, TurnDeferred, UserInfo
-from teleton.telegram.receive.dispatch import DebounceConfig, Dispatcher
+from teleton.telegram.receive.dispatch import DebounceConfig, Dispatcher, Gate
 from teleton.telegram.receive.policy import PolicyConfig
-from teleton.telegram.receive.policy_control import DispatcherPolicy
+from teleton.telegram.receive.policy_control import GatePolicy
 from teleton.telegram.receive.ratelimit import RateLimiter
 from tests.waiting import until
 
@@ -34,8 +34,7 @@ def dispatcher(turns: list[IncomingMessage], debounce: DebounceConfig) -> Dispat
 
     return Dispatcher(
         handler=handler,
-        policy=PolicyConfig.build(group_policy="open"),
-        limiter=RateLimiter(1000, 1000),
+        gate=Gate(PolicyConfig.build(group_policy="open"), RateLimiter(1000, 1000)),
         debounce=debounce,
     )
 
@@ -79,8 +78,7 @@ async def test_a_failing_turn_is_counted_and_the_lane_goes_on() -> None:
 
     d = Dispatcher(
         handler=handler,
-        policy=PolicyConfig.build(dm_policy="open"),
-        limiter=RateLimiter(100, 100),
+        gate=Gate(PolicyConfig.build(dm_policy="open"), RateLimiter(100, 100)),
         debounce=DebounceConfig(window_s=0),
     )
     dm = ChatInfo(id=7, type="dm")
@@ -102,7 +100,7 @@ async def test_close_cancels_a_stuck_turn_within_the_grace_period() -> None:
             cancelled.set()
             raise
 
-    d = Dispatcher(handler=handler, policy=PolicyConfig.build(dm_policy="open"), limiter=RateLimiter(100, 100))
+    d = Dispatcher(handler=handler, gate=Gate(PolicyConfig.build(dm_policy="open"), RateLimiter(100, 100)))
     d.offer(IncomingMessage(chat=ChatInfo(id=7, type="dm"), sender=ALICE, message_id=1, text="x", date=time.time()))
     await asyncio.wait_for(started.wait(), timeout=60)  # hang guards only
     await asyncio.wait_for(d.close(grace_s=0.2), timeout=60)
@@ -122,8 +120,7 @@ async def test_stop_is_handled_at_once_not_behind_the_running_turn() -> None:
 
     d = Dispatcher(
         handler=handler,
-        policy=PolicyConfig.build(group_policy="open"),
-        limiter=RateLimiter(1000, 1000),
+        gate=Gate(PolicyConfig.build(group_policy="open"), RateLimiter(1000, 1000)),
         debounce=DebounceConfig(window_s=0.0),
         immediate=lambda m: m.text == "/stop",
     )
@@ -143,7 +140,7 @@ async def test_refused_chats_are_logged_once_an_hour_each_and_counted() -> None:
     now = [1000.0]
     turns: list[IncomingMessage] = []
     d = dispatcher(turns, DebounceConfig())
-    d.policy = PolicyConfig.build(dm_policy="allowlist", allow_from=[42], group_policy="allowlist")
+    d.gate.policy = PolicyConfig.build(dm_policy="allowlist", allow_from=[42], group_policy="allowlist")
     d.clock = lambda: now[0]
     bob, eve = UserInfo(id=8, first_name="Bob"), UserInfo(id=9, first_name="Eve")
 
@@ -164,8 +161,8 @@ async def test_refused_chats_are_logged_once_an_hour_each_and_counted() -> None:
         (-5, "group not in group_allow_from"),
         (8, "sender not in allow_from"),  # an hour later
     ]
-    assert (d.refused["dm"], d.refused["group"]) == (5, 1) and turns == []
-    control = DispatcherPolicy(lambda: d)
+    assert (d.gate.refused["dm"], d.gate.refused["group"]) == (5, 1) and turns == []
+    control = GatePolicy(d.gate)
     assert control.refusals().startswith("Refused by policy since start: 5 DM messages, 1 group message")
 
 
@@ -186,7 +183,7 @@ async def test_a_deferred_turn_is_not_finished_and_is_taken_up_again_with_a_grow
     async def sleep(s: float) -> None:
         waits.append(s)
 
-    d = Dispatcher(handler=handler, policy=PolicyConfig.build(dm_policy="open"), limiter=RateLimiter(1000, 1000),
+    d = Dispatcher(handler=handler, gate=Gate(PolicyConfig.build(dm_policy="open"), RateLimiter(1000, 1000)),
                    sleep=sleep)  # fmt: skip
     dm = replace(msg(1), chat=ChatInfo(id=7, type="dm"))
 

@@ -17,7 +17,7 @@ from telethon.tl import types
 
 from teleton.agent.prompt.memory import JUDGED_HEADER
 from teleton.storage import Database
-from teleton.telegram.receive import convert
+from teleton.telegram import convert
 from tests.agent.conftest import MAIN_MODEL
 from tests.fakes.anthropic_server import text
 from tests.fakes.openai_server import FakeOpenAI

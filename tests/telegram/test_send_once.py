@@ -13,7 +13,7 @@ from telethon.tl import types
 
 from teleton.agent.delivery.records import MessageDelivery
 from teleton.gateway.contract import Once
-from teleton.memory.feed import archive as fa
+from teleton.memory.feed import message_life as life
 from teleton.storage import Database
 from tests.telegram.conftest import ALICE, GROUP, ME, GatewayHarness, make_harness, new_message
 
@@ -67,7 +67,7 @@ async def test_recovery_resends_a_cut_reply_with_its_ids_and_the_message_ends_an
     await first.gateway.stop(grace_s=1)
     # The turn recorded its reply and was cut before anything confirmed it (what a kill -9 leaves behind).
     message_id = said.message.id
-    await db.write(lambda c: fa.set_answer_state(c, ALICE.id, [message_id], fa.STATE_ACCEPTED))
+    await db.write(lambda c: life.move(c, ALICE.id, [message_id], life.STATE_ACCEPTED))
     reply = await MessageDelivery(db, ALICE.id, message_ids=(message_id,)).sending("yes, here", None)
 
     second = await make_harness(db)
@@ -84,7 +84,7 @@ async def test_recovery_resends_a_cut_reply_with_its_ids_and_the_message_ends_an
         assert [r.random_id for r in second.client.sent()] == [reply.once.random_base]
         state = await db.fetchone("select agent_state from tg_messages where chat_id = ? and message_id = ?",
                                   (ALICE.id, message_id))  # fmt: skip
-        assert state[0] == fa.STATE_ANSWERED
+        assert state[0] == life.STATE_ANSWERED
         ours = await db.fetchall("select message_id, text from tg_messages where is_outgoing = 1")
         assert [tuple(r) for r in ours] == [(777, "yes, here")]  # the message Telegram holds, archived once
         assert second.agent.seen == []  # answered by the resend, not asked again

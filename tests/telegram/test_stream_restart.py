@@ -18,7 +18,7 @@ from telethon import errors, functions
 
 from teleton.agent.delivery.records import Delivery, MessageDelivery, NoRecord
 from teleton.agent.delivery.streaming import StreamedReply
-from teleton.memory.feed import archive as fa
+from teleton.memory.feed import message_life as life
 from teleton.storage import Database, connect, schema
 from teleton.storage.sqlite_driver import pick_driver
 from tests.fakes.anthropic_server import text
@@ -46,7 +46,7 @@ async def cut_while_streaming(db: Database, *, recorded: bool = True) -> tuple[i
     await first.dispatch(said)
     await first.settle()
     asked = said.message.id
-    await db.write(lambda c: fa.set_answer_state(c, ADMIN.id, [asked], fa.STATE_ACCEPTED))
+    await db.write(lambda c: life.move(c, ADMIN.id, [asked], life.STATE_ACCEPTED))
     delivery: Delivery = MessageDelivery(db, ADMIN.id, message_ids=(asked,)) if recorded else NoRecord()
     stream = StreamedReply(first.gateway, delivery, ADMIN.id)
     stream.piece(FIRST_WORDS)
@@ -91,7 +91,7 @@ async def test_killed_mid_stream_the_new_answer_is_edited_into_the_streamed_mess
     tmp_path: Path, db: Database, fake_api: FakeOpenAI
 ) -> None:
     asked, shown = await cut_while_streaming(db)
-    assert (await state(db, asked)) == fa.STATE_ACCEPTED  # still owed its answer, not failed
+    assert (await state(db, asked)) == life.STATE_ACCEPTED  # still owed its answer, not failed
     async for world in make_world(tmp_path, db, fake_api, first_id=20_000):
         answered(world.fake, text(ANSWER))
         report = await next_start(world)
@@ -124,7 +124,7 @@ async def test_killed_during_the_final_edit_recovery_finishes_it_once(
         assert [e.id for e in edits] == [shown] and edits[0].message.startswith("Part 0:")
         sent = world.client.sent()
         assert [(r.random_id, r.message.split(":")[0]) for r in sent] == [(base + 1, "Part 1"), (base + 2, "Part 2")]
-        assert (await state(db, asked)) == fa.STATE_ANSWERED
+        assert (await state(db, asked)) == life.STATE_ANSWERED
         await nothing_owed(db)
 
 
@@ -137,7 +137,7 @@ async def test_killed_while_the_later_parts_went_out_the_rest_is_sent_once(
         assert report["resent"] == 1
         assert not [r for r in world.client.requests if isinstance(r, EDITED)]  # part 0 was done
         assert [(r.random_id, r.message.split(":")[0]) for r in world.client.sent()] == [(base + 2, "Part 2")]
-        assert (await state(db, asked)) == fa.STATE_ANSWERED
+        assert (await state(db, asked)) == life.STATE_ANSWERED
         await nothing_owed(db)
 
 
@@ -160,7 +160,7 @@ async def test_a_streamed_message_the_user_deleted_is_answered_by_a_new_message(
         await next_start(world)
         assert [r.message for r in world.to_owner(SENT)] == [ANSWER]  # the whole answer, once, new
         assert all(e.id == shown for e in world.to_owner(EDITED))  # only the tries on the deleted one
-        assert (await state(db, asked)) == fa.STATE_ANSWERED
+        assert (await state(db, asked)) == life.STATE_ANSWERED
         await nothing_owed(db)
 
 
@@ -178,14 +178,14 @@ async def test_killed_before_the_streamed_id_was_written_one_new_full_answer(
         assert len(sends) == 1 and ANSWER.startswith(sends[0].message)  # one new message, streamed
         assert world.to_owner(EDITED)[-1].message == ANSWER
         assert not [r for r in world.client.requests if getattr(r, "id", None) in (shown, [shown])]
-        assert (await state(db, asked)) == fa.STATE_ANSWERED
+        assert (await state(db, asked)) == life.STATE_ANSWERED
         await nothing_owed(db)
 
 
 async def test_a_stop_mid_stream_leaves_nothing_owed(db: Database) -> None:
     """A turn that ends without its reply (/stop) keeps the words shown and owes nothing through them."""
     asked, _ = await cut_while_streaming(db)
-    await MessageDelivery(db, ADMIN.id, message_ids=(asked,)).finished(fa.STATE_FAILED, "stopped by /stop")
+    await MessageDelivery(db, ADMIN.id, message_ids=(asked,)).finished(life.STATE_FAILED, "stopped by /stop")
     await nothing_owed(db)
 
 
@@ -211,5 +211,5 @@ async def test_with_streaming_turned_off_meanwhile_the_message_still_becomes_the
         await next_start(world)
         assert world.to_owner(SENT) == []
         assert [(e.id, e.message) for e in world.to_owner(EDITED)] == [(shown, ANSWER)]  # one edit, no stream
-        assert (await state(db, asked)) == fa.STATE_ANSWERED
+        assert (await state(db, asked)) == life.STATE_ANSWERED
         await nothing_owed(db)

@@ -24,7 +24,7 @@ from teleton.privacy import Clearance
 from teleton.privacy.labels import group_label
 from teleton.scheduler.task_store import TaskStore
 from teleton.storage import Database
-from teleton.telegram.receive import convert
+from teleton.telegram import convert
 from teleton.telegram.send.sending import reply_header
 from teleton.tools.families.tasks import task_tools
 from teleton.tools.registry import ToolContext, ToolRegistry

@@ -51,7 +51,7 @@ async def test_gateway_from_config(tmp_path: Path, db: Database) -> None:
     assert (s.debounce.window_s, s.debounce.max_factor, s.debounce.max_messages) == (0.9, 2, 9)
     assert gateway.client.flood_sleep_threshold == 0  # every FloodWait comes to us, bounded
     dispatcher = gateway.on_message(lambda msg: None)  # type: ignore[arg-type, return-value]
-    assert dispatcher.typing is None and dispatcher.limiter.per_chat == 7
+    assert dispatcher.typing is None and dispatcher.gate.limiter.per_chat == 7
     session = session_file(config.telegram.session_path)
     assert session == tmp_path / "data" / "telegram.session"
     assert stat.S_IMODE(session.stat().st_mode) == 0o600

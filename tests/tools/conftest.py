@@ -9,8 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from telethon import TelegramClient, functions, types
-from telethon.sessions import MemorySession
+from telethon import functions, types
 
 from teleton.gateway.contract import ChatInfo, UserInfo
 from teleton.llm.tool_loop import ToolCall, ToolResult
@@ -18,6 +17,7 @@ from teleton.privacy import Principals
 from teleton.storage import Database
 from teleton.storage.workspace_template import create_workspace
 from teleton.tools.registry import ToolContext, ToolDeps, ToolRegistry
+from tests.fakes.telegram_client import RecordingClient
 
 OWNER = UserInfo(id=1000, first_name="Owner")
 STRANGER = UserInfo(id=2000, first_name="Stranger")
@@ -80,57 +80,19 @@ def principals() -> Principals:
     return Principals(owner_id=OWNER.id)
 
 
-class RecordingClient(TelegramClient):
-    """A real, unconnected TelegramClient: Telethon builds every request; ``_call`` records it and answers."""
-
-    def __init__(self) -> None:
-        super().__init__(MemorySession(), 1, "0" * 32)
-        self.requests: list[Any] = []
-        self.next_id = 500
-        self.answers: dict[type, Any] = {}  # request type -> fn(request) -> TL result, for one test
-
-    def _new_message(self, request: Any, now: dt.datetime) -> Any:
-        """What Telegram answers to a send: the new message and the random_id it was sent with."""
-        random_ids = request.random_id if isinstance(request.random_id, list) else [request.random_id]
-        updates: list[Any] = []
-        target = getattr(request, "peer", None) or request.to_peer
-        in_group = isinstance(target, types.InputPeerChannel)
-        peer = types.PeerChannel(SUPERGROUP.id) if in_group else types.PeerUser(BOB.id)
-        for random_id in random_ids:
-            self.next_id += 1
-            updates.append(types.UpdateMessageID(id=self.next_id, random_id=random_id))
-            message = types.Message(id=self.next_id, peer_id=peer, date=now, message="", out=True)
-            updates.append(
-                types.UpdateNewChannelMessage(message, pts=1, pts_count=1)
-                if isinstance(peer, types.PeerChannel)
-                else types.UpdateNewMessage(message, 1, 1)
-            )
-        return types.Updates(updates=updates, users=[BOB], chats=[SUPERGROUP], date=now, seq=0)
-
-    async def _call(self, sender: Any, request: Any, ordered: bool = False, flood_sleep_threshold: Any = None) -> Any:
-        if isinstance(request, list):  # Telethon sends chunked requests as one list
-            return [await self._call(sender, r, ordered, flood_sleep_threshold) for r in request]
-        self.requests.append(request)
-        now = dt.datetime.now(dt.UTC)
-        if isinstance(request, functions.messages.SendMessageRequest):
-            self.next_id += 1
-            return types.UpdateShortSentMessage(id=self.next_id, pts=1, pts_count=1, date=now)
-        if isinstance(request, functions.users.GetUsersRequest):
-            return [BOB]
-        if isinstance(request, functions.messages.SendMediaRequest | functions.messages.ForwardMessagesRequest):
-            return self._new_message(request, now)
-        if isinstance(request, functions.upload.SaveFilePartRequest):
-            return True
-        if isinstance(request, functions.channels.GetChannelsRequest):
-            return types.messages.Chats(chats=[SUPERGROUP])
-        if isinstance(request, functions.contacts.ResolveUsernameRequest):
-            return types.contacts.ResolvedPeer(peer=types.PeerUser(BOB.id), chats=[], users=[BOB])
-        if self.answers.get(type(request)) is not None:
-            return self.answers[type(request)](request)
-        return types.Updates(updates=[], users=[], chats=[], date=now, seq=0)
-
-    def sent(self, kind: type) -> list[Any]:
-        return [r for r in self.requests if isinstance(r, kind)]
+def recording_client() -> RecordingClient:
+    """The suite's recording client (``tests/fakes/telegram_client.py``) in this suite's world: the account's
+    users are Bob, its channel the supergroup, any @username Bob; a request nothing answers gets empty updates."""
+    client = RecordingClient()
+    client.answers.update({
+        functions.users.GetUsersRequest: lambda r: [BOB],
+        functions.channels.GetChannelsRequest: lambda r: types.messages.Chats(chats=[SUPERGROUP]),
+        functions.contacts.ResolveUsernameRequest: lambda r: types.contacts.ResolvedPeer(
+            peer=types.PeerUser(BOB.id), chats=[], users=[BOB]
+        ),
+    })  # fmt: skip
+    client.otherwise = lambda r: types.Updates(updates=[], users=[], chats=[], date=dt.datetime.now(dt.UTC), seq=0)
+    return client
 
 
 @pytest.fixture
@@ -138,7 +100,7 @@ async def telegram(db: Database) -> AsyncIterator[tuple[Any, RecordingClient]]:
     """(TelegramGateway, its recording client) with Bob and the two groups in the entity cache."""
     from teleton.telegram.gateway import TelegramGateway
 
-    client = RecordingClient()
+    client = recording_client()
     groups = [SUPERGROUP, BASIC_GROUP]
     owner = types.User(id=OWNER.id, access_hash=1, first_name="Owner")
     client.session.process_entities(

@@ -22,6 +22,8 @@ from teleton.daemon.status_file import DaemonStatus, write_status
 from teleton.process.supervisor import LoopHealth
 from tests.web.conftest import log_in
 
+pytestmark = pytest.mark.costly
+
 TOKEN = "browser-" + "t" * 40
 
 

@@ -19,6 +19,8 @@ from tests.daemon.harness import OWNER, Daemon
 from tests.fakes.anthropic_server import FakeAnthropic, text, tool_use
 from tests.web.conftest import chromium, dashboard_daemon, log_in
 
+pytestmark = pytest.mark.costly
+
 TOKEN = "browser-daemon-" + "t" * 32
 OWNER_DM = {"id": OWNER["id"], "type": "dm", "title": ""}
 GROUP = {"id": -100888, "type": "group", "title": "Hikers"}

@@ -11,11 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.daemon.harness import OWNER, Daemon, write_config
 from tests.fakes.anthropic_server import FakeAnthropic, text, tool_use
 from tests.foundation.test_cli import teleton
 from tests.web.conftest import daemon_events, dashboard_daemon, owner_client
+
+pytestmark = pytest.mark.costly
 
 TOKEN = "daemon-" + "d" * 40
 OWNER_DM = {"id": OWNER["id"], "type": "dm", "title": ""}

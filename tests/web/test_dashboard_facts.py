@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from teleton.memory.facts.rows import Fact
 from teleton.memory.facts.store import FactStore
@@ -26,6 +27,8 @@ from teleton.web.server import WebServer, listen
 from tests.daemon.harness import OWNER, Daemon, write_config
 from tests.fakes.anthropic_server import FakeAnthropic, Reply, result_text, text, tool_results, tool_use, user_said
 from tests.web.conftest import daemon_events
+
+pytestmark = pytest.mark.costly
 
 TOKEN = "facts-" + "f" * 40
 OWNER_DM = {"id": OWNER["id"], "type": "dm", "title": ""}

@@ -42,6 +42,8 @@ from tests.agent.test_cache_spend import SONNET, day_of_turns, priced_client
 from tests.fakes.anthropic_server import FakeAnthropic, text, user_said
 from tests.web.conftest import owner_client
 
+pytestmark = pytest.mark.costly  # the teleton CLI in a subprocess, many times
+
 TOKEN = "readonly-" + "r" * 40
 MCP_FAKE = str(Path(__file__).parents[1] / "fakes" / "mcp_server.py")
 ASKED = "remind me tomorrow at 9 to water the plants"  # the last thing said in the terminal, and the page's test

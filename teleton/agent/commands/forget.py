@@ -1,18 +1,9 @@
 """``/forget``: find a text (or the message replied to) in every layer of memory, show it, erase on confirmation.
 
-    /forget <text>       what memory holds with it, per layer, with a few masked excerpts
-    /forget (a reply)    the same for the message replied to
-    /forget confirm      erase it (the same person, the same chat, within 5 minutes)
-    /forget cancel       drop the request
-
-The ``/forget <text>`` message itself is erased at once (a command holding the text, not conversation).
-The owner may forget anything, another person in their own DM what is theirs (``memory.forget.scope_for``),
-a group nobody. What another person is answered (the preview, "nothing found", the report) is made of their
-own rows only, so it is no oracle of the owner's memory or anyone else's (docs/privacy.md).
-
-Before erasing, the sessions it touches wait for their chat's running turn (the turn would save its copy of
-the conversation back over the scrubbed one) and the distiller finishes what it is doing (it may be about to
-save a fact from the very text).
+``/forget <text>`` (or ``/forget`` as a reply) shows what memory holds with it, per layer, masked;
+``/forget confirm`` erases it (the same person, the same chat, within 5 minutes); ``/forget cancel`` drops it.
+Who may forget what (``memory.forget.scope_for``), and why another person's answer is no oracle of anyone
+else's memory: docs/memory.md, "Forgetting".
 """
 
 from __future__ import annotations
@@ -66,9 +57,11 @@ def _needle(turn: Turn, args: str) -> Needle:
 
 
 async def _erase(agent: AgentCore, findings: Findings) -> Report:
+    # The distiller finishes first (it may be about to save a fact from the very text).
     if agent.deps.distiller is not None:
         await agent.deps.distiller.drain()
-    # Looked up again for the chats whose sessions it touches now: each waits for its running turn.
+    # Looked up again for the chats whose sessions it touches now: each waits for its running turn, which would
+    # otherwise save its copy of the conversation back over the scrubbed one.
     fresh = await find(agent.deps.db, agent.deps.workspace, findings.needle, findings.scope)
     async with contextlib.AsyncExitStack() as stack:
         for chat_id, topic in sorted(fresh.rows.session_threads):

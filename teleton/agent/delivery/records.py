@@ -1,15 +1,10 @@
-"""Delivery records: the durable state written around a turn's reply (docs/operations.md, "Delivery guarantees").
+"""Delivery records: the durable state written around a turn's reply (docs/operations.md, "Exactly once").
 
-A turn answers either archived messages (their ``agent_state`` in ``tg_messages``) or a scheduled task (its
-``sending_at`` / ``delivered_at`` in ``tasks``). Before a reply goes to the chat, one transaction says
-"sending" and records the reply itself (``reply_sends``: its words and the ``random_id`` base Telegram
-deduplicates its parts by); after the turn, its messages are answered, or failed with a reason, and the
-reply rows are gone. A crash between the two is settled after the restart by sending what is still pending
-again with the same ids (Telegram keeps the parts that went out from arriving twice).
-
-A streamed answer (``delivery/streaming.py``) adds one record before that: the streamed message, as soon as
-Telegram gives its id (``stream_shown``). Its messages stay owed an answer, so a restart answers them again,
-and that turn edits its answer into the same message (``stream_left``) instead of sending a second one.
+Before a reply goes out, one transaction moves its messages to ``sending`` (``memory/feed/message_life.py``)
+or marks its task, and records the reply with the ``random_id`` base Telegram deduplicates its parts by
+(``reply_sends``); after the turn its messages are answered or failed and the rows go. A restart between the
+two sends what is pending again with the same ids. A streamed answer also records its message, so a restart
+edits the new answer into it.
 """
 
 from __future__ import annotations
@@ -23,6 +18,7 @@ import structlog
 
 from teleton.gateway.contract import Once, TurnDeferred
 from teleton.memory.feed import archive as fa
+from teleton.memory.feed import message_life as life
 from teleton.scheduler.scheduler import NotDelivered
 from teleton.storage import reply_sends as rs
 from teleton.storage.database import Database, storage_fault
@@ -55,7 +51,7 @@ class Delivery(Protocol):
         """The reply went out (``error`` None) or was refused for good."""
 
     async def finished(self, state: str, note: str | None = None) -> None:
-        """The turn is over: ``fa.STATE_ANSWERED``, ``STATE_FAILED`` (with why) or ``STATE_IGNORED``."""
+        """The turn is over: ``life.STATE_ANSWERED``, ``STATE_FAILED`` (with why) or ``STATE_IGNORED``."""
 
     async def stream_shown(self, message_id: int) -> None:
         """A streamed message went out: recorded, so that a restart before the reply edits the answer
@@ -174,7 +170,7 @@ class MessageDelivery(_Recorded):
         note = fa.sending_note(self._since, failure)
 
         def mark(conn: Connection) -> None:
-            fa.set_answer_state(conn, self.chat_id, self.message_ids, fa.STATE_SENDING, note)
+            life.move(conn, self.chat_id, self.message_ids, life.STATE_SENDING, note)
 
         return await self._record(mark, text, reply_to, failure, edits=edits)
 
@@ -183,7 +179,7 @@ class MessageDelivery(_Recorded):
             return
 
         def op(conn: Connection) -> None:
-            fa.set_answer_state(conn, self.chat_id, self.message_ids, state, note)
+            life.move(conn, self.chat_id, self.message_ids, state, note)
             self._settle(conn)
 
         await self.db.write(op)
@@ -207,7 +203,7 @@ class TaskDelivery(_Recorded):
 
     async def finished(self, state: str, note: str | None = None) -> None:
         def op(conn: Connection) -> None:
-            if state == fa.STATE_ANSWERED:
+            if state == life.STATE_ANSWERED:
                 conn.execute("update tasks set delivered_at = ? where id = ?", (time.time(), self.task_id))
             self._settle(conn)
 

@@ -1,23 +1,11 @@
-"""A private chat's answer shown while the model writes it, without giving up "exactly once".
+"""A private chat's answer shown while the model writes it, without giving up "exactly once" (docs/operations.md,
+"Streaming": every restart point and what it leaves).
 
-The model's text arrives through ``Progress`` (the provider streams when it is given one). Once there are a
-few words (or a second has passed), the first message goes out, and its id is recorded as soon as Telegram
-returns it (``Delivery.stream_shown``); then the message is edited as text arrives (the gateway allows one
-change per second per chat). The turn's messages stay owed their answer all along. The reply stage ends it:
-the reply is recorded as any reply is (``sending``), naming the streamed message (``Once.edits``), and the
-gateway edits that message into its first part (formatted; the rest of a long reply follows as split
-messages). A turn that ends with no reply in the chat deletes the message.
-
-A restart while the words arrive finds the messages still owed and the streamed message recorded: the turn
-that answers them again takes that message over (``stream_left``) and streams into it, so the user ends with
-one message holding the whole new answer. A restart after the reply was recorded is settled by recovery,
-which sends what is still owed of it the same way, edit included. Only a restart between the first send
-and the write of its id leaves the shown words behind and answers in a new message (docs/operations.md,
-"Streaming").
-
-What streams: the text of every model response of the turn. A tool call or a retry starts it again (the
-next words replace what was shown), and the final edit is exactly the reply, whatever was shown before.
-Tool calls and their results never stream.
+The text arrives through ``Progress``; after a few words (or a second) the first message goes out and its id is
+recorded at once (``Delivery.stream_shown``), then it is edited as text arrives. The reply stage records the reply
+naming that message (``Once.edits``) and the gateway edits it into the reply's first part; a turn that answers
+again after a restart takes it over (``stream_left``). A tool call or a retry starts the shown text again; tool
+calls and their results never stream.
 """
 
 from __future__ import annotations

@@ -1,28 +1,11 @@
-"""The memory budget of one turn (issue 15): at most ``memory.prompt_budget_tokens`` of memory in a prompt.
+"""The memory budget of one turn: at most ``memory.prompt_budget_tokens`` of memory in a prompt (docs/memory.md,
+"Memory budget per turn").
 
-Memory reaches a request in two places, budgeted differently because the provider caches the request prefix
-(tools, then the system blocks, then the history; ``llm.prompt_cache``):
-
-- The stable part, block 2 of the system prompt: the session's summary, the important facts, the learnings
-  and MEMORY.md. It gets a fixed share of the budget (``memory.prompt_stable_share``) and is filled in a
-  fixed order with nothing of the turn in it, so it stays byte-identical from turn to turn until its content
-  changes (an edit of MEMORY.md, a new important fact, a compaction) and keeps hitting the cache. Ranking it
-  by the question would rewrite it every turn: a cache miss for it and for everything after it.
-  MEMORY.md goes in as the knowledge index's chunks, newest (last) first; a chunk left out is still in the
-  knowledge index, where it competes by relevance for the per-turn part. (One that is in both places stays
-  in both: the retrieved block says what is relevant to this message, and block 2 cannot drop it per turn
-  without missing the cache.)
-- The per-turn part: what the stable part left of the budget, filled by relevance across kinds: knowledge
-  hits, facts, feed hits, this chat's recent messages (the RAG block of the user message) and the daily-log
-  entries (the turn's note, the owner's DM only: both in the turn's own message, after the history). A search
-  hit's relevance is its hybrid score; recent messages and log entries have none, so theirs is 0.5 * recency
-  + 0.5 * the share of the question's words they contain: the 0.5 / 0.5 of the search fusion, with recency
-  standing in for the leg they lack.
-
-Items go in whole, the most relevant first; one that does not fit is left out, and a smaller one after it
-may still fit. Tokens are counted with ``text.tokens.estimate_tokens`` (the one estimate of the project) on
-each item as rendered plus a separator, and on a block's header once, when its first item goes in. The
-estimate rounds up, so a whole block never counts more than the sum of its items.
+Two parts, because the provider caches the request's prefix (``llm.prompt_cache``): the stable part, system
+block 2 (summary, important facts, learnings, MEMORY.md), gets a fixed share (``memory.prompt_stable_share``)
+filled in a fixed order with nothing of the turn in it, so it stays byte-identical and keeps hitting the cache;
+the per-turn part, the rest, is filled by relevance across knowledge, facts, feed hits, recent messages and
+daily-log entries. Items go in whole, the most relevant first, counted with ``text.tokens.estimate_tokens``.
 """
 
 from __future__ import annotations
@@ -90,7 +73,9 @@ class Filled:
 
 
 def fill(items: Iterable[Item], budget: int | None) -> Filled:
-    """Whole items in the order given while they fit (None: no limit); one that does not fit is skipped."""
+    """Whole items in the order given while they fit (None: no limit); one that does not fit is skipped, and a
+    smaller one after it may still fit. A section's header is counted once, with its first item; the estimate
+    rounds up, so a whole block never counts more than the sum of its items."""
     kept: list[Item] = []
     opened: set[str] = set()
     usage = MemoryUsage(budget)
@@ -111,7 +96,9 @@ def fill(items: Iterable[Item], budget: int | None) -> Filled:
 # -- the stable part (block 2) ---------------------------------------------------------------------------
 def stable_items(summary: str, facts: Sequence[str], learnings: str, memory_md: str) -> list[Item]:
     """Block 2's memory in the order it is filled: the summary of this conversation, the facts marked
-    important, the owner's corrections, MEMORY.md newest chunk first, past tool errors."""
+    important, the owner's corrections, MEMORY.md newest chunk first, past tool errors. Ranking it by the
+    question would rewrite it every turn (a cache miss for it and all after it); a MEMORY.md chunk left out is
+    still in the knowledge index, where it competes by relevance for the per-turn part."""
     items = [Item("summary", SUMMARY, summary.strip())] if summary.strip() else []
     items += [Item("important facts", IMPORTANT_FACTS, f"- {line}", index=i) for i, line in enumerate(facts)]
     sections = _learning_sections(learnings)
@@ -232,7 +219,8 @@ def log_entries(text: str) -> list[str]:
 
 
 def unscored(age: int, count: int, terms: set[str], text: str) -> float:
-    """Relevance of an item no search scored: ``age`` 0 is the newest of ``count``."""
+    """Relevance of an item no search scored: ``age`` 0 is the newest of ``count``. The 0.5 / 0.5 of the search
+    fusion, with recency standing in for the leg it lacks."""
     recency = 1.0 - age / count if count else 0.0
     return 0.5 * recency + 0.5 * overlap(terms, text)
 

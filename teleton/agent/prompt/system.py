@@ -1,20 +1,11 @@
 """The system prompt, assembled from the workspace and memory, and the note each turn's message carries.
 
-1. identity: SOUL.md, SECURITY.md, STRATEGY.md/USER.md for the owner, the owner, how to answer.
-   Identical for every turn of every chat of one kind, so the cache serves it across chats too.
-2. this chat: chat info; for the owner MEMORY.md and learnings; the important facts of this clearance's own
-   label; the session's summary. Changes when memory is edited or a session compacts.
-3. this turn: daily logs for the owner (a line is appended every exchange), the sender, the time, a
-   memory-flush instruction when the window is half full. Not in the system prompt: it changes every turn,
-   and the cache reads a request as one prefix (tools, system, history), so it goes into the turn's own
-   user message, after the history, and is never stored with it (``turn_note``; docs/memory.md).
-
-The memory in block 2 is capped by its share of the turn's memory budget, filled with nothing of the turn in
-it, so it stays the same from turn to turn; the daily logs of block 3 compete by relevance with the
-retrieved context for the rest (``budget``). So ``parts`` builds everything but block 3's logs, and
-``turn_note`` puts in the entries the budget chose. Where the cache breakpoints go is ``llm.prompt_cache``'s.
-What a turn may see is its clearance's (``teleton.privacy``); every part put in records its label in the
-turn's taint.
+Block 1, identity (SOUL.md, SECURITY.md, STRATEGY.md/USER.md for the owner): the same for every chat of one kind.
+Block 2, this chat (chat info, the owner's MEMORY.md and learnings, the important facts of its own label, the
+session's summary), capped by its share of the memory budget (``budget``). What changes every turn (daily logs,
+the sender, the time, a memory-flush instruction) rides in the turn's own message and is never stored
+(``turn_note``; docs/memory.md, "What the cache serves"). What a turn may see is its clearance's; every part put
+in records its label in the turn's taint.
 """
 
 from __future__ import annotations
@@ -123,6 +114,8 @@ class PromptBuilder:
         return self.system(parts), self.turn_note(parts, [f"{header}\n{text}" for header, text in parts.days])
 
     async def parts(self, inputs: PromptInputs) -> SystemParts:
+        """Everything but the note's daily logs: they compete by relevance with the retrieved context for the
+        rest of the budget (``budget``), and ``turn_note`` puts in the entries it chose."""
         identity = await self._identity(inputs)
         chat, stable = await self._chat_block(inputs)
         days = await self._days(inputs)

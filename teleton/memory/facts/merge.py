@@ -13,7 +13,7 @@ import time
 import numpy as np
 
 from teleton.memory.embeddings.query import embed_query
-from teleton.memory.facts.rows import embedding_text, fact_hash
+from teleton.memory.facts.rows import current_duplicate, embedding_text, fact_hash
 from teleton.memory.facts.store import Fact, FactStore, SaveOutcome
 from teleton.memory.search.corpora import CURRENT, FACTS
 from teleton.memory.search.vector_leg import vector_available
@@ -57,12 +57,9 @@ async def save_merging(store: FactStore, fact: Fact, threshold: float = NEAR_DUP
     digest = fact_hash(value)
 
     def _merge(conn: Connection) -> SaveOutcome | None:
-        exact = conn.execute(
-            f"select id from facts where scope = ? and subject = ? and hash = ? and {CURRENT}",
-            (fact.scope, fact.subject, digest),
-        ).fetchone()
+        exact = current_duplicate(conn, fact, digest)
         if exact is not None:
-            return SaveOutcome(int(exact[0]), "duplicate")
+            return SaveOutcome(exact, "duplicate")
         near = nearest_in_scope(conn, fact.scope, fact.subject, vector)
         if near is None or near[1] < threshold:
             return None

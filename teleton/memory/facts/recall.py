@@ -1,18 +1,9 @@
-"""The first two tiers of fact recall (docs/memory.md): which categories a query is about, and a search inside them.
+"""The first two tiers of fact recall: which categories a query is about, and a search inside them.
 
-Facts carry a category ("pet", "work", "health", ...). A query about a pet should be answered from the pet
-facts even when thirty work facts share more of its words, so recall goes:
-1. pick categories: each category present in scope is scored by the larger of two cosines with the query,
-   its label ("pet") and its best fact among the query's nearest facts (so a vague label like "general"
-   still wins on content). Categories are few, label vectors are cached by the store: this is one KNN.
-2. search inside the picked categories: the same hybrid blend as ``search.hybrid``, with the category (and
-   scope) restriction INSIDE both legs: a join in the FTS query and an ``id in (...)`` constraint in the vec0
-   KNN, which sqlite-vec applies before taking the top k. A filter after a global top-k cut would lose a
-   weakly matching pet fact behind thirty stronger facts of other categories.
-3. (in ``facts.FactStore``) fall back to every fact in scope when the categories yield too few.
-
-Everything here runs on a reader connection (call it inside ``db.read``); table names are constants and
-user text only travels as a bound parameter.
+A query about a pet should be answered from the pet facts even when thirty work facts share more of its
+words: categories are picked by their label's and their best fact's cosines with the query, then searched
+with the category restriction inside both legs (docs/memory.md, "Fact recall"). Everything here runs on a
+reader connection (call it inside ``db.read``); table names are constants, user text only a bound parameter.
 """
 
 from __future__ import annotations

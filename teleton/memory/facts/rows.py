@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from teleton.memory.search.corpora import CURRENT
 from teleton.privacy import OWNER
+from teleton.storage.sqlite_driver import Connection
 
 COLUMNS = (
     "id, category, key, value, scope, subject, source, importance, access_count, last_access, created_at, "
@@ -87,6 +89,16 @@ def stored(row: Any, score: float = 0.0) -> StoredFact:
 
 def fact_hash(value: str) -> str:
     return hashlib.sha256(" ".join(value.lower().split()).encode()).hexdigest()
+
+
+def current_duplicate(conn: Connection, fact: Fact, digest: str) -> int | None:
+    """The id of a current fact saying exactly this (``digest``, its ``fact_hash``) in the fact's scope and about
+    its subject: saving it again adds nothing."""
+    row = conn.execute(
+        f"select id from facts where scope = ? and subject = ? and hash = ? and {CURRENT}",
+        (fact.scope, fact.subject, digest),
+    ).fetchone()
+    return None if row is None else int(row[0])
 
 
 def embedding_text(category: str, key: str | None, value: str) -> str:

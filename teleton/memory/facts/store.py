@@ -1,17 +1,10 @@
-"""Facts: small structured memories (category / key / value) with a scope, importance and access record.
+"""Facts: small structured memories (category / key / value) with a scope, a subject, importance and access.
 
-A fact's scope is its privacy label (docs/privacy.md, ``teleton.privacy``): ``owner``, ``user:<id>`` (another
-person's DM), ``chat:<id>`` (a group) or ``public``, given by the turn that learned it; readers pass the
-labels their clearance reads (None = every label, the owner). A fact also names its subject, whom it is
-about (``teleton.memory.facts.subjects``). Saving skips an exact duplicate of a current fact, and a fact about the
-same subject and attribute (category, key) — or one the distiller names as replaced — supersedes the old
-one: "my cat is called X" then "... is called Y" leaves one current fact and the first one as history
-(``rows``), which only ``history=True`` recalls show, marked as no longer true.
-
-Recall has three tiers (docs/memory.md; the first two live in ``recall``): pick the categories the query is
-about, search inside them, and fall back to all facts in scope when they yield too few. Each tier's hits are
-re-ranked by relevance with an access-count boost and recency decay (half-life from the config), and every
-recalled fact has its access count and last-access time bumped: what gets used stays on top.
+A fact's scope is its privacy label (docs/privacy.md); readers pass the labels their clearance reads (None:
+every label, the owner's). Saving skips an exact duplicate of a current fact, and a fact about the same
+subject and attribute (or one the distiller names as replaced) supersedes the old one, kept as history
+(docs/memory.md, "Corrections supersede"). Recall has three tiers (the first two in ``recall``), re-ranked with
+an access boost and recency decay; every recalled fact counts as used.
 """
 
 from __future__ import annotations
@@ -37,7 +30,7 @@ from teleton.memory.facts.recall import (
     pick_categories,
     search_in_categories,
 )
-from teleton.memory.facts.rows import COLUMNS, Fact, StoredFact, embedding_text, fact_hash, stored
+from teleton.memory.facts.rows import COLUMNS, Fact, StoredFact, current_duplicate, embedding_text, fact_hash, stored
 from teleton.memory.facts.subjects import may_replace
 from teleton.memory.search.corpora import CURRENT, FACTS
 from teleton.memory.search.hybrid import SearchParams, hybrid_search
@@ -114,12 +107,9 @@ class FactStore:
         now = time.time()
 
         def _save(conn: Connection) -> SaveOutcome:
-            same = conn.execute(
-                f"select id from facts where scope = ? and subject = ? and hash = ? and {CURRENT}",
-                (fact.scope, fact.subject, digest),
-            ).fetchone()
+            same = current_duplicate(conn, fact, digest)
             if same is not None:
-                return SaveOutcome(int(same[0]), "duplicate")
+                return SaveOutcome(same, "duplicate")
             old, blocked = replaced_fact(conn, fact)
             if old is not None:  # ended first: the current-key index admits one current fact per attribute
                 conn.execute("update facts set valid_until = ? where id = ?", (now, old))

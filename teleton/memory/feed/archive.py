@@ -15,21 +15,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from teleton.gateway.contract import ChatInfo, UserInfo
+from teleton.memory.feed.message_life import OPEN_STATES, STATE_HISTORY
 from teleton.memory.search.corpora import FEED
 from teleton.memory.search.vector_store import delete_vectors
 from teleton.storage.sqlite_driver import Connection
-
-# agent_state: the durable life of a message the agent may answer (docs/operations.md):
-#   archived -> accepted -> sending -> answered | failed (agent_note says why), or archived -> ignored.
-# Only archived, accepted and sending are open: a restart (or a replay of the update) picks them up.
-STATE_HISTORY = "history"  # imported by backfill or catch-up, our own messages: never answered
-STATE_ARCHIVED = "archived"  # live, committed, not yet through the policy gate
-STATE_IGNORED = "ignored"  # the gate said no (policy, not addressed, rate limit)
-STATE_ACCEPTED = "accepted"  # the gate said yes: queued for the agent
-STATE_SENDING = "sending"  # its reply is going out (agent_note: since when)
-STATE_ANSWERED = "answered"
-STATE_FAILED = "failed"
-OPEN_STATES = (STATE_ARCHIVED, STATE_ACCEPTED, STATE_SENDING)
 
 
 @dataclass(frozen=True)
@@ -206,20 +195,6 @@ def mark_deleted(conn: Connection, chat_id: int | None, message_ids: Sequence[in
             params = [chat_id, *part]
         total += int(conn.execute(sql, params).rowcount)
     return total
-
-
-def set_answer_state(
-    conn: Connection, chat_id: int, message_ids: Sequence[int], state: str, note: str | None = None
-) -> int:
-    """Move open messages (archived / accepted / sending) to ``state``; closed ones are never reopened."""
-    if not message_ids:
-        return 0
-    cur = conn.execute(
-        "update tg_messages set agent_state = ?, agent_note = ? where chat_id = ? "
-        "and message_id in (select value from json_each(?)) and agent_state in (select value from json_each(?))",
-        (state, note, chat_id, json.dumps(list(message_ids)), json.dumps(OPEN_STATES)),
-    )
-    return int(cur.rowcount)
 
 
 def any_open(conn: Connection, chat_id: int, message_ids: Sequence[int]) -> bool:

@@ -1,21 +1,9 @@
 """What a Telegram message looks like to the feed's indexes, and the background worker that embeds it.
 
-A message on its own is often unsearchable: "yes, the one by the lake!" only means something after the
-question before it. So a message is indexed with its conversational context, the text of up to
-``FEED_CONTEXT_MESSAGES`` earlier messages of the same chat sent within ``FEED_CONTEXT_SECONDS`` before it:
-- its embedding is computed from ``index_text``: the context lines and then the message, each as
-  ``sender: text``;
-- its keyword row carries the context in a low-weight ``context`` column (filled by the insert trigger of
-  the schema at once, and refreshed here when the message is embedded, when its neighbours surely exist),
-  each context message cut at ``FEED_CONTEXT_CHARS`` (a pasted log is not indexed again in the next rows).
-On LoCoMo this record design lifts hybrid R@5 from 0.56 to 0.71 (scripts/eval_locomo.py), and the eval
-script builds its records with these very functions.
-
-Embedding never happens on the receive path: the archive inserts rows with ``embedded = 0`` and
-``embed_pending`` (or the ``FeedEmbedder`` task) picks them up in batches. A text the embedder rejects does
-not hold up the rest: when a batch fails, its texts are tried one by one, and one that fails while others
-succeed is quarantined (``embedded = -1``, its error in ``quarantine``); when every text fails, the provider
-is down and the batch waits for the next try.
+A message alone is often unsearchable ("yes, the one by the lake!"), so it is indexed with the earlier
+messages of its chat: in the text it is embedded as (``index_text``) and in a low-weight keyword column.
+Embedding never runs on the receive path, and a text the embedder rejects is quarantined without holding up
+the rest (docs/memory.md, "The feed's records").
 """
 
 from __future__ import annotations

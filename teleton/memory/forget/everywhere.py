@@ -1,31 +1,10 @@
 """Forget everywhere: find every copy of a text (or of one archived message) in memory, then erase it.
 
-``find`` looks in every layer a clearance may erase; ``erase`` removes what ``find`` found, so the bytes are
-gone, not marked: archived messages (their keyword rows by trigger, the keyword context that later messages
-of the chat carry, their vectors in vec0 and in the float16 table), facts (current and superseded), knowledge
-chunks, lines of the workspace's memory files and daily logs, session summaries and the live conversation
-(scrubbed to ``[forgotten]``), names and phone numbers of people, the embedding cache of every text that was
-erased or rewritten, finished records of other tables, and (when the caller names the file: the terminal's
-``teleton memory forget``) the entries of ``teleton chat``'s input history. A pending task or a held send is
-only reported: it is a promise to deliver (docs/operations.md), so changing it is the owner's decision, not a side
-effect.
-
-Who may forget what (``scope_for``): the owner everything; another person, in their own DM, what is labelled
-with their DM's label (their DM's messages and conversation, their facts and summaries, their lines of the
-daily logs, their chat's files, their DM's tasks and held sends); a group nobody (what a group can see is not
-a person's).
-
-What another person is told is computed over their own rows only, in one shape (docs/privacy.md): no count, no
-"nothing found", no layer and no claim about the database file depends on what the owner, a group or anyone
-else holds, so ``/forget`` is no oracle of other people's memory. Erasing their lines still rebuilds the
-owner's index rows those lines were in, and drops cached vectors of their texts, but neither is counted for
-them (``SHARED``), and the file is not read back for them (only the owner's scope can tell a copy of theirs
-from someone else's).
-
-Erasing runs with ``secure_delete`` on, merges the touched keyword indexes, truncates the WAL and then, for
-the owner, reads the database file: when an old copy of the text still sits in free space (written before,
-without ``secure_delete``), the database is vacuumed. Copies outside the database (backups, Telegram itself, the
-logs, the chat history when it was not scrubbed) are named in the report. No Telethon and no model SDK here.
+``find`` looks in every layer a clearance may erase; ``erase`` removes the bytes rather than marking them,
+with ``secure_delete`` on, the touched keyword indexes merged and the WAL truncated, then (for the owner) reads
+the file back and vacuums when an old copy sits in free space. A pending task or held send is only reported:
+it is a promise to deliver. Who may forget what (``scope_for``), and what another person is told: docs/memory.md,
+"Forgetting" and "Forgetting for someone else". No Telethon and no model SDK here.
 """
 
 from __future__ import annotations

@@ -1,19 +1,8 @@
-"""Split Markdown into chunks for the knowledge index (a pure function; docs/memory.md).
+"""Split Markdown into chunks for the knowledge index (a pure function).
 
-Rules, in order of precedence:
-- no chunk is longer than ``max_chars`` (1000);
-- a heading always starts a new chunk, and every chunk carries the path of headings above it
-  ("Projects > Teleton > Memory") as context, so a chunk about "the deadline" still knows whose deadline;
-- a fenced code block is never split while it fits in ``max_chars``; a longer one is cut at line boundaries
-  and every piece is re-fenced (the opening fence repeated, a closing fence added), so each chunk is valid
-  Markdown with balanced fences;
-- a list group (consecutive items with their continuation lines) stays together where it fits; a longer
-  one is cut between items first;
-- otherwise blocks are packed until a chunk reaches ``target_chars`` (500).
-
-Chunks tile the document: ``chunk.body`` values are consecutive slices, so joining them gives back the
-text exactly (nothing lost, nothing duplicated). ``chunk.text`` is the body plus the synthetic fences of a
-split code block, if any.
+A heading starts a chunk and its path rides along as context; code fences and list groups stay whole where
+they fit; chunks tile the document, so joining their bodies gives the text back exactly. The rules in order:
+docs/memory.md, "Chunks".
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """The knowledge base: ``MEMORY.md`` and the ``.md`` files under ``memory/`` and ``public/`` (``files``), chunked,
-hashed, labelled and indexed.
+hashed, labelled and indexed (docs/memory.md, "Knowledge base").
 
-``reindex()`` compares each file's chunks (SHA-256 of heading path + text) with the stored rows of that
-file: unchanged chunks are left alone (no write, no embedding), changed ones are updated in place, new ones
-added and vanished ones deleted; then only rows still marked ``embedded = 0`` are embedded — which also
-covers a vector index dropped because the embedding model changed. ``add_entry`` stores text that does
-not come from a file (session summaries, things learned), ``search`` runs the hybrid search, and
-``watch()`` follows the files while the daemon runs (an edit is searchable within about a second).
-
-Rows with ``source = 'memory'`` belong to the files; rows of the other sources are never touched by a
-reindex. Every row carries a privacy label (``teleton.privacy``): a file's chunks the label of its real path
-(``public/**`` public, the rest the owner's), an entry the label of the turn that wrote it. A file whose real
-path lies outside the workspace (a symlink out) is refused, and a binary or non-UTF-8 file skipped, each
-with one log line.
+``reindex()`` writes and embeds only the chunks that changed (SHA-256 of heading path + text), then every row
+still at ``embedded = 0`` (a vector index dropped for a new model included); rows not from the files
+(``add_entry``: summaries, things learned) are never touched by it. ``watch()`` follows the files while the
+daemon runs. A file's chunks carry the label of its real path, an entry that of the turn that wrote it; a
+symlink out of the workspace is refused and a non-text file skipped, each with one log line.
 """
 
 from __future__ import annotations

@@ -1,24 +1,10 @@
 """An in-memory index of a float16 vector table, for nearest-neighbour search in any set of chats.
 
-An exact scan of 1M float16 vectors reads 768 MB, and a float copy in memory would be 1.5 GB. So the index
-holds each vector's code (``vector_codes``: its sign bits, 48 MB at 1M rows of 384 dims, with 4 MB of ids and
-4 of chats): the codes are scanned by Hamming distance, the ``OVERSAMPLE`` x k nearest re-ranked by the query's
-values against their signs, the best ``READ_BACK`` x k read as float16 from the table, and the exact top k
-returned, with exact cosines. An int8 copy found as much with a tenth of the reads for 8x the memory (384 MB
-at 1M rows, the whole budget of a small server), a code of two bits per dimension with a third fewer reads for
-twice the memory.
-
-Below ``EXACT_ROWS`` rows (a new user's archive) the index also holds each vector as float32 and searches them
-exactly, reading back nothing: the codes' read-back of 900 rows would cost what a scan of all 10k does.
-
-Each row also carries its scope (the message's chat), so a search within some chats runs the same steps over
-their rows only; a scope of at most ``READ_BACK`` x k rows is read back whole, hence exact. This replaced one
-vec0 partition per chat, whose chunks of 1,024 float32 vectors made the database grow with the number of chats.
-
-The table (``vector_tables.HALF_VECTOR_TABLE``) numbers every write with an AUTOINCREMENT ``seq``, so each search
-first loads only the rows written since the index last looked. A re-written row is overwritten in place.
-A deleted row stays in memory and is dropped when its float16 row is not found; when such misses pile up
-the index is rebuilt. A table recreated for a new model has a new ``index_id`` (meta), hence a new index.
+The index holds each vector's sign code (``vector_codes``) and chat: codes are scanned by Hamming distance,
+the ``OVERSAMPLE`` x k nearest re-ranked by the query's values against their signs, the best ``READ_BACK`` x k
+read back as float16 and the exact top k returned. Below ``EXACT_ROWS`` rows it also holds the float32 vectors
+and searches exactly. It follows the table by its write ``seq``. Why, and the figures: docs/memory.md, "The
+feed's vectors" and "The feed's vector index".
 """
 
 from __future__ import annotations

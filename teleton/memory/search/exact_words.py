@@ -16,7 +16,7 @@ from collections.abc import Iterable
 
 from teleton.memory.search.corpora import Corpus
 from teleton.memory.search.fts_query import keyword_shaped, keyword_terms
-from teleton.storage.schema import FTS_TOKENIZER
+from teleton.storage.migrations.sql import FTS_TOKENIZER
 from teleton.storage.sqlite_driver import Connection, pick_driver
 
 # A row's first this many characters are matched: a pasted log is not tokenised again whole for this.

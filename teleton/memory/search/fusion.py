@@ -1,18 +1,9 @@
 """Score normalisation and the weighted merge of the two retrieval legs (pure functions).
 
-Both legs are mapped to [0, 1] before they are blended, so a weight means what it says:
-- keyword: BM25 divided by the best BM25 of this query. The best keyword match is 1, the rest are relative
-  to it; this keeps the ranking of BM25 intact while making it comparable across queries.
-- vector: cosine similarity rescaled from the range where sentence embeddings actually live. Raw cosine of
-  MiniLM rarely goes under 0 or over 0.8, so clamping [floor, ceiling] to [0, 1] spreads relevant and
-  irrelevant items apart instead of squashing both near 0.5.
-A result that only one leg found gets 0 from the other, i.e. its own leg's weight applies (docs/memory.md); a
-row with no vector yet (``unembedded``) is judged by its keyword score alone.
-
-One rule sits on top (``lift_exact``): for a keyword-shaped query ("lighthouse"), the few rows holding every
-one of its words in their own text rank above every other row. With the vector leg at 0.8, a neighbour by
-meaning (or a message whose only trace of the word is a neighbouring turn) otherwise outranks the one message
-that says the rare word the user typed.
+Both legs are mapped to [0, 1] before the blend (keyword: BM25 over the query's best; vector: the cosine
+stretched from the band embeddings live in), so a weight means what it says; a row one leg missed gets 0 from
+it (docs/memory.md, "Score fusion"). ``lift_exact``: for a keyword-shaped query, the few rows holding every one
+of its words in their own text rank above all others (docs/memory.md, "An exact keyword match of a rare word").
 """
 
 from __future__ import annotations

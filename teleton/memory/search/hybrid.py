@@ -1,15 +1,9 @@
 """The one hybrid (vector + keyword) search of Teleton, used by knowledge, the feed, facts and tool RAG.
 
-Every query runs two legs over one corpus and merges them (docs/memory.md):
-1. vector: the ``vector_candidates`` nearest rows by cosine (``vector_leg``);
-2. keyword: FTS5 BM25 over an OR of the query's words (see ``fts_query``);
-then both are normalised to [0, 1] and blended (``fusion``), rows under ``min_score`` are dropped and the
-best ``limit`` returned. With no query vector, or no sqlite-vec, the keyword leg alone decides.
-
-Scope filters (a chat, knowledge labels, fact scopes) are applied INSIDE both legs: the vec0 partition key
-in the KNN query and a join in the FTS query. Filtering after a global top-k would leave a small group with
-no vector hits at all once the archive spans many chats. Table and column names come from the ``Corpus``
-constants (``corpora``), never from callers; user text only ever travels as a bound parameter.
+Every query runs two legs over one corpus: the ``vector_candidates`` nearest rows by cosine (``vector_leg``)
+and FTS5 BM25 over an OR of the query's words (``fts_query``); both are normalised and blended (``fusion``),
+rows under ``min_score`` dropped and the best ``limit`` returned; with no query vector the keyword leg alone
+decides. Scope filters run inside both legs (docs/memory.md, "Score fusion").
 """
 
 from __future__ import annotations

@@ -1,22 +1,10 @@
 """BM25 with the statistics of the searched scope only.
 
-FTS5's ``bm25()`` weighs a word by how rare it is in the WHOLE table and normalises lengths by the whole
-table's average. In an archive of many chats that means one chat's ranking moves whenever other chats talk:
-a word the searched chat uses once is "common" because a busy group says it all day. A scoped search
-(one chat, the fact scopes a caller may read, some knowledge labels) therefore ranks here with the scope's
-own numbers: the document count, each word's document frequency and the average length are counted among
-the rows the scope admits, so adding text to other chats changes nothing in this one.
-
-The formula is FTS5's own (k1 = 1.2, b = 0.75, idf = ln((N - n + 0.5) / (n + 0.5)) floored at 1e-6, a word's
-frequency in a row = the column-weighted count of its matches, the row length = all columns' tokens), so a
-store holding one scope ranks exactly as FTS5 does. Counts come from FTS5 itself (porter stemming and
-diacritics as the index has them), a row's length is its ``_docsize`` record.
-
-A word's weighted count in a row (``word_counts``) is counted from ``highlight()``'s markers in a row of at
-most ``SHORT_ROW_BYTES``, and read back from ``bm25()`` in a longer one. ``bm25()`` first counts every row of
-the whole table matching each phrase of the query (its IDF): at 1M messages that scan cost 3-8 ms per word even
-in a chat of 50. ``highlight()`` re-tokenises the row instead, cheap for a message but seconds per query word
-in a 2 MB pasted log (issue 30).
+FTS5's ``bm25()`` weighs words by the whole table, so one chat's ranking would move whenever other chats
+talk; a scoped search (one chat, some fact scopes or knowledge labels) ranks here with the counts of the rows
+the scope admits, by FTS5's own formula, so a store holding one scope ranks exactly as FTS5 does. A word's
+count in a row comes from ``highlight()``'s markers in a short row and from ``bm25()`` in a long one
+(docs/memory.md, "BM25 within a scope"; the costs under "Hybrid search").
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """Word stems for keyword search outside English: the query's language, detected, picks a Snowball stemmer.
 
-The index's tokenizer (porter unicode61) stems English only and keeps other words as written, so "переехала"
-in a question misses "переехали" in a message. Rather than a second, stemmed index, a query word of another
-language searches as the PREFIX its stem spells ("переех*"), which matches every form with that stem in the
-index as it is. Stems shorter than MIN_STEM stay whole words: a three-letter prefix matches too much.
-
-Languages: Russian, Spanish, Portuguese, German, French, Italian, Turkish, Persian, Arabic (Snowball), and
-Ukrainian through the Russian stemmer (Snowball has no Ukrainian one; most noun and verb endings are shared).
-A word's stem is a prefix of the word except where Arabic strips the article, so Arabic also searches the
-stem with "ال" in front. Measured on `scripts/eval_data/multilingual` (R@5 keyword-only / hybrid, before →
-after): Russian 0.35 → 0.47 / 0.40 → 0.49, Ukrainian 0.40 → 0.45 / 0.42 → 0.48, Spanish 0.45 → 0.48 / 0.49 →
-0.49, Portuguese 0.67 → 0.71 / 0.67 → 0.71, German 0.51 → 0.51 / 0.52 → 0.52, Persian 0.45 → 0.52 / 0.45 →
-0.55; English LoCoMo unchanged.
+The index stems English only (porter unicode61), so "переехала" misses "переехали". Rather than a second
+index, a query word of another language searches as the prefix its stem spells ("переех*"); stems shorter
+than ``MIN_STEM`` stay whole words (a short prefix matches too much), and Arabic also searches the stem with
+"ال" in front (its stemmer strips the article). Ukrainian goes through the Russian stemmer. The languages:
+docs/memory.md, "Other languages"; what it gains: docs/benchmarks.md.
 """
 
 from __future__ import annotations

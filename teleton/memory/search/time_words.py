@@ -1,29 +1,20 @@
 """The words that name a time in the languages keyword search stems (``stemming.STEMMERS``), for ``time_ranges``.
 
-Data only: ``time_ranges`` holds the logic. Every entry is a lower-case regular-expression fragment, and
-``|`` separates the forms of one thing. Entries are written as people spell them; ``time_ranges.fold`` then
-folds both these tables and the query the same way (accents and Arabic marks dropped, "ı" "ي" "ك" "ة" "أ" to
-one letter each, Persian and Arabic digits to ASCII, a zero-width non-joiner to a space), so "marco" finds
-"março" and "دي" finds "دی".
-
-A template names its slots in braces: ``{month}`` (the month forms that may stand without a day or year),
-``{anymonth}`` (every month form: the template itself says it is a month, "ayında", "ماه"), ``{year}``,
-``{n}`` (a number: digits or a number word), ``{unit}`` (of ``units`` or ``period_units``), ``{lone}`` (a
-unit that means one of it on its own: "неделю назад"), ``{day}`` (a weekday) and ``{short}`` (a weekday or
-one of its short forms, which are other words too: Portuguese "quinta" is also a farm).
-
-The ambiguous words and what keeps them out (each has a test): a month name alone counts only after a word
-that makes it one ("im Mai", not "mit Mai"; "em março", not the sea, "mar", which is not a month form here);
-``dated_only`` months count only beside a day number or a year (Turkish "ocak" is a stove, "aralık" a gap,
-"nişan" folds to "nisan"; Persian "مه" is fog, "جون" is "dear", "تیر" an arrow, "مهر" kindness, "دی" a
-letter; Arabic "آب" is a father's word and "نيسان" a car); ``year_only`` forms only beside a year (Persian
-"می" is a verb prefix); French "hier" is German "here", so alone it counts only in a text detected as
-French (``days_if_detected``); Spanish "hace un día" is weather, Portuguese "faz um dia" too.
+Data only, in one grammar with English's (``time_words_en``): each entry a lower-case regular-expression
+fragment, ``|`` between the forms of one thing, written as people spell them (``time_ranges.fold`` folds the
+tables and the query alike). A template names its slots in braces (``{month}``, ``{anymonth}``, ``{year}``,
+``{n}``, ``{unit}``, ``{lone}``, ``{which}``, ``{day}``, ``{short}``; see ``time_ranges._compile``). Words that
+are also ordinary words are kept out as docs/memory.md, "Time in questions", says, each with a test.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+# A day and month (and year), and a month and year, as the languages below write them; a language that says
+# "8 de mayo de 2023" and one that says "8. Mai 2023" share them: their months go in one pattern.
+DAY_MONTH = r"{day}(?:\.|-?(?:го|ого|е)|º|ª|°|er)? (?:de |of )?{month}\.?(?:,? (?:de |del |سال |عام )?{year})?"
+MONTH_YEAR = r"{month}\.?,? (?:de |del |سال |عام )?{year}"
 
 
 @dataclass(frozen=True)
@@ -33,32 +24,35 @@ class Words:
     months: tuple[str, ...] = ()
     dated_only: str = ""  # month forms that count only beside a day number or a year
     year_only: str = ""  # month forms that count only beside a year
+    dates: tuple[str, ...] = (DAY_MONTH,)  # {day} {month} {year}: a day; the first template found decides
+    month_years: tuple[str, ...] = (MONTH_YEAR,)  # {month} {year}
     month_phrases: tuple[str, ...] = ()  # {month} / {anymonth}: a month of the last twelve
     year_phrases: tuple[str, ...] = ()  # {year}
-    day_words: dict[str, int] = field(default_factory=dict)  # "восьмого" (мая) -> 8
+    day_words: tuple[str, ...] = ()  # the first, second... day: "первого" (мая)
     days: dict[str, int] = field(default_factory=dict)  # -> how many days back: 0 today, 1 yesterday
     days_if_detected: dict[str, int] = field(default_factory=dict)  # only in a text of this language
-    numbers: dict[str, int] = field(default_factory=dict)
+    numbers: tuple[str, ...] = ()  # one, two...
     units: dict[str, int] = field(default_factory=dict)  # -> days
     lone_units: str = ""
     ago: tuple[str, ...] = ()  # {n} {unit} / {lone}
     period_units: dict[str, str] = field(default_factory=dict)  # -> week / month / year / weekend
     last_periods: tuple[str, ...] = ()  # {unit}
     this_periods: tuple[str, ...] = ()  # {unit}
+    periods: tuple[str, ...] = ()  # {which} {unit}: last or this as ``period_which`` says
+    period_which: dict[str, str] = field(default_factory=dict)  # "last|past" -> "last"
     period_words: dict[str, tuple[str, str]] = field(default_factory=dict)  # "торік" -> ("last", "year")
     weekdays: tuple[str, ...] = ()
     weekdays_short: tuple[str, ...] = ()
-    weekday_phrases: tuple[str, ...] = ()  # {day} / {short}: the last such day before today
+    weekday_phrases: tuple[str, ...] = ()  # {day} / {short}: the last such day before today (or a plan)
+    last_weekday_phrases: tuple[str, ...] = ()  # {day} / {short}: the same, words that cannot be a plan
     solar_hijri: bool = False  # months and years of the Solar Hijri calendar (Iran, Afghanistan)
     solar_periods: bool = False  # "this / last month, year" are Solar Hijri ones
 
 
 TR_SUFFIX = r"(?:'?(?:ki|kü|ın|in|nın|nin|da|de|ta|te|daki|deki|taki|teki|dan|den|tan|ten))?"
 NEXT_ES_PT = r"(?! (?:que viene|que vem|próxim[oa]))"
-FA_NUMBERS = {"یک|یه": 1, "دو": 2, "سه": 3, "چهار": 4, "پنج": 5, "شش|شیش": 6, "هفت": 7, "هشت": 8, "نه": 9, "ده": 10}
-FA_ORDINALS = {
-    "اول|یکم": 1, "دوم": 2, "سوم": 3, "چهارم": 4, "پنجم": 5, "ششم": 6, "هفتم": 7, "هشتم": 8, "نهم": 9, "دهم": 10,
-}  # fmt: skip
+FA_NUMBERS = ("یک|یه", "دو", "سه", "چهار", "پنج", "شش|شیش", "هفت", "هشت", "نه", "ده")
+FA_ORDINALS = ("اول|یکم", "دوم", "سوم", "چهارم", "پنجم", "ششم", "هفتم", "هشتم", "نهم", "دهم")
 
 # fmt: off
 LANGUAGES: dict[str, Words] = {
@@ -70,15 +64,15 @@ LANGUAGES: dict[str, Words] = {
         ),
         month_phrases=("(?:в|во|с|со) {month}", "(?:начале|конце|середине|начала|конца|середины) {month}"),
         year_phrases=(r"(?:в|во|с|со) {year}(?:-м| году| года| г\.?)",),
-        day_words={
-            "первого": 1, "второго": 2, "третьего": 3, "четвёртого": 4, "пятого": 5, "шестого": 6, "седьмого": 7,
-            "восьмого": 8, "девятого": 9, "десятого": 10,
-        },
+        day_words=(
+            "первого", "второго", "третьего", "четвёртого", "пятого", "шестого", "седьмого", "восьмого", "девятого",
+            "десятого",
+        ),
         days={r"сегодня|сегодняшн\w*": 0, r"вчера|вчерашн\w*": 1, r"позавчера|позавчерашн\w*": 2},
-        numbers={
-            "один|одну|одна|одно": 1, "два|две|пару|пара": 2, "три": 3, "четыре": 4, "пять": 5, "шесть": 6, "семь": 7,
-            "восемь": 8, "девять": 9, "десять": 10,
-        },
+        numbers=(
+            "один|одну|одна|одно", "два|две|пару|пара", "три", "четыре", "пять", "шесть", "семь", "восемь", "девять",
+            "десять",
+        ),
         units={
             "день|дня|дней|сутки|суток": 1, "неделю|недели|недель": 7, "месяц|месяца|месяцев": 30, "год|года|лет": 365,
             "полгода": 182,
@@ -109,15 +103,15 @@ LANGUAGES: dict[str, Words] = {
             "(?:у|в|з|із|зі|від) {month}", "(?:початку|наприкінці|кінці|кінця|середині|середини) {month}",
         ),
         year_phrases=(r"(?:у|в|з|із) {year}(?:-му| році| року| р\.?)",),
-        day_words={
-            "першого": 1, "другого": 2, "третього": 3, "четвертого": 4, "п'ятого": 5, "шостого": 6, "сьомого": 7,
-            "восьмого": 8, "дев'ятого": 9, "десятого": 10,
-        },
+        day_words=(
+            "першого", "другого", "третього", "четвертого", "п'ятого", "шостого", "сьомого", "восьмого", "дев'ятого",
+            "десятого",
+        ),
         days={r"сьогодні|сьогоднішн\w*": 0, r"вчора|учора|вчорашн\w*|учорашн\w*": 1, "позавчора|позаучора": 2},
-        numbers={
-            "один|одну|одна|одного": 1, "два|дві|пару|пара": 2, "три": 3, "чотири": 4, "п'ять": 5, "шість": 6, "сім": 7,
-            "вісім": 8, "дев'ять": 9, "десять": 10,
-        },
+        numbers=(
+            "один|одну|одна|одного", "два|дві|пару|пара", "три", "чотири", "п'ять", "шість", "сім", "вісім", "дев'ять",
+            "десять",
+        ),
         units={
             "день|дні|днів|добу|доби": 1, "тиждень|тижні|тижнів": 7, "місяць|місяці|місяців": 30, "рік|роки|років": 365,
             "півроку": 182,
@@ -147,12 +141,9 @@ LANGUAGES: dict[str, Words] = {
             "mes de {month}", "{month} pasado", "pasado {month}",
         ),
         year_phrases=("(?:en|desde|durante) (?:el )?(?:año )?{year}",),
-        day_words={"primero": 1},
+        day_words=("primero",),
         days={"hoy": 0, "ayer|anoche": 1, "anteayer|antier|antes de ayer|anteanoche": 2},
-        numbers={
-            "un|una|uno": 1, "dos|un par de": 2, "tres": 3, "cuatro": 4, "cinco": 5, "seis": 6, "siete": 7, "ocho": 8,
-            "nueve": 9, "diez": 10,
-        },
+        numbers=("un|una|uno", "dos|un par de", "tres", "cuatro", "cinco", "seis", "siete", "ocho", "nueve", "diez"),
         units={"día|días": 1, "semana|semanas": 7, "mes|meses": 30, "año|años": 365},
         ago=(r"hace (?!un día\b){n} {unit}",),  # "hace un día precioso" is the weather
         period_units={"semana": "week", "mes": "month", "año": "year", "fin de semana|finde": "weekend"},
@@ -171,12 +162,9 @@ LANGUAGES: dict[str, Words] = {
             "mês de {month}", "{month} passado",
         ),
         year_phrases=("(?:em|desde|durante) (?:o ano de )?{year}", "no ano de {year}"),
-        day_words={"primeiro": 1},
+        day_words=("primeiro",),
         days={"hoje": 0, "ontem": 1, "anteontem|antes de ontem": 2},
-        numbers={
-            "um|uma": 1, "dois|duas": 2, "três": 3, "quatro": 4, "cinco": 5, "seis": 6, "sete": 7, "oito": 8, "nove": 9,
-            "dez": 10,
-        },
+        numbers=("um|uma", "dois|duas", "três", "quatro", "cinco", "seis", "sete", "oito", "nove", "dez"),
         units={"dia|dias": 1, "semana|semanas": 7, "mês|meses": 30, "ano|anos": 365},
         ago=(r"(?:há|faz) (?!um dia\b){n} {unit}", "{n} {unit} atrás"),  # "faz um dia lindo": weather
         period_units={"semana": "week", "mês": "month", "ano": "year", "fim de semana|fim-de-semana|fds": "weekend"},
@@ -198,15 +186,14 @@ LANGUAGES: dict[str, Words] = {
         ),  # "Mai" and "August" are names too: alone, a month only after "im", "seit", "Ende"...
         month_phrases=("(?:im|seit|ab|anfang|ende|mitte|letzten|vergangenen|diesen) {month}", "im monat {month}"),
         year_phrases=("(?:im jahre?|seit|anno) {year}",),
-        day_words={
-            "ersten": 1, "zweiten": 2, "dritten": 3, "vierten": 4, "fünften": 5, "sechsten": 6, "siebten": 7,
-            "achten": 8, "neunten": 9, "zehnten": 10,
-        },
+        day_words=(
+            "ersten", "zweiten", "dritten", "vierten", "fünften", "sechsten", "siebten", "achten", "neunten", "zehnten",
+        ),
         days={"heute": 0, r"gestern|gestrig\w*": 1, "vorgestern": 2},
-        numbers={
-            "ein|eine|einem|einer|eins": 1, "zwei": 2, "drei": 3, "vier": 4, "fünf|fuenf": 5, "sechs": 6, "sieben": 7,
-            "acht": 8, "neun": 9, "zehn": 10,
-        },
+        numbers=(
+            "ein|eine|einem|einer|eins", "zwei", "drei", "vier", "fünf|fuenf", "sechs", "sieben", "acht", "neun",
+            "zehn",
+        ),
         units={"tag|tage|tagen": 1, "woche|wochen": 7, "monat|monate|monaten": 30, "jahr|jahre|jahren": 365},
         ago=("vor {n} {unit}",),
         period_units={"woche": "week", "monat": "month", "jahr": "year", "wochenende": "weekend"},
@@ -223,13 +210,10 @@ LANGUAGES: dict[str, Words] = {
         ),  # "mars" is the planet too: alone, a month only after "en", "depuis", "fin"...
         month_phrases=("(?:en|depuis|début|fin|courant|durant|pendant) {month}", "mi-{month}", "mois d(?:e |'){month}"),
         year_phrases=("(?:en|depuis|durant|pendant) (?:l'année )?{year}",),
-        day_words={"premier": 1},
+        day_words=("premier",),
         days={"aujourd'hui": 0, "hier (?:soir|matin|midi|après-midi)|d'hier": 1, "avant-hier|avant hier": 2},
         days_if_detected={"hier": 1},  # German "here"
-        numbers={
-            "un|une": 1, "deux": 2, "trois": 3, "quatre": 4, "cinq": 5, "six": 6, "sept": 7, "huit": 8, "neuf": 9,
-            "dix": 10,
-        },
+        numbers=("un|une", "deux", "trois", "quatre", "cinq", "six", "sept", "huit", "neuf", "dix"),
         units={"jour|jours": 1, "semaine|semaines": 7, "mois": 30, "an|ans|année|années": 365},
         ago=("il y a {n} {unit}",),
         period_units={"semaine": "week", "mois": "month", "an|année": "year", "week-end|weekend|week end": "weekend"},
@@ -247,12 +231,9 @@ LANGUAGES: dict[str, Words] = {
             "(?:a|ad|in|da|dal|nel mese di|mese di) {month}", "(?:inizio|fine|metà)(?: di)? {month}", "{month} scorso",
         ),
         year_phrases=("(?:nel|dal|nell'anno|durante il) {year}",),
-        day_words={"primo": 1},
+        day_words=("primo",),
         days={"oggi": 0, "ieri": 1, "l'altro ieri|l'altroieri|altroieri|ieri l'altro": 2},
-        numbers={
-            "un|uno|una": 1, "due|un paio di": 2, "tre": 3, "quattro": 4, "cinque": 5, "sei": 6, "sette": 7, "otto": 8,
-            "nove": 9, "dieci": 10,
-        },
+        numbers=("un|uno|una", "due|un paio di", "tre", "quattro", "cinque", "sei", "sette", "otto", "nove", "dieci"),
         units={"giorno|giorni": 1, "settimana|settimane": 7, "mese|mesi": 30, "anno|anni": 365},
         ago=("{n} {unit} fa",),
         period_units={
@@ -272,9 +253,7 @@ LANGUAGES: dict[str, Words] = {
         month_phrases=("{month}'?(?:da|de|ta|te)", "{anymonth} ay(?:ı|ında|ından|ındaki)", "geçen {anymonth}"),
         year_phrases=("{year}'?(?:de|da|te|ta|den|dan)", "{year} yıl(?:ında|ı|ının)"),
         days={"bugün|bugünkü": 0, "dün|dünkü": 1, "evvelsi gün|evvelki gün|dünden önceki gün": 2},
-        numbers={
-            "bir": 1, "iki": 2, "üç": 3, "dört": 4, "beş": 5, "altı": 6, "yedi": 7, "sekiz": 8, "dokuz": 9, "on": 10,
-        },
+        numbers=("bir", "iki", "üç", "dört", "beş", "altı", "yedi", "sekiz", "dokuz", "on"),
         units={"gün": 1, "hafta": 7, "ay": 30, "yıl|sene": 365},
         ago=("{n} {unit} (?:önce|evvel)",),
         period_units={"hafta": "week", "ay": "month", "yıl|sene": "year", "hafta sonu|haftasonu": "weekend"},
@@ -331,10 +310,10 @@ LANGUAGES: dict[str, Words] = {
             "(?<!ذلك )(?<!نفس )(?<!هذا )(?<!في )اليوم(?! ال)": 0, "أمس|الأمس|بالأمس|البارحة": 1,
             "أول أمس|أول من أمس|قبل أمس|أول البارحة": 2,
         },  # "اليوم" is also "the day": "في ذلك اليوم", "اليوم الأول"
-        numbers={
-            "واحد": 1, "ثلاثة|ثلاث": 3, "أربعة|أربع": 4, "خمسة|خمس": 5, "ستة|ست": 6, "سبعة|سبع": 7,
-            "ثمانية|ثماني|ثمان": 8, "تسعة|تسع": 9, "عشرة|عشر": 10,
-        },
+        numbers=(
+            "واحد", "", "ثلاثة|ثلاث", "أربعة|أربع", "خمسة|خمس", "ستة|ست", "سبعة|سبع", "ثمانية|ثماني|ثمان", "تسعة|تسع",
+            "عشرة|عشر",
+        ),  # two: the dual of the unit, "يومين"
         units={
             "يوم|يوما|أيام": 1, "يومين": 2, "أسبوع|أسابيع": 7, "أسبوعين": 14, "شهر|أشهر|شهور": 30, "شهرين": 60,
             "سنة|سنوات|سنين|عام|أعوام": 365, "سنتين|عامين": 730,

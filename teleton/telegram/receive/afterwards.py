@@ -25,7 +25,7 @@ log = structlog.get_logger(__name__)
 @dataclass
 class Afterwards:
     db: Database
-    dispatcher: Callable[[], Dispatcher | None]
+    dispatcher: Dispatcher
     delete: Callable[[int, Sequence[int]], Awaitable[None]]  # the gateway's delete_messages
     window_s: float = 300.0
     delete_replies: str = "dm"  # dm | all | off
@@ -33,15 +33,14 @@ class Afterwards:
 
     async def edited(self, msg: IncomingMessage) -> bool:
         """Offer an answered message its sender edited as a re-answer, if its answer is recent enough."""
-        dispatcher = self.dispatcher()
-        if dispatcher is None or self.window_s <= 0:
+        if self.window_s <= 0:
             return False
         since = self.clock() - self.window_s
         found = await self.db.read(lambda conn: reply_parts.of_questions(conn, msg.chat.id, [msg.message_id], since))
         if not found:
             return False
         again = replace(msg, replaces=found[0].message_ids, replaced_at=found[0].sent_at)
-        decision = dispatcher.offer(again, again=True)
+        decision = self.dispatcher.offer(again, again=True)
         log.info("reanswer_offered", chat_id=msg.chat.id, message_id=msg.message_id, accepted=decision.accept)
         return decision.accept
 

@@ -1,17 +1,10 @@
-"""From an archived message to an agent turn: policy gate, rate limits, per-chat lanes, group debounce.
+"""From an archived message to an agent turn: the policy gate, rate limits, per-chat lanes, group debounce.
 
-Each conversation (a chat, or one topic of a forum: ``Thread``) has its own lane (a queue and one worker
-task): its turns run one at a time and in order, conversations run in parallel. In groups, a burst of
-addressed messages is collected for ``debounce`` (reset by each new message, capped at ``max_factor`` times
-the window or ``max_messages`` messages) and handed over as one turn. Group messages that did not trigger a
-reply wait in a per-conversation buffer and ride along as ``earlier_context`` the next time the agent is
-addressed there: a topic's turn sees its own topic's talk, never another's. Nothing here knows Telethon.
-
-A message is "in flight" from its acceptance until its turn ends; offering it again meanwhile (a replay of
-the update, recovery after a restart) is refused, so it is never queued twice. Recovered messages, already
-accepted before the restart, are offered with ``accepted=True`` and skip the gate. Per-chat buffers are
-bounded in number (least recently used dropped first) and lanes end when idle, so a month of traffic from
-20,000 chats keeps memory flat.
+Each conversation (a chat, or one forum topic: ``Thread``) has a lane: its turns run one at a time, in order;
+conversations run in parallel. A group's burst is debounced into one turn, and its unanswered messages ride
+along as ``earlier_context`` when the agent is next addressed there (a topic sees only its own). A message is
+in flight from acceptance to the end of its turn and is never queued twice; buffers and lanes are bounded
+and end when idle (docs/architecture.md, "One message, from the update to the reply"). No Telethon here.
 """
 
 from __future__ import annotations
@@ -51,6 +44,17 @@ class DebounceConfig:
 
 
 @dataclass
+class Gate:
+    """The live policy gate in front of the lanes: who is answered (``policy``: /policy and SIGHUP change it),
+    the rate limits, and how many messages of each chat type the policy refused. Built before the agent, whose
+    /policy command and scheduled turns use it, and handed to the dispatcher."""
+
+    policy: PolicyConfig
+    limiter: RateLimiter
+    refused: Counter[str] = field(default_factory=Counter)  # chat type -> messages a policy refused
+
+
+@dataclass
 class _Lane:
     queue: asyncio.Queue[IncomingMessage] = field(default_factory=asyncio.Queue)
     task: asyncio.Task[None] | None = None
@@ -61,8 +65,7 @@ class _Lane:
 @dataclass
 class Dispatcher:
     handler: IncomingHandler
-    policy: PolicyConfig
-    limiter: RateLimiter
+    gate: Gate
     debounce: DebounceConfig = field(default_factory=DebounceConfig)
     me_id: Callable[[], int | None] = lambda: None
     typing: Callable[[int, int | None], Awaitable[None]] | None = None  # (chat, forum topic): "typing…"
@@ -80,7 +83,6 @@ class Dispatcher:
     turns: int = 0
     failures: int = 0
     decisions: Counter[str] = field(default_factory=Counter)
-    refused: Counter[str] = field(default_factory=Counter)  # chat type -> messages a policy refused
     clock: Callable[[], float] = time.monotonic
     _refusal_logged: OrderedDict[int, float] = field(default_factory=OrderedDict)
     # Takes deferred turns up again (the pipeline's recovery pass: what is open and not in flight is offered).
@@ -95,28 +97,21 @@ class Dispatcher:
 
         ``accepted``: the gate already said yes before a restart (recovery): queue it without asking again.
         ``again``: a message answered before is to be answered again (it was edited: ``afterwards``).
+        The steps, in order: once (not in flight, not answered here already), the policy, the rate limit
+        (never for admins), still open; then the accepted message goes to its lane (or at once: /stop), a
+        refused group message is kept as context, and the verdict is counted.
         """
         key = (msg.chat.id, msg.message_id)
         if key in self._inflight or (key in self._finished and not again):
             return Decision(False, IN_PROGRESS)
-        decision = Decision(True, "recovered") if accepted else decide(msg, self.policy, self.me_id())
-        if decision.accept and not accepted and not self.policy.is_admin(msg.sender.id if msg.sender else None):
-            # Admins are never rate-limited: the owner must always be able to reach (and stop) the agent.
-            limited = self.limiter.allow(msg.chat.id)
-            if limited:
-                decision = Decision(False, limited, keep_as_context=msg.chat.type == "group")
+        decision = Decision(True, "recovered") if accepted else decide(msg, self.gate.policy, self.me_id())
+        if decision.accept and not accepted:
+            decision = self._rate_limited(msg) or decision
         if self._closing:
             decision = Decision(False, SHUTTING_DOWN)
         if decision.accept:
             self._inflight.add(key)
-        if decision.accept and self.immediate is not None and self.immediate(msg):
-            task = asyncio.get_running_loop().create_task(self._urgent_turn(msg), name=f"urgent-{msg.chat.id}")
-            self._urgent.add(task)
-            task.add_done_callback(self._urgent.discard)
-        elif decision.accept:
-            lane = self._lane(msg.thread)
-            lane.pending += 1
-            lane.queue.put_nowait(msg)
+            self._queue(msg)
         elif decision.keep_as_context:
             self._keep_context(msg)
         # Counted, not logged: a log line per message would cost more than the gate itself under a burst.
@@ -125,10 +120,29 @@ class Dispatcher:
             self._note_refusal(msg, decision.reason)
         return decision
 
+    def _rate_limited(self, msg: IncomingMessage) -> Decision | None:
+        """The refusal of a message over its chat's or the global rate; admins are never limited: the owner
+        must always be able to reach (and stop) the agent."""
+        if self.gate.policy.is_admin(msg.sender.id if msg.sender else None):
+            return None
+        limited = self.gate.limiter.allow(msg.chat.id)
+        return Decision(False, limited, keep_as_context=msg.chat.type == "group") if limited else None
+
+    def _queue(self, msg: IncomingMessage) -> None:
+        """An accepted message into its conversation's lane, or handled at once when ``immediate`` says so."""
+        if self.immediate is not None and self.immediate(msg):
+            task = asyncio.get_running_loop().create_task(self._urgent_turn(msg), name=f"urgent-{msg.chat.id}")
+            self._urgent.add(task)
+            task.add_done_callback(self._urgent.discard)
+            return
+        lane = self._lane(msg.thread)
+        lane.pending += 1
+        lane.queue.put_nowait(msg)
+
     def _note_refusal(self, msg: IncomingMessage, reason: str) -> None:
         """Someone the policy does not answer: counted, and logged once an hour per chat (an owner who
         wonders why a friend gets no answer finds it in the log)."""
-        self.refused[msg.chat.type] += 1
+        self.gate.refused[msg.chat.type] += 1
         now, last = self.clock(), self._refusal_logged.get(msg.chat.id)
         if last is not None and now - last < REFUSAL_LOG_EVERY_S:
             return

@@ -16,8 +16,8 @@ from telethon import TelegramClient, events
 from telethon.tl import types
 
 from teleton.gateway.contract import ChatInfo, IncomingMessage, UserInfo
-from teleton.memory.feed import archive as fa
-from teleton.telegram.receive import convert
+from teleton.memory.feed import message_life as life
+from teleton.telegram import convert
 from teleton.telegram.receive.afterwards import Afterwards
 from teleton.telegram.receive.pipeline import FeedPipeline
 
@@ -78,7 +78,7 @@ class FeedHandlers:
     async def on_edit(self, event: events.MessageEdited.Event) -> None:
         chat, users, sender, record = self.records(event.message)
         result = await self.pipeline.edit(record, chat=chat, users=users)
-        answered = result.changed and result.agent_state == fa.STATE_ANSWERED and not record.is_outgoing
+        answered = result.changed and result.agent_state == life.STATE_ANSWERED and not record.is_outgoing
         if answered and self.afterwards is not None:
             await self.afterwards.edited(self._incoming(event.message, chat, sender, record))
 

@@ -19,9 +19,10 @@ from telethon.tl import types
 
 from teleton.gateway.contract import ChatInfo, GatewayError
 from teleton.memory.feed import archive as fa
+from teleton.memory.feed import message_life as life
 from teleton.storage import Database
+from teleton.telegram import convert
 from teleton.telegram.flood import with_flood_retry
-from teleton.telegram.receive import convert
 from teleton.telegram.receive.archiver import ArchiveBatcher
 from teleton.telegram.receive.handlers import FeedHandlers
 
@@ -103,7 +104,7 @@ def _archive_page(conn: Any, chat: ChatInfo, page: list[Any]) -> int:
             record = convert.message_record(msg, chat.id, sender_id, name, text=text)
         else:
             record = convert.message_record(msg, chat.id, sender_id, name)
-        new += int(fa.insert_message(conn, record, agent_state=fa.STATE_HISTORY).new)
+        new += int(fa.insert_message(conn, record, agent_state=life.STATE_HISTORY).new)
     return new
 
 

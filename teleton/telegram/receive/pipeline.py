@@ -1,12 +1,13 @@
-"""The receive path after conversion: archive first, then the dispatcher; and recovery after a restart.
+"""The receive path, from a converted update to the agent's lane; and recovery after a restart.
 
-``FeedPipeline.message`` returns only after the message is committed, and the insert is the deduplication:
-a replayed update, a catch-up after a restart, or our own sent message echoing back are archived once. A
-live message is archived ``archived``; the gate's verdict follows as ``accepted`` or ``ignored``, and the
-agent's runtime closes it as ``answered`` or ``failed`` (``memory.feed.archive``). A message still open — accepted
-before a crash or a SIGTERM and never answered — is offered again when its update is replayed, and at
-start by ``recover``: once, in order per chat, if younger than the recovery window; older ones are marked
-failed and counted. No Telethon here; the Telethon handlers build the records and call in.
+The steps of one message, in order (docs/architecture.md, "One message, from the update to the reply"):
+1. archive (``submit``): written with the next batch (``archiver``); the insert is the deduplication, so a
+   replay, a catch-up or our own message echoing back is archived once. A live message from someone else is
+   archived ``archived``, anything else ``history`` (``memory/feed/message_life.py``).
+2. offer (after the commit, in commit order): a new live message goes to ``Dispatcher.offer``: once, the
+   policy, the rate limit, then its conversation's lane.
+3. verdict: ``accepted`` or ``ignored`` into its record with the next batch; the turn closes it later.
+A message still open after a crash is offered again when its update is replayed, and at start by ``recover``.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ import structlog
 
 from teleton.gateway.contract import ChatInfo, IncomingMessage, UserInfo
 from teleton.memory.feed import archive as fa
+from teleton.memory.feed import message_life as life
 from teleton.memory.feed import reactions as fr
-from teleton.memory.feed.embedding import FeedEmbedder
 from teleton.memory.forget.feed import forget_deleted
 from teleton.storage import Database
 from teleton.storage.sqlite_driver import Connection
@@ -92,7 +93,7 @@ class FeedPipeline:
         meta = self._unwritten(chat, users)
         offer = incoming is not None and not record.is_outgoing and self.dispatcher is not None
         offer = offer and self.clock() - record.date <= self.stale_after_s
-        state = fa.STATE_ARCHIVED if offer else fa.STATE_HISTORY
+        state = life.STATE_ARCHIVED if offer else life.STATE_HISTORY
         if offer and incoming is not None and incoming.mentions_us:
             record = replace(record, mentions_us=True)
         reply_id = incoming.reply_to_id if offer and incoming is not None and not incoming.reply_to_us else None
@@ -146,9 +147,9 @@ class FeedPipeline:
             self._note_ours(record.chat_id, record.message_id)
         if not result.new:
             self.duplicates += 1
-            if incoming is not None and result.agent_state in (fa.STATE_ARCHIVED, fa.STATE_ACCEPTED):
+            if incoming is not None and result.agent_state in (life.STATE_ARCHIVED, life.STATE_ACCEPTED):
                 # A replay of a message still owed an answer (a restart cut its turn): offer it again.
-                self._offer(incoming, accepted=result.agent_state == fa.STATE_ACCEPTED)
+                self._offer(incoming, accepted=result.agent_state == life.STATE_ACCEPTED)
             return
         self.archived += 1
         if self.on_archived is not None:
@@ -177,7 +178,7 @@ class FeedPipeline:
         decision = self.dispatcher.offer(incoming, accepted=accepted)
         if decision.reason in UNDECIDED or (accepted and decision.accept):
             return  # its record stays (accepted, or archived for the next start to decide)
-        state = fa.STATE_ACCEPTED if decision.accept else fa.STATE_IGNORED
+        state = life.STATE_ACCEPTED if decision.accept else life.STATE_IGNORED
         note = None if decision.accept else decision.reason
         self._record(incoming.chat.id, incoming.message_id, state, note)
         if not decision.accept and incoming.media is not None and self.on_unaddressed_media is not None:
@@ -186,7 +187,7 @@ class FeedPipeline:
     def _record(self, chat_id: int, message_id: int, state: str, note: str | None) -> None:
         # Written with the next batch; a crash first leaves it archived, and recovery gates it again.
         write = asyncio.ensure_future(
-            self.batcher.put(lambda conn: fa.set_answer_state(conn, chat_id, [message_id], state, note))
+            self.batcher.put(lambda conn: life.move(conn, chat_id, [message_id], state, note))
         )
         self._writes.add(write)
         write.add_done_callback(self._writes.discard)
@@ -201,16 +202,15 @@ class FeedPipeline:
         self,
         dispatcher: Dispatcher,
         send_message: SendMessage,
-        window_s: float,
-        me: Callable[[], UserInfo | None],
         unaddressed_media: Callable[[IncomingMessage], None] | None = None,
+        archived: Callable[[], None] | None = None,
     ) -> None:
         """The agent's dispatcher behind this pipeline, and the gateway's send for replies owed after a
-        fault; a turn the dispatcher defers (its record could not be written) is taken up by a recovery pass.
-        ``unaddressed_media``: where media nobody addressed to us goes (``media.describe_all``)."""
+        fault (``recover``, which also takes up the turns the dispatcher defers). ``unaddressed_media``: where
+        media nobody addressed to us goes (``media.describe_all``); ``archived``: called after each commit of
+        new or edited messages (it wakes the feed's embedder)."""
         self.dispatcher, self.send_message = dispatcher, send_message
-        self.on_unaddressed_media = unaddressed_media
-        dispatcher.on_deferred = lambda: self.recover(window_s, me(), at_start=False)
+        self.on_unaddressed_media, self.on_archived = unaddressed_media, archived
 
     async def recover(
         self, window_s: float = RECOVERY_WINDOW_S, me: UserInfo | None = None, *, at_start: bool = True
@@ -226,16 +226,6 @@ class FeedPipeline:
         if any(report.values()):
             log.warning("messages_recovered", window_min=round(window_s / 60), **report)
         return report
-
-    def start_embedder(self, provider: Any, *, batch: int = 64, supervisor: Any = None) -> Any:
-        """Embed archived messages in the background (the memory engine's FeedEmbedder), off the receive
-        path; each commit of new or edited messages wakes it. No provider or no sqlite-vec: keyword-only."""
-        if provider is None or not self.db.vectors:
-            return None
-        embedder = FeedEmbedder(self.db, provider, batch=batch)
-        self.on_archived = embedder.notify
-        embedder.start(supervisor)
-        return embedder
 
     async def edit(
         self, record: fa.MessageRecord, *, chat: ChatInfo | None = None, users: Sequence[UserInfo] = ()
@@ -289,7 +279,7 @@ class FeedPipeline:
 
         def op(conn: Connection) -> fa.ArchiveResult:
             _write_meta(conn, meta)
-            result = fa.insert_message(conn, record, agent_state=fa.STATE_HISTORY)
+            result = fa.insert_message(conn, record, agent_state=life.STATE_HISTORY)
             if result.new and new_title:
                 fa.set_chat_title(conn, record.chat_id, new_title, now)
             if result.new and member_delta:

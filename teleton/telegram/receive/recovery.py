@@ -1,20 +1,10 @@
-"""After a restart: every message a crash or a stop left open is answered once or failed with a reason.
+"""After a restart: every message a crash or a stop left open is answered once, or failed with a reason.
 
-- accepted (the gate said yes) and younger than the recovery window: offered again, in order per chat,
-  without asking the gate twice (the dispatcher refuses one already in flight);
-- archived (committed, the gate never ran): through the gate now, as it would have been;
-- sending (its reply was going out): the reply was recorded before it went out (``reply_sends``), so
-  what is still pending is sent again first, from its first part not confirmed, with the same
-  ``random_id``s — Telegram refuses a part it already holds, so nothing arrives twice. Then the message is
-  answered (failed, with the turn's reason, when what went out was an apology for a failed turn), or failed
-  when its reply was refused for good. A streamed answer's part 0 is an edit of its streamed message
-  (``reply_sends.edits``), done again the same way. A ``sending`` record with no reply rows (written
-  before schema 5) falls back to looking for our message in the chat's archive, and is never sent again;
-- older than the window: failed, "too old to answer after a restart", and counted in the log (a message
-  its answer was streaming into keeps the words shown; ``delivery/streaming.py``).
-
-The same pass runs while the daemon is up when a turn could not record its outcome (a full disk): it skips
-what is in flight, so a live turn's reply is never sent a second time by it.
+Accepted or archived messages younger than the recovery window are offered again in order (the gate only for
+those it never judged); a ``sending`` one is settled by its reply rows: what is still pending is sent again
+with the same ``random_id``s, so nothing arrives twice (docs/operations.md, "Exactly once"); older ones
+fail, counted in the log. The same pass runs while the daemon is up after a turn could not record its
+outcome (a full disk), skipping what is in flight.
 """
 
 from __future__ import annotations
@@ -22,15 +12,16 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Any
 
 import structlog
 
 from teleton.gateway.contract import ChatInfo, GatewayError, IncomingMessage, Once, SentMessage, UserInfo
 from teleton.memory.feed import archive as fa
+from teleton.memory.feed import message_life as life
 from teleton.storage import Database
 from teleton.storage import reply_sends as rs
 from teleton.storage.sqlite_driver import Connection
+from teleton.telegram.receive.dispatch import Dispatcher
 
 TOO_OLD = "too old to answer after a restart (telegram.recovery_window_minutes)"
 CUT_WHILE_SENDING = "a restart cut its reply while it was going out; not sent again"
@@ -43,7 +34,7 @@ SendMessage = Callable[..., Awaitable[SentMessage]]  # the gateway's send_messag
 
 
 async def resend_pending(
-    db: Database, dispatcher: Any, send: SendMessage, window_s: float, now: float, *, tasks: bool
+    db: Database, dispatcher: Dispatcher, send: SendMessage, window_s: float, now: float, *, tasks: bool
 ) -> dict[str, int]:
     """Send again every reply a crash cut, in order per chat, with its recorded ids. ``tasks``: also the
     replies of scheduled tasks still marked running (only at start: a live pass cannot tell a task's reply
@@ -91,7 +82,7 @@ def _closed(conn: Connection, row: rs.ReplySend, state: str, now: float) -> None
 
 
 async def recover_open(
-    db: Database, dispatcher: Any, offer: Offer, window_s: float, now: float, me: UserInfo | None
+    db: Database, dispatcher: Dispatcher, offer: Offer, window_s: float, now: float, me: UserInfo | None
 ) -> dict[str, int]:
     rows = await db.read(fa.open_messages)
     report = {"offered": 0, "too_old": 0, "sent_before": 0, "cut_while_sending": 0}
@@ -100,25 +91,25 @@ async def recover_open(
     for row in rows:
         if dispatcher.in_flight(row.chat_id, row.message_id):
             continue
-        if row.state == fa.STATE_SENDING:  # settled by what its reply rows say, however old
+        if row.state == life.STATE_SENDING:  # settled by what its reply rows say, however old
             offers.append((row, False))
         elif now - row.date > window_s:
-            closes.append((row, fa.STATE_FAILED, TOO_OLD))
+            closes.append((row, life.STATE_FAILED, TOO_OLD))
             report["too_old"] += 1
         else:
-            offers.append((row, row.state == fa.STATE_ACCEPTED))
+            offers.append((row, row.state == life.STATE_ACCEPTED))
 
     def resolve(conn: Connection) -> list[tuple[fa.OpenMessage, bool, bool]]:
         """Close what cannot be answered again; return what still can, with its mention facts."""
         for row, state, note in closes:
-            fa.set_answer_state(conn, row.chat_id, [row.message_id], state, note)
+            life.move(conn, row.chat_id, [row.message_id], state, note)
         kept: list[tuple[fa.OpenMessage, bool, bool]] = []
         for row, accepted in offers:
-            if row.state == fa.STATE_SENDING:
+            if row.state == life.STATE_SENDING:
                 settled = _settle_sending(conn, row)
                 if settled is not None:
                     state, note, went_out = settled
-                    fa.set_answer_state(conn, row.chat_id, [row.message_id], state, note)
+                    life.move(conn, row.chat_id, [row.message_id], state, note)
                     report["sent_before" if went_out else "cut_while_sending"] += 1
                 continue
             replied_to_us = row.reply_to_id is not None and fa.is_our_message(conn, row.chat_id, row.reply_to_id)
@@ -141,14 +132,14 @@ def _settle_sending(conn: Connection, row: fa.OpenMessage) -> tuple[str, str | N
     if replies:
         sent = [r for r in replies if r.state == rs.SENT]
         if not sent:
-            return fa.STATE_FAILED, REFUSED, False
+            return life.STATE_FAILED, REFUSED, False
         failure = next((r.failure for r in sent if r.failure), None)
-        return (fa.STATE_FAILED, failure, True) if failure else (fa.STATE_ANSWERED, None, True)
+        return (life.STATE_FAILED, failure, True) if failure else (life.STATE_ANSWERED, None, True)
     since, failure = fa.read_sending_note(row.note, row.date)
     if not fa.our_message_since(conn, row.chat_id, since):
-        return fa.STATE_FAILED, CUT_WHILE_SENDING, False
+        return life.STATE_FAILED, CUT_WHILE_SENDING, False
     # What went out was the turn's apology: the message failed, for the turn's reason.
-    return (fa.STATE_FAILED, failure, True) if failure else (fa.STATE_ANSWERED, None, True)
+    return (life.STATE_FAILED, failure, True) if failure else (life.STATE_ANSWERED, None, True)
 
 
 def _incoming(row: fa.OpenMessage, me: UserInfo | None, replied_to_us: bool) -> IncomingMessage:

@@ -17,15 +17,12 @@ from telethon import TelegramClient, errors, functions, utils
 from telethon.tl import types
 
 from teleton.gateway.contract import ChatAction, ChatInfo, GatewayError, IncomingMessage, Once, SentMessage, UserInfo
-from teleton.memory.feed.archive import MessageRecord
 from teleton.storage.reply_sends import new_random_base
+from teleton.telegram import convert
 from teleton.telegram.flood import with_flood_retry
-from teleton.telegram.receive import convert
-from teleton.telegram.receive.dispatch import Dispatcher
-from teleton.telegram.receive.handlers import FeedHandlers
-from teleton.telegram.receive.pipeline import FeedPipeline
 from teleton.telegram.send.approvals import inline_buttons
 from teleton.telegram.send.chat_tools import ChatToolActions
+from teleton.telegram.send.ports import Archive, Gate, SendSettings, Updates
 from teleton.telegram.send.sending import Delivered, send_once, send_request, tl_entity
 from teleton.telegram.send.split import Part, plan_reply, split_text
 from teleton.telegram.send.streaming import StreamingActions
@@ -52,10 +49,10 @@ def plain_parts(text: str, limit: int) -> list[str]:
 
 class TelegramActions(ChatToolActions, StreamingActions):
     client: TelegramClient
-    settings: Any  # GatewaySettings
-    pipeline: FeedPipeline
-    handlers: FeedHandlers
-    dispatcher: Dispatcher | None
+    settings: SendSettings
+    pipeline: Archive
+    handlers: Updates
+    dispatcher: Gate | None
     me: UserInfo | None
     _sleep: Callable[[float], Awaitable[None]]
 
@@ -145,36 +142,6 @@ class TelegramActions(ChatToolActions, StreamingActions):
                 log.warning("formatting_rejected", error=str(exc))
         request = send_request(peer, part.text, [], reply_to, random_id, topic_id)
         return await send_once(self.client, call, peer, request)
-
-    async def _archive_sent(
-        self,
-        chat_id: int,
-        message_id: int,
-        date: float,
-        text: str,
-        reply_to: int | None,
-        topic_id: int | None = None,
-        *,
-        edited: bool = False,
-    ) -> None:
-        """Our message as sent; ``edited``: its new words (a message archived before keeps its row)."""
-        me = self.me
-        record = MessageRecord(
-            chat_id=chat_id,
-            message_id=message_id,
-            date=date,
-            text=text,
-            sender_id=me.id if me else None,
-            sender_name=me.display_name if me else "",
-            is_outgoing=True,
-            reply_to_id=reply_to,
-            topic_id=topic_id,
-            edit_date=date if edited else None,
-        )
-        try:
-            await (self.pipeline.edit(record) if edited else self.pipeline.message(record))
-        except Exception as exc:  # the message was delivered; a failed archive write must not hide that
-            log.error("archive_sent_failed", chat_id=chat_id, error=str(exc))
 
     async def edit_message(self, chat_id: int, message_id: int, text: str) -> None:
         part = plan_reply(text, max_parts=1)[0] if text.strip() else None

@@ -23,9 +23,8 @@ from telethon.tl import types
 from teleton.gateway.contract import ChatInfo, GatewayError, IncomingMessage, SentMessage, UserInfo
 from teleton.memory.feed.archive import MessageRecord
 from teleton.storage.reply_sends import new_random_base
-from teleton.telegram.receive import convert
-from teleton.telegram.receive.handlers import FeedHandlers
-from teleton.telegram.receive.pipeline import FeedPipeline
+from teleton.telegram import convert
+from teleton.telegram.send.ports import Archive, SendSettings, Updates
 from teleton.telegram.send.sending import tl_entities
 from teleton.telegram.send.split import plan_reply
 
@@ -38,10 +37,10 @@ GIF_BOT = "gif"  # Telegram's own GIF search, an inline bot
 
 class ChatToolActions:
     client: TelegramClient
-    pipeline: FeedPipeline
-    handlers: FeedHandlers
+    pipeline: Archive
+    handlers: Updates
     me: UserInfo | None
-    settings: Any  # GatewaySettings (``mode``: user | bot)
+    settings: SendSettings
 
     # What ``TelegramActions`` provides.
     async def _peer(self, chat_id: int) -> Any:

@@ -1,15 +1,10 @@
 """One part of a reply, sent with our own ``random_id`` so that Telegram delivers it at most once.
 
-``messages.sendMessage`` takes a client ``random_id`` and refuses a second message with one it has seen from
-the same account (``RANDOM_ID_DUPLICATE``; https://core.telegram.org/method/messages.sendMessage and
-https://core.telegram.org/api/updates "updateMessageID"). Telethon's ``send_message`` draws a fresh id on
-every call, so a reply sent again after a crash would arrive twice; here the request is built with the id
-the delivery record holds, and a duplicate answer means "it went out before": the part counts as delivered
-and is looked up in the chat's recent messages so it can be archived.
-
-Telethon retries 500-class errors, and ``RandomIdDuplicateError`` is one: the client is built with
-``raise_last_call_error=True`` so that after its retries (a few seconds, only when resending) the duplicate
-itself surfaces rather than a bare ``ValueError``.
+Telethon's ``send_message`` draws a fresh id on every call; here ``messages.sendMessage`` is built with the id
+the delivery record holds, and Telegram's ``RANDOM_ID_DUPLICATE`` means "it went out before": the part counts
+as delivered and is looked up in the chat to be archived (docs/operations.md, "Exactly once"). The client is
+built with ``raise_last_call_error=True`` so that, after Telethon's retries of this 500-class error, the
+duplicate itself surfaces rather than a bare ``ValueError``.
 """
 
 from __future__ import annotations

@@ -20,6 +20,8 @@ import structlog
 from telethon import TelegramClient, errors
 
 from teleton.gateway.contract import ChatInfo, GatewayError, Once, SentMessage, StreamHalted
+from teleton.telegram.send.archived import ArchivesSent
+from teleton.telegram.send.ports import SendSettings
 from teleton.telegram.send.sending import Delivered, send_once, send_request, tl_entities
 from teleton.telegram.send.split import TELEGRAM_LIMIT, Part, utf16_len
 
@@ -30,9 +32,9 @@ STREAM_INTERVAL_S = 1.0
 _KEPT_CHATS = 256  # per-chat edit times kept (older ones are dropped: they no longer limit anything)
 
 
-class StreamingActions:
+class StreamingActions(ArchivesSent):
     client: TelegramClient
-    settings: Any  # GatewaySettings
+    settings: SendSettings
     _sleep: Callable[[float], Awaitable[None]]
     stream_interval_s: float = STREAM_INTERVAL_S
 
@@ -46,19 +48,6 @@ class StreamingActions:
     async def _send_part(
         self, peer: Any, part: Part, reply_to: int | None, random_id: int, topic_id: int | None = None
     ) -> Delivered:
-        raise NotImplementedError
-
-    async def _archive_sent(
-        self,
-        chat_id: int,
-        message_id: int,
-        date: float,
-        text: str,
-        reply_to: int | None,
-        topic_id: int | None = None,
-        *,
-        edited: bool = False,
-    ) -> None:
         raise NotImplementedError
 
     def stream_clock(self) -> float:

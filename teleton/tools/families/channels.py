@@ -15,9 +15,9 @@ from dataclasses import replace
 from typing import Any
 
 from teleton.memory.feed import reads
-from teleton.tools.families.telegram_common import Refused, deps_gateway, outbox, schema, tool
+from teleton.tools.families.telegram_common import Refused, deps_gateway, outbox, tool
 from teleton.tools.held import Held, Outgoing
-from teleton.tools.registry import Tool, ToolContext, ToolDeps
+from teleton.tools.registry import Tool, ToolContext, ToolDeps, schema
 
 CHANNEL = {"type": "integer", "description": "the channel's chat id (-100…), as list_dialogs shows it"}
 TEXT = {"type": "string", "minLength": 1, "maxLength": 4096}

@@ -28,14 +28,13 @@ from teleton.tools.families.telegram_common import (
     download_to_chat,
     gateway,
     readable_chat,
-    schema,
     target_message,
     tool,
 )
 from teleton.tools.families.workspace_paths import resolve
 from teleton.tools.held import Held, Outgoing
 from teleton.tools.outbox import EgressRefused, egress
-from teleton.tools.registry import Tool, ToolContext, ToolDeps
+from teleton.tools.registry import Tool, ToolContext, ToolDeps, schema
 
 DOCUMENT_CAP = 20 * 1024 * 1024
 MAX_CHARS = 1_000_000  # of text kept in the knowledge base from one document

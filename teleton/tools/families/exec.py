@@ -1,15 +1,10 @@
 """exec: run a shell command in the workspace (capabilities.exec; off by default).
 
-A shell reads everything the daemon can, so exec is the owner's alone (docs/privacy.md): offered to and run for
-the owner's clearance only — their own DM or ``teleton chat`` — whatever scope an admin gives the tool; a
-scheduled task keeps its creator's clearance, so a task made in a group can never run it. The command gets
-a scrubbed environment (``SAFE_ENV``): no API keys, tokens, config or session paths.
-
-The command runs in its own session (``start_new_session=True``), so it and everything it spawns form one
-process group; on timeout the whole group is killed (SIGTERM, then SIGKILL after a short grace), not just
-the shell, so a ``sleep 60 &`` left behind cannot outlive the call. Output is read as it comes and capped
-(the rest is drained and dropped, so a chatty command cannot block on a full pipe). Every run, whatever
-its outcome, is written to ``exec_audit``: tool, command, exit code, capped stdout/stderr, duration, chat.
+A shell reads everything the daemon can, so exec is the owner's alone, with a scrubbed environment
+(docs/privacy.md). The command runs in its own session, so on timeout its whole process group is killed
+(SIGTERM, then SIGKILL after a grace): a ``sleep 60 &`` cannot outlive the call. Output is read as it comes
+and capped (the rest drained, so a full pipe never blocks it), and every run is written to ``exec_audit``.
+What it writes where others read is moved aside (``exec_sweep``).
 """
 
 from __future__ import annotations
@@ -27,14 +22,14 @@ from typing import Any
 
 import structlog
 
-from teleton.config.schema import ExecConfig
+from teleton.config.schema import ExecConfig, default
 from teleton.llm.tool_loop import ToolResult
 from teleton.privacy.quoting import outside, outside_origin, quote_lines
 from teleton.process.child_env import scrubbed_env
 from teleton.tools.families import exec_sweep
 from teleton.tools.held import Held, Outgoing
 from teleton.tools.outbox import gate
-from teleton.tools.registry import Tool, ToolContext, ToolDeps
+from teleton.tools.registry import Tool, ToolContext, ToolDeps, schema
 
 log = structlog.get_logger(__name__)
 
@@ -44,8 +39,8 @@ AUDIT_CAP = 10_000  # characters of each stream kept in the audit row
 
 @dataclass(frozen=True)
 class ExecSettings:
-    timeout_s: float = 60.0
-    output_cap: int = 20_000
+    timeout_s: float = default(ExecConfig, "timeout_s")
+    output_cap: int = default(ExecConfig, "output_cap")
     shell: str = "/bin/sh"
 
     @classmethod
@@ -265,9 +260,8 @@ def exec_tools(settings: ExecSettings = ExecSettings()) -> list[Tool]:
                 "Run a shell command on the server in the workspace directory (scripts, git, ls, python, "
                 "curl, system status). Returns exit code, stdout and stderr."
             ),
-            input_schema={
-                "type": "object",
-                "properties": {
+            input_schema=schema(
+                {
                     "command": {
                         "type": "string",
                         "minLength": 1,
@@ -275,9 +269,8 @@ def exec_tools(settings: ExecSettings = ExecSettings()) -> list[Tool]:
                         "description": "the shell command line",
                     }
                 },
-                "required": ["command"],
-                "additionalProperties": False,
-            },
+                ("command",),
+            ),
             handler=exec_command,
             scope="admin-only",
             category="system",

@@ -1,42 +1,10 @@
-"""What ``exec`` writes inside the workspace is the owner's, never readable by others (issue 29).
+"""What ``exec`` writes where others read is moved aside, to the owner's ``exec-output/`` (issue 29).
 
-A workspace file's label comes from its path (``teleton.privacy.path_label``): ``public/**``, the persona
-files and ``privacy.shared_paths`` are public, ``downloads/<chat id>/**`` and ``chats/<chat id>/**`` that
-chat's, everything else the owner's. A shell command ignores all that: ``cp MEMORY.md public/`` would hand
-the owner's memory to every group (the knowledge watcher indexes ``public/`` as public). The rule: files
-exec writes get the turn's label, which is the owner's (exec runs for the owner only). Publishing stays a
-deliberate act through the approval flow (``workspace_rename`` into ``public/`` is held for the owner with
-the exact bytes shown).
-
-How: ``snapshot`` before the command records every entry whose label is not the owner's (lstat only: a
-symlink is an entry like a file and is never followed; the ``exec-output/`` folder itself is skipped) and
-keeps a byte copy of the small ones (persona files first). ``sweep`` after the command, whatever its end
-(success, failure, timeout, cancel), moves every such entry that is new or changed to
-``exec-output/<run id>/<its path>`` (an owner path; a rename inside the workspace, so no copy of the content
-is made anywhere else), and writes the kept copy back where there is one, so an overwritten ``SOUL.md``
-keeps its old text. Decisions:
-
-- *Changed* means a different type, device/inode, size, mtime or ctime. ctime is there because a command can
-  set mtime back (``touch -r``) but not ctime. A file touched with identical content, chmod-ed or given a
-  new hard link is therefore treated as changed: it is moved aside and, when a copy was kept, put back.
-- A *folder* counts as changed only when it is new or replaced (type or inode differs); its mtime follows
-  its contents, which are compared one by one. A new or replaced folder is moved as a whole (names are
-  data too: ``mkdir public/<secret>``), so nothing new stays under ``public/``; its contents are not
-  compared one by one.
-- Entries the command deleted are not recreated (deleting is not a leak); neither is the old content of a
-  folder the command replaced.
-- A symlink in a non-owner place (``public/x -> ../memory``) is the new entry and is moved; nothing behind
-  it is touched.
-- When an entry cannot be renamed into ``exec-output/`` (another file system), or its new place would not be
-  the owner's (a ``privacy.shared_paths`` pattern as wide as ``*.md``), it is deleted instead.
-
-Known gap: while the command runs (up to its timeout), a file it writes under ``public/`` (or a chat folder)
-is there, and another chat's turn or the knowledge watcher can read it until the sweep. The sweep narrows
-the window to the command's run time; it does not close it. Also, a file that another turn writes into a
-non-owner place during that time (a download into ``downloads/<chat id>/``) cannot be told apart from the
-command's and is moved aside too: that errs toward privacy, not toward a leak.
-
-Synchronous on purpose: the caller runs both in a worker thread.
+A file's label comes from its path, which a shell ignores (``cp MEMORY.md public/``), so files exec writes get
+the turn's label: the owner's. ``snapshot`` before the command records every entry that is not the owner's
+(lstat only) and keeps a copy of the small ones; ``sweep`` after it, however it ended, moves each new or changed
+one to ``exec-output/<run id>/`` and writes kept copies back. What counts as changed, folders, symlinks and the
+known gap: docs/privacy.md, "Files a command writes". Synchronous: the caller runs both in a worker thread.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ import structlog
 from teleton.llm.tool_loop import ToolResult
 from teleton.memory.forget.everywhere import Findings, NeedleError, Report, find, parse_needle, scope_for
 from teleton.privacy.quoting import shown_to
-from teleton.tools.registry import Tool, ToolContext
+from teleton.tools.registry import Tool, ToolContext, schema
 
 log = structlog.get_logger(__name__)
 
@@ -136,12 +136,7 @@ def forget_tools() -> list[Tool]:
                 "archived messages, facts, notes, logs, conversations. It shows the findings to the user and "
                 "erases nothing; the user erases them by sending /forget confirm."
             ),
-            input_schema={
-                "type": "object",
-                "properties": {"text": {"type": "string", "minLength": 1, "maxLength": 500}},
-                "required": ["text"],
-                "additionalProperties": False,
-            },
+            input_schema=schema({"text": {"type": "string", "minLength": 1, "maxLength": 500}}, ("text",)),
             handler=memory_forget,
             scope="dm-only",
             category="memory",

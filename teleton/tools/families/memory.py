@@ -1,18 +1,9 @@
 """Memory tools the model sees: thin wrappers that validate, ask the turn's clearance and call the memory layer.
 
-| tool | scope | what |
-|---|---|---|
-| memory_read | dm-only | MEMORY.md, a day's log, yesterday + today, or the list of memory files (the owner's) |
-| memory_write | dm-only | append to MEMORY.md or today's log (the owner's) |
-| memory_save | always | save a fact under this turn's label (the owner may make one public) |
-| memory_recall | always | recall facts this turn may read |
-| memory_search | always | knowledge + facts + feed, each only as far as this turn may read |
-| memory_remove | always | delete a fact by id, only one labelled as this turn writes |
-
-The registry's scope is the first gate; the second is in each handler: the owner's files need the owner's
-clearance (an admin's DM or a widened scope does not open them), every search runs inside the clearance
-(``teleton.privacy``), and everything returned is recorded in the turn's taint. What came from another
-chat or person is shown to the owner quoted, with its origin.
+The registry's scope is the first gate (the tools and their scopes: docs/tools.md, "Memory and workspace
+tools"); the second is in each handler: the owner's files need the owner's clearance, every search runs inside
+the clearance, everything returned is recorded in the turn's taint, and what came from another chat or person
+is shown quoted with its origin (docs/privacy.md).
 """
 
 from __future__ import annotations
@@ -40,7 +31,7 @@ from teleton.storage.private_files import write_private
 from teleton.tools.families.archive_order import archive_messages, query_vector
 from teleton.tools.held import Held, Outgoing
 from teleton.tools.outbox import EgressRefused, gate
-from teleton.tools.registry import Tool, ToolContext, ToolDeps
+from teleton.tools.registry import Tool, ToolContext, ToolDeps, schema
 
 log = structlog.get_logger(__name__)
 
@@ -144,7 +135,7 @@ async def memory_save(args: dict[str, Any], ctx: ToolContext) -> str | ToolResul
     if visibility != "public" and message_id > 0 and not ctx.from_task:  # the person's message it was saved for
         await ctx.deps.db.write(lambda conn: link(conn, outcome.id, ctx.chat.id, [message_id]))
     if ctx.clearance.is_owner and outcome.action != "duplicate" and ctx.deps.daily_logs is not None:
-        # Seed 002: a saved fact also lands in the daily log, readable by a human and the next session.
+        # A saved fact also lands in the daily log, readable by a human and the next session (docs/memory.md).
         try:
             await ctx.deps.daily_logs.append_section("Saved fact", f"[{fact.category}] {fact.value}")
         except OSError as exc:
@@ -265,9 +256,8 @@ def memory_tools() -> list[Tool]:
                 "Read your long-term memory file MEMORY.md, a day's log (memory/YYYY-MM-DD.md), the logs of "
                 "yesterday and today, or the list of memory files."
             ),
-            input_schema={
-                "type": "object",
-                "properties": {
+            input_schema=schema(
+                {
                     "target": {
                         "type": "string",
                         "enum": ["memory", "daily", "recent", "list"],
@@ -277,9 +267,8 @@ def memory_tools() -> list[Tool]:
                     "date": {"type": "string", "description": "YYYY-MM-DD for target=daily (default today)"},
                     "lines": {"type": "integer", "minimum": 1, "maximum": 1000},
                 },
-                "required": ["target"],
-                "additionalProperties": False,
-            },
+                ("target",),
+            ),
             handler=memory_read,
             scope="dm-only",
             category="memory",
@@ -287,15 +276,13 @@ def memory_tools() -> list[Tool]:
         Tool(
             name="memory_write",
             description="Append a note to MEMORY.md (durable, curated knowledge) or to today's log.",
-            input_schema={
-                "type": "object",
-                "properties": {
+            input_schema=schema(
+                {
                     "target": {"type": "string", "enum": ["memory", "daily"]},
                     "content": {"type": "string", "minLength": 1, "maxLength": 20_000},
                 },
-                "required": ["target", "content"],
-                "additionalProperties": False,
-            },
+                ("target", "content"),
+            ),
             handler=memory_write,
             scope="dm-only",
             category="memory",
@@ -306,9 +293,8 @@ def memory_tools() -> list[Tool]:
                 "Save a durable fact (a preference, a name, a date, a decision) to structured memory. Give "
                 "a key to make it replace an older value of the same thing."
             ),
-            input_schema={
-                "type": "object",
-                "properties": {
+            input_schema=schema(
+                {
                     "value": {"type": "string", "minLength": 1, "maxLength": 2000},
                     "category": {"type": "string", "maxLength": 64},
                     "key": {"type": "string", "maxLength": 64},
@@ -330,9 +316,8 @@ def memory_tools() -> list[Tool]:
                         "memory); public: shown in every chat (only the owner can choose it)",
                     },
                 },
-                "required": ["value"],
-                "additionalProperties": False,
-            },
+                ("value",),
+            ),
             handler=memory_save,
             release=release_fact,
             category="memory",
@@ -340,9 +325,8 @@ def memory_tools() -> list[Tool]:
         Tool(
             name="memory_recall",
             description="Recall saved facts relevant to a query (e.g. after a reset: 'user's cat name').",
-            input_schema={
-                "type": "object",
-                "properties": {
+            input_schema=schema(
+                {
                     "query": {"type": "string", "minLength": 1, "maxLength": 2000},
                     "category": {"type": "string", "maxLength": 64},
                     "limit": {"type": "integer", "minimum": 1, "maximum": 20},
@@ -356,9 +340,8 @@ def memory_tools() -> list[Tool]:
                         "description": "also facts that were replaced (for 'what did I use to…' questions)",
                     },
                 },
-                "required": ["query"],
-                "additionalProperties": False,
-            },
+                ("query",),
+            ),
             handler=memory_recall,
             category="memory",
         ),
@@ -368,28 +351,21 @@ def memory_tools() -> list[Tool]:
                 "Search everything you remember: knowledge files, saved facts and archived Telegram "
                 "messages. Give chat_id to search one chat's messages."
             ),
-            input_schema={
-                "type": "object",
-                "properties": {
+            input_schema=schema(
+                {
                     "query": {"type": "string", "minLength": 1, "maxLength": 2000},
                     "chat_id": {"type": "integer"},
                     "limit": {"type": "integer", "minimum": 1, "maximum": 20},
                 },
-                "required": ["query"],
-                "additionalProperties": False,
-            },
+                ("query",),
+            ),
             handler=memory_search,
             category="memory",
         ),
         Tool(
             name="memory_remove",
             description="Delete a saved fact by its id (ids are shown by memory_recall), e.g. when it is wrong.",
-            input_schema={
-                "type": "object",
-                "properties": {"id": {"type": "integer", "minimum": 1}},
-                "required": ["id"],
-                "additionalProperties": False,
-            },
+            input_schema=schema({"id": {"type": "integer", "minimum": 1}}, ("id",)),
             handler=memory_remove,
             category="memory",
         ),

@@ -1,15 +1,10 @@
 """Task tools: schedule_task, list_tasks, cancel_task — thin wrappers over ``teleton.scheduler``.
 
-A task belongs to the chat it was scheduled from and runs there: a reminder is an agent turn with the given
-prompt; a tool task is one registry call, checked at scheduling time AND again at run time. Either runs with
-exactly the clearance, principal and admin right of the turn that scheduled it (docs/privacy.md), so a task made
-in a group is a group turn when it runs, and a task made by a task inherits them. A chat sees and cancels
-only its own tasks; the owner, in their own chat, any. Against abuse: a chat and a person (other than the
-owner) have quotas of active tasks, and a repeat more often than ``scheduler.min_repeat_minutes`` is the
-owner's alone; each refusal says so.
-
-The scheduler is ``deps.scheduler`` (the daemon builds it before the agent); without one, tasks are still
-stored and run at the next start of a scheduler.
+A task belongs to the chat it was scheduled from and runs there with exactly the clearance, principal and
+admin right of the turn that scheduled it; a tool task is checked when scheduled and again when it runs. A
+chat sees and cancels only its own tasks (the owner, in their chat, any); quotas and the minimum repeat bind
+everyone but the owner (docs/privacy.md, "Scheduled work"). Without ``deps.scheduler`` a task is stored and runs
+at the next start of a scheduler.
 """
 
 from __future__ import annotations
@@ -27,7 +22,7 @@ from teleton.llm.tool_loop import ToolResult
 from teleton.privacy import OWNER, Taint
 from teleton.privacy.quoting import mark, shown_to
 from teleton.scheduler.task_store import NewTask, TaskError, TaskRecord, TaskStore, next_cron
-from teleton.tools.registry import Tool, ToolContext, validation_error
+from teleton.tools.registry import Tool, ToolContext, schema, validation_error
 
 PAST_GRACE_S = 120  # "at 09:00" said at 09:01 still runs
 
@@ -237,9 +232,8 @@ def task_tools(limits: TaskLimits = TaskLimits()) -> list[Tool]:
                 "get the prompt as a new message in this chat and act on it. Can wait for other tasks "
                 "(depends_on) or call one tool."
             ),
-            input_schema={
-                "type": "object",
-                "properties": {
+            input_schema=schema(
+                {
                     "description": {
                         "type": "string",
                         "minLength": 1,
@@ -263,35 +257,27 @@ def task_tools(limits: TaskLimits = TaskLimits()) -> list[Tool]:
                     "tool": {"type": "string", "description": "run this tool instead of a prompt"},
                     "tool_input": {"type": "object"},
                 },
-                "required": ["description"],
-                "additionalProperties": False,
-            },
+                ("description",),
+            ),
             handler=schedule,
             category="tasks",
         ),
         Tool(
             name="list_tasks",
             description="List scheduled tasks and reminders with their status (pending, done, failed, blocked).",
-            input_schema={
-                "type": "object",
-                "properties": {
+            input_schema=schema(
+                {
                     "include_finished": {"type": "boolean"},
                     "all_chats": {"type": "boolean", "description": "the owner in their own chat: every chat"},
-                },
-                "additionalProperties": False,
-            },
+                }
+            ),
             handler=list_tasks,
             category="tasks",
         ),
         Tool(
             name="cancel_task",
             description="Cancel a scheduled task or reminder by its id; tasks waiting for it become blocked.",
-            input_schema={
-                "type": "object",
-                "properties": {"task_id": {"type": "integer"}},
-                "required": ["task_id"],
-                "additionalProperties": False,
-            },
+            input_schema=schema({"task_id": {"type": "integer"}}, ("task_id",)),
             handler=cancel_task,
             category="tasks",
         ),

@@ -26,7 +26,6 @@ from teleton.tools.families.telegram_common import (
     outbox,
     readable_chat,
     relative,
-    schema,
     target_message,
     tool,
     writable_chat,
@@ -34,7 +33,7 @@ from teleton.tools.families.telegram_common import (
 from teleton.tools.families.telegram_reads import read_tools
 from teleton.tools.families.workspace_paths import check_readable, resolve
 from teleton.tools.held import Held, Outgoing, sha256
-from teleton.tools.registry import Tool, ToolContext, ToolDeps
+from teleton.tools.registry import Tool, ToolContext, ToolDeps, schema
 
 DOWNLOAD_CAP = 20 * 1024 * 1024
 
@@ -191,6 +190,16 @@ def _download_tool(settings: TelegramToolSettings) -> Handler:
 SPEAKS_IN_CHAT = frozenset({"send_message", "reply"})
 
 
+def _options(max_chars: int, max_items: int) -> dict[str, Any]:
+    """The schema of a list of choices to pick from (buttons, a poll's answers): 2 to ``max_items`` short texts."""
+    return {
+        "type": "array",
+        "items": {"type": "string", "minLength": 1, "maxLength": max_chars},
+        "minItems": 2,
+        "maxItems": max_items,
+    }
+
+
 def telegram_tools(settings: TelegramToolSettings = TelegramToolSettings()) -> list[Tool]:
     text = {"type": "string", "minLength": 1, "maxLength": 40_000}
     return [
@@ -258,12 +267,7 @@ def telegram_tools(settings: TelegramToolSettings = TelegramToolSettings()) -> l
             schema(
                 {
                     "text": {"type": "string", "minLength": 1, "maxLength": 2000},
-                    "options": {
-                        "type": "array",
-                        "items": {"type": "string", "minLength": 1, "maxLength": 64},
-                        "minItems": 2,
-                        "maxItems": 8,
-                    },
+                    "options": _options(64, 8),
                 },
                 ("text", "options"),
             ),
@@ -275,12 +279,7 @@ def telegram_tools(settings: TelegramToolSettings = TelegramToolSettings()) -> l
             schema(
                 {
                     "question": {"type": "string", "minLength": 1, "maxLength": 255},
-                    "options": {
-                        "type": "array",
-                        "items": {"type": "string", "minLength": 1, "maxLength": 100},
-                        "minItems": 2,
-                        "maxItems": 10,
-                    },
+                    "options": _options(100, 10),
                 },
                 ("question", "options"),
             ),

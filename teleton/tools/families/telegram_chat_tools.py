@@ -1,19 +1,10 @@
 """Telegram tools people expect beyond one message: a poll's results and closing it, Telegram's own scheduled
 messages, marking a chat read, a sticker, joining and leaving chats, and Telegram's server-side search.
 
-Thin wrappers over the Gateway contract, with the chat rules of ``telegram_common`` (docs/privacy.md):
-- ``poll_results`` reads a chat this turn may read; ``close_poll`` acts in the turn's own chat only, on a poll
-  the agent sent, and in a group only for an admin (closing ends everyone's vote);
-- ``send_sticker`` and ``send_gif`` send in the turn's own chat only;
-- the scheduled-message tools, ``mark_read``, ``join_chat``, ``leave_chat`` and ``search_telegram`` act on the
-  agent's Telegram account as a whole (its chats, its schedule, what it has read, every chat's history): the
-  owner's alone (``owner_only``, in their DM or ``teleton chat``);
-- a message scheduled into another chat leaves the turn like a send: it goes through the outbox exactly as
-  ``send_message`` does, held for the owner when that chat may not read what the turn saw. The time is in the
-  held item (its digest covers it), so an approval releases those words for that time, and nothing once the
-  time has passed;
-- what ``search_telegram`` finds is archived (the gateway's pipeline, never answered) and shown quoted with
-  its origin when it is another chat's.
+Thin wrappers over the Gateway contract with the chat rules of ``telegram_common``: what acts on the account as
+a whole is the owner's alone (``owner_only``); a message scheduled into another chat goes through the outbox as
+``send_message`` does, its time part of what is approved; what ``search_telegram`` finds is archived and shown
+quoted with its origin (docs/telegram.md, "Tools"; docs/privacy.md).
 """
 
 from __future__ import annotations
@@ -37,12 +28,11 @@ from teleton.tools.families.telegram_common import (
     gateway,
     outbox,
     readable_chat,
-    schema,
     tool,
     writable_chat,
 )
 from teleton.tools.held import Held, Outgoing
-from teleton.tools.registry import Release, Tool, ToolContext, ToolDeps
+from teleton.tools.registry import Release, Tool, ToolContext, ToolDeps, schema
 
 SEARCH_LIMIT = 50
 _POLL_ID = {"type": "integer", "description": "the id of the poll's message (see get_history)"}

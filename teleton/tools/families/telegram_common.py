@@ -1,16 +1,10 @@
 """What every Telegram tool shares: the chat rules, the gateway, refusals as error results, the schema parts.
 
-Rules that keep one chat from reaching into another (docs/privacy.md), checked in the handlers:
-- reading another chat (history, search, info, participants, forwarding from it) needs the turn's clearance
-  to read that chat's label, and what is read is recorded in the turn's taint;
-- acting in another chat (sending, forwarding to it) needs an admin AND goes through the outbox, which holds
-  the send for the owner's approval when the target may not see what the turn has seen;
-- in a group, only an admin may delete messages that are not the agent's own;
-- moderation (kick, ban, unban) is admin-only by scope AND only in a group, checked in the handler
-  (a tool has one scope; the second condition lives there and is tested on its own);
-- files sent from the workspace obey the workspace labels, so MEMORY.md cannot be posted to a group;
-  downloads land in ``downloads/<chat id>/`` (that chat's label), 0600.
-Gateway failures (``GatewayError``) become error results the model can read.
+The rules that keep one chat from reaching into another (docs/privacy.md), checked in the handlers: reading
+another chat needs the clearance to read its label (and is recorded in the taint); acting in another chat
+needs an admin and goes through the outbox; in a group only an admin deletes others' messages; moderation is
+admin-only and in a group only; files obey the workspace labels, and downloads land in ``downloads/<chat id>/``
+(0600). A ``GatewayError`` becomes an error result the model can read.
 """
 
 from __future__ import annotations
@@ -61,10 +55,6 @@ def tool(
     name: str, description: str, schema: dict[str, Any], handler: Handler, scope: str = "always", release: Any = None
 ) -> Tool:
     return Tool(name, description, schema, _guarded(handler), scope, "telegram", release=release)  # type: ignore[arg-type]
-
-
-def schema(props: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
-    return {"type": "object", "properties": props, "required": list(required), "additionalProperties": False}
 
 
 def gateway(ctx: ToolContext) -> Gateway:

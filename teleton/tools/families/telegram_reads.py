@@ -14,8 +14,8 @@ from teleton.memory.feed.search import feed_hit, other_topic
 from teleton.memory.recall import Question
 from teleton.privacy.quoting import forwarded
 from teleton.tools.families.archive_order import archive_messages, query_vector
-from teleton.tools.families.telegram_common import CHAT_ID, Refused, gateway, readable_chat, schema, tool
-from teleton.tools.registry import Tool, ToolContext
+from teleton.tools.families.telegram_common import CHAT_ID, Refused, gateway, readable_chat, tool
+from teleton.tools.registry import Tool, ToolContext, schema
 
 HISTORY_MAX = 100
 _USER_ID = {"type": "integer", "description": "the member's user id (see get_participants)"}

@@ -1,15 +1,10 @@
 """web_fetch: read a public web page as text, without becoming a door into the local network (SSRF).
 
-Every hop is checked the same way: the host is resolved here, EVERY address it resolves to must be public
-(not private, loopback, link-local, reserved, multicast, unspecified, shared/CGNAT, nor an IPv4-mapped or
-6to4/Teredo-wrapped form of one), and the connection goes to the checked address itself (the original host
-travels in the Host header and as TLS SNI, so certificates are still verified against the name). Resolving
-once and connecting to what was checked closes the DNS-rebinding gap of "check, then let the client resolve
-again". Redirects are followed here, hop by hop, each through the same check; httpx never follows them.
-Proxies from the environment are ignored for the same reason.
-
-Size and time caps: the body is streamed and cut at ``max_bytes``; the whole fetch, DNS included, runs
-under one deadline. HTML becomes readable text with the stdlib ``html.parser`` (no new dependency).
+Each hop's host is resolved here, every address it resolves to must be public (IPv4-mapped and 6to4/Teredo
+forms included), and the connection goes to the checked address itself (the host in the Host header and as TLS
+SNI): resolving once closes the DNS-rebinding gap. Redirects are followed here, each through the same check,
+and the environment's proxies are ignored. The body is streamed and capped, the whole fetch under one
+deadline; HTML becomes text with the stdlib ``html.parser``.
 """
 
 from __future__ import annotations
@@ -25,14 +20,14 @@ from typing import Any
 
 import httpx
 
-from teleton.config.schema import WebFetchConfig
+from teleton.config.schema import WebFetchConfig, default
 from teleton.llm.tool_loop import ToolResult
 from teleton.privacy.payload import links
 from teleton.privacy.quoting import outside, outside_origin, quote_lines
 from teleton.storage.private_files import write_private
 from teleton.tools.held import Held, Outgoing
 from teleton.tools.outbox import gate
-from teleton.tools.registry import Tool, ToolContext, ToolDeps
+from teleton.tools.registry import Tool, ToolContext, ToolDeps, schema
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -46,8 +41,8 @@ class FetchRefused(Exception):
 
 @dataclass(frozen=True)
 class FetchSettings:
-    timeout_s: float = 20.0
-    max_bytes: int = 2_000_000
+    timeout_s: float = default(WebFetchConfig, "timeout_s")
+    max_bytes: int = default(WebFetchConfig, "max_bytes")
     max_redirects: int = 5
     output_cap: int = 40_000  # characters of extracted text handed to the model
     # TEST ONLY: networks exempt from the address check (a test server on 127.0.0.1). Empty in production;
@@ -353,9 +348,8 @@ def web_fetch_tools(settings: FetchSettings = FetchSettings()) -> list[Tool]:
                 "Fetch a web page or URL from the internet and read its text (articles, docs, news, links "
                 "someone shared). Public http(s) addresses only."
             ),
-            input_schema={
-                "type": "object",
-                "properties": {
+            input_schema=schema(
+                {
                     "url": {
                         "type": "string",
                         "minLength": 4,
@@ -363,9 +357,8 @@ def web_fetch_tools(settings: FetchSettings = FetchSettings()) -> list[Tool]:
                         "description": "the http or https URL to open",
                     }
                 },
-                "required": ["url"],
-                "additionalProperties": False,
-            },
+                ("url",),
+            ),
             handler=web_fetch,
             category="web",
             release=release_fetch,

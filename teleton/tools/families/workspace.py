@@ -1,16 +1,10 @@
 """Workspace file tools: list, read, write, delete, rename — confined to the workspace.
 
-| tool | scope | why |
-|---|---|---|
-| workspace_list, workspace_read | always | each turn sees what its clearance reads (others: public/, chats/<id>/) |
-| workspace_write, workspace_delete, workspace_rename | admin-only | changing files is a control right |
-
-Scopes are the first gate. The second is in every handler and does not depend on the scope: a file's
-label comes from its real path (``teleton.privacy.path_label``, default-deny: anything outside ``public/``
-and the chat folders is the owner's), a read needs the turn's clearance to read it, a write needs the label
-to be the turn's own. So an admin in a group, or a scope widened by an override, still cannot pull
-MEMORY.md, learnings/ or a download of another chat into a group. SOUL.md, STRATEGY.md and SECURITY.md
-are read-only. Binary files are not read as text. Files are written 0600. All file I/O runs in a thread.
+Scopes are the first gate (docs/tools.md, "Memory and workspace tools"); the second is in every handler,
+whatever the scope: a file's label comes from its real path (``workspace_paths``), a read needs the clearance
+to read it and a write needs it to be the turn's own, so no admin or widened scope pulls MEMORY.md into a
+group. SOUL.md, STRATEGY.md and SECURITY.md are read-only; binary files are not read as text; files are written
+0600, all I/O in a thread.
 """
 
 from __future__ import annotations
@@ -18,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,7 +31,7 @@ from teleton.tools.families.workspace_paths import (
 )
 from teleton.tools.held import Held, Outgoing, sha256
 from teleton.tools.outbox import EgressRefused, gate
-from teleton.tools.registry import Tool, ToolContext, ToolDeps
+from teleton.tools.registry import Tool, ToolContext, ToolDeps, schema
 
 READ_CAP = 60_000  # characters returned by one read; the model pages with offset
 WRITE_CAP = 1_000_000  # characters accepted by one write
@@ -60,12 +55,22 @@ def _refusal(exc: PathRefused) -> ToolResult:
     return ToolResult.error(str(exc))
 
 
-async def workspace_list(args: dict[str, Any], ctx: ToolContext, limits: Limits) -> str | ToolResult:
+async def _target(
+    ctx: ToolContext, given: str, check: Callable[[WorkspacePath, ToolContext], object]
+) -> WorkspacePath | ToolResult:
+    """The path the model gave, resolved and passed through ``check``; a refusal is the call's result."""
     try:
-        target = await _resolve(ctx, args.get("path", "."))
-        check_readable(target, ctx)
+        target = await _resolve(ctx, given)
+        check(target, ctx)
     except PathRefused as exc:
         return _refusal(exc)
+    return target
+
+
+async def workspace_list(args: dict[str, Any], ctx: ToolContext, limits: Limits) -> str | ToolResult:
+    target = await _target(ctx, args.get("path", "."), check_readable)
+    if isinstance(target, ToolResult):
+        return target
 
     def _list() -> list[str] | None:
         root = Path(os.path.realpath(ctx.deps.workspace))
@@ -96,11 +101,9 @@ async def workspace_list(args: dict[str, Any], ctx: ToolContext, limits: Limits)
 
 
 async def workspace_read(args: dict[str, Any], ctx: ToolContext, limits: Limits) -> str | ToolResult:
-    try:
-        target = await _resolve(ctx, args["path"])
-        check_readable(target, ctx)
-    except PathRefused as exc:
-        return _refusal(exc)
+    target = await _target(ctx, args["path"], check_readable)
+    if isinstance(target, ToolResult):
+        return target
     offset = int(args.get("offset", 0))
 
     def _read() -> tuple[str, str] | None:
@@ -129,11 +132,9 @@ async def workspace_write(args: dict[str, Any], ctx: ToolContext, limits: Limits
     content: str = args["content"]
     if len(content) > limits.write_cap:
         return ToolResult.error(f"content is {len(content)} characters; the limit is {limits.write_cap}")
-    try:
-        target = await _resolve(ctx, args["path"])
-        check_writable(target, ctx)
-    except PathRefused as exc:
-        return _refusal(exc)
+    target = await _target(ctx, args["path"], check_writable)
+    if isinstance(target, ToolResult):
+        return target
     append = bool(args.get("append", False))
     label = ctx.deps.label_of_path(target.rel)
     if label != ctx.clearance.label:  # into public/ or a chat's folder: others will read it (the egress rule)
@@ -150,19 +151,14 @@ async def workspace_write(args: dict[str, Any], ctx: ToolContext, limits: Limits
         write_private(target.real, content, append=append, stop_at=ctx.deps.workspace)
         return None
 
-    problem = await asyncio.to_thread(_write)
-    if problem:
-        return ToolResult.error(problem)
-    await _reindex(ctx.deps, target.rel.parts)
-    return f"{'Appended' if append else 'Wrote'} {len(content)} characters to {target.name}."
+    done = f"{'Appended' if append else 'Wrote'} {len(content)} characters to {target.name}."
+    return await _change(ctx.deps, _write, target.rel.parts, done)
 
 
 async def workspace_delete(args: dict[str, Any], ctx: ToolContext, limits: Limits) -> str | ToolResult:
-    try:
-        target = await _resolve(ctx, args["path"])
-        check_writable(target, ctx)
-    except PathRefused as exc:
-        return _refusal(exc)
+    target = await _target(ctx, args["path"], check_writable)
+    if isinstance(target, ToolResult):
+        return target
 
     def _delete() -> str | None:
         if target.real.is_dir():
@@ -175,11 +171,7 @@ async def workspace_delete(args: dict[str, Any], ctx: ToolContext, limits: Limit
         target.real.unlink()
         return None
 
-    problem = await asyncio.to_thread(_delete)
-    if problem:
-        return ToolResult.error(problem)
-    await _reindex(ctx.deps, target.rel.parts)
-    return f"Deleted {target.name}."
+    return await _change(ctx.deps, _delete, target.rel.parts, f"Deleted {target.name}.")
 
 
 async def workspace_rename(args: dict[str, Any], ctx: ToolContext, limits: Limits) -> str | ToolResult:
@@ -215,11 +207,8 @@ async def workspace_rename(args: dict[str, Any], ctx: ToolContext, limits: Limit
             keep_origin(dest.real, label_origin(was))
         return None
 
-    problem = await asyncio.to_thread(_rename)
-    if problem:
-        return ToolResult.error(problem)
-    await _reindex(ctx.deps, source.rel.parts + dest.rel.parts)
-    return f"Renamed {source.name} to {dest.name}."
+    done = f"Renamed {source.name} to {dest.name}."
+    return await _change(ctx.deps, _rename, source.rel.parts + dest.rel.parts, done)
 
 
 def keep_origin(moved: Path, where: str) -> None:
@@ -282,6 +271,17 @@ async def release_move(item: Held, deps: ToolDeps) -> str:
     return f"moved {source.name} to {dest.name}"
 
 
+async def _change(
+    deps: ToolDeps, change: Callable[[], str | None], parts: tuple[str, ...], done: str
+) -> str | ToolResult:
+    """Run one file change in a thread: the problem it names is the result; else the index follows, and ``done``."""
+    problem = await asyncio.to_thread(change)
+    if problem:
+        return ToolResult.error(problem)
+    await _reindex(deps, parts)
+    return done
+
+
 async def _reindex(deps: ToolDeps, parts: tuple[str, ...]) -> None:
     # docs/memory.md: a write through a tool is searchable at once; the index follows MEMORY.md, memory/, public/.
     index = deps.knowledge
@@ -311,17 +311,15 @@ def workspace_tools(limits: Limits = Limits()) -> list[Tool]:
                 "List the files and folders in your workspace directory (your notes, documents, downloads). "
                 "Shows names and sizes; give a folder path to look inside it."
             ),
-            input_schema={
-                "type": "object",
-                "properties": {
+            input_schema=schema(
+                {
                     "path": {
                         "type": "string",
                         "maxLength": 1024,
                         "description": "folder relative to the workspace (default: root)",
                     }
-                },
-                "additionalProperties": False,
-            },
+                }
+            ),
             handler=bind(workspace_list),
             category="workspace",
         ),
@@ -331,15 +329,13 @@ def workspace_tools(limits: Limits = Limits()) -> list[Tool]:
                 "Read a text file from your workspace: notes, documents, saved files, downloaded text. "
                 "Open and show the contents of a file by its path."
             ),
-            input_schema={
-                "type": "object",
-                "properties": {
+            input_schema=schema(
+                {
                     "path": _path_prop("file path relative to the workspace, e.g. notes/todo.md"),
                     "offset": {"type": "integer", "minimum": 0, "description": "character offset to start at"},
                 },
-                "required": ["path"],
-                "additionalProperties": False,
-            },
+                ("path",),
+            ),
             handler=bind(workspace_read),
             category="workspace",
         ),
@@ -349,16 +345,14 @@ def workspace_tools(limits: Limits = Limits()) -> list[Tool]:
                 "Create or overwrite a file in your workspace, or append to it: write notes, drafts, lists, "
                 "documents to disk. Folders are created as needed."
             ),
-            input_schema={
-                "type": "object",
-                "properties": {
+            input_schema=schema(
+                {
                     "path": _path_prop("file path relative to the workspace"),
                     "content": {"type": "string", "description": "the text to write"},
                     "append": {"type": "boolean", "description": "append instead of overwriting"},
                 },
-                "required": ["path", "content"],
-                "additionalProperties": False,
-            },
+                ("path", "content"),
+            ),
             handler=bind(workspace_write),
             scope="admin-only",
             category="workspace",
@@ -367,15 +361,13 @@ def workspace_tools(limits: Limits = Limits()) -> list[Tool]:
         Tool(
             name="workspace_delete",
             description="Delete a file (or a folder, with recursive=true) from your workspace. Remove files.",
-            input_schema={
-                "type": "object",
-                "properties": {
+            input_schema=schema(
+                {
                     "path": _path_prop("file or folder relative to the workspace"),
                     "recursive": {"type": "boolean"},
                 },
-                "required": ["path"],
-                "additionalProperties": False,
-            },
+                ("path",),
+            ),
             handler=bind(workspace_delete),
             scope="admin-only",
             category="workspace",
@@ -383,15 +375,13 @@ def workspace_tools(limits: Limits = Limits()) -> list[Tool]:
         Tool(
             name="workspace_rename",
             description="Rename or move a file or folder inside your workspace.",
-            input_schema={
-                "type": "object",
-                "properties": {
+            input_schema=schema(
+                {
                     "path": _path_prop("current path relative to the workspace"),
                     "new_path": _path_prop("new path relative to the workspace"),
                 },
-                "required": ["path", "new_path"],
-                "additionalProperties": False,
-            },
+                ("path", "new_path"),
+            ),
             handler=bind(workspace_rename),
             scope="admin-only",
             category="workspace",

@@ -1,15 +1,10 @@
 """Where a tool may touch the workspace: confinement, read-only files and labels (docs/privacy.md, docs/tools.md).
 
-Rules over paths, shared by the workspace tools and by the Telegram tools that send or download files, so
-"MEMORY.md cannot leave the owner's DM" holds whichever tool the model picks. A file's label comes from its
-real path (``teleton.privacy.path_label``: default-deny, only ``public/`` and shared files are public);
-reading needs the turn's clearance to read that label, writing needs the label to be the turn's own (the
-owner writes anything that is not read-only).
-
-Confinement: a path given by the model is relative to the workspace; absolute paths and any ``..`` part are
-refused outright, and the real path (symlinks followed) must still lie inside the real workspace, so a
-symlink pointing out is refused too. (A symlink swapped in between this check and the I/O is out of scope:
-the workspace belongs to the agent and the owner.)
+Shared by the workspace tools and the Telegram tools that send or download files, so "MEMORY.md cannot leave
+the owner's DM" holds whichever tool the model picks. A path is relative to the workspace: an absolute path or
+a ``..`` part is refused, and the real path (symlinks followed) must lie inside the real workspace. A file's
+label is its real path's (``teleton.privacy.path_label``, default-deny). A symlink swapped in between the check
+and the I/O is out of scope: the workspace belongs to the agent and the owner.
 """
 
 from __future__ import annotations

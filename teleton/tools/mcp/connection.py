@@ -1,16 +1,10 @@
-"""One connection to one MCP server, on the official SDK (``mcp``, the ``mcp`` extra).
+"""One connection to one MCP server, on the official SDK (``mcp``, the ``mcp`` extra; docs/mcp.md).
 
-The SDK's transports and session are anyio context managers that must be entered and left by one task, so
-a connection is a task that owns them: it connects, lists the tools, then waits, pinging the server every
-``PING_S`` so a dead one is noticed between turns, until it is closed or the server goes away
-(``wait_closed`` returns then, and ``servers.McpServers`` reconnects). Calls come from turns' tasks and
-are bounded by the server's ``timeout_s``; a server that dies mid-call ends the call at once.
-
-A stdio server starts with an environment built from the allow-list every child gets (``process.child_env``)
-and what its config names, never Teleton's own: no API key, bot token or config path. ``${NAME}`` in ``env``
-and ``headers`` is read from Teleton's environment at connect time, so a secret lives in the environment (or
-the 0600 config) and never in a log line (its value is redacted from every line). The server's stderr goes to
-the log line by line with its name, each line cut and at most a burst of them per window.
+The SDK's transports and session must be entered and left by one task, so a connection is a task that owns
+them: it connects, lists the tools, then pings every ``PING_S`` until closed or the server goes away
+(``wait_closed``; ``servers.McpServers`` reconnects). Calls are bounded by the server's ``timeout_s``. A stdio
+server's environment is the child allow-list plus its ``env`` (``${NAME}`` read at connect time, its value
+redacted from the log), never Teleton's secrets; its stderr is logged line by line, cut and rate-limited.
 """
 
 from __future__ import annotations

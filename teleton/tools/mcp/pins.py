@@ -1,16 +1,10 @@
 """Which MCP tools the owner approved, pinned by the hash of exactly what they said (``mcp_pins``).
 
-A tool's name, description and input schema are the server's words, and the model reads them as it reads
-an instruction. So a tool is offered only as the owner approved it:
-
-- ``approved``: the owner was shown this exact text (``teleton mcp add``, or an approval whose code binds
-  the text shown, ``approval_code``) and approved it; its words count as the owner's.
-- ``pending``: new (a server's first connect, a tool that appeared later) or changed since it was
-  approved: kept from the model until the owner approves it.
-- ``unreviewed``: pinned before approvals were bound to text (schema step 14): offered, but its words are
-  the server's, so a turn it is offered to counts as steered by ``mcp:<server>``.
-
-``check`` reports each change once; ``approve`` approves only the digests the owner was shown.
+A tool's name, description and schema are the server's words, read by the model as instructions, so a tool is
+offered only as approved: ``approved`` (the owner was shown this exact text and approved it), ``pending`` (new
+or changed: kept from the model until approved), ``unreviewed`` (pinned before approvals were bound to text,
+schema step 14: offered, as the server's words that steer the turn). ``check`` reports each change once;
+``approve`` approves only the digests the owner was shown (docs/mcp.md, "The rules a server's tools live under").
 """
 
 from __future__ import annotations

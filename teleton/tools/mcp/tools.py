@@ -1,18 +1,10 @@
 """An MCP server's tools as ours: named ``mcp_<server>_<tool>``, scoped, labelled and gated (docs/privacy.md).
 
-- Who sees them: ``access: owner`` (the default) offers them to the owner's clearance alone (their DM,
-  ``teleton chat``), ``admins`` to admins, ``everyone`` to every chat; a call from a chat that may not read
-  the server's ``label`` is refused whatever its scope.
-- What they say is the server's words (``review``): the model gets them cleaned and capped, and unless the
-  owner approved exactly that text (``pins``) a turn it is offered to counts as steered by ``mcp:<server>``.
-- What comes back is outside content: quoted line by line with its origin ``(outside: mcp:<server>)``, so
-  the turn is tainted by it and nothing in it passes for an instruction; the turn was shown the label.
-  Pictures in it are image blocks beside the text (resized as a photo is); other content is named in text.
-- What goes out: every call is a way out (kind ``outside_tool``: its arguments reach a third party). In a
-  turn something else steered it is held for the owner with its exact arguments, and released from them
-  only while the tool still says what it said when it was held. A ``read_only`` server's call goes ahead
-  when every value in it was typed by the speaker (a query, a city): it changes nothing, and carries nothing
-  the turn was shown.
+``access`` decides who is offered them and the server's ``label`` who may call them; their words count as the
+server's unless the owner approved exactly that text (``pins``); what comes back is outside content, quoted
+with its origin (pictures as image blocks); every call is a way out (``outside_tool``), held in a steered turn
+with its exact arguments, and a ``read_only`` server's call goes ahead when every value in it was typed by the
+speaker (docs/mcp.md, "The rules a server's tools live under").
 """
 
 from __future__ import annotations

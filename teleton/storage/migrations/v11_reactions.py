@@ -10,8 +10,7 @@ too. It belongs to its chat: it is read at that chat's label only, never elsewhe
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
+from teleton.storage.migrations.sql import run_script
 from teleton.storage.sqlite_driver import Connection
 
 DDL = """
@@ -40,5 +39,5 @@ create index feedback_chat on feedback(chat_id, created_at);
 """
 
 
-def migrate_reactions(conn: Connection, run_script: Callable[[Connection, str], None]) -> None:
+def migrate(conn: Connection) -> None:
     run_script(conn, DDL)

@@ -10,8 +10,7 @@ hundred rows) so its column comments say so; the sessions table, with its long h
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
+from teleton.storage.migrations.sql import run_script
 from teleton.storage.sqlite_driver import Connection
 
 DDL = """
@@ -34,5 +33,5 @@ alter table sessions add column cache_write_tokens integer not null default 0;
 """
 
 
-def migrate_cache_writes(conn: Connection, run_script: Callable[[Connection, str], None]) -> None:
+def migrate(conn: Connection) -> None:
     run_script(conn, DDL)

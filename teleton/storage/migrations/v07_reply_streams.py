@@ -12,8 +12,7 @@ edit of it, not a new message (``teleton/telegram/send/streaming.py``), when sen
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
+from teleton.storage.migrations.sql import run_script
 from teleton.storage.sqlite_driver import Connection
 
 DDL = """
@@ -28,5 +27,5 @@ alter table reply_sends add column edits integer;
 """
 
 
-def migrate_streams(conn: Connection, run_script: Callable[[Connection, str], None]) -> None:
+def migrate(conn: Connection) -> None:
     run_script(conn, DDL)

@@ -1,21 +1,14 @@
-"""Schema step 3 -> 4: held items bound to their content (issue 29, docs/privacy.md "Approval is bound to content").
+"""Schema step 3 -> 4: held items bound to their content (issue 29, docs/privacy.md, "What `/approve N CODE` releases").
 
-``pending_sends`` now holds every way out that waits for the owner, not only sends and writes: forwards,
-moves, public facts and documents, fetches, commands. Each row keeps the exact bytes that would leave
-(``body``), their SHA-256 (``body_sha256``), the digest of what was shown to the owner (``digest``: kind,
-destination and body; its first 8 hex digits are the approval code), the tool that carries it out
-(``tool``), what the release needs besides the body (``payload``, JSON) and, for a forward or a move, the
-hash of the source as shown (``source_sha256``: the release refuses if the source changed since).
-
-A table's CHECK cannot be altered in SQLite, so the table is rebuilt. Rows still pending from before were
-never bound to their content: they are marked expired (the owner is asked again if the agent retries).
-Decided rows keep their history with the text they had as ``body``.
+``pending_sends`` holds every way out that waits for the owner, each with the exact bytes that would leave,
+their SHA-256, the digest the approval code is cut from, the tool that releases it and, for a forward or a
+move, the source's hash as shown. SQLite cannot alter a CHECK, so the table is rebuilt; rows pending from
+before were never bound to their content and are marked expired.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
+from teleton.storage.migrations.sql import run_script
 from teleton.storage.sqlite_driver import Connection
 
 KINDS = (
@@ -60,5 +53,5 @@ create index if not exists pending_sends_status on pending_sends(status, expires
 """
 
 
-def migrate_held(conn: Connection, run_script: Callable[[Connection, str], None]) -> None:
+def migrate(conn: Connection) -> None:
     run_script(conn, DDL)

@@ -9,8 +9,7 @@ it must land in, so a resend after a crash lands there too; a task scheduled in 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
+from teleton.storage.migrations.sql import run_script
 from teleton.storage.sqlite_driver import Connection
 
 DDL = """
@@ -23,5 +22,5 @@ create index tg_messages_topic on tg_messages(chat_id, topic_id, date) where top
 """
 
 
-def migrate_topics(conn: Connection, run_script: Callable[[Connection, str], None]) -> None:
+def migrate(conn: Connection) -> None:
     run_script(conn, DDL)

@@ -8,8 +8,7 @@ and so does a deleted fact: the triggers keep the table from ever naming what is
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
+from teleton.storage.migrations.sql import run_script
 from teleton.storage.sqlite_driver import Connection
 
 DDL = """
@@ -29,5 +28,5 @@ end;
 """
 
 
-def migrate_fact_sources(conn: Connection, run_script: Callable[[Connection, str], None]) -> None:
+def migrate(conn: Connection) -> None:
     run_script(conn, DDL)

@@ -13,8 +13,7 @@ message cut before its verdict was written is judged after a restart exactly as 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
+from teleton.storage.migrations.sql import run_script
 from teleton.storage.sqlite_driver import Connection
 
 DDL = """
@@ -36,5 +35,5 @@ alter table tg_messages add column mentions_us integer not null default 0;
 """
 
 
-def migrate_replies(conn: Connection, run_script: Callable[[Connection, str], None]) -> None:
+def migrate(conn: Connection) -> None:
     run_script(conn, DDL)

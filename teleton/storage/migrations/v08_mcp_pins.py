@@ -8,8 +8,7 @@ owner is shown and approves.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
+from teleton.storage.migrations.sql import run_script
 from teleton.storage.sqlite_driver import Connection
 
 DDL = """
@@ -25,5 +24,5 @@ create table mcp_pins (
 """
 
 
-def migrate_mcp_pins(conn: Connection, run_script: Callable[[Connection, str], None]) -> None:
+def migrate(conn: Connection) -> None:
     run_script(conn, DDL)

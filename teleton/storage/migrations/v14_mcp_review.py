@@ -8,8 +8,7 @@ turn they are offered to is steered by them (``teleton.privacy.egress``) until t
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
+from teleton.storage.migrations.sql import run_script
 from teleton.storage.sqlite_driver import Connection
 
 DDL = """
@@ -32,5 +31,5 @@ alter table mcp_pins_new rename to mcp_pins;
 """
 
 
-def migrate_mcp_review(conn: Connection, run_script: Callable[[Connection, str], None]) -> None:
+def migrate(conn: Connection) -> None:
     run_script(conn, DDL)

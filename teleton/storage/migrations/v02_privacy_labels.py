@@ -1,32 +1,17 @@
 """Schema step 1 -> 2: privacy labels on stored data, clearances on tasks, held cross-chat sends (docs/privacy.md),
-and the delivery record of docs/operations.md (a message's answer state, a task's delivery, quarantined items).
+and the delivery record (docs/operations.md): a message's answer note, a task's delivery, quarantined items.
 
-Existing data is labelled conservatively: whatever cannot be shown to belong to a group or to another
-person becomes the owner's.
-
-- knowledge: a ``label`` column. File chunks become ``owner`` (the next re-index labels each file by its
-  path); a session summary of a group (``sessions/<negative id>/…``) becomes that group's ``chat:<id>``;
-  every other summary and learned entry ``owner``.
-- facts: the ``scope`` column now holds the fact's label. ``user`` and ``global`` become ``owner`` (a
-  "global" fact may have been planted from a group, so it must not be shown anywhere it was not before);
-  ``chat:<positive id>`` (another person's DM) becomes ``user:<id>``; anything malformed ``owner``.
-- tasks: the clearance, principal and admin flag of the turn that scheduled them (NULL clearance on old
-  rows: the chat's clearance is used when they run).
-- pending_sends: sends to another chat held for the owner's approval.
-- tg_messages.agent_note: why a message was not answered, or when its reply started to go out.
-- tasks.interrupted / sending_at / delivered_at: a task cut by a crash runs again at most once, and its
-  reply is sent once.
-- quarantine: items that fail every time (a text the embedder rejects, …), kept aside with their error.
-
-Archive rows and sessions carry no column of their own: their label is their chat's (``chat_id``), mapped
-by ``teleton.privacy``.
+Existing data is labelled conservatively: what cannot be shown to belong to a group or another person becomes
+the owner's. Knowledge chunks and summaries get a ``label`` (a group's summary its ``chat:<id>``); a fact's
+``scope`` becomes its label (``user`` and ``global`` the owner's, another person's DM ``user:<id>``); tasks
+keep the clearance of the turn that scheduled them. Archive rows and sessions are labelled by their chat.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 
+from teleton.storage.migrations.sql import run_script
 from teleton.storage.sqlite_driver import Connection
 
 _DDL = """
@@ -75,7 +60,7 @@ create table if not exists quarantine (
 """
 
 
-def migrate_labels(conn: Connection, run_script: Callable[[Connection, str], None]) -> None:
+def migrate(conn: Connection) -> None:
     run_script(conn, _DDL)
     conn.execute(
         "update knowledge set label = 'chat:' || substr(path, 10, instr(substr(path, 10), '/') - 1) "
