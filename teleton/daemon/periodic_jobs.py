@@ -30,7 +30,8 @@ def add_periodic_jobs(
     principals: Principals,
     tell_owner: Callable[[str], Awaitable[None]],
 ) -> None:
-    memory, media, heartbeat = config().memory, config().media, config().heartbeat
+    now = config()
+    memory, media, heartbeat = now.memory, now.media, now.heartbeat
     consolidation = Consolidation(
         agent.scheduled.sweep_sessions,
         db,

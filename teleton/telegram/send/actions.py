@@ -22,7 +22,7 @@ from teleton.telegram import convert
 from teleton.telegram.flood import with_flood_retry
 from teleton.telegram.send.approvals import inline_buttons
 from teleton.telegram.send.chat_tools import ChatToolActions
-from teleton.telegram.send.ports import Archive, Gate, SendSettings, Updates
+from teleton.telegram.send.ports import Archive, Offers, SendSettings, Updates
 from teleton.telegram.send.sending import Delivered, send_once, send_request, tl_entity
 from teleton.telegram.send.split import Part, plan_reply, split_text
 from teleton.telegram.send.streaming import StreamingActions
@@ -52,7 +52,7 @@ class TelegramActions(ChatToolActions, StreamingActions):
     settings: SendSettings
     pipeline: Archive
     handlers: Updates
-    dispatcher: Gate | None
+    dispatcher: Offers | None
     me: UserInfo | None
     _sleep: Callable[[float], Awaitable[None]]
 

@@ -1,6 +1,6 @@
 """What the send side is given by the gateway that joins it to the receive side, as Protocols: the archive
-our sent messages go into, the records of a found message, the gate a pressed button's message goes
-through, the settings it reads. Send imports nothing of receive (an import-linter contract)."""
+our sent messages go into, the records of a found message, the dispatcher a pressed button's message
+is offered to, the settings it reads. Send imports nothing of receive (an import-linter contract)."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ class Updates(Protocol):
     def records(self, msg: Any) -> tuple[ChatInfo, list[UserInfo], UserInfo | None, MessageRecord]: ...
 
 
-class Gate(Protocol):
+class Offers(Protocol):
     """The dispatcher (``receive/dispatch.py``): a message offered to the agent, and its verdict."""
 
     def offer(self, msg: IncomingMessage, *, accepted: bool = False, again: bool = False) -> Any: ...
