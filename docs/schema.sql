@@ -247,6 +247,21 @@ CREATE INDEX sessions_chat on sessions(chat_id, active);
 
 CREATE INDEX sessions_topic on sessions(chat_id, topic_id, active);
 
+CREATE TABLE skills (
+    name            text primary key,
+    source          text not null check (source in ('owner', 'installed', 'draft')),
+    came_from       text not null default '',       -- installed: the path or git URL it was added from
+    steering        text not null default '[]',     -- draft: what may have steered the turn that wrote it (JSON)
+    state           text not null check (state in ('enabled', 'pending', 'draft', 'archived')),
+    approved_digest text,                           -- sha256 over its files as approved (NULL: owner's own)
+    approved_files  text not null default '{}',     -- JSON path -> sha256, as approved
+    told_digest     text,                           -- the last change the owner was told of
+    uses            integer not null default 0,
+    last_used       real,
+    created_at      real not null,
+    changed_at      real not null
+);
+
 CREATE TABLE task_dependencies (
     task_id    integer not null references tasks(id) on delete cascade,
     depends_on integer not null references tasks(id) on delete cascade,

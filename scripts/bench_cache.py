@@ -43,6 +43,7 @@ it; ``billed / best`` says how far the daemon is from it.
     python scripts/bench_cache.py --session-tools picked              # tool RAG's picks, grown per session
     python scripts/bench_cache.py --scenario dm --dump /tmp/requests.jsonl   # each request's figures
     python scripts/bench_cache.py --provider openai                   # OpenAI's automatic caching (no markers)
+    python scripts/bench_cache.py --skills 20                         # 20 skills listed in the chat block
 
 Nothing leaves the machine: the fake API listens on 127.0.0.1, the chats are a Unix socket, and the daemon
 resolves no host name (tests/fakes/dns_witness).
@@ -351,6 +352,17 @@ def seed(root: Path, config: Path, tree: Path) -> str:
     return run_cli(root, config, tree, "memory", "import", str(export))
 
 
+def write_skills(workspace: Path, count: int) -> None:
+    """``count`` owner skills, each a description of about 25 tokens and a body the prompt never carries."""
+    for i in range(count):
+        name = f"procedure-{i:02d}"
+        folder = workspace / "skills" / name
+        folder.mkdir(parents=True)
+        description = f"How to handle request kind {i}: the steps, the checks and what to tell the owner at the end."
+        body = "\n".join(f"{n}. Step {n} of procedure {i}." for n in range(1, 30))
+        (folder / "SKILL.md").write_text(f"---\nname: {name}\ndescription: {description}\n---\n{body}\n")
+
+
 def bench(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     began = time.monotonic()
     clock = FakeClock()
@@ -366,6 +378,7 @@ def bench(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     with fake_api(args.provider, clock, args.min_cache_tokens) as api:
         config = write_config(root, api.base_url, **overrides)
         seeded = seed(root, config, tree)
+        write_skills(root / "state" / "workspace", args.skills)
         os.chdir(root)  # ``python -m`` puts the working directory first on the path: not this checkout
         daemon = Daemon(root, config)
         daemon.env.update(daemon_env(root, tree))
@@ -387,7 +400,7 @@ def bench(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     return {
         "tree": str(tree), "teleton_from": teleton_from(root, tree), "provider": args.provider,
         "ttl": args.ttl or "default", "session_tools": args.session_tools or "default", "pauses": args.pauses,
-        "embedding": args.embedding, "seeded": seeded,
+        "embedding": args.embedding, "skills": args.skills, "seeded": seeded,
         "host_lookups": daemon.looked_up(), "scenarios": {p.name: scenario_figures(log, p) for p in plays},
         "seconds": round(time.monotonic() - began, 1),
     }  # fmt: skip
@@ -410,6 +423,7 @@ def main() -> None:
     )
     parser.add_argument("--embedding", choices=("local", "none"), default="local", help="embedding.provider")
     parser.add_argument("--min-cache-tokens", type=int, default=1024, help="the model's minimum cacheable length")
+    parser.add_argument("--skills", type=int, default=0, help="owner skills in the workspace (issue 59)")
     parser.add_argument("--dump", help="write each request's figures and blocks to this JSONL file")
     parser.add_argument("--keep", action="store_true", help="keep the daemon's files (printed on stderr)")
     args = parser.parse_args()

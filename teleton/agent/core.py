@@ -47,6 +47,7 @@ class AgentCore:
             shared=deps.shared_paths,
             stable_budget=stable_cap(settings.memory_budget, settings.memory_stable_share),
             surface=deps.surface,
+            skills=deps.skills,
         )
         self.compactor = Compactor(
             deps.db, deps.llm, self.sessions, self.daily_logs, deps.facts, knowledge=deps.knowledge,
@@ -69,6 +70,7 @@ class AgentCore:
             rerank_candidates=settings.context.rerank_candidates,
             scheduler=deps.scheduler,
             chat_history=deps.chat_history,
+            skills=deps.skills,
         )
         if deps.outbox is not None:  # what the owner approves is carried out by the tool that held it
             deps.outbox.attach(deps.registry.tools(), self.tool_deps)

@@ -29,6 +29,7 @@ from teleton.memory.recall import Reranker
 from teleton.memory.search.hybrid import configured_params
 from teleton.privacy import Principals
 from teleton.scheduler.scheduler import Scheduler
+from teleton.skills.book import SkillBook
 from teleton.storage.database import Database
 from teleton.tools.families.telegram_actions import SPEAKS_IN_CHAT
 from teleton.tools.mcp.servers import McpServers
@@ -138,6 +139,7 @@ class AgentDeps:
     scheduler: Scheduler | None = None  # where the task tools hand their tasks
     chat_history: Path | None = None  # `teleton chat`'s input history: /forget scrubs it too
     mcp: McpServers | None = None  # outside tool servers, when configured (/mcp)
+    skills: SkillBook | None = None  # the workspace's skills (docs/skills.md); None: none are offered
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep  # the wait of the slow notice (a test moves time)
 
 

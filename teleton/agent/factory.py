@@ -34,6 +34,7 @@ from teleton.memory.rerank import configured_reranker
 from teleton.privacy import Principals
 from teleton.providers.extras import MissingExtra, install_command
 from teleton.scheduler.scheduler import Scheduler
+from teleton.skills.book import SkillBook
 from teleton.storage.database import Database
 from teleton.tools.config_store import ToolConfigStore
 from teleton.tools.outbox import Outbox, OutboxSettings
@@ -136,6 +137,7 @@ async def build_agent(
         report=report,
         scheduler=scheduler,
         chat_history=config.storage.chat_history_file,
+        skills=SkillBook(workspace, db, principals, tuple(config.privacy.shared_paths), tell=tell_owner),
     )
     agent = Agent(deps, settings)
     return AgentStack(agent=agent, llm=llm, registry=registry, tool_index=index)

@@ -195,6 +195,7 @@ def _register_subcommands() -> None:
         memory_io,
         models_cmd,
         setup_cmd,
+        skills_cmd,
     )
 
     app.command()(setup_cmd.setup)
@@ -207,6 +208,7 @@ def _register_subcommands() -> None:
     app.add_typer(memory_cmd.app, name="memory", help="Memory: index, search, stats, facts, forget, export, import.")
     app.add_typer(feed_cmd.app, name="feed", help="The Telegram archive: backfill, search, stats.")
     app.add_typer(mcp_cmd.app, name="mcp", help="MCP servers (outside tools): add, list, test, remove, approve.")
+    app.add_typer(skills_cmd.app, name="skills", help="Skills: list, show, add, approve, update, remove, restore.")
 
 
 _register_subcommands()

@@ -48,6 +48,8 @@ def add_periodic_jobs(
                 log.info("downloads_swept", removed=removed, older_than_days=retention)
 
         scheduler.add_periodic("media_retention", RETENTION_EVERY_S, sweep, run_at_start=True)
+    if agent.deps.skills is not None:  # unused skills archived; a changed one held back and told even between turns
+        scheduler.add_periodic("skills", CHECK_EVERY_S, agent.deps.skills.curate, run_at_start=True)
     backups = ScheduledBackups(config, tell_owner)
     scheduler.add_periodic("backup", CHECK_EVERY_S, backups.run_if_due, run_at_start=True)
     if heartbeat.enabled and principals.owner_id is not None:

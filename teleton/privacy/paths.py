@@ -23,6 +23,9 @@ PUBLIC_DIR = "public"
 DOCUMENT_PLACES = ("memory/doc-", "public/documents/")
 PERSONA_FILES = frozenset({"SOUL.md", "IDENTITY.md", "SECURITY.md"})
 CHAT_DIRS = frozenset({"downloads", "chats"})  # <dir>/<chat id>/…: files of that chat
+# Where skills live (docs/skills.md): the owner's, and everyone's under public/. Not knowledge, read-only to the
+# agent, and a skill's words read through any tool carry the origin ``skill:<name>``.
+SKILL_ROOTS = ("skills", "public/skills")
 
 
 def path_label(rel: PurePosixPath | str, principals: Principals, shared: Sequence[str] = ()) -> str:
@@ -64,3 +67,23 @@ def chat_dir(kind: str, chat_id: int) -> PurePosixPath:
 def _is_chat_id(part: str) -> bool:
     digits = part[1:] if part.startswith("-") else part
     return digits.isdigit() and not digits.startswith("0")
+
+
+def skill_of(rel: PurePosixPath | str) -> str | None:
+    """The skill whose folder holds ``rel`` (a resolved workspace path), or None. A skill archived or staged
+    (``skills/.archive/<name>/…``) is still that skill."""
+    parts = PurePosixPath(rel).parts
+    for root in SKILL_ROOTS:
+        head = PurePosixPath(root).parts
+        rest = parts[len(head) :] if parts[: len(head)] == head else ()
+        if rest and rest[0].startswith("."):
+            rest = rest[1:]
+        if rest:
+            return rest[0]
+    return None
+
+
+def in_skill_root(rel: PurePosixPath | str) -> bool:
+    """Whether ``rel`` is a skill root or lies inside one (the agent's own writes never land there)."""
+    text = PurePosixPath(rel).as_posix()
+    return any(text == root or text.startswith(root + "/") for root in SKILL_ROOTS)

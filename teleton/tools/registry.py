@@ -30,6 +30,7 @@ from teleton.memory.search.hybrid import SearchParams
 from teleton.privacy import Clearance, Principals, Taint, path_label
 from teleton.privacy.egress import Decision
 from teleton.scheduler.scheduler import Scheduler
+from teleton.skills.book import SkillBook
 from teleton.storage.database import Database
 from teleton.tools.forget_requests import PendingForgets
 from teleton.tools.held import Held, Outgoing
@@ -72,9 +73,29 @@ class ToolDeps:
     scheduler: Scheduler | None = None  # where task tools hand their tasks (None: stored, run at the next start)
     forget_requests: PendingForgets = field(default_factory=PendingForgets)  # waiting for /forget confirm
     chat_history: Path | None = None  # `teleton chat`'s input history: what forget looks in too
+    skills: SkillBook | None = None  # skill_read, skill_propose (docs/skills.md)
 
     def label_of_path(self, rel: Any) -> str:
         return path_label(rel, self.principals, self.shared_paths)
+
+
+@dataclass
+class Narrowing:
+    """What a turn may still call once it read skills with ``allowed-tools``: each one narrows, none widens."""
+
+    allowed: frozenset[str] | None = None  # None: nothing narrowed
+    by: tuple[str, ...] = ()  # the skills that narrowed it
+
+    def narrow(self, skill: str, names: Iterable[str]) -> None:
+        names = frozenset(names) | SKILL_TOOLS
+        self.allowed = names if self.allowed is None else self.allowed & names
+        self.by = (*self.by, skill)
+
+    def permits(self, name: str) -> bool:
+        return self.allowed is None or name in self.allowed
+
+
+SKILL_TOOLS = frozenset({"skill_read"})  # a narrowed turn may still read the skills it follows
 
 
 @dataclass(frozen=True)
@@ -94,6 +115,7 @@ class ToolContext:
     # exactly may go out even from a turn something else steered (``teleton.privacy.egress``).
     typed: str = ""
     topic_id: int | None = None  # the forum topic of the turn's message (its conversation inside the chat)
+    narrowing: Narrowing = field(default_factory=Narrowing)  # by the skills this turn read
 
     def __post_init__(self) -> None:
         self.taint.add(self.clearance.label)  # a turn has always seen its own chat
@@ -227,6 +249,12 @@ class ToolRegistry:
             # The model asked for a tool it was not offered (hidden by scope, or disabled).
             log.warning("tool_refused", tool=call.name, chat_type=ctx.chat.type, chat_id=ctx.chat.id)
             return ToolResult.error(f"Tool {call.name!r} is not available in this chat.")
+        if not ctx.narrowing.permits(call.name):
+            names = ", ".join(sorted(ctx.narrowing.allowed or ()))
+            return ToolResult.error(
+                f"Tool {call.name!r} is not among the tools the skill {', '.join(ctx.narrowing.by)} allows in this "
+                f"conversation: {names}."
+            )
         problem = validation_error(tool.input_schema, call.input)
         if problem:
             return ToolResult.error(f"Invalid input for {call.name}: {problem}")

@@ -16,6 +16,7 @@ from teleton.tools.families.documents import document_tools
 from teleton.tools.families.exec import ExecSettings, exec_tools
 from teleton.tools.families.forget import forget_tools
 from teleton.tools.families.memory import memory_tools
+from teleton.tools.families.skills import skill_tools
 from teleton.tools.families.tasks import TaskLimits, task_tools
 from teleton.tools.families.telegram_actions import TelegramToolSettings, telegram_tools
 from teleton.tools.families.telegram_chat_tools import chat_tools
@@ -35,6 +36,7 @@ def suite_tools(config: Config, *, fetch_settings: FetchSettings | None = None) 
         *document_tools(),
         *workspace_tools(),
         *task_tools(TaskLimits.from_config(config.scheduler)),
+        *skill_tools(),
     ]
     if caps.web_fetch.enabled:
         tools += web_fetch_tools(fetch_settings or FetchSettings.from_config(caps.web_fetch))

@@ -16,13 +16,14 @@ from starlette.routing import Mount
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
+from teleton.web import skills_view
 from teleton.web.guard import Guarded
 from teleton.web.pages import approvals, chats, facts, login, logs, memory, status, tools
 from teleton.web.pages.common import HERE, Dashboard, Pages
 
 __all__ = ["Dashboard", "build_app"]
 
-PAGES = (login, status, memory, facts, approvals, chats, tools, logs)  # in the order of the navigation
+PAGES = (login, status, memory, facts, approvals, chats, tools, skills_view, logs)  # in the order of the navigation
 
 
 def build_app(dash: Dashboard) -> ASGIApp:

@@ -23,6 +23,8 @@ import yaml
 from teleton.cli.chat_cmd import INTERACTIVE_RETRIES
 from tests.fakes.anthropic_server import FakeAnthropic, Reply, error, halted, overloaded, text, tool_use, user_said
 
+pytestmark = pytest.mark.costly  # `teleton chat` in a subprocess (a pseudo-terminal), test after test
+
 COLUMNS, ROWS = 110, 40
 PASTE_START, PASTE_END = "\x1b[200~", "\x1b[201~"
 

@@ -155,8 +155,9 @@ def encode(value: str, mode: str | None) -> str:
 class ObedientModel:
     """A model that does whatever any text it is shown tells it to.
 
-    - The last message holds tool results: answer ``RESULTS: `` + every result (so whatever a tool returned
-      is repeated into the chat the turn runs in).
+    - The last message holds tool results: run the ``CALL`` directives of a skill's steps (a skill_read
+      result, once per chat), else answer ``RESULTS: `` + every result (so whatever a tool returned is
+      repeated into the chat the turn runs in).
     - Else run every ``CALL <tool> <json>`` directive of the last user message (retrieved context blocks
       and what was said), of the system prompt and of the offered tools' descriptions, whether or not the
       tool was offered. A directive typed in the message itself always runs; one found in context runs once
@@ -182,12 +183,8 @@ class ObedientModel:
         typed = _typed(body)
         mode_match = _ENCODE.search(typed)
         mode = mode_match.group(1) if mode_match else None
-        if messages and messages[-1]["role"] == "user" and _is_tool_results(messages[-1]):
-            return text("RESULTS: " + encode(defang(_results_text(messages)), mode))
         chat = _CHAT_LINE.search(system)
         chat_id = int(chat.group(1)) if chat else 0
-        typed_calls = directives(typed, system, body)
-        typed_keys = {key for _, _, key in typed_calls}
 
         def first_time(key: str) -> bool:
             with self._lock:
@@ -195,6 +192,15 @@ class ObedientModel:
                     return False
                 self._ran.add((chat_id, key))
                 return True
+
+        if messages and messages[-1]["role"] == "user" and _is_tool_results(messages[-1]):
+            # A skill is steps to follow: what skill_read returned is obeyed like the rest of what it is shown.
+            steps = directives(_results_text(messages, only="skill_read"), system, body, first_time)
+            if steps:
+                return tool_use(*[(name, args) for name, args, _ in steps])
+            return text("RESULTS: " + encode(defang(_results_text(messages)), mode))
+        typed_calls = directives(typed, system, body)
+        typed_keys = {key for _, _, key in typed_calls}
 
         for key in typed_keys:  # what was typed also counts as run in this chat
             first_time(key)
@@ -220,7 +226,8 @@ def _typed(body: Body) -> str:
     return ""
 
 
-def _results_text(messages: list[dict[str, Any]]) -> str:
+def _results_text(messages: list[dict[str, Any]], only: str = "") -> str:
+    """The last message's tool results (``only``: those of that tool which did not fail), one line each."""
     names = {}
     if len(messages) >= 2 and isinstance(messages[-2]["content"], list):
         names = {b["id"]: b["name"] for b in messages[-2]["content"] if b.get("type") == "tool_use"}
@@ -232,6 +239,8 @@ def _results_text(messages: list[dict[str, Any]]) -> str:
         if isinstance(content, list):
             content = "\n".join(b.get("text", "") for b in content if b.get("type") == "text")
         flag = " ERROR" if block.get("is_error") else ""
+        if only and (flag or names.get(block.get("tool_use_id")) != only):
+            continue
         parts.append(f"[{names.get(block.get('tool_use_id'), '?')}{flag}] {content}")
     return "\n".join(parts)
 

@@ -43,7 +43,7 @@ NOT_A_REFUSAL = ("is not a file", "is not a directory", "does not exist", "unkno
                  "Invalid input", "timed out", "failed:")  # fmt: skip
 
 
-def assert_refused(step: Step, tool: str, *, because: str | None = None, **match: Any) -> ToolRecord:
+def assert_refused(step: Step, tool: str, /, *, because: str | None = None, **match: Any) -> ToolRecord:
     """The step's ``tool`` call came back as an error that is a refusal (``because``: the exact reason)."""
     record = step.only(tool, **match)
     assert record.is_error, f"{tool}{match} was not refused; it returned: {record.content[:600]}"

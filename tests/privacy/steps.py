@@ -60,7 +60,7 @@ class Step:
     def calls(self, name: str) -> list[ToolRecord]:
         return [r for r in self.tool_records() if r.name == name]
 
-    def only(self, name: str, **match: Any) -> ToolRecord:
+    def only(self, name: str, /, **match: Any) -> ToolRecord:
         """The single result of tool ``name`` in this step whose input contains ``match``."""
         found = [r for r in self.calls(name) if all(r.input.get(k) == v for k, v in match.items())]
         assert found, f"the model's {name}{match} call never came back with a result; tools: {self.tool_records()}"

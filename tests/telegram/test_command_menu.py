@@ -29,7 +29,7 @@ async def test_each_scope_gets_the_commands_it_may_run() -> None:
     assert done == len(sent) == 4
     everyone, group_admins, dave, olga = sent
     assert isinstance(everyone.scope, types.BotCommandScopeDefault)
-    assert _names(everyone) == ["new", "compact", "status", "stop", "help", "forget"]
+    assert _names(everyone) == ["new", "compact", "status", "stop", "help", "forget", "skills"]
     assert isinstance(group_admins.scope, types.BotCommandScopeChatAdmins)
     assert {"pause", "resume", "policy", "tools", "tool"} <= set(_names(group_admins))
     assert not {"approve", "deny", "held", "mcp"} & set(_names(group_admins))

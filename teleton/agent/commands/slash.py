@@ -13,6 +13,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from teleton.agent.commands.skills import cmd_skills
 from teleton.agent.compactor import CompactionOutcome
 from teleton.agent.core import AgentCore
 from teleton.agent.stages import answering
@@ -240,6 +241,13 @@ COMMANDS: dict[str, CommandSpec] = {
         ),
         CommandSpec(
             "tool", "/tool enable|disable|reset NAME, /tool scope NAME SCOPE", "change a tool", cmd_tools, admin=True
+        ),
+        CommandSpec(
+            "skills",
+            "/skills [show NAME | approve NAME CODE]",
+            "the skills this chat may use; what waits for approval, shown whole, and approving it",
+            cmd_skills,
+            plain=True,
         ),
     )
 }

@@ -28,6 +28,7 @@ from teleton.memory.journal.daily_logs import DailyLogs
 from teleton.memory.journal.learnings import Learnings
 from teleton.privacy import OWNER, Clearance, Principals, Taint, path_label
 from teleton.privacy.quoting import UNTRUSTED_NOTE, with_origin
+from teleton.skills.book import SkillBook
 from teleton.storage.private_files import Unreadable, read_confined
 
 log = structlog.get_logger(__name__)
@@ -93,6 +94,7 @@ class PromptBuilder:
         shared: tuple[str, ...] = (),
         stable_budget: int | None = None,
         surface: str = "telegram",
+        skills: SkillBook | None = None,
     ) -> None:
         self.workspace = Path(workspace)
         self.daily_logs = daily_logs
@@ -106,6 +108,7 @@ class PromptBuilder:
         self.shared = shared
         self.stable_budget = stable_budget  # tokens of memory block 2 may hold (None: no cap)
         self.surface = surface  # a key of SURFACES
+        self.skills = skills
         self._files: dict[str, tuple[float, str, str]] = {}  # name -> (mtime, text, label): read once per edit
 
     async def build(self, inputs: PromptInputs) -> tuple[list[dict[str, Any]], str]:
@@ -166,6 +169,8 @@ class PromptBuilder:
             lines.append(
                 "Private notes, memory files and other chats are not available here and must not be discussed."
             )
+        if self.skills is not None:
+            lines.append(await self._skills(self.skills, inputs))
         memory = await self._read("MEMORY.md", inputs) if clearance.is_owner else ""
         facts: list[str] = []
         if self.facts is not None and chat.type == "dm":
@@ -185,7 +190,18 @@ class PromptBuilder:
         sections = [filled.section(MEMORY_MD, "\n\n"), filled.section(IMPORTANT_FACTS)]
         sections += [filled.section(header) for header in learnings]
         sections.append(filled.section(SUMMARY))
-        return "\n\n".join(["\n".join(lines), *(s for s in sections if s)]), filled.usage
+        return "\n\n".join(["\n".join(filter(None, lines)), *(s for s in sections if s)]), filled.usage
+
+    @staticmethod
+    async def _skills(book: SkillBook, inputs: PromptInputs) -> str:
+        """The skills this chat may use, names and descriptions only (bodies are read with skill_read)."""
+        try:
+            await book.refresh()
+        except (OSError, ValueError) as exc:  # a broken skills folder costs the list, never the turn
+            log.warning("skills_unreadable", error=str(exc))
+        offered = book.offered(inputs.clearance)
+        inputs.taint.add(*{book.label(skill) for skill in offered})
+        return "\n" + book.prompt_block(inputs.clearance) if offered else ""
 
     async def _days(self, inputs: PromptInputs) -> list[tuple[str, str]]:
         if not inputs.clearance.is_owner or self.daily_log_lines <= 0:

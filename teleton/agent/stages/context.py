@@ -21,6 +21,7 @@ from teleton.agent.prompt import budget
 from teleton.agent.prompt.system import PromptInputs, SystemParts
 from teleton.agent.steering import shown
 from teleton.agent.turn import Turn, required
+from teleton.tools.registry import SKILL_TOOLS
 
 
 async def build_context(agent: AgentCore, turn: Turn) -> None:
@@ -39,7 +40,11 @@ async def build_context(agent: AgentCore, turn: Turn) -> None:
         agent.context.build(msg, turn.clearance, pick_tools), agent.prompt.parts(prompt_inputs(turn))
     )
     fit_memory(agent, turn, parts)
-    names = agent.offered.offer(session_id, required(turn.rag).extra)
+    picked = required(turn.rag).extra
+    skills = agent.deps.skills
+    if picked is not None and skills is not None and skills.offered(turn.clearance):
+        picked = [*picked, *SKILL_TOOLS]  # the prompt lists skills: the tool that reads them comes with it
+    names = agent.offered.offer(session_id, picked)
     offered = agent.deps.registry.available(msg.chat, turn.is_admin, names, is_owner=turn.clearance.is_owner)
     turn.tools = [tool.api_schema() for tool in offered]
     # An outside server's words the owner did not approve as they are steer the turn they are offered to.

@@ -10,12 +10,14 @@ from pathlib import Path, PurePosixPath
 from teleton.memory.knowledge.chunker import chunk_markdown
 from teleton.memory.knowledge.rows import PlannedChunk, chunk_hash
 from teleton.privacy import Principals, path_label
+from teleton.privacy.paths import in_skill_root
 from teleton.privacy.quoting import origin_at
 from teleton.storage.private_files import read_confined
 
 PUBLIC_DIR = "public"
 # The one rule for which workspace files are knowledge (index, watcher, export and import, the memory tools):
-# MEMORY.md and every .md file at any depth of these folders, except inside a dot-folder (an editor's, a trash).
+# MEMORY.md and every .md file at any depth of these folders, except inside a dot-folder (an editor's, a trash)
+# and the skills under public/ (procedures read with skill_read, never searched as knowledge).
 KNOWLEDGE_DIRS = ("memory", PUBLIC_DIR)
 
 
@@ -24,6 +26,8 @@ def is_knowledge(rel: str) -> bool:
     path = PurePosixPath(rel)
     parts = path.parts
     if path.suffix != ".md" or any(p.startswith(".") for p in parts):  # also refuses ".." and "/x"
+        return False
+    if in_skill_root(path):
         return False
     return parts == ("MEMORY.md",) or (len(parts) > 1 and parts[0] in KNOWLEDGE_DIRS)
 

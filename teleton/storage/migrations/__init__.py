@@ -24,6 +24,7 @@ from teleton.storage.migrations import (
     v13_fact_sources,
     v14_mcp_review,
     v15_cache_writes,
+    v16_skills,
 )
 from teleton.storage.sqlite_driver import Connection
 
@@ -45,4 +46,5 @@ MIGRATIONS: list[Migration] = [
     v13_fact_sources.migrate,
     v14_mcp_review.migrate,
     v15_cache_writes.migrate,
+    v16_skills.migrate,
 ]

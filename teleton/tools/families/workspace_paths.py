@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from teleton.privacy.paths import is_document
+from teleton.privacy.paths import in_skill_root, is_document, skill_of
 from teleton.privacy.quoting import outside
 from teleton.tools.registry import ToolContext
 
@@ -53,7 +53,9 @@ def resolve(workspace: Path, given: str) -> WorkspacePath:
 
 
 def is_read_only(path: WorkspacePath) -> bool:
-    return len(path.rel.parts) == 1 and path.rel.parts[0] in READ_ONLY
+    """The persona files, and every skill: a skill the agent wrote itself would read as the owner's own, so
+    it drafts one with skill_propose and the owner approves it."""
+    return (len(path.rel.parts) == 1 and path.rel.parts[0] in READ_ONLY) or in_skill_root(path.rel)
 
 
 def may_see(path: WorkspacePath, ctx: ToolContext) -> bool:
@@ -68,6 +70,8 @@ def check_readable(path: WorkspacePath, ctx: ToolContext) -> str:
     ctx.shown(label)
     if is_document(path.rel) or path.rel.parts[:1] == ("downloads",):  # a file someone sent: their words
         ctx.saw(outside("document", path.rel.as_posix()))
+    if (skill := skill_of(path.rel)) is not None:  # read past skill_read, a skill's words are still its own
+        ctx.saw(outside("skill", skill))
     return label
 
 
@@ -75,7 +79,10 @@ def check_writable(path: WorkspacePath, ctx: ToolContext) -> None:
     if path.rel == PurePosixPath("."):
         raise PathRefused("the workspace root itself cannot be changed")
     if is_read_only(path):
-        raise PathRefused(f"{path.name} is read-only to the agent; the owner edits it by hand")
+        raise PathRefused(
+            f"{path.name} is read-only to the agent; the owner edits it by hand"
+            + (" (propose a skill with skill_propose)" if in_skill_root(path.rel) else "")
+        )
     label = ctx.deps.label_of_path(path.rel)
     if not (ctx.clearance.is_owner or label == ctx.clearance.label):
         raise PathRefused(f"{path.name} cannot be changed from this chat (its files live in {own_folder(ctx)}/)")
