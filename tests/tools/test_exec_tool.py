@@ -5,19 +5,23 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
 from teleton.config.schema import Config
 from teleton.llm.tool_loop import ToolResult
 from teleton.storage import Database
-from teleton.tools.families.exec import ExecSettings, exec_tools, run_command, typed_command
+from teleton.tools.families.exec import ExecOutcome, ExecSettings, exec_tools, run_command, typed_command
 from teleton.tools.registry import ToolDeps, ToolRegistry
 from teleton.tools.suite import build_registry
 from tests.tools.conftest import BOB_DM, DM, GROUP, call, make_ctx, principals
 from tests.waiting import until
+
+T = TypeVar("T")
 
 
 def group_members(pgid: int) -> list[int]:
@@ -64,22 +68,46 @@ def test_exec_is_not_registered_unless_enabled() -> None:
     assert registry.scope_of("exec") == "admin-only"
 
 
-# The command's timeout is what these tests are about; it is long enough that a busy machine has started the
-# shells and both sleeps well before it fires (the tests check they were running before the kill).
-EXEC_TIMEOUT_S = 10.0
+# The command's timeout is what these tests are about. The shells and both sleeps start within milliseconds,
+# but on a busy machine they may not have before a short timeout fires: a run that never saw them running
+# proves nothing, so it is run again with twice the timeout (what passes is what was seen, never a time).
+EXEC_TIMEOUTS_S = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
+
+
+async def killed_while_running(start: Callable[[float], Awaitable[T]], running: Callable[[], int]) -> T:
+    """``start(timeout_s)``'s result for the first timeout at which the shells and both sleeps (``running()``
+    counts them) were all seen running before it fired."""
+    for timeout_s in EXEC_TIMEOUTS_S:
+        task = asyncio.create_task(start(timeout_s))
+        seen = False
+
+        def all_running_or_done() -> bool:
+            nonlocal seen
+            seen = seen or running() >= 3
+            return seen or task.done()
+
+        await until(all_running_or_done)
+        result = await task
+        if seen:
+            return result
+        await until(lambda: running() == 0)  # what did start is killed: the next run counts its own
+    raise AssertionError("the shells and both sleeps were never all running before the timeout fired")
 
 
 async def test_timeout_kills_children_and_is_audited(db: Database, workspace: Path) -> None:
-    registry = ToolRegistry(exec_tools(ExecSettings(timeout_s=EXEC_TIMEOUT_S)))
     deps = ToolDeps(db=db, workspace=workspace, principals=principals())
     ctx = make_ctx(deps, DM, admin=True)
-    running = asyncio.create_task(call(registry, ctx, "exec", command="sh -c 'sleep 60 & sleep 60'"))
-    await until(lambda: len(in_workspace(workspace)) >= 3 or running.done())
-    assert len(in_workspace(workspace)) >= 3  # both shells and the sleeps were running
-    result = await running
+
+    def start(timeout_s: float) -> Awaitable[ToolResult]:
+        registry = ToolRegistry(exec_tools(ExecSettings(timeout_s=timeout_s)))
+        return call(registry, ctx, "exec", command="sh -c 'sleep 60 & sleep 60'")
+
+    result = await killed_while_running(start, lambda: len(in_workspace(workspace)))  # all were running ...
     assert result.is_error and "timeout" in result.content
-    assert in_workspace(workspace) == []  # the shells and both sleeps are gone
-    row = await db.fetchone("select tool, command, exit_code, duration_ms, chat_id from exec_audit")
+    assert in_workspace(workspace) == []  # ... and the shells and both sleeps are gone
+    row = await db.fetchone(
+        "select tool, command, exit_code, duration_ms, chat_id from exec_audit order by rowid desc limit 1"
+    )
     assert row["tool"] == "exec" and row["command"] == "sh -c 'sleep 60 & sleep 60'"
     assert row["exit_code"] is None and row["chat_id"] == DM.id
     assert isinstance(row["duration_ms"], int) and row["duration_ms"] > 0  # recorded (its value is not timed here)
@@ -87,18 +115,17 @@ async def test_timeout_kills_children_and_is_audited(db: Database, workspace: Pa
 
 async def test_timeout_leaves_no_process_of_the_group(workspace: Path) -> None:
     pids: list[int] = []
-    running = asyncio.create_task(
-        run_command(
-            "sh -c 'sleep 1000 & sleep 1000'", workspace, ExecSettings(timeout_s=EXEC_TIMEOUT_S), on_start=pids.append
-        )
-    )
-    await until(lambda: (pids and len(group_members(pids[0])) >= 3) or running.done())
-    assert len(group_members(pids[0])) >= 3, "the shells and both sleeps should be running"
-    outcome = await running
+
+    def start(timeout_s: float) -> Awaitable[ExecOutcome]:
+        settings = ExecSettings(timeout_s=timeout_s)
+        return run_command("sh -c 'sleep 1000 & sleep 1000'", workspace, settings, on_start=pids.append)
+
+    # The shells and both sleeps were running (pids[-1]: this run's shell, the group's leader) ...
+    outcome = await killed_while_running(start, lambda: len(group_members(pids[-1])) if pids else 0)
     assert outcome.timed_out and outcome.exit_code is None
-    # Killed: gone as soon as the kernel has run their exits (on a busy machine, a moment after the return;
-    # one that lived on, 1,000 s, would hang here until pytest-timeout says so).
-    await until(lambda: group_members(pids[0]) == [])
+    # ... and are killed: gone as soon as the kernel has run their exits (on a busy machine, a moment after the
+    # return; one that lived on, 1,000 s, would hang here until pytest-timeout says so).
+    await until(lambda: group_members(pids[-1]) == [])
 
 
 async def test_output_cap_exit_code_and_cwd(db: Database, workspace: Path) -> None:
