@@ -358,7 +358,7 @@ def write_skills(workspace: Path, count: int) -> None:
         name = f"procedure-{i:02d}"
         folder = workspace / "skills" / name
         folder.mkdir(parents=True)
-        description = f"How to handle request kind {i}: the steps, the checks and what to tell the owner at the end."
+        description = f"How to handle request kind {i}, the steps, the checks and what to tell the owner at the end."
         body = "\n".join(f"{n}. Step {n} of procedure {i}." for n in range(1, 30))
         (folder / "SKILL.md").write_text(f"---\nname: {name}\ndescription: {description}\n---\n{body}\n")
 

@@ -78,20 +78,25 @@ async def killed_while_running(start: Callable[[float], Awaitable[T]], running: 
     """``start(timeout_s)``'s result for the first timeout at which the shells and both sleeps (``running()``
     counts them) were all seen running before it fired."""
     for timeout_s in EXEC_TIMEOUTS_S:
-        task = asyncio.create_task(start(timeout_s))
-        seen = False
-
-        def all_running_or_done() -> bool:
-            nonlocal seen
-            seen = seen or running() >= 3
-            return seen or task.done()
-
-        await until(all_running_or_done)
-        result = await task
+        seen, result = await _one_run(start(timeout_s), running)
         if seen:
             return result
         await until(lambda: running() == 0)  # what did start is killed: the next run counts its own
     raise AssertionError("the shells and both sleeps were never all running before the timeout fired")
+
+
+async def _one_run(run: Awaitable[T], running: Callable[[], int]) -> tuple[bool, T]:
+    """(were all three seen running while ``run`` ran, its result)."""
+    task = asyncio.ensure_future(run)
+    seen = False
+
+    def all_running_or_done() -> bool:
+        nonlocal seen
+        seen = seen or running() >= 3
+        return seen or task.done()
+
+    await until(all_running_or_done)
+    return seen, await task
 
 
 async def test_timeout_kills_children_and_is_audited(db: Database, workspace: Path) -> None:
