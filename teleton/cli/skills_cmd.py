@@ -24,7 +24,7 @@ from teleton.config import Config
 from teleton.privacy import Principals, path_label
 from teleton.skills import install, store
 from teleton.skills.book import ARCHIVE_DIR, restore
-from teleton.skills.folder import NAME, NAME_MAX, ROOTS, Skill, SkillError, scan
+from teleton.skills.folder import NAME_RULE, ROOTS, Skill, SkillError, is_name, scan
 from teleton.skills.review import review, review_update
 
 app = App(help="Skills: list, show, add, approve, update, remove, restore.", no_args_is_help=True)
@@ -37,8 +37,8 @@ def fail(line: str, code: int = 1) -> NoReturn:
 
 
 def checked(name: str) -> str:
-    if len(name) > NAME_MAX or not NAME.match(name):
-        fail(f"{name!r} is not a skill's name (1-{NAME_MAX} lowercase letters, digits and single hyphens)", 2)
+    if not is_name(name):
+        fail(f"{name!r} is not a skill's name ({NAME_RULE})", 2)
     return name
 
 

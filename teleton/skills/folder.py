@@ -30,6 +30,14 @@ TOTAL_CAP = 2 * 1024 * 1024  # bytes of a whole skill
 FILES_MAX = 200
 
 
+NAME_RULE = f"1-{NAME_MAX} lowercase letters, digits and single hyphens"
+
+
+def is_name(name: str) -> bool:
+    """The specification's rule for a skill's name (and so its folder's)."""
+    return len(name) <= NAME_MAX and NAME.match(name) is not None
+
+
 class SkillError(ValueError):
     """A skill that cannot be loaded; the message is one line naming the file."""
 
@@ -77,8 +85,8 @@ def read_skill(folder: Path, root: str = ROOTS[0]) -> Skill:
         raise SkillError(f"{where}: not UTF-8 text") from None
     front, body = split_front_matter(text, where)
     name = _text(front, "name", where, required=True)
-    if len(name) > NAME_MAX or not NAME.match(name):
-        raise SkillError(f"{where}: name {name!r} must be 1-{NAME_MAX} lowercase letters, digits and single hyphens")
+    if not is_name(name):
+        raise SkillError(f"{where}: name {name!r} must be {NAME_RULE}")
     if name != folder.name:
         raise SkillError(f"{where}: name {name!r} is not the folder's name {folder.name!r}")
     description = _text(front, "description", where, required=True)

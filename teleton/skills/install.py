@@ -18,7 +18,16 @@ from pathlib import Path
 
 from teleton.skills import store
 from teleton.skills.book import ARCHIVE_DIR
-from teleton.skills.folder import NAME, NAME_MAX, ROOTS, SKILL_FILE, Skill, SkillError, read_skill, split_front_matter
+from teleton.skills.folder import (
+    NAME_RULE,
+    ROOTS,
+    SKILL_FILE,
+    Skill,
+    SkillError,
+    is_name,
+    read_skill,
+    split_front_matter,
+)
 from teleton.skills.review import review, review_update
 from teleton.storage.database import Database
 
@@ -97,7 +106,7 @@ def _rmdir_empty(folder: Path) -> None:
 async def update(db: Database, workspace: Path, name: str) -> Staged:
     """Fetch ``name`` again from where it was added; staged in ``.updates/`` until ``approve``."""
     row = (await store.rows(db)).get(name)
-    current = await asyncio.to_thread(_on_disk, workspace, name) if _named(name) else None
+    current = await asyncio.to_thread(_on_disk, workspace, name) if is_name(name) else None
     if row is None or row.source != store.INSTALLED or current is None:
         raise InstallError(f"{name} is not an installed skill (only those have a source to update from)")
     async with _fetched(row.came_from) as folder:
@@ -110,7 +119,7 @@ async def update(db: Database, workspace: Path, name: str) -> Staged:
 
 def waiting(workspace: Path, name: str) -> Staged | None:
     """What approving ``name`` would enable: a staged update, else the skill as it lies on disk."""
-    if not _named(name):
+    if not is_name(name):
         return None
     current = _on_disk(workspace, name)
     for root in ROOTS:
@@ -146,7 +155,7 @@ def _swap(new: Path, old: Path) -> None:
 
 
 def has_update(workspace: Path, name: str) -> bool:
-    return _named(name) and any((workspace / root / UPDATES_DIR / name).is_dir() for root in ROOTS)
+    return is_name(name) and any((workspace / root / UPDATES_DIR / name).is_dir() for root in ROOTS)
 
 
 def look(workspace: Path, name: str, row: store.Row | None, *, command: str = "/skills approve") -> str | None:
@@ -177,7 +186,7 @@ def _why(row: store.Row | None, skill: Skill) -> str:
 async def remove(db: Database, workspace: Path, name: str) -> bool:
     """Delete ``name``'s folder (and any staged update or archived copy) and its row; False when there was
     none. An archived copy goes too: restored without its row it would read as the owner's own."""
-    if not _named(name):  # never a path: "" or ".." would name the root itself
+    if not is_name(name):  # never a path: "" or ".." would name the root itself
         return False
     gone = False
     for root in ROOTS:
@@ -197,8 +206,8 @@ async def propose(
 ) -> Skill:
     """The agent's draft, in the folder of its name: offered only once the owner (for a public draft, an admin)
     approves its exact text. Proposing a draft's name again replaces the draft."""
-    if not _named(name):
-        raise InstallError(f"name {name!r} must be 1-{NAME_MAX} lowercase letters, digits and single hyphens")
+    if not is_name(name):
+        raise InstallError(f"name {name!r} must be {NAME_RULE}")
     if len(body) > DRAFT_BODY_MAX:
         raise InstallError(f"the body is over {DRAFT_BODY_MAX:,} characters")
     row = (await store.rows(db)).get(name)
@@ -219,10 +228,6 @@ async def propose(
     except SkillError as exc:
         await remove(db, workspace, name)
         raise InstallError(str(exc)) from None
-
-
-def _named(name: str) -> bool:
-    return len(name) <= NAME_MAX and NAME.match(name) is not None
 
 
 def _on_disk(workspace: Path, name: str) -> Skill | None:
@@ -291,8 +296,8 @@ def _name_of(folder: Path) -> str:
     name = front.get("name")
     if name is None or (isinstance(name, str) and not name.strip()):
         raise InstallError(f"{where}: front matter has no name")
-    if not isinstance(name, str) or not _named(name):
-        raise InstallError(f"{where}: name {name!r} must be 1-{NAME_MAX} lowercase letters, digits and single hyphens")
+    if not isinstance(name, str) or not is_name(name):
+        raise InstallError(f"{where}: name {name!r} must be {NAME_RULE}")
     return name
 
 

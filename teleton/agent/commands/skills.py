@@ -15,7 +15,7 @@ from teleton.agent.core import AgentCore
 from teleton.agent.turn import Turn
 from teleton.skills import install, store
 from teleton.skills.book import SkillBook, given_description
-from teleton.skills.folder import NAME, NAME_MAX, ROOTS, SkillError
+from teleton.skills.folder import NAME_RULE, ROOTS, SkillError, is_name
 
 USAGE = "Usage: /skills, /skills show NAME, or /skills approve NAME CODE."
 REFUSED = "/skills approve is for the owner (in a group, its admins approve the drafts the group proposed)."
@@ -89,8 +89,8 @@ def group_draft(book: SkillBook, turn: Turn, name: str) -> bool:
 
 
 async def show(book: SkillBook, name: str) -> str:
-    if len(name) > NAME_MAX or not NAME.match(name):
-        return f"{name!r} is not a skill's name (lowercase letters, digits and single hyphens)."
+    if not is_name(name):
+        return f"{name!r} is not a skill's name ({NAME_RULE})."
     try:
         shown = await asyncio.to_thread(install.look, book.workspace, name, book.rows.get(name))
     except SkillError as exc:
@@ -122,6 +122,5 @@ async def approve(book: SkillBook, turn: Turn, name: str, code: str | None) -> s
         return await show(book, name)
     if approved is None:
         return "That is not the code of what waits now (it changed, or it is another's): nothing approved."
-    # The approval changed the row only, not a file: this process's book reads the rows again now.
-    book.rows = await store.rows(book.db)
+    await book.refresh()  # the approval changed its row, not a file: offered from now on
     return f"Approved {name} ({approved.rel}): offered from the next message, exactly as shown."
