@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import os
 import shutil
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -37,6 +39,12 @@ LONGEST_FIRST = (
     "tests/privacy/test_11_files_and_paths.py",
     "tests/privacy/test_14_dm_users.py",
     "tests/privacy/test_22_mcp.py",  # four MCP servers per world, one listing 1,000 tools
+    # The longest of the fast command (`-m "not costly"`, ~2.5 min): half a minute each, on a busy core.
+    "tests/tools/test_mcp_tools.py",  # an MCP server process (the SDK's import: ~1 s of CPU) per test or more
+    "tests/memory/test_e5_model.py",  # two builds of e5, in two processes at once and from a damaged cache
+    "tests/media/test_transcription_local.py",
+    "tests/agent/test_voice.py",
+    "tests/tools/test_mcp_connection.py",
 )
 
 
@@ -102,10 +110,49 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
+class DatabaseTemplates:
+    """Fresh databases for tests, each a copy of a migrated one: migrating a new file takes 30-100 ms, a copy
+    ~3 ms, and hundreds of tests open one. The templates are migrated once per worker (by this run's code, so
+    a changed migration is what every copy holds), one per vector layout. A copy gets new vector index ids:
+    the process's in-memory vector indexes are keyed by them (``memory/search/bit_index.py``), so two tests'
+    databases never share one."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.files: dict[tuple[str, int] | None, Path] = {}
+
+    async def open(self, path: Path, *, embedding: tuple[str, int] | None = None) -> Database:
+        """``Database.open(path, embedding=embedding)`` on a new file, ``path``'s folder already there."""
+        template = self.files.get(embedding)
+        if template is None:
+            template = self.root / f"template-{len(self.files)}.db"
+            await (await Database.open(template, embedding=embedding)).close()
+            self.files[embedding] = template
+        await asyncio.to_thread(_copy_to_new, template, path)
+        database = await Database.open(path, embedding=embedding)
+        await database.write(_new_index_ids)
+        return database
+
+
+def _copy_to_new(template: Path, path: Path) -> None:
+    assert not path.exists() and path.parent.is_dir(), path
+    shutil.copy2(template, path)  # with its mode: 0600, as Database.open creates one
+
+
+def _new_index_ids(conn: Any) -> None:
+    for (key,) in conn.execute("select key from meta where key like 'index_id:%'").fetchall():
+        conn.execute("update meta set value = ? where key = ?", (uuid.uuid4().hex, key))
+
+
+@pytest.fixture(scope="session")
+def database_templates(tmp_path_factory: pytest.TempPathFactory) -> DatabaseTemplates:
+    return DatabaseTemplates(tmp_path_factory.mktemp("database-templates"))
+
+
 @pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[Database]:
+async def db(tmp_path: Path, database_templates: DatabaseTemplates) -> AsyncIterator[Database]:
     """A real database file with sqlite-vec loaded and 384-dim vector tables."""
-    database = await Database.open(tmp_path / "teleton.db", embedding=("test-model", 384))
+    database = await database_templates.open(tmp_path / "teleton.db", embedding=("test-model", 384))
     yield database
     await database.close()
 

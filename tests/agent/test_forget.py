@@ -36,6 +36,7 @@ from teleton.tools.families.forget import forget_tools
 from teleton.tools.families.memory import memory_tools
 from teleton.tools.registry import ToolRegistry
 from tests.agent.conftest import ALICE, GROUP, MALLORY, OWNER, OWNER_DM, AgentHarness, llm_settings
+from tests.conftest import DatabaseTemplates
 from tests.fakes.anthropic_server import FakeAnthropic, body_text, result_text, sequence, text, tool_results, tool_use
 
 PHONE = "+351 912 345 678"
@@ -49,9 +50,11 @@ def model() -> LocalEmbedder:
 
 
 @pytest.fixture
-async def h(tmp_path: Path, fake_api: FakeAnthropic, model: LocalEmbedder) -> AsyncIterator[AgentHarness]:
+async def h(
+    tmp_path: Path, fake_api: FakeAnthropic, model: LocalEmbedder, database_templates: DatabaseTemplates
+) -> AsyncIterator[AgentHarness]:
     """The agent as the daemon builds it, with vectors, the embedding cache and a knowledge index."""
-    db = await Database.open(tmp_path / "teleton.db", embedding=(model.model_id, model.dims))
+    db = await database_templates.open(tmp_path / "teleton.db", embedding=(model.model_id, model.dims))
     cached = CachedProvider(model, db)
     workspace = tmp_path / "workspace"
     workspace.mkdir()

@@ -4,10 +4,11 @@ server received, with the project's one token estimate."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from teleton.agent.deps import AgentSettings
@@ -21,6 +22,7 @@ from teleton.memory.knowledge.index import KnowledgeIndex
 from teleton.storage import Database
 from teleton.text.tokens import estimate_tokens
 from tests.agent.conftest import ALICE, GROUP, OWNER, OWNER_DM, AgentHarness, build_harness
+from tests.conftest import DatabaseTemplates
 from tests.fakes.anthropic_server import Body, FakeAnthropic
 from tests.fakes.turn_message import turn_message
 
@@ -31,14 +33,30 @@ OLDEST_LOG = "note zero about the drizzle forecast"
 NEWEST_NOTE = "The newest note: the passport renewal is booked for Friday"
 
 
+class OnceEachText(LocalEmbedder):
+    """The real local model, each distinct text run through it once in this module: every test stuffs the same
+    memory (``stuff``: ~280 texts, 2-3 s of the model each time), so its vectors are the ones the first test
+    computed. Questions and prompts are texts like any other: what is new goes to the model."""
+
+    def __init__(self) -> None:
+        self.vectors: dict[str, np.ndarray] = {}
+        super().__init__(packaged_model())
+
+    def _encode(self, texts: Sequence[str]) -> np.ndarray:
+        new = [t for t in dict.fromkeys(texts) if t not in self.vectors]
+        if new:
+            self.vectors.update(zip(new, super()._encode(new), strict=True))
+        return np.stack([self.vectors[t] for t in texts]) if texts else super()._encode(texts)
+
+
 @pytest.fixture(scope="module")
 def model() -> LocalEmbedder:
-    return LocalEmbedder(packaged_model())
+    return OnceEachText()
 
 
 @pytest.fixture
-async def vdb(tmp_path: Path, model: LocalEmbedder) -> AsyncIterator[Database]:
-    database = await Database.open(tmp_path / "teleton.db", embedding=(model.model_id, model.dims))
+async def vdb(tmp_path: Path, model: LocalEmbedder, database_templates: DatabaseTemplates) -> AsyncIterator[Database]:
+    database = await database_templates.open(tmp_path / "teleton.db", embedding=(model.model_id, model.dims))
     yield database
     await database.close()
 

@@ -11,6 +11,7 @@ import pytest
 from teleton.memory.embeddings.local import LocalEmbedder
 from teleton.memory.embeddings.packaged import packaged_model
 from teleton.storage import Database
+from tests.conftest import DatabaseTemplates
 
 
 class CountingProvider:
@@ -40,8 +41,10 @@ def counting(embedder: LocalEmbedder) -> CountingProvider:
 
 
 @pytest.fixture
-async def mdb(tmp_path: Path, embedder: LocalEmbedder) -> AsyncIterator[Database]:
+async def mdb(
+    tmp_path: Path, embedder: LocalEmbedder, database_templates: DatabaseTemplates
+) -> AsyncIterator[Database]:
     """A database whose vector tables are built for the local model."""
-    database = await Database.open(tmp_path / "memory.db", embedding=(embedder.model_id, embedder.dims))
+    database = await database_templates.open(tmp_path / "memory.db", embedding=(embedder.model_id, embedder.dims))
     yield database
     await database.close()
