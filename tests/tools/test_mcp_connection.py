@@ -96,6 +96,22 @@ async def test_a_command_that_is_not_there_is_one_line() -> None:
     assert str(caught.value).startswith("MCP server 'gone':") and "\n" not in str(caught.value)
 
 
+async def test_a_program_that_dies_before_it_answers_is_explained_by_its_last_words() -> None:
+    """`teleton mcp add` reads no log: the one line it prints says why the program ended, redacted."""
+    dying = "import sys; print('loading', file=sys.stderr); sys.exit('ModuleNotFoundError: No module named x')"
+    conn = McpConnection("broken", McpServerConfig(command=sys.executable, args=["-c", dying]))
+    with pytest.raises(McpError) as caught:
+        await conn.start()
+    said = str(caught.value)
+    assert said.startswith("MCP server 'broken': Connection closed") and "\n" not in said
+    assert said.endswith("its last line on stderr: ModuleNotFoundError: No module named x)")
+
+    silent = McpConnection("silent", McpServerConfig(command=sys.executable, args=["-c", "pass"]))
+    with pytest.raises(McpError) as caught:
+        await silent.start()
+    assert "saying nothing on stderr: is it an MCP server?" in str(caught.value)
+
+
 async def test_a_call_that_hangs_ends_at_its_timeout_and_the_server_stays_usable(fake: McpConnection) -> None:
     stalled = await fake.call("stall", {"seconds": 30})
     assert stalled.is_error and stalled.text == "MCP server 'fake' did not answer within 2 s"

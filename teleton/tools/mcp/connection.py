@@ -26,11 +26,12 @@ from teleton.process import redaction
 from teleton.process.child_env import scrubbed_env
 from teleton.providers.extras import require
 from teleton.text.lines import reason
-from teleton.tools.mcp.stderr import stderr_to_log
+from teleton.tools.mcp.stderr import StderrLimiter, stderr_to_log
 
 log = structlog.get_logger(__name__)
 
 PING_S = 15.0
+STDERR_DRAIN_S = 2.0  # the most a failed start waits for the rest of the program's stderr
 _REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -101,6 +102,7 @@ class McpConnection:
         self._closed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.error: str | None = None  # why it closed, when it did not close on request
+        self._stderr = StderrLimiter(name)
 
     @property
     def tools(self) -> list[RemoteTool]:
@@ -176,7 +178,7 @@ class McpConnection:
         except BaseException as exc:  # anyio wraps errors in groups; the reason is the first leaf
             self.error = first_reason(exc)
             if self.error == "Connection closed" and self.cfg.command is not None and not ready.done():
-                self.error += " (the program ended before it answered: is it an MCP server? its stderr is in the log)"
+                self.error += await self._last_words()
             if not ready.done():
                 ready.set_exception(McpError(f"MCP server {self.name!r}: {self.error}"))
             elif not self._stop.is_set():
@@ -184,6 +186,14 @@ class McpConnection:
         finally:
             self._live = None
             self._closed.set()
+
+    async def _last_words(self) -> str:
+        """Why a program ended before it answered, in its own last line on stderr (read to its end first)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stderr.ended.wait(), timeout=STDERR_DRAIN_S)
+        if last := self._stderr.last:
+            return f" (the program ended before it answered; its last line on stderr: {last})"
+        return " (the program ended before it answered, saying nothing on stderr: is it an MCP server?)"
 
     async def _keep(self, session: Any) -> None:
         stop = asyncio.ensure_future(self._stop.wait())
@@ -219,7 +229,8 @@ class McpConnection:
             params = StdioServerParameters(
                 command=cfg.command, args=cfg.args, env=server_env(self.name, cfg, self._environ)
             )
-            return stdio_client(params, errlog=stack.enter_context(stderr_to_log(self.name)))
+            self._stderr = StderrLimiter(self.name)
+            return stdio_client(params, errlog=stack.enter_context(stderr_to_log(self.name, self._stderr)))
         # The mcp extra, as in _session.
         import httpx2
         from mcp.client.sse import sse_client

@@ -30,14 +30,14 @@ _READERS: set[asyncio.Task[None]] = set()  # stderr loggers, kept referenced whi
 
 
 @contextlib.contextmanager
-def stderr_to_log(name: str) -> Any:
+def stderr_to_log(name: str, limiter: StderrLimiter | None = None) -> Any:
     """A file the server writes its stderr to; its lines are logged as ``mcp_server_stderr`` with its name
-    (cut and rate-limited: ``StderrLimiter``)."""
+    (cut and rate-limited: ``limiter``, which also keeps the last line)."""
     read_fd, write_fd = os.pipe()
     writer = os.fdopen(write_fd, "w")
     loop = asyncio.get_running_loop()
     reader_file = os.fdopen(read_fd, "rb", buffering=0)
-    task = loop.create_task(log_lines(name, reader_file), name=f"mcp-{name}-stderr")
+    task = loop.create_task(log_lines(name, reader_file, limiter), name=f"mcp-{name}-stderr")
     _READERS.add(task)
     task.add_done_callback(_READERS.discard)
     try:
@@ -51,7 +51,9 @@ class StderrLimiter:
     then cut at ``STDERR_LINE_CAP``; lines past the burst are counted, and one ``mcp_server_stderr_dropped``
     line (server, count) is logged for each window that dropped any, when it ends or the stream closes.
 
-    A window opens with the first line after the last one ended. ``clock`` is monotonic seconds."""
+    A window opens with the first line after the last one ended. ``clock`` is monotonic seconds. ``last`` is
+    the last line read (redacted and cut, dropped or not) and ``ended`` is set once the pipe has closed: a
+    server that dies before it answers is explained by it where no log is read (``teleton mcp add``)."""
 
     def __init__(
         self,
@@ -68,21 +70,26 @@ class StderrLimiter:
         self._opened: float | None = None
         self._logged = 0
         self._dropped = 0
+        self._last = b""
+        self.ended = asyncio.Event()
+
+    @property
+    def last(self) -> str:
+        # Redacted before the cut: what the log processors redact after it could be half a secret.
+        return redaction.redact_text(self._last.decode("utf-8", errors="replace").strip())[:STDERR_LINE_CAP]
 
     def line(self, raw: bytes) -> None:
         self.tick()
         if not raw.strip():
             return
+        self._last = raw
         if self._opened is None:
             self._opened, self._logged = self.clock(), 0
         if self._logged >= self.burst:  # counted before any decoding: a flood costs little here
             self._dropped += 1
             return
         self._logged += 1
-        text = raw.decode("utf-8", errors="replace").rstrip()
-        # Redacted before the cut: what the log processors redact after it could be half a secret.
-        text = redaction.redact_text(text)
-        log.info("mcp_server_stderr", server=self.name, line=text[:STDERR_LINE_CAP])
+        log.info("mcp_server_stderr", server=self.name, line=self.last)
 
     def due_in(self) -> float | None:
         """Seconds until the open window ends, when it has dropped lines to report (None: nothing to wait for)."""
@@ -99,6 +106,7 @@ class StderrLimiter:
     def close(self) -> None:
         self._report()
         self._opened = None
+        self.ended.set()
 
     def _report(self) -> None:
         if self._dropped:
