@@ -4,7 +4,7 @@ server received, with the project's one token estimate."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -36,17 +36,17 @@ NEWEST_NOTE = "The newest note: the passport renewal is booked for Friday"
 class OnceEachText(LocalEmbedder):
     """The real local model, each distinct text run through it once in this module: every test stuffs the same
     memory (``stuff``: ~280 texts, 2-3 s of the model each time), so its vectors are the ones the first test
-    computed. Questions and prompts are texts like any other: what is new goes to the model."""
+    computed. A text's vector does not depend on what it is embedded with, so this is exact. Questions and
+    prompts are texts like any other: what is new goes to the model."""
 
     def __init__(self) -> None:
         self.vectors: dict[str, np.ndarray] = {}
         super().__init__(packaged_model())
 
-    def _encode(self, texts: Sequence[str]) -> np.ndarray:
-        new = [t for t in dict.fromkeys(texts) if t not in self.vectors]
-        if new:
-            self.vectors.update(zip(new, super()._encode(new), strict=True))
-        return np.stack([self.vectors[t] for t in texts]) if texts else super()._encode(texts)
+    def _run_one(self, text: str) -> np.ndarray:
+        if text not in self.vectors:
+            self.vectors[text] = super()._run_one(text)
+        return self.vectors[text]
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,7 @@ taken out, and search across languages, with the real model."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -134,6 +135,33 @@ def test_the_common_direction_is_taken_out(e5: LocalEmbedder) -> None:
     # Unrelated text no longer sits at 0.8 (e5's raw cone): near 0, as with other models, and the related one
     # clearly above it, inside the fusion's cosine range.
     assert float(related @ tax) < 0.2 and float(related @ tax) + 0.1 < float(related @ cat) < COSINE_CEILING
+
+
+def test_a_texts_vector_does_not_depend_on_what_it_is_embedded_with(e5: LocalEmbedder) -> None:
+    """The int8 graph quantizes by the range of its whole input: batched, the same message got another vector
+    beside a long one (cosine 0.97 with itself). Each text alone, it is the same vector wherever it comes."""
+    text = "Maren keeps the lighthouse on Skerry island."
+    alone = e5.encode([text])[0]
+    long_neighbour = "A much longer note about the ferry timetable, the harbour fees and the winter storms. " * 6
+    with_others = e5.encode(["ok", long_neighbour, text, "Пароход отходит в девять."])
+    assert np.array_equal(with_others[2], alone)
+    assert np.array_equal(e5.encode([long_neighbour, text])[1], alone)
+
+
+async def test_a_question_never_waits_behind_texts_being_embedded(e5: LocalEmbedder) -> None:
+    """A burst of archived messages embedding in the background must not hold back the turn's question."""
+    finished: list[str] = []
+
+    async def run(name: str, work: Any) -> None:
+        await work
+        finished.append(name)
+
+    burst = [f"Message {i} of a busy group about the harbour, the ferry and the weather today." for i in range(300)]
+    documents = asyncio.create_task(run("burst", e5.embed(burst)))
+    await asyncio.sleep(0)  # the burst is handed to its threads first
+    await run("question", e5.embed_queries(["When does the ferry leave?"]))
+    await documents
+    assert finished == ["question", "burst"]
 
 
 def test_a_question_finds_its_answer_across_languages(e5: LocalEmbedder) -> None:

@@ -38,7 +38,7 @@ def create_provider(
 
         files = local_model_files(config, cache_dir=cache_dir, hf_base_url=hf_base_url)
         embedder = LocalEmbedder if files.tokenizer is not None else StringsEmbedder
-        return embedder(files, batch_size=batch_size, prompts=local_prompts(config, files))
+        return embedder(files, prompts=local_prompts(config, files))
     if kind == "anthropic":
         from teleton.memory.embeddings.voyage import VoyageEmbedder  # deferred: as above
 

@@ -1,9 +1,11 @@
 """The default provider: a sentence-transformers model in ONNX Runtime, on this machine, offline.
 
-Texts are tokenised with ``tokenizers`` (Rust), run through the ONNX graph in length-sorted batches (padding
-a batch to its longest text is what makes unsorted batches twice as slow), mean-pooled over the attention
-mask and L2-normalised. All of it runs on one dedicated worker thread so the event loop never waits on it,
-and two concurrent callers do not fight over the same cores.
+Texts are tokenised with ``tokenizers`` (Rust), each run through the ONNX graph alone, mean-pooled over the
+attention mask and L2-normalised. Alone, because e5's int8 graph quantizes each input by the range of the
+whole batch, padding included: batched, a text's vector depended on its neighbours (cosine down to 0.97 with
+itself). Runs are single-threaded and as many go at once as there are cores, which embeds as fast as batches
+on two threads did (docs/benchmarks.md). Questions have a thread of their own, so a turn's question never
+waits behind a batch of archived messages; nothing runs on the event loop.
 """
 
 from __future__ import annotations
@@ -24,19 +26,18 @@ from teleton.providers.pinned_files import ModelFilesError
 from teleton.text.lines import reason
 
 MAX_TOKENS = 256  # all-MiniLM-L6-v2 was trained on 256-token inputs; longer text is truncated
-DEFAULT_BATCH = 64
 TOKEN_BUDGET = 1024  # padded tokens per batch (see token_batches)
 HEAD_CHARS_PER_TOKEN = 8  # a long text's first head, in characters per token of the window (see by_heads)
 
 
 class OnWorkerThread:
-    """What both local models share: ``encode`` runs on one dedicated thread, so the event loop never waits
-    on it and two callers never fight over the same cores; the document prompt goes before every text to be
+    """What both local models share: texts to be stored are run one per thread on ``threads`` threads (every
+    core by default), questions on a thread of their own; the document prompt goes before every text to be
     stored and the query prompt before every question (``prompts``)."""
 
-    _executor: ThreadPoolExecutor
+    _runs: ThreadPoolExecutor
+    _questions: ThreadPoolExecutor
     model_id: str
-    batch_size: int
     dims: int  # set at start from a probe (``_encode`` reads it with getattr until then)
     query_prompt = ""
     document_prompt = ""
@@ -45,86 +46,80 @@ class OnWorkerThread:
         self,
         files: ModelFiles,
         *,
-        batch_size: int = DEFAULT_BATCH,
         threads: int | None = None,
         prompts: Prompts | None = None,
     ) -> None:
-        """The model loaded (``_load``), then ``prompts`` (None: the files' baseline) and the model id the
-        vectors they make are known by, the batch size, the vector size (one probe text), and the worker."""
-        self._load(files, threads)
+        """The model loaded (``_load``, each run on one thread), then ``prompts`` (None: the files' baseline)
+        and the model id the vectors they make are known by, the vector size (one probe text), and the
+        threads: ``threads`` runs at once (default: the cores), and one for questions."""
+        self._load(files)
         if prompts is None:
             prompts = Prompts(*files.baseline_prompts)
         self.query_prompt, self.document_prompt = prompts.query, prompts.document
         self.model_id = vector_identity(files.model_id, prompts, files.baseline_prompts)
-        self.batch_size = batch_size
-        self.dims = int(self._encode(["probe"]).shape[1])
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="teleton-embed")
+        self.dims = int(self._run_one("probe").shape[0])
+        self._runs = ThreadPoolExecutor(max_workers=threads or cores(), thread_name_prefix="teleton-embed")
+        self._questions = ThreadPoolExecutor(max_workers=1, thread_name_prefix="teleton-embed-question")
 
-    def _load(self, files: ModelFiles, threads: int | None) -> None:
-        """Open the model: what ``_encode`` runs on."""
+    def _load(self, files: ModelFiles) -> None:
+        """Open the model, single-threaded: what ``_run_one`` runs on."""
         raise NotImplementedError
 
-    def _encode(self, texts: Sequence[str]) -> np.ndarray:
-        """The model's vectors of ``texts`` as they are, no prompt added."""
+    def _run_one(self, text: str) -> np.ndarray:
+        """The model's vector of ``text`` as it is, no prompt added."""
         raise NotImplementedError
+
+    def _encode(self, texts: Sequence[str], runs: ThreadPoolExecutor | None) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dims), dtype=np.float32)
+        if runs is None or len(texts) == 1:
+            return np.stack([self._run_one(t) for t in texts]).astype(np.float32)
+        # Longest first: the last run to start is a short one, so the threads finish together.
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        vectors = dict(zip(order, runs.map(self._run_one, [texts[i] for i in order]), strict=True))
+        return np.stack([vectors[i] for i in range(len(texts))]).astype(np.float32)
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
-        """Synchronous embedding of texts to be searched (for scripts and the worker thread)."""
-        return self._encode(with_prompt(self.document_prompt, texts))
+        """Synchronous embedding of texts to be searched (for scripts; ``embed`` calls it off the loop)."""
+        return self._encode(with_prompt(self.document_prompt, texts), self._runs)
 
     def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return self._encode(with_prompt(self.query_prompt, texts))
+        return self._encode(with_prompt(self.query_prompt, texts), None)
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, self.encode, list(texts))
+        return await asyncio.to_thread(self.encode, list(texts))
 
     async def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, self.encode_queries, list(texts))
+        return await loop.run_in_executor(self._questions, self.encode_queries, list(texts))
 
     def close(self) -> None:
-        self._executor.shutdown(wait=False)
+        self._runs.shutdown(wait=False)
+        self._questions.shutdown(wait=False)
 
 
 class LocalEmbedder(OnWorkerThread):
     """An :class:`EmbeddingProvider` over an ONNX sentence-embedding model."""
 
-    def _load(self, files: ModelFiles, threads: int | None) -> None:
+    def _load(self, files: ModelFiles) -> None:
         files.require_tokenizer()  # a missing extra is said before anything loads
-        self._session = open_session(files, threads)
+        self._session = open_session(files, 1)
         self._inputs = {i.name for i in self._session.get_inputs()}
         self._token_ids = _tokenizer(files)
         self._center = np.load(files.center) if files.center is not None else None
 
-    def _encode(self, texts: Sequence[str]) -> np.ndarray:
-        out = np.zeros((len(texts), getattr(self, "dims", 0) or 0), dtype=np.float32)
-        if not texts:
-            return out
-        token_ids = self._token_ids(list(texts))
-        order = sorted(range(len(texts)), key=lambda i: len(token_ids[i]))
-        rows: dict[int, np.ndarray] = {}
-        for batch in token_batches(order, [len(t) for t in token_ids], self.batch_size):
-            vectors = self._run([token_ids[i] for i in batch])
-            rows.update(zip(batch, vectors, strict=True))
-        return np.stack([rows[i] for i in range(len(texts))]).astype(np.float32)
-
-    def _run(self, token_ids: list[list[int]]) -> np.ndarray:
-        width = max(1, max(len(t) for t in token_ids))
-        ids = np.zeros((len(token_ids), width), dtype=np.int64)
-        mask = np.zeros_like(ids)
-        for row, tokens in enumerate(token_ids):
-            ids[row, : len(tokens)] = tokens
-            mask[row, : len(tokens)] = 1
+    def _run_one(self, text: str) -> np.ndarray:
+        ids = np.array([self._token_ids([text])[0] or [0]], dtype=np.int64)
+        mask = np.ones_like(ids)
         feeds = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._inputs:
             feeds["token_type_ids"] = np.zeros_like(ids)
         hidden = self._session.run(None, feeds)[0]
-        vectors = mean_pool_normalise(hidden, mask)
+        vector = mean_pool_normalise(hidden, mask)[0]
         if self._center is None:
-            return vectors
-        centred = vectors - self._center
-        return (centred / np.clip(np.linalg.norm(centred, axis=1, keepdims=True), 1e-12, None)).astype(np.float32)
+            return vector
+        centred = vector - self._center
+        return (centred / max(float(np.linalg.norm(centred)), 1e-12)).astype(np.float32)
 
 
 def _tokenizer(files: ModelFiles) -> Callable[[list[str]], list[list[int]]]:
