@@ -3,8 +3,8 @@
 Texts are tokenised with ``tokenizers`` (Rust), each run through the ONNX graph alone, mean-pooled over the
 attention mask and L2-normalised. Alone, because e5's int8 graph quantizes each input by the range of the
 whole batch, padding included: batched, a text's vector depended on its neighbours (cosine down to 0.97 with
-itself). Runs are single-threaded and as many go at once as there are cores, which embeds as fast as batches
-on two threads did (docs/benchmarks.md). Questions have a thread of their own, so a turn's question never
+itself). Runs are single-threaded and as many go at once as there are cores, within about a tenth of the
+speed of batches on two threads (docs/benchmarks.md). Questions have a thread of their own, so a turn's question never
 waits behind a batch of archived messages; nothing runs on the event loop.
 """
 
@@ -38,7 +38,7 @@ class OnWorkerThread:
     _runs: ThreadPoolExecutor
     _questions: ThreadPoolExecutor
     model_id: str
-    dims: int  # set at start from a probe (``_encode`` reads it with getattr until then)
+    dims: int  # set at start from a probe text
     query_prompt = ""
     document_prompt = ""
 
