@@ -19,31 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.fakes import scripted
 from tests.fakes.anthropic_server import text
-from tests.fakes.openai_server import FakeOpenAI
-
-
-def serve_on(host: str):
-    """ScriptedServer.serve on ``host`` instead of 127.0.0.1."""
-
-    def serve(self, handler, name):
-        self._server = scripted.QuietServer((host, 0), handler)
-        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, name=name,
-                         daemon=True).start()  # fmt: skip
-        return self
-
-    return serve
-
-
-def last_user_text(body: dict) -> str:
-    users = [m for m in body.get("messages", []) if m.get("role") == "user"]
-    if not users:
-        return ""
-    content = users[-1].get("content")
-    if isinstance(content, list):
-        content = " ".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return str(content or "").strip().splitlines()[-1] if str(content or "").strip() else ""
+from tests.fakes.openai_server import FakeOpenAI, said
 
 
 def main() -> None:
@@ -59,17 +36,16 @@ def main() -> None:
     held = {"done": False}
 
     def respond(body: dict):
-        said = last_user_text(body)
+        typed = said(body).strip()
         with lock:
-            log.write(json.dumps({"t": time.time(), "said": said, "stream": bool(body.get("stream"))}) + "\n")
+            log.write(json.dumps({"t": time.time(), "said": typed, "stream": bool(body.get("stream"))}) + "\n")
             log.flush()
-            slow = "SLOW" in said and not held["done"]
+            slow = "SLOW" in typed and not held["done"]
             held["done"] = held["done"] or slow
-        return text("pong: " + said[-80:], delay=args.slow_s if slow else 0.0)
+        return text("pong: " + typed[-80:], delay=args.slow_s if slow else 0.0)
 
-    if args.host != "127.0.0.1":
-        scripted.ScriptedServer.serve = serve_on(args.host)
     fake = FakeOpenAI()
+    fake.host = args.host
     fake.responder = respond
     fake.start()
     url = fake.base_url.replace(f"//{args.host}:", "//127.0.0.1:")

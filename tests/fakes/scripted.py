@@ -32,6 +32,7 @@ class ScriptedServer(Generic[R]):
         self._queue: collections.deque[R] = collections.deque()
         self._lock = threading.Lock()
         self._server: QuietServer | None = None
+        self.host = "127.0.0.1"  # another address only for a server a container reaches (container_smoke.sh)
 
     def queue(self, *replies: R | Iterable[R]) -> None:
         with self._lock:
@@ -52,7 +53,7 @@ class ScriptedServer(Generic[R]):
         return f"http://{host!s}:{port}"
 
     def serve(self, handler: type[BaseHTTPRequestHandler], name: str) -> Self:
-        self._server = QuietServer(("127.0.0.1", 0), handler)
+        self._server = QuietServer((self.host, 0), handler)
         serving = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, name=name)
         serving.daemon = True
         serving.start()

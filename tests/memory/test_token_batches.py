@@ -1,12 +1,13 @@
-"""Embedding batches are bounded by text count and by padded tokens, and cover every text once; a long text is
-tokenised only as far as the model's window reaches, with the tokens of the whole text."""
+"""The reranker's batches are bounded by pair count and by padded tokens, and cover every pair once; a long text
+is tokenised only as far as the model's window reaches, with the tokens of the whole text."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from teleton.memory.embeddings.local import TOKEN_BUDGET, by_heads, token_batches
+from teleton.memory.embeddings.local import by_heads
+from teleton.memory.rerank.cross_encoder import TOKEN_BUDGET, token_batches
 
 
 @given(st.lists(st.integers(min_value=0, max_value=256), max_size=300), st.integers(min_value=1, max_value=64))

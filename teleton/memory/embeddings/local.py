@@ -26,7 +26,6 @@ from teleton.providers.pinned_files import ModelFilesError
 from teleton.text.lines import reason
 
 MAX_TOKENS = 256  # all-MiniLM-L6-v2 was trained on 256-token inputs; longer text is truncated
-TOKEN_BUDGET = 1024  # padded tokens per batch (see token_batches)
 HEAD_CHARS_PER_TOKEN = 8  # a long text's first head, in characters per token of the window (see by_heads)
 
 
@@ -202,26 +201,6 @@ def open_session(files: ModelFiles, threads: int | None, *, custom_ops: bool = F
         return ort.InferenceSession(str(files.onnx), options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # a truncated or foreign file in a configured model directory
         raise ModelFilesError(f"{files.onnx} is not a loadable ONNX model ({reason(exc, 200)})") from None
-
-
-def token_batches(order: Sequence[int], lengths: Sequence[int], max_texts: int) -> list[list[int]]:
-    """Split length-sorted ``order`` into batches of at most ``max_texts`` texts and TOKEN_BUDGET padded tokens.
-
-    Activation memory grows with batch x width (and attention with width^2): batches of 4,096 padded tokens
-    peaked at +450 MB resident, 1,024 at +45 MB and ran twice as fast on 2 cores (cache-sized work). Short
-    texts (most chat messages, ~15 tokens) still go 64 at a time.
-    """
-    batches: list[list[int]] = []
-    current: list[int] = []
-    for i in order:
-        width = max(1, lengths[i])  # sorted ascending: this text sets the batch's padded width
-        if current and (len(current) >= max_texts or (len(current) + 1) * width > TOKEN_BUDGET):
-            batches.append(current)
-            current = []
-        current.append(i)
-    if current:
-        batches.append(current)
-    return batches
 
 
 def mean_pool_normalise(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:

@@ -22,7 +22,7 @@ import numpy as np
 
 from teleton.config.schema import RerankerConfig
 from teleton.memory.embeddings import hf_download
-from teleton.memory.embeddings.local import HEAD_CHARS_PER_TOKEN, head, open_session, token_batches
+from teleton.memory.embeddings.local import HEAD_CHARS_PER_TOKEN, head, open_session
 from teleton.memory.embeddings.model_files import ModelFiles, directory_model
 from teleton.providers import extras
 from teleton.providers.pinned_files import ModelFilesError, check_pinned
@@ -32,7 +32,8 @@ if TYPE_CHECKING:
     from tokenizers import Encoding, Tokenizer
 
 MAX_TOKENS = 512  # question and text together; the position table of the BERT-sized cross-encoders
-DEFAULT_BATCH = 16  # pairs per run, and at most local.TOKEN_BUDGET padded tokens: memory stays bounded
+DEFAULT_BATCH = 16  # pairs per run, and at most TOKEN_BUDGET padded tokens: memory stays bounded
+TOKEN_BUDGET = 1024  # padded tokens per batch (see token_batches)
 # A text is cut to its head before tokenising: a 10 MB paste would otherwise be tokenised whole to keep 512.
 CLIP_CHARS = MAX_TOKENS * HEAD_CHARS_PER_TOKEN
 WHAT = "reranker model file"
@@ -229,3 +230,22 @@ def _pair_tokenizer(path: Path) -> Tokenizer:
 def _clip(text: str) -> str:
     # head() keeps a text with no space whole: the hard cut bounds that too.
     return head(text, CLIP_CHARS)[: 2 * CLIP_CHARS]
+
+
+def token_batches(order: Sequence[int], lengths: Sequence[int], max_texts: int) -> list[list[int]]:
+    """Split length-sorted ``order`` into batches of at most ``max_texts`` pairs and TOKEN_BUDGET padded tokens.
+
+    Activation memory grows with batch x width (and attention with width^2): batches of 4,096 padded tokens
+    peaked at +450 MB resident, 1,024 at +45 MB and ran twice as fast on 2 cores (cache-sized work).
+    """
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for i in order:
+        width = max(1, lengths[i])  # sorted ascending: this pair sets the batch's padded width
+        if current and (len(current) >= max_texts or (len(current) + 1) * width > TOKEN_BUDGET):
+            batches.append(current)
+            current = []
+        current.append(i)
+    if current:
+        batches.append(current)
+    return batches
