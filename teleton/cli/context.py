@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import typer
 from rich.console import Console
@@ -15,6 +17,9 @@ from teleton.config import Config, load_config, require_private_config
 from teleton.memory.embeddings import create_provider
 from teleton.memory.embeddings.provider import EmbeddingProvider
 from teleton.storage import Database
+from teleton.storage.sqlite_driver import Connection
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -63,3 +68,16 @@ async def opened(config: Config) -> AsyncIterator[Database]:
         yield db
     finally:
         await db.close()
+
+
+def read_database(config: Config, read: Callable[[Connection], T]) -> T | None:
+    """``read`` run once on the configured database; None when there is none yet (a command that only
+    looks must not create an empty one)."""
+    if not config.storage.database_file.exists():
+        return None
+
+    async def _read() -> T:
+        async with opened(config) as db:
+            return await db.read(read)
+
+    return asyncio.run(_read())

@@ -17,7 +17,7 @@ from rich.text import Text
 from telethon import TelegramClient
 from telethon.sessions import SQLiteSession, StringSession
 
-from teleton.cli.context import cli_config, cli_embedder, opened
+from teleton.cli.context import cli_config, cli_embedder, read_database
 from teleton.cli.help_format import App
 from teleton.cli.memory_cmd import require_query
 from teleton.config import require_telegram
@@ -173,18 +173,13 @@ def stats_cmd(
 ) -> None:
     """How much the archive holds: messages, chats, users, edits, deletions, embeddings, busiest chats."""
     config = cli_config(ctx)
-    if not config.storage.database_file.exists():
+    s = read_database(config, stats)
+    if s is None:
         if as_json:
             typer.echo(json.dumps(None))
         else:
             console.print(f"no archive yet at {config.storage.database_file}")
         raise typer.Exit(0)
-
-    async def _stats() -> Any:
-        async with opened(config) as db:
-            return await db.read(stats)
-
-    s = asyncio.run(_stats())
     if as_json:
         per_chat = [{"chat_id": c, "title": t, "messages": n} for c, t, n in s.per_chat]
         typer.echo(json.dumps({**asdict(s), "per_chat": per_chat}, ensure_ascii=False, indent=2))

@@ -15,7 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from teleton.cli.context import cli_config, cli_embedder, opened
+from teleton.cli.context import cli_config, cli_embedder, opened, read_database
 from teleton.cli.help_format import App
 from teleton.config.schema import Config
 from teleton.memory.embeddings import with_cache
@@ -172,15 +172,10 @@ def stats_cmd(
 ) -> None:
     """What the knowledge index holds: chunks per source, files, embedded and pending, cache size."""
     config = cli_config(ctx)
-    if not config.storage.database_file.exists():
+    stats = read_database(config, _stats)
+    if stats is None:
         console.print(f"no database yet at {config.storage.database_file}")
         raise typer.Exit(0)
-
-    async def _run() -> dict[str, Any]:
-        async with opened(config) as db:
-            return await db.read(_stats)
-
-    stats = asyncio.run(_run())
     if as_json:
         typer.echo(json.dumps(stats, indent=2))
         return

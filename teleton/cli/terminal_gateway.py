@@ -9,10 +9,8 @@ told about.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import mimetypes
-import shutil
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -28,10 +26,11 @@ from teleton.gateway.contract import (
     GatewayError,
     IncomingMessage,
     MediaInfo,
-    Once,
+    SendOptions,
     SentMessage,
     UserInfo,
 )
+from teleton.gateway.local import TextStandIns, copy_media
 from teleton.memory.feed import archive as fa
 from teleton.memory.feed import message_life as life
 from teleton.storage.database import Database
@@ -44,7 +43,7 @@ AGENT = UserInfo(id=0, first_name="Teleton", username=None)
 OWNER_NAME = "Owner"
 
 
-class TerminalGateway:
+class TerminalGateway(TextStandIns):
     def __init__(
         self,
         console: Console | None = None,
@@ -96,16 +95,7 @@ class TerminalGateway:
         """``path`` is the file of that message: what ``download_media`` copies."""
         self._attachments[(chat_id, message_id)] = path
 
-    async def send_message(
-        self,
-        chat_id: int,
-        text: str,
-        *,
-        reply_to: int | None = None,
-        once: Once | None = None,
-        topic_id: int | None = None,
-        plain: bool = False,
-    ) -> SentMessage:
+    async def _send(self, chat_id: int, text: str, options: SendOptions) -> SentMessage:
         # ``once`` needs no network id here: the terminal session has no crash to resend after; no topics.
         message_id = next(self._ids)
         sent = SentMessage(chat_id=chat_id, message_id=message_id, text=text, parts=(message_id,))
@@ -114,7 +104,7 @@ class TerminalGateway:
         if chat_id == self.chat.id and self.streamed(text):
             return sent
         title = "Teleton" if chat_id == self.chat.id else f"Teleton → chat {chat_id}"
-        shown = Text(text) if plain else Markdown(text)
+        shown = Text(text) if options.plain else Markdown(text)
         self.console.print(Panel(shown, title=title, title_align="left", border_style="cyan"))
         return sent
 
@@ -155,20 +145,9 @@ class TerminalGateway:
 
     async def download_media(self, chat_id: int, message_id: int, dest_dir: Path, max_bytes: int) -> Path:
         source = self._attachments.get((chat_id, message_id))
-        if source is None:
-            raise GatewayError("that message has no media")
-
-        def copy() -> Path:
-            size = source.stat().st_size
-            if size > max_bytes:
-                raise GatewayError(f"media is {size} bytes, over the {max_bytes} byte limit")
-            dest_dir.mkdir(parents=True, exist_ok=True)
-            return Path(shutil.copyfile(source, dest_dir / f"{message_id}-{source.name}"))
-
-        try:
-            return await asyncio.to_thread(copy)
-        except OSError as exc:
-            raise GatewayError(f"cannot read the attached file ({exc.strerror or exc})") from None
+        return await copy_media(
+            source, dest_dir, max_bytes, failed="cannot read the attached file", prefix=f"{message_id}-"
+        )
 
     async def transcribe_audio(self, chat_id: int, message_id: int) -> str:
         raise GatewayError("Telegram's transcription is not available in the terminal")
@@ -216,12 +195,6 @@ class TerminalGateway:
 
     async def mark_read(self, chat_id: int) -> None:
         raise GatewayError("marking a Telegram chat read is not available in the terminal")
-
-    async def send_sticker(self, chat_id: int, emoji: str) -> SentMessage:
-        return await self.send_message(chat_id, f"[sticker {emoji}]")
-
-    async def send_gif(self, chat_id: int, query: str) -> SentMessage:
-        return await self.send_message(chat_id, f"[GIF {query}]")
 
     async def join_chat(self, link: str) -> ChatInfo:
         raise GatewayError("joining a chat needs Telegram; not available in the terminal")

@@ -14,11 +14,10 @@ import asyncio
 import contextlib
 import itertools
 import json
-import shutil
 import time
 import zlib
 from collections import OrderedDict, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -30,19 +29,20 @@ from teleton.gateway.contract import (
     ChatAction,
     ChatInfo,
     GatewayError,
-    IncomingHandler,
     IncomingMessage,
     MediaInfo,
-    Once,
+    SendOptions,
     SentMessage,
     UserInfo,
 )
+from teleton.gateway.local import TextStandIns, copy_media
 from teleton.memory.feed import archive as fa
 from teleton.storage import Database
 from teleton.storage.reply_sends import new_random_base
-from teleton.telegram.gateway import GatewaySettings
+from teleton.telegram import convert
+from teleton.telegram.gateway import GatewaySettings, WiresTheAgent
 from teleton.telegram.receive.archiver import ArchiveBatcher
-from teleton.telegram.receive.dispatch import Dispatcher, Gate
+from teleton.telegram.receive.dispatch import Dispatcher
 from teleton.telegram.receive.pipeline import FeedPipeline
 from teleton.telegram.send.split import TELEGRAM_LIMIT, split_text
 
@@ -54,7 +54,7 @@ CHATS_KEPT = 2_000  # chats get_chat and list_dialogs know (a soak walks through
 UNHEARD_MAX = 10_000  # events kept for the first listener
 
 
-class LoopbackGateway:
+class LoopbackGateway(TextStandIns, WiresTheAgent):
     def __init__(self, socket_path: Path, db: Database, settings: GatewaySettings) -> None:
         self.socket_path = socket_path
         self.db = db
@@ -73,22 +73,6 @@ class LoopbackGateway:
         self._scheduled_ids = itertools.count(1)  # Telegram numbers a chat's scheduled messages apart from the rest
 
     # ---- wiring and life cycle (as TelegramGateway) -------------------------------------------------
-
-    def on_message(
-        self,
-        handler: IncomingHandler,
-        *,
-        immediate: Callable[[IncomingMessage], bool] | None = None,
-        unaddressed_media: Callable[[IncomingMessage], None] | None = None,
-        archived: Callable[[], None] | None = None,
-        gate: Gate | None = None,
-    ) -> Dispatcher:
-        self.dispatcher = self.settings.dispatcher(
-            handler, gate=gate, me_id=lambda: ME.id, immediate=immediate,
-            on_deferred=lambda: self.pipeline.recover(self.settings.recovery_window_s, self.me, at_start=False),
-        )  # fmt: skip
-        self.pipeline.attach(self.dispatcher, self.send_message, unaddressed_media, archived)
-        return self.dispatcher
 
     async def start(self, supervisor: Any = None) -> None:
         self.chats.open()
@@ -156,18 +140,8 @@ class LoopbackGateway:
         media = self._media(chat.id, record.message_id, event.get("media"))
         if media is not None:
             record = replace(record, media_kind=media.kind)
-        incoming = IncomingMessage(
-            chat=chat,
-            sender=sender,
-            message_id=record.message_id,
-            text=record.text,
-            date=record.date,
-            reply_to_id=record.reply_to_id,
-            mentions_us=bool(event.get("mentions_us")),
-            media_kind=record.media_kind,
-            media=media,
-            forwarded_from=record.fwd_from,
-            topic_id=record.topic_id,
+        incoming = convert.incoming(
+            chat, sender, record, mentions=bool(event.get("mentions_us")), reply_to_us=False, media=media
         )
         users = [UserInfo(sender.id, sender.first_name, sender.last_name, sender.username)] if sender else []
         result = await self.pipeline.message(
@@ -202,19 +176,14 @@ class LoopbackGateway:
                 continue
             writer.write(line)
 
-    async def _outgoing(
-        self,
-        chat_id: int,
-        text: str,
-        reply_to: int | None = None,
-        once: Once | None = None,
-        topic: int | None = None,
-        plain: bool = False,
-    ) -> SentMessage:
+    async def _send(self, chat_id: int, text: str, options: SendOptions) -> SentMessage:
         """Each part as Telegram does it: received by the chat (deduplicated by ``random_id``), then emitted
         (``plain``: to be shown as it is, not as Markdown) and archived as ours; parts ``once`` knows delivered
         are skipped."""
-        once = once or Once(new_random_base())
+        if not text.strip():
+            raise GatewayError("cannot send an empty message")
+        once = options.once
+        reply_to, topic, plain = options.reply_to, options.topic_id, options.plain
         parts = [p.text for p in split_text(text)] if len(text) > TELEGRAM_LIMIT else [text]
         ids: list[int] = []
         for i, part in enumerate(parts):
@@ -240,20 +209,6 @@ class LoopbackGateway:
 
     # ---- the Gateway protocol -----------------------------------------------------------------------
 
-    async def send_message(
-        self,
-        chat_id: int,
-        text: str,
-        *,
-        reply_to: int | None = None,
-        once: Once | None = None,
-        topic_id: int | None = None,
-        plain: bool = False,
-    ) -> SentMessage:
-        if not text.strip():
-            raise GatewayError("cannot send an empty message")
-        return await self._outgoing(chat_id, text, reply_to, once, topic_id, plain)
-
     async def send_choice(self, chat_id: int, text: str, choices: Sequence[tuple[str, str]]) -> SentMessage:
         return await self.send_message(chat_id, text, plain=True)  # the text names the commands to type
 
@@ -277,28 +232,16 @@ class LoopbackGateway:
         self._action("react", chat_id=chat_id, message_id=message_id, emoji=emoji)
 
     async def send_poll(self, chat_id: int, question: str, options: Sequence[str]) -> SentMessage:
-        return await self._outgoing(chat_id, f"[poll] {question}: " + " / ".join(options))
+        return await self.send_message(chat_id, f"[poll] {question}: " + " / ".join(options))
 
     async def send_file(
         self, chat_id: int, path: Path, *, caption: str = "", voice_note: bool = False, reply_to: int | None = None
     ) -> SentMessage:
         kind = "voice" if voice_note else "file"
-        return await self._outgoing(chat_id, f"[{kind} {path.name}] {caption}".strip(), reply_to)
+        return await self.send_message(chat_id, f"[{kind} {path.name}] {caption}".strip(), reply_to=reply_to)
 
     async def download_media(self, chat_id: int, message_id: int, dest_dir: Path, max_bytes: int) -> Path:
-        source = self._files.get((chat_id, message_id))
-        if source is None:
-            raise GatewayError("that message has no media")
-
-        def copy() -> Path:
-            if source.stat().st_size > max_bytes:
-                raise GatewayError(f"media is {source.stat().st_size} bytes, over the {max_bytes} byte limit")
-            return Path(shutil.copyfile(source, dest_dir / source.name))
-
-        try:
-            return await asyncio.to_thread(copy)
-        except OSError as exc:
-            raise GatewayError(f"download failed ({exc.strerror or exc})") from None
+        return await copy_media(self._files.get((chat_id, message_id)), dest_dir, max_bytes, failed="download failed")
 
     async def transcribe_audio(self, chat_id: int, message_id: int) -> str:
         raise GatewayError("Telegram's transcription is not available in the loopback transport")
@@ -357,12 +300,6 @@ class LoopbackGateway:
 
     async def mark_read(self, chat_id: int) -> None:
         self._action("mark_read", chat_id=chat_id)
-
-    async def send_sticker(self, chat_id: int, emoji: str) -> SentMessage:
-        return await self._outgoing(chat_id, f"[sticker {emoji}]")
-
-    async def send_gif(self, chat_id: int, query: str) -> SentMessage:
-        return await self._outgoing(chat_id, f"[GIF {query}]")
 
     async def join_chat(self, link: str) -> ChatInfo:
         # A stand-in group named by the link (the same link, the same chat): there is no directory to look in.

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
+from teleton.storage.reply_sends import new_random_base
+
 ChatType = Literal["dm", "group", "channel"]
 ChatAction = Literal["typing", "record_audio"]
 
@@ -130,10 +132,19 @@ class SentMessage:
 IncomingHandler = Callable[[IncomingMessage], Awaitable[object]]  # what it returns is not used
 
 
-class Gateway(Protocol):
-    """Actions the agent and its tools may take. Every method raises ``GatewayError`` on failure."""
+@dataclass(frozen=True)
+class SendOptions:
+    """``send_message``'s keywords as one value: what each gateway's ``_send`` is given. ``once`` is always
+    set: a send the caller did not make resumable still gets its own random ids (one per part)."""
 
-    me: UserInfo | None
+    once: Once
+    reply_to: int | None = None
+    topic_id: int | None = None
+    plain: bool = False
+
+
+class SendsMessages(Protocol):
+    """``send_message`` written once for every gateway: each subclasses this and implements ``_send``."""
 
     async def send_message(
         self,
@@ -149,7 +160,16 @@ class Gateway(Protocol):
         parts already delivered are skipped (the returned message is then the first part sent now, or the
         first part of the reply if all went out before). ``topic_id``: every part lands in that forum topic.
         ``plain``: the text exactly as it is, never rendered as Markdown (a link's address must show)."""
-        ...
+        options = SendOptions(once or Once(new_random_base()), reply_to, topic_id, plain)
+        return await self._send(chat_id, text, options)
+
+    async def _send(self, chat_id: int, text: str, options: SendOptions) -> SentMessage: ...
+
+
+class Gateway(SendsMessages, Protocol):
+    """Actions the agent and its tools may take. Every method raises ``GatewayError`` on failure."""
+
+    me: UserInfo | None
 
     async def send_choice(self, chat_id: int, text: str, choices: Sequence[tuple[str, str]]) -> SentMessage:
         """``text`` as plain text, exactly (never rendered as Markdown, never cut), with buttons where the

@@ -21,7 +21,7 @@ from telethon import TelegramClient
 from telethon.tl import types
 
 from teleton.config.schema import Config, session_file
-from teleton.gateway.contract import GatewayError, IncomingHandler, IncomingMessage, UserInfo
+from teleton.gateway.contract import GatewayError, IncomingHandler, IncomingMessage, SendsMessages, UserInfo
 from teleton.privacy import Principals
 from teleton.process.supervisor import Supervisor
 from teleton.storage import Database
@@ -140,7 +140,47 @@ def secure_session(path: Path | None) -> None:
             os.chmod(candidate, 0o600)
 
 
-class TelegramGateway(TelegramActions):
+class WiresTheAgent(SendsMessages):
+    """``on_message`` of the gateways whose messages take the receive path: Telegram's and the daemon's
+    loopback. Each says what shows "typing…" in a lane (``_lane_typing``) and what else listens (``_wired``)."""
+
+    settings: GatewaySettings
+    pipeline: FeedPipeline
+    dispatcher: Dispatcher | None
+    me: UserInfo | None
+
+    def on_message(
+        self,
+        handler: IncomingHandler,
+        *,
+        immediate: Callable[[IncomingMessage], bool] | None = None,
+        unaddressed_media: Callable[[IncomingMessage], None] | None = None,
+        archived: Callable[[], None] | None = None,
+        gate: Gate | None = None,
+    ) -> Dispatcher:
+        """Register the agent. Messages that pass ``gate`` (by default the settings' own) reach ``handler``,
+        serially per chat; those ``immediate`` picks skip the debounce; media not addressed to us go to
+        ``unaddressed_media``; ``archived`` is called after each commit of new or edited messages."""
+        self.dispatcher = self.settings.dispatcher(
+            handler,
+            gate=gate,
+            me_id=lambda: self.me.id if self.me else None,
+            typing=self._lane_typing(),
+            immediate=immediate,
+            on_deferred=lambda: self.pipeline.recover(self.settings.recovery_window_s, self.me, at_start=False),
+        )
+        self._wired(self.dispatcher)
+        self.pipeline.attach(self.dispatcher, self.send_message, unaddressed_media, archived)
+        return self.dispatcher
+
+    def _lane_typing(self) -> Callable[[int, int | None], Awaitable[None]] | None:
+        return None  # nothing shows that a turn is at work
+
+    def _wired(self, dispatcher: Dispatcher) -> None:
+        """Called with the new lanes before the pipeline is attached to them."""
+
+
+class TelegramGateway(TelegramActions, WiresTheAgent):
     # The receive side's parts, which the send mixins know only as Protocols (``send/ports.py``).
     pipeline: FeedPipeline
     handlers: FeedHandlers
@@ -179,32 +219,14 @@ class TelegramGateway(TelegramActions):
 
     # ---- wiring -------------------------------------------------------------------------------------
 
-    def on_message(
-        self,
-        handler: IncomingHandler,
-        *,
-        immediate: Callable[[IncomingMessage], bool] | None = None,
-        unaddressed_media: Callable[[IncomingMessage], None] | None = None,
-        archived: Callable[[], None] | None = None,
-        gate: Gate | None = None,
-    ) -> Dispatcher:
-        """Register the agent. Messages that pass ``gate`` (by default the settings' own) reach ``handler``,
-        serially per chat; those ``immediate`` picks skip the debounce; media not addressed to us go to
-        ``unaddressed_media``; ``archived`` is called after each commit of new or edited messages."""
-        self.dispatcher = self.settings.dispatcher(
-            handler,
-            gate=gate,
-            me_id=lambda: self.me.id if self.me else None,
-            typing=self.typing if self.settings.typing_indicator else None,
-            immediate=immediate,
-            on_deferred=lambda: self.pipeline.recover(self.settings.recovery_window_s, self.me, at_start=False),
-        )
+    def _lane_typing(self) -> Callable[[int, int | None], Awaitable[None]] | None:
+        return self.typing if self.settings.typing_indicator else None
+
+    def _wired(self, dispatcher: Dispatcher) -> None:
+        """Edits and deletions of answered messages reach the lanes (``receive/afterwards.py``)."""
         self.handlers.afterwards = Afterwards(
-            self.db, self.dispatcher, self.delete_messages, self.settings.reanswer_window_s,
-            self.settings.delete_replies,
-        )  # fmt: skip
-        self.pipeline.attach(self.dispatcher, self.send_message, unaddressed_media, archived)
-        return self.dispatcher
+            self.db, dispatcher, self.delete_messages, self.settings.reanswer_window_s, self.settings.delete_replies
+        )
 
     def install(self) -> None:
         """Register the update handlers on the client (idempotent)."""

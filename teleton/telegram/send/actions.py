@@ -16,8 +16,16 @@ import structlog
 from telethon import TelegramClient, errors, functions, utils
 from telethon.tl import types
 
-from teleton.gateway.contract import ChatAction, ChatInfo, GatewayError, IncomingMessage, Once, SentMessage, UserInfo
-from teleton.storage.reply_sends import new_random_base
+from teleton.gateway.contract import (
+    ChatAction,
+    ChatInfo,
+    GatewayError,
+    IncomingMessage,
+    SendOptions,
+    SendsMessages,
+    SentMessage,
+    UserInfo,
+)
 from teleton.telegram import convert
 from teleton.telegram.flood import with_flood_retry
 from teleton.telegram.send.approvals import inline_buttons
@@ -47,7 +55,7 @@ def plain_parts(text: str, limit: int) -> list[str]:
     return [*parts, rest]
 
 
-class TelegramActions(ChatToolActions, StreamingActions):
+class TelegramActions(ChatToolActions, StreamingActions, SendsMessages):
     client: TelegramClient
     settings: SendSettings
     pipeline: Archive
@@ -56,17 +64,8 @@ class TelegramActions(ChatToolActions, StreamingActions):
     me: UserInfo | None
     _sleep: Callable[[float], Awaitable[None]]
 
-    async def send_message(
-        self,
-        chat_id: int,
-        text: str,
-        *,
-        reply_to: int | None = None,
-        once: Once | None = None,
-        topic_id: int | None = None,
-        plain: bool = False,
-    ) -> SentMessage:
-        if plain:
+    async def _send(self, chat_id: int, text: str, options: SendOptions) -> SentMessage:
+        if options.plain:
             parts = split_text(text)
         elif len(text) > _BIG_TEXT:
             parts = await asyncio.to_thread(plan_reply, text)
@@ -74,7 +73,8 @@ class TelegramActions(ChatToolActions, StreamingActions):
             parts = plan_reply(text)
         if not parts:
             raise GatewayError("cannot send an empty message")
-        once = once or Once(new_random_base())
+        once = options.once
+        reply_to, topic_id = options.reply_to, options.topic_id
         if once.edits is not None and once.parts_sent == 0:  # a streamed answer (or a re-answer): part 0 is an edit
             return await self.stream_finish(
                 chat_id, once.edits, text, once=once, parts=parts, reply_to=reply_to, topic_id=topic_id
