@@ -1,6 +1,6 @@
-"""Overhead of one agent turn, excluding the model: from ``agent.handle(msg)`` to the request arriving at the
-Messages API, with a 100k-message archive. Everything is real (SQLite + FTS5 + sqlite-vec, the runtime, tool
-RAG, the anthropic SDK over HTTP) except the model, which is the scripted server of the test suite (it
+"""Overhead of one agent turn, excluding the model: from ``agent.handle(msg)`` to the request's last byte
+arriving at the Messages API, with a 100k-message archive. Everything is real (SQLite + FTS5 + sqlite-vec, the
+runtime, tool RAG, the anthropic SDK over HTTP) except the model, which is the scripted server of the test suite (it
 reports usage, prompt-cache reads included, as the real API does).
 
     python scripts/bench_turn.py                     # keyword-only retrieval
@@ -213,7 +213,7 @@ async def bench(args: argparse.Namespace) -> tuple[dict[str, Any], int]:
 
         def respond(body: dict[str, Any]) -> Any:
             if body["model"] == "claude-bench":  # the turn's request, not a background utility call
-                received.append(time.perf_counter())
+                received.append(fake.arrivals[-1])  # its last byte read: the fake's own parsing is not the turn's
                 return text(answer_for(body))
             return text("ok")
 

@@ -193,6 +193,7 @@ class FakeAnthropic(ScriptedServer[Reply]):
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
                 raw = self.rfile.read(length)
+                fake.arrived()
                 if self.path.split("?")[0] != "/v1/messages":
                     self._send(404, {"type": "error", "error": {"type": "not_found_error", "message": "no"}})
                     return

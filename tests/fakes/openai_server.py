@@ -126,6 +126,7 @@ class FakeOpenAI(ScriptedServer[Reply]):
 
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("content-length") or 0))
+                fake.arrived()
                 if self.path.split("?")[0] != "/v1/chat/completions":
                     self._send(404, oa_error(404, "not found").body or {})
                     return

@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Generic, Self, TypeVar
@@ -28,6 +29,7 @@ class ScriptedServer(Generic[R]):
 
     def __init__(self, responder: Callable[[Body], R]) -> None:
         self.requests: list[Body] = []
+        self.arrivals: list[float] = []  # perf_counter() as each request's body was read (benchmarks' end mark)
         self.responder = responder
         self._queue: collections.deque[R] = collections.deque()
         self._lock = threading.Lock()
@@ -41,6 +43,11 @@ class ScriptedServer(Generic[R]):
                     self._queue.extend(reply)
                 else:
                     self._queue.append(reply)  # type: ignore[arg-type]
+
+    def arrived(self) -> None:
+        """A request's last byte is in: what the server does from here on is not the client's time."""
+        with self._lock:
+            self.arrivals.append(time.perf_counter())
 
     @property
     def pending(self) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -137,9 +138,19 @@ async def hybrid_search_db(
     if scope == []:
         return []
     params = weighed_for(query, params)
-    keyword_task = asyncio.ensure_future(
-        db.read(lambda conn: keyword_leg(conn, corpus, query, params.keyword_candidates, scope))
-    )
+    period: TimeRange | None = None
+    vector_now: np.ndarray | None = None
+
+    def _merge(conn: Connection, keyword: dict[int, float], vector: dict[int, float] | None) -> list[SearchHit]:
+        exact = exact_matches(conn, corpus, query, keyword)
+        return merge_legs(conn, corpus, vector_now, keyword, vector, params, scope, period, exact)
+
+    legs = _Legs(_merge)
+
+    def _keyword(conn: Connection) -> list[SearchHit] | None:
+        return legs.done(conn, keyword=keyword_leg(conn, corpus, query, params.keyword_candidates, scope))
+
+    keyword_task = asyncio.ensure_future(db.read(_keyword))
     try:
         period = when() if callable(when) else when
         vector_now = await query_vector if isinstance(query_vector, asyncio.Future) else query_vector
@@ -147,18 +158,34 @@ async def hybrid_search_db(
         keyword_task.cancel()
         raise
 
-    def _vector(conn: Connection) -> dict[int, float] | None:
-        if vector_now is None or not vector_available(conn, corpus):
-            return None
-        return vector_leg(conn, corpus, vector_now, params.vector_candidates, scope)
+    def _vector(conn: Connection) -> list[SearchHit] | None:
+        found = None
+        if vector_now is not None and vector_available(conn, corpus):
+            found = vector_leg(conn, corpus, vector_now, params.vector_candidates, scope)
+        return legs.done(conn, vector=found)
 
-    keyword, vector = await asyncio.gather(keyword_task, db.read(_vector))
+    # The leg that ends second merges on its own reader (submitted after ``period`` and ``vector_now`` are set).
+    merged = await asyncio.gather(keyword_task, db.read(_vector))
+    return next(hits for hits in merged if hits is not None)
 
-    def _merge(conn: Connection) -> list[SearchHit]:
-        exact = exact_matches(conn, corpus, query, keyword)
-        return merge_legs(conn, corpus, vector_now, keyword, vector, params, scope, period, exact)
 
-    return await db.read(_merge)
+class _Legs:
+    """The two legs' results as they end, each on its own reader thread; the second to end merges them there,
+    which saves the merge a round trip through the event loop to a third reader."""
+
+    def __init__(
+        self, merge: Callable[[Connection, dict[int, float], dict[int, float] | None], list[SearchHit]]
+    ) -> None:
+        self._merge = merge
+        self._lock = threading.Lock()
+        self._ended: dict[str, Any] = {}
+
+    def done(self, conn: Connection, **leg: dict[int, float] | None) -> list[SearchHit] | None:
+        with self._lock:
+            self._ended.update(leg)
+            if len(self._ended) < 2:
+                return None
+        return self._merge(conn, self._ended["keyword"], self._ended["vector"])
 
 
 def weighed_for(query: str, params: SearchParams) -> SearchParams:
