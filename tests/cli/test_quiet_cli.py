@@ -185,8 +185,11 @@ def test_ctrl_c_during_memory_index_says_how_far_it_got(tmp_path: Path) -> None:
         for i in range(100):  # 102 chunks with MEMORY.md: one batch of 64 embedded, the next held
             (notes / f"note-{i:03d}.md").write_text(f"# Note {i}\n\nThing number {i} is worth keeping.\n")
         env = {k: v for k, v in os.environ.items() if not k.startswith("TELETON_")} | {"HOME": str(home)}
+        # Ctrl-C as a terminal's foreground job gets it: a suite started in the background (`pytest &` from a
+        # script) ignores SIGINT, and a child would inherit that (POSIX: background jobs ignore it).
         child = pexpect.spawn(sys.executable, ["-m", "teleton.cli.main", "-c", str(config), "memory", "index"],
-                              env=env, encoding="utf-8", dimensions=(24, 120))  # fmt: skip
+                              env=env, encoding="utf-8", dimensions=(24, 120),
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
         until_sync(lambda: fake.arrived >= 3)  # the probe, the first batch, and the held one
         child.kill(signal.SIGINT)
         child.expect(pexpect.EOF, timeout=60)
