@@ -11,7 +11,7 @@ chat's: a group's summary is the group's, quoted in the owner's log); (4) the se
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 import structlog
@@ -51,26 +51,21 @@ class CompactionOutcome:
     fell_back: bool  # True when the summary is a truncation (model unavailable)
 
 
+@dataclass(eq=False)
 class Compactor:
-    def __init__(
-        self,
-        db: Database,
-        llm: LLMClient,
-        sessions: SessionStore,
-        daily_logs: DailyLogs,
-        facts: FactStore | None,
-        *,
-        knowledge: KnowledgeIndex | None = None,
-        distiller: Distiller | None = None,
-    ) -> None:
-        self.db = db
-        self.llm = llm
-        self.sessions = sessions
-        self.daily_logs = daily_logs
-        self.facts = facts
-        self.knowledge = knowledge
-        # The daemon's distiller when given (its per-chat commits then serialise with ours), else our own.
-        self.distiller = distiller or (Distiller(llm, facts) if facts is not None else None)
+    db: Database
+    llm: LLMClient
+    sessions: SessionStore
+    daily_logs: DailyLogs
+    facts: FactStore | None
+    _: KW_ONLY
+    knowledge: KnowledgeIndex | None = None
+    # The daemon's distiller when given (its per-chat commits then serialise with ours), else our own.
+    distiller: Distiller | None = None
+
+    def __post_init__(self) -> None:
+        if self.distiller is None and self.facts is not None:
+            self.distiller = Distiller(self.llm, self.facts)
 
     async def compact(
         self, session: Session, clearance: Clearance, keep_last: int, reason: str = "compacted"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -70,11 +71,18 @@ async def opened(config: Config) -> AsyncIterator[Database]:
         await db.close()
 
 
-def read_database(config: Config, read: Callable[[Connection], T]) -> T | None:
-    """``read`` run once on the configured database; None when there is none yet (a command that only
-    looks must not create an empty one)."""
+def read_or_exit(
+    ctx: typer.Context, read: Callable[[Connection], T], console: Console, what: str, *, as_json: bool = False
+) -> T:
+    """``read`` run once on the configured database, for a command that only looks: with none yet (looking
+    must not create an empty one) it says ``no {what} yet`` (as JSON: ``null``) and exits 0."""
+    config = cli_config(ctx)
     if not config.storage.database_file.exists():
-        return None
+        if as_json:
+            typer.echo(json.dumps(None))
+        else:
+            console.print(f"no {what} yet at {config.storage.database_file}")
+        raise typer.Exit(0)
 
     async def _read() -> T:
         async with opened(config) as db:

@@ -17,7 +17,7 @@ from rich.text import Text
 from telethon import TelegramClient
 from telethon.sessions import SQLiteSession, StringSession
 
-from teleton.cli.context import cli_config, cli_embedder, read_database
+from teleton.cli.context import cli_config, cli_embedder, read_or_exit
 from teleton.cli.help_format import App
 from teleton.cli.memory_cmd import require_query
 from teleton.config import require_telegram
@@ -172,14 +172,7 @@ def stats_cmd(
     ctx: typer.Context, as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False
 ) -> None:
     """How much the archive holds: messages, chats, users, edits, deletions, embeddings, busiest chats."""
-    config = cli_config(ctx)
-    s = read_database(config, stats)
-    if s is None:
-        if as_json:
-            typer.echo(json.dumps(None))
-        else:
-            console.print(f"no archive yet at {config.storage.database_file}")
-        raise typer.Exit(0)
+    s = read_or_exit(ctx, stats, console, "archive", as_json=as_json)
     if as_json:
         per_chat = [{"chat_id": c, "title": t, "messages": n} for c, t, n in s.per_chat]
         typer.echo(json.dumps({**asdict(s), "per_chat": per_chat}, ensure_ascii=False, indent=2))

@@ -15,7 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from teleton.cli.context import cli_config, cli_embedder, opened, read_database
+from teleton.cli.context import cli_config, cli_embedder, opened, read_or_exit
 from teleton.cli.help_format import App
 from teleton.config.schema import Config
 from teleton.memory.embeddings import with_cache
@@ -171,11 +171,7 @@ def stats_cmd(
     ctx: typer.Context, as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False
 ) -> None:
     """What the knowledge index holds: chunks per source, files, embedded and pending, cache size."""
-    config = cli_config(ctx)
-    stats = read_database(config, _stats)
-    if stats is None:
-        console.print(f"no database yet at {config.storage.database_file}")
-        raise typer.Exit(0)
+    stats = read_or_exit(ctx, _stats, console, "database", as_json=as_json)
     if as_json:
         typer.echo(json.dumps(stats, indent=2))
         return

@@ -17,14 +17,12 @@ from teleton.llm.progress import Progress
 from teleton.llm.types import (
     Block,
     ContextOverflowError,
-    LLMError,
     LLMResponse,
     Request,
     TransientError,
     Usage,
-    is_retryable,
     malformed,
-    retry_after,
+    status_error,
 )
 
 
@@ -86,11 +84,7 @@ def _mapped(exc: anthropic.APIStatusError | anthropic.APIConnectionError) -> Exc
     status = exc.status_code
     if isinstance(exc, anthropic.BadRequestError) and _is_overflow(exc):
         return ContextOverflowError(str(exc))
-    if not is_retryable(status):
-        return LLMError(f"API error {status}: {_message_of(exc)}", status=status)
-    return TransientError(
-        f"{status} {_message_of(exc)}", retry_after_s=retry_after(exc.response.headers), status=status
-    )
+    return status_error(status, _message_of(exc), exc.response.headers)
 
 
 def _to_response(message: Any) -> LLMResponse:

@@ -30,9 +30,8 @@ from teleton.llm.types import (
     Request,
     TransientError,
     Usage,
-    is_retryable,
     malformed,
-    retry_after,
+    status_error,
 )
 from teleton.text.tokens import estimate_tokens
 
@@ -364,9 +363,7 @@ def _mapped(exc: openai.APIStatusError | openai.APIConnectionError, model: str) 
         return ContextOverflowError(message)
     if status == 400 and "does not support tools" in lowered:
         return LLMError(f"model {model} has no tool calling ({message}): choose a model with tools", status=status)
-    if not is_retryable(status):
-        return LLMError(f"API error {status}: {message}", status=status)
-    return TransientError(f"{status} {message}", retry_after_s=retry_after(exc.response.headers), status=status)
+    return status_error(status, message, exc.response.headers)
 
 
 def _about_streaming(exc: openai.APIStatusError) -> bool:

@@ -155,6 +155,14 @@ def retry_after(headers: Any) -> float | None:
     return None
 
 
+def status_error(status: int, message: str, headers: Any) -> LLMError | TransientError:
+    """What an API's error answer is for the client, whichever provider got it: retried (``RETRYABLE``,
+    every 5xx) after what the server asked, or final."""
+    if not is_retryable(status):
+        return LLMError(f"API error {status}: {message}", status=status)
+    return TransientError(f"{status} {message}", retry_after_s=retry_after(headers), status=status)
+
+
 class Provider(Protocol):
     """One model API behind Teleton's format: sends a request, answers in the Anthropic format, raises
     ``TransientError`` for what is worth retrying, ``ContextOverflowError`` or ``LLMError`` otherwise."""

@@ -37,3 +37,15 @@ def test_index_search_stats(tmp_path: Path, isolated_home: Path) -> None:
     stats = runner.invoke(app, ["-c", str(config), "memory", "stats", "--json"])
     numbers = json.loads(stats.output)
     assert numbers["chunks"] == 3 and numbers["files"] == 2 and numbers["pending"] == 0 and numbers["vectors"] == 3
+
+
+def test_stats_without_a_database_say_so_and_create_none(tmp_path: Path, isolated_home: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(f"storage:\n  data_dir: {tmp_path / 'data'}\n  workspace: {tmp_path / 'ws'}\n")
+    runner = CliRunner()
+    for command, what in (("memory", "database"), ("feed", "archive")):
+        said = runner.invoke(app, ["-c", str(config), command, "stats"])
+        assert said.exit_code == 0 and said.output.startswith(f"no {what} yet at "), said.output
+        as_json = runner.invoke(app, ["-c", str(config), command, "stats", "--json"])
+        assert as_json.exit_code == 0 and json.loads(as_json.output) is None, as_json.output
+    assert not (tmp_path / "data").exists() or not any((tmp_path / "data").iterdir())

@@ -38,6 +38,10 @@ log = structlog.get_logger(__name__)
 MEMORY_FILE = "MEMORY.md"
 READ_CAP = 20_000
 OWNER_ONLY = "{what} is the owner's and cannot be {done} in this chat."
+SLUG_MAX = 64  # characters of a fact's category or key, as saved and as the schema tells the model
+SLUG = {"type": "string", "maxLength": SLUG_MAX}
+QUERY = {"type": "string", "minLength": 1, "maxLength": 2000}
+LIMIT = {"type": "integer", "minimum": 1, "maximum": 20}
 
 
 # -- memory_read -------------------------------------------------------------------------------------
@@ -245,7 +249,7 @@ def _list_memory_files(workspace: Any) -> str:
 
 
 def _slug(text: str) -> str:
-    return re.sub(r"\s+", "_", text.strip().lower())[:64] or "general"
+    return re.sub(r"\s+", "_", text.strip().lower())[:SLUG_MAX] or "general"
 
 
 def memory_tools() -> list[Tool]:
@@ -296,8 +300,8 @@ def memory_tools() -> list[Tool]:
             input_schema=schema(
                 {
                     "value": {"type": "string", "minLength": 1, "maxLength": 2000},
-                    "category": {"type": "string", "maxLength": 64},
-                    "key": {"type": "string", "maxLength": 64},
+                    "category": SLUG,
+                    "key": SLUG,
                     "importance": {"type": "number", "minimum": 0, "maximum": 1},
                     "about": {
                         "type": "string",
@@ -327,9 +331,9 @@ def memory_tools() -> list[Tool]:
             description="Recall saved facts relevant to a query (e.g. after a reset: 'user's cat name').",
             input_schema=schema(
                 {
-                    "query": {"type": "string", "minLength": 1, "maxLength": 2000},
-                    "category": {"type": "string", "maxLength": 64},
-                    "limit": {"type": "integer", "minimum": 1, "maximum": 20},
+                    "query": QUERY,
+                    "category": SLUG,
+                    "limit": LIMIT,
                     "subject": {
                         "type": "string",
                         "maxLength": 80,
@@ -353,9 +357,9 @@ def memory_tools() -> list[Tool]:
             ),
             input_schema=schema(
                 {
-                    "query": {"type": "string", "minLength": 1, "maxLength": 2000},
+                    "query": QUERY,
                     "chat_id": {"type": "integer"},
-                    "limit": {"type": "integer", "minimum": 1, "maximum": 20},
+                    "limit": LIMIT,
                 },
                 ("query",),
             ),

@@ -15,10 +15,13 @@ from teleton.llm.tool_loop import ToolResult
 from teleton.privacy import OWNER
 from teleton.privacy.quoting import origins_text
 from teleton.skills.book import SkillBook, SkillRefused
-from teleton.skills.folder import SkillError
-from teleton.skills.install import InstallError, propose
+from teleton.skills.folder import DESCRIPTION_MAX, NAME_MAX, SkillError
+from teleton.skills.install import DRAFT_BODY_MAX, InstallError, propose
 from teleton.skills.review import review
 from teleton.tools.registry import Tool, ToolContext, schema
+
+# A skill's name within the specification's limit, the one its folder is checked against.
+SKILL_NAME = {"type": "string", "minLength": 1, "maxLength": NAME_MAX}
 
 
 def _book(ctx: ToolContext) -> SkillBook | ToolResult:
@@ -84,7 +87,7 @@ def skill_tools() -> list[Tool]:
             ),
             input_schema=schema(
                 {
-                    "name": {"type": "string", "minLength": 1, "maxLength": 64},
+                    "name": SKILL_NAME,
                     "file": {
                         "type": "string",
                         "maxLength": 500,
@@ -105,9 +108,9 @@ def skill_tools() -> list[Tool]:
             ),
             input_schema=schema(
                 {
-                    "name": {"type": "string", "minLength": 1, "maxLength": 64},
-                    "description": {"type": "string", "minLength": 1, "maxLength": 1024},
-                    "body": {"type": "string", "minLength": 1, "maxLength": 20_000},
+                    "name": SKILL_NAME,
+                    "description": {"type": "string", "minLength": 1, "maxLength": DESCRIPTION_MAX},
+                    "body": {"type": "string", "minLength": 1, "maxLength": DRAFT_BODY_MAX},
                     "public": {"type": "boolean", "description": "usable in groups too (default: the owner only)"},
                 },
                 ("name", "description", "body"),

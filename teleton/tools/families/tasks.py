@@ -17,7 +17,7 @@ from typing import Any
 
 from croniter import croniter
 
-from teleton.config.schema import SchedulerConfig
+from teleton.config.schema import SchedulerConfig, default
 from teleton.llm.tool_loop import ToolResult
 from teleton.privacy import OWNER, Taint
 from teleton.privacy.quoting import mark, shown_to
@@ -29,9 +29,9 @@ PAST_GRACE_S = 120  # "at 09:00" said at 09:01 still runs
 
 @dataclass(frozen=True)
 class TaskLimits:
-    max_active_per_chat: int = 20
-    max_active_per_user: int = 10
-    min_repeat_minutes: int = 60
+    max_active_per_chat: int = default(SchedulerConfig, "max_active_per_chat")
+    max_active_per_user: int = default(SchedulerConfig, "max_active_per_user")
+    min_repeat_minutes: int = default(SchedulerConfig, "min_repeat_minutes")
 
     @classmethod
     def from_config(cls, cfg: SchedulerConfig) -> TaskLimits:
