@@ -27,9 +27,10 @@ import structlog
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from teleton.daemon.memory_tuning import settle_after_start  # noqa: E402
 from teleton.memory.feed.embedding import FeedEmbedder  # noqa: E402
 from teleton.storage import Database  # noqa: E402
-from tests.telegram.burst import Burst, LagMeter, feed, settle_heap  # noqa: E402
+from tests.telegram.burst import Burst, LagMeter, feed  # noqa: E402
 from tests.telegram.conftest import make_harness  # noqa: E402
 
 FLOOR = 2000.0
@@ -59,7 +60,7 @@ async def run(total: int, chats: int, provider: Any | None) -> dict[str, float]:
             turns += 1
 
         h.gateway.dispatcher.handler = agent
-        settle_heap()  # as the daemon should after start-up (gc.freeze)
+        settle_after_start()  # as the daemon does once it is ready
         meter = LagMeter().start()
         start = time.perf_counter()
         await feed(h.client, Burst(total, chats).updates())  # built as they "arrive", like network reads

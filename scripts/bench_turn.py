@@ -49,6 +49,7 @@ from teleton.config.schema import (
     StorageConfig,
     TelegramConfig,
 )
+from teleton.daemon.memory_tuning import settle_after_start
 from teleton.daemon.outside_servers import start_mcp
 from teleton.gateway.contract import ChatInfo, IncomingMessage, UserInfo
 from teleton.memory.facts.store import Fact
@@ -244,6 +245,7 @@ async def bench(args: argparse.Namespace) -> tuple[dict[str, Any], int]:
                 await servers.approve(name, pins.approval_code(name, waiting))
             tools = sum(len(state["tools"]) for state in servers.status().values())
             report["mcp"] = {"servers": len(config.mcp.servers), "tools": tools}
+        settle_after_start()  # as the daemon does once it is ready (its full collections walk only what came after)
         row = await db.fetchone("select max(message_id) from tg_messages")
         ids = iter(range(max(args.messages, int(row[0] or 0)) + 10, 10**12))
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import os
 import signal
 import sys
@@ -37,7 +36,7 @@ from teleton.daemon.health import (
 from teleton.daemon.instance_lock import InstanceLock
 from teleton.daemon.loop_lag import LoopLagMonitor
 from teleton.daemon.loopback_gateway import LoopbackGateway
-from teleton.daemon.memory_tuning import release_free_memory, tune_malloc
+from teleton.daemon.memory_tuning import settle_after_start, tune_malloc
 from teleton.daemon.periodic_jobs import add_periodic_jobs
 from teleton.daemon.services import open_agent, open_store, start_feed_embedder, start_outside_servers
 from teleton.daemon.status_file import DaemonStatus, write_status
@@ -214,11 +213,7 @@ class Daemon:
         self.life.spawn(self.lag.run(), "loop-lag")
         await index_loaded  # ready means a search finds every vector without loading them first
         await prepare_search(db)  # and the first search is as fast as the next
-        # Start-up objects (model, tool index, caches) live for the whole run: moving them out of the
-        # collector's reach keeps full collections during a message burst short.
-        gc.collect()
-        gc.freeze()
-        release_free_memory()
+        settle_after_start()
         summary = (
             f"vectors={'on' if db.vectors else 'off'} model={provider.model_id if provider is not None else 'none'} "
             f"dm_policy={config.telegram.dm_policy} group_policy={config.telegram.group_policy} "

@@ -30,6 +30,8 @@ from teleton.providers.pinned_files import ModelFilesError, package_dir, sha256_
 from teleton.storage import Database
 from tests.conftest import requires_extra
 
+pytestmark = pytest.mark.costly  # the model built from its wheel twice (~10 s each), in subprocesses
+
 # One process asking for the model: it says whether it built it and which files it got. The two processes of
 # a first start wait for each other, so both ask while neither has the model yet.
 FIRST_USE = """

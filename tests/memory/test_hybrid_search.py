@@ -262,7 +262,7 @@ async def test_limits_and_min_score_come_from_params(mdb: Database):
 async def test_repeated_scoped_search_answers_the_same_from_its_chat_alone(mdb: Database, embedder):
     # Search latency (p50/p95, scoped and across chats, 10k and 100k messages) is scripts/bench_search.py's.
     await mdb.write(
-        lambda conn: [add_messages(conn, c, [f"note {i} on topic {c}" for i in range(50)]) for c in range(20)]
+        lambda conn: [add_messages(conn, c, [f"note {i} on topic {c}" for i in range(10)]) for c in range(20)]
     )
     await embed_pending(mdb, embedder)
     query = embedder.encode(["topic 3 note"])[0]

@@ -6,7 +6,6 @@ Shared by the burst test and ``scripts/bench_ingest.py``.
 from __future__ import annotations
 
 import asyncio
-import gc
 import itertools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -90,14 +89,6 @@ async def feed(client: TelegramClient, updates: Iterable[Any], *, per_read: int 
         await done.wait()
     if errors:
         raise errors[0]
-
-
-def settle_heap() -> None:
-    """What a long-running daemon does once after start-up (``gc.freeze()``): the modules, classes and
-    caches loaded so far are moved out of the collector's way, so a full collection during a burst walks
-    only what the burst itself allocates. Without it each full pass here walks pytest's whole heap too."""
-    gc.collect()
-    gc.freeze()
 
 
 @dataclass

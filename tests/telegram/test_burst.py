@@ -15,11 +15,12 @@ from typing import Any
 import numpy as np
 import pytest
 
+from teleton.daemon.memory_tuning import settle_after_start
 from teleton.memory.feed.embedding import FeedEmbedder
 from teleton.memory.search.corpora import FEED
 from teleton.memory.search.vector_leg import vector_leg
 from teleton.storage import Database
-from tests.telegram.burst import Burst, feed, settle_heap
+from tests.telegram.burst import Burst, feed
 from tests.telegram.conftest import HashingEmbedder, make_harness
 from tests.waiting import until
 
@@ -32,7 +33,7 @@ async def test_burst_archives_everything_once_and_offers_each_message_once(db: D
         burst = Burst(TOTAL, CHATS)
         # Every 10th update is delivered twice, as after a reconnect.
         updates = itertools.chain(burst.updates(), burst.updates(range(0, TOTAL, 10)))
-        settle_heap()
+        settle_after_start()
         await feed(h.client, updates)
         await h.settle()
 
@@ -101,7 +102,7 @@ async def _burst_with_embeddings(tmp_path: Path, provider: Any, total: int, chat
     feed_embedder.start()
     h.gateway.pipeline.on_archived = feed_embedder.notify  # as the daemon wires it (gateway.on_message)
     try:
-        settle_heap()
+        settle_after_start()
         await feed(h.client, Burst(total, chats).updates())
         await h.gateway.batcher.drain()
         # The whole burst is archived while no embedding can finish: the receive path never waits for them.

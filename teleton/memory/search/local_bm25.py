@@ -15,12 +15,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from teleton.memory.search.fts_query import or_expression
 from teleton.storage.sqlite_driver import Connection
 
 K1 = 1.2
 B = 0.75
-COUNT_DECIMALS = 4  # of a weighted count read back from bm25() (see _weighted_count)
+COUNT_DECIMALS = 4  # of a weighted count read back from bm25() (see _weighted_counts)
 LENGTH_SAMPLE = 1_000  # rows (the scope's newest) the average length is taken from; exact for small scopes
 SHORT_ROW_BYTES = 8_192  # a row's columns (UTF-8) up to which its counts come from highlight() (see above)
 # Past this many matching rows of a word, bm25()'s one table-wide count costs less than highlight() in each row
@@ -70,8 +72,8 @@ def local_bm25(
     if scope.only is None and rows <= HIGHLIGHT_MAX_ROWS and rows * len(terms) <= max_matches:
         # A small scope: no word can be dropped and each word's matches are all its rows, so one query per
         # word finds both (a stem prefix costs 1-3 ms a query at 1M messages, whatever the scope's size).
-        found = {term: word_counts(search, term, weights, max_matches, rows) for term in terms}
-        counts = {term: len(by_row) for term, by_row in found.items()}
+        found = word_counts(search, dict.fromkeys(terms, rows), weights, max_matches)
+        counts = {term: len(ids) for term, (ids, _) in found.items()}
     else:
         counts = term_counts(conn, fts=fts, table=table, scope=scope, terms=terms, cap=max_matches + 1)
         found = {}
@@ -82,19 +84,24 @@ def local_bm25(
     # word with more matches than the scope had rows when counted (and its IDF undefined).
     rows = max(rows, *(counts[term] for term in kept))
     idf = {term: max(1e-6, math.log((rows - counts[term] + 0.5) / (counts[term] + 0.5))) for term in kept}
-    frequency: dict[int, dict[str, float]] = {}
-    for term in kept:
-        by_row = found.get(term) or word_counts(search, term, weights, max_matches, counts[term])
-        for row_id, tf in by_row.items():
-            frequency.setdefault(row_id, {})[term] = tf
-    lengths = search.lengths(list(frequency))
+    # Every (row, word) pair at once, the words in the query's order: a row's score adds its words' parts in
+    # that order, as a loop over them would, to the last bit. A big chat's common words match a thousand rows
+    # or more, and row by row in Python that cost as much as the statements.
+    found = found or word_counts(search, {term: counts[term] for term in kept}, weights, max_matches)
+    matched = [found[term] for term in kept]
+    ids = np.concatenate([m[0] for m in matched])
+    if not len(ids):
+        return {}
+    tf = np.concatenate([m[1] for m in matched])
+    weight = np.concatenate([np.full(len(m[0]), idf[term]) for term, m in zip(kept, matched, strict=True)])
+    row_ids, which = np.unique(ids, return_inverse=True)
+    known = search.lengths(row_ids.tolist())
+    length = np.array([known.get(i, 0) for i in row_ids.tolist()], np.float64)
     average = search.average_length()
-    scores = {}
-    for row_id, by_term in frequency.items():
-        norm = K1 * (1 - B + B * lengths.get(row_id, 0) / average) if average > 0 else K1
-        scores[row_id] = sum(idf[t] * tf * (K1 + 1) / (tf + norm) for t, tf in by_term.items())
-    best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]
-    return dict(best)
+    norm = K1 * (1 - B + B * length / average) if average > 0 else np.full(len(row_ids), K1)
+    scores = np.bincount(which, weights=weight * tf * (K1 + 1) / (tf + norm[which]), minlength=len(row_ids))
+    best = np.lexsort((row_ids, -scores))[:limit]  # the best first, ties by row id
+    return dict(zip(row_ids[best].tolist(), scores[best].tolist(), strict=True))
 
 
 def term_counts(
@@ -103,27 +110,38 @@ def term_counts(
     """Rows of ``scope`` (``Scope()``: the whole table) matching each term, counted up to ``cap``: past it
     a term's exact count decides nothing (see ``drop_common_terms``) and would cost more than the search."""
     search = _Search(conn, fts, table, scope)
-    return {term: search.count(_phrase(term), cap=cap) for term in terms}
+    return dict(zip(terms, search.counts([_phrase(term) for term in terms], cap), strict=True))
 
 
 def _phrase(term: str) -> str:
     return or_expression([term])
 
 
-def word_counts(search: _Search, term: str, weights: Sequence[float], newest: int, matches: int) -> dict[int, float]:
-    """Row id -> column-weighted count of ``term``'s matches, for the ``newest`` scope rows it matches
-    (``matches`` of them as ``term_counts`` counted, or at most that many).
+def word_counts(
+    search: _Search, matches: dict[str, int], weights: Sequence[float], newest: int
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Term -> row ids and column-weighted counts of its matches, for the ``newest`` scope rows it matches
+    (``matches``: how many it does, as ``term_counts`` counted, or at most that many); one statement for all.
 
     ``bm25()`` sums a score per phrase of the MATCH, so a term of several stem prefixes (``keyword_terms``)
     is counted one prefix at a time; a prefix that extends another one matches nothing the shorter one does
     not, and is left out so no word counts twice.
     """
-    counts: dict[int, float] = {}
-    marks = matches <= HIGHLIGHT_MAX_ROWS and search.table_rows() > HIGHLIGHT_MIN_TABLE_ROWS
-    for phrase in _prefix_phrases(term):
-        for row_id, tf in search.frequencies(phrase, weights, newest, marks=marks):
-            counts[row_id] = counts.get(row_id, 0.0) + tf
-    return dict(sorted(counts.items(), reverse=True)[:newest])
+    large = search.table_rows() > HIGHLIGHT_MIN_TABLE_ROWS
+    arms = [(term, phrase) for term in matches for phrase in _prefix_phrases(term)]
+    marks = [large and matches[term] <= HIGHLIGHT_MAX_ROWS for term, _ in arms]
+    arm, ids, counts = search.frequencies([phrase for _, phrase in arms], weights, newest, marks)
+    found: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for n, (term, _) in enumerate(arms):
+        mine = arm == n
+        if term not in found:
+            found[term] = ids[mine], counts[mine]
+            continue
+        # A second prefix of the word: each row's counts of both, the newest rows kept.
+        row_ids, which = np.unique(np.concatenate([found[term][0], ids[mine]]), return_inverse=True)
+        summed = np.bincount(which, weights=np.concatenate([found[term][1], counts[mine]]), minlength=len(row_ids))
+        found[term] = row_ids[::-1][:newest], summed[::-1][:newest]
+    return found
 
 
 def _prefix_phrases(term: str) -> list[str]:
@@ -178,58 +196,72 @@ class _Search:
             f"{self.fts}.rowid",
         )
 
-    def count(self, expression: str | None, cap: int | None = None) -> int:
+    def count(self, expression: str | None) -> int:
         sql, args, _ = self._from(expression)
-        if cap is None:
-            return int(self.conn.execute(f"select count(*) {sql}", args).fetchone()[0])
-        return int(self.conn.execute(f"select count(*) from (select 1 {sql} limit ?)", [*args, cap]).fetchone()[0])
+        return int(self.conn.execute(f"select count(*) {sql}", args).fetchone()[0])
+
+    def counts(self, expressions: Sequence[str], cap: int) -> list[int]:
+        """The scope's rows matching each expression, each counted up to ``cap``, in one statement."""
+        if not expressions:
+            return []
+        parts, args = [], []
+        for expression in expressions:
+            sql, part_args, _ = self._from(expression)
+            parts.append(f"(select count(*) from (select 1 {sql} limit ?))")
+            args += [*part_args, cap]
+        return [int(n) for n in self.conn.execute(f"select {', '.join(parts)}", args).fetchone()]
 
     def frequencies(
-        self, phrase: str, weights: Sequence[float], newest: int, marks: bool = True
-    ) -> list[tuple[int, float]]:
-        """(row id, column-weighted match count) of the ``newest`` scope rows matching one ``phrase``.
+        self, phrases: Sequence[str], weights: Sequence[float], newest: int, marks: Sequence[bool]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For each of ``phrases`` (numbered by their place), its ``newest`` scope rows matching it: the phrase's
+        number, the row id and the row's column-weighted match count, in one statement (a part per phrase).
 
-        With ``marks``, a short row's count in a column is the length ``highlight()`` adds to it, one marker per
-        match (a marker character the text already holds cancels out: it cannot make a row look more relevant;
-        counted in SQL, the text never comes to Python: a quarter of the time per row). A long row's comes
-        from bm25(): FTS5's score of a row is ``idf * f * (K1 + 1) / (f + k)`` with ``f`` the weighted count
-        and ``k`` from the row's length and the table's average; the same row with doubled weights gives
-        ``2f``, and the two scores give ``x = f / k``. ``k`` is computed as FTS5 computes it, from the table's
-        totals (its averages record, read in the same statement, so from the same snapshot) and the row's
-        ``_docsize``. CASE evaluates only its taken branch, so a statement of short rows never calls bm25().
-        Scope phrases (the feed's chat token) sit in a column of weight 0 and add nothing.
+        With ``marks`` (per phrase), a short row's count in a column is the length ``highlight()`` adds to it,
+        one marker per match (a marker character the text already holds cancels out: it cannot make a row
+        look more relevant; counted in SQL, the text never comes to Python: a quarter of the time per row). A
+        long row's comes from bm25(): FTS5's score of a row is ``idf * f * (K1 + 1) / (f + k)`` with ``f`` the
+        weighted count and ``k`` from the row's length and the table's average; the same row with doubled
+        weights gives ``2f``, and the two scores give ``x = f / k``. ``k`` is computed as FTS5 computes it,
+        from the table's totals (its averages record, read in the same statement, so from the same snapshot)
+        and the row's ``_docsize``. CASE evaluates only its taken branch, so a part of short rows never calls
+        bm25(). Scope phrases (the feed's chat token) sit in a column of weight 0 and add nothing.
         """
         fts = self.fts
         names = self.columns()
         weighted = [(names[i], w) for i, w in enumerate(weights) if w]
         size = " + ".join(f"coalesce(length(cast({fts}.{name} as blob)), 0)" for name, _ in weighted)
-        short = f"({size}) <= {SHORT_ROW_BYTES}" if marks else "0"
         single = ", ".join(str(float(w)) for w in weights)
         double = ", ".join(str(2 * float(w)) for w in weights)
         added = [
             f"length(highlight({fts}, {names.index(name)}, char(1), '')) - length({fts}.{name})" for name, _ in weighted
         ]
-        marked = ", ".join(f"iif({short}, coalesce({n}, 0), null)" for n in added)
-        sql, args, row_id = self._from(phrase, ranked=True)
-        rows = self.conn.execute(
-            f"select {row_id}, (select sz from {fts}_docsize where id = {row_id}), "
-            f"iif({short}, null, bm25({fts}, {single})), iif({short}, null, bm25({fts}, {double})), "
-            f"(select block from {fts}_data where id = 1), {marked} {sql} order by {row_id} desc limit ?",
-            [*args, newest],
-        ).fetchall()
+        parts, args = [], []
+        for n, (phrase, marked) in enumerate(zip(phrases, marks, strict=True)):
+            short = f"({size}) <= {SHORT_ROW_BYTES}" if marked else "0"
+            marked_columns = ", ".join(f"iif({short}, coalesce({a}, 0), 0)" for a in added)
+            sql, part_args, row_id = self._from(phrase, ranked=True)
+            parts.append(
+                f"select * from (select {n}, {row_id}, (select sz from {fts}_docsize where id = {row_id}), {short}, "
+                f"iif({short}, 0, bm25({fts}, {single})), iif({short}, 0, bm25({fts}, {double})), "
+                f"(select block from {fts}_data where id = 1), {marked_columns} {sql} order by {row_id} desc limit ?)"
+            )
+            args += [*part_args, newest]
+        rows = self.conn.execute(" union all ".join(parts), args).fetchall() if parts else []
         if not rows:
-            return []
-        table_rows, *column_tokens = _varints(rows[0][4])
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+        arm, ids, sizes, shorts, singles, doubles, blocks, *columns = zip(*rows, strict=True)
+        table_rows, *column_tokens = _varints(blocks[0])
+        length = _row_lengths(sizes, len(names))
+        self._lengths.update(zip(ids, length.tolist(), strict=True))
         average = sum(column_tokens) / table_rows
-        found = []
-        for r in rows:
-            length = self._lengths[r[0]] = _row_length(r[1]) if r[1] else 0
-            if r[2] is None:  # short: highlight()'s markers
-                count = sum(w * marks for marks, (_, w) in zip(r[5:], weighted, strict=True))
-            else:
-                count = _weighted_count(r[2], r[3], length, average)
-            found.append((int(r[0]), count))
-        return found
+        count = _weighted_counts(np.array(singles, np.float64), np.array(doubles, np.float64), length, average)
+        if any(marks):  # short rows: highlight()'s markers
+            marked_count = np.zeros(len(ids))
+            for column, (_, w) in zip(columns, weighted, strict=True):
+                marked_count = marked_count + w * np.array(column, np.float64)
+            count = np.where(np.array(shorts, bool), marked_count, count)
+        return np.array(arm, np.int64), np.array(ids, np.int64), count
 
     def table_rows(self) -> int:
         """The FTS table's rows (its averages record), read once per search."""
@@ -263,15 +295,26 @@ class _Search:
         return _row_length(sizes) / rows if rows else 0.0
 
 
-def _weighted_count(single: float, double: float, length: int, average: float) -> float:
-    """``f`` from bm25() with the weights once (``single``) and doubled (see ``_Search.frequencies``)."""
-    if not single or not double or not length:
-        return 0.0  # matched in columns of weight 0 only
-    ratio = double / single  # = 2 (x + 1) / (2x + 1)
+def _weighted_counts(single: np.ndarray, double: np.ndarray, length: np.ndarray, average: float) -> np.ndarray:
+    """``f`` of each row from bm25() with the weights once (``single``) and doubled (see ``_Search.frequencies``);
+    0 for a row matched in columns of weight 0 only."""
+    valid = (single != 0) & (double != 0) & (length != 0)
+    ratio = np.divide(double, single, out=np.full(len(single), 1.5), where=valid)  # = 2 (x + 1) / (2x + 1)
     x = (2.0 - ratio) / (2.0 * (ratio - 1.0))
     # f is whole counts times weights of a decimal place or two: rounding drops the float noise of the
     # inversion, so a row's count never depends on the rest of the table.
-    return round(x * K1 * (1 - B + B * length / average), COUNT_DECIMALS)
+    f = np.round(x * K1 * (1 - B + B * length / average), COUNT_DECIMALS)
+    return np.where(valid, f, 0.0)
+
+
+def _row_lengths(sizes: Sequence[bytes | None], columns: int) -> np.ndarray:
+    """Each row's tokens from its ``_docsize`` record: when every count is under 128 a record is one byte a
+    column, and the records joined are a matrix of them."""
+    if None not in sizes:
+        joined = np.frombuffer(b"".join(sizes), np.uint8)  # type: ignore[arg-type]
+        if len(joined) == len(sizes) * columns and not (joined & 0x80).any():
+            return joined.reshape(len(sizes), columns).sum(axis=1, dtype=np.int64)
+    return np.array([_row_length(s) if s else 0 for s in sizes], np.int64)
 
 
 def _row_length(blob: bytes) -> int:
