@@ -3,7 +3,7 @@
 Two malloc arenas instead of up to 8 per core (a dozen threads each kept their own), and a fixed 1 MiB mmap
 threshold so ONNX Runtime's multi-MB activations go back to the system when freed instead of fragmenting the
 heap (the figures: docs/benchmarks.md). ``tune_malloc`` must run before the worker threads start;
-``settle_after_start`` once start-up is done.
+``settle_after_start`` once start-up is done (it also takes the start's objects out of the collector's way).
 """
 
 from __future__ import annotations
@@ -55,8 +55,8 @@ def release_free_memory() -> bool:
 def settle_after_start() -> None:
     """Once start-up is done: its objects (modules, the model, the tool index, caches) live for the whole run, so
     they are moved out of the cyclic collector's reach (``gc.freeze``), and the heap's free pages go back. A full
-    collection then walks only what came after: in the turn benchmark, with the start's 220k objects still in
-    reach, one took 180-340 ms inside a turn."""
+    collection then walks only what came after, not the start's 220k objects (what that costs a turn: the turn
+    row of docs/benchmarks.md)."""
     gc.collect()
     gc.freeze()
     release_free_memory()
