@@ -68,7 +68,7 @@ def local_bm25(
     if limit <= 0:
         return {}
     search = _Search(conn, fts, table, scope)
-    rows = search.count(None)
+    rows = search.rows()
     if scope.only is None and rows <= HIGHLIGHT_MAX_ROWS and rows * len(terms) <= max_matches:
         # A small scope: no word can be dropped and each word's matches are all its rows, so one query per
         # word finds both (a stem prefix costs 1-3 ms a query at 1M messages, whatever the scope's size).
@@ -95,8 +95,9 @@ def local_bm25(
     tf = np.concatenate([m[1] for m in matched])
     weight = np.concatenate([np.full(len(m[0]), idf[term]) for term, m in zip(kept, matched, strict=True)])
     row_ids, which = np.unique(ids, return_inverse=True)
-    known = search.lengths(row_ids.tolist())
-    length = np.array([known.get(i, 0) for i in row_ids.tolist()], np.float64)
+    listed = row_ids.tolist()
+    known = search.lengths(listed)
+    length = np.array([known.get(i, 0) for i in listed], np.float64)
     average = search.average_length()
     norm = K1 * (1 - B + B * length / average) if average > 0 else np.full(len(row_ids), K1)
     scores = np.bincount(which, weights=weight * tf * (K1 + 1) / (tf + norm[which]), minlength=len(row_ids))
@@ -196,8 +197,9 @@ class _Search:
             f"{self.fts}.rowid",
         )
 
-    def count(self, expression: str | None) -> int:
-        sql, args, _ = self._from(expression)
+    def rows(self) -> int:
+        """The scope's rows (the statistics' N)."""
+        sql, args, _ = self._from(None)
         return int(self.conn.execute(f"select count(*) {sql}", args).fetchone()[0])
 
     def counts(self, expressions: Sequence[str], cap: int) -> list[int]:
